@@ -1,0 +1,99 @@
+"""Developer and CI sessions.
+
+`nox` with no arguments runs what CI runs. Each package is tested in its own
+virtualenv holding only that package and the ORBIT layers it declares, which
+proves the declared dependencies are enough (orbit_core is tested with no
+SQLAlchemy, Falcon or click installed).
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["lint", "types", "tests", "repo"]
+
+PYTHON = "3.11"
+
+# Each package and the ORBIT packages it depends on, lowest layer first.
+LAYERS: dict[str, list[str]] = {
+    "orbit_core": ["orbit_core"],
+    "orbit_lang": ["orbit_core", "orbit_lang"],
+    "orbit_store": ["orbit_core", "orbit_store"],
+    "orbit_server": ["orbit_core", "orbit_store", "orbit_server"],
+    "orbit_cli": ["orbit_core", "orbit_lang", "orbit_store", "orbit_server", "orbit_cli"],
+}
+ALL = LAYERS["orbit_cli"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"]
+
+
+def _install(session: nox.Session, pkgs: list[str]) -> None:
+    session.install(*[arg for p in pkgs for arg in ("-e", f"./{p}")])
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff over the whole repository."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def types(session: nox.Session) -> None:
+    """mypy --strict over the five packages."""
+    session.install("mypy>=1.11", "types-psycopg2", *TEST_DEPS)
+    _install(session, ALL)
+    session.run("mypy", *[f"{p}/src/{p}" for p in ALL])
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("pkg", list(LAYERS))
+def tests(session: nox.Session, pkg: str) -> None:
+    """Unit tests of one package, in a virtualenv holding only its layers."""
+    session.install(*TEST_DEPS)
+    _install(session, LAYERS[pkg])
+    session.run("pytest", f"{pkg}/tests", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def repo(session: nox.Session) -> None:
+    """Cross-package tests: import boundaries, book examples, golden outputs."""
+    session.install(*TEST_DEPS)
+    _install(session, ALL)
+    session.run("pytest", "tests", "-m", "not e2e", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def e2e(session: nox.Session) -> None:
+    """End-to-end tests: a real server, real workers, real databases."""
+    session.install(*TEST_DEPS)
+    _install(session, ALL)
+    session.install("-e", "./sdks/python")
+    session.run("pytest", "tests", "-m", "e2e", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def sdk_python(session: nox.Session) -> None:
+    """The Python worker SDK's own tests and linters."""
+    session.install(*TEST_DEPS)
+    session.install("-e", "./sdks/python")
+    session.run("pytest", "sdks/python/tests", *session.posargs)
+
+
+@nox.session(python=False)
+def sdk_typescript(session: nox.Session) -> None:
+    """The TypeScript SDK: install, type-check, lint and test with npm."""
+    with session.chdir("sdks/typescript"):
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+        session.run("npm", "test", external=True)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks; not part of CI. Pass a benchmark name: nox -s bench -- parse."""
+    _install(session, ALL)
+    name = session.posargs[0] if session.posargs else "parse"
+    session.run("python", f"benchmarks/bench_{name}.py", *session.posargs[1:])

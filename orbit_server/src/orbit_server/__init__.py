@@ -1,0 +1,5 @@
+"""orbit_server."""
+
+__version__ = "0.5.0"
+
+__all__ = ["__version__"]
