@@ -1,0 +1,45 @@
+"""The ORBIT intermediate representation: what the compiler produces and the engine runs."""
+
+from orbit_core.ir.canonical import canonical_bytes, definition_hash, hash_document
+from orbit_core.ir.codec import IRError, from_json, to_json
+from orbit_core.ir.definition import (
+    IR_V1,
+    IR_V2,
+    IR_VERSIONS,
+    ChildContract,
+    Compensation,
+    ContinueAsNew,
+    Definition,
+    EventHandler,
+    ForEach,
+    Query,
+    Retry,
+    Signal,
+    Step,
+    TaskContract,
+)
+from orbit_core.ir.walk import needs_ir_v2
+
+__all__ = [
+    "IR_V1",
+    "IR_V2",
+    "IR_VERSIONS",
+    "ChildContract",
+    "Compensation",
+    "ContinueAsNew",
+    "Definition",
+    "EventHandler",
+    "ForEach",
+    "IRError",
+    "Query",
+    "Retry",
+    "Signal",
+    "Step",
+    "TaskContract",
+    "canonical_bytes",
+    "definition_hash",
+    "from_json",
+    "hash_document",
+    "needs_ir_v2",
+    "to_json",
+]

@@ -1,0 +1,497 @@
+"""JSON encoding of the IR.
+
+`to_json(definition)` gives plain JSON values (dicts, lists, str, int, float,
+bool, None) and `from_json(document)` reads them back, raising `IRError` with a
+`$.path` on any malformed input: IR documents come from users, so nothing here
+may fail with anything else.
+
+Optional members that are absent (None, empty) are omitted, so adding a new
+optional member to the IR never changes the encoding, and therefore the hash,
+of a definition that does not use it.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from orbit_core.ir import expr as e
+from orbit_core.ir.definition import (
+    HANDLER_KINDS,
+    IR_VERSIONS,
+    STEP_KINDS,
+    ChildContract,
+    Compensation,
+    ContinueAsNew,
+    Definition,
+    EventHandler,
+    ForEach,
+    Query,
+    Retry,
+    Signal,
+    Step,
+    TaskContract,
+)
+from orbit_core.ir.types import (
+    NO_DEFAULT,
+    PRIMITIVES,
+    Field,
+    ListType,
+    MapType,
+    OptionalType,
+    Primitive,
+    RecordType,
+    Type,
+)
+
+
+class IRError(ValueError):
+    """A document is not a well-formed IR definition."""
+
+
+T = TypeVar("T")
+
+
+def _fail(path: str, message: str) -> IRError:
+    return IRError(f"{path}: {message}" if path else message)
+
+
+def _obj(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(path, f"expected an object, found {_describe(value)}")
+    return value
+
+
+def _str(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(path, f"expected a string, found {_describe(value)}")
+    return value
+
+
+def _int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(path, f"expected an integer, found {_describe(value)}")
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _fail(path, f"expected an array, found {_describe(value)}")
+    return value
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+# ---------------------------------------------------------------- types
+
+
+def type_to_json(t: Type) -> dict[str, Any]:
+    if isinstance(t, Primitive):
+        return {"kind": t.kind}
+    if isinstance(t, ListType):
+        return {"kind": "list", "items": type_to_json(t.items)}
+    if isinstance(t, MapType):
+        return {"kind": "map", "values": type_to_json(t.values)}
+    if isinstance(t, OptionalType):
+        return {"kind": "optional", "type": type_to_json(t.type)}
+    out: dict[str, Any] = {"kind": "record"}
+    if t.name is not None:
+        out["name"] = t.name
+    out["fields"] = [_field_to_json(f) for f in t.fields]
+    return out
+
+
+def _field_to_json(f: Field) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": f.name, "type": type_to_json(f.type)}
+    if f.has_default:
+        out["default"] = f.default
+    return out
+
+
+def type_from_json(value: Any, path: str = "$") -> Type:
+    obj = _obj(value, path)
+    kind = _str(obj.get("kind"), f"{path}.kind")
+    if kind in PRIMITIVES:
+        return Primitive(kind)
+    if kind == "list":
+        return ListType(type_from_json(obj.get("items"), f"{path}.items"))
+    if kind == "map":
+        return MapType(type_from_json(obj.get("values"), f"{path}.values"))
+    if kind == "optional":
+        return OptionalType(type_from_json(obj.get("type"), f"{path}.type"))
+    if kind == "record":
+        return record_from_json(obj, path)
+    raise _fail(f"{path}.kind", f"unknown type kind `{kind}`")
+
+
+def record_from_json(value: Any, path: str = "$") -> RecordType:
+    obj = _obj(value, path)
+    if obj.get("kind") != "record":
+        raise _fail(f"{path}.kind", "expected a record type")
+    name = obj.get("name")
+    fields = []
+    for i, raw in enumerate(_list(obj.get("fields"), f"{path}.fields")):
+        fpath = f"{path}.fields[{i}]"
+        fobj = _obj(raw, fpath)
+        fields.append(
+            Field(
+                name=_str(fobj.get("name"), f"{fpath}.name"),
+                type=type_from_json(fobj.get("type"), f"{fpath}.type"),
+                default=fobj.get("default", NO_DEFAULT),
+            )
+        )
+    return RecordType(
+        fields=tuple(fields), name=None if name is None else _str(name, f"{path}.name")
+    )
+
+
+# ---------------------------------------------------------------- expressions
+
+_LEAVES: dict[str, Callable[[], e.Expr]] = {
+    "null": e.Null,
+    "input": e.Input,
+    "execution": e.Execution,
+    "failure": e.Failure,
+    "event": e.Event,
+}
+
+
+def expr_to_json(x: e.Expr) -> dict[str, Any]:
+    if isinstance(x, e.Str):
+        return {"op": "str", "value": x.value}
+    if isinstance(x, e.Int):
+        return {"op": "int", "value": x.value}
+    if isinstance(x, e.Float):
+        return {"op": "float", "value": x.value}
+    if isinstance(x, e.Bool):
+        return {"op": "bool", "value": x.value}
+    if isinstance(x, e.Null):
+        return {"op": "null"}
+    if isinstance(x, e.Duration):
+        return {"op": "duration", "ms": x.ms}
+    if isinstance(x, e.Input):
+        return {"op": "input"}
+    if isinstance(x, e.Execution):
+        return {"op": "execution"}
+    if isinstance(x, e.Failure):
+        return {"op": "failure"}
+    if isinstance(x, e.Event):
+        return {"op": "event"}
+    if isinstance(x, e.StepRef):
+        return {"op": "step", "name": x.name}
+    if isinstance(x, e.Var):
+        return {"op": "var", "name": x.name}
+    if isinstance(x, e.Get):
+        return {"op": "get", "target": expr_to_json(x.target), "field": x.field}
+    if isinstance(x, e.Index):
+        return {"op": "index", "target": expr_to_json(x.target), "index": expr_to_json(x.index)}
+    if isinstance(x, e.Lambda):
+        return {"op": "lambda", "param": x.param, "body": expr_to_json(x.body)}
+    if isinstance(x, e.Call):
+        out: dict[str, Any] = {"op": "call", "fn": x.fn, "args": [expr_to_json(a) for a in x.args]}
+        if x.float_sum:
+            out["float_sum"] = True
+        return out
+    if isinstance(x, e.Unary):
+        return {"op": x.op, "arg": expr_to_json(x.arg)}
+    if isinstance(x, e.Binary):
+        return {"op": x.op, "left": expr_to_json(x.left), "right": expr_to_json(x.right)}
+    if isinstance(x, e.If):
+        return {
+            "op": "if",
+            "cond": expr_to_json(x.cond),
+            "then": expr_to_json(x.then),
+            "else": expr_to_json(x.otherwise),
+        }
+    if isinstance(x, e.Object):
+        return {
+            "op": "object",
+            "entries": [{"key": en.key, "value": expr_to_json(en.value)} for en in x.entries],
+        }
+    return {"op": "list", "items": [expr_to_json(i) for i in x.items]}
+
+
+def expr_from_json(value: Any, path: str = "$") -> e.Expr:
+    obj = _obj(value, path)
+    op = _str(obj.get("op"), f"{path}.op")
+    leaf = _LEAVES.get(op)
+    if leaf is not None:
+        return leaf()
+    if op == "str":
+        return e.Str(_str(obj.get("value"), f"{path}.value"))
+    if op == "int":
+        v = _int(obj.get("value"), f"{path}.value")
+        if not -(2**63) <= v < 2**63:
+            raise _fail(f"{path}.value", "integer out of range")
+        return e.Int(v)
+    if op == "float":
+        raw = obj.get("value")
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+            raise _fail(f"{path}.value", f"expected a finite number, found {_describe(raw)}")
+        return e.Float(float(raw))
+    if op == "bool":
+        raw = obj.get("value")
+        if not isinstance(raw, bool):
+            raise _fail(f"{path}.value", f"expected a boolean, found {_describe(raw)}")
+        return e.Bool(raw)
+    if op == "duration":
+        return e.Duration(_int(obj.get("ms"), f"{path}.ms"))
+    if op == "step":
+        return e.StepRef(_str(obj.get("name"), f"{path}.name"))
+    if op == "var":
+        return e.Var(_str(obj.get("name"), f"{path}.name"))
+    if op == "get":
+        return e.Get(
+            expr_from_json(obj.get("target"), f"{path}.target"),
+            _str(obj.get("field"), f"{path}.field"),
+        )
+    if op == "index":
+        return e.Index(
+            expr_from_json(obj.get("target"), f"{path}.target"),
+            expr_from_json(obj.get("index"), f"{path}.index"),
+        )
+    if op == "lambda":
+        return e.Lambda(
+            _str(obj.get("param"), f"{path}.param"), expr_from_json(obj.get("body"), f"{path}.body")
+        )
+    if op == "call":
+        args = _list(obj.get("args"), f"{path}.args")
+        float_sum = obj.get("float_sum", False)
+        if not isinstance(float_sum, bool):
+            raise _fail(f"{path}.float_sum", f"expected a boolean, found {_describe(float_sum)}")
+        return e.Call(
+            _str(obj.get("fn"), f"{path}.fn"),
+            tuple(expr_from_json(a, f"{path}.args[{i}]") for i, a in enumerate(args)),
+            float_sum,
+        )
+    if op in e.UNARY_OPS:
+        return e.Unary(op, expr_from_json(obj.get("arg"), f"{path}.arg"))
+    if op in e.BINARY_OPS:
+        return e.Binary(
+            op,
+            expr_from_json(obj.get("left"), f"{path}.left"),
+            expr_from_json(obj.get("right"), f"{path}.right"),
+        )
+    if op == "if":
+        return e.If(
+            expr_from_json(obj.get("cond"), f"{path}.cond"),
+            expr_from_json(obj.get("then"), f"{path}.then"),
+            expr_from_json(obj.get("else"), f"{path}.else"),
+        )
+    if op == "object":
+        entries = []
+        for i, raw in enumerate(_list(obj.get("entries"), f"{path}.entries")):
+            epath = f"{path}.entries[{i}]"
+            eobj = _obj(raw, epath)
+            entries.append(
+                e.Entry(
+                    _str(eobj.get("key"), f"{epath}.key"),
+                    expr_from_json(eobj.get("value"), f"{epath}.value"),
+                )
+            )
+        return e.Object(tuple(entries))
+    if op == "list":
+        items = _list(obj.get("items"), f"{path}.items")
+        return e.List(tuple(expr_from_json(x, f"{path}.items[{i}]") for i, x in enumerate(items)))
+    raise _fail(f"{path}.op", f"unknown expression `{op}`")
+
+
+# ---------------------------------------------------------------- definitions
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook(str, lambda v, _: _str(v, "$"))
+    conv.register_structure_hook(int, lambda v, _: _int(v, "$"))
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_unstructure_hook_func(_is_type, type_to_json)
+    conv.register_structure_hook_func(_is_type, lambda v, _: type_from_json(v))
+    conv.register_unstructure_hook(RecordType, type_to_json)
+    conv.register_structure_hook(RecordType, lambda v, _: record_from_json(v))
+    conv.register_unstructure_hook_func(_is_expr, expr_to_json)
+    conv.register_structure_hook_func(_is_expr, lambda v, _: expr_from_json(v))
+    conv.register_unstructure_hook_func(
+        _is_optional_expr, lambda v: None if v is None else expr_to_json(v)
+    )
+    conv.register_structure_hook_func(
+        _is_optional_expr, lambda v, _: None if v is None else expr_from_json(v)
+    )
+
+    renames = {"with_": "with", "for_each": "for", "over": "in"}
+    for cls in (
+        Retry,
+        ForEach,
+        Compensation,
+        Step,
+        TaskContract,
+        ChildContract,
+        Signal,
+        Query,
+        EventHandler,
+        ContinueAsNew,
+        Definition,
+    ):
+        names = {a.name for a in attrs.fields(cls)}
+        overrides: dict[str, Any] = {
+            k: override(rename=v) for k, v in renames.items() if k in names
+        }
+        conv.register_unstructure_hook(
+            cls,
+            make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, **overrides),
+        )
+        conv.register_structure_hook(
+            cls,
+            make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **overrides),
+        )
+    conv.register_structure_hook(
+        TaskContract | ChildContract,
+        lambda v, _: conv.structure(v, ChildContract if "definition_hash" in v else TaskContract),
+    )
+    return conv
+
+
+def _strict_bool(value: Any, _: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail("$", f"expected a boolean, found {_describe(value)}")
+    return value
+
+
+def _is_type(t: Any) -> bool:
+    return t is Type or t in (Primitive, ListType, MapType, OptionalType)
+
+
+_EXPR_CLASSES = frozenset(typing.get_args(e.Expr))
+
+
+def _is_expr(t: Any) -> bool:
+    return t is e.Expr or (t in _EXPR_CLASSES)
+
+
+def _is_optional_expr(t: Any) -> bool:
+    args = set(typing.get_args(t))
+    return type(None) in args and args - {type(None)} == _EXPR_CLASSES
+
+
+_CONVERTER = _make_converter()
+
+# Key order of the written document: the envelope first, then the body.
+_ORDER = (
+    "ir_version",
+    "name",
+    "version",
+    "description",
+    "definition_hash",
+    "timeout_ms",
+    "input",
+    "output",
+    "steps",
+    "result",
+    "signals",
+    "queries",
+    "handlers",
+    "events",
+    "limits",
+    "continue_as_new",
+    "contracts",
+    "source_map",
+)
+
+
+def to_json(defn: Definition) -> dict[str, Any]:
+    """The IR document. `description` and `timeout_ms` are always written (null when absent)."""
+    raw = _CONVERTER.unstructure(defn)
+    raw.setdefault("description", None)
+    raw.setdefault("timeout_ms", None)
+    raw.setdefault("definition_hash", defn.definition_hash)
+    return {k: raw[k] for k in _ORDER if k in raw}
+
+
+def from_json(document: Any) -> Definition:
+    """Reads an IR document; raises IRError (never anything else) when it is malformed."""
+    obj = _obj(document, "$")
+    version = obj.get("ir_version")
+    if version not in IR_VERSIONS:
+        supported = ", ".join(f"`{v}`" for v in IR_VERSIONS)
+        raise IRError(f"unsupported IR version `{version}`; this runtime supports {supported}")
+    try:
+        defn = _CONVERTER.structure(dict(obj), Definition)
+    except IRError:
+        raise
+    except Exception as exc:  # cattrs reports nested problems as exception groups
+        raise IRError(_explain(exc)) from None
+    _check_enums(defn)
+    return defn
+
+
+def _explain(exc: BaseException) -> str:
+    if isinstance(exc, IRError):
+        return str(exc)
+    if isinstance(exc, cattrs.BaseValidationError):
+        messages = cattrs.transform_error(exc, path="$", format_exception=_format_leaf)
+        return "; ".join(_place(m) for m in messages[:3])
+    return str(exc) or type(exc).__name__
+
+
+def _place(message: str) -> str:
+    """Turns cattrs' `detail @ $.path` into our `$.path: detail`."""
+    detail, _, path = message.rpartition(" @ ")
+    if detail.startswith("\x00"):
+        # From one of our hooks: `\x00<sub-path>\x00<detail>`, the sub-path relative to `path`.
+        _, sub, detail = detail.split("\x00", 2)
+        path += sub
+    return f"{path}: {detail}"
+
+
+def _format_leaf(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, IRError):
+        # Raised by our own hooks, whose paths start afresh at `$`.
+        sub, _, detail = str(exc).partition(": ")
+        return f"\x00{sub.removeprefix('$')}\x00{detail}"
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return f"unknown member(s) {', '.join(sorted(exc.extra_fields))}"
+    return f"invalid value ({type(exc).__name__})"
+
+
+def _check_enums(defn: Definition) -> None:
+    from orbit_core.ir.walk import all_steps
+
+    for step in all_steps(defn):
+        if step.kind not in STEP_KINDS:
+            raise IRError(f"step `{step.name}`: unknown kind `{step.kind}`")
+        for retry in (step.retry, step.compensate.retry if step.compensate else None):
+            if retry is not None and retry.backoff not in ("fixed", "exponential"):
+                raise IRError(f"step `{step.name}`: unknown backoff `{retry.backoff}`")
+    for kind in defn.handlers:
+        if kind not in HANDLER_KINDS:
+            raise IRError(f"unknown handler kind `{kind}`")
+
+
+def structure(value: Any, cls: type[T]) -> T:
+    """Structures any IR class (used for parts stored separately, e.g. in events)."""
+    return _CONVERTER.structure(value, cls)
+
+
+def unstructure(value: Any) -> Any:
+    return _CONVERTER.unstructure(value)

@@ -1,0 +1,180 @@
+"""A compiled workflow definition: the document `orbit compile` writes and the
+engine runs. See docs/ir.md for the JSON layout and the hashing rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from orbit_core.ir.expr import Expr
+from orbit_core.ir.types import RecordType, Type
+
+IR_V1 = "orbit-ir/1"
+IR_V2 = "orbit-ir/2"
+IR_VERSIONS = (IR_V1, IR_V2)
+
+STEP_KINDS = ("task", "workflow", "sleep", "await", "compute")
+HANDLER_KINDS = ("failure", "cancel", "timeout")
+LIMIT_NAMES = ("max_fan_out", "max_history_events", "max_payload_bytes")
+
+
+@attrs.frozen
+class Retry:
+    """A retry policy with every default filled in by the compiler."""
+
+    attempts: int = 1
+    backoff: str = "fixed"  # "fixed" | "exponential"
+    initial_delay_ms: int = 1000
+    max_delay_ms: int = 60000
+    non_retryable: tuple[str, ...] = ()
+
+    def delay_before(self, attempt: int) -> int:
+        """Milliseconds to wait before `attempt` (2 is the first retry)."""
+        if self.backoff == "exponential":
+            delay: int = self.initial_delay_ms << max(attempt - 2, 0)
+            return min(delay, self.max_delay_ms)
+        return self.initial_delay_ms
+
+
+@attrs.frozen
+class ForEach:
+    var: str
+    over: Expr
+
+
+@attrs.frozen
+class Compensation:
+    """A step's `compensate` block: always a task."""
+
+    task: str
+    with_: Expr | None = None
+    using: str | None = None
+    timeout_ms: int | None = None
+    queue_timeout_ms: int | None = None
+    retry: Retry | None = None
+    idempotency_key: Expr | None = None
+
+
+@attrs.frozen
+class Step:
+    """One step. Exactly one action field is set, as `kind` says:
+    task -> `task`, workflow -> `workflow`, sleep -> `sleep_ms`,
+    await -> `signal`, compute -> `compute`.
+    """
+
+    name: str
+    kind: str  # one of STEP_KINDS
+    task: str | None = None
+    workflow: str | None = None
+    sleep_ms: int | None = None
+    signal: str | None = None
+    compute: Expr | None = None
+    depends_on: tuple[str, ...] = ()
+    with_: Expr | None = None
+    when: Expr | None = None
+    for_each: ForEach | None = None
+    max_parallel: int | None = None
+    using: str | None = None
+    timeout_ms: int | None = None
+    queue_timeout_ms: int | None = None
+    retry: Retry | None = None
+    idempotency_key: Expr | None = None
+    compensate: Compensation | None = None
+
+
+@attrs.frozen
+class TaskContract:
+    """A task contract the workflow calls (key: the task name)."""
+
+    name: str
+    version: str
+    input: Type
+    output: Type
+    compensated_by: str | None = None
+
+
+@attrs.frozen
+class ChildContract:
+    """A child workflow the workflow starts (key: `workflow:<Name>`), pinned by hash."""
+
+    name: str
+    version: str
+    definition_hash: str
+    input: RecordType
+    output: Type
+
+
+@attrs.frozen
+class Signal:
+    name: str
+    payload: RecordType
+
+
+@attrs.frozen
+class Query:
+    name: str
+    expr: Expr
+    type: Type
+
+
+@attrs.frozen
+class EventHandler:
+    signal: str
+    steps: tuple[Step, ...]
+
+
+@attrs.frozen
+class ContinueAsNew:
+    with_: Expr
+    when: Expr | None = None
+
+
+@attrs.frozen
+class Definition:
+    """A workflow definition. `definition_hash` covers everything except
+    `source_map` and itself (see orbit_core.ir.canonical)."""
+
+    ir_version: str
+    name: str
+    version: str
+    input: RecordType
+    output: Type
+    steps: tuple[Step, ...]
+    result: Expr
+    contracts: dict[str, TaskContract | ChildContract]
+    description: str | None = None
+    timeout_ms: int | None = None
+    # orbit-ir/2 only
+    signals: tuple[Signal, ...] = ()
+    queries: tuple[Query, ...] = ()
+    handlers: dict[str, tuple[Step, ...]] = attrs.field(factory=dict)
+    events: tuple[EventHandler, ...] = ()
+    limits: dict[str, int] = attrs.field(factory=dict)
+    continue_as_new: ContinueAsNew | None = None
+    # Not hashed.
+    definition_hash: str = ""
+    source_map: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def step(self, name: str) -> Step | None:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        return None
+
+    def signal(self, name: str) -> Signal | None:
+        for s in self.signals:
+            if s.name == name:
+                return s
+        return None
+
+    def query(self, name: str) -> Query | None:
+        for q in self.queries:
+            if q.name == name:
+                return q
+        return None
