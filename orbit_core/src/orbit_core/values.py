@@ -215,21 +215,23 @@ class _Conformer:
         self.defaults = defaults
         self.strict = strict
 
-    def check(self, value: Any, type_: Type) -> Any:
+    def check(self, value: Any, type_: Type, shown: Type | None = None) -> Any:
+        """`shown` is the type to name in a mismatch: `String?` rather than the
+        `String` inside it."""
         if isinstance(type_, Primitive):
             if _PRIMITIVE_CHECKS[type_.kind](value):
                 return value
-            raise _expected(type_, value)
+            raise _expected(shown or type_, value)
         if isinstance(type_, OptionalType):
-            return None if value is None else self.check(value, type_.type)
+            return None if value is None else self.check(value, type_.type, shown or type_)
         if isinstance(type_, RecordType):
-            return self.record(value, type_)
+            return self.record(value, type_, shown)
         if isinstance(type_, ListType):
             if type(value) is not list:
-                raise _expected(type_, value)
+                raise _expected(shown or type_, value)
             return [self.at(i, item, type_.items) for i, item in enumerate(value)]
         if type(value) is not dict:
-            raise _expected(type_, value)
+            raise _expected(shown or type_, value)
         return {k: self.at(k, v, type_.values) for k, v in value.items()}
 
     def at(self, segment: str | int, value: Any, type_: Type) -> Any:
@@ -239,9 +241,9 @@ class _Conformer:
             invalid.segments.append(segment)
             raise
 
-    def record(self, value: Any, type_: RecordType) -> dict[str, Any]:
+    def record(self, value: Any, type_: RecordType, shown: Type | None) -> dict[str, Any]:
         if type(value) is not dict:
-            raise _expected(type_, value)
+            raise _expected(shown or type_, value)
         declared = {f.name: f for f in type_.fields}
         out: dict[str, Any] = {}
         unknown: str | None = None
