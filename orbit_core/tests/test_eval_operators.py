@@ -141,6 +141,7 @@ VALUE_ROWS: list[tuple[str, Any, Any]] = [
     ("duration 1.5s", e.Duration(1500), 1500),
     ("duration 1d", e.Duration(86_400_000), 86_400_000),
     ("float literal stays float", 2.0, 2.0),
+    ("a float literal read back from canonical JSON as 2", e.Float(2), 2.0),
     # references
     ("input", e.Input(), DATA),
     ("execution.id", path(e.Execution(), "id"), "order-1"),

@@ -422,6 +422,25 @@ def test_paths_into_lists_of_records() -> None:
     assert str(caught.value) == "$.items[1].sku: missing required field `sku` of type String"
 
 
+def test_very_deep_values_fail_validation_cleanly() -> None:
+    value: Any = []
+    for _ in range(5_000):
+        value = [value]
+    nested: t.Type = t.JSON
+    for _ in range(5_000):
+        nested = ListType(nested)
+    with pytest.raises(ValidationError) as caught:
+        conform(value, nested)
+    assert str(caught.value) == "$: value nested too deeply"
+
+
+def test_optional_of_optional_is_optional() -> None:
+    assert conform(None, opt(opt(t.INT))) is None
+    assert conform(3, opt(opt(t.INT))) == 3
+    with pytest.raises(ValidationError, match="found a string"):
+        conform("x", opt(opt(t.INT)))
+
+
 # ---------------------------------------------------------------- helpers
 
 
