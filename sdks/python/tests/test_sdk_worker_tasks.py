@@ -221,6 +221,24 @@ def test_async_handlers_run_on_a_fresh_event_loop(
     assert len(set(loops)) == 2
 
 
+@pytest.mark.parametrize("error", [SystemExit(3), asyncio.CancelledError()])
+def test_base_exceptions_are_reported_too(
+    fake: FakeRuntime, make_worker: MakeWorker, start_worker: StartWorker, error: BaseException
+) -> None:
+    worker = make_worker(concurrency=1)
+    worker.register("svc.call", _raise(error))
+    worker.register("svc.ok", lambda i, c: {"ok": True})
+    start_worker(worker)
+    failed = fake.enqueue("svc.call", {})
+    after = fake.enqueue("svc.ok", {})
+
+    body = fake.result(failed).body
+    assert body["error_code"] == "UNHANDLED_EXCEPTION"
+    assert body["error_message"].startswith(type(error).__name__)
+    # The poll thread survived and took the next task.
+    assert fake.result(after).body["output"] == {"ok": True}
+
+
 def test_a_task_the_worker_does_not_serve_fails_with_unknown_task(
     fake: FakeRuntime, make_worker: MakeWorker, start_worker: StartWorker
 ) -> None:
@@ -312,7 +330,7 @@ def test_concurrency_bounds_the_tasks_in_flight(
     assert peak[0] == 2
 
 
-def _raise(error: Exception) -> Callable[[Any, Any], Any]:
+def _raise(error: BaseException) -> Callable[[Any, Any], Any]:
     def handler(input: Any, ctx: Any) -> Any:
         raise error
 

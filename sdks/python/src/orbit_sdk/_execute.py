@@ -43,7 +43,9 @@ def run_handler(handler: Handler | None, task: dict[str, Any], ctx: Context) -> 
             result = asyncio.run(_awaited(result))
     except TaskError as exc:
         return _failure(ctx, exc.code, exc.message, exc.retryable, exc.details)
-    except Exception as exc:
+    except BaseException as exc:
+        # Handlers run on poll threads, where KeyboardInterrupt never arrives;
+        # SystemExit or CancelledError must not end the thread unreported.
         log_fields(logging.ERROR, "handler raised an exception", ctx._identity(), exc_info=True)
         frames = traceback.format_exception(type(exc), exc, exc.__traceback__, -TRACEBACK_FRAMES)
         message = f"{type(exc).__name__}: {exc}"
