@@ -83,7 +83,9 @@ def sdk_python(session: nox.Session) -> None:
     session.install("-e", "./sdks/python")
     session.run("ruff", "check", "sdks/python")
     session.run("ruff", "format", "--check", "sdks/python")
-    session.run("mypy", "--config-file", "sdks/python/pyproject.toml", "--strict", "sdks/python/src")
+    session.run(
+        "mypy", "--config-file", "sdks/python/pyproject.toml", "--strict", "sdks/python/src"
+    )
     session.run("pytest", "sdks/python/tests", *session.posargs)
 
 

@@ -118,9 +118,9 @@ def test_request_get_and_post(fake: FakeRuntime, client: Client) -> None:
         ),
         (
             422,
-            "Failed to deserialize the JSON body into the target type: missing field `workflow`",
+            "Failed to deserialize the JSON body: missing field `workflow`",
             "HTTP_ERROR",
-            "Failed to deserialize the JSON body into the target type: missing field `workflow`",
+            "Failed to deserialize the JSON body: missing field `workflow`",
         ),
         (404, None, "HTTP_ERROR", "Not Found"),
         (500, {"unexpected": "shape"}, "HTTP_ERROR", '{"unexpected": "shape"}'),

@@ -1,14 +1,8 @@
 """ORBIT worker SDK: run task handlers in Python, and start workflows.
 
-from orbit_sdk import Worker
-
-worker = Worker("hello-python")
-
-@worker.task("greeting.compose", version="1.0.0")
-def compose(input, ctx):
-    return {"message": f"Hello, {input['name']}"}
-
-worker.run()
+Worker serves task contracts to a runtime, Client calls the runtime's HTTP API,
+TaskError fails an attempt on purpose, and Context describes the attempt a
+handler runs. The package README has a complete worker.
 """
 
 from __future__ import annotations
