@@ -1,0 +1,85 @@
+"""Runs one handler and turns whatever it did into the result to report."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import traceback
+from collections.abc import Awaitable
+from typing import Any, Callable
+
+from orbit_sdk._log import log_fields
+from orbit_sdk.context import Context
+from orbit_sdk.errors import TaskError
+
+Handler = Callable[[Any, Context], Any]
+
+COMPLETE = "/v1/tasks/complete"
+FAIL = "/v1/tasks/fail"
+TRACEBACK_FRAMES = 20
+
+
+class Outcome:
+    """The protocol call that reports an attempt: its path and JSON body."""
+
+    __slots__ = ("body", "path")
+
+    def __init__(self, path: str, body: dict[str, Any]) -> None:
+        self.path = path
+        self.body = body
+
+
+def run_handler(handler: Handler | None, task: dict[str, Any], ctx: Context) -> Outcome:
+    if handler is None:
+        message = f"this worker has no handler for task `{ctx.task_name}`"
+        return _failure(ctx, "UNKNOWN_TASK", message, True, None)
+    task_input = task.get("input")
+    try:
+        result = handler({} if task_input is None else task_input, ctx)
+        if inspect.isawaitable(result):
+            # Each async handler gets a fresh event loop on its poll thread.
+            result = asyncio.run(_awaited(result))
+    except TaskError as exc:
+        return _failure(ctx, exc.code, exc.message, exc.retryable, exc.details)
+    except BaseException as exc:
+        # Handlers run on poll threads, where KeyboardInterrupt never arrives;
+        # SystemExit or CancelledError must not end the thread unreported.
+        log_fields(logging.ERROR, "handler raised an exception", ctx._identity(), exc_info=True)
+        frames = traceback.format_exception(type(exc), exc, exc.__traceback__, -TRACEBACK_FRAMES)
+        message = f"{type(exc).__name__}: {exc}"
+        return _failure(ctx, "UNHANDLED_EXCEPTION", message, True, {"traceback": "".join(frames)})
+    if result is None:
+        result = {}
+    if not isinstance(result, dict):
+        message = f"handler returned {type(result).__name__}; a task result must be a dict"
+        return _failure(ctx, "INVALID_RESULT", message, False, None)
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        message = f"handler returned a dict that is not valid JSON: {exc}"
+        return _failure(ctx, "INVALID_RESULT", message, False, None)
+    return Outcome(COMPLETE, {"token": ctx.token, "output": result})
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _failure(ctx: Context, code: str, message: str, retryable: bool, details: Any) -> Outcome:
+    log_fields(logging.INFO, "task failed", {**ctx._identity(), "code": code})
+    body: dict[str, Any] = {
+        "token": ctx.token,
+        "error_code": code,
+        "error_message": str(message),
+        "retryable": bool(retryable),
+    }
+    if details is not None:
+        try:
+            json.dumps(details, allow_nan=False)
+            body["details"] = details
+        except (TypeError, ValueError):
+            # Keep the failure reportable even when its details are not JSON.
+            body["details"] = repr(details)
+    return Outcome(FAIL, body)

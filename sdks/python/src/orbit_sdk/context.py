@@ -1,0 +1,99 @@
+"""What a handler knows about the attempt it runs."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from orbit_sdk._log import log_fields
+
+
+class Context:
+    """The second argument of every handler; created by the SDK.
+
+    cancelled is set when a heartbeat answer lists this attempt. The SDK never
+    interrupts a handler and does not act on deadline_ms itself: check
+    is_cancelled between units of work and bound calls with remaining_ms().
+    """
+
+    __slots__ = (
+        "attempt",
+        "cancelled",
+        "deadline_ms",
+        "execution_id",
+        "idempotency_key",
+        "redelivery",
+        "step_id",
+        "task_name",
+        "token",
+        "workflow",
+        "workflow_version",
+    )
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        execution_id: str,
+        workflow: str,
+        workflow_version: str,
+        step_id: str,
+        task_name: str,
+        attempt: int,
+        idempotency_key: str,
+        redelivery: bool,
+        deadline_ms: int | None,
+    ) -> None:
+        self.token = token
+        self.execution_id = execution_id
+        self.workflow = workflow
+        self.workflow_version = workflow_version
+        self.step_id = step_id
+        self.task_name = task_name
+        self.attempt = attempt
+        self.idempotency_key = idempotency_key
+        self.redelivery = redelivery
+        self.deadline_ms = deadline_ms
+        self.cancelled = threading.Event()
+
+    @classmethod
+    def _from_assignment(cls, task: dict[str, Any]) -> Context:
+        deadline = task.get("deadline_ms")
+        return cls(
+            token=str(task["token"]),
+            execution_id=str(task.get("execution_id", "")),
+            workflow=str(task.get("workflow", "")),
+            workflow_version=str(task.get("workflow_version", "")),
+            step_id=str(task.get("step_id", "")),
+            task_name=str(task.get("task_name", "")),
+            attempt=int(task.get("attempt", 1)),
+            idempotency_key=str(task.get("idempotency_key", "")),
+            redelivery=bool(task.get("redelivery", False)),
+            deadline_ms=None if deadline is None else int(deadline),
+        )
+
+    @property
+    def is_cancelled(self) -> bool:
+        return self.cancelled.is_set()
+
+    def remaining_ms(self) -> int | None:
+        """Milliseconds until deadline_ms (never negative), or None without one."""
+        if self.deadline_ms is None:
+            return None
+        return max(0, self.deadline_ms - int(time.time() * 1000))
+
+    def log(self, message: str, /, **fields: Any) -> None:
+        """Logs message at INFO, followed by the attempt and fields as JSON."""
+        log_fields(logging.INFO, message, {**self._identity(), **fields})
+
+    def _identity(self) -> dict[str, Any]:
+        """The fields that name this attempt in every log line."""
+        return {"execution_id": self.execution_id, "step": self.step_id, "attempt": self.attempt}
+
+    def __repr__(self) -> str:
+        return (
+            f"Context(execution_id={self.execution_id!r}, step_id={self.step_id!r}, "
+            f"attempt={self.attempt}, task_name={self.task_name!r})"
+        )

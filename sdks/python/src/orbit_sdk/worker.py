@@ -1,0 +1,300 @@
+"""The worker: registers task handlers, polls for work and reports results.
+
+Threads of a running worker:
+
+    caller of run()   registers, waits for stop(), drains, unregisters
+    orbit-poll-<i>    concurrency of them: poll, run one task, report, repeat
+    orbit-heartbeat   heartbeats at the runtime's interval; sets ctx.cancelled
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from types import FrameType
+from typing import Any, Callable, Optional, TypeVar, Union
+
+from orbit_sdk._backoff import Backoff
+from orbit_sdk._execute import Handler, Outcome, run_handler
+from orbit_sdk._log import LOGGER, configure_logging, log_fields
+from orbit_sdk._session import Session, describe, is_transient
+from orbit_sdk._version import USER_AGENT
+from orbit_sdk.client import ApiError, Client
+from orbit_sdk.context import Context
+
+F = TypeVar("F", bound=Callable[..., Any])
+SignalHandler = Union[Callable[[int, Optional[FrameType]], Any], int, None]
+
+POLL = "/v1/workers/poll"
+HEARTBEAT = "/v1/workers/heartbeat"
+UNREGISTER = "/v1/workers/unregister"
+STOP_CHECK_INTERVAL_S = 0.5
+
+
+class Worker:
+    """Runs task handlers for an ORBIT runtime.
+
+    server and token default to ORBIT_SERVER and ORBIT_WORKER_TOKEN (then
+    ORBIT_TOKEN); pass token="" to send no token. TLS settings come from the
+    environment; to set them in code, replace worker.client before run().
+    """
+
+    def __init__(  # noqa: PLR0917 - the documented signature
+        self,
+        worker_id: str | None = None,
+        server: str | None = None,
+        token: str | None = None,
+        concurrency: int = 4,
+        runtime: str = "python",
+        poll_wait_ms: int = 20000,
+    ) -> None:
+        self.worker_id = worker_id or f"python-{socket.gethostname()}-{os.getpid()}"
+        self.runtime = runtime
+        self.concurrency = max(1, int(concurrency))
+        self.poll_wait_ms = int(poll_wait_ms)
+        # The socket timeout must outlast a long poll that finds no task.
+        self.client = Client(server=server, token=token, timeout=self.poll_wait_ms / 1000 + 15)
+        self._handlers: dict[str, tuple[str, Handler]] = {}
+        self._stopping = threading.Event()
+        self._running = False
+        self._state_lock = threading.Lock()
+        self._inflight: dict[str, Context] = {}
+        self._inflight_lock = threading.Lock()
+
+    def task(self, name: str, version: str = "1.0.0") -> Callable[[F], F]:
+        """Decorator registering fn(input, ctx) for name@version; returns fn."""
+
+        def decorate(fn: F) -> F:
+            self.register(name, fn, version=version)
+            return fn
+
+        return decorate
+
+    def register(self, name: str, fn: Handler, version: str = "1.0.0") -> None:
+        """Registers fn for name@version; each name can be registered once."""
+        if not callable(fn):
+            raise TypeError(f"the handler for `{name}` must be callable")
+        with self._state_lock:
+            if self._running:
+                raise RuntimeError("register every task before calling run()")
+            if name in self._handlers:
+                raise ValueError(f"task `{name}` is already registered")
+            self._handlers[name] = (version, fn)
+
+    def run(self, install_signal_handlers: bool = True) -> None:
+        """Registers, polls and blocks until SIGINT, SIGTERM or stop().
+
+        Then it stops polling, lets running handlers finish and report, and
+        unregisters. Raises RuntimeError without tasks, and ApiError when the
+        runtime refuses the registration.
+        """
+        with self._state_lock:
+            if not self._handlers:
+                raise RuntimeError("no task is registered: use @worker.task before run()")
+            if self._running:
+                raise RuntimeError("this worker is already running")
+            self._running = True
+        configure_logging()
+        previous = self._install_signal_handlers() if install_signal_handlers else {}
+        client = self.client
+        try:
+            session = Session(client, self._announcement(), self._stopping)
+            if session.open():
+                self._serve(client, session)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            client.close()
+            with self._state_lock:
+                self._running = False
+
+    def start(self) -> threading.Thread:
+        """Runs run(install_signal_handlers=False) on a daemon thread."""
+        thread = threading.Thread(
+            target=self.run, kwargs={"install_signal_handlers": False}, name="orbit-worker"
+        )
+        thread.daemon = True
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        """Asks run() to finish; returns immediately."""
+        self._stopping.set()
+
+    def _announcement(self) -> dict[str, Any]:
+        contracts = [
+            {"task_name": name, "contract_version": version}
+            for name, (version, _) in self._handlers.items()
+        ]
+        return {
+            "worker_id": self.worker_id,
+            "runtime": self.runtime,
+            "sdk": USER_AGENT,
+            "contracts": contracts,
+        }
+
+    def _serve(self, client: Client, session: Session) -> None:
+        heartbeat = self._thread("orbit-heartbeat", self._heartbeat_loop, client, session)
+        pollers = [
+            self._thread(f"orbit-poll-{i + 1}", self._poll_loop, client, session)
+            for i in range(self.concurrency)
+        ]
+        # A timed wait keeps the main thread responsive to signals everywhere.
+        while not self._stopping.wait(STOP_CHECK_INTERVAL_S):
+            pass
+        LOGGER.info("shutting down: no new polls; waiting for running tasks to finish")
+        for poller in pollers:
+            poller.join()
+        self._unregister(client, session)
+        heartbeat.join()
+
+    @staticmethod
+    def _thread(name: str, target: Callable[..., None], *args: Any) -> threading.Thread:
+        # Daemon threads let a second Ctrl-C end the process at once.
+        thread = threading.Thread(target=target, args=args, name=name)
+        thread.daemon = True
+        thread.start()
+        return thread
+
+    def _install_signal_handlers(self) -> dict[int, SignalHandler]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, SignalHandler] = {
+            signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)
+        }
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            LOGGER.info("received %s", signal.Signals(signum).name)
+            # A second signal gets the previous behaviour, so Ctrl-C twice quits.
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+            self.stop()
+
+        for signum in previous:
+            signal.signal(signum, on_signal)
+        return previous
+
+    def _poll_loop(self, client: Client, session: Session) -> None:
+        backoff = Backoff()
+        lost_session = False
+        while not self._stopping.is_set():
+            session_id = session.id
+            try:
+                _, task = client.post(
+                    POLL, {"worker_session_id": session_id, "wait_ms": self.poll_wait_ms}
+                )
+            except ApiError as exc:
+                if _is_unknown_session(exc):
+                    session.renew(session_id)
+                    # A runtime that forgets every new session must not be
+                    # hammered: only the first loss is retried at once.
+                    if lost_session:
+                        self._stopping.wait(backoff.next_delay())
+                    lost_session = True
+                    continue
+                delay = backoff.next_delay()
+                LOGGER.warning("poll failed: %s; retrying in %.1fs", describe(exc), delay)
+                self._stopping.wait(delay)
+                continue
+            backoff.reset()
+            lost_session = False
+            if task is not None:
+                try:
+                    self._execute(client, session, task)
+                except Exception:
+                    LOGGER.exception("could not process a task assignment: %r", task)
+
+    def _execute(self, client: Client, session: Session, task: dict[str, Any]) -> None:
+        ctx = Context._from_assignment(task)
+        entry = self._handlers.get(ctx.task_name)
+        log_fields(
+            logging.INFO,
+            "executing",
+            {**ctx._identity(), "task": ctx.task_name, "redelivery": ctx.redelivery},
+        )
+        with self._inflight_lock:
+            self._inflight[ctx.token] = ctx
+        try:
+            outcome = run_handler(entry[1] if entry else None, task, ctx)
+        finally:
+            with self._inflight_lock:
+                self._inflight.pop(ctx.token, None)
+        self._deliver(client, session, ctx, outcome)
+
+    def _deliver(self, client: Client, session: Session, ctx: Context, outcome: Outcome) -> None:
+        """Reports a result until the runtime answers it.
+
+        Outages and 5xx answers are retried while the worker runs; once
+        shutdown begins one more attempt is made, after which the runtime
+        redelivers the task itself. Any answer, accepted or not, is final.
+        """
+        backoff = Backoff()
+        last_chance = False
+        while True:
+            session_id = session.id
+            try:
+                _, answer = client.post(outcome.path, outcome.body)
+            except ApiError as exc:
+                unknown_session = _is_unknown_session(exc)
+                if not (unknown_session or is_transient(exc)):
+                    log_fields(
+                        logging.ERROR, "result refused", {**ctx._identity(), "error": str(exc)}
+                    )
+                    return
+                if unknown_session:
+                    session.renew(session_id)
+                if last_chance:
+                    fields = {**ctx._identity(), "error": describe(exc)}
+                    log_fields(logging.WARNING, "result not delivered before shutdown", fields)
+                    return
+                delay = backoff.next_delay()
+                message = f"result delivery failed: {describe(exc)}; retrying in {delay:.1f}s"
+                log_fields(logging.WARNING, message, ctx._identity())
+                last_chance = self._stopping.wait(delay)
+                continue
+            if isinstance(answer, dict) and answer.get("accepted") is False:
+                fields = {**ctx._identity(), "reason": answer.get("reason")}
+                log_fields(logging.INFO, "result ignored", fields)
+            return
+
+    def _heartbeat_loop(self, client: Client, session: Session) -> None:
+        while not self._stopping.wait(session.heartbeat_interval_s):
+            session_id = session.id
+            try:
+                _, answer = client.post(HEARTBEAT, {"worker_session_id": session_id})
+            except ApiError as exc:
+                if _is_unknown_session(exc):
+                    session.renew(session_id)
+                else:
+                    LOGGER.warning("heartbeat failed: %s", describe(exc))
+                continue
+            tokens: list[Any] = (answer or {}).get("cancel") or []
+            for token in tokens:
+                self._cancel(str(token))
+
+    def _cancel(self, token: str) -> None:
+        with self._inflight_lock:
+            ctx = self._inflight.get(token)
+        if ctx is None or ctx.is_cancelled:
+            return
+        ctx.cancelled.set()
+        log_fields(
+            logging.INFO, "cancellation requested", {**ctx._identity(), "task": ctx.task_name}
+        )
+
+    def _unregister(self, client: Client, session: Session) -> None:
+        try:
+            client.post(UNREGISTER, {"worker_session_id": session.id})
+        except ApiError as exc:
+            # An unknown session holds no tasks, so there is nothing to release.
+            if not _is_unknown_session(exc):
+                LOGGER.warning("unregister failed: %s", describe(exc))
+                return
+        LOGGER.info("worker %s unregistered", self.worker_id)
+
+
+def _is_unknown_session(error: ApiError) -> bool:
+    return error.status == 404 and error.code == "UNKNOWN_SESSION"
