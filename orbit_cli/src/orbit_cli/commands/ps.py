@@ -6,8 +6,9 @@ from typing import Any
 
 import click
 
+from orbit_cli import output
 from orbit_cli.client import RuntimeClient, connection_options
-from orbit_cli.output import duration, now_ms, out
+from orbit_cli.output import duration, out
 
 STATUSES = ("RUNNING", "COMPENSATING", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
 
@@ -34,7 +35,7 @@ def _row(execution_id: Any, workflow: Any, version: Any, status: Any, age: str) 
 def cli(client: RuntimeClient, status: str | None, workflow: str | None, limit: int) -> None:
     """List executions, newest first, with their workflow, status and age."""
     answer = client.get("/v1/executions", status=status, workflow=workflow, limit=limit)
-    now = now_ms()
+    now = output.now_ms()
     out(_row("EXECUTION", "WORKFLOW", "VERSION", "STATUS", "AGE"))
     for e in answer.get("executions", []):
         age = duration(now - e.get("created_at_ms", now))
