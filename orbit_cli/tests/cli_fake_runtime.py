@@ -68,7 +68,9 @@ class FakeRuntime:
         self.workers: dict[str, Any] = {"workers": []}
         self.requests: list[dict[str, Any]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -119,7 +121,9 @@ class FakeRuntime:
             if execution is None:
                 return _error(404, "NOT_FOUND", f"execution `{parts[2]}` not found")
             return self._execution(execution, method, parts[3:], query, body)
-        return _error(404, "NOT_FOUND", "no such endpoint; the API is under /v1/ and the web UI under /ui/")
+        return _error(
+            404, "NOT_FOUND", "no such endpoint; the API is under /v1/ and the web UI under /ui/"
+        )
 
     def _register(self, ir: Any) -> tuple[int, Any]:
         key = (ir["name"], ir["version"])
@@ -140,7 +144,10 @@ class FakeRuntime:
 
     def _list(self, query: dict[str, str]) -> tuple[int, Any]:
         rows = [
-            {k: e.latest[k] for k in ("workflow", "version", "status", "created_at_ms", "updated_at_ms")}
+            {
+                k: e.latest[k]
+                for k in ("workflow", "version", "status", "created_at_ms", "updated_at_ms")
+            }
             | {"execution_id": e.id}
             for e in self.executions.values()
         ]

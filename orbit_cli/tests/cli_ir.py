@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import attrs
+
 from orbit_core.ir import (
     ChildContract,
     Compensation,

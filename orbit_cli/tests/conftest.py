@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 from cli_fake_runtime import FakeRuntime
+from click.testing import CliRunner, Result
 
 from orbit_cli.main import cli
 

@@ -15,7 +15,9 @@ HELLO = "99e811dd-7448-41cc-ac28-bc58d50200d2"
 FLAKY = "d599b57e-eee0-412e-b679-df8276005035"
 
 
-def test_run_follows_the_quick_start_execution(fake: FakeRuntime, orbit: Orbit, golden, tmp_path: Path) -> None:
+def test_run_follows_the_quick_start_execution(
+    fake: FakeRuntime, orbit: Orbit, golden, tmp_path: Path
+) -> None:
     fake.bind_start("Hello", HELLO)
     ir = cli_ir.write(tmp_path / "hello.json", cli_ir.hello())
     result = orbit("run", str(ir), "--input", '{"name": "Ada"}')
@@ -26,7 +28,9 @@ def test_run_follows_the_quick_start_execution(fake: FakeRuntime, orbit: Orbit, 
     assert start["body"] == {"workflow": "Hello", "version": "1.0.0", "input": {"name": "Ada"}}
 
 
-def test_run_reports_a_failed_execution_and_exits_1(fake: FakeRuntime, orbit: Orbit, golden, tmp_path: Path) -> None:
+def test_run_reports_a_failed_execution_and_exits_1(
+    fake: FakeRuntime, orbit: Orbit, golden, tmp_path: Path
+) -> None:
     defn = cli_ir.hello("1.1.0")
     fake.register("Hello", "1.1.0", defn.definition_hash)
     fake.bind_start("Hello", FLAKY)
@@ -37,7 +41,9 @@ def test_run_reports_a_failed_execution_and_exits_1(fake: FakeRuntime, orbit: Or
     assert result.stdout == ""
 
 
-def test_run_by_name_shows_scheduled_and_cancelled_units(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_run_by_name_shows_scheduled_and_cancelled_units(
+    fake: FakeRuntime, orbit: Orbit, golden
+) -> None:
     fake.register("Demo", "1.0.0", "sha256:d5f75dbf860e")
     fake.bind_start("Demo", "timeout-1")
     result = orbit("run", "Demo", "--id", "timeout-1")
@@ -78,7 +84,9 @@ def test_status(fake: FakeRuntime, orbit: Orbit, golden, execution: str, name: s
     golden(name, result.stdout)
 
 
-def test_status_of_an_execution_waiting_for_a_signal(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_status_of_an_execution_waiting_for_a_signal(
+    fake: FakeRuntime, orbit: Orbit, golden
+) -> None:
     fake.add_execution("order-A-100")
     result = orbit("status", "order-A-100")
     golden("status_order_A_100_waiting", result.stdout)
@@ -124,7 +132,9 @@ def test_logs_json_prints_the_raw_events(fake: FakeRuntime, orbit: Orbit, golden
     fake.add_execution("order-1002")
     lines = orbit("logs", "order-1002", "--json").stdout.splitlines()
     assert len(lines) == 27
-    chosen = [line for line in lines if any(f'"seq":{n},' in line for n in (11, 17, 18, 19, 22, 27))]
+    chosen = [
+        line for line in lines if any(f'"seq":{n},' in line for n in (11, 17, 18, 19, 22, 27))
+    ]
     golden("logs_order_1002_json", "\n".join(chosen) + "\n")
 
     fake.add_execution("order-A-100")
@@ -132,7 +142,9 @@ def test_logs_json_prints_the_raw_events(fake: FakeRuntime, orbit: Orbit, golden
     golden("logs_order_A_100_json_signals", "\n".join(x for x in lines if "Signal" in x) + "\n")
 
 
-def test_ps_lists_newest_first_with_ages(fake: FakeRuntime, orbit: Orbit, golden, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ps_lists_newest_first_with_ages(
+    fake: FakeRuntime, orbit: Orbit, golden, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake.add_execution("order-1001")
     fake.add_execution("order-1002")
     monkeypatch.setattr(output, "now_ms", lambda: 1794735367702 + 5400)
@@ -141,7 +153,9 @@ def test_ps_lists_newest_first_with_ages(fake: FakeRuntime, orbit: Orbit, golden
     assert fake.requests[-1]["query"] == {"limit": "20"}
 
 
-def test_ps_filters(fake: FakeRuntime, orbit: Orbit, golden, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ps_filters(
+    fake: FakeRuntime, orbit: Orbit, golden, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake.add_execution(HELLO).polls = 99
     fake.add_execution("order-1002")
     monkeypatch.setattr(output, "now_ms", lambda: 1794734400000 + 314)
@@ -171,7 +185,9 @@ def test_cancel_then_cancel_again(fake: FakeRuntime, orbit: Orbit, golden) -> No
     assert bodies == [{"reason": "duplicate order"}, {}]
 
 
-def test_signal_prints_the_sequence_number_alone_on_stdout(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_signal_prints_the_sequence_number_alone_on_stdout(
+    fake: FakeRuntime, orbit: Orbit, golden
+) -> None:
     fake.add_execution("order-A-100")
     data = '{"approved": true, "reviewer": "dana", "comment": "verified by phone"}'
     result = orbit("signal", "order-A-100", "review", "--data", data)
@@ -199,7 +215,9 @@ def test_signal_errors(fake: FakeRuntime, orbit: Orbit, golden, tmp_path: Path) 
     golden("signal_finished", result.stderr)
     missing = orbit("signal", "order-A-100", "review", "--data", "@nope.json")
     assert missing.exit_code == 1
-    assert missing.stderr == "error: cannot read nope.json: No such file or directory (os error 2)\n"
+    assert (
+        missing.stderr == "error: cannot read nope.json: No such file or directory (os error 2)\n"
+    )
 
 
 def test_signals_before_the_await(fake: FakeRuntime, orbit: Orbit) -> None:
@@ -234,4 +252,6 @@ def test_inspect_prints_the_redacted_state(fake: FakeRuntime, orbit: Orbit) -> N
     assert compose["tokens"] == "***"
     assert compose["idempotency_key"] == f"{HELLO}/compose"
     assert state["definition_hash"].startswith("sha256:505930b4d466")
-    assert result.stdout.startswith('{\n  "id": "99e811dd-7448-41cc-ac28-bc58d50200d2",\n  "workflow"')
+    assert result.stdout.startswith(
+        '{\n  "id": "99e811dd-7448-41cc-ac28-bc58d50200d2",\n  "workflow"'
+    )

@@ -88,7 +88,7 @@ class RuntimeClient:
             # A standby names the leader; ask it once, as chapter 44 promises.
             with self._open(leader) as http:
                 response = self._send(http, method, url, body, params)
-        return _decode(response)
+        return decode(response)
 
     def _open(self, server: str) -> httpx.Client:
         import httpx
@@ -159,7 +159,7 @@ def _envelope(response: httpx.Response) -> dict[str, Any] | None:
     return error if isinstance(error, dict) else None
 
 
-def _decode(response: httpx.Response) -> Any:
+def decode(response: httpx.Response) -> Any:
     if response.status_code >= 400:
         error = _envelope(response)
         if error is not None:
@@ -177,7 +177,9 @@ def _decode(response: httpx.Response) -> Any:
         return response.json()
     except ValueError:
         raise ApiError(
-            "HTTP_ERROR", response.status_code, "the runtime answered with something other than JSON"
+            "HTTP_ERROR",
+            response.status_code,
+            "the runtime answered with something other than JSON",
         ) from None
 
 
@@ -285,4 +287,3 @@ def connection_options(command: F) -> F:
     for option in reversed(options):
         decorated = option(decorated)
     return decorated  # type: ignore[no-any-return]
-

@@ -15,9 +15,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from orbit_core.ir import ChildContract, Definition, IRError, definition_hash, from_json
-
 from orbit_cli.output import CliError, colour_enabled, err, json_error, read_text
+from orbit_core.ir import ChildContract, Definition, IRError, definition_hash, from_json
 
 
 def load_definitions(
@@ -44,7 +43,9 @@ def load_ir_file(path: Path) -> Definition:
     if not defn.definition_hash:
         raise CliError(f"{path}: the IR has no definition_hash")
     if definition_hash(defn) != defn.definition_hash:
-        raise CliError(f"{path}: definition_hash does not match the IR content (was the file modified?)")
+        raise CliError(
+            f"{path}: definition_hash does not match the IR content (was the file modified?)"
+        )
     return defn
 
 

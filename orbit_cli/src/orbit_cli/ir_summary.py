@@ -122,4 +122,8 @@ def _contract_lines(contract: TaskContract | ChildContract) -> list[str]:
         head = f"  workflow {contract.name}@{contract.version} (sha256:{short})"
     else:
         head = f"  {contract.name}@{contract.version}"
-    return [head, f"    in:  {render_type(contract.input)}", f"    out: {render_type(contract.output)}"]
+    return [
+        head,
+        f"    in:  {render_type(contract.input)}",
+        f"    out: {render_type(contract.output)}",
+    ]

@@ -44,9 +44,7 @@ def timeline(events: list[dict[str, Any]]) -> list[str]:
 def event_line(event: dict[str, Any], start_ms: int) -> str:
     elapsed = duration(_ms(event.get("timestamp_ms")) - start_ms)
     seq = f"#{event.get('seq', '?')}"
-    fields = " ".join(
-        f"{key}={_text(key, event[key])}" for key in FIELDS if _shown(event.get(key))
-    )
+    fields = " ".join(f"{key}={_text(key, event[key])}" for key in FIELDS if _shown(event.get(key)))
     return f"+{elapsed:>8}{seq:>5}  {event.get('type', '?'):<26}{fields}"
 
 

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from orbit_core.ir import Definition, to_json
 
 from orbit_cli.client import RuntimeClient, connection_options
 from orbit_cli.definitions import load_definitions
 from orbit_cli.output import err
+from orbit_core.ir import Definition, to_json
 
 
 def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:

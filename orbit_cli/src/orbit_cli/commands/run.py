@@ -31,9 +31,7 @@ def _input(text: str | None, file: str | None) -> Any:
     return None
 
 
-@click.command(
-    "run", short_help="Deploy if needed, start an execution and follow it to the end."
-)
+@click.command("run", short_help="Deploy if needed, start an execution and follow it to the end.")
 @click.argument("target")
 @click.option(
     "--workflow", metavar="NAME", help="The workflow to start when the file defines several."
@@ -60,6 +58,7 @@ def _input(text: str | None, file: str | None) -> Any:
 )
 @connection_options
 def cli(
+    *,
     client: RuntimeClient,
     target: str,
     workflow: str | None,

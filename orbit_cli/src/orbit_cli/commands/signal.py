@@ -32,6 +32,8 @@ def cli(client: RuntimeClient, execution_id: str, name: str, data: str) -> None:
     answer = client.post(path("v1", "executions", execution_id, "signals", name), payload)
     seq = answer.get("seq")
     where = f" (history #{seq})" if seq is not None else ""
-    err(f"signal `{name}` recorded for {execution_id}{where}; the next `await {name}` step takes it")
+    err(
+        f"signal `{name}` recorded for {execution_id}{where}; the next `await {name}` step takes it"
+    )
     if seq is not None:
         out(str(seq))

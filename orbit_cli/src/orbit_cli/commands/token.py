@@ -15,6 +15,10 @@ ACTIONS = ("start", "signal", "query", "read", "cancel", "schedule")
 DEFAULT_ACTIONS = ("start", "signal", "query", "read")
 
 
+def stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 def new_token() -> str:
     """64 hex characters: two random UUIDs, 244 random bits from the OS generator."""
     return uuid.uuid4().hex + uuid.uuid4().hex
@@ -42,7 +46,9 @@ def client_entry(
 
 
 @click.command("token", short_help="Make a bearer token and its workers-file entry.")
-@click.option("--worker", metavar="ID", help="Worker id of the [[worker]] entry [default: my-worker].")
+@click.option(
+    "--worker", metavar="ID", help="Worker id of the [[worker]] entry [default: my-worker]."
+)
 @click.option(
     "--task",
     "tasks",
@@ -50,7 +56,9 @@ def client_entry(
     metavar="PATTERN",
     help="Task pattern the worker may serve (repeatable) [default: *].",
 )
-@click.option("--client", metavar="ID", help="Write a [[client]] entry for this application instead.")
+@click.option(
+    "--client", metavar="ID", help="Write a [[client]] entry for this application instead."
+)
 @click.option(
     "--workflow",
     "workflows",
@@ -97,7 +105,7 @@ def cli(
     out(token)
     # The sentence is for a person; when stderr is redirected into a workers
     # file, only the TOML entry must land there.
-    if sys.stderr.isatty():
+    if stderr_is_terminal():
         err()
         err(f"Give the token above to {holder}. Add this to the workers file:")
     err()
