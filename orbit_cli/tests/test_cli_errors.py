@@ -164,3 +164,29 @@ def test_usage_errors_exit_2(orbit: Orbit, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "--client-cert requires --client-key" in result.stderr
     assert orbit("status", "x", "--ca-cert", str(pem)).exit_code == 2
+
+
+def test_a_missing_file_is_not_taken_for_a_workflow_name(fake: FakeRuntime, orbit: Orbit) -> None:
+    result = orbit("run", "workflows/helo.orbit")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: cannot read workflows/helo.orbit: No such file or directory (os error 2)\n"
+    )
+    assert orbit("inspect", "helo.orbit").exit_code == 1
+    assert fake.requests == []
+
+
+def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from orbit_cli import output
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert output.colour_enabled(Terminal())
+    assert not output.colour_enabled(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not output.colour_enabled(Terminal())

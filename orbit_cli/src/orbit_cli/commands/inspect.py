@@ -9,7 +9,7 @@ import click
 from orbit_cli.client import RuntimeClient, connection_options, path
 from orbit_cli.definitions import load_definitions, select_workflow
 from orbit_cli.ir_summary import summary
-from orbit_cli.output import out, pretty_json
+from orbit_cli.output import out, pretty_json, read_text
 from orbit_cli.redact import redact_state
 
 
@@ -23,6 +23,8 @@ def cli(client: RuntimeClient, target: str) -> None:
     and its complete state is printed as JSON, sensitive values masked.
     """
     file = Path(target)
+    if file.suffix == ".orbit" and not file.is_file():
+        read_text(target)  # fails with the reason: a source file was meant
     if file.is_file():
         definitions = load_definitions([file])
         chosen = select_workflow(definitions, None, target)

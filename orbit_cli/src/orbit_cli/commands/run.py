@@ -17,6 +17,8 @@ from orbit_cli.output import err, out, paint, parse_json_option, pretty_json, re
 # How long each /wait call may hold while following. Transitions are printed
 # when a call returns, so this is also the longest a line can lag behind.
 POLL_MS = 500
+# Workflow names are identifiers, so a target with one of these suffixes is a file.
+SOURCE_SUFFIXES = (".orbit", ".json")
 
 
 def _paint(text: str, colour: str | None) -> str:
@@ -81,6 +83,8 @@ def cli(
     payload = _input(input_text, input_file)
     request: dict[str, Any] = {}
     file = Path(target)
+    if file.suffix in SOURCE_SUFFIXES and not file.is_file():
+        read_text(target)  # fails with the reason: a file was meant, not a workflow name
     if file.is_file():
         definitions = load_definitions([file])
         chosen = select_workflow(definitions, workflow, target, hint="; name one with --workflow")
