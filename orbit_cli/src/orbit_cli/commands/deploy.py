@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from orbit_cli.client import RuntimeClient, connection_options
-from orbit_cli.definitions import load_definitions
 from orbit_cli.output import err
-from orbit_core.ir import Definition, to_json
+
+if TYPE_CHECKING:
+    from orbit_core.ir import Definition
 
 
 def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:
     """POSTs each definition (children first) and reports `deployed` or `up to date`."""
+    from orbit_core.ir import to_json
+
     for defn in definitions:
         answer = client.post("/v1/workflows", to_json(defn))
         verb = "deployed" if answer.get("created") else "up to date"
@@ -47,4 +51,7 @@ def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Path, ..
     """
     if not files:
         return
+    # The IR codec is heavy; load it only when there is something to deploy.
+    from orbit_cli.definitions import load_definitions
+
     register(client, load_definitions(list(files), policies=policies))

@@ -7,8 +7,6 @@ from pathlib import Path
 import click
 
 from orbit_cli.client import RuntimeClient, connection_options, path
-from orbit_cli.definitions import load_definitions, select_workflow
-from orbit_cli.ir_summary import summary
 from orbit_cli.output import out, pretty_json, read_text
 from orbit_cli.redact import redact_state
 
@@ -26,6 +24,9 @@ def cli(client: RuntimeClient, target: str) -> None:
     if file.suffix == ".orbit" and not file.is_file():
         read_text(target)  # fails with the reason: a source file was meant
     if file.is_file():
+        from orbit_cli.definitions import load_definitions, select_workflow
+        from orbit_cli.ir_summary import summary
+
         definitions = load_definitions([file])
         chosen = select_workflow(definitions, None, target)
         out(summary(chosen))

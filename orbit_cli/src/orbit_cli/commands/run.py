@@ -11,7 +11,6 @@ import click
 from orbit_cli import execution
 from orbit_cli.client import RuntimeClient, connection_options, path
 from orbit_cli.commands.deploy import register
-from orbit_cli.definitions import load_definitions, select_workflow
 from orbit_cli.output import err, out, paint, parse_json_option, pretty_json, read_text
 
 # How long each /wait call may hold while following. Transitions are printed
@@ -86,6 +85,8 @@ def cli(
     if file.suffix in SOURCE_SUFFIXES and not file.is_file():
         read_text(target)  # fails with the reason: a file was meant, not a workflow name
     if file.is_file():
+        from orbit_cli.definitions import load_definitions, select_workflow
+
         definitions = load_definitions([file])
         chosen = select_workflow(definitions, workflow, target, hint="; name one with --workflow")
         register(client, definitions)
