@@ -5,9 +5,34 @@ from __future__ import annotations
 import click
 
 from orbit_cli import __version__
+from orbit_cli.lazy import LazyGroup
+
+COMMANDS = {
+    name: f"orbit_cli.commands.{name}.cli"
+    for name in (
+        "init",
+        "check",
+        "server",
+        "deploy",
+        "run",
+        "status",
+        "inspect",
+        "logs",
+        "cancel",
+        "signal",
+        "query",
+        "ps",
+        "token",
+        "workers",
+    )
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy_subcommands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(
     __version__, "-V", "--version", prog_name="orbit", message="%(prog)s %(version)s"
 )

@@ -1,0 +1,1 @@
+"""One module per `orbit` command; each exposes its click command as `cli`."""

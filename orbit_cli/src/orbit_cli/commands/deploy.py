@@ -1,0 +1,57 @@
+"""`orbit deploy`: register workflow definitions with the runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from orbit_cli.client import RuntimeClient, connection_options
+from orbit_cli.output import err
+
+if TYPE_CHECKING:
+    from orbit_core.ir import Definition
+
+
+def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:
+    """POSTs each definition (children first) and reports `deployed` or `up to date`."""
+    from orbit_core.ir import to_json
+
+    for defn in definitions:
+        answer = client.post("/v1/workflows", to_json(defn))
+        verb = "deployed" if answer.get("created") else "up to date"
+        short = defn.definition_hash.removeprefix("sha256:")[:12]
+        err(f"{verb} {defn.name}@{defn.version} (sha256:{short})")
+
+
+@click.command(
+    "deploy",
+    short_help="Register workflow definitions with the runtime.",
+)
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Check .orbit sources against this organisation policy before registering (repeatable).",
+)
+@connection_options
+def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Path, ...]) -> None:
+    """Register the workflows in FILES with the runtime.
+
+    FILES are ORBIT sources (compiled first) or compiled IR (.json). Child
+    workflows are registered before the workflows that start them. Each
+    definition is reported as `deployed` when the runtime did not know it and
+    `up to date` when the same content was already registered; a changed
+    definition under an existing version is refused (DEFINITION_CONFLICT).
+    """
+    if not files:
+        return
+    # The IR codec is heavy; load it only when there is something to deploy.
+    from orbit_cli.definitions import load_definitions
+
+    register(client, load_definitions(list(files), policies=policies))

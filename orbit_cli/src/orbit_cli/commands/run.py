@@ -1,0 +1,131 @@
+"""`orbit run`: deploy a file (or pick a registered workflow), start it, follow it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orbit_cli import execution
+from orbit_cli.client import RuntimeClient, connection_options, path
+from orbit_cli.commands.deploy import register
+from orbit_cli.output import err, out, paint, parse_json_option, pretty_json, read_text
+
+# How long each /wait call may hold while following. Transitions are printed
+# when a call returns, so this is also the longest a line can lag behind.
+POLL_MS = 500
+# Workflow names are identifiers, so a target with one of these suffixes is a file.
+SOURCE_SUFFIXES = (".orbit", ".json")
+
+
+def _paint(text: str, colour: str | None) -> str:
+    return paint(text, err=True, fg=colour) if colour else text
+
+
+def _input(text: str | None, file: str | None) -> Any:
+    if text is not None:
+        return parse_json_option("--input", text)
+    if file is not None:
+        return parse_json_option("--input-file", read_text(file))
+    return None
+
+
+@click.command("run", short_help="Deploy if needed, start an execution and follow it to the end.")
+@click.argument("target")
+@click.option(
+    "--workflow", metavar="NAME", help="The workflow to start when the file defines several."
+)
+@click.option(
+    "--version",
+    metavar="VERSION",
+    help="With a workflow name: the version to start [default: the highest registered].",
+)
+@click.option("-i", "--input", "input_text", metavar="JSON", help="The workflow input as JSON.")
+@click.option(
+    "--input-file",
+    metavar="PATH",
+    help="Read the workflow input from this JSON file (--input wins when both are given).",
+)
+@click.option(
+    "--id",
+    "execution_id",
+    metavar="ID",
+    help="Choose the execution id; starting an id that exists attaches to that execution.",
+)
+@click.option(
+    "--no-wait", is_flag=True, help="Print the execution id on stdout and return at once."
+)
+@connection_options
+def cli(
+    *,
+    client: RuntimeClient,
+    target: str,
+    workflow: str | None,
+    version: str | None,
+    input_text: str | None,
+    input_file: str | None,
+    execution_id: str | None,
+    no_wait: bool,
+) -> None:
+    """Start TARGET and watch it finish.
+
+    TARGET is an .orbit file or a compiled IR (.json) file, whose workflows
+    are deployed first, or the name of a workflow the runtime already has.
+    While the execution runs, each unit that succeeds, fails, waits for a
+    retry, is skipped or is cancelled is reported on stderr; at the end a
+    summary follows, and a completed execution's output is printed on stdout.
+    The exit status is 0 only when the execution ends COMPLETED (or with
+    --no-wait).
+    """
+    payload = _input(input_text, input_file)
+    request: dict[str, Any] = {}
+    file = Path(target)
+    if file.suffix in SOURCE_SUFFIXES and not file.is_file():
+        read_text(target)  # fails with the reason: a file was meant, not a workflow name
+    if file.is_file():
+        from orbit_cli.definitions import load_definitions, select_workflow
+
+        definitions = load_definitions([file])
+        chosen = select_workflow(definitions, workflow, target, hint="; name one with --workflow")
+        register(client, definitions)
+        request.update(workflow=chosen.name, version=chosen.version)
+    else:
+        request["workflow"] = target
+        if version is not None:
+            request["version"] = version
+    if payload is not None:
+        request["input"] = payload
+    if execution_id is not None:
+        request["execution_id"] = execution_id
+
+    started = client.post("/v1/executions", request)
+    run_id = str(started.get("execution_id"))
+    verb = "started execution" if started.get("created", True) else "attached to existing execution"
+    err(f"{verb} {run_id}")
+    if no_wait:
+        out(run_id)
+        return
+
+    state = follow(client, run_id)
+    err()
+    for line in execution.header(state, _paint):
+        err(line)
+    if state.get("status") == "COMPLETED":
+        if "output" in state:
+            out(pretty_json(state["output"]))
+        return
+    sys.exit(1)
+
+
+def follow(client: RuntimeClient, execution_id: str) -> dict[str, Any]:
+    """Reports unit transitions until the execution is terminal; returns the final state."""
+    follower = execution.Follower(_paint)
+    state: dict[str, Any] = client.get(path("v1", "executions", execution_id))
+    while True:
+        for line in follower.observe(state):
+            err(line)
+        if state.get("status") in execution.TERMINAL:
+            return state
+        state = client.get(path("v1", "executions", execution_id, "wait"), timeout_ms=POLL_MS)

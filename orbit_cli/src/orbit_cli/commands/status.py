@@ -1,0 +1,36 @@
+"""`orbit status`: an execution's outcome and one row per unit."""
+
+from __future__ import annotations
+
+import click
+
+from orbit_cli import execution
+from orbit_cli.client import RuntimeClient, connection_options, path
+from orbit_cli.output import out, paint
+
+
+def _paint(text: str, colour: str | None) -> str:
+    return paint(text, err=False, fg=colour) if colour else text
+
+
+@click.command("status", short_help="Show an execution's outcome and its steps.")
+@click.argument("execution_id")
+@connection_options
+def cli(client: RuntimeClient, execution_id: str) -> None:
+    """Show how EXECUTION_ID stands: status, elapsed time, compensation and
+    error, then every unit that has started, in the order it last changed,
+    with its attempt, duration and the worker or error behind it.
+    """
+    state = client.get(path("v1", "executions", execution_id))
+    for line in execution.header(state, _paint):
+        out(line)
+    units = execution.touched_units(state)
+    if units:
+        out()
+        out(execution.TABLE_HEADER)
+        for key, unit in units:
+            out(execution.table_row(key, unit))
+    output = execution.output_line(state)
+    if output is not None:
+        out()
+        out(output)

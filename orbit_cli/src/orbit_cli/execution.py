@@ -1,0 +1,157 @@
+"""Rendering an execution state (GET /v1/executions/{id}) for people.
+
+`status` prints the header and the unit table; `run` prints the header as its
+summary and one line per unit transition while it follows an execution.
+Units are listed in the order they last changed, ties broken by key, and
+units that were never touched (no `status`) are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from orbit_cli.output import compact_json, duration
+from orbit_cli.redact import redact
+
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"})
+UNIT_DONE = frozenset({"SUCCEEDED", "SKIPPED", "FAILED", "CANCELLED"})
+
+STATUS_COLOURS = {
+    "COMPLETED": "green",
+    "FAILED": "red",
+    "CANCELLED": "yellow",
+    "TIMED_OUT": "red",
+    "SUCCEEDED": "green",
+    "SKIPPED": "bright_black",
+}
+
+TABLE_HEADER = f"  {'STEP':<28} {'STATUS':<12} {'ATTEMPT':>7} {'TIME':>8}  DETAIL"
+
+# Transitions `orbit run` reports: symbol, word, colour. Others (dispatched,
+# waiting, running) are not news to the person watching.
+TRANSITIONS = {
+    "SUCCEEDED": ("✓", "succeeded", "green"),
+    "FAILED": ("✗", "failed", "red"),
+    "RETRY_WAIT": ("↻", "retry_wait", "yellow"),
+    "SKIPPED": ("↷", "skipped", "bright_black"),
+    "CANCELLED": ("⊘", "cancelled", "yellow"),
+    "SCHEDULED": ("·", "scheduled", "bright_black"),
+}
+
+Paint = Callable[[str, str | None], str]
+
+
+def plain(text: str, _colour: str | None) -> str:
+    return text
+
+
+def header(state: dict[str, Any], paint: Paint = plain) -> list[str]:
+    """`COMPLETED <id>  <Wf>@<v>` and the indented facts below it."""
+    status = str(state.get("status", "?"))
+    lines = [
+        f"{paint(status, STATUS_COLOURS.get(status))} {state.get('id')}  "
+        f"{state.get('workflow')}@{state.get('version')}"
+    ]
+    if state.get("run") is not None:
+        lines.append(f"  run: {state['run']} (continue-as-new)")
+    if state.get("schedule_id") is not None:
+        lines.append(f"  schedule: {state['schedule_id']}")
+    lines.append(f"  elapsed: {duration(elapsed_ms(state))}")
+    if state.get("compensation") is not None:
+        lines.append(f"  compensation: {state['compensation']}")
+    error = state.get("error")
+    if isinstance(error, dict):
+        lines.append(f"  error: {error.get('code')} {error.get('message')}")
+    return lines
+
+
+def elapsed_ms(state: dict[str, Any]) -> int:
+    created = _int(state.get("created_at_ms"))
+    last = state.get("finished_at_ms", state.get("updated_at_ms"))
+    return _int(last) - created if created else 0
+
+
+def output_line(state: dict[str, Any]) -> str | None:
+    if "output" not in state:
+        return None
+    return f"  output: {compact_json(redact(state['output']))}"
+
+
+def touched_units(state: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    units = state.get("units")
+    if not isinstance(units, dict):
+        return []
+    touched = [(k, u) for k, u in units.items() if isinstance(u, dict) and "status" in u]
+    return sorted(touched, key=lambda item: (changed_at(item[1]), item[0]))
+
+
+def changed_at(unit: dict[str, Any]) -> int:
+    if unit.get("status") in UNIT_DONE and "finished_at_ms" in unit:
+        return _int(unit["finished_at_ms"])
+    return max(_int(unit.get("dispatched_at_ms")), _int(unit.get("scheduled_at_ms")))
+
+
+def unit_time(unit: dict[str, Any]) -> str:
+    """From dispatch (or, without one, scheduling) to finish; blank when unknown."""
+    start = unit.get("dispatched_at_ms", unit.get("scheduled_at_ms"))
+    finished = unit.get("finished_at_ms")
+    if unit.get("status") not in UNIT_DONE or start is None or finished is None:
+        return ""
+    return duration(_int(finished) - _int(start))
+
+
+def unit_detail(unit: dict[str, Any]) -> str:
+    error = unit.get("error")
+    if unit.get("status") == "RETRY_WAIT":
+        error = error or unit.get("last_error")
+    if isinstance(error, dict):
+        return str(error.get("message", ""))
+    if unit.get("worker_id"):
+        return f"worker {unit['worker_id']}"
+    return ""
+
+
+def table_row(key: str, unit: dict[str, Any]) -> str:
+    return (
+        f"  {key:<28} {unit.get('status', ''):<12} {unit.get('attempt', 0):>7} "
+        f"{unit_time(unit):>8}  {unit_detail(unit)}"
+    )
+
+
+def transition_line(key: str, unit: dict[str, Any], paint: Paint = plain) -> str | None:
+    status = unit.get("status")
+    if status not in TRANSITIONS:
+        return None
+    symbol, word, colour = TRANSITIONS[status]
+    if status == "SUCCEEDED":
+        detail = unit_time(unit)
+    elif status in ("FAILED", "RETRY_WAIT"):
+        detail = unit_detail(unit)
+    else:
+        detail = ""
+    return f"  {paint(symbol, colour)} {key:<30} {word} {detail}"
+
+
+class Follower:
+    """Remembers what `orbit run` last saw of each unit and reports what changed."""
+
+    def __init__(self, paint: Paint = plain) -> None:
+        self._seen: dict[str, tuple[Any, Any]] = {}
+        self._paint = paint
+
+    def observe(self, state: dict[str, Any]) -> list[str]:
+        lines = []
+        for key, unit in touched_units(state):
+            now = (unit.get("status"), unit.get("attempt"))
+            if self._seen.get(key) == now:
+                continue
+            self._seen[key] = now
+            line = transition_line(key, unit, self._paint)
+            if line is not None:
+                lines.append(line)
+        return lines
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,65 @@
+"""One line per history event, as `orbit logs` prints them:
+
+    +   106ms   #9  StepScheduled             step=broken attempt=1
+
+The time is relative to the first event shown. Only the fields a reader
+needs to follow the story are printed (RULINGS §14); payloads stay in
+`--json`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbit_cli.output import duration
+
+# Printed in this order when an event has them.
+FIELDS = (
+    "step",
+    "attempt",
+    "worker_id",
+    "reason",
+    "delay_ms",
+    "redelivery",
+    "outcome",
+    "run",
+    "next_run",
+    "schedule_id",
+    "kind",
+    "limit",
+    "name",
+    "signal",
+    "signal_seq",
+    "error",
+)
+
+
+def timeline(events: list[dict[str, Any]]) -> list[str]:
+    if not events:
+        return []
+    start = _ms(events[0].get("timestamp_ms"))
+    return [event_line(event, start) for event in events]
+
+
+def event_line(event: dict[str, Any], start_ms: int) -> str:
+    elapsed = duration(_ms(event.get("timestamp_ms")) - start_ms)
+    seq = f"#{event.get('seq', '?')}"
+    fields = " ".join(f"{key}={_text(key, event[key])}" for key in FIELDS if _shown(event.get(key)))
+    return f"+{elapsed:>8}{seq:>5}  {event.get('type', '?'):<26}{fields}"
+
+
+def _shown(value: Any) -> bool:
+    # `redelivery=false` and absent optionals carry no information.
+    return value is not None and value is not False
+
+
+def _text(key: str, value: Any) -> str:
+    if key == "error" and isinstance(value, dict):
+        return f"{value.get('code', '')} {value.get('message', '')}"
+    if value is True:
+        return "true"
+    return str(value)
+
+
+def _ms(value: Any) -> int:
+    return value if isinstance(value, int) else 0

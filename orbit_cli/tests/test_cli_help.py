@@ -1,0 +1,57 @@
+"""Every command answers --help, exits 0, and lists the flags the book names."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from orbit_cli.main import cli
+
+CONNECTION = ["--server", "--token", "--ca-cert", "--client-cert", "--client-key"]
+FLAGS = {
+    "init": [],
+    "deploy": ["--policy", *CONNECTION],
+    "run": ["--workflow", "--version", "--input", "--input-file", "--id", "--no-wait", *CONNECTION],
+    "status": CONNECTION,
+    "inspect": CONNECTION,
+    "logs": ["--json", "--run", *CONNECTION],
+    "cancel": ["--reason", *CONNECTION],
+    "signal": ["--data", *CONNECTION],
+    "query": CONNECTION,
+    "ps": ["--status", "--workflow", "--limit", *CONNECTION],
+    "token": ["--worker", "--task", "--client", "--workflow", "--action"],
+    "workers list": CONNECTION,
+}
+
+
+@pytest.mark.parametrize("command", sorted(FLAGS))
+def test_help(command: str) -> None:
+    result = CliRunner().invoke(cli, [*command.split(), "--help"])
+    assert result.exit_code == 0, result.output
+    for flag in FLAGS[command]:
+        assert flag in result.stdout
+    assert "-h, --help" in result.stdout
+
+
+def test_top_level_help_lists_the_commands() -> None:
+    result = CliRunner().invoke(cli, ["-h"])
+    assert result.exit_code == 0
+    for command in ("init", "deploy", "run", "status", "inspect", "logs", "cancel", "signal"):
+        assert f"  {command} " in result.stdout
+
+
+def test_environment_variables_are_documented() -> None:
+    text = CliRunner().invoke(cli, ["status", "--help"]).stdout
+    for variable in (
+        "ORBIT_SERVER",
+        "ORBIT_TOKEN",
+        "ORBIT_CA_CERT",
+        "ORBIT_CLIENT_CERT",
+        "ORBIT_CLIENT_KEY",
+    ):
+        assert variable in text
+    assert "http://127.0.0.1:7233" in text
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    assert CliRunner().invoke(cli, ["frobnicate"]).exit_code == 2

@@ -1,0 +1,92 @@
+"""`orbit init`: the quick start's project, exactly as chapters 04 and 06 list it."""
+
+from __future__ import annotations
+
+import json
+import py_compile
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orbit_cli.main import cli
+
+# The book sits in shared/ beside the repository checkout.
+SPEC = Path(__file__).resolve().parents[3] / "shared" / "spec" / "04-quick-start.md"
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def _init(name: str = "hello-orbit") -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["init", name], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_init_reports_every_file_and_the_next_step(golden) -> None:
+    code, stdout, _ = _init()
+    assert code == 0
+    golden("init", stdout)
+    assert stdout.endswith("\nNext: cd hello-orbit && orbit check workflows/hello.orbit\n")
+
+
+def test_init_writes_the_quick_start_project(tmp_path: Path) -> None:
+    _init()
+    root = tmp_path / "hello-orbit"
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert files == [
+        ".gitignore",
+        "README.md",
+        "workers/python/requirements.txt",
+        "workers/python/worker.py",
+        "workers/typescript/package.json",
+        "workers/typescript/worker.ts",
+        "workflows/hello.orbit",
+    ]
+    assert (root / "workers/python/requirements.txt").read_text() == "orbit-lang-sdk>=0.1,<0.2\n"
+    package = json.loads((root / "workers/typescript/package.json").read_text())
+    assert package["dependencies"] == {"orbit-lang": "^0.1.0"}
+    assert package["type"] == "module" and package["private"] is True
+    worker = (root / "workers/python/worker.py").read_text()
+    assert "from orbit_sdk import Worker" in worker
+    assert 'Worker("hello-python")' in worker
+    py_compile.compile(str(root / "workers/python/worker.py"), doraise=True)
+    ts = (root / "workers/typescript/worker.ts").read_text()
+    assert 'import { Worker } from "orbit-lang";' in ts
+    assert 'workerId: "hello-typescript"' in ts
+    ignored = (root / ".gitignore").read_text().split()
+    for pattern in ("node_modules/", "__pycache__/", "*.db", "*.db-wal", "*.db-shm", "build/"):
+        assert pattern in ignored
+
+
+@pytest.mark.skipif(not SPEC.exists(), reason="the book is not beside this checkout")
+def test_the_workflow_is_the_quick_starts(tmp_path: Path) -> None:
+    _init("p")
+    workflow = (tmp_path / "p/workflows/hello.orbit").read_text()
+    worker = (tmp_path / "p/workers/python/worker.py").read_text()
+    book = SPEC.read_text(encoding="utf-8")
+    start = book.index("// A two-language hello world")
+    assert book[start:].startswith(workflow.rstrip("\n"))
+    assert worker.rstrip("\n") in book
+
+
+def test_init_refuses_a_non_empty_directory() -> None:
+    Path("hello").mkdir()
+    Path("hello/notes.txt").write_text("mine")
+    code, stdout, stderr = _init("hello")
+    assert (code, stdout, stderr) == (1, "", "error: hello already exists and is not empty\n")
+    assert [p.name for p in Path("hello").iterdir()] == ["notes.txt"]
+    Path("empty").mkdir()
+    assert _init("empty")[0] == 0
+
+
+def test_typescript_worker_uses_only_erasable_syntax() -> None:
+    """Node's type stripping rejects enums, namespaces and parameter properties."""
+    from importlib.resources import files
+
+    source = files("orbit_cli").joinpath("templates", "hello", "worker.ts").read_text()
+    for construct in (r"\benum\b", r"\bnamespace\b", r"\bconstructor\s*\(\s*(private|public)"):
+        assert not re.search(construct, source)

@@ -1,0 +1,189 @@
+"""The pieces the commands print with: durations, timeline lines, unit rows, redaction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orbit_cli import execution
+from orbit_cli.ir_summary import source_duration
+from orbit_cli.output import duration, json_error
+from orbit_cli.redact import redact, redact_event, redact_state
+from orbit_cli.timeline import event_line
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (0, "0ms"),
+        (539, "539ms"),
+        (999, "999ms"),
+        (1000, "1.0s"),
+        (1597, "1.6s"),
+        (5100, "5.1s"),
+        (59_940, "59.9s"),
+        (134_000, "2m14s"),
+        (135_500, "2m15s"),
+        (3_900_000, "1h05m"),
+        (-5, "0ms"),
+    ],
+)
+def test_duration(ms: int, text: str) -> None:
+    assert duration(ms) == text
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (250, "250ms"),
+        (1500, "1.5s"),
+        (10_000, "10s"),
+        (300_000, "5m"),
+        (8_100_000, "2h15m"),
+        (108_000_000, "1d6h"),
+        (172_800_000, "2d"),
+    ],
+)
+def test_source_duration(ms: int, text: str) -> None:
+    assert source_duration(ms) == text
+
+
+def test_json_errors_read_like_the_runtime() -> None:
+    for text, message in [
+        ("x", "expected value at line 1 column 1"),
+        ("{} {}", "trailing characters at line 1 column 4"),
+    ]:
+        with pytest.raises(json.JSONDecodeError) as raised:
+            json.loads(text)
+        assert json_error(raised.value) == message
+
+
+def test_timeline_fields_and_alignment() -> None:
+    start = 1_000
+    line = event_line(
+        {
+            "seq": 6,
+            "timestamp_ms": 6_100,
+            "type": "StepScheduled",
+            "step": "work",
+            "attempt": 1,
+            "input": {},
+            "idempotency_key": "k",
+            "redelivery": True,
+        },
+        start,
+    )
+    assert line == "+    5.1s   #6  StepScheduled             step=work attempt=1 redelivery=true"
+    assert event_line(
+        {
+            "seq": 13,
+            "timestamp_ms": 1_000,
+            "type": "LimitExceeded",
+            "limit": "max_history_events",
+            "message": "m",
+        },
+        start,
+    ) == ("+     0ms  #13  LimitExceeded             limit=max_history_events")
+    assert event_line(
+        {
+            "seq": 8,
+            "timestamp_ms": 1_017,
+            "type": "StaleResultIgnored",
+            "step": "v",
+            "token": "t",
+            "outcome": "duplicate",
+        },
+        start,
+    ).endswith("StaleResultIgnored        step=v outcome=duplicate")
+    created = event_line(
+        {
+            "seq": 1,
+            "timestamp_ms": 1_000,
+            "type": "WorkflowCreated",
+            "workflow": "W",
+            "input": {},
+            "schedule_id": "nightly",
+        },
+        start,
+    )
+    assert created.endswith("WorkflowCreated           schedule_id=nightly")
+    handlers = event_line(
+        {
+            "seq": 15,
+            "timestamp_ms": 1_151,
+            "type": "HandlersStarted",
+            "kind": "failure",
+            "compensation": "none",
+        },
+        start,
+    )
+    assert handlers == "+   151ms  #15  HandlersStarted           kind=failure"
+
+
+def test_redaction_follows_the_security_chapter() -> None:
+    value = {
+        "Password": "p",
+        "api_key": "k",
+        "headers": {"authorization": "Bearer x", "idempotency-key": "i"},
+        "items": [{"card_number": "4111", "sku": "A"}],
+        "token": "t",
+        "tokens": [["t", 1]],
+        "keep": 1,
+    }
+    assert redact(value) == {
+        "Password": "***",
+        "api_key": "***",
+        "headers": {"authorization": "***", "idempotency-key": "i"},
+        "items": [{"card_number": "***", "sku": "A"}],
+        "token": "***",
+        "tokens": "***",
+        "keep": 1,
+    }
+    event = {"type": "StepDispatched", "token": "3d93", "input": {"token": "secret"}}
+    assert redact_event(event) == {
+        "type": "StepDispatched",
+        "token": "3d93",
+        "input": {"token": "***"},
+    }
+    state = {
+        "id": "x",
+        "input": {"secret": "s"},
+        "units": {"a": {"token": "t1", "tokens": [["t1", 1]]}},
+    }
+    assert redact_state(state) == {
+        "id": "x",
+        "input": {"secret": "***"},
+        "units": {"a": {"token": "t1", "tokens": "***"}},
+    }
+
+
+def test_units_are_ordered_by_last_change_then_key() -> None:
+    state = {
+        "units": {
+            "second": {"status": "SUCCEEDED", "finished_at_ms": 10},
+            "pause": {"status": "SUCCEEDED", "scheduled_at_ms": 1, "finished_at_ms": 10},
+            "first": {"status": "SUCCEEDED", "finished_at_ms": 10},
+            "late": {"status": "SCHEDULED", "scheduled_at_ms": 11},
+            "pending": {"attempt": 0},
+        }
+    }
+    assert [k for k, _ in execution.touched_units(state)] == ["first", "pause", "second", "late"]
+
+
+def test_follower_reports_each_new_status_once() -> None:
+    follower = execution.Follower()
+    retry = {
+        "status": "RETRY_WAIT",
+        "attempt": 1,
+        "last_error": {"message": "server responded 503"},
+    }
+    assert follower.observe({"units": {"a": retry}}) == [
+        "  ↻ a                              retry_wait server responded 503"
+    ]
+    assert follower.observe({"units": {"a": retry}}) == []
+    again = {**retry, "attempt": 2}
+    assert len(follower.observe({"units": {"a": again}})) == 1
+    assert follower.observe({"units": {"a": {"status": "DISPATCHED", "attempt": 3}}}) == []
+    skipped = follower.observe({"units": {"b": {"status": "SKIPPED", "finished_at_ms": 5}}})
+    assert skipped == ["  ↷ b                              skipped "]
