@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from orbit_cli import __version__
+from orbit_cli.commands.check import check
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -13,6 +14,9 @@ from orbit_cli import __version__
 )
 def cli() -> None:
     """Compile, run and inspect ORBIT workflows."""
+
+
+cli.add_command(check)
 
 
 def main() -> None:
