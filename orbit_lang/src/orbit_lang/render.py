@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TextIO
 
-from orbit_lang.diagnostics import Diagnostic, Label, Severity
+from orbit_lang.diagnostics import Diagnostic, Label, Severity, count
 from orbit_lang.source import SourceFile, Span
 
 _RESET = "\x1b[0m"
@@ -97,6 +97,19 @@ def render_human_all(
 ) -> str:
     """Every diagnostic, each followed by a blank line, as the CLI prints them."""
     return "".join(render_human(d, sources, color=color) + "\n" for d in diagnostics)
+
+
+def render_report(
+    diagnostics: Iterable[Diagnostic], sources: Mapping[str, SourceFile], *, color: bool = False
+) -> str:
+    """What a compiling command prints on stderr: every diagnostic, then the
+    closing `error: compilation failed: ...` line when there are errors."""
+    diagnostics = list(diagnostics)
+    text = render_human_all(diagnostics, sources, color=color)
+    errors, warnings = count(diagnostics)
+    if errors:
+        text += error_line(summary(errors, warnings), color=color)
+    return text
 
 
 def summary(errors: int, warnings: int) -> str:

@@ -12,13 +12,7 @@ import click
 
 from orbit_lang.diagnostics import Diagnostic, count
 from orbit_lang.loader import Program, load_program
-from orbit_lang.render import (
-    error_line,
-    render_human_all,
-    render_json,
-    should_color,
-    summary,
-)
+from orbit_lang.render import error_line, render_json, render_report, should_color
 
 
 @click.command("check")
@@ -51,15 +45,15 @@ def check(files: tuple[str, ...], strict: bool, output_format: str) -> None:
 
 def _report(program: Program, diagnostics: list[Diagnostic], *, strict: bool, color: bool) -> None:
     errors, warnings = count(diagnostics)
-    click.echo(render_human_all(diagnostics, program.sources, color=color), nl=False, err=True)
+    click.echo(render_report(diagnostics, program.sources, color=color), nl=False, err=True)
     if errors:
-        click.echo(error_line(summary(errors, warnings), color=color), nl=False, err=True)
-    elif strict and warnings:
+        return
+    if strict and warnings:
         message = f"{warnings} warning(s) treated as errors (--strict)"
         click.echo(error_line(message, color=color), nl=False, err=True)
-    else:
-        for line in ok_lines(program):
-            click.echo(line)
+        return
+    for line in ok_lines(program):
+        click.echo(line)
 
 
 def ok_lines(program: Program) -> list[str]:

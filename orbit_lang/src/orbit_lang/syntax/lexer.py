@@ -7,7 +7,8 @@ reports the problem and hands the parser a usable token (a string is cut at
 the end of its line, an unknown duration unit still yields a duration), so
 one run reports every problem in a file.
 
-Comments are not tokens. Each token records whether a line break (or a block
+Comments are not tokens; a character that starts no token becomes an
+`<error>` token after its E0001. Each token records whether a line break (or a block
 comment spanning lines) precedes it, which is all the line rule needs.
 """
 
@@ -30,6 +31,9 @@ FLOAT = "<float>"
 DURATION = "<duration>"
 STRING = "<string>"
 EOF = "<eof>"
+# A character that starts no token (E0001). The parser still sees it, so that
+# recovery skips the rest of its line, but never reports it a second time.
+ERROR = "<error>"
 
 RESERVED = frozenset({"true", "false", "null"})
 
@@ -173,6 +177,7 @@ class _Lexer:
     def _bad_character(self, pos: int) -> int:
         char = self.text[pos]
         self._error("E0001", f"unexpected character `{char}`", pos, pos + 1)
+        self._emit(ERROR, char, pos, pos + 1)
         return pos + 1
 
     def _line_comment(self, start: int, end: int) -> None:

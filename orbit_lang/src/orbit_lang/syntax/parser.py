@@ -12,9 +12,12 @@ reports every syntax error in the file:
   (`expected <what>, found <token>`) at the furthest token the grammar
   reached; parsing resumes at that token, in the enclosing block. This is how
   chapter 26's example cascades from E0100 to E0102 and E0104.
-- At the top level, anything but a declaration is E0104; the driver skips to
-  the next line that starts with a declaration keyword.
+- At the top level, anything but a declaration is E0104, and a declaration
+  that does not parse is E0100; either way the driver skips to the next line
+  that starts with a declaration keyword.
 - A block still open at the end of the file is E0103, reported once.
+- A stray character (`<error>` token) was reported by the lexer; the driver
+  recovers around it without reporting it again.
 """
 
 from __future__ import annotations
@@ -33,13 +36,14 @@ from orbit_lang.source import Span
 from orbit_lang.suggest import closest
 from orbit_lang.syntax.builder import Builder
 from orbit_lang.syntax.grammar import EXPECTATIONS, GRAMMAR
-from orbit_lang.syntax.lexer import EOF, Token
+from orbit_lang.syntax.lexer import EOF, ERROR, Token
 
 DECLARATION_KEYWORDS = ("workflow", "schema", "task", "import", "test")
 DECLARATION_NOTE = "top-level declarations are `workflow`, `schema`, `task`, `import` and `test`"
 _SEPARATORS = (",", ";")
 _OPENERS = {"{": "}", "(": ")", "[": "]"}
 _CLOSERS = frozenset(_OPENERS.values())
+_MATCHING_OPENER = {closer: opener for opener, closer in _OPENERS.items()}
 
 
 @attrs.frozen
@@ -160,6 +164,9 @@ class _Recovery:
         self.builder = builder
         self.tokens: Sequence[Token] = builder.tokens
         self.diagnostics = builder.diagnostics
+        self.partner = _pair_brackets(self.tokens)
+        # Indexes of the `{` of the blocks being read, innermost last.
+        self.blocks: list[int] = []
         self.reported_unclosed = False
 
     # Matching -----------------------------------------------------------------
@@ -176,31 +183,37 @@ class _Recovery:
         """Reports what the grammar expected; returns where to resume."""
         pos = max(furthest.pos, start + 1)
         token = self.tokens[pos]
-        # At the end of the file the block that is still open says it better.
+        # At the end of the file, the unclosed block (E0103) says it better.
         if token.type != EOF:
             self.error("E0100", f"expected {furthest.expected}, found {token.describe()}", pos)
         return pos
 
     def error(self, code: str, message: str, index: int, **extra: Any) -> None:
+        # A stray character was reported by the lexer (E0001) already.
+        if self.tokens[index].type == ERROR:
+            return
         self.diagnostics.append(
             Diagnostic.error(code, message, self.builder.token_span(index), **extra)
         )
 
     def skip_line(self, pos: int) -> int:
-        """Skips the token at `pos` and the rest of its line, and any
-        bracketed group that starts on it; stops before a `}` that closes the
-        enclosing block."""
-        depth = 1 if self.tokens[pos].type in _OPENERS else 0
-        pos += 1
+        """Skips the token at `pos` and the rest of its line. A bracketed group
+        is skipped whole, even across lines; a closing bracket opened before
+        the block being read ends the skip (it closes that block)."""
+        tokens = self.tokens
+        partner = self.partner
+        opening = self.blocks[-1] if self.blocks else -1
+        first = True
         while True:
-            token = self.tokens[pos]
+            token = tokens[pos]
             kind = token.type
-            if kind == EOF or (depth == 0 and (token.nl_before or kind in _CLOSERS)):
+            if kind == EOF or (not first and token.nl_before):
                 return pos
-            if kind in _OPENERS:
-                depth += 1
-            elif kind in _CLOSERS:
-                depth -= 1
+            if kind in _CLOSERS and partner[pos] <= opening:
+                return pos if not first else pos + 1
+            first = False
+            if kind in _OPENERS and partner[pos] > pos:
+                pos = partner[pos]
             pos += 1
 
     # Top level ------------------------------------------------------------------
@@ -213,10 +226,13 @@ class _Recovery:
             kind = tokens[pos].type
             if kind in _SEPARATORS:
                 pos += 1
-            elif kind in DECLARATION_KEYWORDS:
-                declaration, pos = self.declaration(pos)
+                continue
+            if kind in DECLARATION_KEYWORDS:
+                declaration, end = self.declaration(pos)
                 if declaration is not None:
                     declarations.append(declaration)
+                    pos = end
+                    continue
             else:
                 self.error(
                     "E0104",
@@ -224,11 +240,12 @@ class _Recovery:
                     pos,
                     notes=(DECLARATION_NOTE,),
                 )
+            # Resynchronise on the next line that starts a declaration.
+            pos = self.skip_line(pos)
+            while tokens[pos].type != EOF and not (
+                tokens[pos].nl_before and tokens[pos].type in DECLARATION_KEYWORDS
+            ):
                 pos = self.skip_line(pos)
-                while tokens[pos].type != EOF and not (
-                    tokens[pos].nl_before and tokens[pos].type in DECLARATION_KEYWORDS
-                ):
-                    pos = self.skip_line(pos)
         return declarations
 
     def declaration(self, pos: int) -> tuple[ast.Declaration | None, int]:
@@ -237,10 +254,12 @@ class _Recovery:
             return self.builder.declaration(node), node.end
         kind = self.tokens[pos].type
         if kind not in _BLOCKS:
-            return None, self.expected(furthest, pos)
+            self.expected(furthest, pos)
+            return None, pos
         head, furthest = self.match(f"{kind}_head", pos)
         if head is None:
-            return None, self.expected(furthest, pos)
+            self.expected(furthest, pos)
+            return None, pos
         members, end = self.members(kind, kind, head.end)
         span = self.builder.range_span(pos, end)
         make: dict[str, Callable[[Any, list[Any], Span], ast.Declaration]] = {
@@ -254,43 +273,65 @@ class _Recovery:
 
     def members(self, kind: str, context: str, pos: int) -> tuple[list[Any], int]:
         """The members of a block whose `{` is just before `pos`; returns them
-        and the position after the closing `}`."""
+        and the position after the closing `}`.
+
+        Any `}` closes the block, even one that recovery left over from a
+        member (chapter 26's example depends on that)."""
         block = _BLOCKS[kind]
         tokens = self.tokens
-        opening = pos - 1
         members: list[Any] = []
-        while True:
-            token = tokens[pos]
-            word = token.type
-            if word == "}":
-                return members, pos + 1
-            if word == EOF:
-                self.unclosed(context, opening)
-                return members, pos
-            if word in _SEPARATORS:
-                pos += 1
-                continue
-            if word in block.nested:
-                member, pos = self.nested(word, pos)
-                if member is not None:
-                    members.append(member)
-                continue
-            if word in block.keywords:
-                node, furthest = self.match(block.member_rule, pos)
-                if node is not None:
+        self.blocks.append(pos - 1)
+        try:
+            while True:
+                token = tokens[pos]
+                word = token.type
+                if word == "}":
+                    return members, pos + 1
+                if word == EOF:
+                    self.unclosed()
+                    return members, pos
+                if word in _SEPARATORS:
+                    pos += 1
+                    continue
+                if word in block.nested:
+                    member, pos = self.nested(word, pos)
+                    if member is not None:
+                        members.append(member)
+                    continue
+                if word in block.keywords:
+                    node, furthest = self.match(block.member_rule, pos)
+                    if node is None:
+                        pos = self.expected(furthest, pos)
+                        continue
                     members.append(self.builder.member(node))
                     pos = node.end
-                else:
-                    pos = self.expected(furthest, pos)
-                continue
-            suggestion = closest(word, block.keywords + block.nested) if token.is_word else None
-            self.error(
-                "E0102",
-                f"unexpected {token.describe()} in {context}",
-                pos,
-                help=f"did you mean `{suggestion}`?" if suggestion else None,
-            )
-            pos = self.skip_line(pos)
+                    if self.cut_short(block, pos, furthest):
+                        # The member matched a prefix of what was written,
+                        # e.g. `max` of `max(1 2)`: report where it broke.
+                        pos = self.expected(furthest, pos - 1)
+                    continue
+                suggestion = closest(word, block.keywords + block.nested) if token.is_word else None
+                self.error(
+                    "E0102",
+                    f"unexpected {token.describe()} in {context}",
+                    pos,
+                    help=f"did you mean `{suggestion}`?" if suggestion else None,
+                )
+                pos = self.skip_line(pos)
+        finally:
+            self.blocks.pop()
+
+    def cut_short(self, block: _BlockKind, pos: int, furthest: _Furthest) -> bool:
+        """Whether a member that matched ends before a token on its own line
+        that cannot follow it, while the grammar had got further."""
+        token = self.tokens[pos]
+        return (
+            furthest.pos > pos
+            and not token.nl_before
+            and token.type not in ("}", EOF, *_SEPARATORS)
+            and token.type not in block.keywords
+            and token.type not in block.nested
+        )
 
     def nested(self, word: str, pos: int) -> tuple[Any, int]:
         """A `step`, `compensate` or `on` member: whole if it parses, else
@@ -351,18 +392,47 @@ class _Recovery:
             return self.builder.make_outcome(head, steps, span), end
         return self.builder.make_event(head, steps, span), end
 
-    def unclosed(self, context: str, opening: int) -> None:
-        """E0103 at the innermost bracket still open at the end of the file
-        (or, if recovery closed the brackets differently, at `opening`)."""
+    def unclosed(self) -> None:
+        """E0103, once, at the innermost `{` left open at the end of the file."""
         if self.reported_unclosed:
             return
         self.reported_unclosed = True
-        stack: list[int] = []
-        for index, token in enumerate(self.tokens):
-            if token.type in _OPENERS:
-                stack.append(index)
-            elif token.type in _CLOSERS and stack:
-                stack.pop()
-        index = stack[-1] if stack else opening
-        opener = self.tokens[index].type
-        self.error("E0103", f"unclosed `{opener}` in {context}", index)
+        partner = self.partner
+        braces = [i for i, token in enumerate(self.tokens) if token.type == "{" and partner[i] < 0]
+        index = braces[-1] if braces else self.blocks[-1]
+        self.error("E0103", f"unclosed `{{` in {self.context_of(index)}", index)
+
+    def context_of(self, brace: int) -> str:
+        """What the `{` at `brace` opens, as messages name it."""
+        words = [self.tokens[i].type for i in range(max(0, brace - 3), brace)]
+        for keyword in ("workflow", "task", "test", "schema", "step", "signal"):
+            if len(words) >= 2 and words[-2] == keyword:
+                return keyword
+        if len(words) >= 2 and words[-2] == "on":
+            return f"`on {words[-1]}` block"
+        if len(words) >= 3 and words[-3:-1] == ["on", "event"]:
+            return "`on event` block"
+        if words and words[-1] in ("compensate", "retry", "limits", "input", "output"):
+            return f"`{words[-1]}` block"
+        return "object"
+
+
+def _pair_brackets(tokens: Sequence[Token]) -> list[int]:
+    """For each bracket token, the index of its partner (-1 if it has none);
+    for other tokens, -1. A closer pairs with the nearest open bracket of its
+    kind; brackets left open in between stay unpaired."""
+    partner = [-1] * len(tokens)
+    stack: list[int] = []
+    for index, token in enumerate(tokens):
+        kind = token.type
+        if kind in _OPENERS:
+            stack.append(index)
+        elif kind in _CLOSERS:
+            opener = _MATCHING_OPENER[kind]
+            for depth in range(len(stack) - 1, -1, -1):
+                if tokens[stack[depth]].type == opener:
+                    partner[index] = stack[depth]
+                    partner[stack[depth]] = index
+                    del stack[depth:]
+                    break
+    return partner
