@@ -69,6 +69,11 @@ class SourceFile:
         index = bisect.bisect_right(self._line_starts, offset) - 1
         return index + 1, offset - self._line_starts[index] + 1
 
+    def offset(self, line: int, column: int) -> int:
+        """The character offset of a 1-based (line, column)."""
+        index = max(0, min(line, len(self._line_starts)) - 1)
+        return min(self._line_starts[index] + column - 1, len(self.text))
+
     def span(self, start: int, end: int) -> Span:
         line, column = self.position(start)
         end_line, end_column = self.position(end)
