@@ -138,7 +138,7 @@ def test_only_true_false_and_null_are_reserved() -> None:
 
 
 def test_member_colons_and_separators() -> None:
-    module, diagnostics = parse_source(
+    _, diagnostics = parse_source(
         'task "t" { version: "1" ; description "d", input: { a: Int } output JSON }\n'
         'workflow W { version: "1"\n timeout: 5s\n step a { worker: "t", timeout: 1s; after: b }\n'
         " step b { sleep: 1s } }\n",

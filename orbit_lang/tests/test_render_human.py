@@ -211,3 +211,12 @@ def test_colour_only_on_a_terminal_without_no_color(
     else:
         monkeypatch.setenv("NO_COLOR", no_color)
     assert should_color(stream) is expected
+
+
+def test_tabs_are_expanded_and_markers_follow() -> None:
+    src = SourceFile("t.orbit", "\tstep\tx\n")
+    diagnostic = Diagnostic.error("E0104", "expected a declaration, found `x`", src.span(6, 7))
+    assert render_human(diagnostic, {src.path: src}).splitlines()[3:5] == [
+        "1 |     step    x",
+        "  |             ^",
+    ]

@@ -69,20 +69,28 @@ def render_human(
         for line in lines:
             text = source.line_text(line)
             number = paint(f"{line:<{width}}", _GUTTER_STYLE)
-            out.append(f"{number} {bar} {text}".rstrip())
+            out.append(f"{number} {bar} {_expand(text)}".rstrip())
             for marker_span, message, primary in markers:
                 if marker_span.line != line:
                     continue
-                length = _marker_length(marker_span, text)
+                start = marker_span.column - 1
+                end = start + _marker_length(marker_span, text)
+                indent = len(_expand(text[:start]))
+                length = max(1, len(_expand(text[:end])) - indent)
                 symbol = "^" if primary else "-"
                 style = severity_style if primary else _GUTTER_STYLE
                 mark = paint(symbol * length + (f" {message}" if message else ""), style)
-                out.append(f"{pad} {bar} {' ' * (marker_span.column - 1)}{mark}")
+                out.append(f"{pad} {bar} {' ' * indent}{mark}")
     for note in diagnostic.notes:
         out.append(f"{pad} {paint('=', _GUTTER_STYLE)} {paint('note', _BOLD)}: {note}")
     if diagnostic.help is not None:
         out.append(f"{pad} {paint('=', _GUTTER_STYLE)} {paint('help', _BOLD)}: {diagnostic.help}")
     return "\n".join(out) + "\n"
+
+
+def _expand(text: str) -> str:
+    # Tabs are shown as four spaces so that markers line up under them.
+    return text.replace("\t", "    ")
 
 
 def _marker_length(span: Span, line_text: str) -> int:

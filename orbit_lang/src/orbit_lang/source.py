@@ -3,7 +3,8 @@
 Positions are 1-based lines and columns counted in characters (code points),
 exactly as diagnostics print them. An end column is exclusive: a span over
 `abc` starting at column 5 ends at column 8, which is the `end_column` the
-JSON diagnostics report.
+JSON diagnostics report. `start` and `end` are character offsets into the
+file's text (end exclusive).
 """
 
 from __future__ import annotations
