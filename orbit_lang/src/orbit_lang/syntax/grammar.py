@@ -3,17 +3,23 @@
 The grammar runs over the lexer's tokens, not over characters: a quoted
 terminal such as "workflow" or "{" matches a token of that type (words are
 typed by their own text, literals by `<string>`, `<int>`, `<float>` and
-`<duration>`). Three custom rules cover what the rule syntax cannot say:
+`<duration>`). Rules whose names do not appear on the left of RULES are
+written in Python below, each a check of one token:
 
-- `ident` and its role-named copies match any word except the reserved
-  literals `true`, `false` and `null`; keywords stay contextual because a
-  keyword is just a word that a rule expects in one position.
+- identifier rules (`step_name`, `field_name`, ...) match any word except
+  the reserved literals `true`, `false` and `null`; keywords stay contextual
+  because a keyword is just a word that a rule expects in one position. Each
+  role has its own name so that messages can say "a step name";
 - `ref_name` is an identifier used as an expression root; it also refuses
-  `if`, so a malformed `if` expression is reported as such.
-- `sl` ("same line") matches nothing, and only when the next token is on the
-  line of the previous one. It implements the line rule (RULINGS §1): a
-  line break before `.`, `[`, `(`, `-` or `=>` ends the expression on its
-  left, while a line that starts with any other binary operator continues it.
+  `if`, so a malformed `if` expression is reported as such;
+- the line rule (RULINGS §1): `dot`, `open_bracket`, `open_paren`, `arrow`
+  and `binary_op`'s `-` only match on the line of the token before them, so a
+  line break before `.`, `[`, `(`, `=>` or `-` ends the expression on its
+  left, while a line that starts with any other binary operator continues
+  it; `sl` ("same line") is the same check without a token, for the payload
+  of a test's `signal`;
+- token classes (`binary_op`, `literal`, `sep`, the optional `colon`, ...)
+  that the rule syntax would spell as a dozen alternatives.
 
 Binary expressions are parsed as a flat operand/operator chain; the AST
 builder applies chapter 26's precedence table (all operators are
@@ -206,7 +212,6 @@ eof                 = "<eof>"
 # terminals, the token type) is the last thing that failed at the furthest
 # position the parser reached.
 EXPECTATIONS: dict[str, str] = {
-    "ident": "an identifier",
     "schema_name": "a schema name",
     "workflow_name": "a workflow name",
     "step_name": "a step name",
@@ -254,7 +259,6 @@ EXPECTATIONS: dict[str, str] = {
 # Copies of the identifier rule under role names, so that messages can say
 # "a step name" rather than "an identifier".
 _IDENT_ROLES = (
-    "ident",
     "schema_name",
     "workflow_name",
     "step_name",

@@ -109,8 +109,8 @@ class _Furthest:
     `error.pos`, whenever the failure is at least as far as the last one
     recorded and (because `expr` always reads as None here) whatever the
     expression is. We keep the description of the last describable failure at
-    the furthest position: that is the innermost thing the parser was still
-    trying when it gave up, such as the `}` closing an object literal.
+    the furthest position: the last thing the parser tried there before it
+    gave up, such as the `}` that would have closed an object literal.
     """
 
     __slots__ = ("_pending", "_pos", "expected")
@@ -183,8 +183,8 @@ class _Recovery:
         """Reports what the grammar expected; returns where to resume."""
         pos = max(furthest.pos, start + 1)
         token = self.tokens[pos]
-        # At the end of the file, the unclosed block (E0103) says it better.
-        if token.type != EOF:
+        # At the end of the file, an unclosed block (E0103) says it better.
+        if token.type != EOF or not self.unclosed():
             self.error("E0100", f"expected {furthest.expected}, found {token.describe()}", pos)
         return pos
 
@@ -392,15 +392,24 @@ class _Recovery:
             return self.builder.make_outcome(head, steps, span), end
         return self.builder.make_event(head, steps, span), end
 
-    def unclosed(self) -> None:
-        """E0103, once, at the innermost `{` left open at the end of the file."""
+    def unclosed(self) -> bool:
+        """E0103, once per file, at the innermost `{` left open at the end of
+        the file; False if no block is open."""
         if self.reported_unclosed:
-            return
-        self.reported_unclosed = True
+            return True
         partner = self.partner
-        braces = [i for i, token in enumerate(self.tokens) if token.type == "{" and partner[i] < 0]
-        index = braces[-1] if braces else self.blocks[-1]
+        braces = [
+            i for i, token in enumerate(self.tokens) if token.type == "{" and partner[i] < 0
+        ]
+        if braces:
+            index = braces[-1]
+        elif self.blocks:
+            index = self.blocks[-1]
+        else:
+            return False
+        self.reported_unclosed = True
         self.error("E0103", f"unclosed `{{` in {self.context_of(index)}", index)
+        return True
 
     def context_of(self, brace: int) -> str:
         """What the `{` at `brace` opens, as messages name it."""
