@@ -619,7 +619,7 @@ class Builder:
         primary, suffixes = node.children
         value = self.primary(primary.children[0])
         for suffix in suffixes.children:
-            chosen = suffix.children[0]
+            chosen = suffix.children[1].children[0]
             span = value.span.to(self.range_span(chosen.start, chosen.end))
             if chosen.expr_name == "member_suffix":
                 value = ast.MemberAccess(value, self.identifier(chosen.children[1]), span)

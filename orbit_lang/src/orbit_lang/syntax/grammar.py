@@ -56,7 +56,7 @@ field               = field_name ":" type field_default?
 field_default       = "=" expression
 record_close        = "}"
 type                = base_type optional_marks
-base_type           = list_type / map_type / record_body / type_name
+base_type           = type_name / list_type / map_type / record_body
 list_type           = "List" "<" type type_close
 map_type            = "Map" "<" type "," type type_close
 type_close          = ">"
@@ -178,7 +178,8 @@ expression          = operand binary_tail*
 binary_tail         = binary_op operand
 operand             = prefix_ops postfix
 postfix             = primary postfix_op*
-postfix_op          = member_suffix / index_suffix
+postfix_op          = &postfix_start postfix_suffix
+postfix_suffix      = member_suffix / index_suffix
 member_suffix       = dot member_name
 index_suffix        = open_bracket expression index_close
 index_close         = "]"
@@ -270,7 +271,6 @@ _IDENT_ROLES = (
     "language",
     "status_name",
     "member_name",
-    "type_name",
 )
 _STRING_ROLES = (
     "task_name",
@@ -290,6 +290,18 @@ def _ident(tokens: Sequence[Token], pos: int) -> int | None:
     if (text[0].isalpha() or text[0] == "_") and text not in RESERVED:
         return pos + 1
     return None
+
+
+def _type_name(tokens: Sequence[Token], pos: int) -> int | None:
+    # `List<` and `Map<` start generic types; a bare `List` is a (bad) name.
+    if tokens[pos].type in ("List", "Map") and tokens[pos + 1].type == "<":
+        return None
+    return _ident(tokens, pos)
+
+
+def _postfix_start(tokens: Sequence[Token], pos: int) -> int | None:
+    token = tokens[pos]
+    return pos if token.type in (".", "[") and not token.nl_before else None
 
 
 def _ref_name(tokens: Sequence[Token], pos: int) -> int | None:
@@ -373,6 +385,8 @@ _TOKEN_CLASSES: dict[str, TokenRule] = {
     "query_sep": _optional(frozenset({"=", ":"})),
     "optional_marks": _optional_marks,
     "sl": _same_line,
+    "postfix_start": _postfix_start,
+    "type_name": _type_name,
     "ref_name": _ref_name,
     "count": _one_of(frozenset({"<int>"})),
 }

@@ -398,9 +398,7 @@ class _Recovery:
         if self.reported_unclosed:
             return True
         partner = self.partner
-        braces = [
-            i for i, token in enumerate(self.tokens) if token.type == "{" and partner[i] < 0
-        ]
+        braces = [i for i, token in enumerate(self.tokens) if token.type == "{" and partner[i] < 0]
         if braces:
             index = braces[-1]
         elif self.blocks:
