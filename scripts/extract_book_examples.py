@@ -298,8 +298,13 @@ def extract(spec: Path, out: Path) -> dict[str, int]:
             if placeholder:
                 entry["kind"] = "template"
                 entry["reason"] = f"syntax summary with the placeholder `{placeholder.group()}`"
+            elif kind == "program":
+                entry["kind"] = "program"
             else:
-                entry["kind"] = "program" if kind == "program" else "fragment"
+                entry["kind"] = "fragment"
+                entry["reason"] = (
+                    f"{kind} members shown on their own; parsed inside a minimal {kind}"
+                )
             if output:
                 entry["expected"] = f"examples/{stem}/{start + 1:04d}.expected"
                 location = next(
