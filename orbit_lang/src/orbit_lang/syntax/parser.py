@@ -10,8 +10,9 @@ reports every syntax error in the file:
   bracketed groups skipped whole.
 - A member that starts with its keyword but does not parse is E0100
   (`expected <what>, found <token>`) at the furthest token the grammar
-  reached; parsing resumes at that token, in the enclosing block. This is how
-  chapter 26's example cascades from E0100 to E0102 and E0104.
+  reached; parsing resumes at that token, in the enclosing block (after it,
+  if it closes a bracket the member opened). This is how chapter 26's
+  example cascades from E0100 to E0102 and E0104.
 - At the top level, anything but a declaration is E0104, and a declaration
   that does not parse is E0100; either way the driver skips to the next line
   that starts with a declaration keyword.
@@ -186,6 +187,10 @@ class _Recovery:
         # At the end of the file, an unclosed block (E0103) says it better.
         if token.type != EOF or not self.unclosed():
             self.error("E0100", f"expected {furthest.expected}, found {token.describe()}", pos)
+        if token.type in _CLOSERS and start <= self.partner[pos] < pos:
+            # The bracket closes a group of the member that failed (`b: }` in
+            # a record): the member ends there.
+            return pos + 1
         return pos
 
     def error(self, code: str, message: str, index: int, **extra: Any) -> None:
