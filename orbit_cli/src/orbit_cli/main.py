@@ -40,5 +40,6 @@ def cli() -> None:
     """Compile, run and inspect ORBIT workflows."""
 
 
+
 def main() -> None:
     cli()

@@ -1,0 +1,143 @@
+"""Loads a compilation: the files named, everything they import, the prelude.
+
+Imports are resolved relative to the directory of the importing file. Each
+file is loaded once, identified by its resolved path, so cycles are harmless.
+Load order is depth-first with a file's imports before the file itself (the
+order the `ok` lines of `orbit check` follow), after the prelude.
+
+Paths are kept as the user would write them, for diagnostics: a file named on
+the command line keeps its spelling, and an import is joined to the directory
+of the importing file's path and normalised (`workflows/../contracts/x.orbit`
+prints as `contracts/x.orbit`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+import attrs
+
+from orbit_lang import ast
+from orbit_lang.diagnostics import Diagnostic, sort_key
+from orbit_lang.parser import parse, read_source
+from orbit_lang.prelude import PRELUDE_PATH, PRELUDE_SOURCE
+from orbit_lang.source import SourceFile
+
+
+@attrs.frozen
+class Program:
+    """Every module of one compilation, the prelude first."""
+
+    modules: tuple[ast.Module, ...]
+    sources: Mapping[str, SourceFile]
+
+    @property
+    def prelude(self) -> ast.Module:
+        return self.modules[0]
+
+    def declarations(self) -> Iterator[ast.Declaration]:
+        for module in self.modules:
+            yield from module.declarations
+
+    @property
+    def workflows(self) -> list[ast.Workflow]:
+        """Every workflow, in load order."""
+        return [d for d in self.declarations() if isinstance(d, ast.Workflow)]
+
+
+def load_program(paths: Iterable[str | Path]) -> tuple[Program, list[Diagnostic]]:
+    """Loads and parses every file; never raises. Diagnostics are sorted by
+    file (load order), line and column."""
+    loader = _Loader()
+    loader.load_prelude()
+    for path in paths:
+        loader.load_root(str(path))
+    order = {module.path: index for index, module in enumerate(loader.modules)}
+    diagnostics = sorted(loader.diagnostics, key=lambda d: sort_key(d, order))
+    return Program(tuple(loader.modules), dict(loader.sources)), diagnostics
+
+
+class _Loader:
+    def __init__(self) -> None:
+        self.modules: list[ast.Module] = []
+        self.sources: dict[str, SourceFile] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.seen: set[str] = set()
+
+    def load_prelude(self) -> None:
+        source = SourceFile(PRELUDE_PATH, PRELUDE_SOURCE)
+        module, diagnostics = parse(source)
+        self.sources[source.path] = source
+        self.modules.append(module)
+        self.diagnostics.extend(diagnostics)
+
+    def load_root(self, path: str) -> None:
+        key = _identity(path)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        source = read_source(path)
+        if isinstance(source, str):
+            self.diagnostics.append(
+                Diagnostic.error("E0206", f"cannot read `{path}`: {source}", None)
+            )
+            return
+        self._load_tree(source)
+
+    def _parse(self, source: SourceFile) -> ast.Module:
+        module, diagnostics = parse(source)
+        self.sources[source.path] = source
+        self.diagnostics.extend(diagnostics)
+        return module
+
+    def _load_tree(self, root: SourceFile) -> None:
+        # Iterative depth-first walk: a file is appended after its imports.
+        stack: list[tuple[ast.Module, Iterator[ast.Import]]] = []
+        module = self._parse(root)
+        stack.append((module, _imports(module)))
+        while stack:
+            module, imports = stack[-1]
+            child = self._next_import(module, imports)
+            if child is None:
+                stack.pop()
+                self.modules.append(module)
+            else:
+                stack.append((child, _imports(child)))
+
+    def _next_import(self, module: ast.Module, imports: Iterator[ast.Import]) -> ast.Module | None:
+        """Reads the next not-yet-loaded import of `module`, if any."""
+        for declaration in imports:
+            path = _join(module.path, declaration.path.value)
+            key = _identity(path)
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            source = read_source(path)
+            if isinstance(source, str):
+                self.diagnostics.append(
+                    Diagnostic.error(
+                        "E0206",
+                        f"cannot import `{declaration.path.value}`: {source}",
+                        declaration.span,
+                    )
+                )
+                continue
+            return self._parse(source)
+        return None
+
+
+def _imports(module: ast.Module) -> Iterator[ast.Import]:
+    return (d for d in module.declarations if isinstance(d, ast.Import))
+
+
+def _join(importer: str, target: str) -> str:
+    return os.path.normpath(os.path.join(os.path.dirname(importer), target))
+
+
+def _identity(path: str) -> str:
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):
+        return os.path.abspath(path)

@@ -1,0 +1,1 @@
+"""The syntactic layer: tokens, the parsimonious grammar, and the parser."""
