@@ -40,6 +40,5 @@ def cli() -> None:
     """Compile, run and inspect ORBIT workflows."""
 
 
-
 def main() -> None:
     cli()
