@@ -139,7 +139,8 @@ function decode<T>(response: HttpResponse): { status: number; body: T } {
     if (error !== undefined) throw new ApiError(status, error.code, error.message);
     throw new ApiError(status, "HTTP_ERROR", text.trim() || `HTTP ${status}`);
   }
-  if (!parsed) throw new ApiError(status, "HTTP_ERROR", `the answer is not JSON: ${text.slice(0, 200)}`);
+  if (!parsed)
+    throw new ApiError(status, "HTTP_ERROR", `the answer is not JSON: ${text.slice(0, 200)}`);
   return { status, body: body as T };
 }
 

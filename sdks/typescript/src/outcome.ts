@@ -10,8 +10,7 @@ import type { Json } from "./json.ts";
 import type { FailRequest } from "./protocol.ts";
 
 export type Outcome =
-  | { kind: "complete"; output: Json }
-  | { kind: "fail"; error: TaskError; thrown?: unknown };
+  { kind: "complete"; output: Json } | { kind: "fail"; error: TaskError; thrown?: unknown };
 
 /** How much of a stack trace goes into `details.stack`. */
 const STACK_LINES = 10;

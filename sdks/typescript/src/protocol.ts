@@ -78,7 +78,9 @@ export async function register(
   request: RegisterRequest,
   signal?: AbortSignal,
 ): Promise<Registration> {
-  return (await post<Registration>(client, "/v1/workers/register", request, signal, CALL_TIMEOUT_MS)).body;
+  return (
+    await post<Registration>(client, "/v1/workers/register", request, signal, CALL_TIMEOUT_MS)
+  ).body;
 }
 
 /** Resolves to undefined when no task arrived within `waitMs` (204). */
@@ -107,17 +109,25 @@ export async function heartbeat(
   signal?: AbortSignal,
 ): Promise<string[]> {
   const body = { worker_session_id: sessionId };
-  const answer = await post<{ cancel?: string[] }>(client, "/v1/workers/heartbeat", body, signal, timeoutMs);
+  const answer = await post<{ cancel?: string[] }>(
+    client,
+    "/v1/workers/heartbeat",
+    body,
+    signal,
+    timeoutMs,
+  );
   return answer.body.cancel ?? [];
 }
 
 export async function complete(client: Client, token: string, output: Json): Promise<ResultAck> {
   const body = { token, output };
-  return (await post<ResultAck>(client, "/v1/tasks/complete", body, undefined, CALL_TIMEOUT_MS)).body;
+  return (await post<ResultAck>(client, "/v1/tasks/complete", body, undefined, CALL_TIMEOUT_MS))
+    .body;
 }
 
 export async function fail(client: Client, request: FailRequest): Promise<ResultAck> {
-  return (await post<ResultAck>(client, "/v1/tasks/fail", request, undefined, CALL_TIMEOUT_MS)).body;
+  return (await post<ResultAck>(client, "/v1/tasks/fail", request, undefined, CALL_TIMEOUT_MS))
+    .body;
 }
 
 export async function unregister(client: Client, sessionId: string): Promise<void> {

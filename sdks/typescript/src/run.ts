@@ -118,7 +118,12 @@ export class WorkerRun {
       const sessionId = this.#session.id;
       try {
         const timeoutMs = this.#session.sessionTimeoutMs;
-        const cancel = await protocol.heartbeat(client, sessionId, timeoutMs, this.#stopping.signal);
+        const cancel = await protocol.heartbeat(
+          client,
+          sessionId,
+          timeoutMs,
+          this.#stopping.signal,
+        );
         for (const token of cancel) this.#cancel(token);
       } catch (err) {
         if (this.#isStopping()) return;

@@ -73,7 +73,9 @@ export class Session {
   async renew(staleId: string): Promise<void> {
     if (this.#id !== staleId) return; // another loop already renewed it
     this.#renewal ??= (async () => {
-      this.#logger.info("[orbit] the runtime does not know this session any more; registering again");
+      this.#logger.info(
+        "[orbit] the runtime does not know this session any more; registering again",
+      );
       try {
         return await this.open();
       } finally {

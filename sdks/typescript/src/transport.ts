@@ -24,7 +24,11 @@ export type Send = (request: HttpRequest) => Promise<HttpResponse>;
 
 export function createSend(settings: Settings): Send {
   if (settings.clientCert !== undefined && settings.server.startsWith("https:")) {
-    return httpsSend(settings.clientCert, settings.clientKey ?? settings.clientCert, settings.caCert);
+    return httpsSend(
+      settings.clientCert,
+      settings.clientKey ?? settings.clientCert,
+      settings.caCert,
+    );
   }
   return fetchSend;
 }

@@ -5,7 +5,8 @@
  */
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer as createTlsServer } from "node:https";
+import type { AddressInfo, Socket } from "node:net";
 import type { TaskAssignment } from "../src/index.ts";
 
 export interface Recorded {
@@ -30,6 +31,8 @@ export interface FakeOptions {
   /** When set, every request must carry `authorization: Bearer <token>`. */
   token?: string;
   warnings?: string[];
+  /** Serve HTTPS and demand a client certificate signed by `ca`. */
+  tls?: { key: Buffer; cert: Buffer; ca: Buffer };
 }
 
 interface Waiter {
@@ -53,13 +56,22 @@ export class FakeRuntime {
   readonly #queue: TaskAssignment[] = [];
   readonly #waiters: Waiter[] = [];
   readonly #interceptors: Interceptor[] = [];
+  /** Raw connections, so an outage can drop them over TLS as well as plain HTTP. */
+  readonly #sockets = new Set<Socket>();
   #port = 0;
   #nextId = 1;
 
   private constructor(options: FakeOptions) {
     this.#options = options;
-    this.#server = createServer((req, res) => {
+    const handle = (req: IncomingMessage, res: ServerResponse): void => {
       void this.#handle(req, res);
+    };
+    this.#server = options.tls
+      ? createTlsServer({ ...options.tls, requestCert: true, rejectUnauthorized: true }, handle)
+      : createServer(handle);
+    this.#server.on("connection", (socket: Socket) => {
+      this.#sockets.add(socket);
+      socket.on("close", () => this.#sockets.delete(socket));
     });
   }
 
@@ -72,7 +84,7 @@ export class FakeRuntime {
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.#port}`;
+    return `${this.#options.tls ? "https" : "http"}://127.0.0.1:${this.#port}`;
   }
 
   /** Requests to one path, in arrival order. */
@@ -96,7 +108,10 @@ export class FakeRuntime {
 
   /** Queues a task; fields not given get plausible values. Returns its token. */
   enqueue(
-    task: Partial<Omit<TaskAssignment, "input">> & { task_name: string; input?: TaskAssignment["input"] | undefined },
+    task: Partial<Omit<TaskAssignment, "input">> & {
+      task_name: string;
+      input?: TaskAssignment["input"] | undefined;
+    },
   ): string {
     const n = this.#nextId++;
     const full = {
@@ -127,7 +142,7 @@ export class FakeRuntime {
   async goDown(): Promise<void> {
     const closed = once(this.#server, "close");
     this.#server.close();
-    this.#server.closeAllConnections();
+    for (const socket of this.#sockets) socket.destroy();
     this.#waiters.length = 0;
     await closed;
   }
@@ -274,7 +289,9 @@ function reply(res: ServerResponse, answer: Reply): void {
   } else if (typeof answer.body === "string") {
     res.writeHead(answer.status, { "content-type": "text/plain" }).end(answer.body);
   } else {
-    res.writeHead(answer.status, { "content-type": "application/json" }).end(JSON.stringify(answer.body));
+    res
+      .writeHead(answer.status, { "content-type": "application/json" })
+      .end(JSON.stringify(answer.body));
   }
 }
 
@@ -302,7 +319,10 @@ export function recordingLogger(): {
   const at =
     (level: string) =>
     (...args: unknown[]): void => {
-      lines.push({ level, text: args.map((a) => (a instanceof Error ? a.message : String(a))).join(" ") });
+      lines.push({
+        level,
+        text: args.map((a) => (a instanceof Error ? a.message : String(a))).join(" "),
+      });
     };
   return { lines, info: at("info"), warn: at("warn"), error: at("error") };
 }

@@ -27,7 +27,13 @@ export async function harness(
   t.mock.method(console, "log", (line: string) => {
     printed.push(JSON.parse(line) as Record<string, unknown>);
   });
-  const worker = new Worker({ server: fake.url, workerId: "test-worker", pollWaitMs: 1000, logger, ...options });
+  const worker = new Worker({
+    server: fake.url,
+    workerId: "test-worker",
+    pollWaitMs: 1000,
+    logger,
+    ...options,
+  });
   let running: Promise<void> | undefined;
   t.after(async () => {
     worker.stop();

@@ -6,8 +6,13 @@ import { delay, gate, harness } from "./support.ts";
 
 describe("registration", () => {
   test("announces the worker, logs the registration and the runtime's warnings", async (t) => {
-    const warning = "`greeting.compose` is announced at version 2.0.0 but registered workflows use 1.0.0; this worker will not receive those tasks";
-    const h = await harness(t, { workerId: "hello-typescript", token: "w-secret" }, { token: "w-secret", warnings: [warning] });
+    const warning =
+      "`greeting.compose` is announced at version 2.0.0 but registered workflows use 1.0.0; this worker will not receive those tasks";
+    const h = await harness(
+      t,
+      { workerId: "hello-typescript", token: "w-secret" },
+      { token: "w-secret", warnings: [warning] },
+    );
     h.worker.task("greeting.decorate", { version: "1.0.0" }, () => ({}));
     h.worker.task("greeting.notify", {}, () => ({}));
     void h.start();
@@ -37,14 +42,19 @@ describe("registration", () => {
     h.worker.task("a", {}, () => ({}));
     void h.start();
     await eventually(() => h.fake.calls("/v1/workers/register").length > 0, "registration");
-    assert.equal((h.fake.calls("/v1/workers/register")[0]?.body as { runtime: string }).runtime, "javascript");
+    assert.equal(
+      (h.fake.calls("/v1/workers/register")[0]?.body as { runtime: string }).runtime,
+      "javascript",
+    );
   });
 
   test("run() rejects with ApiError when the runtime refuses the worker", async (t) => {
     const h = await harness(t);
     h.worker.task("orbit.http.request", {}, () => ({}));
     h.fake.intercept((r) =>
-      r.path === "/v1/workers/register" ? error(400, "RESERVED_TASK", "`orbit.http.request` is a built-in task") : undefined,
+      r.path === "/v1/workers/register"
+        ? error(400, "RESERVED_TASK", "`orbit.http.request` is a built-in task")
+        : undefined,
     );
     await assert.rejects(h.start(), (err: unknown) => {
       assert.ok(err instanceof ApiError);
@@ -65,16 +75,25 @@ describe("registration", () => {
     h.worker.task("a", {}, () => ({}));
     let refusals = 2;
     h.fake.intercept((r) =>
-      r.path === "/v1/workers/register" && refusals-- > 0 ? error(503, "NOT_LEADER", "this server is a standby") : undefined,
+      r.path === "/v1/workers/register" && refusals-- > 0
+        ? error(503, "NOT_LEADER", "this server is a standby")
+        : undefined,
     );
     await h.fake.goDown();
     void h.start();
     await delay(500);
     await h.fake.comeBack();
-    await eventually(() => h.logger.lines.some((l) => l.text.includes("registered (1 tasks)")), "registration", 10_000);
+    await eventually(
+      () => h.logger.lines.some((l) => l.text.includes("registered (1 tasks)")),
+      "registration",
+      10_000,
+    );
     assert.equal(h.fake.calls("/v1/workers/register").length, 3);
     const retries = h.logger.lines.filter((l) => l.text.startsWith("[orbit] cannot register"));
-    assert.ok(retries.length >= 3, `expected retries to be logged, got ${JSON.stringify(h.logger.lines)}`);
+    assert.ok(
+      retries.length >= 3,
+      `expected retries to be logged, got ${JSON.stringify(h.logger.lines)}`,
+    );
   });
 
   test("stop() during failing registration resolves run() without unregistering", async (t) => {
@@ -93,7 +112,10 @@ describe("registration", () => {
 describe("task registration", () => {
   test("task() chains, defaults the version and refuses a duplicate name", () => {
     const worker = new Worker();
-    assert.equal(worker.task("a", {}, () => ({})), worker);
+    assert.equal(
+      worker.task("a", {}, () => ({})),
+      worker,
+    );
     assert.throws(() => worker.task("a", { version: "2.0.0" }, () => ({})), /already registered/);
   });
 
@@ -206,7 +228,10 @@ describe("executing tasks", () => {
     const h = await harness(t);
     h.worker
       .task("payments.charge", {}, () => {
-        throw new TaskError("CARD_DECLINED", "limit exceeded", { retryable: false, details: { limit: 5000 } });
+        throw new TaskError("CARD_DECLINED", "limit exceeded", {
+          retryable: false,
+          details: { limit: 5000 },
+        });
       })
       .task("greeting.compose", {}, async () => {
         await delay(1);
@@ -233,7 +258,11 @@ describe("executing tasks", () => {
       error_message: "",
       retryable: true,
     });
-    assert.ok(h.printed.some((l) => l.message === "task failed" && l.code === "CARD_DECLINED" && l.retryable === false));
+    assert.ok(
+      h.printed.some(
+        (l) => l.message === "task failed" && l.code === "CARD_DECLINED" && l.retryable === false,
+      ),
+    );
   });
 
   test("reports anything else thrown as a retryable UNHANDLED_EXCEPTION and logs it", async (t) => {
@@ -252,7 +281,10 @@ describe("executing tasks", () => {
     assert.match(stack, /^TypeError: cannot read the order\n {4}at /);
     assert.ok(stack.split("\n").length <= 10);
     const logged = h.logger.lines.find((l) => l.level === "error");
-    assert.equal(logged?.text, "[orbit] a (execution e-7, step validate, attempt 1) threw: cannot read the order");
+    assert.equal(
+      logged?.text,
+      "[orbit] a (execution e-7, step validate, attempt 1) threw: cannot read the order",
+    );
   });
 
   test("fails a result that is not a JSON object with INVALID_RESULT", async (t) => {
@@ -323,7 +355,9 @@ describe("cancellation", () => {
     let observed: { cancelled: boolean; reason: unknown } | undefined;
     h.worker.task("reports.render", {}, async (_input, ctx) => {
       started.open();
-      await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve));
+      await new Promise((resolve) => {
+        ctx.signal.addEventListener("abort", resolve);
+      });
       observed = { cancelled: ctx.cancelled, reason: ctx.signal.reason };
       ctx.signal.throwIfAborted();
       return {};
@@ -346,7 +380,9 @@ describe("cancellation", () => {
     assert.ok(observed.reason instanceof TaskError);
     assert.equal(observed.reason.code, "CANCELLED");
     assert.equal(observed.reason.retryable, false);
-    assert.ok(h.logger.lines.some((l) => l.text.startsWith("[orbit] the runtime cancelled reports.render")));
+    assert.ok(
+      h.logger.lines.some((l) => l.text.startsWith("[orbit] the runtime cancelled reports.render")),
+    );
   });
 
   test("a fetch given ctx.signal rejects with the cancellation", async (t) => {
@@ -366,8 +402,9 @@ describe("cancellation", () => {
     await requested.promise;
     h.fake.cancels.add(token);
     await eventually(() => h.fake.results.length === 1, "the result");
-    assert.equal(h.fake.results[0]?.body.error_code, "CANCELLED");
-    assert.equal(h.fake.results[0]?.body.retryable, false);
+    const body = h.fake.results[0]?.body;
+    assert.equal(body?.error_code, "CANCELLED");
+    assert.equal(body.retryable, false);
   });
 });
 
@@ -387,9 +424,15 @@ describe("result delivery", () => {
     const gaps = times.slice(1).map((time, i) => time - (times[i] ?? 0));
     for (const [i, expected] of [200, 400, 800].entries()) {
       const gap = gaps[i] ?? 0;
-      assert.ok(gap >= expected - 20 && gap < expected + 400, `gap ${i} was ${gap} ms, expected about ${expected}`);
+      assert.ok(
+        gap >= expected - 20 && gap < expected + 400,
+        `gap ${i} was ${gap} ms, expected about ${expected}`,
+      );
     }
-    assert.equal(h.logger.lines.filter((l) => l.text.startsWith("[orbit] cannot deliver the result")).length, 3);
+    assert.equal(
+      h.logger.lines.filter((l) => l.text.startsWith("[orbit] cannot deliver the result")).length,
+      3,
+    );
     await delay(300);
     assert.equal(h.fake.calls("/v1/tasks/complete").length, 4);
   });
@@ -408,7 +451,9 @@ describe("result delivery", () => {
     await h.fake.goDown();
     release.open();
     await eventually(
-      () => h.logger.lines.filter((l) => l.text.startsWith("[orbit] cannot deliver the result")).length >= 2,
+      () =>
+        h.logger.lines.filter((l) => l.text.startsWith("[orbit] cannot deliver the result"))
+          .length >= 2,
       "failed deliveries",
     );
     h.fake.forgetSessions();
@@ -417,7 +462,10 @@ describe("result delivery", () => {
     assert.deepEqual(h.fake.results[0]?.body, { token, output: { transaction_id: "tx-1" } });
 
     // Four poll loops and the heartbeat all hit UNKNOWN_SESSION; one registration serves them.
-    await eventually(() => h.fake.sessions.size === 1 && !h.fake.sessions.has(firstSession ?? ""), "a new session");
+    await eventually(
+      () => h.fake.sessions.size === 1 && !h.fake.sessions.has(firstSession ?? ""),
+      "a new session",
+    );
     await delay(300);
     assert.equal(h.fake.calls("/v1/workers/register").length, 2);
     const second = h.fake.enqueue({ task_name: "payments.charge" });
@@ -432,7 +480,10 @@ describe("result delivery", () => {
       if (r.path !== "/v1/tasks/complete") return undefined;
       const token = (r.body as { token: string }).token;
       return token === "token-1"
-        ? { status: 200, body: { accepted: false, reason: "duplicate result; step already resolved" } }
+        ? {
+            status: 200,
+            body: { accepted: false, reason: "duplicate result; step already resolved" },
+          }
         : error(413, "PAYLOAD_TOO_LARGE", "task result is 312 bytes; the limit is 200");
     });
     void h.start();
@@ -443,10 +494,14 @@ describe("result delivery", () => {
     assert.equal(h.fake.results.length, 2);
     assert.ok(
       h.logger.lines.some(
-        (l) => l.level === "info" && l.text.endsWith("not accepted: duplicate result; step already resolved"),
+        (l) =>
+          l.level === "info" &&
+          l.text.endsWith("not accepted: duplicate result; step already resolved"),
       ),
     );
-    assert.ok(h.logger.lines.some((l) => l.level === "error" && l.text.includes("PAYLOAD_TOO_LARGE")));
+    assert.ok(
+      h.logger.lines.some((l) => l.level === "error" && l.text.includes("PAYLOAD_TOO_LARGE")),
+    );
   });
 });
 
@@ -460,7 +515,9 @@ describe("sessions", () => {
     await eventually(() => h.fake.sessions.size === 1, "a new session");
     await delay(200);
     assert.equal(h.fake.calls("/v1/workers/register").length, 2);
-    const registered = h.logger.lines.filter((l) => l.text === "[orbit] worker test-worker registered (1 tasks)");
+    const registered = h.logger.lines.filter(
+      (l) => l.text === "[orbit] worker test-worker registered (1 tasks)",
+    );
     assert.equal(registered.length, 2);
     const token = h.fake.enqueue({ task_name: "a" });
     await eventually(() => h.fake.results.length === 1, "the result");
@@ -471,9 +528,14 @@ describe("sessions", () => {
     const h = await harness(t);
     h.worker.task("a", {}, () => ({}));
     h.fake.intercept((r) =>
-      r.path === "/v1/workers/poll" ? error(403, "FORBIDDEN", "session belongs to worker `other`, not `test-worker`") : undefined,
+      r.path === "/v1/workers/poll"
+        ? error(403, "FORBIDDEN", "session belongs to worker `other`, not `test-worker`")
+        : undefined,
     );
-    await assert.rejects(h.start(), (err: unknown) => err instanceof ApiError && err.code === "FORBIDDEN");
+    await assert.rejects(
+      h.start(),
+      (err: unknown) => err instanceof ApiError && err.code === "FORBIDDEN",
+    );
     assert.equal(h.fake.calls("/v1/workers/unregister").length, 1);
   });
 });
