@@ -16,7 +16,7 @@ export interface Context {
   readonly idempotencyKey: string;
   /** True when an earlier delivery of this attempt has an unknown outcome. */
   readonly redelivery: boolean;
-  /** Absolute deadline in Unix epoch milliseconds, when the step has a timeout. */
+  /** For a step with a timeout, the moment this attempt expires (ms since the epoch). */
   readonly deadlineMs: number | undefined;
   /** Aborted when the runtime cancels the attempt; the reason is a CANCELLED TaskError. */
   readonly signal: AbortSignal;

@@ -75,8 +75,13 @@ export class WorkerRun {
 
   async run(): Promise<void> {
     if (!(await this.#session.open())) return;
-    const heartbeats = this.#heartbeatLoop();
-    const loops = Array.from({ length: this.#config.concurrency }, () => this.#pollLoop());
+    // A loop that fails in an unforeseen way ends the run in order, like a refusal.
+    const guard = (loop: Promise<void>): Promise<void> =>
+      loop.catch((err: unknown) => {
+        this.#abandon(err);
+      });
+    const heartbeats = guard(this.#heartbeatLoop());
+    const loops = Array.from({ length: this.#config.concurrency }, () => guard(this.#pollLoop()));
     await Promise.all(loops);
     await heartbeats;
     await this.#unregister();
@@ -142,10 +147,10 @@ export class WorkerRun {
     }
   }
 
-  /** A refusal that waiting will not cure: shut down and make run() reject. */
+  /** A failure that waiting will not cure: shut down and make run() reject with it. */
   #abandon(err: unknown): void {
     this.#fatal ??= { error: err };
-    this.#logger.error(`[orbit] the runtime refused the worker: ${explain(err)}`);
+    this.#logger.error(`[orbit] cannot continue: ${explain(err)}`);
     this.stop();
   }
 
@@ -163,9 +168,9 @@ export class WorkerRun {
     const controller = new AbortController();
     this.#running.set(task.token, { task, controller });
     const ctx = new TaskContext(task, controller.signal);
-    ctx.log("executing", { task: task.task_name, redelivery: task.redelivery });
     let outcome: Outcome;
     try {
+      ctx.log("executing", { task: task.task_name, redelivery: task.redelivery });
       const registered = this.#config.tasks.get(task.task_name);
       if (registered?.version === task.contract_version) {
         outcome = await runHandler(registered.handler, task.input, ctx);

@@ -96,8 +96,9 @@ export class Session {
   async #register(signal: AbortSignal | undefined, announce: boolean): Promise<void> {
     const answer = await protocol.register(this.#client, this.#request, signal);
     this.#id = answer.worker_session_id;
-    this.heartbeatIntervalMs = answer.heartbeat_interval_ms;
-    this.sessionTimeoutMs = answer.session_timeout_ms;
+    // Kept from before when absent, so a sparse answer cannot make the heartbeat spin.
+    if (answer.heartbeat_interval_ms > 0) this.heartbeatIntervalMs = answer.heartbeat_interval_ms;
+    if (answer.session_timeout_ms > 0) this.sessionTimeoutMs = answer.session_timeout_ms;
     if (!announce) return;
     const count = this.#request.contracts.length;
     this.#logger.info(`[orbit] worker ${this.#request.worker_id} registered (${count} tasks)`);

@@ -64,8 +64,8 @@ export class Worker {
   /**
    * Registers with the runtime, serves tasks, and resolves once a shutdown
    * (stop(), SIGINT or SIGTERM) has let running tasks finish and unregistered.
-   * Rejects when no task is registered, or with ApiError when the runtime
-   * refuses the worker; unreachable runtimes and 5xx answers are retried.
+   * Rejects if task() was never called, and with ApiError if the runtime
+   * turns the worker away; while it is unreachable or failing (5xx), retries.
    */
   async run(options: { handleSignals?: boolean | undefined } = {}): Promise<void> {
     if (this.#tasks.size === 0) {

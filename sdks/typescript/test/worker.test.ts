@@ -541,6 +541,22 @@ describe("sessions", () => {
 });
 
 describe("shutdown", () => {
+  test("an unforeseen failure in a loop stops the worker in order and rejects run()", async (t) => {
+    const h = await harness(t);
+    h.worker.task("a", {}, () => ({}));
+    const broken = new Error("standard output is closed");
+    t.mock.method(console, "log", () => {
+      throw broken;
+    });
+    const running = h.start();
+    h.fake.enqueue({ task_name: "a" });
+    await assert.rejects(running, (err: unknown) => err === broken);
+    assert.equal(h.fake.calls("/v1/workers/unregister").length, 1);
+    assert.ok(
+      h.logger.lines.some((l) => l.text === "[orbit] cannot continue: standard output is closed"),
+    );
+  });
+
   test("stop() aborts open polls, lets running tasks report, then unregisters", async (t) => {
     const h = await harness(t, { pollWaitMs: 20_000, concurrency: 3 });
     const started = gate();
