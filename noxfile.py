@@ -13,7 +13,7 @@ import nox
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "types", "tests", "repo", "sdk_python"]
+nox.options.sessions = ["lint", "types", "tests", "repo", "sdk_python", "sdk_typescript"]
 
 PYTHON = "3.11"
 

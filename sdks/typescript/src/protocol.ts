@@ -1,0 +1,136 @@
+/**
+ * The HTTP/JSON binding of the worker protocol (orbit.worker.v1): one function
+ * per endpoint, with the wire's snake_case field names. Each call carries its
+ * own deadline so a silent runtime cannot hold a loop forever.
+ */
+import { LONG_POLL_MARGIN_MS, withDeadline, type Client } from "./client.ts";
+import type { Json } from "./json.ts";
+
+/** The task message the runtime sends (protocol ExecuteTaskRequest). */
+export interface TaskAssignment {
+  token: string;
+  execution_id: string;
+  workflow: string;
+  workflow_version: string;
+  step_id: string;
+  task_name: string;
+  contract_version: string;
+  input?: Json;
+  idempotency_key: string;
+  attempt: number;
+  redelivery: boolean;
+  deadline_ms?: number;
+  timeout_ms?: number;
+}
+
+export interface Contract {
+  task_name: string;
+  contract_version: string;
+}
+
+export interface RegisterRequest {
+  worker_id: string;
+  runtime: string;
+  contracts: Contract[];
+  sdk: string;
+}
+
+export interface Registration {
+  worker_session_id: string;
+  heartbeat_interval_ms: number;
+  session_timeout_ms: number;
+  warnings?: string[];
+}
+
+export interface FailRequest {
+  token: string;
+  error_code: string;
+  error_message: string;
+  retryable: boolean;
+  details?: Json;
+}
+
+export interface ResultAck {
+  accepted: boolean;
+  reason?: string;
+}
+
+/** Deadline of calls that answer at once (not the long poll). */
+export const CALL_TIMEOUT_MS = 30_000;
+
+async function post<T>(
+  client: Client,
+  path: string,
+  body: unknown,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+): Promise<{ status: number; body: T }> {
+  const scope = withDeadline(signal, timeoutMs, `POST ${path}`);
+  try {
+    return await client.request<T>("POST", path, body, scope.signal);
+  } finally {
+    scope.dispose();
+  }
+}
+
+export async function register(
+  client: Client,
+  request: RegisterRequest,
+  signal?: AbortSignal,
+): Promise<Registration> {
+  return (
+    await post<Registration>(client, "/v1/workers/register", request, signal, CALL_TIMEOUT_MS)
+  ).body;
+}
+
+/** Resolves to undefined when no task arrived within `waitMs` (204). */
+export async function poll(
+  client: Client,
+  sessionId: string,
+  waitMs: number,
+  signal?: AbortSignal,
+): Promise<TaskAssignment | undefined> {
+  const body = { worker_session_id: sessionId, wait_ms: waitMs };
+  const answer = await post<TaskAssignment | null>(
+    client,
+    "/v1/workers/poll",
+    body,
+    signal,
+    waitMs + LONG_POLL_MARGIN_MS,
+  );
+  return answer.status === 204 || answer.body === null ? undefined : answer.body;
+}
+
+/** Resolves to the tokens the runtime wants stopped. */
+export async function heartbeat(
+  client: Client,
+  sessionId: string,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<string[]> {
+  const body = { worker_session_id: sessionId };
+  const answer = await post<{ cancel?: string[] }>(
+    client,
+    "/v1/workers/heartbeat",
+    body,
+    signal,
+    timeoutMs,
+  );
+  return answer.body.cancel ?? [];
+}
+
+export async function complete(client: Client, token: string, output: Json): Promise<ResultAck> {
+  const body = { token, output };
+  return (await post<ResultAck>(client, "/v1/tasks/complete", body, undefined, CALL_TIMEOUT_MS))
+    .body;
+}
+
+export async function fail(client: Client, request: FailRequest): Promise<ResultAck> {
+  return (await post<ResultAck>(client, "/v1/tasks/fail", request, undefined, CALL_TIMEOUT_MS))
+    .body;
+}
+
+export async function unregister(client: Client, sessionId: string): Promise<void> {
+  const body = { worker_session_id: sessionId };
+  await post(client, "/v1/workers/unregister", body, undefined, CALL_TIMEOUT_MS);
+}

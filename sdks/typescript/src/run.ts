@@ -1,0 +1,250 @@
+/**
+ * One run of a worker, from registration to unregistration: the poll loops,
+ * the heartbeat loop, task execution, result delivery and the shutdown order
+ * (stop polling, let running tasks finish and report, then unregister).
+ */
+import type { Client } from "./client.ts";
+import { TaskContext, type Context } from "./context.ts";
+import { explain, hasCode, isTransient, TaskError } from "./errors.ts";
+import type { Logger } from "./logger.ts";
+import { failRequest, runHandler, type Outcome } from "./outcome.ts";
+import * as protocol from "./protocol.ts";
+import { Session } from "./session.ts";
+import { Backoff, sleep } from "./timing.ts";
+import { SDK_VERSION } from "./version.ts";
+
+export interface RegisteredTask {
+  version: string;
+  handler: (input: never, ctx: Context) => unknown;
+}
+
+export interface RunConfig {
+  client: Client;
+  workerId: string;
+  runtime: string;
+  concurrency: number;
+  pollWaitMs: number;
+  logger: Logger;
+  tasks: ReadonlyMap<string, RegisteredTask>;
+}
+
+interface Running {
+  task: protocol.TaskAssignment;
+  controller: AbortController;
+}
+
+export class WorkerRun {
+  readonly #config: RunConfig;
+  readonly #logger: Logger;
+  /** Aborted when shutdown begins: ends polls, heartbeats and retry waits. */
+  readonly #stopping = new AbortController();
+  readonly #session: Session;
+  readonly #running = new Map<string, Running>();
+  #fatal: { error: unknown } | undefined;
+
+  constructor(config: RunConfig) {
+    this.#config = config;
+    this.#logger = config.logger;
+    const contracts = [...config.tasks].map(([name, task]) => ({
+      task_name: name,
+      contract_version: task.version,
+    }));
+    this.#session = new Session(
+      config.client,
+      {
+        worker_id: config.workerId,
+        runtime: config.runtime,
+        contracts,
+        sdk: `orbit-typescript/${SDK_VERSION}`,
+      },
+      config.logger,
+      this.#stopping.signal,
+    );
+  }
+
+  /** A method, not a getter: the compiler would keep a getter's value narrowed across awaits. */
+  #isStopping(): boolean {
+    return this.#stopping.signal.aborted;
+  }
+
+  stop(): void {
+    if (this.#isStopping()) return;
+    this.#logger.info("[orbit] shutting down: finishing running tasks");
+    this.#stopping.abort();
+  }
+
+  async run(): Promise<void> {
+    if (!(await this.#session.open())) return;
+    // A loop that fails in an unforeseen way ends the run in order, like a refusal.
+    const guard = (loop: Promise<void>): Promise<void> =>
+      loop.catch((err: unknown) => {
+        this.#abandon(err);
+      });
+    const heartbeats = guard(this.#heartbeatLoop());
+    const loops = Array.from({ length: this.#config.concurrency }, () => guard(this.#pollLoop()));
+    await Promise.all(loops);
+    await heartbeats;
+    await this.#unregister();
+    if (this.#fatal !== undefined) throw this.#fatal.error;
+  }
+
+  async #pollLoop(): Promise<void> {
+    const { client, pollWaitMs } = this.#config;
+    const backoff = new Backoff();
+    while (!this.#isStopping()) {
+      const sessionId = this.#session.id;
+      let task: protocol.TaskAssignment | undefined;
+      try {
+        task = await protocol.poll(client, sessionId, pollWaitMs, this.#stopping.signal);
+        backoff.reset();
+      } catch (err) {
+        if (this.#isStopping()) return;
+        if (hasCode(err, "UNKNOWN_SESSION")) {
+          await this.#renew(sessionId);
+        } else if (isTransient(err)) {
+          const delay = backoff.next();
+          this.#logger.warn(`[orbit] poll failed: ${explain(err)}; retrying in ${delay} ms`);
+          await sleep(delay, this.#stopping.signal);
+        } else {
+          this.#abandon(err);
+        }
+        continue;
+      }
+      // A task that arrives as shutdown begins is still run: it is ours now.
+      if (task !== undefined) await this.#execute(task);
+    }
+  }
+
+  async #heartbeatLoop(): Promise<void> {
+    const { client } = this.#config;
+    for (;;) {
+      await sleep(this.#session.heartbeatIntervalMs, this.#stopping.signal);
+      if (this.#isStopping()) return;
+      const sessionId = this.#session.id;
+      try {
+        const timeoutMs = this.#session.sessionTimeoutMs;
+        const cancel = await protocol.heartbeat(
+          client,
+          sessionId,
+          timeoutMs,
+          this.#stopping.signal,
+        );
+        for (const token of cancel) this.#cancel(token);
+      } catch (err) {
+        if (this.#isStopping()) return;
+        if (hasCode(err, "UNKNOWN_SESSION")) await this.#renew(sessionId);
+        else if (isTransient(err)) this.#logger.warn(`[orbit] heartbeat failed: ${explain(err)}`);
+        else this.#abandon(err);
+      }
+    }
+  }
+
+  async #renew(staleId: string): Promise<void> {
+    try {
+      await this.#session.renew(staleId);
+    } catch (err) {
+      this.#abandon(err);
+    }
+  }
+
+  /** A failure that waiting will not cure: shut down and make run() reject with it. */
+  #abandon(err: unknown): void {
+    this.#fatal ??= { error: err };
+    this.#logger.error(`[orbit] cannot continue: ${explain(err)}`);
+    this.stop();
+  }
+
+  #cancel(token: string): void {
+    const running = this.#running.get(token);
+    if (running === undefined || running.controller.signal.aborted) return;
+    this.#logger.info(`[orbit] the runtime cancelled ${describe(running.task)}`);
+    const reason = new TaskError("CANCELLED", "the runtime cancelled this attempt", {
+      retryable: false,
+    });
+    running.controller.abort(reason);
+  }
+
+  async #execute(task: protocol.TaskAssignment): Promise<void> {
+    const controller = new AbortController();
+    this.#running.set(task.token, { task, controller });
+    const ctx = new TaskContext(task, controller.signal);
+    let outcome: Outcome;
+    try {
+      ctx.log("executing", { task: task.task_name, redelivery: task.redelivery });
+      const registered = this.#config.tasks.get(task.task_name);
+      if (registered?.version === task.contract_version) {
+        outcome = await runHandler(registered.handler, task.input, ctx);
+      } else {
+        const message = `this worker does not serve ${task.task_name}@${task.contract_version}`;
+        outcome = { kind: "fail", error: new TaskError("UNKNOWN_TASK", message) };
+      }
+    } finally {
+      this.#running.delete(task.token);
+    }
+    if (outcome.kind === "fail") {
+      ctx.log("task failed", { code: outcome.error.code, retryable: outcome.error.retryable });
+      if (outcome.thrown !== undefined) {
+        this.#logger.error(`[orbit] ${describe(task)} threw:`, outcome.thrown);
+      }
+    }
+    await this.#deliver(task, outcome);
+  }
+
+  /**
+   * Sends the result until the runtime answers. Tokens outlive sessions, so a
+   * result held through a runtime restart is still accepted afterwards.
+   */
+  async #deliver(task: protocol.TaskAssignment, outcome: Outcome): Promise<void> {
+    const { client } = this.#config;
+    const backoff = new Backoff();
+    for (;;) {
+      try {
+        const ack =
+          outcome.kind === "complete"
+            ? await protocol.complete(client, task.token, outcome.output)
+            : await protocol.fail(client, failRequest(task.token, outcome.error));
+        if (!ack.accepted) {
+          const reason = ack.reason ?? "no reason given";
+          this.#logger.info(`[orbit] result for ${describe(task)} not accepted: ${reason}`);
+        }
+        return;
+      } catch (err) {
+        if (!isTransient(err)) {
+          this.#logger.error(`[orbit] result for ${describe(task)} refused: ${explain(err)}`);
+          return;
+        }
+        if (this.#isStopping()) {
+          this.#logger.warn(
+            `[orbit] result for ${describe(task)} not delivered before shutdown: ${explain(err)}`,
+          );
+          return;
+        }
+        const delay = backoff.next();
+        this.#logger.warn(
+          `[orbit] cannot deliver the result for ${describe(task)}: ${explain(err)}; retrying in ${delay} ms`,
+        );
+        await sleep(delay, this.#stopping.signal);
+      }
+    }
+  }
+
+  async #unregister(): Promise<void> {
+    const { client } = this.#config;
+    try {
+      try {
+        await protocol.unregister(client, this.#session.id);
+      } catch (err) {
+        if (!hasCode(err, "UNKNOWN_SESSION")) throw err;
+        // The protocol's rule for a forgotten session: register, then retry.
+        await this.#session.reopenForClose();
+        await protocol.unregister(client, this.#session.id);
+      }
+    } catch (err) {
+      this.#logger.warn(`[orbit] could not unregister: ${explain(err)}`);
+    }
+  }
+}
+
+function describe(task: protocol.TaskAssignment): string {
+  return `${task.task_name} (execution ${task.execution_id}, step ${task.step_id}, attempt ${task.attempt})`;
+}
