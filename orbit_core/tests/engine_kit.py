@@ -13,7 +13,14 @@ from orbit_core.ir import (
     IR_V1,
     IR_V2,
     ChildContract,
+    Compensation,
+    ContinueAsNew,
     Definition,
+    EventHandler,
+    ForEach,
+    Query,
+    Retry,
+    Signal,
     Step,
     TaskContract,
     definition_hash,
@@ -26,6 +33,8 @@ engine_stubs.install()
 
 Str, Int, Float, Bool, Json = t.STRING, t.INT, t.FLOAT, t.BOOL, t.JSON
 EMPTY = t.EMPTY_RECORD
+# Re-exported for the test modules.
+REEXPORTED = (Compensation, ContinueAsNew, EventHandler, ForEach, Query, Retry, Signal)
 
 
 def opt(ty: t.Type) -> t.OptionalType:
