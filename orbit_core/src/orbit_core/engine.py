@@ -187,6 +187,7 @@ class Engine:
         self._links: dict[str, _ChildLink] = {}
         self._children: dict[str, set[str]] = {}
         self._builtin_serial = 0
+        self._child_starts: list[tuple[str, str, int]] = []
         self._handlers: dict[tuple[str, str], tuple[Callable[..., Any], bool]] = {}
         self._local_sessions: dict[str, Session] = {}
         self._threads: list[threading.Thread] = []
@@ -1206,6 +1207,14 @@ class Engine:
 
     def _tick(self, tx: _Tx) -> None:
         now = tx.now
+        starts, self._child_starts = self._child_starts, []
+        for eid, key, offer in starts:
+            parent = self._live.get(eid)
+            unit = parent.state.units.get(key) if parent is not None else None
+            if parent is not None and unit is not None and unit.status == SCHEDULED:
+                if unit.offer_seq == offer and not parent.state.terminal:
+                    self._start_child(tx, parent, key)
+                    self._decide(tx, parent)
         timeout = self.session_timeout_ms
         for session in list(self._sessions.values()):
             if session.local:
@@ -1220,13 +1229,15 @@ class Engine:
                 if now >= deadline:
                     del self._recovered_tokens[token]
                     self._make_uncertain(tx, token, RESTART_REASON)
-        seen: set[str] = set()
+        due: dict[str, None] = {}
         while self._due and self._due[0][0] <= now:
             _, eid = heapq.heappop(self._due)
+            due[eid] = None
+        # Entries pushed while these are decided wait for the next tick.
+        for eid in due:
             live = self._live.get(eid)
-            if live is None or eid in seen:
+            if live is None:
                 continue
-            seen.add(eid)
             if live.due_at is not None and live.due_at <= now:
                 live.due_at = None
             if not live.state.terminal:
@@ -1277,7 +1288,9 @@ class Engine:
         if spec is None:
             return
         if spec.is_child:
-            self._start_child(tx, live, key)
+            # Children start on the next tick, as the book's histories show.
+            self._child_starts.append((live.state.id, key, unit.offer_seq))
+            heapq.heappush(self._due, (tx.now, live.state.id))
         elif spec.is_builtin:
             self._run_builtin(tx, live, key)
         else:

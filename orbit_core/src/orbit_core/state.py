@@ -315,7 +315,6 @@ def _succeed(s: ExecutionState, u: Unit, output: Any, e: Any) -> None:
     u.finished_at_ms = e.timestamp_ms
     u.succeeded_seq = e.seq
     u.token = None
-    u.wake_at_ms = None
     if is_main_key(u.key):
         s.outputs[u.key] = output
 
@@ -351,7 +350,6 @@ def _step_failed(s: ExecutionState, e: Any) -> None:
     u.error = e.error
     u.finished_at_ms = e.timestamp_ms
     u.token = None
-    u.wake_at_ms = None
     key = e.step
     if is_compensation_key(key) or is_handler_key(key):
         return
@@ -367,7 +365,6 @@ def _step_cancelled(s: ExecutionState, e: Any) -> None:
     u.status = CANCELLED_UNIT
     u.finished_at_ms = e.timestamp_ms
     u.token = None
-    u.wake_at_ms = None
 
 
 def _timer_started(s: ExecutionState, e: Any) -> None:
