@@ -1211,10 +1211,15 @@ class Engine:
         for eid, key, offer in starts:
             parent = self._live.get(eid)
             unit = parent.state.units.get(key) if parent is not None else None
-            if parent is not None and unit is not None and unit.status == SCHEDULED:
-                if unit.offer_seq == offer and not parent.state.terminal:
-                    self._start_child(tx, parent, key)
-                    self._decide(tx, parent)
+            if (
+                parent is not None
+                and unit is not None
+                and unit.status == SCHEDULED
+                and unit.offer_seq == offer
+                and not parent.state.terminal
+            ):
+                self._start_child(tx, parent, key)
+                self._decide(tx, parent)
         timeout = self.session_timeout_ms
         for session in list(self._sessions.values()):
             if session.local:
