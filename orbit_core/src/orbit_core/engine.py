@@ -691,13 +691,15 @@ class Engine:
             return True
 
     def _expire(self, cmd: _Cmd) -> bool:
+        """Gives up on a parked command; True unless a group already claimed it."""
         with self._mu:
-            if cmd.parked != "waiting":
-                return False
-            cmd.parked = "expired"
-        if cmd.event is not None:
-            cmd.event.set()
-        return True
+            if cmd.parked == "waiting":
+                cmd.parked = "expired"
+            expired = cmd.parked == "expired"
+            event = cmd.event
+        if expired and event is not None:
+            event.set()
+        return expired
 
     def _await_parked(self, cmd: _Cmd, timeout_ms: int) -> bool:
         """Waits for a parked command; True when it got a result."""

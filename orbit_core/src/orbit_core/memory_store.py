@@ -46,7 +46,9 @@ class MemoryStore:
                     self._runs.setdefault(eid, {})[change.archive_run] = current
                     current = self._events[eid] = []
                 current.extend(change.events)
-                self._rows[eid] = change.row
+                row = change.row
+                row.run = len(self._runs.get(eid, ())) + 1
+                self._rows[eid] = row
             for w in batch.workers:
                 self._workers[w.worker_id] = w
             self.commits += 1
