@@ -133,6 +133,8 @@ class _Tx:
     new_tasks: bool = False
     claimed: list[_Cmd] = attrs.field(factory=list)
     new_plans: list[Plan] = attrs.field(factory=list)
+    # Changes to sessions and timers that must not happen if the commit fails.
+    after_commit: list[Callable[[], None]] = attrs.field(factory=list)
 
 
 @attrs.define(slots=True)
@@ -664,6 +666,8 @@ class Engine:
                 self._adopt(fold(events, eid))
 
     def _publish(self, tx: _Tx) -> None:
+        for action in tx.after_commit:
+            action()
         for live in tx.terminal:
             eid = live.state.id
             if self._live.get(eid) is live:
@@ -1105,16 +1109,20 @@ class Engine:
         session = self._sessions.get(session_id)
         if session is None:
             raise NotFoundError("unknown worker session", "UNKNOWN_SESSION")
-        del self._sessions[session_id]
         self._lose(tx, session, "worker unregistered")
+        tx.after_commit.append(lambda: self._sessions.pop(session_id, None) and None)
         return {"accepted": True}
 
     def _lose(self, tx: _Tx, session: Session, reason: str) -> None:
         """Marks the attempts a session holds as uncertain; they are redelivered."""
         for token in sorted(session.held):
             self._make_uncertain(tx, token, reason)
-        session.held.clear()
-        session.lost = True
+
+        def forget() -> None:
+            session.held.clear()
+            session.lost = True
+
+        tx.after_commit.append(forget)
 
     def _make_uncertain(self, tx: _Tx, token: str, reason: str) -> None:
         if not self._is_current(token):
@@ -1134,10 +1142,15 @@ class Engine:
                 "accepted": False,
                 "reason": "unknown token (execution finished or token invalid)",
             }
-        holder = self._sessions.get(self._holders.pop(token, ""))
+        holder = self._sessions.get(self._holders.get(token, ""))
         if holder is not None:
             holder.last_seen_ms = max(holder.last_seen_ms, tx.now)
-            holder.held.discard(token)
+
+            def settle(session: Session = holder) -> None:
+                session.held.discard(token)
+                self._holders.pop(token, None)
+
+            tx.after_commit.append(settle)
         return live, ref[1], ref[2]
 
     def _complete(self, tx: _Tx, token: str, output: Any) -> dict[str, Any]:
@@ -1230,12 +1243,16 @@ class Engine:
             if silent > timeout and not session.lost:
                 self._lose(tx, session, f"worker `{session.worker_id}` stopped responding")
             if silent > 4 * timeout:
-                del self._sessions[session.session_id]
+                tx.after_commit.append(
+                    lambda sid=session.session_id: self._sessions.pop(sid, None) and None
+                )
         if self._recovered_tokens:
             for token, deadline in list(self._recovered_tokens.items()):
                 if now >= deadline:
-                    del self._recovered_tokens[token]
                     self._make_uncertain(tx, token, RESTART_REASON)
+                    tx.after_commit.append(
+                        lambda token=token: self._recovered_tokens.pop(token, None) and None
+                    )
         due: dict[str, None] = {}
         while self._due and self._due[0][0] <= now:
             _, eid = heapq.heappop(self._due)

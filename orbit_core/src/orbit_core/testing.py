@@ -24,7 +24,7 @@ from typing import Any
 from orbit_core.decide import Limits
 from orbit_core.engine import Engine
 from orbit_core.memory_store import MemoryStore
-from orbit_core.ports import Store
+from orbit_core.ports import IdSource, Store
 
 EPOCH_2026_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, where `orbit test` starts
 
@@ -56,7 +56,8 @@ class SimulatedClock:
 
 
 class SequentialIds:
-    """Deterministic identifiers: `tok-1`, `session-1`, `exec-1`, ..."""
+    """Deterministic identifiers: `tok-1`, `session-1`, `exec-1`, ... Share one
+    between the engines of a simulated restart, as real ids never repeat."""
 
     def __init__(self) -> None:
         self._tokens = itertools.count(1)
@@ -78,6 +79,7 @@ def simulated_engine(
     clock: SimulatedClock | None = None,
     *,
     limits: Limits | None = None,
+    ids: IdSource | None = None,
     **options: Any,
 ) -> Engine:
     """An engine on simulated time whose in-process handlers run on the
@@ -85,7 +87,7 @@ def simulated_engine(
     return Engine(
         store if store is not None else MemoryStore(),
         clock if clock is not None else SimulatedClock(),
-        SequentialIds(),
+        ids if ids is not None else SequentialIds(),
         limits=limits,
         handler_threads=0,
         **options,
