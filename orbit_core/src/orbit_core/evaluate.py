@@ -1,43 +1,30 @@
 """The expression evaluator: runs IR expressions against an execution's data.
 
-API contract shared by the engine, the compiler's constant folding, `orbit test`
-and queries. (Implementation lands with the evaluator work; the signatures here
-are fixed.)
+API shared by the engine, the compiler's constant folding, `orbit test` and
+queries. Semantics are those of the book's chapters 26 and 27; see
+`orbit_core.eval` for the parts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
+from orbit_core.eval.compiler import compiled
+from orbit_core.eval.scope import EvalError, Scope
 from orbit_core.ir.expr import Expr
 
+__all__ = ["EvalError", "Scope", "evaluate"]
 
-class EvalError(Exception):
-    """A runtime expression error (division by zero, overflow, a failed conversion,
-    a JSON value of the wrong shape). `str(error)` is the cause alone, e.g.
-    `division by zero`; callers prefix the position (`evaluating `compute`: ...`)."""
-
-
-@attrs.frozen
-class Scope:
-    """What an expression may read.
-
-    `steps` maps step names to outputs; a step that is absent, or maps to None,
-    reads as null. `vars` holds loop variables and lambda parameters.
-    `execution` is `{"id": ..., "workflow": ..., "version": ...}`.
-    """
-
-    input: Any = attrs.field(factory=dict)
-    execution: Mapping[str, Any] = attrs.field(factory=dict)
-    steps: Mapping[str, Any] = attrs.field(factory=dict)
-    vars: Mapping[str, Any] = attrs.field(factory=dict)
-    failure: Any = None
-    event: Any = None
+TOO_DEEP = "expression or value nested too deeply"
 
 
 def evaluate(expr: Expr, scope: Scope) -> Any:
-    """The JSON value of `expr`; raises EvalError on a runtime error."""
-    raise NotImplementedError
+    """The JSON value of `expr`; raises EvalError on a runtime error.
+
+    The result may share lists and objects with the scope (a field read returns
+    the stored value itself); copy before changing it.
+    """
+    try:
+        return compiled(expr)(scope, scope.vars)
+    except RecursionError:
+        raise EvalError(TOO_DEEP) from None
