@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import engine_stubs
-
 from orbit_core import events as ev
 from orbit_core.engine import Engine
 from orbit_core.ir import (
@@ -28,8 +26,6 @@ from orbit_core.ir import (
 )
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
-
-engine_stubs.install()
 
 Str, Int, Float, Bool, Json = t.STRING, t.INT, t.FLOAT, t.BOOL, t.JSON
 EMPTY = t.EMPTY_RECORD
