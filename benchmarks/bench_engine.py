@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return True
 
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for _ in range(in_flight):
         start_one()
     t_started = time.perf_counter()
@@ -122,16 +123,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if args.in_flight:
                     start_one()
 
-    threads = [threading.Thread(target=worker) for _ in range(args.workers)]
+    threads = [threading.Thread(target=worker) for _ in range(args.workers - 1)]
     for th in threads:
         th.start()
+    worker()
     done.wait()
     elapsed = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     for th in threads:
         th.join(timeout=5)
     engine.close()
     return {
         "elapsed": elapsed,
+        "cpu": cpu,
         "start_phase": t_started - t0,
         "waiting_rss": waiting_rss,
         "executions": total,
@@ -172,9 +176,17 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args)
     elapsed = result["elapsed"]
     steps = args.executions * args.steps
-    print(f"total        {elapsed:.2f}s ({result['commits']} commits)")
+    print(
+        f"total        {elapsed:.2f}s (starting {result['start_phase']:.2f}s, "
+        f"{result['commits']} commits)"
+    )
     print(
         f"throughput   {args.executions / elapsed:.0f} executions/s, {steps / elapsed:.0f} steps/s"
+    )
+    cpu = result["cpu"]
+    print(
+        f"cpu          {cpu:.2f}s of process time: {steps / cpu:.0f} steps per CPU-second "
+        "(the machine is shared; this one ignores other processes)"
     )
     print(
         f"memory       {result['waiting_rss']:.0f} MB RSS with "

@@ -162,6 +162,15 @@ class _Decider:
         failure: Any = None,
         event: Any = None,
     ) -> _evaluate.Scope:
+        if steps is None and vars is None and failure is None and event is None:
+            # The main scope reads the state's own (live) dicts, so one object
+            # serves every decision of the execution's run.
+            cached = self.s.main_scope
+            if cached is None:
+                cached = self.s.main_scope = _evaluate.Scope(
+                    input=self.s.input, execution=self.execution(), steps=self.s.outputs
+                )
+            return cached  # type: ignore[no-any-return]
         return _evaluate.Scope(
             input=self.s.input,
             execution=self.execution(),

@@ -109,32 +109,50 @@ class _Live:
     due_at: int | None = None
 
 
-@attrs.define(slots=True, eq=False)
 class _Cmd:
-    fn: Callable[[_Tx], Any]
-    read: bool = False
-    result: Any = None
-    error: BaseException | None = None
-    done: bool = False
-    event: threading.Event | None = None
-    # Long polls and waits: WAITING until claimed by a group or expired.
-    parked: str | None = None
-    session: Session | None = None
-    answered: bool = False
+    """One caller's request, run by whichever thread leads its group."""
+
+    __slots__ = ("answered", "done", "error", "event", "fn", "parked", "read", "result", "session")
+
+    def __init__(self, fn: Callable[[_Tx], Any], read: bool = False) -> None:
+        self.fn = fn
+        self.read = read
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.answered = False
+        self.event: threading.Event | None = None
+        # Long polls and waits: "waiting" until claimed by a group or expired.
+        self.parked: str | None = None
+        self.session: Session | None = None
 
 
-@attrs.define(slots=True, eq=False)
 class _Tx:
-    now: int
-    changes: dict[str, ExecutionChange] = attrs.field(factory=dict)
-    definitions: list[DefinitionRow] = attrs.field(factory=list)
-    workers: list[WorkerRow] = attrs.field(factory=list)
-    terminal: list[_Live] = attrs.field(factory=list)
-    new_tasks: bool = False
-    claimed: list[_Cmd] = attrs.field(factory=list)
-    new_plans: list[Plan] = attrs.field(factory=list)
-    # Changes to sessions and timers that must not happen if the commit fails.
-    after_commit: list[Callable[[], None]] = attrs.field(factory=list)
+    """What one group changes, committed as one transaction."""
+
+    __slots__ = (
+        "after_commit",
+        "changes",
+        "claimed",
+        "definitions",
+        "new_plans",
+        "new_tasks",
+        "now",
+        "terminal",
+        "workers",
+    )
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+        self.changes: dict[str, ExecutionChange] = {}
+        self.definitions: list[DefinitionRow] = []
+        self.workers: list[WorkerRow] = []
+        self.terminal: list[_Live] = []
+        self.new_tasks = False
+        self.claimed: list[_Cmd] = []
+        self.new_plans: list[Plan] = []
+        # Changes to sessions and timers that must not happen if the commit fails.
+        self.after_commit: list[Callable[[], None]] = []
 
 
 @attrs.define(slots=True)
@@ -567,7 +585,9 @@ class Engine:
 
     def _process(self, batch: list[_Cmd]) -> None:
         tx = _Tx(self.clock.now_ms())
-        writes = [c for c in batch if not c.read]
+        writes = (
+            batch if len(batch) == 1 and not batch[0].read else [c for c in batch if not c.read]
+        )
         for cmd in writes:
             try:
                 cmd.result = cmd.fn(tx)
@@ -593,9 +613,6 @@ class Engine:
                         self._read(cmd)
                 return
             self.counters["commits"] += 1
-            self.counters["events"] += sum(
-                len(c.events) + len(c.archived) for c in commit.executions
-            )
         self._publish(tx)
         for cmd in writes:
             if cmd.result is _PENDING:
@@ -604,9 +621,10 @@ class Engine:
                 self._finish(cmd)
         for cmd in tx.claimed:
             self._finish(cmd)
-        for cmd in batch:
-            if cmd.read:
-                self._read(cmd)
+        if writes is not batch:
+            for cmd in batch:
+                if cmd.read:
+                    self._read(cmd)
 
     def _read(self, cmd: _Cmd) -> None:
         try:
@@ -668,6 +686,8 @@ class Engine:
     def _publish(self, tx: _Tx) -> None:
         for action in tx.after_commit:
             action()
+        if not tx.terminal:
+            return
         for live in tx.terminal:
             eid = live.state.id
             if self._live.get(eid) is live:
@@ -1049,7 +1069,8 @@ class Engine:
         self._tokens[token] = (state.id, unit.key, unit.attempt)
         self._holders[token] = session.session_id
         session.held.add(token)
-        self._push_due(live)
+        if live.plan.timed:
+            self._push_due(live)
         assignment = {
             "token": token,
             "execution_id": state.id,
@@ -1283,18 +1304,26 @@ class Engine:
             batch = decide(state, plan, tx.now, live.limits)
             if not batch:
                 break
+            settled = True
             for event in batch:
                 self._append(tx, live, event)
+                if type(event) not in _WAITING_EVENTS:
+                    settled = False
             for event in batch:
                 if type(event) is ev.StepScheduled:
                     self._route(tx, live, event.step)
+            if settled:
+                # Only waiting states were entered (queued tasks, timers):
+                # nothing else can change before new input or time arrives.
+                break
         if state.terminal:
             if state.status == CONTINUED_AS_NEW:
                 self._continue_as_new(tx, live)
             else:
                 self._finalize(tx, live)
         else:
-            self._push_due(live)
+            if plan.timed:
+                self._push_due(live)
             if live.state.id in self._children:
                 self._check_children(tx, live)
 
@@ -1778,6 +1807,8 @@ class Engine:
 
 
 _NO_ROW = ExecutionRow("", "", "", "", "", 0, 0, 0)
+# Events after which the decider has nothing more to do in the same batch.
+_WAITING_EVENTS = frozenset({ev.StepScheduled, ev.TimerStarted, ev.StepDispatched})
 
 
 def _aborts_with_execution(key: str) -> bool:

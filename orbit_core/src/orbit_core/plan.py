@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from orbit_core.ir import ChildContract, Definition, Retry, Step, TaskContract
+from orbit_core.ir.walk import all_steps
 
 HANDLER_PREFIXES = {"failure": "on_failure:", "cancel": "on_cancel:", "timeout": "on_timeout:"}
 NO_RETRY = Retry()
@@ -60,6 +61,23 @@ class Plan:
         self._specs: dict[str, UnitSpec | None] = {}
         self.signal_names = tuple(s.name for s in defn.signals)
         self.limits: dict[str, int] = dict(defn.limits)
+        self._step_specs: dict[str, UnitSpec] = {}
+        # Whether anything in the definition ever falls due by time alone.
+        self.timed = defn.timeout_ms is not None or any(
+            s.timeout_ms is not None
+            or s.queue_timeout_ms is not None
+            or s.retry is not None
+            or s.kind in ("sleep", "await", "workflow")
+            or (
+                s.compensate is not None
+                and (
+                    s.compensate.timeout_ms is not None
+                    or s.compensate.queue_timeout_ms is not None
+                    or s.compensate.retry is not None
+                )
+            )
+            for s in all_steps(defn)
+        )
 
     def contract(self, task: str) -> TaskContract | ChildContract | None:
         return self.defn.contracts.get(task)
@@ -112,6 +130,16 @@ class Plan:
         return self.step_spec(found, index)
 
     def step_spec(self, step: Step, element: int | None = None) -> UnitSpec:
+        if element is None:
+            cached = self._step_specs.get(step.name)
+            if cached is not None and cached.step is step:
+                return cached
+        spec = self._make_spec(step, element)
+        if element is None:
+            self._step_specs[step.name] = spec
+        return spec
+
+    def _make_spec(self, step: Step, element: int | None) -> UnitSpec:
         task: str | None = None
         version: str | None = None
         if step.kind == "task":

@@ -139,6 +139,8 @@ class ExecutionState:
     compensation_outcome: str | None = None
     instances: list[str] = attrs.field(factory=list)
     next_run: int | None = None
+    # A memo for the decider: the expression scope over this state's data.
+    main_scope: Any = None
 
     @property
     def terminal(self) -> bool:
