@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit_core import ir
-from orbit_core.engine import Engine, tune_gc
+from orbit_core.engine import Engine, tune_process
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_core.memory_store import MemoryStore
@@ -74,7 +74,7 @@ def rss_mb() -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    tune_gc()
+    tune_process()
     store = open_store(args.store)
     engine = Engine(store, handler_threads=0, auto_tick=False)
     engine.deploy(definition(args.steps))

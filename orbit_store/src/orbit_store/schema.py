@@ -7,6 +7,11 @@ from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, Table, Text
 
 SCHEMA_VERSION = 1
 
+# On SQLite, tables keyed by text are stored by their key (one B-tree to
+# write per row instead of a rowid table plus a key index); other dialects
+# ignore the option.
+BY_KEY = {"sqlite_with_rowid": False}
+
 metadata = MetaData()
 
 schema_version = Table(
@@ -37,6 +42,7 @@ workflow_executions = Table(
     Column("updated_at_ms", BigInteger, nullable=False),
     Column("last_seq", BigInteger, nullable=False),
     Index("workflow_executions_status", "status"),
+    **BY_KEY,
 )
 
 execution_events = Table(
@@ -48,6 +54,7 @@ execution_events = Table(
     Column("step", Text, nullable=True),
     Column("payload", Text, nullable=False),
     Column("timestamp_ms", BigInteger, nullable=False),
+    **BY_KEY,
 )
 
 execution_run_events = Table(
@@ -60,6 +67,7 @@ execution_run_events = Table(
     Column("step", Text, nullable=True),
     Column("payload", Text, nullable=False),
     Column("timestamp_ms", BigInteger, nullable=False),
+    **BY_KEY,
 )
 
 orbit_schedules = Table(
