@@ -252,11 +252,10 @@ def test_wait_returns_at_the_timeout_with_the_current_state(engine: Engine) -> N
         engine.wait("nope", 10)
     with pytest.raises(NotFoundError):
         engine.history("nope")
-    assert engine.history("r-1") == {
-        "execution_id": "r-1",
-        "events": [ev for ev in engine.history("r-1")["events"]],
-    }
-    assert "run" in engine.history("r-1", 1)
+    history = engine.history("r-1")
+    assert list(history) == ["execution_id", "events"]  # no `run` for run 1 unless asked
+    assert [e["seq"] for e in history["events"]] == [1, 2, 3]
+    assert engine.history("r-1", 1)["run"] == 1
 
 
 def test_history_limit_counts_each_run(engine: Engine) -> None:
