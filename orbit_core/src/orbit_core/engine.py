@@ -864,6 +864,8 @@ class Engine:
             for unit in live.state.units.values():
                 for token, _attempt in unit.tokens or ():
                     self._tokens.pop(token, None)
+                    self._holders.pop(token, None)
+            self._children.pop(eid, None)
             waiters = self._waiters.pop(eid, None)
             if waiters:
                 doc = live.state.to_json()
@@ -1197,7 +1199,10 @@ class Engine:
             cmd.parked = "waiting"
             if cmd.event is None:
                 cmd.event = _Signal()
-        self._pollers.append(cmd)
+        pollers = self._pollers
+        while pollers and pollers[0].parked != "waiting":
+            pollers.popleft()  # polls that timed out while nothing was queued
+        pollers.append(cmd)
         return _PENDING
 
     def _next_task(self, session: Session) -> QueuedTask | None:
@@ -1837,7 +1842,9 @@ class Engine:
             cmd.parked = "waiting"
             if cmd.event is None:
                 cmd.event = _Signal()
-        self._waiters.setdefault(execution_id, []).append(cmd)
+        waiters = [c for c in self._waiters.get(execution_id, ()) if c.parked == "waiting"]
+        waiters.append(cmd)
+        self._waiters[execution_id] = waiters
         return _PENDING
 
     # ================================================================ recovery
