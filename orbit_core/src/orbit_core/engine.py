@@ -147,8 +147,10 @@ class _Signal:
     def set(self) -> None:
         if not self._set:
             self._set = True
-            with contextlib.suppress(RuntimeError):
+            try:
                 self._lock.release()
+            except RuntimeError:  # a racing set() released it first
+                return
 
     def wait(self, timeout: float | None = None) -> bool:
         if self._set:
