@@ -1,0 +1,131 @@
+"""Deployed workflow definitions, found by name and version or by hash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbit_core import ir
+from orbit_core.engine.commands import Tx
+from orbit_core.errors import ConflictError, InvalidError, workflow_not_found
+from orbit_core.plan import Plan
+from orbit_core.ports import DefinitionRow
+from orbit_core.semver import semver_key
+
+
+def checked_definition(
+    definition: ir.Definition | dict[str, Any],
+) -> tuple[ir.Definition, dict[str, Any]]:
+    """The definition and its IR document, once its hash and IR version check out."""
+    if isinstance(definition, dict):
+        document = definition
+        try:
+            defn = ir.from_json(document)
+        except ir.IRError as exc:
+            raise InvalidError(str(exc), "INVALID_IR") from None
+    else:
+        defn = definition
+        document = ir.to_json(defn)
+    if not defn.definition_hash:
+        raise InvalidError("definition_hash is missing", "INVALID_IR")
+    if ir.hash_document(document) != defn.definition_hash:
+        raise InvalidError(
+            "definition_hash does not match the IR content (was the file modified?)",
+            "INVALID_IR",
+        )
+    if defn.ir_version == ir.IR_V1 and ir.needs_ir_v2(defn):
+        raise InvalidError(
+            f"{defn.key} uses features of orbit-ir/2 but declares orbit-ir/1", "INVALID_IR"
+        )
+    return defn, document
+
+
+class Catalog:
+    def __init__(self) -> None:
+        self._plans: dict[tuple[str, str], Plan] = {}
+        self._by_hash: dict[str, Plan] = {}
+
+    def deploy(self, tx: Tx, defn: ir.Definition, document: dict[str, Any]) -> dict[str, Any]:
+        key = (defn.name, defn.version)
+        existing = self._plans.get(key)
+        answer = {
+            "name": defn.name,
+            "version": defn.version,
+            "definition_hash": defn.definition_hash,
+        }
+        if existing is not None:
+            if existing.defn.definition_hash == defn.definition_hash:
+                return {**answer, "created": False}
+            raise ConflictError(
+                f"{defn.key} is already registered with a different definition "
+                f"({existing.defn.definition_hash}); workflow definitions are immutable, "
+                "bump the version",
+                "DEFINITION_CONFLICT",
+            )
+        for contract in defn.contracts.values():
+            if isinstance(contract, ir.ChildContract):
+                child = self._by_hash.get(contract.definition_hash)
+                if child is None or child.defn.name != contract.name:
+                    raise InvalidError(
+                        f"child workflow {contract.name}@{contract.version} "
+                        f"({contract.definition_hash}) is not registered; register it first",
+                        "CHILD_NOT_REGISTERED",
+                    )
+        plan = Plan(defn)
+        self.add(plan)
+        tx.new_plans.append(plan)
+        tx.definitions.append(
+            DefinitionRow(defn.name, defn.version, defn.definition_hash, dict(document), tx.now)
+        )
+        return {**answer, "created": True}
+
+    def add(self, plan: Plan) -> None:
+        self._plans[(plan.defn.name, plan.defn.version)] = plan
+        self._by_hash[plan.defn.definition_hash] = plan
+
+    def remove(self, plan: Plan) -> None:
+        self._plans.pop((plan.defn.name, plan.defn.version), None)
+        self._by_hash.pop(plan.defn.definition_hash, None)
+
+    def by_hash(self, definition_hash: str) -> Plan | None:
+        return self._by_hash.get(definition_hash)
+
+    def find(self, name: str, version: str | None) -> Plan:
+        """`name@version`, or the highest version of `name`."""
+        if version is not None:
+            plan = self._plans.get((name, version))
+            if plan is None:
+                raise workflow_not_found(name, version)
+            return plan
+        versions = [p for (n, _v), p in self._plans.items() if n == name]
+        if not versions:
+            raise workflow_not_found(name, None)
+        return max(versions, key=lambda p: semver_key(p.defn.version))
+
+    def contract_versions(self, task: str) -> list[str]:
+        """The versions of `task` that deployed workflows call."""
+        return sorted(
+            {
+                c.version
+                for p in self._plans.values()
+                for key, c in p.defn.contracts.items()
+                if key == task
+            }
+        )
+
+    def list_workflows(self) -> dict[str, Any]:
+        rows = []
+        for plan in sorted(
+            self._plans.values(), key=lambda p: (p.defn.name, semver_key(p.defn.version))
+        ):
+            d = plan.defn
+            rows.append(
+                {
+                    "name": d.name,
+                    "version": d.version,
+                    "description": d.description,
+                    "definition_hash": d.definition_hash,
+                    "steps": [s.name for s in d.steps],
+                    "tasks": plan.tasks(),
+                }
+            )
+        return {"workflows": rows}

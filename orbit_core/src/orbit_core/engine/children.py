@@ -1,0 +1,215 @@
+"""Child workflows: starting a child for a parent's unit, delivering its
+outcome to the parent, and cancelling children their parent stopped waiting for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from orbit_core import events as ev
+from orbit_core import ir
+from orbit_core import values as _values
+from orbit_core.engine.commands import Tx
+from orbit_core.engine.live import RUNTIME_WORKER, ChildLink, Live
+from orbit_core.plan import child_id
+from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold
+
+if TYPE_CHECKING:
+    from orbit_core.engine.executions import Executions
+
+_CHILD = "child:"
+
+
+class Children:
+    def __init__(self, executions: Executions) -> None:
+        self._x = executions
+        # The running children, by child id, and the child ids of each parent.
+        self._links: dict[str, ChildLink] = {}
+        self._by_parent: dict[str, set[str]] = {}
+        # Child units to start on the next tick: (parent id, unit key, offer seq).
+        self._starts: list[tuple[str, str, int]] = []
+
+    def queue_start(self, tx: Tx, parent: Live, key: str, offer: int) -> None:
+        # Children start on the next tick, as the book's histories show.
+        self._starts.append((parent.state.id, key, offer))
+        self._x.due_now(tx, parent.state.id)
+
+    def tick(self, tx: Tx) -> None:
+        """Starts the children queued since the last tick, if still wanted."""
+        starts, self._starts = self._starts, []
+        for eid, key, offer in starts:
+            parent = self._x.live.get(eid)
+            unit = parent.state.units.get(key) if parent is not None else None
+            if (
+                parent is not None
+                and unit is not None
+                and unit.status == SCHEDULED
+                and unit.offer_seq == offer
+                and not parent.state.terminal
+            ):
+                self._start(tx, parent, key)
+                self._x.decide(tx, parent)
+
+    def restore(
+        self, parent: ExecutionState, key: str, worker_session: str, token: str | None
+    ) -> None:
+        """Re-links a child whose parent unit was waiting for it (recovery)."""
+        cid = worker_session[len(_CHILD) :]
+        self._links[cid] = ChildLink(parent.id, key, token or "")
+        self._by_parent.setdefault(parent.id, set()).add(cid)
+
+    def resume(self, tx: Tx) -> None:
+        """Delivers children that finished while their parent was not in memory."""
+        for cid in list(self._links):
+            if cid not in self._x.live and self._x.store.execution_row(cid) is not None:
+                self.deliver(tx, fold(self._x.store.history(cid) or [], cid))
+
+    def forget(self, parent_id: str) -> None:
+        self._by_parent.pop(parent_id, None)
+
+    def _start(self, tx: Tx, parent: Live, key: str) -> None:
+        x = self._x
+        state = parent.state
+        unit = state.units[key]
+        spec = parent.plan.spec(key)
+        assert spec is not None
+        contract = parent.plan.contract(spec.task or "")
+        cid = child_id(state.id, state.run, key)
+        token = x.ids.token()
+        deadline = None if spec.timeout_ms is None else tx.now + spec.timeout_ms
+        x.append(
+            tx,
+            parent,
+            ev.StepDispatched(
+                state.last_seq + 1,
+                tx.now,
+                key,
+                unit.attempt,
+                token,
+                RUNTIME_WORKER,
+                f"{_CHILD}{cid}",
+                deadline,
+            ),
+        )
+        x.tokens[token] = (state.id, key, unit.attempt)
+        name = spec.step.workflow or ""
+        plan = (
+            x.catalog.by_hash(contract.definition_hash)
+            if isinstance(contract, ir.ChildContract)
+            else None
+        )
+        if plan is None:
+            self._failed(
+                tx,
+                parent,
+                key,
+                ev.make_error(
+                    "CHILD_NOT_REGISTERED", f"child workflow `{name}` is not registered", False
+                ),
+            )
+            return
+        self._links[cid] = ChildLink(state.id, key, token)
+        self._by_parent.setdefault(state.id, set()).add(cid)
+        existing = x.live.get(cid)
+        if existing is not None:
+            return
+        row = x.store.execution_row(cid)
+        if row is not None:
+            self.deliver(tx, fold(x.store.history(cid) or [], cid))
+            return
+        try:
+            value = _values.conform(unit.input, plan.defn.input)
+        except _values.ValidationError as exc:
+            self._failed(
+                tx,
+                parent,
+                key,
+                ev.make_error(
+                    "CHILD_START_FAILED",
+                    f"child workflow `{name}` could not be started: input is invalid at {exc}",
+                    False,
+                ),
+            )
+            return
+        child = x.create(
+            tx, cid, plan, value, parent={"execution_id": state.id, "step": key}, schedule_id=None
+        )
+        x.decide(tx, child)
+
+    def _failed(self, tx: Tx, parent: Live, key: str, error: dict[str, Any]) -> None:
+        unit = parent.state.units[key]
+        self._x.append(
+            tx,
+            parent,
+            ev.StepAttemptFailed(parent.state.last_seq + 1, tx.now, key, unit.attempt, error),
+        )
+
+    def deliver(self, tx: Tx, child: ExecutionState) -> None:
+        """Reports a finished child's outcome to the parent unit waiting for it."""
+        link = self._links.pop(child.id, None)
+        if link is None:
+            return
+        self._by_parent.get(link.parent_id, set()).discard(child.id)
+        parent = self._x.live.get(link.parent_id)
+        if parent is None or parent.state.terminal:
+            return
+        unit = parent.state.units.get(link.unit_key)
+        if unit is None or unit.status != DISPATCHED or unit.token != link.token:
+            return
+        name = child.workflow
+        if child.status == "COMPLETED":
+            self._x.append(
+                tx,
+                parent,
+                ev.StepSucceeded(
+                    parent.state.last_seq + 1, tx.now, unit.key, unit.attempt, child.output
+                ),
+            )
+        else:
+            if child.status == "FAILED":
+                cause = child.error or {}
+                details = cause.get("details")
+                merged = dict(details) if isinstance(details, dict) else {}
+                merged["child_execution_id"] = child.id
+                error = ev.make_error(
+                    str(cause.get("code", "CHILD_FAILED")),
+                    f"child workflow `{name}` failed: {cause.get('message', '')}",
+                    False,
+                    merged,
+                )
+            elif child.status == "CANCELLED":
+                error = ev.make_error(
+                    "CHILD_CANCELLED",
+                    f"child workflow `{name}` was cancelled",
+                    False,
+                    {"child_execution_id": child.id},
+                )
+            else:
+                error = ev.make_error(
+                    "CHILD_TIMED_OUT",
+                    f"child workflow `{name}` timed out",
+                    False,
+                    {"child_execution_id": child.id},
+                )
+            self._failed(tx, parent, unit.key, error)
+        self._x.decide(tx, parent)
+
+    def check(self, tx: Tx, parent: Live) -> None:
+        """Cancels children their parent no longer waits for."""
+        state = parent.state
+        cids = self._by_parent.get(state.id)
+        if cids is None:
+            return
+        for cid in list(cids):
+            link = self._links.get(cid)
+            child = self._x.live.get(cid)
+            if link is None or child is None or child.state.abort is not None:
+                continue
+            unit = state.units.get(link.unit_key)
+            waiting = unit is not None and unit.status == DISPATCHED and unit.token == link.token
+            if waiting and state.abort is None:
+                continue
+            reason = (
+                "parent workflow aborted" if state.abort is not None else "parent step timed out"
+            )
+            self._x.append(tx, child, ev.CancelRequested(child.state.last_seq + 1, tx.now, reason))
+            self._x.decide(tx, child)

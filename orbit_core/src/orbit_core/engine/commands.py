@@ -1,0 +1,98 @@
+"""A command (one caller's request) and the transaction its group builds."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from orbit_core.dispatch import Session
+from orbit_core.errors import OrbitError
+from orbit_core.ports import DefinitionRow, ExecutionChange, WorkerRow
+
+if TYPE_CHECKING:
+    from orbit_core.engine.live import Live
+    from orbit_core.plan import Plan
+
+# The result of a command that parked (a long poll or a wait that found nothing yet).
+PENDING: Any = object()
+
+
+class Signal:
+    """A one-shot wake-up, cheaper than `threading.Event` (no Condition): the
+    group commit wakes one waiting caller per command."""
+
+    __slots__ = ("_lock", "_set")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._set = False
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            try:
+                self._lock.release()
+            except RuntimeError:  # a racing set() released it first
+                return
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._set:
+            return True
+        if self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            self._lock.release()
+        return self._set
+
+
+class Command:
+    """One caller's request, run by whichever thread leads its group."""
+
+    __slots__ = ("answered", "done", "error", "event", "fn", "parked", "read", "result", "session")
+
+    def __init__(self, fn: Callable[[Tx], Any], read: bool = False) -> None:
+        self.fn = fn
+        self.read = read
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.answered = False
+        self.event: Signal | None = None
+        # Long polls and waits: "waiting" until claimed by a group or expired.
+        self.parked: str | None = None
+        self.session: Session | None = None
+
+    def run(self, tx: Tx) -> None:
+        """Runs the request against its group's transaction."""
+        try:
+            self.result = self.fn(tx)
+        except OrbitError as exc:
+            self.error = exc
+
+
+class Tx:
+    """What one group changes, committed as one transaction."""
+
+    __slots__ = (
+        "after_commit",
+        "changes",
+        "claimed",
+        "definitions",
+        "new_plans",
+        "new_tasks",
+        "now",
+        "terminal",
+        "workers",
+    )
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+        self.changes: dict[str, ExecutionChange] = {}
+        self.definitions: list[DefinitionRow] = []
+        self.workers: list[WorkerRow] = []
+        self.terminal: list[Live] = []
+        self.new_tasks = False
+        self.claimed: list[Command] = []
+        self.new_plans: list[Plan] = []
+        # Changes to sessions and timers that must not happen if the commit fails.
+        self.after_commit: list[Callable[[], None]] = []

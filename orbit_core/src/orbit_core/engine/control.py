@@ -1,0 +1,125 @@
+"""Commands that start or steer executions: start, cancel and signal."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from orbit_core import events as ev
+from orbit_core import values as _values
+from orbit_core.engine.commands import Tx
+from orbit_core.engine.executions import Executions
+from orbit_core.errors import (
+    ConflictError,
+    InvalidError,
+    LimitError,
+    NotFoundError,
+    payload_too_large,
+)
+
+DEFAULT_CANCEL_REASON = "requested via API"
+_EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+
+
+class Control:
+    def __init__(self, executions: Executions, max_active_executions: int | None) -> None:
+        self._x = executions
+        self._max_active = max_active_executions
+
+    def start(
+        self,
+        tx: Tx,
+        *,
+        workflow: str,
+        version: str | None,
+        input: Any,
+        execution_id: str | None,
+        schedule_id: str | None,
+    ) -> dict[str, Any]:
+        """Checks in the order of RULINGS §18, then creates and decides."""
+        x = self._x
+        if execution_id is not None and not _EXECUTION_ID.match(execution_id):
+            raise InvalidError(
+                "execution_id must be 1 to 200 letters, digits, `-`, `_`, `.` or `:`",
+                "INVALID_EXECUTION_ID",
+            )
+        plan = x.catalog.find(workflow, version)
+        if execution_id is None:
+            execution_id = x.ids.execution_id()
+        else:
+            existing_hash = self._existing_hash(execution_id)
+            if existing_hash is not None:
+                if existing_hash == plan.defn.definition_hash:
+                    return {"execution_id": execution_id, "created": False}
+                raise ConflictError(
+                    f"execution `{execution_id}` already exists for a different workflow",
+                    "EXECUTION_EXISTS",
+                )
+        limits = x.limits.effective(plan)
+        raw = {} if input is None else input
+        try:
+            value = _values.conform(raw, plan.defn.input, strict=True)
+            error = None
+        except _values.ValidationError as exc:
+            value, error = raw, exc
+        if limits.max_payload_bytes is not None:
+            size = len(orjson.dumps(value))
+            if size > limits.max_payload_bytes:
+                raise payload_too_large("execution input", size, limits.max_payload_bytes)
+        if error is not None:
+            raise InvalidError(f"workflow input is invalid at {error}", "INVALID_INPUT")
+        if self._max_active is not None and x.active_top >= self._max_active:
+            raise LimitError(
+                f"{x.active_top} executions are already running (--max-active-executions)",
+                "RESOURCE_EXHAUSTED",
+            )
+        live = x.create(tx, execution_id, plan, value, parent=None, schedule_id=schedule_id)
+        x.counters["started"] += 1
+        x.decide(tx, live)
+        return {"execution_id": execution_id, "created": True}
+
+    def _existing_hash(self, execution_id: str) -> str | None:
+        live = self._x.live.get(execution_id)
+        if live is not None:
+            return live.state.definition_hash
+        row = self._x.store.execution_row(execution_id)
+        return row.definition_hash if row is not None else None
+
+    def cancel(self, tx: Tx, execution_id: str, reason: str) -> dict[str, Any]:
+        live = self._x.running(execution_id)
+        if live.state.abort is None:
+            self._x.append(tx, live, ev.CancelRequested(live.state.last_seq + 1, tx.now, reason))
+            self._x.decide(tx, live)
+        return live.state.to_json()
+
+    def signal(self, tx: Tx, execution_id: str, name: str, payload: Any) -> dict[str, Any]:
+        live = self._x.running(execution_id)
+        defn = live.plan.defn
+        declared = defn.signal(name)
+        if declared is None:
+            names = ", ".join(s.name for s in defn.signals)
+            detail = f"declared: {names}" if names else ""
+            message = (
+                f"{defn.key} has no signal `{name}`; {detail}"
+                if names
+                else f"{defn.key} declares no signals"
+            )
+            raise NotFoundError(message, "UNKNOWN_SIGNAL")
+        payload = {} if payload is None else payload
+        limit = live.limits.max_payload_bytes
+        if limit is not None:
+            size = len(orjson.dumps(payload))
+            if size > limit:
+                raise payload_too_large("signal payload", size, limit)
+        try:
+            value = _values.conform(payload, declared.payload)
+        except _values.ValidationError as exc:
+            raise InvalidError(
+                f"payload for signal `{name}` is invalid at {exc}", "SIGNAL_PAYLOAD_INVALID"
+            ) from None
+        seq = live.state.last_seq + 1
+        self._x.append(tx, live, ev.SignalReceived(seq, tx.now, name, value))
+        self._x.decide(tx, live)
+        return {"execution_id": execution_id, "signal": name, "accepted": True, "seq": seq}

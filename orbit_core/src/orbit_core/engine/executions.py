@@ -1,0 +1,384 @@
+"""The running executions in memory, and the decider loop that advances them.
+
+Every change to an execution goes through `append`; `decide` then takes the
+execution to its next waiting point, routes what it scheduled (to the queue
+of tasks, to a built-in, or to a child start) and handles the end of a run."""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from orbit_core import events as ev
+from orbit_core.decide import Limits, decide, next_due_ms
+from orbit_core.dispatch import TaskIndex
+from orbit_core.engine.catalog import Catalog
+from orbit_core.engine.children import Children
+from orbit_core.engine.commands import Tx
+from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
+from orbit_core.errors import ConflictError, not_found
+from orbit_core.plan import Plan
+from orbit_core.ports import BuiltinTasks, ExecutionChange, ExecutionRow, IdSource, Store
+from orbit_core.state import (
+    CONTINUED_AS_NEW,
+    DISPATCHED,
+    SCHEDULED,
+    ExecutionState,
+    apply,
+    fold,
+)
+
+ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable-http-adapter"
+# Events after which the decider has nothing more to do in the same batch.
+_WAITING_EVENTS = frozenset({ev.StepScheduled, ev.TimerStarted, ev.StepDispatched})
+
+# How a built-in task reports: (token, output, error or None).
+BuiltinReport = Callable[[str, Any, "dict[str, Any] | None"], None]
+
+
+class Executions:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        ids: IdSource,
+        limits: Limits,
+        catalog: Catalog,
+        counters: dict[str, int],
+        builtins: BuiltinTasks | None,
+        report_builtin: BuiltinReport,
+    ) -> None:
+        self.store = store
+        self.ids = ids
+        self.limits = limits
+        self.catalog = catalog
+        self.counters = counters
+        self.builtins = builtins
+        self._report_builtin = report_builtin
+        self.live: dict[str, Live] = {}
+        # Running top-level executions (children do not count against the limit).
+        self.active_top = 0
+        # Every token of a running execution: (execution id, unit key, attempt).
+        self.tokens: dict[str, tuple[str, str, int]] = {}
+        # When executions fall due (lazy: stale entries are skipped).
+        self.due: list[tuple[int, str]] = []
+        self.index = TaskIndex()
+        self.children = Children(self)
+        self._builtin_serial = 0
+
+    # ---- memory
+
+    def create(
+        self,
+        tx: Tx,
+        execution_id: str,
+        plan: Plan,
+        value: Any,
+        *,
+        parent: dict[str, str] | None,
+        schedule_id: str | None,
+    ) -> Live:
+        d = plan.defn
+        state = ExecutionState(execution_id)
+        live = Live(state, plan, self.limits.effective(plan), parent is None)
+        self.live[execution_id] = live
+        if live.top_level:
+            self.active_top += 1
+        tx.changes[execution_id] = ExecutionChange(execution_id, NO_ROW, new=True)
+        self.append(
+            tx,
+            live,
+            ev.WorkflowCreated(
+                1, tx.now, d.name, d.version, d.definition_hash, value, parent, schedule_id
+            ),
+        )
+        self.append(tx, live, ev.WorkflowStarted(2, tx.now))
+        return live
+
+    def running(self, execution_id: str) -> Live:
+        """The execution, which must still be running."""
+        live = self.live.get(execution_id)
+        if live is None:
+            row = self.store.execution_row(execution_id)
+            if row is None:
+                raise not_found(execution_id)
+            raise ConflictError(f"execution is already {row.status}", "EXECUTION_FINISHED")
+        if live.state.terminal:
+            raise ConflictError(f"execution is already {live.state.status}", "EXECUTION_FINISHED")
+        return live
+
+    def state_of(self, execution_id: str) -> ExecutionState:
+        live = self.live.get(execution_id)
+        if live is not None:
+            return live.state
+        events = self.store.history(execution_id)
+        if not events:
+            raise not_found(execution_id)
+        return fold(events, execution_id)
+
+    def adopt(self, state: ExecutionState) -> Live | None:
+        """Takes a folded execution into memory and re-indexes its tokens and tasks."""
+        plan = self.catalog.by_hash(state.definition_hash)
+        if plan is None:
+            return None
+        live = Live(state, plan, self.limits.effective(plan), state.parent is None)
+        self.live[state.id] = live
+        if live.top_level:
+            self.active_top += 1
+        for unit in state.units.values():
+            for token, attempt in unit.tokens or ():
+                self.tokens[token] = (state.id, unit.key, attempt)
+            if unit.status == SCHEDULED:
+                spec = plan.spec(unit.key)
+                if spec is not None and not spec.is_child and not spec.is_builtin:
+                    self._queue(live, unit.key)
+            elif unit.status == DISPATCHED and (unit.worker_session or "").startswith("child:"):
+                self.children.restore(state, unit.key, unit.worker_session or "", unit.token)
+        self.push_due(live)
+        return live
+
+    def row(self, execution_id: str) -> ExecutionRow | None:
+        """The projection row of a running execution, as it stands."""
+        live = self.live.get(execution_id)
+        if live is None:
+            return None
+        s = live.state
+        return ExecutionRow(
+            s.id,
+            s.workflow,
+            s.version,
+            s.definition_hash,
+            s.status,
+            s.created_at_ms,
+            s.updated_at_ms,
+            s.last_seq,
+            s.run,
+        )
+
+    def forget(self, live: Live) -> list[str]:
+        """Drops a finished execution; returns the tokens it held."""
+        eid = live.state.id
+        if self.live.get(eid) is live:
+            del self.live[eid]
+            if live.top_level:
+                self.active_top -= 1
+        tokens = []
+        for unit in live.state.units.values():
+            for token, _attempt in unit.tokens or ():
+                self.tokens.pop(token, None)
+                tokens.append(token)
+        self.children.forget(eid)
+        return tokens
+
+    def rollback(self, tx: Tx) -> None:
+        """Rebuilds the executions a failed group touched from the store."""
+        for eid, change in tx.changes.items():
+            live = self.live.pop(eid, None)
+            if live is not None and live.top_level and not live.state.terminal:
+                self.active_top -= 1
+            for token in [t for t, ref in self.tokens.items() if ref[0] == eid]:
+                del self.tokens[token]
+            if change.new:
+                continue
+            events = self.store.history(eid)
+            if events:
+                self.adopt(fold(events, eid))
+
+    # ---- time
+
+    def tick(self, tx: Tx) -> None:
+        """Decides every execution whose timer, retry or timeout fell due."""
+        now = tx.now
+        due: dict[str, None] = {}
+        while self.due and self.due[0][0] <= now:
+            _, eid = heapq.heappop(self.due)
+            due[eid] = None
+        # Entries pushed while these are decided wait for the next tick.
+        for eid in due:
+            live = self.live.get(eid)
+            if live is None:
+                continue
+            if live.due_at is not None and live.due_at <= now:
+                live.due_at = None
+            if not live.state.terminal:
+                self.decide(tx, live)
+
+    def next_due_ms(self) -> int | None:
+        due = [t for t, eid in list(self.due) if eid in self.live]
+        return min(due) if due else None
+
+    def push_due(self, live: Live) -> None:
+        due = next_due_ms(live.state, live.plan)
+        if due is not None and (live.due_at is None or due < live.due_at):
+            live.due_at = due
+            heapq.heappush(self.due, (due, live.state.id))
+
+    def due_now(self, tx: Tx, execution_id: str) -> None:
+        """Has the next tick decide the execution."""
+        heapq.heappush(self.due, (tx.now, execution_id))
+
+    # ---- deciding
+
+    def append(self, tx: Tx, live: Live, event: ev.Event) -> None:
+        apply(live.state, event)
+        change = tx.changes.get(live.state.id)
+        if change is None:
+            change = tx.changes[live.state.id] = ExecutionChange(live.state.id, NO_ROW)
+        change.events.append(event)
+
+    def decide(self, tx: Tx, live: Live) -> None:
+        state = live.state
+        plan = live.plan
+        while not state.terminal:
+            batch = decide(state, plan, tx.now, live.limits)
+            if not batch:
+                break
+            settled = True
+            for event in batch:
+                self.append(tx, live, event)
+                if type(event) not in _WAITING_EVENTS:
+                    settled = False
+            last = state.last_seq
+            for event in batch:
+                if type(event) is ev.StepScheduled:
+                    self.route(tx, live, event.step)
+            if settled and state.last_seq == last:
+                # Only waiting states were entered (queued tasks, timers):
+                # nothing else can change before new input or time arrives.
+                break
+        if state.terminal:
+            if state.status == CONTINUED_AS_NEW:
+                self._continue_as_new(tx, live)
+            else:
+                self._finalize(tx, live)
+        else:
+            if plan.timed:
+                self.push_due(live)
+            self.children.check(tx, live)
+
+    def route(self, tx: Tx, live: Live, key: str) -> None:
+        """Sends a scheduled unit where it runs."""
+        unit = live.state.units[key]
+        if unit.status != SCHEDULED:
+            return
+        spec = live.plan.spec(key)
+        if spec is None:
+            return
+        if spec.is_child:
+            self.children.queue_start(tx, live, key, unit.offer_seq)
+        elif spec.is_builtin:
+            self._run_builtin(tx, live, key)
+        else:
+            self._queue(live, key)
+            tx.new_tasks = True
+
+    def _queue(self, live: Live, key: str) -> None:
+        spec = live.plan.spec(key)
+        assert spec is not None
+        self.index.push(
+            (spec.task or "", spec.contract_version or ""),
+            spec.using,
+            live.state.id,
+            key,
+            live.state.units[key].offer_seq,
+        )
+
+    def _run_builtin(self, tx: Tx, live: Live, key: str) -> None:
+        state = live.state
+        unit = state.units[key]
+        spec = live.plan.spec(key)
+        assert spec is not None
+        self._builtin_serial += 1
+        token = self.ids.token()
+        deadline = None if spec.timeout_ms is None else tx.now + spec.timeout_ms
+        self.append(
+            tx,
+            live,
+            ev.StepDispatched(
+                state.last_seq + 1,
+                tx.now,
+                key,
+                unit.attempt,
+                token,
+                RUNTIME_WORKER,
+                f"builtin:{self._builtin_serial}",
+                deadline,
+            ),
+        )
+        self.tokens[token] = (state.id, key, unit.attempt)
+        builtins = self.builtins
+        if builtins is None or not builtins.supports(spec.task or ""):
+            error = ev.make_error("ADAPTER_DISABLED", ADAPTER_DISABLED, False)
+            self.append(
+                tx,
+                live,
+                ev.StepAttemptFailed(state.last_seq + 1, tx.now, key, unit.attempt, error),
+            )
+            return
+
+        def done(output: Any, error: dict[str, Any] | None) -> None:
+            self._report_builtin(token, output, error)
+
+        task, value, timeout = spec.task or "", unit.input, spec.timeout_ms
+        threading.Thread(
+            target=lambda: builtins.run(task, value, timeout, done), daemon=True
+        ).start()
+
+    # ---- run ends
+
+    def _finalize(self, tx: Tx, live: Live) -> None:
+        if live.finalized:
+            return
+        live.finalized = True
+        tx.terminal.append(live)
+        self.children.deliver(tx, live.state)
+
+    def _continue_as_new(self, tx: Tx, live: Live) -> None:
+        old = live.state
+        change = tx.changes[old.id]
+        change.archive_run = old.run
+        change.archived = change.events
+        change.events = []
+        for unit in old.units.values():
+            for token, _attempt in unit.tokens or ():
+                self.tokens.pop(token, None)
+        new = ExecutionState(old.id)
+        live.state = new
+        self.counters["continued_as_new"] += 1
+        d = live.plan.defn
+        self.append(
+            tx,
+            live,
+            ev.WorkflowCreated(
+                1,
+                tx.now,
+                d.name,
+                d.version,
+                d.definition_hash,
+                old.input if old.next_run is None else _next_input(change.archived),
+                old.parent,
+                old.schedule_id,
+                old.run + 1,
+            ),
+        )
+        self.append(tx, live, ev.WorkflowStarted(2, tx.now))
+        for sig in old.signals:
+            if "delivered_to" not in sig:
+                self.append(
+                    tx,
+                    live,
+                    ev.SignalReceived(new.last_seq + 1, tx.now, sig["name"], sig["payload"]),
+                )
+        # The new run is decided on the next tick, so a run that always
+        # continues at once advances one run per tick.
+        live.due_at = tx.now
+        self.due_now(tx, old.id)
+
+
+def _next_input(archived: list[ev.Event]) -> Any:
+    for event in reversed(archived):
+        if isinstance(event, ev.WorkflowContinuedAsNew):
+            return event.input
+    return None

@@ -1,0 +1,131 @@
+"""Handing queued tasks to workers: polls, answered at once or parked as long
+polls until a group queues a matching task, and the dispatch of an attempt."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from orbit_core import events as ev
+from orbit_core.dispatch import QueuedTask, Session
+from orbit_core.engine.commands import Command, Tx
+from orbit_core.engine.executions import Executions
+from orbit_core.engine.pipeline import GroupCommit
+from orbit_core.engine.workers import Workers
+from orbit_core.state import SCHEDULED
+
+DEFAULT_POLL_MS = 20_000
+MAX_POLL_MS = 60_000
+
+
+class Polling:
+    def __init__(self, executions: Executions, workers: Workers, pipeline: GroupCommit) -> None:
+        self._x = executions
+        self._workers = workers
+        self._pipeline = pipeline
+        self._pollers: deque[Command] = deque()
+
+    def poll(self, tx: Tx, session_id: str, cmd: Command, may_wait: bool) -> Any:
+        """A task for the session, or None, or PENDING once parked."""
+        session = self._workers.session(tx, session_id)
+        task = self._next_task(session)
+        if task is not None:
+            return self._dispatch(tx, session, task)
+        if not may_wait:
+            return None
+        cmd.session = session
+        pending = self._pipeline.park(cmd)
+        pollers = self._pollers
+        while pollers and pollers[0].parked != "waiting":
+            pollers.popleft()  # polls that timed out while nothing was queued
+        pollers.append(cmd)
+        return pending
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._pollers)
+
+    def match(self, tx: Tx) -> None:
+        """Hands newly queued tasks to parked long polls."""
+        if not self._pollers:
+            return
+        still: deque[Command] = deque()
+        while self._pollers:
+            cmd = self._pollers.popleft()
+            if cmd.parked != "waiting" or cmd.session is None:
+                continue
+            if cmd.session.session_id not in self._workers.sessions:
+                continue
+            task = self._next_task(cmd.session)
+            if task is None:
+                still.append(cmd)
+                continue
+            if not self._pipeline.claim(cmd):
+                continue
+            cmd.result = self._dispatch(tx, cmd.session, task)
+            tx.claimed.append(cmd)
+        self._pollers = still
+
+    def expire_all(self) -> None:
+        """Ends every parked long poll with no task (on close)."""
+        with self._pipeline.lock:
+            parked = list(self._pollers)
+            self._pollers.clear()
+        for cmd in parked:
+            self._pipeline.expire(cmd)
+
+    def _next_task(self, session: Session) -> QueuedTask | None:
+        return self._x.index.pop(session.contracts, session.runtime, self._valid_task)
+
+    def _valid_task(self, task: QueuedTask) -> bool:
+        live = self._x.live.get(task.execution_id)
+        if live is None or live.state.terminal:
+            return False
+        unit = live.state.units.get(task.unit_key)
+        return unit is not None and unit.status == SCHEDULED and unit.offer_seq == task.offer_seq
+
+    def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> dict[str, Any]:
+        x = self._x
+        live = x.live[task.execution_id]
+        state = live.state
+        unit = state.units[task.unit_key]
+        spec = live.plan.spec(task.unit_key)
+        assert spec is not None
+        token = x.ids.token()
+        timeout = spec.timeout_ms
+        deadline = None if timeout is None else tx.now + timeout
+        x.append(
+            tx,
+            live,
+            ev.StepDispatched(
+                state.last_seq + 1,
+                tx.now,
+                unit.key,
+                unit.attempt,
+                token,
+                session.worker_id,
+                session.session_id,
+                deadline,
+            ),
+        )
+        x.tokens[token] = (state.id, unit.key, unit.attempt)
+        self._workers.hold(session, token)
+        if live.plan.timed:
+            x.push_due(live)
+        assignment = {
+            "token": token,
+            "execution_id": state.id,
+            "workflow": state.workflow,
+            "workflow_version": state.version,
+            "step_id": unit.key,
+            "task_name": spec.task,
+            "contract_version": spec.contract_version,
+            "input": unit.input,
+            "idempotency_key": unit.idempotency_key,
+            "attempt": unit.attempt,
+            "redelivery": unit.redelivery,
+        }
+        if deadline is not None:
+            assignment["deadline_ms"] = deadline
+            assignment["timeout_ms"] = timeout
+        return assignment

@@ -1,0 +1,97 @@
+"""Reads: histories, queries and waits for an execution to finish. Reads run
+as commands of a group, after its writes, and are answered after its commit,
+so they only ever see committed state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbit_core import evaluate as _evaluate
+from orbit_core import events as ev
+from orbit_core.engine.commands import Command
+from orbit_core.engine.executions import Executions
+from orbit_core.engine.live import Live
+from orbit_core.engine.pipeline import GroupCommit
+from orbit_core.errors import InvalidError, NotFoundError, not_found
+from orbit_core.state import CONTINUED_AS_NEW
+
+DEFAULT_WAIT_MS = 30_000
+MAX_WAIT_MS = 300_000
+
+
+class Reads:
+    def __init__(self, executions: Executions, pipeline: GroupCommit) -> None:
+        self._x = executions
+        self._pipeline = pipeline
+        # Parked waits, by execution id.
+        self._waiters: dict[str, list[Command]] = {}
+
+    def events(self, execution_id: str, run: int | None) -> list[ev.Event]:
+        store = self._x.store
+        row = store.execution_row(execution_id)
+        if row is None:
+            raise not_found(execution_id)
+        if run is not None and not 1 <= run <= row.run:
+            raise NotFoundError(
+                f"execution `{execution_id}` has runs 1 to {row.run}; there is no run {run}",
+                "RUN_NOT_FOUND",
+            )
+        return store.history(execution_id, run) or []
+
+    def history(self, execution_id: str, run: int | None) -> dict[str, Any]:
+        events = self.events(execution_id, run)
+        out: dict[str, Any] = {
+            "execution_id": execution_id,
+            "events": [ev.to_json(e) for e in events],
+        }
+        current = events[0].run if events and isinstance(events[0], ev.WorkflowCreated) else None
+        if run is not None or (current or 1) > 1:
+            out["run"] = run if run is not None else current
+        return out
+
+    def query(self, execution_id: str, name: str) -> dict[str, Any]:
+        state = self._x.state_of(execution_id)
+        plan = self._x.catalog.by_hash(state.definition_hash)
+        if plan is None:
+            raise not_found(execution_id)
+        defn = plan.defn
+        query = defn.query(name)
+        if query is None:
+            names = ", ".join(q.name for q in defn.queries)
+            message = (
+                f"{defn.key} has no query `{name}`; declared: {names}"
+                if names
+                else f"{defn.key} declares no queries"
+            )
+            raise NotFoundError(message, "UNKNOWN_QUERY")
+        scope = _evaluate.Scope(
+            input=state.input,
+            execution={"id": state.id, "workflow": state.workflow, "version": state.version},
+            steps=state.outputs,
+        )
+        try:
+            value = _evaluate.evaluate(query.expr, scope)
+        except _evaluate.EvalError as exc:
+            raise InvalidError(f"evaluating query `{name}`: {exc}", "QUERY_FAILED") from None
+        return {"execution_id": execution_id, "query": name, "value": value}
+
+    def park_wait(self, execution_id: str, cmd: Command) -> Any:
+        """The state document of a finished execution, or PENDING once parked."""
+        live = self._x.live.get(execution_id)
+        if live is None or (live.state.terminal and live.state.status != CONTINUED_AS_NEW):
+            return self._x.state_of(execution_id).to_json()
+        pending = self._pipeline.park(cmd)
+        waiters = [c for c in self._waiters.get(execution_id, ()) if c.parked == "waiting"]
+        waiters.append(cmd)
+        self._waiters[execution_id] = waiters
+        return pending
+
+    def finished(self, live: Live) -> None:
+        """Answers the waits of an execution whose end was committed."""
+        waiters = self._waiters.pop(live.state.id, None)
+        if waiters:
+            doc = live.state.to_json()
+            for cmd in waiters:
+                if self._pipeline.claim(cmd):
+                    cmd.result = doc
+                    self._pipeline.finish(cmd)

@@ -1,0 +1,56 @@
+"""Recovery on start: load the definitions and every running execution into
+memory, then resume what the previous process left in flight."""
+
+from __future__ import annotations
+
+from orbit_core import ir
+from orbit_core.engine.commands import Tx
+from orbit_core.engine.executions import Executions
+from orbit_core.engine.workers import Workers
+from orbit_core.plan import Plan
+from orbit_core.state import DISPATCHED, SCHEDULED, fold
+
+BUILTIN_RESTART_REASON = "runtime restarted while the built-in task was running"
+
+
+def load(executions: Executions, workers: Workers, now: int) -> tuple[int, int]:
+    """Loads the store into memory; returns how many executions were
+    recovered and how many of their attempts were in flight at a worker."""
+    store = executions.store
+    for row in store.load_definitions():
+        try:
+            executions.catalog.add(Plan(ir.from_json(row.ir)))
+        except ir.IRError:
+            continue
+    recovered = 0
+    in_flight: list[str] = []
+    for eid, events in store.load_active():
+        state = fold(events, eid)
+        if executions.adopt(state) is None:
+            continue
+        recovered += 1
+        for unit in state.units.values():
+            if unit.status == DISPATCHED and unit.token is not None:
+                session = unit.worker_session or ""
+                if not session.startswith(("child:", "builtin:")):
+                    in_flight.append(unit.token)
+    workers.expect_reports(in_flight, now + workers.session_timeout_ms)
+    return recovered, len(in_flight)
+
+
+def resume(tx: Tx, executions: Executions, workers: Workers) -> None:
+    """Built-in attempts died with the process; children and built-ins that
+    were scheduled start again; every execution is decided once."""
+    for live in list(executions.live.values()):
+        state = live.state
+        for unit in list(state.units.values()):
+            if unit.status == DISPATCHED and (unit.worker_session or "").startswith("builtin:"):
+                workers.make_uncertain(tx, unit.token or "", BUILTIN_RESTART_REASON)
+            elif unit.status == SCHEDULED:
+                spec = live.plan.spec(unit.key)
+                if spec is not None and (spec.is_child or spec.is_builtin):
+                    executions.route(tx, live, unit.key)
+    executions.children.resume(tx)
+    for live in list(executions.live.values()):
+        if not live.state.terminal:
+            executions.decide(tx, live)

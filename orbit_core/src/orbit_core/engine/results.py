@@ -1,0 +1,105 @@
+"""Task results: successes and failures reported for an attempt's token,
+reconciled against its unit (stale and duplicate results are recorded and
+ignored)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from orbit_core import events as ev
+from orbit_core import values as _values
+from orbit_core.engine.commands import Tx
+from orbit_core.engine.executions import Executions
+from orbit_core.engine.live import Live
+from orbit_core.engine.workers import Workers
+from orbit_core.errors import payload_too_large
+from orbit_core.state import DISPATCHED
+
+_UNKNOWN_TOKEN = {
+    "accepted": False,
+    "reason": "unknown token (execution finished or token invalid)",
+}
+
+
+class Results:
+    def __init__(self, executions: Executions, workers: Workers) -> None:
+        self._x = executions
+        self._workers = workers
+
+    def complete(self, tx: Tx, token: str, output: Any) -> dict[str, Any]:
+        resolved = self._resolve(tx, token)
+        if resolved is None:
+            return dict(_UNKNOWN_TOKEN)
+        live, key, attempt = resolved
+        state = live.state
+        unit = state.units[key]
+        if unit.done:
+            self._stale(tx, live, key, token, "duplicate")
+            return {"accepted": False, "reason": "duplicate result; step already resolved"}
+        output = {} if output is None else output
+        limit = live.limits.max_payload_bytes
+        if limit is not None:
+            size = len(orjson.dumps(output))
+            if size > limit:
+                raise payload_too_large("task result", size, limit)
+        spec = live.plan.spec(key)
+        contract = live.plan.contract(spec.task or "") if spec is not None else None
+        if contract is not None:
+            try:
+                output = _values.conform(output, contract.output)
+            except _values.ValidationError as exc:
+                error = ev.make_error(
+                    "OUTPUT_CONTRACT_VIOLATION",
+                    f"worker output for `{spec.task if spec else ''}` does not match its "
+                    f"contract at {exc}",
+                    False,
+                )
+                if unit.status == DISPATCHED and unit.token == token:
+                    self._x.append(
+                        tx,
+                        live,
+                        ev.StepAttemptFailed(state.last_seq + 1, tx.now, key, attempt, error),
+                    )
+                    self._x.decide(tx, live)
+                else:
+                    self._stale(tx, live, key, token, "failure")
+                return {"accepted": False, "reason": "output violates the task contract"}
+        self._x.append(tx, live, ev.StepSucceeded(state.last_seq + 1, tx.now, key, attempt, output))
+        self._x.decide(tx, live)
+        return {"accepted": True}
+
+    def fail(self, tx: Tx, token: str, error: dict[str, Any]) -> dict[str, Any]:
+        resolved = self._resolve(tx, token)
+        if resolved is None:
+            return dict(_UNKNOWN_TOKEN)
+        live, key, attempt = resolved
+        unit = live.state.units[key]
+        if unit.done:
+            self._stale(tx, live, key, token, "duplicate")
+            return {"accepted": False, "reason": "duplicate result; step already resolved"}
+        if unit.status != DISPATCHED or unit.token != token:
+            self._stale(tx, live, key, token, "failure")
+            return {"accepted": False, "reason": "stale attempt"}
+        self._x.append(
+            tx,
+            live,
+            ev.StepAttemptFailed(live.state.last_seq + 1, tx.now, key, attempt, error),
+        )
+        self._x.decide(tx, live)
+        return {"accepted": True}
+
+    def _resolve(self, tx: Tx, token: str) -> tuple[Live, str, int] | None:
+        """The running execution, unit key and attempt of a token."""
+        ref = self._x.tokens.get(token)
+        live = self._x.live.get(ref[0]) if ref is not None else None
+        if ref is None or live is None or live.state.terminal:
+            return None
+        self._workers.reported(tx, token)
+        return live, ref[1], ref[2]
+
+    def _stale(self, tx: Tx, live: Live, key: str, token: str, outcome: str) -> None:
+        self._x.append(
+            tx, live, ev.StaleResultIgnored(live.state.last_seq + 1, tx.now, key, token, outcome)
+        )

@@ -1,0 +1,427 @@
+"""The `Engine` façade: the public API of docs/embedding.md. Each method is
+one command handed to the group-commit pipeline (or a read of memory); the
+work itself is done by the components it assembles."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from orbit_core import events as ev
+from orbit_core import ir
+from orbit_core.decide import Limits
+from orbit_core.engine import recovery
+from orbit_core.engine.catalog import Catalog, checked_definition
+from orbit_core.engine.commands import Command, Tx
+from orbit_core.engine.control import DEFAULT_CANCEL_REASON, Control
+from orbit_core.engine.executions import Executions
+from orbit_core.engine.handlers import Handlers
+from orbit_core.engine.pipeline import Group, GroupCommit
+from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
+from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, Reads
+from orbit_core.engine.results import Results
+from orbit_core.engine.workers import Workers
+from orbit_core.errors import InvalidError, OrbitError
+from orbit_core.memory_store import MemoryStore
+from orbit_core.ports import (
+    BuiltinTasks,
+    Clock,
+    CommitBatch,
+    IdSource,
+    Store,
+    SystemClock,
+    UuidIds,
+)
+from orbit_core.state import ExecutionState
+
+TICK_MS = 100
+
+
+class Engine:
+    """The ORBIT runtime engine. Thread-safe: every call is a command, run
+    with the others of its group and answered once the group is durable."""
+
+    def __init__(
+        self,
+        store: Store | None = None,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        *,
+        limits: Limits | None = None,
+        max_active_executions: int | None = None,
+        session_timeout_ms: int = 30_000,
+        builtins: BuiltinTasks | None = None,
+        handler_threads: int = 4,
+        auto_tick: bool = True,
+        pipeline: bool | None = None,
+    ) -> None:
+        self.store: Store = store if store is not None else MemoryStore()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.ids: IdSource = ids if ids is not None else UuidIds()
+        self.limits = limits or Limits()
+        self.max_active_executions = max_active_executions
+        self.session_timeout_ms = session_timeout_ms
+        self.builtins = builtins
+        self.counters = {"started": 0, "continued_as_new": 0, "commits": 0, "events": 0}
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+
+        self._pipeline = GroupCommit(
+            self.store,
+            self.counters,
+            prepare=self._prepare,
+            publish=self._publish,
+            rollback=self._rollback,
+            threaded=pipeline if pipeline is not None else getattr(self.store, "durable", True),
+        )
+        self._catalog = Catalog()
+        self._executions = Executions(
+            store=self.store,
+            ids=self.ids,
+            limits=self.limits,
+            catalog=self._catalog,
+            counters=self.counters,
+            builtins=builtins,
+            report_builtin=self._report_builtin,
+        )
+        self._control = Control(self._executions, max_active_executions)
+        self._workers = Workers(self._executions, session_timeout_ms)
+        self._polling = Polling(self._executions, self._workers, self._pipeline)
+        self._results = Results(self._executions, self._workers)
+        self._reads = Reads(self._executions, self._pipeline)
+        self._handlers = Handlers(
+            self, self._workers.sessions, handler_threads, self._spawn, self._stop
+        )
+
+        self.recovered_executions, self.recovered_in_flight = recovery.load(
+            self._executions, self._workers, self.clock.now_ms()
+        )
+        if self._executions.live:
+            self._pipeline.submit(lambda tx: recovery.resume(tx, self._executions, self._workers))
+        subscribe = getattr(self.clock, "subscribe", None)
+        if subscribe is not None:
+            subscribe(self._on_clock_advance)
+        elif auto_tick:
+            self._spawn(self._ticker, "orbit-tick")
+
+    # ---- definitions
+
+    def deploy(self, definition: ir.Definition | dict[str, Any]) -> dict[str, Any]:
+        """Registers a definition (a `Definition` or its IR JSON document)."""
+        defn, document = checked_definition(definition)
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._catalog.deploy(tx, defn, document)
+        )
+        return result
+
+    def list_workflows(self) -> dict[str, Any]:
+        return self._catalog.list_workflows()
+
+    def get_workflow(self, name: str, version: str | None = None) -> dict[str, Any]:
+        """The IR document of `name@version`, or of the highest version."""
+        return ir.to_json(self._catalog.find(name, version).defn)
+
+    def definition(self, name: str, version: str | None = None) -> ir.Definition:
+        return self._catalog.find(name, version).defn
+
+    # ---- executions
+
+    def start(
+        self,
+        workflow: str,
+        version: str | None = None,
+        input: Any = None,
+        execution_id: str | None = None,
+        *,
+        schedule_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Starts an execution: `{"execution_id", "created"}` (RULINGS §18's check order)."""
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._control.start(
+                tx,
+                workflow=workflow,
+                version=version,
+                input=input,
+                execution_id=execution_id,
+                schedule_id=schedule_id,
+            )
+        )
+        return result
+
+    def get(self, execution_id: str) -> dict[str, Any]:
+        """The execution state document (`GET /v1/executions/{id}`)."""
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._executions.state_of(execution_id).to_json(), read=True
+        )
+        return result
+
+    def state(self, execution_id: str) -> ExecutionState:
+        """The execution's state object (a copy for finished executions)."""
+        result: ExecutionState = self._pipeline.submit(
+            lambda tx: self._executions.state_of(execution_id), read=True
+        )
+        return result
+
+    def history(self, execution_id: str, run: int | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._reads.history(execution_id, run), read=True
+        )
+        return result
+
+    def events(self, execution_id: str, run: int | None = None) -> list[ev.Event]:
+        result: list[ev.Event] = self._pipeline.submit(
+            lambda tx: self._reads.events(execution_id, run), read=True
+        )
+        return result
+
+    def list_executions(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 50
+    ) -> dict[str, Any]:
+        limit = min(max(limit, 1), 1000)
+        rows = self._pipeline.submit(
+            lambda tx: self.store.list_executions(
+                status.upper() if status else None, workflow, limit
+            ),
+            read=True,
+        )
+        return {"executions": [r.to_json() for r in rows]}
+
+    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> dict[str, Any]:
+        """Blocks until the execution is terminal (not continued-as-new) or the
+        timeout passes, then returns its state document."""
+        timeout_ms = min(max(timeout_ms, 0), MAX_WAIT_MS)
+        cmd = Command(lambda tx: self._reads.park_wait(execution_id, cmd))
+        result = self._pipeline.run(cmd)
+        if cmd.parked is None:
+            return dict(result)
+        if self._pipeline.await_parked(cmd, timeout_ms):
+            return dict(cmd.result)
+        return self.get(execution_id)
+
+    def cancel(self, execution_id: str, reason: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._control.cancel(tx, execution_id, reason or DEFAULT_CANCEL_REASON)
+        )
+        return result
+
+    def signal(self, execution_id: str, name: str, payload: Any = None) -> dict[str, Any]:
+        """Records a signal: `{"execution_id", "signal", "accepted", "seq"}`."""
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._control.signal(tx, execution_id, name, payload)
+        )
+        return result
+
+    def query(self, execution_id: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._reads.query(execution_id, name), read=True
+        )
+        return result
+
+    # ---- workers
+
+    def register_worker(
+        self,
+        worker_id: str,
+        runtime: str,
+        contracts: list[dict[str, str]] | list[tuple[str, str]],
+        sdk: str | None = None,
+    ) -> dict[str, Any]:
+        pairs = [
+            (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
+            for c in contracts
+        ]
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._workers.register(tx, worker_id, runtime, pairs, sdk)
+        )
+        return result
+
+    def poll(self, session_id: str, wait_ms: int | None = None) -> dict[str, Any] | None:
+        """A task assignment, or None when nothing arrived within `wait_ms`."""
+        wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
+        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0))
+        result = self._pipeline.run(cmd)
+        if cmd.parked is None:
+            return dict(result) if result is not None else None
+        if self._pipeline.await_parked(cmd, wait):
+            return dict(cmd.result)
+        return None
+
+    def heartbeat(self, session_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._workers.heartbeat(tx, session_id)
+        )
+        return result
+
+    def unregister(self, session_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._workers.unregister(tx, session_id)
+        )
+        return result
+
+    def complete(self, token: str, output: Any = None) -> dict[str, Any]:
+        """Reports a success: `{"accepted": bool, "reason"?}`."""
+        if not token:
+            raise InvalidError("token is required", "INVALID_REQUEST")
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._results.complete(tx, token, output)
+        )
+        return result
+
+    def fail(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str = "",
+        retryable: bool = True,
+        details: Any = None,
+    ) -> dict[str, Any]:
+        if not token:
+            raise InvalidError("token is required", "INVALID_REQUEST")
+        if not error_code:
+            raise InvalidError("error_code is required", "INVALID_REQUEST")
+        error = ev.make_error(error_code, error_message, retryable, details)
+        result: dict[str, Any] = self._pipeline.submit(
+            lambda tx: self._results.fail(tx, token, error)
+        )
+        return result
+
+    def list_workers(self) -> dict[str, Any]:
+        rows = self._pipeline.submit(lambda tx: self.store.list_workers(), read=True)
+        return self._workers.describe(rows, self.clock.now_ms())
+
+    # ---- in-process handlers
+
+    def register_handler(
+        self,
+        task_name: str,
+        version: str,
+        fn: Callable[..., Any],
+        runtime: str = "python",
+    ) -> None:
+        """Serves `task_name@version` with `fn(input)` (or `fn(input, task)`),
+        run on the engine's handler threads through the normal dispatch path."""
+        self._handlers.register(task_name, version, fn, runtime)
+        self._pipeline.submit(self._polling.match)
+
+    def run_handlers(self) -> int:
+        """Runs queued in-process tasks on the calling thread until none is
+        left (for `handler_threads=0`, e.g. under a simulated clock)."""
+        return self._handlers.run_all()
+
+    # ---- time, health, lifecycle
+
+    def tick(self) -> None:
+        """The periodic work of chapter 39 (every 100 ms, or on `advance`)."""
+        self._pipeline.submit(self._tick)
+
+    def next_due_ms(self) -> int | None:
+        """When the next timer, retry or timeout falls due (for time skipping)."""
+        candidates = [
+            t
+            for t in (self._executions.next_due_ms(), self._workers.next_due_ms())
+            if t is not None
+        ]
+        return min(candidates) if candidates else None
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "active_executions": len(self._executions.live),
+            "worker_sessions": len(self._workers.sessions),
+            **self.counters,
+        }
+
+    def recovery_log(self) -> str:
+        return (
+            "recovered active executions from history "
+            f"executions={self.recovered_executions} in_flight={self.recovered_in_flight}"
+        )
+
+    def close(self) -> None:
+        self._pipeline.close()
+        self._stop.set()
+        self._polling.expire_all()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=5)
+        self._pipeline.join()
+        self.store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- the engine side of a group commit
+
+    def _prepare(self, batch: list[Command]) -> Group:
+        """Applies a group's commands to memory and decides; nothing is
+        answered yet. Reads see the group's own writes, and are answered only
+        once those are durable."""
+        tx = Tx(self.clock.now_ms())
+        for cmd in batch:
+            if not cmd.read:
+                cmd.run(tx)
+        if tx.new_tasks and self._polling.waiting:
+            self._polling.match(tx)
+        for cmd in batch:
+            if cmd.read:
+                cmd.run(tx)
+        for change in tx.changes.values():
+            row = self._executions.row(change.execution_id)
+            if row is not None:
+                change.row = row
+        commit = CommitBatch(tx.definitions, list(tx.changes.values()), tx.workers)
+        return Group(tx, commit, batch)
+
+    def _publish(self, tx: Tx) -> None:
+        """After a commit: the deferred session and timer changes, and
+        forgetting the executions that finished."""
+        for action in tx.after_commit:
+            action()
+        for live in tx.terminal:
+            self._workers.forget(self._executions.forget(live))
+            self._reads.finished(live)
+
+    def _rollback(self, tx: Tx) -> None:
+        for plan in tx.new_plans:
+            self._catalog.remove(plan)
+        self._executions.rollback(tx)
+
+    # ---- threads and time
+
+    def _tick(self, tx: Tx) -> None:
+        self._executions.children.tick(tx)
+        self._workers.tick(tx)
+        self._executions.tick(tx)
+
+    def _ticker(self) -> None:
+        while not self._stop.wait(TICK_MS / 1000.0):
+            try:
+                self.tick()
+            except OrbitError:
+                continue
+
+    def _on_clock_advance(self) -> None:
+        if not self._pipeline.closed:
+            self.tick()
+            if self._handlers.threads == 0:
+                self.run_handlers()
+
+    def _report_builtin(self, token: str, output: Any, error: dict[str, Any] | None) -> None:
+        if error is None:
+            self.complete(token, output)
+        else:
+            self.fail(
+                token,
+                error["code"],
+                error.get("message", ""),
+                error.get("retryable", True),
+                error.get("details"),
+            )
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()

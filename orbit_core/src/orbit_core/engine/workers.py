@@ -1,0 +1,247 @@
+"""Worker sessions: registration, heartbeats (and the cancellations they
+carry), the attempts each session holds, and sessions that go silent or
+unregister, whose attempts become uncertain and are redelivered."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from orbit_core import events as ev
+from orbit_core.dispatch import Session
+from orbit_core.engine.commands import Tx
+from orbit_core.engine.executions import Executions
+from orbit_core.engine.live import aborts_with_execution
+from orbit_core.errors import InvalidError, NotFoundError, unknown_session
+from orbit_core.ports import WorkerRow
+from orbit_core.state import DISPATCHED
+
+RESTART_REASON = "runtime restarted and no worker reported the result"
+
+
+class Workers:
+    def __init__(self, executions: Executions, session_timeout_ms: int) -> None:
+        self._x = executions
+        self.session_timeout_ms = session_timeout_ms
+        self.sessions: dict[str, Session] = {}
+        # The session that holds each dispatched token.
+        self._holders: dict[str, str] = {}
+        # Attempts in flight at a restart: when to give up waiting for a report.
+        self._recovered: dict[str, int] = {}
+
+    # ---- sessions
+
+    def register(
+        self,
+        tx: Tx,
+        worker_id: str,
+        runtime: str,
+        contracts: list[tuple[str, str]],
+        sdk: str | None,
+    ) -> dict[str, Any]:
+        if not worker_id or not worker_id.strip():
+            raise InvalidError("worker_id is required", "INVALID_REQUEST")
+        if not contracts:
+            raise InvalidError(
+                "a worker must announce at least one task contract", "INVALID_REQUEST"
+            )
+        for task, _version in contracts:
+            if task.startswith("orbit."):
+                raise InvalidError(f"`{task}` is a built-in task", "RESERVED_TASK")
+            if task.startswith("workflow:"):
+                raise InvalidError(f"`{task}` is a child workflow contract", "RESERVED_TASK")
+        warnings = []
+        for task, version in contracts:
+            used = self._x.catalog.contract_versions(task)
+            if used and version not in used:
+                warnings.append(
+                    f"`{task}` is announced at version {version} but registered workflows "
+                    f"use {', '.join(used)}; this worker will not receive those tasks"
+                )
+        session = Session(
+            self._x.ids.session_id(),
+            worker_id,
+            runtime.lower(),
+            tuple(contracts),
+            sdk,
+            tx.now,
+            tx.now,
+        )
+        self.sessions[session.session_id] = session
+        tx.workers.append(
+            WorkerRow(
+                worker_id,
+                runtime.lower(),
+                sdk,
+                [{"task_name": t, "contract_version": v} for t, v in contracts],
+                tx.now,
+                tx.now,
+            )
+        )
+        return {
+            "accepted": True,
+            "worker_session_id": session.session_id,
+            "heartbeat_interval_ms": max(500, self.session_timeout_ms // 6),
+            "session_timeout_ms": self.session_timeout_ms,
+            "warnings": warnings,
+        }
+
+    def session(self, tx: Tx, session_id: str) -> Session:
+        """The session, seen now."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise unknown_session()
+        session.last_seen_ms = max(session.last_seen_ms, tx.now)
+        session.lost = False
+        return session
+
+    def heartbeat(self, tx: Tx, session_id: str) -> dict[str, Any]:
+        session = self.session(tx, session_id)
+        cancel = []
+        for token in list(session.held):
+            if token in session.cancel_sent:
+                if token not in self._x.tokens:
+                    session.held.discard(token)
+                continue
+            if not self._still_wanted(token):
+                cancel.append(token)
+                session.cancel_sent.add(token)
+                if not self.is_current(token):
+                    session.held.discard(token)
+        return {"accepted": True, "cancel": cancel}
+
+    def unregister(self, tx: Tx, session_id: str) -> dict[str, Any]:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise NotFoundError("unknown worker session", "UNKNOWN_SESSION")
+        self._lose(tx, session, "worker unregistered")
+        tx.after_commit.append(functools.partial(_discard, self.sessions, session_id))
+        return {"accepted": True}
+
+    def describe(self, rows: list[WorkerRow], now: int) -> dict[str, Any]:
+        """`GET /v1/workers`: the registry rows with their live sessions."""
+        out = []
+        for row in rows:
+            live = [
+                s for s in self.sessions.values() if s.worker_id == row.worker_id and not s.lost
+            ]
+            last_seen = max([row.last_seen_ms] + [s.last_seen_ms for s in live])
+            inflight = sum(1 for s in live for t in s.held if self.is_current(t))
+            out.append(
+                {
+                    "worker_id": row.worker_id,
+                    "runtime": row.runtime,
+                    "sdk": row.sdk,
+                    "contracts": row.contracts,
+                    "last_seen_ms": last_seen,
+                    "registered_at_ms": row.registered_at_ms,
+                    "online": any(now - s.last_seen_ms <= self.session_timeout_ms for s in live),
+                    "sessions": len(live),
+                    "inflight": inflight,
+                }
+            )
+        return {"workers": out}
+
+    # ---- held attempts
+
+    def hold(self, session: Session, token: str) -> None:
+        self._holders[token] = session.session_id
+        session.held.add(token)
+
+    def reported(self, tx: Tx, token: str) -> None:
+        """A result arrived for the token: its holder was seen, and lets go of
+        it once the result is committed."""
+        holder = self.sessions.get(self._holders.get(token, ""))
+        if holder is None:
+            return
+        holder.last_seen_ms = max(holder.last_seen_ms, tx.now)
+
+        def settle(session: Session = holder) -> None:
+            session.held.discard(token)
+            self._holders.pop(token, None)
+
+        tx.after_commit.append(settle)
+
+    def forget(self, tokens: list[str]) -> None:
+        for token in tokens:
+            self._holders.pop(token, None)
+
+    def is_current(self, token: str) -> bool:
+        """Whether the token is its unit's attempt in flight."""
+        ref = self._x.tokens.get(token)
+        if ref is None:
+            return False
+        live = self._x.live.get(ref[0])
+        if live is None:
+            return False
+        unit = live.state.units.get(ref[1])
+        return unit is not None and unit.status == DISPATCHED and unit.token == token
+
+    def _still_wanted(self, token: str) -> bool:
+        ref = self._x.tokens.get(token)
+        if ref is None:
+            return False
+        live = self._x.live.get(ref[0])
+        if live is None or live.state.terminal:
+            return False
+        unit = live.state.units.get(ref[1])
+        if unit is None or unit.status != DISPATCHED or unit.token != token:
+            return False
+        return not (live.state.abort is not None and aborts_with_execution(unit.key))
+
+    # ---- lost attempts
+
+    def expect_reports(self, tokens: list[str], deadline: int) -> None:
+        """Attempts in flight at a restart become uncertain at `deadline`
+        unless a worker reports them first."""
+        for token in tokens:
+            self._recovered[token] = deadline
+
+    def next_due_ms(self) -> int | None:
+        return min(self._recovered.values()) if self._recovered else None
+
+    def make_uncertain(self, tx: Tx, token: str, reason: str) -> None:
+        if not self.is_current(token):
+            return
+        eid, key, attempt = self._x.tokens[token]
+        live = self._x.live[eid]
+        self._x.append(
+            tx, live, ev.StepAttemptUncertain(live.state.last_seq + 1, tx.now, key, attempt, reason)
+        )
+        self._x.decide(tx, live)
+
+    def _lose(self, tx: Tx, session: Session, reason: str) -> None:
+        """Marks the attempts a session holds as uncertain; they are redelivered."""
+        for token in sorted(session.held):
+            self.make_uncertain(tx, token, reason)
+
+        def forget() -> None:
+            session.held.clear()
+            session.lost = True
+
+        tx.after_commit.append(forget)
+
+    def tick(self, tx: Tx) -> None:
+        """Loses silent sessions, and gives up on attempts nobody reported
+        since the restart."""
+        now = tx.now
+        timeout = self.session_timeout_ms
+        for session in list(self.sessions.values()):
+            if session.local:
+                continue
+            silent = now - session.last_seen_ms
+            if silent > timeout and not session.lost:
+                self._lose(tx, session, f"worker `{session.worker_id}` stopped responding")
+            if silent > 4 * timeout:
+                tx.after_commit.append(
+                    functools.partial(_discard, self.sessions, session.session_id)
+                )
+        if self._recovered:
+            for token, deadline in list(self._recovered.items()):
+                if now >= deadline:
+                    self.make_uncertain(tx, token, RESTART_REASON)
+                    tx.after_commit.append(functools.partial(_discard, self._recovered, token))
+
+
+def _discard(mapping: dict[str, Any], key: str) -> None:
+    mapping.pop(key, None)
