@@ -1,24 +1,41 @@
 """bench_engine: the decider and the store, no network (chapter 47).
 
 Starts every execution (each a chain of `--steps` sequential task steps), then
-plays the worker, polling and completing tasks until every execution has
-completed, and prints executions/s and steps/s. `--store` is `memory` or a
-SQLite file path (deleted first). With `--in-flight N`, at most N executions
-run at once (new ones start as others complete), to compare scale.
+plays the worker until every execution has completed, and prints
+executions/s and steps/s. `--store` is `memory` or a SQLite file path
+(deleted first). With `--in-flight N`, about N executions run at once (new
+ones start as others complete), to compare scale.
+
+How the worker is played (`--worker`):
+- `handlers` (default): a no-op in-process handler on `--workers` engine
+  handler threads, the public `register_handler` path. Handler threads claim
+  tasks in batches and report a batch's results in the command that claims
+  the next batch.
+- `poll`: `--workers` threads calling the public `poll` and `complete` for
+  one task at a time, as a remote worker's requests do.
+
+`--targets` runs the issue's target scenarios, each several times in a fresh
+process, and prints every figure against its target.
 
     python benchmarks/bench_engine.py --executions 2000 --steps 3 --store memory
+    python benchmarks/bench_engine.py --store /tmp/bench.db
+    python benchmarks/bench_engine.py --targets --store /tmp/bench.db
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import resource
+import statistics
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from orbit_core import ir
 from orbit_core.engine import Engine, tune_process
@@ -54,8 +71,6 @@ def definition(steps: int) -> ir.Definition:
         result=e.EMPTY_OBJECT,
         contracts={TASK: ir.TaskContract(TASK, "1.0.0", record, t.EMPTY_RECORD)},
     )
-    import attrs
-
     return attrs.evolve(defn, definition_hash=ir.definition_hash(defn))
 
 
@@ -70,89 +85,216 @@ def open_store(spec: str) -> Store:
 
 
 def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The current resident set size (peak RSS would count the import of
+    SQLAlchemy and the start phase's garbage)."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class Starter:
+    """Starts executions `bench-0`, `bench-1`, ... from any thread, keeping
+    about `in_flight` of them running."""
+
+    def __init__(self, engine: Engine, total: int, in_flight: int) -> None:
+        self.engine = engine
+        self.total = total
+        self.in_flight = in_flight
+        self.started = 0
+        self.finished = 0
+        self.lock = threading.Lock()
+        self.room = threading.Condition(self.lock)
+
+    def start_next(self) -> bool:
+        with self.lock:
+            if self.started >= self.total:
+                return False
+            i = self.started
+            self.started += 1
+        self.engine.start("Bench", execution_id=f"bench-{i}")
+        return True
+
+    def start_initial(self, clients: int) -> None:
+        """The first `in_flight` executions, from `clients` threads."""
+
+        def loop() -> None:
+            while True:
+                with self.lock:
+                    if self.started >= self.in_flight:
+                        return
+                if not self.start_next():
+                    return
+
+        threads = [threading.Thread(target=loop) for _ in range(clients - 1)]
+        for th in threads:
+            th.start()
+        loop()
+        for th in threads:
+            th.join()
+
+    def one_finished(self) -> None:
+        with self.room:
+            self.finished += 1
+            self.room.notify()
+
+    def keep_in_flight(self) -> None:
+        """Starts the rest as earlier executions finish."""
+        while True:
+            with self.room:
+                while self.started - self.finished >= self.in_flight:
+                    self.room.wait()
+                if self.started >= self.total:
+                    return
+            self.start_next()
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     tune_process()
     store = open_store(args.store)
-    engine = Engine(store, handler_threads=0, auto_tick=False)
+    handlers = args.worker == "handlers"
+    engine = Engine(store, handler_threads=args.workers if handlers else 0, auto_tick=False)
     engine.deploy(definition(args.steps))
-    session = engine.register_worker("bench", "python", [(TASK, "1.0.0")])["worker_session_id"]
     total = args.executions
-    in_flight = min(args.in_flight or total, total)
-    counter = iter(range(total))
-    started = 0
-    lock = threading.Lock()
+    starter = Starter(engine, total, min(args.in_flight or total, total))
+    last = f"s{args.steps - 1}"
+    all_done = threading.Event()
 
-    def start_one(limit: int = total) -> bool:
-        nonlocal started
-        with lock:
-            if started >= limit:
-                return False
-            i = next(counter, None)
-            if i is None:
-                return False
-            started += 1
-        engine.start("Bench", execution_id=f"bench-{i}")
-        return True
-
-    def start_many() -> None:
-        for _ in range(in_flight):
-            if not start_one(in_flight):
-                return
+    def step_done(step_id: str) -> None:
+        if step_id == last:
+            starter.one_finished()
+            if starter.finished == total:
+                all_done.set()
 
     t0 = time.perf_counter()
     c0 = time.process_time()
-    # Executions are started first, as the book's program does; with several
-    # threads the starts share group commits on a durable store.
-    starters = [threading.Thread(target=start_many) for _ in range(args.workers - 1)]
-    for th in starters:
-        th.start()
-    start_many()
-    for th in starters:
-        th.join()
+    starter.start_initial(args.clients)
     t_started = time.perf_counter()
     waiting_rss = rss_mb()
-    completed = 0
-    last = args.steps - 1
-    done = threading.Event()
 
-    def worker() -> None:
-        nonlocal completed
-        while not done.is_set():
-            task = engine.poll(session, args.poll_ms)
-            if task is None:
-                continue
-            engine.complete(task["token"], {})
-            if task["step_id"] == f"s{last}":
-                with lock:
-                    completed += 1
-                    finished = completed == total
-                if finished:
-                    done.set()
-                    return
-                if args.in_flight:
-                    start_one()
+    if handlers:
 
-    threads = [threading.Thread(target=worker) for _ in range(args.workers - 1)]
-    for th in threads:
-        th.start()
-    worker()
-    done.wait()
+        def handler(_input: Any, task: dict[str, Any]) -> dict[str, Any]:
+            step_done(task["step_id"])
+            return {}
+
+        engine.register_handler(TASK, "1.0.0", handler)
+    else:
+        session = engine.register_worker("bench", "python", [(TASK, "1.0.0")])
+        session_id = session["worker_session_id"]
+
+        def worker() -> None:
+            while not all_done.is_set():
+                task = engine.poll(session_id, args.poll_ms)
+                if task is not None:
+                    engine.complete(task["token"], {})
+                    step_done(task["step_id"])
+
+        for _ in range(args.workers):
+            threading.Thread(target=worker, daemon=True).start()
+
+    starter.keep_in_flight()
+    all_done.wait()
+    # The last results were handed in; they count once they are committed.
+    while engine.health()["active_executions"]:
+        time.sleep(0.0005)
     elapsed = time.perf_counter() - t0
     cpu = time.process_time() - c0
-    for th in threads:
-        th.join(timeout=5)
     engine.close()
     return {
         "elapsed": elapsed,
         "cpu": cpu,
         "start_phase": t_started - t0,
         "waiting_rss": waiting_rss,
-        "executions": total,
         "commits": engine.counters["commits"],
+        "steps_per_s": total * args.steps / elapsed,
+        "steps_per_cpu_s": total * args.steps / cpu,
     }
+
+
+def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    worker = (
+        f"{args.workers} in-process handler threads (register_handler; batched claims and reports)"
+        if args.worker == "handlers"
+        else f"{args.workers} threads calling poll/complete, one task each"
+    )
+    print(f"store        {args.store}")
+    print(
+        f"executions   {args.executions} ({args.steps} task steps each, "
+        f"{args.in_flight or args.executions} in flight, started from {args.clients} "
+        f"client threads)"
+    )
+    print(f"worker       {worker}")
+    elapsed, steps = result["elapsed"], args.executions * args.steps
+    print(
+        f"total        {elapsed:.2f}s (starting {result['start_phase']:.2f}s, "
+        f"{result['commits']} commits)"
+    )
+    print(
+        f"throughput   {args.executions / elapsed:.0f} executions/s, {steps / elapsed:.0f} steps/s"
+    )
+    print(
+        f"cpu          {result['cpu']:.2f}s of process time: {result['steps_per_cpu_s']:.0f} "
+        "steps per CPU-second (the machine is shared; this one ignores other processes)"
+    )
+    print(
+        f"memory       {result['waiting_rss']:.0f} MB RSS with "
+        f"{args.in_flight or args.executions} executions waiting"
+    )
+
+
+# ---- --targets
+
+
+def _measure(options: list[str], runs: int) -> list[dict[str, Any]]:
+    """Runs the benchmark in fresh processes; one result per run."""
+    out = []
+    for _ in range(runs):
+        command = [sys.executable, __file__, "--json", *options]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        out.append(json.loads(done.stdout.splitlines()[-1]))
+    return out
+
+
+def _median(results: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in results)
+
+
+def targets(args: argparse.Namespace) -> int:
+    runs = args.runs
+    sqlite = args.store if args.store != "memory" else "/tmp/orbit-bench.db"
+    print(f"each figure: the median of {runs} runs in fresh processes (best in brackets)")
+    rows: list[tuple[str, str, str, bool]] = []
+
+    def throughput(label: str, options: list[str], target: float) -> None:
+        results = _measure(options, runs)
+        median = _median(results, "steps_per_s")
+        best = max(r["steps_per_s"] for r in results)
+        cpu = _median(results, "steps_per_cpu_s")
+        figure = f"{median:.0f} steps/s ({best:.0f}); {cpu:.0f} steps per CPU-second"
+        rows.append((label, figure, f">= {target:.0f} steps/s", median >= target))
+
+    throughput("in memory, 2000 x 3", ["--store", "memory"], 15_000)
+    throughput(f"SQLite ({sqlite}), 2000 x 3", ["--store", sqlite], 5_000)
+
+    few = _measure(["--store", "memory", "--executions", "10000", "--in-flight", "100"], runs)
+    many = _measure(["--store", "memory", "--executions", "10000"], runs)
+    a, b = _median(few, "steps_per_s"), _median(many, "steps_per_s")
+    ratio = abs(a - b) / max(a, b)
+    rows.append(
+        (
+            "100 vs 10000 in flight (memory)",
+            f"{a:.0f} vs {b:.0f} steps/s: {ratio:.0%} apart",
+            "within 20 %",
+            ratio <= 0.20,
+        )
+    )
+    rss = _median(many, "waiting_rss")
+    rows.append(("10000 executions waiting", f"{rss:.0f} MB RSS", "< 300 MB", rss < 300))
+
+    width = max(len(r[0]) for r in rows)
+    for label, figure, target, ok in rows:
+        print(f"{label:<{width}}  {figure}  [target {target}: {'met' if ok else 'NOT met'}]")
+    return 0 if all(r[3] for r in rows) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,18 +308,35 @@ def main(argv: list[str] | None = None) -> int:
         "--in-flight", type=int, default=0, help="executions running at once (default: all)"
     )
     parser.add_argument(
-        "--workers", type=int, default=0, help="worker threads (default 1 in memory, 8 on SQLite)"
+        "--worker",
+        choices=("handlers", "poll"),
+        default="handlers",
+        help="in-process handler threads (batched), or threads calling poll/complete",
     )
-    parser.add_argument("--poll-ms", type=int, default=50, help="long-poll wait of each worker")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="handler or worker threads (default 2, or 8 for poll)",
+    )
+    parser.add_argument(
+        "--clients",
+        type=int,
+        default=0,
+        help="threads starting executions (default 1 in memory, 16 on SQLite)",
+    )
+    parser.add_argument("--poll-ms", type=int, default=50, help="long-poll wait of poll workers")
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run to FILE")
+    parser.add_argument("--targets", action="store_true", help="measure the issue's targets")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure with --targets")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.targets:
+        return targets(args)
     if not args.workers:
-        args.workers = 1 if args.store == "memory" else 8
-    print(f"store        {args.store}")
-    print(
-        f"executions   {args.executions} ({args.steps} task steps each, "
-        f"{args.in_flight or args.executions} in flight, {args.workers} worker threads)"
-    )
+        args.workers = 2 if args.worker == "handlers" else 8
+    if not args.clients:
+        args.clients = 1 if args.store == "memory" else 16
     if args.profile:
         import cProfile
 
@@ -186,27 +345,12 @@ def main(argv: list[str] | None = None) -> int:
         profiler.dump_stats(args.profile)
     else:
         result = run(args)
-    elapsed = result["elapsed"]
-    steps = args.executions * args.steps
-    print(
-        f"total        {elapsed:.2f}s (starting {result['start_phase']:.2f}s, "
-        f"{result['commits']} commits)"
-    )
-    print(
-        f"throughput   {args.executions / elapsed:.0f} executions/s, {steps / elapsed:.0f} steps/s"
-    )
-    cpu = result["cpu"]
-    print(
-        f"cpu          {cpu:.2f}s of process time: {steps / cpu:.0f} steps per CPU-second "
-        "(the machine is shared; this one ignores other processes)"
-    )
-    print(
-        f"memory       {result['waiting_rss']:.0f} MB RSS with "
-        f"{args.in_flight or args.executions} executions waiting"
-    )
+    if args.json:
+        print(json.dumps(result))
+    else:
+        report(args, result)
     return 0
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(__file__))
     raise SystemExit(main())

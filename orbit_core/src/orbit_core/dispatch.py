@@ -55,6 +55,24 @@ class TaskIndex:
     ) -> QueuedTask | None:
         """The oldest valid task among the session's contracts; invalid heads
         met on the way are dropped."""
+        best = self._oldest(contracts, runtime, valid)
+        return best.popleft() if best is not None else None
+
+    def has(
+        self,
+        contracts: Iterable[tuple[str, str]],
+        runtime: str,
+        valid: Callable[[QueuedTask], bool],
+    ) -> bool:
+        """Whether `pop` would return a task."""
+        return self._oldest(contracts, runtime, valid) is not None
+
+    def _oldest(
+        self,
+        contracts: Iterable[tuple[str, str]],
+        runtime: str,
+        valid: Callable[[QueuedTask], bool],
+    ) -> deque[QueuedTask] | None:
         best: deque[QueuedTask] | None = None
         best_serial = 0
         for contract in contracts:
@@ -70,7 +88,7 @@ class TaskIndex:
                             best, best_serial = queue, head.serial
                         break
                     queue.popleft()
-        return best.popleft() if best is not None else None
+        return best
 
     def __len__(self) -> int:
         return sum(len(q) for by in self._queues.values() for q in by.values())

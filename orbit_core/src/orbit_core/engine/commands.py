@@ -48,7 +48,18 @@ class Signal:
 class Command:
     """One caller's request, run by whichever thread leads its group."""
 
-    __slots__ = ("answered", "done", "error", "event", "fn", "parked", "read", "result", "session")
+    __slots__ = (
+        "answered",
+        "done",
+        "error",
+        "event",
+        "fn",
+        "parked",
+        "read",
+        "result",
+        "session",
+        "want",
+    )
 
     def __init__(self, fn: Callable[[Tx], Any], read: bool = False) -> None:
         self.fn = fn
@@ -61,6 +72,9 @@ class Command:
         # Long polls and waits: "waiting" until claimed by a group or expired.
         self.parked: str | None = None
         self.session: Session | None = None
+        # A parked claim of up to `want` tasks (answered with a list); None
+        # for a poll (answered with one task).
+        self.want: int | None = None
 
     def run(self, tx: Tx) -> None:
         """Runs the request against its group's transaction."""

@@ -1,21 +1,36 @@
 """In-process handlers: Python functions serving task contracts on the
-engine's own threads. They are workers like any other: they register a
-session, poll and report through the engine's public methods."""
+engine's own threads, as a local worker session.
+
+Handler threads claim tasks in batches and report a batch's results in the
+same command that claims the next batch, so a busy engine serves many
+attempts per group commit instead of waking a thread per attempt. A batch is
+sized so that running it takes about `BATCH_BUDGET_S`: fast handlers get large
+batches, slow ones get one task at a time (results are never held back long).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from orbit_core import events as ev
 from orbit_core.dispatch import Session
 from orbit_core.errors import OrbitError
 
 if TYPE_CHECKING:
     from orbit_core.engine.service import Engine
+
+BATCH_BUDGET_S = 0.002
+MAX_BATCH = 128
+
+# A task's result: (token, output, error or None).
+Report = tuple[str, Any, "dict[str, Any] | None"]
+# Reports results and claims up to `limit` tasks, waiting up to `wait_ms`.
+Exchange = Callable[[str, list[Report], int, int], list[dict[str, Any]]]
 
 
 class TaskError(Exception):
@@ -34,13 +49,16 @@ class TaskError(Exception):
 class Handlers:
     def __init__(
         self,
+        *,
         engine: Engine,
+        exchange: Exchange,
         sessions: dict[str, Session],
         threads: int,
         spawn: Callable[[Callable[[], None], str], None],
         stop: threading.Event,
     ) -> None:
         self._engine = engine
+        self._exchange = exchange
         self._sessions = sessions
         self.threads = threads
         self._spawn = spawn
@@ -69,7 +87,8 @@ class Handlers:
             session.contracts = tuple(contracts)
 
     def run_all(self) -> int:
-        """Runs queued tasks on the calling thread until none is left."""
+        """Runs queued tasks on the calling thread, one at a time, until none
+        is left."""
         ran = 0
         progress = True
         while progress:
@@ -77,43 +96,61 @@ class Handlers:
             for session in list(self._local.values()):
                 task = self._engine.poll(session.session_id, 0)
                 if task is not None:
-                    self._run(task)
+                    report = self._run(task)
+                    if report is not None:
+                        self._exchange(session.session_id, [report], 0, 0)
                     ran += 1
                     progress = True
         return ran
 
     def _loop(self) -> None:
+        limit = 1
         while not self._stop.is_set():
             sessions = list(self._local.values())
             wait = 1000 if len(sessions) == 1 else 100
             for session in sessions:
+                # With one session, keep exchanging results for tasks while
+                # there are any; with several, report and move on.
+                want = limit
+                reports: list[Report] = []
                 try:
-                    task = self._engine.poll(session.session_id, wait)
+                    while True:
+                        tasks = self._exchange(
+                            session.session_id, reports, want, 0 if reports else wait
+                        )
+                        if not tasks:
+                            break
+                        started = time.perf_counter()
+                        reports = [r for r in map(self._run, tasks) if r is not None]
+                        limit = _batch_size((time.perf_counter() - started) / len(tasks))
+                        want = limit if len(sessions) == 1 else 0
                 except OrbitError:
                     continue
-                if task is not None:
-                    self._run(task)
 
-    def _run(self, task: dict[str, Any]) -> None:
+    def _run(self, task: dict[str, Any]) -> Report | None:
         handler = self._handlers.get((task["task_name"], task["contract_version"]))
         if handler is None:
-            return
+            return None
         fn, takes_task = handler
         token = task["token"]
         try:
             output = fn(task["input"], task) if takes_task else fn(task["input"])
         except TaskError as exc:
-            failure = (exc.code, exc.message, exc.retryable, exc.details)
+            if not exc.code:
+                return None  # nothing to report: the attempt is redelivered
+            return token, None, ev.make_error(exc.code, exc.message, exc.retryable, exc.details)
         except Exception as exc:
-            failure = (
+            error = ev.make_error(
                 "UNHANDLED_EXCEPTION",
                 f"{type(exc).__name__}: {exc}",
                 True,
                 {"traceback": traceback.format_exc()},
             )
-        else:
-            with contextlib.suppress(OrbitError):
-                self._engine.complete(token, output)
-            return
-        with contextlib.suppress(OrbitError):
-            self._engine.fail(token, *failure)
+            return token, None, error
+        return token, output, None
+
+
+def _batch_size(seconds_per_task: float) -> int:
+    if seconds_per_task <= 0:
+        return MAX_BATCH
+    return max(1, min(MAX_BATCH, int(BATCH_BUDGET_S / seconds_per_task)))

@@ -34,12 +34,28 @@ class Polling:
         if not may_wait:
             return None
         cmd.session = session
+        return self._park(cmd)
+
+    def _park(self, cmd: Command) -> Any:
         pending = self._pipeline.park(cmd)
         pollers = self._pollers
         while pollers and pollers[0].parked != "waiting":
             pollers.popleft()  # polls that timed out while nothing was queued
         pollers.append(cmd)
         return pending
+
+    def claim(self, tx: Tx, session_id: str, cmd: Command, limit: int, may_wait: bool) -> Any:
+        """Up to `limit` tasks for the session (a list, oldest first), or
+        PENDING once parked until a group queues some."""
+        if limit <= 0:
+            return []
+        session = self._workers.session(tx, session_id)
+        tasks = self._take(tx, session, limit)
+        if tasks or not may_wait:
+            return tasks
+        cmd.session = session
+        cmd.want = limit
+        return self._park(cmd)
 
     @property
     def waiting(self) -> bool:
@@ -56,13 +72,20 @@ class Polling:
                 continue
             if cmd.session.session_id not in self._workers.sessions:
                 continue
-            task = self._next_task(cmd.session)
-            if task is None:
+            session = cmd.session
+            if not self._x.index.has(session.contracts, session.runtime, self._valid_task):
                 still.append(cmd)
                 continue
+            # Claimed before a task is taken, so no task is lost to a poll
+            # that expires meanwhile.
             if not self._pipeline.claim(cmd):
                 continue
-            cmd.result = self._dispatch(tx, cmd.session, task)
+            if cmd.want is None:
+                task = self._next_task(session)
+                assert task is not None
+                cmd.result = self._dispatch(tx, session, task)
+            else:
+                cmd.result = self._take(tx, session, cmd.want)
             tx.claimed.append(cmd)
         self._pollers = still
 
@@ -73,6 +96,15 @@ class Polling:
             self._pollers.clear()
         for cmd in parked:
             self._pipeline.expire(cmd)
+
+    def _take(self, tx: Tx, session: Session, limit: int) -> list[dict[str, Any]]:
+        tasks: list[dict[str, Any]] = []
+        while len(tasks) < limit:
+            task = self._next_task(session)
+            if task is None:
+                break
+            tasks.append(self._dispatch(tx, session, task))
+        return tasks
 
     def _next_task(self, session: Session) -> QueuedTask | None:
         return self._x.index.pop(session.contracts, session.runtime, self._valid_task)

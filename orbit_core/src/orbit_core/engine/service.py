@@ -4,6 +4,7 @@ work itself is done by the components it assembles."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,7 @@ from orbit_core.engine.catalog import Catalog, checked_definition
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.control import DEFAULT_CANCEL_REASON, Control
 from orbit_core.engine.executions import Executions
-from orbit_core.engine.handlers import Handlers
+from orbit_core.engine.handlers import Handlers, Report
 from orbit_core.engine.pipeline import Group, GroupCommit
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, Reads
@@ -91,7 +92,12 @@ class Engine:
         self._results = Results(self._executions, self._workers)
         self._reads = Reads(self._executions, self._pipeline)
         self._handlers = Handlers(
-            self, self._workers.sessions, handler_threads, self._spawn, self._stop
+            engine=self,
+            exchange=self._exchange,
+            sessions=self._workers.sessions,
+            threads=handler_threads,
+            spawn=self._spawn,
+            stop=self._stop,
         )
 
         self.recovered_executions, self.recovered_in_flight = recovery.load(
@@ -408,6 +414,31 @@ class Engine:
             self.tick()
             if self._handlers.threads == 0:
                 self.run_handlers()
+
+    def _exchange(
+        self, session_id: str, reports: list[Report], limit: int, wait_ms: int
+    ) -> list[dict[str, Any]]:
+        """One command that reports results and claims up to `limit` tasks
+        for the session, waiting up to `wait_ms` for some to be queued: the
+        batched path of the in-process handlers."""
+
+        def run(tx: Tx) -> Any:
+            for token, output, error in reports:
+                with contextlib.suppress(OrbitError):
+                    if error is None:
+                        self._results.complete(tx, token, output)
+                    else:
+                        self._results.fail(tx, token, error)
+            return self._polling.claim(tx, session_id, cmd, limit, wait_ms > 0)
+
+        cmd = Command(run)
+        result: list[dict[str, Any]] = self._pipeline.run(cmd)
+        if cmd.parked is None:
+            return result
+        if self._pipeline.await_parked(cmd, wait_ms):
+            tasks: list[dict[str, Any]] = cmd.result
+            return tasks
+        return []
 
     def _report_builtin(self, token: str, output: Any, error: dict[str, Any] | None) -> None:
         if error is None:
