@@ -152,7 +152,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tune_process()
     store = open_store(args.store)
     handlers = args.worker == "handlers"
-    engine = Engine(store, handler_threads=args.workers if handlers else 0, auto_tick=False)
+    pipeline = {"default": None, "thread": True, "inline": False}[args.commit]
+    engine = Engine(
+        store,
+        handler_threads=args.workers if handlers else 0,
+        auto_tick=False,
+        pipeline=pipeline,
+    )
     engine.deploy(definition(args.steps))
     total = args.executions
     starter = Starter(engine, total, min(args.in_flight or total, total))
@@ -323,9 +329,15 @@ def main(argv: list[str] | None = None) -> int:
         "--clients",
         type=int,
         default=0,
-        help="threads starting executions (default 1 in memory, 16 on SQLite)",
+        help="threads starting executions (default 1 in memory, 64 on SQLite)",
     )
     parser.add_argument("--poll-ms", type=int, default=50, help="long-poll wait of poll workers")
+    parser.add_argument(
+        "--commit",
+        choices=("default", "thread", "inline"),
+        default="default",
+        help="the engine's commits: its default, a committer thread, or the group's leader",
+    )
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run to FILE")
     parser.add_argument("--targets", action="store_true", help="measure the issue's targets")
     parser.add_argument("--runs", type=int, default=3, help="runs per figure with --targets")
@@ -336,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.workers:
         args.workers = 2 if args.worker == "handlers" else 8
     if not args.clients:
-        args.clients = 1 if args.store == "memory" else 16
+        args.clients = 1 if args.store == "memory" else 64
     if args.profile:
         import cProfile
 

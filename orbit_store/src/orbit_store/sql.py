@@ -8,6 +8,7 @@ updates by key, insert-from-select), so a dialect needs no code of its own.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,93 +24,198 @@ from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionRow, WorkerRow
 from orbit_core.state import TERMINAL
 from orbit_store import schema as s
 
-_Compiled = tuple[str, tuple[str, ...] | None]
+# The column order of the tuples the hot statements are fed.
+_EVENT = ("execution_id", "seq", "event_type", "step", "payload", "timestamp_ms")
+_ROW = (
+    "execution_id",
+    "workflow",
+    "version",
+    "definition_hash",
+    "status",
+    "created_at_ms",
+    "updated_at_ms",
+    "last_seq",
+)
+_UPDATE = ("status", "created_at_ms", "updated_at_ms", "last_seq", "b_id")
+
+
+class _Statement:
+    """A statement compiled once for the dialect and run on a DBAPI cursor,
+    fed tuples in `columns` order: the hot paths skip SQLAlchemy's per-call
+    machinery."""
+
+    __slots__ = ("columns", "named", "order", "sql")
+
+    def __init__(self, dialect: Any, statement: Any, columns: tuple[str, ...]) -> None:
+        compiled = statement.compile(dialect=dialect)
+        self.sql = str(compiled)
+        self.columns = columns
+        self.named = not compiled.positional
+        positions = tuple(compiled.positiontup or ())
+        self.order = (
+            None
+            if self.named or positions == columns
+            else tuple(columns.index(p) for p in positions)
+        )
+
+    def _params(self, rows: list[tuple[Any, ...]]) -> list[Any]:
+        if self.named:
+            return [dict(zip(self.columns, r, strict=True)) for r in rows]
+        order = self.order
+        if order is None:
+            return rows
+        return [tuple(r[i] for i in order) for r in rows]
+
+    def run(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            cursor.executemany(self.sql, self._params(rows))
+
+    def query(self, cursor: Any, row: tuple[Any, ...]) -> list[Any]:
+        cursor.execute(self.sql, self._params([row])[0])
+        return list(cursor.fetchall())
+
+
+class _Link:
+    """One connection of the store and the lock that serialises its use."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self.lock = threading.Lock()
+        self._conn: Connection | None = None
+
+    def connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._engine.connect()
+        return self._conn
+
+    def raw(self) -> Any:
+        raw = self.connection().connection.dbapi_connection
+        assert raw is not None
+        return raw
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """Database errors become StorageError; the connection is reopened
+        on next use."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            self._drop()
+            raise StorageError(str(getattr(exc, "orig", None) or exc)) from exc
+        except self._engine.dialect.loaded_dbapi.Error as exc:
+            self._drop()
+            raise StorageError(str(exc)) from exc
+
+    def close(self) -> None:
+        with self.lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
 
 
 class SqlStore:
-    """One SQLAlchemy engine, used by one writer (the Engine's group leader)."""
+    """One SQLAlchemy engine. Commits go through one connection (the Engine's
+    committer is the only writer) and reads through another, so reads made
+    while a group is prepared never wait for the disk."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._lock = threading.Lock()
-        self._conn: Connection | None = None
-        with self._errors():
+        self._writer = _Link(engine)
+        self._reader = _Link(engine)
+        with self._writer.errors():
             s.metadata.create_all(engine, checkfirst=True)
             with engine.begin() as conn:
                 if conn.execute(select(func.count()).select_from(s.schema_version)).scalar() == 0:
                     conn.execute(insert(s.schema_version).values(version=s.SCHEMA_VERSION))
-        e, r, w = s.execution_events, s.execution_run_events, s.worker_registry
-        columns = ["execution_id", "run", "seq", "event_type", "step", "payload", "timestamp_ms"]
-        self._insert_event = self._compile(insert(e))
-        self._insert_row = self._compile(insert(s.workflow_executions))
-        self._update_row = self._compile(
-            update(s.workflow_executions)
-            .where(s.workflow_executions.c.execution_id == bindparam("b_id"))
-            .values(
-                status=bindparam("status"),
-                updated_at_ms=bindparam("updated_at_ms"),
-                last_seq=bindparam("last_seq"),
-                created_at_ms=bindparam("created_at_ms"),
-            )
+        dialect = engine.dialect
+        e, r, w, x = (
+            s.execution_events,
+            s.execution_run_events,
+            s.worker_registry,
+            s.workflow_executions,
         )
-        self._archive_run = self._compile(
+
+        def values(table: Any, columns: tuple[str, ...]) -> Any:
+            return insert(table).values({c: bindparam(c) for c in columns})
+
+        self._insert_event = _Statement(dialect, values(e, _EVENT), _EVENT)
+        self._insert_row = _Statement(dialect, values(x, _ROW), _ROW)
+        self._update_row = _Statement(
+            dialect,
+            update(x)
+            .where(x.c.execution_id == bindparam("b_id"))
+            .values({c: bindparam(c) for c in _UPDATE[:-1]}),
+            _UPDATE,
+        )
+        self._archive_run = _Statement(
+            dialect,
             insert(r).from_select(
-                columns,
+                [_EVENT[0], "run", *_EVENT[1:]],
                 select(
                     e.c.execution_id,
                     bindparam("run", type_=r.c.run.type),
-                    e.c.seq,
-                    e.c.event_type,
-                    e.c.step,
-                    e.c.payload,
-                    e.c.timestamp_ms,
+                    *[e.c[c] for c in _EVENT[1:]],
                 ).where(e.c.execution_id == bindparam("eid")),
-            )
+            ),
+            ("run", "eid"),
         )
-        self._delete_run = self._compile(e.delete().where(e.c.execution_id == bindparam("eid")))
-        self._insert_definition = self._compile(insert(s.workflow_definitions))
-        self._insert_worker = self._compile(insert(w))
-        self._delete_worker = self._compile(w.delete().where(w.c.worker_id == bindparam("wid")))
-
-        x, r = s.workflow_executions, s.execution_run_events
+        self._delete_run = _Statement(
+            dialect, e.delete().where(e.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        definition = ("name", "version", "definition_hash", "ir", "created_at_ms")
+        self._insert_definition = _Statement(
+            dialect, values(s.workflow_definitions, definition), definition
+        )
+        worker = ("worker_id", "runtime", "sdk", "contracts", "registered_at_ms", "last_seen_ms")
+        self._insert_worker = _Statement(dialect, values(w, worker), worker)
+        self._delete_worker = _Statement(
+            dialect, w.delete().where(w.c.worker_id == bindparam("wid")), ("wid",)
+        )
         archived = (
-            select(func.max(r.c.run))
-            .where(r.c.execution_id == x.c.execution_id)
-            .scalar_subquery()
-            .label("archived")
+            select(func.max(r.c.run)).where(r.c.execution_id == x.c.execution_id).scalar_subquery()
         )
-        self._select_row = select(x, archived).where(x.c.execution_id == bindparam("eid"))
-
-    def _compile(self, statement: Any) -> _Compiled:
-        """The statement's SQL for this dialect, and its parameter order when
-        the driver's parameters are positional."""
-        compiled = statement.compile(dialect=self.engine.dialect)
-        order = tuple(compiled.positiontup or ()) if compiled.positional else None
-        return str(compiled), order
-
-    # ---- connection handling
-
-    def _connection(self) -> Connection:
-        if self._conn is None or self._conn.closed:
-            self._conn = self.engine.connect()
-        return self._conn
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except SQLAlchemyError as exc:
-            self._conn = None
-            raise StorageError(str(getattr(exc, "orig", None) or exc)) from exc
+        self._select_row = _Statement(
+            dialect,
+            select(*[x.c[c] for c in _ROW], archived).where(x.c.execution_id == bindparam("eid")),
+            ("eid",),
+        )
+        self._select_events = _Statement(
+            dialect,
+            select(e.c.payload).where(e.c.execution_id == bindparam("eid")).order_by(e.c.seq),
+            ("eid",),
+        )
+        self._select_run = _Statement(
+            dialect,
+            select(r.c.payload)
+            .where(r.c.execution_id == bindparam("eid"), r.c.run == bindparam("run"))
+            .order_by(r.c.seq),
+            ("eid", "run"),
+        )
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._lock, self._errors():
-            conn = self._connection()
+        with self._reader.lock, self._reader.errors():
+            conn = self._reader.connection()
             try:
                 yield conn
             finally:
                 conn.rollback()
+
+    @contextmanager
+    def _raw_read(self) -> Iterator[Any]:
+        """A DBAPI cursor on the read connection, for the frequent reads."""
+        with self._reader.lock, self._reader.errors():
+            raw = self._reader.raw()
+            cursor = raw.cursor()
+            try:
+                yield cursor
+            finally:
+                cursor.close()
+                raw.rollback()
 
     # ---- the port
 
@@ -145,76 +251,75 @@ class SqlStore:
         return list(out.items())
 
     def commit(self, batch: CommitBatch) -> None:
-        """One DBAPI transaction, with statements compiled once for the dialect:
-        this is the hot path, so it skips SQLAlchemy's per-call machinery."""
-        events: list[Any] = []
-        new_rows: list[Any] = []
-        updates: list[Any] = []
-        with self._lock, self._errors():
-            raw = self._connection().connection.dbapi_connection
-            assert raw is not None
+        """One DBAPI transaction on the write connection."""
+        events: list[tuple[Any, ...]] = []
+        new_rows: list[tuple[Any, ...]] = []
+        updates: list[tuple[Any, ...]] = []
+        # Continue-as-new moves a run's events, so what precedes it is written first.
+        moves: list[tuple[list[tuple[Any, ...]], str, int, list[tuple[Any, ...]]]] = []
+        for change in batch.executions:
+            eid = change.execution_id
+            if change.archive_run is not None:
+                archived = [_event_row(eid, x) for x in change.archived]
+                moves.append((events, eid, change.archive_run, archived))
+                events = []
+            events.extend([_event_row(eid, x) for x in change.events])
+            row = change.row
+            if change.new:
+                new_rows.append(
+                    (
+                        eid,
+                        row.workflow,
+                        row.version,
+                        row.definition_hash,
+                        row.status,
+                        row.created_at_ms,
+                        row.updated_at_ms,
+                        row.last_seq,
+                    )
+                )
+            else:
+                updates.append(
+                    (row.status, row.created_at_ms, row.updated_at_ms, row.last_seq, eid)
+                )
+        with self._writer.lock, self._writer.errors():
+            raw = self._writer.raw()
             cursor = raw.cursor()
             try:
-                for d in batch.definitions:
-                    self._run(
-                        cursor,
-                        self._insert_definition,
-                        [
-                            {
-                                "name": d.name,
-                                "version": d.version,
-                                "definition_hash": d.definition_hash,
-                                "ir": orjson.dumps(d.ir).decode(),
-                                "created_at_ms": d.created_at_ms,
-                            }
-                        ],
-                    )
-                for change in batch.executions:
-                    eid = change.execution_id
-                    if change.archive_run is not None:
-                        if events:
-                            self._run(cursor, self._insert_event, events)
-                            events = []
-                        self._run(
-                            cursor,
-                            self._insert_event,
-                            [_event_row(eid, x) for x in change.archived],
+                self._insert_definition.run(
+                    cursor,
+                    [
+                        (
+                            d.name,
+                            d.version,
+                            d.definition_hash,
+                            orjson.dumps(d.ir).decode(),
+                            d.created_at_ms,
                         )
-                        self._run(
-                            cursor, self._archive_run, [{"eid": eid, "run": change.archive_run}]
-                        )
-                        self._run(cursor, self._delete_run, [{"eid": eid}])
-                    events.extend(_event_row(eid, x) for x in change.events)
-                    row = change.row
-                    values = {
-                        "execution_id": eid,
-                        "b_id": eid,
-                        "workflow": row.workflow,
-                        "version": row.version,
-                        "definition_hash": row.definition_hash,
-                        "status": row.status,
-                        "created_at_ms": row.created_at_ms,
-                        "updated_at_ms": row.updated_at_ms,
-                        "last_seq": row.last_seq,
-                    }
-                    (new_rows if change.new else updates).append(values)
-                self._run(cursor, self._insert_row, new_rows)
-                self._run(cursor, self._insert_event, events)
-                self._run(cursor, self._update_row, updates)
+                        for d in batch.definitions
+                    ],
+                )
+                for before, eid, run, archived in moves:
+                    self._insert_event.run(cursor, before)
+                    self._insert_event.run(cursor, archived)
+                    self._archive_run.run(cursor, [(run, eid)])
+                    self._delete_run.run(cursor, [(eid,)])
+                self._insert_row.run(cursor, new_rows)
+                self._insert_event.run(cursor, events)
+                self._update_row.run(cursor, updates)
                 for w in batch.workers:
-                    self._run(cursor, self._delete_worker, [{"wid": w.worker_id}])
-                    self._run(
+                    self._delete_worker.run(cursor, [(w.worker_id,)])
+                    self._insert_worker.run(
                         cursor,
-                        self._insert_worker,
                         [
-                            {
-                                "worker_id": w.worker_id,
-                                "runtime": w.runtime,
-                                "sdk": w.sdk,
-                                "contracts": orjson.dumps(w.contracts).decode(),
-                                "registered_at_ms": w.registered_at_ms,
-                                "last_seen_ms": w.last_seen_ms,
-                            }
+                            (
+                                w.worker_id,
+                                w.runtime,
+                                w.sdk,
+                                orjson.dumps(w.contracts).decode(),
+                                w.registered_at_ms,
+                                w.last_seen_ms,
+                            )
                         ],
                     )
                 raw.commit()
@@ -224,41 +329,31 @@ class SqlStore:
             finally:
                 cursor.close()
 
-    @staticmethod
-    def _run(cursor: Any, statement: _Compiled, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        sql, order = statement
-        if order is not None:
-            cursor.executemany(sql, [tuple(r[k] for k in order) for r in rows])
-        else:
-            cursor.executemany(sql, rows)
-
     def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
-        e, r = s.execution_events, s.execution_run_events
-        with self._read() as conn:
-            current = self._row(conn, execution_id)
+        with self._raw_read() as cursor:
+            current = self._row(cursor, execution_id)
             if current is None:
                 return None
             if run is None or run == current.run:
-                query = select(e.c.payload).where(e.c.execution_id == execution_id)
-                rows = conn.execute(query.order_by(e.c.seq)).all()
+                rows = self._select_events.query(cursor, (execution_id,))
             else:
-                query = select(r.c.payload).where(r.c.execution_id == execution_id, r.c.run == run)
-                rows = conn.execute(query.order_by(r.c.seq)).all()
+                rows = self._select_run.query(cursor, (execution_id, run))
                 if not rows:
                     return None
-        return [ev.loads(row.payload) for row in rows]
+        return [ev.loads(row[0]) for row in rows]
 
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
-        with self._read() as conn:
-            return self._row(conn, execution_id)
+        with self._raw_read() as cursor:
+            return self._row(cursor, execution_id)
 
-    def _row(self, conn: Connection, execution_id: str) -> ExecutionRow | None:
-        row = conn.execute(self._select_row, {"eid": execution_id}).first()
-        if row is None:
+    def _row(self, cursor: Any, execution_id: str) -> ExecutionRow | None:
+        rows = self._select_row.query(cursor, (execution_id,))
+        if not rows:
             return None
-        return _execution_row(row, (row.archived or 0) + 1)
+        eid, workflow, version, definition_hash, status, created, updated, last, runs = rows[0]
+        return ExecutionRow(
+            eid, workflow, version, definition_hash, status, created, updated, last, (runs or 0) + 1
+        )
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int
@@ -290,22 +385,20 @@ class SqlStore:
         ]
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            self.engine.dispose()
+        self._writer.close()
+        self._reader.close()
+        self.engine.dispose()
 
 
-def _event_row(execution_id: str, event: ev.Event) -> dict[str, Any]:
-    return {
-        "execution_id": execution_id,
-        "seq": event.seq,
-        "event_type": type(event).TYPE,
-        "step": getattr(event, "step", None),
-        "payload": ev.dumps(event).decode(),
-        "timestamp_ms": event.timestamp_ms,
-    }
+def _event_row(execution_id: str, event: ev.Event) -> tuple[Any, ...]:
+    return (
+        execution_id,
+        event.seq,
+        type(event).TYPE,
+        getattr(event, "step", None),
+        ev.dumps(event).decode(),
+        event.timestamp_ms,
+    )
 
 
 def _execution_row(row: Any, run: int) -> ExecutionRow:

@@ -1,5 +1,6 @@
 """The SQLite store: one file in WAL mode with `synchronous=FULL`, so every
-committed group survives power loss, written through one connection."""
+committed group survives power loss. One connection writes; another reads,
+which WAL lets run while a commit is in progress."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import QueuePool
 
 from orbit_store.sql import SqlStore
 
@@ -18,7 +19,7 @@ class SqliteStore(SqlStore):
         engine = create_engine(
             f"sqlite+pysqlite:///{self.path}",
             connect_args={"check_same_thread": False},
-            poolclass=StaticPool,
+            poolclass=QueuePool,
         )
 
         @event.listens_for(engine, "connect")

@@ -54,6 +54,7 @@ class Command:
         "error",
         "event",
         "fn",
+        "leads",
         "parked",
         "read",
         "result",
@@ -69,6 +70,8 @@ class Command:
         self.done = False
         self.answered = False
         self.event: Signal | None = None
+        # Set when the caller is handed the lead of the next group.
+        self.leads = False
         # Long polls and waits: "waiting" until claimed by a group or expired.
         self.parked: str | None = None
         self.session: Session | None = None

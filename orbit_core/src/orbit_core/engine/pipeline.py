@@ -105,41 +105,57 @@ class GroupCommit:
             raise StorageError("the engine is closed")
         with self.lock:
             self._pending.append(cmd)
-            lead = not self._leading
-            if lead:
+            leads = not self._leading
+            if leads:
                 self._leading = True
-            if not lead or self._committer is not None:
+            if not leads or self._committer is not None:
                 cmd.event = Signal()
-        if lead:
+        if leads:
             self._lead()
         while not cmd.answered:
             assert cmd.event is not None
             cmd.event.wait()
+            if cmd.leads:
+                cmd.leads = False
+                self._lead()
         if cmd.error is not None:
             raise cmd.error
         return cmd.result
 
     def _lead(self) -> None:
-        while True:
-            with self.lock:
-                batch = self._pending
-                self._pending = []
-                if not batch:
-                    self._leading = False
-                    return
-            try:
-                with self._state_lock:
-                    group = self._prepare(batch)
-                if self._committer is None:
-                    self._settle_groups([group])
-                else:
-                    self._commits.put(group)
-            except BaseException as exc:  # never leave callers hanging
-                for cmd in batch:
-                    if not cmd.done:
-                        cmd.error = exc
-                        self.finish(cmd)
-                raise
+        """Prepares and commits (or queues) one group: every pending command."""
+        with self.lock:
+            batch = self._pending
+            self._pending = []
+        try:
+            with self._state_lock:
+                group = self._prepare(batch)
+            if self._committer is None:
+                self._settle_groups([group])
+            else:
+                self._commits.put(group)
+        except BaseException as exc:  # never leave callers hanging
+            for cmd in batch:
+                if not cmd.done:
+                    cmd.error = exc
+                    self.finish(cmd)
+            raise
+        finally:
+            self._pass_lead()
+
+    def _pass_lead(self) -> None:
+        """Hands the next group to the oldest waiting caller, so a leader
+        returns to its own caller after one group however busy the engine is."""
+        with self.lock:
+            if not self._pending:
+                self._leading = False
+                return
+            successor = self._pending[0]
+            woken = successor.event
+            successor.event = Signal()
+            successor.leads = True
+        assert woken is not None
+        woken.set()
 
     # ---- committing
 
