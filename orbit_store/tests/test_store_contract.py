@@ -157,3 +157,19 @@ def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
     store.close()
+
+
+def test_sqlite_reads_do_not_wait_for_a_commit_in_progress(tmp_path: Path) -> None:
+    import threading
+
+    store = SqliteStore(tmp_path / "r.db")
+    start(store, "r-1")
+    found: list[ExecutionRow | None] = []
+    # White box: a commit holds the write connection's lock until its fsync ends.
+    with store._writer.lock:
+        reader = threading.Thread(target=lambda: found.append(store.execution_row("r-1")))
+        reader.start()
+        reader.join(timeout=5)
+        assert not reader.is_alive()
+    assert found[0] is not None and found[0].execution_id == "r-1"
+    store.close()

@@ -1,0 +1,165 @@
+"""The engine under real threads: group commit with leadership handed from
+caller to caller, and in-process handlers claiming and reporting in batches."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from engine_kit import Int, inp, obj, rec, ref, step, task, workflow
+
+from orbit_core import ir
+from orbit_core.dispatch import QueuedTask, TaskIndex
+from orbit_core.engine import Engine, TaskError
+from orbit_core.engine.commands import Command, Tx
+from orbit_core.engine.handlers import MAX_BATCH, _batch_size
+from orbit_core.engine.pipeline import Group, GroupCommit
+from orbit_core.memory_store import MemoryStore
+from orbit_core.ports import CommitBatch
+
+
+def chain(steps: int = 3) -> ir.Definition:
+    """`s0` adds one to the input, each next step adds one to the previous."""
+    chained = [step("s0", task="math.inc", with_=obj(n=inp("n")))]
+    for i in range(1, steps):
+        chained.append(step(f"s{i}", task="math.inc", with_=obj(n=ref(f"s{i - 1}", "n"))))
+    return workflow(
+        "Chain",
+        chained,
+        [task("math.inc", rec(n=Int), rec(n=Int))],
+        input=rec(n=Int),
+        output=rec(n=Int),
+        result=obj(n=ref(f"s{steps - 1}", "n")),
+    )
+
+
+def run_threads(count: int, target: Any) -> None:
+    threads = [threading.Thread(target=target, args=(k,)) for k in range(count)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+        assert not th.is_alive()
+
+
+@pytest.fixture(params=[False, True], ids=["inline", "committer-thread"])
+def engine(request: Any) -> Iterator[Engine]:
+    eng = Engine(MemoryStore(), handler_threads=3, auto_tick=False, pipeline=request.param)
+    yield eng
+    eng.close()
+
+
+def test_handler_threads_serve_concurrent_starts(engine: Engine) -> None:
+    engine.deploy(chain())
+    engine.register_handler("math.inc", "1.0.0", lambda i: {"n": i["n"] + 1})
+
+    def starter(k: int) -> None:
+        for i in range(50):
+            engine.start("Chain", input={"n": i}, execution_id=f"c-{k}-{i}")
+
+    run_threads(8, starter)
+    for k in range(8):
+        for i in range(50):
+            state = engine.wait(f"c-{k}-{i}", 10_000)
+            assert (state["status"], state["output"]) == ("COMPLETED", {"n": i + 3})
+    # 400 starts and 1200 steps: commands were grouped and tasks claimed in batches.
+    assert engine.counters["commits"] < 1600
+
+
+def test_handler_failures_are_reported_per_task_within_a_batch(engine: Engine) -> None:
+    engine.deploy(chain(1))
+
+    def handler(value: dict[str, Any]) -> dict[str, Any]:
+        if value["n"] % 3 == 1:
+            raise TaskError("ODD", "not this one", retryable=False)
+        if value["n"] % 3 == 2:
+            raise ValueError("broken")
+        return {"n": value["n"]}
+
+    engine.register_handler("math.inc", "1.0.0", handler)
+    for i in range(30):
+        engine.start("Chain", input={"n": i}, execution_id=f"f-{i}")
+    for i in range(30):
+        state = engine.wait(f"f-{i}", 10_000)
+        if i % 3 == 0:
+            assert (state["status"], state["output"]) == ("COMPLETED", {"n": i})
+            continue
+        assert state["status"] == "FAILED"
+        failed = [e for e in engine.history(f"f-{i}")["events"] if e["type"] == "StepAttemptFailed"]
+        assert len(failed) == 1  # no retry policy
+        if i % 3 == 1:
+            assert failed[0]["error"]["code"] == "ODD"
+        else:
+            assert failed[0]["error"]["code"] == "UNHANDLED_EXCEPTION"
+            assert "ValueError: broken" in failed[0]["error"]["message"]
+
+
+def test_every_caller_is_answered_when_many_threads_share_the_lead(engine: Engine) -> None:
+    engine.deploy(chain(1))
+    worker = engine.register_worker("w", "python", [("math.inc", "1.0.0")])
+    session = worker["worker_session_id"]
+    answered = []
+    lock = threading.Lock()
+
+    def client(k: int) -> None:
+        for i in range(40):
+            eid = f"l-{k}-{i}"
+            engine.start("Chain", input={"n": i}, execution_id=eid)
+            engine.get(eid)
+            task_ = engine.poll(session, 0)
+            if task_ is not None:
+                engine.complete(task_["token"], {"n": task_["input"]["n"] + 1})
+            with lock:
+                answered.append(eid)
+
+    run_threads(16, client)
+    assert len(answered) == 16 * 40
+    assert engine.health()["started"] == 16 * 40
+
+
+def test_batch_size_follows_the_time_handlers_take() -> None:
+    assert _batch_size(0.0) == MAX_BATCH
+    assert _batch_size(1e-6) == MAX_BATCH
+    assert _batch_size(0.0005) == 4
+    assert _batch_size(0.5) == 1
+
+
+def test_a_failing_prepare_fails_its_callers_and_frees_the_lead() -> None:
+    def prepare(batch: list[Command]) -> Group:
+        tx = Tx(0)
+        for cmd in batch:
+            cmd.run(tx)
+        return Group(tx, CommitBatch(), batch)
+
+    pipeline = GroupCommit(
+        MemoryStore(),
+        {"commits": 0},
+        prepare=prepare,
+        publish=lambda tx: None,
+        rollback=lambda tx: None,
+        threaded=False,
+    )
+
+    def broken(tx: Tx) -> Any:
+        raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        pipeline.submit(broken)
+    assert pipeline.submit(lambda tx: "next") == "next"
+
+
+def test_the_task_index_tells_whether_a_valid_task_is_queued() -> None:
+    index = TaskIndex()
+    index.push(("t", "1"), None, "e-1", "a", 1)
+    index.push(("t", "1"), "go", "e-2", "a", 1)
+
+    def only_e2(task: QueuedTask) -> bool:
+        return task.execution_id == "e-2"
+
+    assert not index.has([("t", "1")], "python", only_e2)
+    assert index.has([("t", "1")], "go", only_e2)
+    popped = index.pop([("t", "1")], "go", only_e2)
+    assert popped is not None and popped.execution_id == "e-2"
+    assert not index.has([("t", "1")], "go", only_e2)
