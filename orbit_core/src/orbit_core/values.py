@@ -244,8 +244,19 @@ class _Conformer:
     def record(self, value: Any, type_: RecordType, shown: Type | None) -> dict[str, Any]:
         if type(value) is not dict:
             raise _expected(shown or type_, value)
-        declared = {f.name: f for f in type_.fields}
-        out: dict[str, Any] = {}
+        fields = type_.fields
+        if len(value) == len(fields):
+            # The common case, checked without a lookup table: exactly the
+            # declared fields, in their declared order.
+            out: dict[str, Any] = {}
+            for field, (key, item) in zip(fields, value.items(), strict=True):
+                if field.name != key:
+                    break
+                out[key] = self.at(key, item, field.type)
+            else:
+                return out
+        declared = {f.name: f for f in fields}
+        out = {}
         unknown: str | None = None
         for key, item in value.items():
             f = declared.get(key)

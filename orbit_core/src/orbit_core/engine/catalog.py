@@ -43,6 +43,8 @@ class Catalog:
     def __init__(self) -> None:
         self._plans: dict[tuple[str, str], Plan] = {}
         self._by_hash: dict[str, Plan] = {}
+        # The highest version of each name (starts without a version look it up).
+        self._latest: dict[str, Plan] = {}
 
     def deploy(self, tx: Tx, defn: ir.Definition, document: dict[str, Any]) -> dict[str, Any]:
         key = (defn.name, defn.version)
@@ -81,10 +83,19 @@ class Catalog:
     def add(self, plan: Plan) -> None:
         self._plans[(plan.defn.name, plan.defn.version)] = plan
         self._by_hash[plan.defn.definition_hash] = plan
+        self._find_latest(plan.defn.name)
 
     def remove(self, plan: Plan) -> None:
         self._plans.pop((plan.defn.name, plan.defn.version), None)
         self._by_hash.pop(plan.defn.definition_hash, None)
+        self._find_latest(plan.defn.name)
+
+    def _find_latest(self, name: str) -> None:
+        versions = [p for (n, _v), p in self._plans.items() if n == name]
+        if versions:
+            self._latest[name] = max(versions, key=lambda p: semver_key(p.defn.version))
+        else:
+            self._latest.pop(name, None)
 
     def by_hash(self, definition_hash: str) -> Plan | None:
         return self._by_hash.get(definition_hash)
@@ -96,10 +107,10 @@ class Catalog:
             if plan is None:
                 raise workflow_not_found(name, version)
             return plan
-        versions = [p for (n, _v), p in self._plans.items() if n == name]
-        if not versions:
+        latest = self._latest.get(name)
+        if latest is None:
             raise workflow_not_found(name, None)
-        return max(versions, key=lambda p: semver_key(p.defn.version))
+        return latest
 
     def contract_versions(self, task: str) -> list[str]:
         """The versions of `task` that deployed workflows call."""

@@ -17,9 +17,9 @@ def tune_process() -> None:
       more often as their number grows, so the cost of a step would grow with
       the number of executions in flight.
     - The interpreter switches threads every millisecond instead of every five.
-      The committer thread gives up the GIL while the database writes; a
-      shorter interval lets it take the GIL back sooner to answer the waiting
-      callers, which shortens every group commit.
+      A group's leader gives up the GIL while the database writes; a shorter
+      interval lets it take the GIL back sooner from the other threads to
+      answer the waiting callers, which shortens every group commit.
     """
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
