@@ -163,3 +163,38 @@ def test_the_task_index_tells_whether_a_valid_task_is_queued() -> None:
     popped = index.pop([("t", "1")], "go", only_e2)
     assert popped is not None and popped.execution_id == "e-2"
     assert not index.has([("t", "1")], "go", only_e2)
+
+
+@pytest.mark.timeout(60)
+def test_the_lead_passes_safely_under_frequent_thread_switches() -> None:
+    """A caller handed the lead while it is about to wait must still lead
+    (a hand-off racing the caller's wait once left every caller waiting)."""
+    import sys
+
+    def prepare(batch: list[Command]) -> Group:
+        tx = Tx(0)
+        for cmd in batch:
+            cmd.run(tx)
+        return Group(tx, CommitBatch(), batch)
+
+    pipeline = GroupCommit(
+        MemoryStore(),
+        {"commits": 0},
+        prepare=prepare,
+        publish=lambda tx: None,
+        rollback=lambda tx: None,
+        threaded=False,
+    )
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        results: list[int] = []
+
+        def caller(k: int) -> None:
+            for i in range(200):
+                results.append(pipeline.submit(lambda tx, n=k * 1000 + i: n))
+
+        run_threads(32, caller)
+    finally:
+        sys.setswitchinterval(interval)
+    assert sorted(results) == sorted(k * 1000 + i for k in range(32) for i in range(200))

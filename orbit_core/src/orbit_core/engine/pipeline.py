@@ -112,12 +112,19 @@ class GroupCommit:
                 cmd.event = Signal()
         if leads:
             self._lead()
-        while not cmd.answered:
-            assert cmd.event is not None
-            cmd.event.wait()
+        while True:
+            # The event is read before the flags: whoever swaps in a new event
+            # sets its flag first, so a caller never waits on an event that
+            # nobody will set.
+            event = cmd.event
+            if cmd.answered:
+                break
             if cmd.leads:
                 cmd.leads = False
                 self._lead()
+                continue
+            assert event is not None
+            event.wait()
         if cmd.error is not None:
             raise cmd.error
         return cmd.result
@@ -151,9 +158,9 @@ class GroupCommit:
                 self._leading = False
                 return
             successor = self._pending[0]
+            successor.leads = True
             woken = successor.event
             successor.event = Signal()
-            successor.leads = True
         assert woken is not None
         woken.set()
 
