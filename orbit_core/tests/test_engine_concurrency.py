@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from engine_kit import Int, inp, obj, rec, ref, step, task, workflow
 
+from orbit_core import events as ev
 from orbit_core import ir
 from orbit_core.dispatch import QueuedTask, TaskIndex
 from orbit_core.engine import Engine, TaskError
@@ -198,3 +199,36 @@ def test_the_lead_passes_safely_under_frequent_thread_switches() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert sorted(results) == sorted(k * 1000 + i for k in range(32) for i in range(200))
+
+
+class ResultsFailToCommit(MemoryStore):
+    """Fails the first commits that carry task results."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def commit(self, batch: CommitBatch) -> None:
+        carries_results = any(
+            type(e) is ev.StepSucceeded for change in batch.executions for e in change.events
+        )
+        if carries_results and self.failures:
+            self.failures -= 1
+            raise OSError("disk I/O error")
+        super().commit(batch)
+
+
+def test_handler_results_whose_commit_failed_are_reported_again() -> None:
+    store = ResultsFailToCommit(failures=3)
+    engine = Engine(store, handler_threads=2, auto_tick=False)
+    try:
+        engine.deploy(chain())
+        engine.register_handler("math.inc", "1.0.0", lambda i: {"n": i["n"] + 1})
+        for i in range(40):
+            engine.start("Chain", input={"n": i}, execution_id=f"r-{i}")
+        for i in range(40):
+            state = engine.wait(f"r-{i}", 10_000)
+            assert (state["status"], state["output"]) == ("COMPLETED", {"n": i + 3})
+        assert store.failures == 0
+    finally:
+        engine.close()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbit_core import events as ev
 from orbit_core.dispatch import Session
-from orbit_core.errors import OrbitError
+from orbit_core.errors import OrbitError, StorageError
 
 if TYPE_CHECKING:
     from orbit_core.engine.service import Engine
@@ -105,26 +105,32 @@ class Handlers:
 
     def _loop(self) -> None:
         limit = 1
+        # Results not reported yet, by session: kept when the group that
+        # carried them failed to commit, since local sessions never time out.
+        unreported: dict[str, list[Report]] = {}
         while not self._stop.is_set():
             sessions = list(self._local.values())
             wait = 1000 if len(sessions) == 1 else 100
             for session in sessions:
                 # With one session, keep exchanging results for tasks while
                 # there are any; with several, report and move on.
+                sid = session.session_id
                 want = limit
-                reports: list[Report] = []
                 try:
                     while True:
-                        tasks = self._exchange(
-                            session.session_id, reports, want, 0 if reports else wait
-                        )
+                        reports = unreported.get(sid, [])
+                        tasks = self._exchange(sid, reports, want, 0 if reports else wait)
+                        unreported.pop(sid, None)
                         if not tasks:
                             break
                         started = time.perf_counter()
-                        reports = [r for r in map(self._run, tasks) if r is not None]
+                        unreported[sid] = [r for r in map(self._run, tasks) if r is not None]
                         limit = _batch_size((time.perf_counter() - started) / len(tasks))
                         want = limit if len(sessions) == 1 else 0
+                except StorageError:
+                    continue  # the group was rolled back: report again
                 except OrbitError:
+                    unreported.pop(sid, None)
                     continue
 
     def _run(self, task: dict[str, Any]) -> Report | None:

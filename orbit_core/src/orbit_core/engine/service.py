@@ -4,7 +4,6 @@ work itself is done by the components it assembles."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -427,11 +426,13 @@ class Engine:
 
         def run(tx: Tx) -> Any:
             for token, output, error in reports:
-                with contextlib.suppress(OrbitError):
+                try:
                     if error is None:
                         self._results.complete(tx, token, output)
                     else:
                         self._results.fail(tx, token, error)
+                except OrbitError:
+                    continue  # as `complete` and `fail` answer: nothing to retry
             return self._polling.claim(tx, session_id, cmd, limit, wait_ms > 0)
 
         cmd = Command(run)
