@@ -248,6 +248,35 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
     )
 
 
+def profiled(fn: Any, args: argparse.Namespace, path: str) -> dict[str, Any]:
+    """Runs `fn(args)` under cProfile in this thread and in every thread
+    started meanwhile (the engine's handler threads do most of the work), and
+    writes the merged statistics to `path`."""
+    import cProfile
+    import pstats
+
+    profilers: list[cProfile.Profile] = []
+
+    def start_in_thread(*_: Any) -> None:
+        # Called once as a new thread starts: cProfile takes over its hook.
+        profiler = cProfile.Profile()
+        profilers.append(profiler)
+        profiler.enable()
+
+    main = cProfile.Profile()
+    threading.setprofile(start_in_thread)
+    try:
+        result: dict[str, Any] = main.runcall(fn, args)
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    stats = pstats.Stats(main)
+    for profiler in profilers:
+        profiler.disable()
+        stats.add(profiler)
+    stats.dump_stats(path)
+    return result
+
+
 # ---- --targets
 
 
@@ -356,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         default="default",
         help="the engine's commits: its default, a committer thread, or the group's leader",
     )
-    parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run to FILE")
+    parser.add_argument(
+        "--profile", metavar="FILE", help="write a cProfile of the run, all threads, to FILE"
+    )
     parser.add_argument("--targets", action="store_true", help="measure the issue's targets")
     parser.add_argument("--runs", type=int, default=5, help="runs per figure with --targets")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
@@ -368,11 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.clients:
         args.clients = 1 if args.store == "memory" else 64
     if args.profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
-        result = profiler.runcall(run, args)
-        profiler.dump_stats(args.profile)
+        result = profiled(run, args, args.profile)
     else:
         result = run(args)
     if args.json:
