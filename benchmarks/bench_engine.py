@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         "--workers",
         type=int,
         default=0,
-        help="handler or worker threads (default 2, or 8 for poll)",
+        help="handler threads (default 1 in memory, 2 on SQLite) or poll threads (default 8)",
     )
     parser.add_argument(
         "--clients",
@@ -395,7 +395,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.targets:
         return targets(args)
     if not args.workers:
-        args.workers = 2 if args.worker == "handlers" else 8
+        if args.worker == "poll":
+            args.workers = 8
+        else:
+            # In memory a second handler thread only adds GIL hand-offs; on a
+            # durable store one runs handlers while the other's group is written.
+            args.workers = 1 if args.store == "memory" else 2
     if not args.clients:
         args.clients = 1 if args.store == "memory" else 64
     if args.profile:
