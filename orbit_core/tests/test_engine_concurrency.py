@@ -243,3 +243,40 @@ def test_handler_results_whose_commit_failed_are_reported_again() -> None:
         assert store.failures == 0
     finally:
         engine.close()
+
+
+def test_a_slow_batch_reports_what_is_done_as_it_goes() -> None:
+    import time
+
+    from orbit_core.dispatch import Session
+    from orbit_core.engine.handlers import Handlers
+
+    class Registrar:
+        def register_worker(self, *args: Any) -> dict[str, Any]:
+            return {"worker_session_id": "s-1"}
+
+    exchanged: list[list[Any]] = []
+
+    def exchange(sid: str, reports: list[Any], limit: int, wait_ms: int) -> list[Any]:
+        exchanged.append(list(reports))
+        return []
+
+    handlers = Handlers(
+        engine=Registrar(),  # type: ignore[arg-type]
+        exchange=exchange,
+        sessions={"s-1": Session("s-1", "w", "python", (), None, 0, 0)},
+        threads=0,
+        spawn=lambda target, name: None,
+        stop=threading.Event(),
+    )
+    handlers.register("slow.task", "1.0.0", lambda i: time.sleep(0.003) or {}, "python")
+    tasks = [
+        {"task_name": "slow.task", "contract_version": "1.0.0", "token": f"t-{i}", "input": {}}
+        for i in range(5)
+    ]
+    reports: list[Any] = []
+    per_task = handlers._run_batch("s-1", tasks, reports)
+    # Every task outlasts the budget: each result but the last went out at once.
+    assert [[r[0] for r in batch] for batch in exchanged] == [["t-0"], ["t-1"], ["t-2"], ["t-3"]]
+    assert [r[0] for r in reports] == ["t-4"]
+    assert per_task >= 0.003

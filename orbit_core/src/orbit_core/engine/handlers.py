@@ -5,7 +5,8 @@ Handler threads claim tasks in batches and report a batch's results in the
 same command that claims the next batch, so a busy engine serves many
 attempts per group commit instead of waking a thread per attempt. A batch is
 sized so that running it takes about `BATCH_BUDGET_S`: fast handlers get large
-batches, slow ones get one task at a time (results are never held back long).
+batches, slow ones one task at a time, and the results of a batch that turns
+out slow are reported as they pass the budget, not held back to its end.
 """
 
 from __future__ import annotations
@@ -118,20 +119,44 @@ class Handlers:
                 want = limit
                 try:
                     while True:
-                        reports = unreported.get(sid, [])
+                        reports = unreported.setdefault(sid, [])
                         tasks = self._exchange(sid, reports, want, 0 if reports else wait)
-                        unreported.pop(sid, None)
+                        reports.clear()
                         if not tasks:
                             break
-                        started = time.perf_counter()
-                        unreported[sid] = [r for r in map(self._run, tasks) if r is not None]
-                        limit = _batch_size((time.perf_counter() - started) / len(tasks))
+                        per_task = self._run_batch(sid, tasks, reports)
+                        limit = _batch_size(per_task)
                         want = limit if len(sessions) == 1 else 0
                 except StorageError:
                     continue  # the group was rolled back: report again
                 except OrbitError:
                     unreported.pop(sid, None)
                     continue
+
+    def _run_batch(self, sid: str, tasks: list[dict[str, Any]], reports: list[Report]) -> float:
+        """Runs claimed tasks into `reports`; returns the seconds per task.
+        When a batch turns out slow, what is done is reported at once rather
+        than after the rest of the batch."""
+        spent = 0.0
+        since_report = 0.0
+        for task in tasks:
+            started = time.perf_counter()
+            report = self._run(task)
+            took = time.perf_counter() - started
+            spent += took
+            since_report += took
+            if report is not None:
+                reports.append(report)
+            if reports and since_report > BATCH_BUDGET_S and task is not tasks[-1]:
+                try:
+                    self._exchange(sid, reports, 0, 0)
+                except StorageError:
+                    continue  # kept: reported with the next exchange
+                except OrbitError:
+                    pass
+                reports.clear()
+                since_report = 0.0
+        return spent / len(tasks)
 
     def _run(self, task: dict[str, Any]) -> Report | None:
         handler = self._handlers.get((task["task_name"], task["contract_version"]))
