@@ -29,13 +29,23 @@ from orbit_lang.render import error_line, render_json, render_report, should_col
     help="human: diagnostics on stderr, one ok line per workflow on stdout; "
     'json: {"diagnostics": [...]} on stdout.',
 )
-def check(files: tuple[str, ...], strict: bool, output_format: str) -> None:
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Also check the workflows against an organisation policy (TOML). Repeatable.",
+)
+def check(
+    files: tuple[str, ...], strict: bool, output_format: str, policies: tuple[Path, ...]
+) -> None:
     """Type-check workflow files without producing output."""
     color = should_color(sys.stderr)
     if not files:
         click.echo(error_line("no input files", color=color), nl=False, err=True)
         sys.exit(1)
-    result = compile_paths([Path(f) for f in files], strict=strict)
+    result = compile_paths([Path(f) for f in files], strict=strict, policies=list(policies))
     if output_format == "json":
         click.echo(render_json(result.diagnostics), nl=False)
     else:
