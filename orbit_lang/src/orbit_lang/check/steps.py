@@ -144,6 +144,10 @@ class StepChecker:
         inner = reading
         if isinstance(loop, ast.ForEach) and element_type is not None:
             inner = attrs.evolve(reading, loop_var=(loop.variable.name, element_type))
+        elif rejected := _rejected_loop(shape):
+            # `for` is not allowed here (E0307); its variable still reads as
+            # JSON so that its uses are not reported again.
+            inner = attrs.evolve(reading, loop_var=(rejected, JSON))
         step, element = self._action(shape, inner)
         element = element if step is not None else JSON
         view: Type = ListType(to_ir(element)) if for_each is not None else element
@@ -504,6 +508,13 @@ class StepChecker:
             key_ir = ExprChecker(self.report, env).check(key.expression, STRING).ir
         common = self._common(shape)
         return Compensation(contract.name, with_ir, idempotency_key=key_ir, **common)  # type: ignore[arg-type]
+
+
+def _rejected_loop(shape: StepShape) -> str | None:
+    for member in shape.step.members:
+        if isinstance(member, ast.ForEach) and shape.get(ast.ForEach) is None:
+            return member.variable.name
+    return None
 
 
 # A step whose type cannot be known (it is in a dependency cycle).
