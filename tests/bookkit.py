@@ -11,6 +11,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from orbit_cli.main import cli
+from orbit_lang import ast
+from orbit_lang.parser import parse_source
 
 BOOK = Path(__file__).parent / "book"
 SUPPORT = BOOK / "support"
@@ -19,6 +21,9 @@ MANIFEST: list[dict[str, Any]] = json.loads((BOOK / "manifest.json").read_text(e
 ENTRIES = {entry["id"]: entry for entry in MANIFEST}
 CONTEXT: dict[str, dict[str, Any]] = json.loads(
     (SUPPORT / "context.json").read_text(encoding="utf-8")
+)
+FRAGMENT_GROUPS: list[dict[str, Any]] = json.loads(
+    (SUPPORT / "fragments.json").read_text(encoding="utf-8")
 )
 
 
@@ -52,3 +57,48 @@ def orbit(root: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
     monkeypatch.chdir(root)
     monkeypatch.setenv("NO_COLOR", "1")
     return CliRunner().invoke(cli, list(args))
+
+
+def _member_key(member: object) -> tuple[str, str] | None:
+    """What identifies a workflow member that a fragment may replace."""
+    if isinstance(member, ast.Step | ast.Signal | ast.Query):
+        return (type(member).__name__, member.name.name)
+    if isinstance(member, ast.OutcomeHandler):
+        return ("on", member.kind.name)
+    if isinstance(member, ast.EventHandler):
+        return ("on event", member.signal.name)
+    if isinstance(member, ast.Limits | ast.Return | ast.ContinueAsNew):
+        return (type(member).__name__, "")
+    return None
+
+
+def in_context(fragments: list[str], context: str, workflow: str) -> str:
+    """`context` with each fragment's members put into `workflow`: a member
+    replaces the one it names (a step of the same name, say), others are
+    added at the end of the workflow."""
+    for fragment in fragments:
+        module, diagnostics = parse_source(context, "context.orbit")
+        assert not diagnostics, diagnostics
+        target = next(
+            d
+            for d in module.declarations
+            if isinstance(d, ast.Workflow) and d.name.name == workflow
+        )
+        existing = {_member_key(m): m for m in target.members if _member_key(m) is not None}
+        wrapped_text = f"workflow Fragment {{\n{fragment}}}\n"
+        parsed, diagnostics = parse_source(wrapped_text, "fragment.orbit")
+        assert not diagnostics, diagnostics
+        (wrapper,) = parsed.declarations
+        assert isinstance(wrapper, ast.Workflow)
+        edits: list[tuple[int, int, str]] = []
+        for member in wrapper.members:
+            text = wrapped_text[member.span.start : member.span.end]
+            replaced = existing.get(_member_key(member))
+            if replaced is not None:
+                edits.append((replaced.span.start, replaced.span.end, text))
+            else:
+                end = target.span.end - 1
+                edits.append((end, end, f"\n    {text}\n"))
+        for start, end, text in sorted(edits, reverse=True):
+            context = context[:start] + text + context[end:]
+    return context

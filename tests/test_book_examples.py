@@ -19,10 +19,23 @@ file with `- input.b` still shows the book's three-error recovery. Chapter
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
-from bookkit import BOOK, CONTEXT, MANIFEST, orbit, prepare, wrapped
+from bookkit import (
+    BOOK,
+    CONTEXT,
+    ENTRIES,
+    FRAGMENT_GROUPS,
+    MANIFEST,
+    SUPPORT,
+    in_context,
+    orbit,
+    prepare,
+    wrapped,
+)
 
 from orbit_lang.parser import parse_source
 
@@ -77,6 +90,37 @@ def test_valid_example_checks_ok_and_compiles(
 def test_fragment_parses_without_diagnostics(entry: dict[str, str]) -> None:
     _, diagnostics = parse_source(wrapped(entry), "example.orbit")
     assert diagnostics == []
+
+
+@pytest.mark.parametrize("group", FRAGMENT_GROUPS, ids=lambda g: "+".join(g["fragments"]))
+def test_fragments_check_in_the_workflow_they_belong_to(
+    group: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(SUPPORT, tmp_path, dirs_exist_ok=True)
+    context = group["context"]
+    if isinstance(context, dict):
+        name = "context.orbit"
+        text = (BOOK / ENTRIES[context["example"]]["source"]).read_text(encoding="utf-8")
+    else:
+        name = context
+        text = (SUPPORT / context).read_text(encoding="utf-8")
+    fragments = [
+        (BOOK / ENTRIES[f]["source"]).read_text(encoding="utf-8") for f in group["fragments"]
+    ]
+    (tmp_path / name).write_text(in_context(fragments, text, group["workflow"]), encoding="utf-8")
+    result = orbit(tmp_path, monkeypatch, "check", *group.get("with", []), name)
+    if "expect" in group:
+        assert result.exit_code == 1
+        assert f"error[{group['expect']}]" in result.stderr
+        assert result.stderr.count("error[") == 1, result.stderr
+    else:
+        assert result.exit_code == 0, result.stderr
+        assert "error" not in result.stderr
+
+
+def test_every_fragment_is_checked_in_a_workflow() -> None:
+    grouped = {f for g in FRAGMENT_GROUPS for f in g["fragments"]}
+    assert {e["id"] for e in FRAGMENTS} <= grouped
 
 
 @pytest.mark.parametrize("entry", WITH_OUTPUT, ids=lambda e: e["id"])

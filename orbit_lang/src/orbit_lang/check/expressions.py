@@ -12,7 +12,7 @@ so one mistake is reported once rather than at every use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from orbit_core import values
 from orbit_core.ir import expr as e
@@ -99,9 +99,18 @@ class ExprChecker:
 
     # ------------------------------------------------------------ reporting
 
-    def error(self, code: str, message: str, span: Span, **kwargs: object) -> None:
+    def error(
+        self,
+        code: str,
+        message: str,
+        span: Span,
+        *,
+        labels: Iterable[Label] = (),
+        notes: Iterable[str] = (),
+        help: str | None = None,
+    ) -> None:
         self.errors += 1
-        self.report.error(code, message, span, **kwargs)  # type: ignore[arg-type]
+        self.report.error(code, message, span, labels=labels, notes=notes, help=help)
 
     def mismatch(self, problem: Mismatch, span: Span) -> None:
         if problem.code == "E0405":
