@@ -16,6 +16,7 @@ JSON-shaped values (dicts ready to serialise) and raise `OrbitError`s.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import inspect
 import re
@@ -1131,7 +1132,7 @@ class Engine:
         if session is None:
             raise NotFoundError("unknown worker session", "UNKNOWN_SESSION")
         self._lose(tx, session, "worker unregistered")
-        tx.after_commit.append(lambda: self._sessions.pop(session_id, None) and None)
+        tx.after_commit.append(functools.partial(_discard, self._sessions, session_id))
         return {"accepted": True}
 
     def _lose(self, tx: _Tx, session: Session, reason: str) -> None:
@@ -1265,14 +1266,14 @@ class Engine:
                 self._lose(tx, session, f"worker `{session.worker_id}` stopped responding")
             if silent > 4 * timeout:
                 tx.after_commit.append(
-                    lambda sid=session.session_id: self._sessions.pop(sid, None) and None
+                    functools.partial(_discard, self._sessions, session.session_id)
                 )
         if self._recovered_tokens:
             for token, deadline in list(self._recovered_tokens.items()):
                 if now >= deadline:
                     self._make_uncertain(tx, token, RESTART_REASON)
                     tx.after_commit.append(
-                        lambda token=token: self._recovered_tokens.pop(token, None) and None
+                        functools.partial(_discard, self._recovered_tokens, token)
                     )
         due: dict[str, None] = {}
         while self._due and self._due[0][0] <= now:
@@ -1309,10 +1310,11 @@ class Engine:
                 self._append(tx, live, event)
                 if type(event) not in _WAITING_EVENTS:
                     settled = False
+            last = state.last_seq
             for event in batch:
                 if type(event) is ev.StepScheduled:
                     self._route(tx, live, event.step)
-            if settled:
+            if settled and state.last_seq == last:
                 # Only waiting states were entered (queued tasks, timers):
                 # nothing else can change before new input or time arrives.
                 break
@@ -1809,6 +1811,10 @@ class Engine:
 _NO_ROW = ExecutionRow("", "", "", "", "", 0, 0, 0)
 # Events after which the decider has nothing more to do in the same batch.
 _WAITING_EVENTS = frozenset({ev.StepScheduled, ev.TimerStarted, ev.StepDispatched})
+
+
+def _discard(mapping: dict[str, Any], key: str) -> None:
+    mapping.pop(key, None)
 
 
 def _aborts_with_execution(key: str) -> bool:
