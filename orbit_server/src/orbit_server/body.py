@@ -48,11 +48,12 @@ def _is_json(content_type: str | None) -> bool:
 def _read(req: falcon.Request, length: int | None, max_body: int) -> bytes:
     if length is not None:
         return req.bounded_stream.read(length)
-    # A chunked body: read until its end, giving up past the limit.
+    # A chunked body: the server's input stream ends with it. Read until
+    # then, giving up past the limit.
     parts: list[bytes] = []
     size = 0
     while True:
-        chunk = req.bounded_stream.read(_CHUNK)
+        chunk = req.stream.read(_CHUNK)
         if not chunk:
             return b"".join(parts)
         size += len(chunk)
