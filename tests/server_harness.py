@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ORBIT = str(Path(sys.executable).with_name("orbit"))
-_LISTENING = re.compile(r"ORBIT runtime listening addr=(\S+)")
+_LISTENING = re.compile(r'ORBIT runtime listening(?: addr=|",\s*"addr":\s*")([0-9.:\[\]]+)')
 
 
 class Response:

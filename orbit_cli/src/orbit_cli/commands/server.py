@@ -6,6 +6,8 @@ from typing import Any
 
 import click
 
+from orbit_cli.output import CliError
+
 # Options of features this server does not have yet: accepted so that a
 # configuration written for them is refused with a clear message.
 LATER = (
@@ -145,8 +147,7 @@ def cli(**options: Any) -> None:
     Without --token the server is open, which it allows only on a loopback
     address (or with --insecure). gRPC, TLS, workers files, clustering,
     OpenTelemetry and the HTTP adapter are not available in this version."""
-    from orbit_server.config import ServerConfig
-    from orbit_server.runner import serve
+    from orbit_server.config import ConfigError, ServerConfig, check
 
     config = ServerConfig(
         db=options["db"],
@@ -168,4 +169,11 @@ def cli(**options: Any) -> None:
         cluster=options["cluster"],
         cluster_mode=options["cluster_mode"],
     )
+    try:
+        # Before the runner's heavy imports, so a refusal is instant.
+        check(config)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    from orbit_server.runner import serve
+
     raise SystemExit(serve(config))
