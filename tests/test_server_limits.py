@@ -18,8 +18,10 @@ TOKEN = "admin-secret"
 def _deployed(tmp: Path, *flags: str) -> ServerProcess:
     proc = ServerProcess(tmp / "orbit.db", "--token", TOKEN, *flags).start()
     api = proc.http(TOKEN)
-    for document in (server_ir.review(), server_ir.print_labels()):
-        assert api.post("/v1/workflows", document).status == 201
+    statuses = [api.post("/v1/workflows", d).status for d in (server_ir.review(), server_ir.print_labels())]
+    if statuses != [201, 201]:
+        proc.stop()
+        raise AssertionError(f"deploying answered {statuses}")
     return proc
 
 

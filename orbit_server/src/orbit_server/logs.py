@@ -44,13 +44,34 @@ def level_from_env(value: str | None) -> int:
     return logging.INFO
 
 
+_level_in_force = logging.INFO
+
+
+def enabled(level: int) -> bool:
+    """Whether `configure` lets lines of this level through (cheap checks
+    before formatting a message nobody will see)."""
+    return level >= _level_in_force
+
+
 def configure(log_format: str, level: int = logging.INFO) -> None:
+    global _level_in_force
+    _level_in_force = level
     structlog.configure(
         processors=[_render_json if log_format == "json" else _render_text],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_Stderr()),
         cache_logger_on_first_use=False,
     )
+
+
+class _Stderr:
+    """Whatever `sys.stderr` is when a line is written (tests replace it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def logger() -> Any:
