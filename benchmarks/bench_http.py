@@ -124,9 +124,9 @@ def start_server(store: str, token: str, worker_token: str) -> tuple[subprocess.
         for suffix in ("", "-wal", "-shm"):
             Path(db + suffix).unlink(missing_ok=True)
     orbit = str(Path(sys.executable).with_name("orbit"))
+    credentials = ["--token", token, "--worker-token", worker_token]
     proc = subprocess.Popen(
-        [orbit, "server", "--db", db, "--addr", "127.0.0.1:0", "--token", token]
-        + ["--worker-token", worker_token],
+        [orbit, "server", "--db", db, "--addr", "127.0.0.1:0", *credentials],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -141,7 +141,7 @@ def start_server(store: str, token: str, worker_token: str) -> tuple[subprocess.
 
 def percentile(values: list[int], p: float) -> int:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def main() -> None:

@@ -142,7 +142,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             if name in self.cfg.settings:
                 self.cfg.set(name, value)
 
-    def load(self) -> falcon.App:
+    def load(self) -> falcon.App[falcon.Request, falcon.Response]:
         """Runs in the worker, after the fork: open, recover, then serve."""
         log = logs.logger()
         try:
