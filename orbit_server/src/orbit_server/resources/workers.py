@@ -40,7 +40,7 @@ class WorkerProtocol:
             "worker registered",
             worker_id=worker_id,
             runtime=runtime.lower(),
-            tasks=len(contracts),
+            tasks=",".join(c["task_name"] for c in contracts),
         )
         send(resp, answer)
 
