@@ -133,6 +133,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             "timeout": 0,
             "logger_class": GunicornLog,
             "accesslog": None,
+            # No proxy is trusted to rewrite the scheme or the client address
+            # (and the per-request check is cheapest with nothing to match).
+            "forwarded_allow_ips": "",
             "proc_name": "orbit",
             "post_fork": _post_fork,
             "worker_exit": self._worker_exit,
