@@ -33,7 +33,7 @@ from gunicorn.sock import TCP6Socket, TCPSocket
 from gunicorn.workers.gthread import ThreadWorker
 
 from orbit_core.decide import Limits
-from orbit_core.engine import MAX_WAIT_MS, Engine
+from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
 from orbit_core.errors import OrbitError
 from orbit_server import logs
 from orbit_server.app import create_app
@@ -148,6 +148,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
     def load(self) -> falcon.App[falcon.Request, falcon.Response]:
         """Runs in the worker, after the fork: open, recover, then serve."""
         log = logs.logger()
+        tune_process()
         try:
             self.engine = build_engine(self.config)
         except OrbitError as exc:
