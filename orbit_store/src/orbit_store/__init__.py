@@ -1,4 +1,4 @@
-"""orbit_store."""
+"""orbit_store: the store port on SQLAlchemy Core (SQLite; PostgreSQL later)."""
 
 __version__ = "0.5.0"
 

@@ -1,0 +1,762 @@
+"""The decider: `decide(state, plan, now, limits)` returns the events that
+should happen next, and nothing else. It performs no I/O, reads no clock and
+draws no random numbers; the engine calls it until it returns nothing and
+commits everything as one batch with one timestamp.
+
+One call is one iteration: every unit gets at most one transition, computed
+against the state as it was at the start of the call. That fixes the order
+the book shows (a `for` step's `StepFanOut` in one iteration, its elements
+scheduled in the next).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from orbit_core import evaluate as _evaluate
+from orbit_core import events as ev
+from orbit_core import values as _values
+from orbit_core.ir import Step
+from orbit_core.plan import Plan, UnitSpec, default_key, describe
+from orbit_core.state import (
+    ATTEMPT_FAILED,
+    DISPATCHED,
+    FAILED_UNIT,
+    RETRY_WAIT,
+    SCHEDULED,
+    SKIPPED,
+    SUCCEEDED,
+    UNCERTAIN,
+    WAITING,
+    ExecutionState,
+    Unit,
+)
+
+WHEN_FALSE = "`when` condition was false"
+HANDLER_KIND = {"failed": "failure", "cancelled": "cancel", "timed_out": "timeout"}
+LIMIT_HINT = "(--max-{} or the workflow's `limits`)"
+
+
+@attrs.frozen
+class Limits:
+    """Server-side resource limits; None means unlimited."""
+
+    max_fan_out: int | None = None
+    max_history_events: int | None = None
+    max_payload_bytes: int | None = None
+
+    def effective(self, plan: Plan) -> Limits:
+        """The stricter of the server's limits and the workflow's `limits`."""
+        if not plan.limits:
+            return self
+        return Limits(
+            _stricter(self.max_fan_out, plan.limits.get("max_fan_out")),
+            _stricter(self.max_history_events, plan.limits.get("max_history_events")),
+            _stricter(self.max_payload_bytes, plan.limits.get("max_payload_bytes")),
+        )
+
+
+def _stricter(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def history_limit_message(limit: int) -> str:
+    return f"the execution reached {limit} history events {LIMIT_HINT.format('history-events')}"
+
+
+def decide(state: ExecutionState, plan: Plan, now: int, limits: Limits) -> list[ev.Event]:
+    """The next events for `state` at time `now` (one iteration)."""
+    if state.terminal or not state.started:
+        return []
+    d = _Decider(state, plan, now, limits)
+    if state.abort is None:
+        d.main()
+        limit = limits.max_history_events
+        if (
+            d.out
+            and limit is not None
+            and state.last_seq + len(d.out) > limit
+            and not isinstance(d.out[0], ev.WorkflowTimeoutReached)
+        ):
+            return [
+                ev.LimitExceeded(
+                    state.last_seq + 1,
+                    now,
+                    "max_history_events",
+                    history_limit_message(limit),
+                )
+            ]
+    else:
+        d.abort()
+    return d.out
+
+
+def next_due_ms(state: ExecutionState, plan: Plan) -> int | None:
+    """The earliest time at which `decide` would act without any new input."""
+    if state.terminal:
+        return None
+    due: int | None = None
+
+    def consider(t: int | None) -> None:
+        nonlocal due
+        if t is not None and (due is None or t < due):
+            due = t
+
+    if state.abort is None and plan.defn.timeout_ms is not None:
+        consider(state.created_at_ms + plan.defn.timeout_ms)
+    for key, unit in state.units.items():
+        status = unit.status
+        if status == DISPATCHED:
+            consider(unit.deadline_ms)
+        elif status in (RETRY_WAIT, WAITING):
+            consider(unit.wake_at_ms)
+        elif status == SCHEDULED and not unit.redelivery:
+            spec = plan.spec(key)
+            if spec is not None and spec.queue_timeout_ms is not None:
+                consider((unit.scheduled_at_ms or 0) + spec.queue_timeout_ms)
+    return due
+
+
+class _Decider:
+    def __init__(self, state: ExecutionState, plan: Plan, now: int, limits: Limits) -> None:
+        self.s = state
+        self.plan = plan
+        self.now = now
+        self.limits = limits
+        self.out: list[ev.Event] = []
+        self.taken: set[int] = set()
+        self.failed = False
+        self._execution: dict[str, str] | None = None
+
+    # ------------------------------------------------------------ emitting
+
+    def _seq(self) -> int:
+        return self.s.last_seq + len(self.out) + 1
+
+    def emit(self, cls: Any, *fields: Any) -> None:
+        self.out.append(cls(self._seq(), self.now, *fields))
+
+    def fail_unit(self, key: str, code: str, message: str, details: Any = None) -> None:
+        self.emit(ev.StepFailed, key, ev.make_error(code, message, False, details))
+        self.failed = True
+
+    # ------------------------------------------------------------ scopes
+
+    def execution(self) -> dict[str, str]:
+        if self._execution is None:
+            s = self.s
+            self._execution = {"id": s.id, "workflow": s.workflow, "version": s.version}
+        return self._execution
+
+    def scope(
+        self,
+        steps: Any = None,
+        vars: dict[str, Any] | None = None,
+        failure: Any = None,
+        event: Any = None,
+    ) -> _evaluate.Scope:
+        if steps is None and vars is None and failure is None and event is None:
+            # The main scope reads the state's own (live) dicts, so one object
+            # serves every decision of the execution's run.
+            cached = self.s.main_scope
+            if cached is None:
+                cached = self.s.main_scope = _evaluate.Scope(
+                    input=self.s.input, execution=self.execution(), steps=self.s.outputs
+                )
+            return cached  # type: ignore[no-any-return]
+        return _evaluate.Scope(
+            input=self.s.input,
+            execution=self.execution(),
+            steps=self.s.outputs if steps is None else steps,
+            vars=vars or {},
+            failure=failure,
+            event=event,
+        )
+
+    def eval(self, expr: Any, scope: _evaluate.Scope, what: str, key: str) -> tuple[bool, Any]:
+        """(ok, value); on an error the unit fails with EXPRESSION_ERROR."""
+        try:
+            return True, _evaluate.evaluate(expr, scope)
+        except _evaluate.EvalError as exc:
+            self.fail_unit(key, "EXPRESSION_ERROR", f"evaluating `{what}`: {exc}")
+            return False, None
+
+    def due(self, at: int | None, since: int | None) -> bool:
+        # A timer set in this very batch waits for the next tick (`sleep 0s`).
+        return at is not None and self.now >= at and (since is None or self.now > since)
+
+    # ------------------------------------------------------------ main phase
+
+    def main(self) -> None:
+        s, plan = self.s, self.plan
+        timeout = plan.defn.timeout_ms
+        if timeout is not None and self.now >= s.created_at_ms + timeout:
+            self.emit(ev.WorkflowTimeoutReached)
+            return
+        for step in plan.defn.steps:
+            self.main_step(step)
+            if self.failed:
+                return
+        self.event_handlers()
+        if self.failed or self.out:
+            return
+        if self.all_finished():
+            self.finish()
+
+    def deps_done(self, deps: Iterable[str], prefix: str = "") -> bool | None:
+        """True when every dependency succeeded or was skipped; None when one
+        can never finish that way (a handler's failed dependency)."""
+        units = self.s.units
+        for name in deps:
+            unit = units.get(prefix + name)
+            status = unit.status if unit is not None else None
+            if status in (SUCCEEDED, SKIPPED):
+                continue
+            if status in ("FAILED", "CANCELLED"):
+                return None
+            return False
+        return True
+
+    def main_step(self, step: Step) -> None:
+        unit = self.s.units.get(step.name)
+        if unit is None or unit.status is None:
+            if self.deps_done(step.depends_on):
+                self.start_step(step, step.name, self.scope())
+            return
+        self.progress_step(step, unit, retries=True)
+
+    def progress_step(self, step: Step, unit: Unit, retries: bool) -> None:
+        status = unit.status
+        if status == "RUNNING":
+            self.fan_out(step, unit, self.scope(), retries)
+        elif status == WAITING:
+            self.waiting(step, unit)
+        elif status is not None and status not in (SUCCEEDED, SKIPPED, FAILED_UNIT, "CANCELLED"):
+            spec = self.plan.spec(unit.key)
+            if spec is not None:
+                self.progress(unit, spec, retries)
+
+    def start_step(
+        self,
+        step: Step,
+        key: str,
+        scope: _evaluate.Scope,
+        steps_for: Any = None,
+    ) -> None:
+        if step.when is not None:
+            ok, value = self.eval(step.when, scope, "when", key)
+            if not ok:
+                return
+            if value is None or value is False:
+                self.emit(ev.StepSkipped, key, WHEN_FALSE)
+                return
+            if value is not True:
+                self.fail_unit(
+                    key,
+                    "EXPRESSION_ERROR",
+                    f"`when` condition must be a Bool, found {describe(value)}",
+                )
+                return
+        if step.for_each is not None:
+            ok, items = self.eval(step.for_each.over, scope, "for", key)
+            if not ok:
+                return
+            if items is None:
+                items = []
+            if not isinstance(items, list):
+                self.fail_unit(
+                    key, "EXPRESSION_ERROR", f"`for` needs a list, found {describe(items)}"
+                )
+                return
+            limit = self.limits.max_fan_out
+            if limit is not None and len(items) > limit:
+                self.fail_unit(
+                    key,
+                    "LIMIT_EXCEEDED",
+                    f"`for` over {len(items)} elements exceeds the fan-out limit of {limit} "
+                    + LIMIT_HINT.format("fan-out"),
+                )
+                return
+            self.emit(ev.StepFanOut, key, items)
+            return
+        self.start_unit(self.plan.step_spec(step), key, scope)
+
+    def start_unit(self, spec: UnitSpec, key: str, scope: _evaluate.Scope) -> None:
+        step = spec.step
+        kind = spec.kind
+        if kind == "compute":
+            ok, value = self.eval(step.compute, scope, "compute", key)
+            if ok:
+                self.emit(ev.StepSucceeded, key, 1, value)
+        elif kind == "sleep":
+            self.emit(ev.TimerStarted, key, self.now + (step.sleep_ms or 0))
+        elif kind == "await":
+            deadline = None if step.timeout_ms is None else self.now + step.timeout_ms
+            self.emit(ev.SignalAwaitStarted, key, step.signal, deadline)
+        else:
+            self.schedule(spec, key, step.with_, step.idempotency_key, scope)
+
+    def schedule(
+        self, spec: UnitSpec, key: str, with_: Any, key_expr: Any, scope: _evaluate.Scope
+    ) -> None:
+        value: Any = {}
+        if with_ is not None:
+            ok, value = self.eval(with_, scope, "with", key)
+            if not ok:
+                return
+            if value is None:
+                value = {}
+        contract = self.plan.contract(spec.task or "")
+        if contract is not None:
+            try:
+                value = _values.conform(value, contract.input)
+            except _values.ValidationError as exc:
+                self.fail_unit(
+                    key,
+                    "INPUT_CONTRACT_VIOLATION",
+                    f"step input for `{spec.task}` does not match its contract at {exc}",
+                )
+                return
+        idem = None
+        if key_expr is not None:
+            ok, idem = self.eval(key_expr, scope, "idempotency_key", key)
+            if not ok:
+                return
+            if idem is not None and not isinstance(idem, str):
+                self.fail_unit(
+                    key,
+                    "EXPRESSION_ERROR",
+                    f"`idempotency_key` must be a String, found {describe(idem)}",
+                )
+                return
+        if idem is None:
+            idem = default_key(self.s.id, self.s.run, key)
+        self.emit(ev.StepScheduled, key, 1, value, idem, False)
+
+    # ------------------------------------------------------------ task units
+
+    def progress(self, unit: Unit, spec: UnitSpec, retries: bool) -> None:
+        """One step of a task-like unit's attempt cycle."""
+        status = unit.status
+        key = unit.key
+        if status == SCHEDULED:
+            qt = spec.queue_timeout_ms
+            if (
+                qt is not None
+                and not unit.redelivery
+                and not spec.is_child
+                and self.due((unit.scheduled_at_ms or 0) + qt, unit.scheduled_at_ms)
+            ):
+                self.emit(
+                    ev.StepAttemptFailed,
+                    key,
+                    unit.attempt,
+                    ev.make_error(
+                        "QUEUE_TIMEOUT", "no worker picked up the task before queue_timeout", False
+                    ),
+                )
+        elif status == DISPATCHED:
+            if self.due(unit.deadline_ms, unit.dispatched_at_ms):
+                message = (
+                    f"child workflow did not finish within {spec.timeout_ms}ms"
+                    if spec.is_child
+                    else f"attempt timed out after {spec.timeout_ms}ms"
+                )
+                self.emit(
+                    ev.StepAttemptFailed,
+                    key,
+                    unit.attempt,
+                    ev.make_error("TIMEOUT", message, True),
+                )
+        elif status == ATTEMPT_FAILED:
+            error = unit.last_error or ev.make_error("UNKNOWN", "", False)
+            retry = spec.retry
+            if (
+                retries
+                and not spec.is_child
+                and error.get("retryable", False)
+                and error["code"] not in retry.non_retryable
+                and unit.attempt < retry.attempts
+            ):
+                delay = retry.delay_before(unit.attempt + 1)
+                self.emit(ev.RetryScheduled, key, unit.attempt + 1, delay, self.now + delay)
+                return
+            final = dict(error)
+            if retry.attempts > 1 and unit.attempt >= retry.attempts:
+                final["message"] = f"{error['message']} (gave up after {retry.attempts} attempts)"
+            self.emit(ev.StepFailed, key, final)
+            if not key.startswith(("compensate:", "on_failure:", "on_cancel:", "on_timeout:")):
+                self.failed = True
+        elif status == UNCERTAIN:
+            self.emit(
+                ev.StepScheduled, key, unit.attempt, unit.input, unit.idempotency_key or "", True
+            )
+        elif status == RETRY_WAIT and self.due(unit.wake_at_ms, None):
+            self.emit(
+                ev.StepScheduled,
+                key,
+                unit.attempt + 1,
+                unit.input,
+                unit.idempotency_key or "",
+                False,
+            )
+
+    def waiting(self, step: Step, unit: Unit) -> None:
+        if step.kind == "sleep":
+            if self.due(unit.wake_at_ms, unit.scheduled_at_ms):
+                self.emit(ev.TimerFired, unit.key)
+            return
+        name = step.signal
+        for sig in self.s.signals:
+            if sig["name"] == name and "delivered_to" not in sig and sig["seq"] not in self.taken:
+                self.taken.add(sig["seq"])
+                self.emit(ev.SignalDelivered, unit.key, sig["seq"])
+                return
+        if self.due(unit.wake_at_ms, unit.scheduled_at_ms):
+            self.fail_unit(
+                unit.key,
+                "SIGNAL_TIMEOUT",
+                f"no `{name}` signal arrived before the step's timeout",
+            )
+
+    # ------------------------------------------------------------ fan-out
+
+    def fan_out(self, step: Step, parent: Unit, scope: _evaluate.Scope, retries: bool) -> None:
+        items = parent.input
+        key = parent.key
+        units = self.s.units
+        if not items:
+            if retries:
+                self.emit(ev.StepSucceeded, key, 1, [])
+            else:
+                self.emit(ev.StepCancelled, key)
+            return
+        active = 0
+        pending: list[int] = []
+        outputs: list[Any] = []
+        failed: Unit | None = None
+        for i in range(len(items)):
+            unit = units.get(f"{key}[{i}]")
+            status = unit.status if unit is not None else None
+            if unit is None or status is None:
+                pending.append(i)
+            elif status == SUCCEEDED:
+                outputs.append(unit.output)
+            elif status == FAILED_UNIT:
+                failed = failed or unit
+            elif status != "CANCELLED":
+                active += 1
+                if retries:
+                    self.progress_step(step, unit, True)
+                else:
+                    self.abort_unit(step, unit)
+        if not retries or failed is not None:
+            # Aborting: withdraw what has not started, wait for the rest.
+            if active == 0:
+                if failed is not None:
+                    self.emit(ev.StepFailed, key, failed.error)
+                else:
+                    self.emit(ev.StepCancelled, key)
+            return
+        if not pending and active == 0:
+            self.emit(ev.StepSucceeded, key, 1, outputs)
+            return
+        limit = step.max_parallel
+        spec = self.plan.step_spec(step)
+        var = step.for_each.var if step.for_each is not None else ""
+        for i in pending:
+            if limit is not None and active >= limit:
+                break
+            element_scope = attrs.evolve(scope, vars={**scope.vars, var: items[i]})
+            self.start_unit(attrs.evolve(spec, element=i), f"{key}[{i}]", element_scope)
+            active += 1
+            if self.failed:
+                return
+
+    # ------------------------------------------------------------ event handlers
+
+    def event_handlers(self) -> None:
+        plan, s = self.plan, self.s
+        if plan.events:
+            for sig in s.signals:
+                name = sig["name"]
+                if name in plan.events and "delivered_to" not in sig:
+                    self.emit(ev.SignalDelivered, f"on_event:{name}@{sig['seq']}", sig["seq"])
+        for instance in s.instances:
+            signal = instance[len("on_event:") :].partition("@")[0]
+            payload = s.units[instance].output
+            prefix = instance + ":"
+            block = "event:" + signal
+            steps = self.instance_steps(plan.events.get(signal, ()), prefix)
+            for step in plan.events.get(signal, ()):
+                key = prefix + step.name
+                unit = s.units.get(key)
+                if unit is None or unit.status is None:
+                    ready = self.deps_done(plan.block_deps[(block, step.name)], prefix)
+                    if ready:
+                        self.start_step(step, key, self.scope(steps=steps, event=payload))
+                    elif ready is None:
+                        self.emit(ev.StepCancelled, key)
+                else:
+                    self.instance_progress(step, unit)
+                if self.failed:
+                    return
+
+    def instance_steps(self, steps: Iterable[Step], prefix: str) -> dict[str, Any]:
+        merged = dict(self.s.outputs)
+        units = self.s.units
+        for step in steps:
+            unit = units.get(prefix + step.name)
+            if unit is not None and unit.status in (SUCCEEDED, SKIPPED):
+                merged[step.name] = unit.output
+        return merged
+
+    def instance_progress(self, step: Step, unit: Unit) -> None:
+        if unit.status == WAITING:
+            self.waiting(step, unit)
+        elif not unit.done:
+            spec = self.plan.spec(unit.key)
+            if spec is not None:
+                self.progress(unit, spec, True)
+
+    def all_finished(self) -> bool:
+        units = self.s.units
+        for step in self.plan.defn.steps:
+            unit = units.get(step.name)
+            if unit is None or unit.status not in (SUCCEEDED, SKIPPED):
+                return False
+        for instance in self.s.instances:
+            signal = instance[len("on_event:") :].partition("@")[0]
+            for step in self.plan.events.get(signal, ()):
+                unit = units.get(f"{instance}:{step.name}")
+                if unit is None or not unit.done:
+                    return False
+        return True
+
+    def finish(self) -> None:
+        defn = self.plan.defn
+        scope = self.scope()
+        can = defn.continue_as_new
+        if can is not None:
+            proceed: Any = True
+            if can.when is not None:
+                proceed = self.eval_workflow(can.when, scope, "continue_as_new")
+                if proceed is _FAILED:
+                    return
+            if proceed is True:
+                nxt = self.eval_workflow(can.with_, scope, "continue_as_new")
+                if nxt is _FAILED:
+                    return
+                try:
+                    nxt = _values.conform({} if nxt is None else nxt, defn.input, strict=True)
+                except _values.ValidationError as exc:
+                    self.workflow_failed(
+                        "INPUT_CONTRACT_VIOLATION",
+                        f"continue_as_new input does not match the workflow input at {exc}",
+                    )
+                    return
+                self.emit(ev.WorkflowContinuedAsNew, self.s.run + 1, nxt)
+                return
+        output = self.eval_workflow(defn.result, scope, "return")
+        if output is _FAILED:
+            return
+        try:
+            output = _values.conform(output, defn.output)
+        except _values.ValidationError as exc:
+            self.workflow_failed(
+                "OUTPUT_CONTRACT_VIOLATION",
+                f"workflow output does not match its output type at {exc}",
+            )
+            return
+        self.emit(ev.WorkflowCompleted, output)
+
+    def eval_workflow(self, expr: Any, scope: _evaluate.Scope, what: str) -> Any:
+        try:
+            return _evaluate.evaluate(expr, scope)
+        except _evaluate.EvalError as exc:
+            self.workflow_failed("EXPRESSION_ERROR", f"evaluating `{what}`: {exc}")
+            return _FAILED
+
+    def workflow_failed(self, code: str, message: str) -> None:
+        self.emit(ev.WorkflowFailed, ev.make_error(code, message, False), "none")
+
+    # ------------------------------------------------------------ abort phase
+
+    def abort(self) -> None:
+        s, plan = self.s, self.plan
+        busy = False
+        for step in plan.defn.steps:
+            unit = s.units.get(step.name)
+            if unit is None or unit.status is None:
+                self.emit(ev.StepCancelled, step.name)
+            elif not unit.done:
+                busy = True
+                if unit.status == "RUNNING":
+                    self.fan_out(step, unit, self.scope(), retries=False)
+                else:
+                    self.abort_unit(step, unit)
+        for instance in s.instances:
+            signal = instance[len("on_event:") :].partition("@")[0]
+            for step in plan.events.get(signal, ()):
+                key = f"{instance}:{step.name}"
+                unit = s.units.get(key)
+                if unit is None or unit.status is None:
+                    self.emit(ev.StepCancelled, key)
+                elif not unit.done:
+                    busy = True
+                    self.abort_unit(step, unit)
+        if busy or self.out:
+            return
+        if s.compensation_outcome is None and s.compensation_order is not None:
+            self.compensate(s.compensation_order)
+            return
+        if s.compensation_outcome is None and s.handlers is None:
+            targets = self.compensation_targets()
+            if targets:
+                self.emit(ev.CompensationStarted, self.abort_reason(), targets)
+                return
+        outcome = s.compensation_outcome or "none"
+        abort = s.abort or {}
+        kind = HANDLER_KIND[abort["kind"]]
+        steps = plan.handlers.get(kind)
+        if steps:
+            if s.handlers is None:
+                self.emit(ev.HandlersStarted, kind, outcome)
+                return
+            if not self.run_handlers(kind, steps):
+                return
+        if abort["kind"] == "failed":
+            self.emit(ev.WorkflowFailed, abort["error"], outcome)
+        elif abort["kind"] == "cancelled":
+            self.emit(ev.WorkflowCancelled, outcome)
+        else:
+            self.emit(ev.WorkflowTimedOut, outcome)
+
+    def abort_unit(self, step: Step, unit: Unit) -> None:
+        """Withdraws work that has not started; lets in-flight work finish."""
+        status = unit.status
+        if (status == SCHEDULED and not unit.redelivery) or status in (WAITING, RETRY_WAIT):
+            self.emit(ev.StepCancelled, unit.key)
+            return
+        spec = self.plan.spec(unit.key)
+        if spec is not None:
+            self.progress(unit, spec, retries=False)
+
+    def compensation_targets(self) -> list[str]:
+        """Succeeded units with a `compensate` block, newest success first."""
+        plan = self.plan
+        candidates = [
+            u
+            for u in self.s.units.values()
+            if u.status == SUCCEEDED
+            and u.succeeded_seq is not None
+            and ":" not in u.key
+            and u.key.partition("[")[0] in plan.compensated
+            and (u.key.endswith("]") or plan.steps[u.key].for_each is None)
+        ]
+        candidates.sort(key=lambda u: u.succeeded_seq or 0, reverse=True)
+        return [u.key for u in candidates]
+
+    def compensate(self, order: list[str]) -> None:
+        """Runs the compensations one at a time, then reports their outcome."""
+        s = self.s
+        failures: list[tuple[str, Any]] = []
+        for target in order:
+            key = "compensate:" + target
+            unit = s.units.get(key)
+            spec = self.plan.spec(key)
+            if spec is None:
+                continue
+            if unit is None or unit.status is None:
+                self.start_compensation(target, key, spec)
+                return
+            if not unit.done:
+                self.progress(unit, spec, retries=True)
+                return
+            if unit.status == FAILED_UNIT:
+                failures.append((target, unit.error))
+        if failures:
+            for target, error in failures:
+                self.emit(ev.CompensationFailed, target, error)
+        else:
+            self.emit(ev.CompensationCompleted)
+
+    def start_compensation(self, target: str, key: str, spec: UnitSpec) -> None:
+        step = spec.step
+        comp = step.compensate
+        assert comp is not None
+        base = self.s.units[target]
+        steps = dict(self.s.outputs)
+        steps[step.name] = base.output
+        vars: dict[str, Any] = {}
+        if spec.element is not None and step.for_each is not None:
+            parent = self.s.units.get(step.name)
+            items = parent.input if parent is not None else None
+            if isinstance(items, list) and spec.element < len(items):
+                vars[step.for_each.var] = items[spec.element]
+        scope = self.scope(steps=steps, vars=vars)
+        self.schedule(spec, key, comp.with_, comp.idempotency_key, scope)
+
+    def abort_reason(self) -> str:
+        abort = self.s.abort or {}
+        if abort.get("kind") == "cancelled":
+            return f"cancelled: {abort.get('reason', '')}"
+        if abort.get("kind") == "timed_out":
+            return "workflow timed out"
+        return str(abort.get("error", {}).get("message", ""))
+
+    def failure_value(self) -> dict[str, Any]:
+        abort = self.s.abort or {}
+        kind = abort.get("kind")
+        if kind == "cancelled":
+            return {"reason": "cancelled", "code": "CANCELLED", "message": abort.get("reason")}
+        if kind == "timed_out":
+            return {
+                "reason": "timed_out",
+                "code": "WORKFLOW_TIMEOUT",
+                "message": "workflow timed out",
+            }
+        error = abort.get("error", {})
+        return {"reason": "failed", "code": error.get("code"), "message": error.get("message")}
+
+    def run_handlers(self, kind: str, steps: tuple[Step, ...]) -> bool:
+        """Advances the handler steps; True once every one has finished."""
+        s = self.s
+        prefix = f"on_{kind}:"
+        failure = self.failure_value()
+        merged = dict(s.outputs)
+        for step in steps:
+            unit = s.units.get(prefix + step.name)
+            if unit is not None and unit.status in (SUCCEEDED, SKIPPED):
+                merged[step.name] = unit.output
+        finished = True
+        for step in steps:
+            key = prefix + step.name
+            unit = s.units.get(key)
+            if unit is None or unit.status is None:
+                finished = False
+                ready = self.deps_done(self.plan.block_deps[(kind, step.name)], prefix)
+                if ready:
+                    self.start_step(step, key, self.scope(steps=merged, failure=failure))
+                elif ready is None:
+                    self.emit(ev.StepCancelled, key)
+            elif not unit.done:
+                finished = False
+                if unit.status == WAITING:
+                    self.waiting(step, unit)
+                else:
+                    spec = self.plan.spec(key)
+                    if spec is not None:
+                        self.progress(unit, spec, True)
+        self.failed = False  # a handler's failure never changes the outcome
+        return finished and not self.out
+
+
+_FAILED: Any = object()

@@ -1,0 +1,91 @@
+"""Task dispatch bookkeeping: the index of queued tasks and worker sessions.
+
+The index maps (task name, contract version) to one FIFO per routing runtime
+(`None` for steps without `using`, or with `using any`). Entries are checked
+lazily when they reach the head of their queue: an entry is valid only while
+its unit is still SCHEDULED under the same offer (`StepScheduled` seq), so
+withdrawing, resolving or rolling back a unit never has to search the index.
+A poll therefore costs O(1) amortised, however many executions are in flight.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable
+
+import attrs
+
+RUNTIME_ANY = None
+
+
+def routing_runtime(using: str | None) -> str | None:
+    if using is None or using.lower() == "any":
+        return RUNTIME_ANY
+    return using.lower()
+
+
+@attrs.define(slots=True, eq=False)
+class QueuedTask:
+    serial: int
+    execution_id: str
+    unit_key: str
+    offer_seq: int
+
+
+class TaskIndex:
+    def __init__(self) -> None:
+        self._queues: dict[tuple[str, str], dict[str | None, deque[QueuedTask]]] = {}
+        self._serial = itertools.count(1)
+
+    def push(
+        self, contract: tuple[str, str], using: str | None, execution_id: str, key: str, offer: int
+    ) -> None:
+        by_runtime = self._queues.setdefault(contract, {})
+        queue = by_runtime.get(routing_runtime(using))
+        if queue is None:
+            queue = by_runtime[routing_runtime(using)] = deque()
+        queue.append(QueuedTask(next(self._serial), execution_id, key, offer))
+
+    def pop(
+        self,
+        contracts: Iterable[tuple[str, str]],
+        runtime: str,
+        valid: Callable[[QueuedTask], bool],
+    ) -> QueuedTask | None:
+        """The oldest valid task among the session's contracts; invalid heads
+        met on the way are dropped."""
+        best: deque[QueuedTask] | None = None
+        best_serial = 0
+        for contract in contracts:
+            by_runtime = self._queues.get(contract)
+            if not by_runtime:
+                continue
+            for key in (RUNTIME_ANY, runtime):
+                queue = by_runtime.get(key)
+                while queue:
+                    head = queue[0]
+                    if valid(head):
+                        if best is None or head.serial < best_serial:
+                            best, best_serial = queue, head.serial
+                        break
+                    queue.popleft()
+        return best.popleft() if best is not None else None
+
+    def __len__(self) -> int:
+        return sum(len(q) for by in self._queues.values() for q in by.values())
+
+
+@attrs.define(slots=True, eq=False)
+class Session:
+    session_id: str
+    worker_id: str
+    runtime: str
+    contracts: tuple[tuple[str, str], ...]
+    sdk: str | None
+    registered_at_ms: int
+    last_seen_ms: int
+    held: set[str] = attrs.field(factory=set)
+    cancel_sent: set[str] = attrs.field(factory=set)
+    lost: bool = False
+    local: bool = False

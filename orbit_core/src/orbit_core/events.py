@@ -1,0 +1,417 @@
+"""History events (chapter 40): one frozen class per event type, with the
+book's field names, plus the JSON codec used by the stores and the API.
+
+Every event carries `seq` and `timestamp_ms`; whoever creates an event knows
+both (the decider is handed the batch time and reads `last_seq` from the
+state), so events are never copied to be stamped. `error` values are plain
+dicts `{"code", "message", "retryable", "details"?}`; payload-like fields
+(`input`, `output`, `payload`, `items`) are JSON values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, TypeAlias
+
+import attrs
+import orjson
+
+Json: TypeAlias = Any
+ErrorJson: TypeAlias = dict[str, Any]
+
+
+def make_error(code: str, message: str, retryable: bool, details: Any = None) -> ErrorJson:
+    error: ErrorJson = {"code": code, "message": message, "retryable": retryable}
+    if details is not None:
+        error["details"] = details
+    return error
+
+
+@attrs.frozen
+class WorkflowCreated:
+    TYPE: ClassVar[str] = "WorkflowCreated"
+    seq: int
+    timestamp_ms: int
+    workflow: str
+    version: str
+    definition_hash: str
+    input: Json
+    parent: dict[str, str] | None = None
+    schedule_id: str | None = None
+    run: int | None = None
+
+
+@attrs.frozen
+class WorkflowStarted:
+    TYPE: ClassVar[str] = "WorkflowStarted"
+    seq: int
+    timestamp_ms: int
+
+
+@attrs.frozen
+class WorkflowTimeoutReached:
+    TYPE: ClassVar[str] = "WorkflowTimeoutReached"
+    seq: int
+    timestamp_ms: int
+
+
+@attrs.frozen
+class CancelRequested:
+    TYPE: ClassVar[str] = "CancelRequested"
+    seq: int
+    timestamp_ms: int
+    reason: str
+
+
+@attrs.frozen
+class LimitExceeded:
+    TYPE: ClassVar[str] = "LimitExceeded"
+    seq: int
+    timestamp_ms: int
+    limit: str
+    message: str
+
+
+@attrs.frozen
+class WorkflowCompleted:
+    TYPE: ClassVar[str] = "WorkflowCompleted"
+    seq: int
+    timestamp_ms: int
+    output: Json
+
+
+@attrs.frozen
+class WorkflowFailed:
+    TYPE: ClassVar[str] = "WorkflowFailed"
+    seq: int
+    timestamp_ms: int
+    error: ErrorJson
+    compensation: str
+
+
+@attrs.frozen
+class WorkflowCancelled:
+    TYPE: ClassVar[str] = "WorkflowCancelled"
+    seq: int
+    timestamp_ms: int
+    compensation: str
+
+
+@attrs.frozen
+class WorkflowTimedOut:
+    TYPE: ClassVar[str] = "WorkflowTimedOut"
+    seq: int
+    timestamp_ms: int
+    compensation: str
+
+
+@attrs.frozen
+class WorkflowContinuedAsNew:
+    TYPE: ClassVar[str] = "WorkflowContinuedAsNew"
+    seq: int
+    timestamp_ms: int
+    next_run: int
+    input: Json
+
+
+@attrs.frozen
+class StepScheduled:
+    TYPE: ClassVar[str] = "StepScheduled"
+    seq: int
+    timestamp_ms: int
+    step: str
+    attempt: int
+    input: Json
+    idempotency_key: str
+    redelivery: bool
+
+
+@attrs.frozen
+class StepSkipped:
+    TYPE: ClassVar[str] = "StepSkipped"
+    seq: int
+    timestamp_ms: int
+    step: str
+    reason: str
+
+
+@attrs.frozen
+class StepFanOut:
+    TYPE: ClassVar[str] = "StepFanOut"
+    seq: int
+    timestamp_ms: int
+    step: str
+    items: list[Json]
+
+
+@attrs.frozen
+class StepDispatched:
+    TYPE: ClassVar[str] = "StepDispatched"
+    seq: int
+    timestamp_ms: int
+    step: str
+    attempt: int
+    token: str
+    worker_id: str
+    worker_session: str
+    deadline_ms: int | None
+
+
+@attrs.frozen
+class StepSucceeded:
+    TYPE: ClassVar[str] = "StepSucceeded"
+    seq: int
+    timestamp_ms: int
+    step: str
+    attempt: int
+    output: Json
+
+
+@attrs.frozen
+class StepAttemptFailed:
+    TYPE: ClassVar[str] = "StepAttemptFailed"
+    seq: int
+    timestamp_ms: int
+    step: str
+    attempt: int
+    error: ErrorJson
+
+
+@attrs.frozen
+class StepAttemptUncertain:
+    TYPE: ClassVar[str] = "StepAttemptUncertain"
+    seq: int
+    timestamp_ms: int
+    step: str
+    attempt: int
+    reason: str
+
+
+@attrs.frozen
+class RetryScheduled:
+    TYPE: ClassVar[str] = "RetryScheduled"
+    seq: int
+    timestamp_ms: int
+    step: str
+    next_attempt: int
+    delay_ms: int
+    fire_at_ms: int
+
+
+@attrs.frozen
+class StepFailed:
+    TYPE: ClassVar[str] = "StepFailed"
+    seq: int
+    timestamp_ms: int
+    step: str
+    error: ErrorJson
+
+
+@attrs.frozen
+class StepCancelled:
+    TYPE: ClassVar[str] = "StepCancelled"
+    seq: int
+    timestamp_ms: int
+    step: str
+
+
+@attrs.frozen
+class TimerStarted:
+    TYPE: ClassVar[str] = "TimerStarted"
+    seq: int
+    timestamp_ms: int
+    step: str
+    fire_at_ms: int
+
+
+@attrs.frozen
+class TimerFired:
+    TYPE: ClassVar[str] = "TimerFired"
+    seq: int
+    timestamp_ms: int
+    step: str
+
+
+@attrs.frozen
+class StaleResultIgnored:
+    TYPE: ClassVar[str] = "StaleResultIgnored"
+    seq: int
+    timestamp_ms: int
+    step: str
+    token: str
+    outcome: str
+
+
+@attrs.frozen
+class SignalReceived:
+    TYPE: ClassVar[str] = "SignalReceived"
+    seq: int
+    timestamp_ms: int
+    name: str
+    payload: Json
+
+
+@attrs.frozen
+class SignalAwaitStarted:
+    TYPE: ClassVar[str] = "SignalAwaitStarted"
+    seq: int
+    timestamp_ms: int
+    step: str
+    signal: str
+    deadline_ms: int | None = None
+
+
+@attrs.frozen
+class SignalDelivered:
+    TYPE: ClassVar[str] = "SignalDelivered"
+    seq: int
+    timestamp_ms: int
+    step: str
+    signal_seq: int
+
+
+@attrs.frozen
+class CompensationStarted:
+    TYPE: ClassVar[str] = "CompensationStarted"
+    seq: int
+    timestamp_ms: int
+    reason: str
+    steps: list[str]
+
+
+@attrs.frozen
+class CompensationCompleted:
+    TYPE: ClassVar[str] = "CompensationCompleted"
+    seq: int
+    timestamp_ms: int
+
+
+@attrs.frozen
+class CompensationFailed:
+    TYPE: ClassVar[str] = "CompensationFailed"
+    seq: int
+    timestamp_ms: int
+    step: str
+    error: ErrorJson
+
+
+@attrs.frozen
+class HandlersStarted:
+    TYPE: ClassVar[str] = "HandlersStarted"
+    seq: int
+    timestamp_ms: int
+    kind: str
+    compensation: str
+
+
+Event: TypeAlias = (
+    WorkflowCreated
+    | WorkflowStarted
+    | WorkflowTimeoutReached
+    | CancelRequested
+    | LimitExceeded
+    | WorkflowCompleted
+    | WorkflowFailed
+    | WorkflowCancelled
+    | WorkflowTimedOut
+    | WorkflowContinuedAsNew
+    | StepScheduled
+    | StepSkipped
+    | StepFanOut
+    | StepDispatched
+    | StepSucceeded
+    | StepAttemptFailed
+    | StepAttemptUncertain
+    | RetryScheduled
+    | StepFailed
+    | StepCancelled
+    | TimerStarted
+    | TimerFired
+    | StaleResultIgnored
+    | SignalReceived
+    | SignalAwaitStarted
+    | SignalDelivered
+    | CompensationStarted
+    | CompensationCompleted
+    | CompensationFailed
+    | HandlersStarted
+)
+
+EVENT_TYPES: dict[str, type[Any]] = {
+    cls.TYPE: cls
+    for cls in (
+        WorkflowCreated,
+        WorkflowStarted,
+        WorkflowTimeoutReached,
+        CancelRequested,
+        LimitExceeded,
+        WorkflowCompleted,
+        WorkflowFailed,
+        WorkflowCancelled,
+        WorkflowTimedOut,
+        WorkflowContinuedAsNew,
+        StepScheduled,
+        StepSkipped,
+        StepFanOut,
+        StepDispatched,
+        StepSucceeded,
+        StepAttemptFailed,
+        StepAttemptUncertain,
+        RetryScheduled,
+        StepFailed,
+        StepCancelled,
+        TimerStarted,
+        TimerFired,
+        StaleResultIgnored,
+        SignalReceived,
+        SignalAwaitStarted,
+        SignalDelivered,
+        CompensationStarted,
+        CompensationCompleted,
+        CompensationFailed,
+        HandlersStarted,
+    )
+}
+
+# Members written only when set (chapter 40 marks them `?`).
+_OPTIONAL = {"parent", "schedule_id", "run"}
+_OPTIONAL_BY_TYPE: dict[str, frozenset[str]] = {
+    "WorkflowCreated": frozenset(_OPTIONAL),
+    "SignalAwaitStarted": frozenset({"deadline_ms"}),
+}
+_FIELDS: dict[type[Any], tuple[str, ...]] = {
+    cls: tuple(a.name for a in attrs.fields(cls))[2:] for cls in EVENT_TYPES.values()
+}
+
+
+def to_json(event: Event) -> dict[str, Any]:
+    """The event as `orbit logs --json` prints it: seq, timestamp_ms, type, fields."""
+    cls = type(event)
+    out: dict[str, Any] = {"seq": event.seq, "timestamp_ms": event.timestamp_ms, "type": cls.TYPE}
+    optional = _OPTIONAL_BY_TYPE.get(cls.TYPE)
+    for name in _FIELDS[cls]:
+        value = getattr(event, name)
+        if value is None and optional is not None and name in optional:
+            continue
+        out[name] = value
+    return out
+
+
+def from_json(data: dict[str, Any]) -> Event:
+    """Reads an event written by `to_json`; raises KeyError/TypeError on a malformed one."""
+    cls = EVENT_TYPES[data["type"]]
+    kwargs = {name: data.get(name) for name in _FIELDS[cls]}
+    event: Event = cls(data["seq"], data["timestamp_ms"], **kwargs)
+    return event
+
+
+def dumps(event: Event) -> bytes:
+    return orjson.dumps(to_json(event))
+
+
+def loads(raw: bytes | str) -> Event:
+    return from_json(orjson.loads(raw))
+
+
+def step_of(event: Event) -> str | None:
+    """The unit key an event refers to (the stores' `step` column)."""
+    return getattr(event, "step", None)

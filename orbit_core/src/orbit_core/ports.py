@@ -1,0 +1,166 @@
+"""The engine's ports: what it needs from the outside world, as Protocols.
+Adapters (the in-memory store here, the SQL stores in `orbit_store`, the
+real and simulated clocks) satisfy them structurally.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from orbit_core.events import Event
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+class IdSource(Protocol):
+    """Every identifier the engine hands out: task tokens, execution ids, sessions."""
+
+    def token(self) -> str: ...
+
+    def execution_id(self) -> str: ...
+
+    def session_id(self) -> str: ...
+
+
+@attrs.define(slots=True)
+class ExecutionRow:
+    """The `workflow_executions` projection of one execution."""
+
+    execution_id: str
+    workflow: str
+    version: str
+    definition_hash: str
+    status: str
+    created_at_ms: int
+    updated_at_ms: int
+    last_seq: int
+    run: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "execution_id": self.execution_id,
+            "workflow": self.workflow,
+            "version": self.version,
+            "status": self.status,
+            "created_at_ms": self.created_at_ms,
+            "updated_at_ms": self.updated_at_ms,
+        }
+
+
+@attrs.define(slots=True)
+class WorkerRow:
+    """The latest registration of a worker id (`worker_registry`)."""
+
+    worker_id: str
+    runtime: str
+    sdk: str | None
+    contracts: list[dict[str, str]]
+    registered_at_ms: int
+    last_seen_ms: int
+
+
+@attrs.define(slots=True)
+class DefinitionRow:
+    name: str
+    version: str
+    definition_hash: str
+    ir: dict[str, Any]
+    created_at_ms: int
+
+
+@attrs.define(slots=True)
+class ExecutionChange:
+    """What one commit adds to one execution. With `archive_run` set, the run
+    ended with continue-as-new: `archived` is appended to it, its whole history
+    moves to the run archive, and `events` starts the next run."""
+
+    execution_id: str
+    row: ExecutionRow
+    events: list[Event] = attrs.field(factory=list)
+    archive_run: int | None = None
+    archived: list[Event] = attrs.field(factory=list)
+    new: bool = False
+
+
+@attrs.define(slots=True)
+class CommitBatch:
+    """Everything one group commit writes, in one transaction."""
+
+    definitions: list[DefinitionRow] = attrs.field(factory=list)
+    executions: list[ExecutionChange] = attrs.field(factory=list)
+    workers: list[WorkerRow] = attrs.field(factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.definitions or self.executions or self.workers)
+
+
+class Store(Protocol):
+    """Durable storage. `commit` is one transaction (one fsync) or nothing."""
+
+    def load_definitions(self) -> list[DefinitionRow]: ...
+
+    def load_active(self) -> list[tuple[str, list[Event]]]:
+        """Every non-terminal execution with its current run's history."""
+        ...
+
+    def commit(self, batch: CommitBatch) -> None: ...
+
+    def history(self, execution_id: str, run: int | None = None) -> list[Event] | None: ...
+
+    def execution_row(self, execution_id: str) -> ExecutionRow | None: ...
+
+    def list_executions(
+        self, status: str | None, workflow: str | None, limit: int
+    ) -> list[ExecutionRow]: ...
+
+    def list_workers(self) -> list[WorkerRow]: ...
+
+    def close(self) -> None: ...
+
+
+class BuiltinTasks(Protocol):
+    """Runs built-in tasks (`orbit.*`) inside the runtime. `run` is called on
+    an engine thread and reports through `done(output, error)`, exactly once."""
+
+    def supports(self, task_name: str) -> bool: ...
+
+    def run(
+        self,
+        task_name: str,
+        input: Any,
+        timeout_ms: int | None,
+        done: Callable[[Any, dict[str, Any] | None], None],
+    ) -> None: ...
+
+
+class SystemClock:
+    """Wall-clock milliseconds since the Unix epoch."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class UuidIds:
+    """Random UUIDv4 identifiers (formatted directly: tokens are on the hot path)."""
+
+    def token(self) -> str:
+        return _uuid4()
+
+    def execution_id(self) -> str:
+        return _uuid4()
+
+    def session_id(self) -> str:
+        return _uuid4()
+
+
+def _uuid4() -> str:
+    h = os.urandom(16).hex()
+    variant = "89ab"[int(h[16], 16) & 3]
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:32]}"

@@ -1,0 +1,483 @@
+"""Execution and unit state, and the fold that builds it from history.
+
+`fold(events)` is a left fold of `apply(state, event)`. The state is a mutable
+accumulator (building frozen objects per event would double the fold's cost);
+the engine keeps one per active execution and applies each committed event to
+it, so `fold(history)` and the live state must always agree (`to_json` of
+both is compared by the tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from orbit_core import events as ev
+
+# Execution statuses.
+RUNNING = "RUNNING"
+COMPENSATING = "COMPENSATING"
+COMPLETED = "COMPLETED"
+FAILED = "FAILED"
+CANCELLED = "CANCELLED"
+TIMED_OUT = "TIMED_OUT"
+CONTINUED_AS_NEW = "CONTINUED_AS_NEW"
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, TIMED_OUT, CONTINUED_AS_NEW})
+
+# Unit statuses (None is PENDING).
+SCHEDULED = "SCHEDULED"
+DISPATCHED = "DISPATCHED"
+ATTEMPT_FAILED = "ATTEMPT_FAILED"
+UNCERTAIN = "UNCERTAIN"
+RETRY_WAIT = "RETRY_WAIT"
+WAITING = "WAITING"
+SUCCEEDED = "SUCCEEDED"
+SKIPPED = "SKIPPED"
+CANCELLED_UNIT = "CANCELLED"
+FAILED_UNIT = "FAILED"
+UNIT_DONE = frozenset({SUCCEEDED, SKIPPED, FAILED_UNIT, CANCELLED_UNIT})
+# A unit in one of these has work a worker (or a child) may still finish.
+IN_FLIGHT = frozenset({SCHEDULED, DISPATCHED, ATTEMPT_FAILED, UNCERTAIN, RETRY_WAIT})
+
+_ABSENT: Any = object()
+
+
+@attrs.define(slots=True, eq=False)
+class Unit:
+    key: str
+    status: str | None = None
+    attempt: int = 0
+    input: Any = _ABSENT
+    idempotency_key: str | None = None
+    output: Any = _ABSENT
+    error: dict[str, Any] | None = None
+    last_error: dict[str, Any] | None = None
+    redelivery: bool = False
+    scheduled_at_ms: int | None = None
+    dispatched_at_ms: int | None = None
+    deadline_ms: int | None = None
+    wake_at_ms: int | None = None
+    finished_at_ms: int | None = None
+    worker_id: str | None = None
+    worker_session: str | None = None
+    token: str | None = None
+    tokens: list[list[Any]] | None = None
+    succeeded_seq: int | None = None
+    dispatch_count: int = 0
+    # Not in the API document: the seq of the latest StepScheduled, which
+    # identifies the current offer of the unit to workers.
+    offer_seq: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.status in UNIT_DONE
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.status is not None:
+            out["status"] = self.status
+        out["attempt"] = self.attempt
+        if self.input is not _ABSENT:
+            out["input"] = self.input
+        if self.idempotency_key is not None:
+            out["idempotency_key"] = self.idempotency_key
+        if self.output is not _ABSENT:
+            out["output"] = self.output
+        for name in ("error", "last_error"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        out["redelivery"] = self.redelivery
+        for name in (
+            "scheduled_at_ms",
+            "dispatched_at_ms",
+            "deadline_ms",
+            "wake_at_ms",
+            "finished_at_ms",
+            "worker_id",
+            "worker_session",
+            "token",
+            "tokens",
+            "succeeded_seq",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        out["dispatch_count"] = self.dispatch_count
+        return out
+
+
+@attrs.define(slots=True, eq=False)
+class ExecutionState:
+    id: str
+    workflow: str = ""
+    version: str = ""
+    definition_hash: str = ""
+    input: Any = None
+    run: int = 1
+    parent: dict[str, str] | None = None
+    schedule_id: str | None = None
+    status: str = RUNNING
+    started: bool = False
+    created_at_ms: int = 0
+    updated_at_ms: int = 0
+    finished_at_ms: int | None = None
+    units: dict[str, Unit] = attrs.field(factory=dict)
+    abort: dict[str, Any] | None = None
+    compensation_order: list[str] | None = None
+    signals: list[dict[str, Any]] = attrs.field(factory=list)
+    compensation: str | None = None
+    output: Any = _ABSENT
+    error: dict[str, Any] | None = None
+    handlers: dict[str, str] | None = None
+    last_seq: int = 0
+    # Derived, for the decider: outputs of succeeded main steps, the outcome
+    # of compensation once known, and the event-handler instances started.
+    outputs: dict[str, Any] = attrs.field(factory=dict)
+    compensation_outcome: str | None = None
+    instances: list[str] = attrs.field(factory=list)
+    next_run: int | None = None
+    # A memo for the decider: the expression scope over this state's data.
+    main_scope: Any = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def unit(self, key: str) -> Unit:
+        unit = self.units.get(key)
+        if unit is None:
+            unit = self.units[key] = Unit(key)
+        return unit
+
+    def to_json(self) -> dict[str, Any]:
+        """The execution state document of `GET /v1/executions/{id}`."""
+        out: dict[str, Any] = {"id": self.id}
+        if self.run > 1:
+            out["run"] = self.run
+        if self.parent is not None:
+            out["parent"] = self.parent
+        if self.schedule_id is not None:
+            out["schedule_id"] = self.schedule_id
+        out["workflow"] = self.workflow
+        out["version"] = self.version
+        out["definition_hash"] = self.definition_hash
+        out["input"] = self.input
+        out["status"] = self.status
+        out["created_at_ms"] = self.created_at_ms
+        out["updated_at_ms"] = self.updated_at_ms
+        if self.finished_at_ms is not None:
+            out["finished_at_ms"] = self.finished_at_ms
+        out["units"] = {key: unit.to_json() for key, unit in self.units.items()}
+        if self.abort is not None:
+            out["abort"] = self.abort
+        if self.compensation_order is not None:
+            out["compensation_order"] = self.compensation_order
+        if self.signals:
+            out["signals"] = self.signals
+        if self.compensation is not None:
+            out["compensation"] = self.compensation
+        if self.output is not _ABSENT:
+            out["output"] = self.output
+        if self.error is not None:
+            out["error"] = self.error
+        if self.handlers is not None:
+            out["handlers"] = self.handlers
+        out["last_seq"] = self.last_seq
+        return out
+
+
+def is_main_key(key: str) -> bool:
+    """A unit of a main step (not an element, compensation or handler unit)."""
+    return ":" not in key and "[" not in key
+
+
+def is_compensation_key(key: str) -> bool:
+    return key.startswith("compensate:")
+
+
+def is_handler_key(key: str) -> bool:
+    return key.startswith(("on_failure:", "on_cancel:", "on_timeout:"))
+
+
+# ---------------------------------------------------------------- apply
+
+
+def _created(s: ExecutionState, e: Any) -> None:
+    s.workflow = e.workflow
+    s.version = e.version
+    s.definition_hash = e.definition_hash
+    s.input = e.input
+    s.parent = e.parent
+    s.schedule_id = e.schedule_id
+    s.run = e.run or 1
+    s.created_at_ms = e.timestamp_ms
+    s.status = RUNNING
+
+
+def _started(s: ExecutionState, e: Any) -> None:
+    s.started = True
+
+
+def _start_abort(s: ExecutionState, abort: dict[str, Any]) -> None:
+    if s.abort is None:
+        s.abort = abort
+
+
+def _timeout(s: ExecutionState, e: Any) -> None:
+    _start_abort(s, {"kind": "timed_out"})
+
+
+def _cancel(s: ExecutionState, e: Any) -> None:
+    _start_abort(s, {"kind": "cancelled", "reason": e.reason})
+
+
+def _limit(s: ExecutionState, e: Any) -> None:
+    _start_abort(s, {"kind": "failed", "error": ev.make_error("LIMIT_EXCEEDED", e.message, False)})
+
+
+def _finish(s: ExecutionState, e: Any, status: str) -> None:
+    s.status = status
+    s.finished_at_ms = e.timestamp_ms
+
+
+def _completed(s: ExecutionState, e: Any) -> None:
+    s.output = e.output
+    _finish(s, e, COMPLETED)
+
+
+def _failed(s: ExecutionState, e: Any) -> None:
+    s.error = e.error
+    s.compensation = e.compensation
+    _finish(s, e, FAILED)
+
+
+def _cancelled(s: ExecutionState, e: Any) -> None:
+    s.compensation = e.compensation
+    _finish(s, e, CANCELLED)
+
+
+def _timed_out(s: ExecutionState, e: Any) -> None:
+    s.compensation = e.compensation
+    _finish(s, e, TIMED_OUT)
+
+
+def _continued(s: ExecutionState, e: Any) -> None:
+    s.next_run = e.next_run
+    _finish(s, e, CONTINUED_AS_NEW)
+
+
+def _scheduled(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = SCHEDULED
+    u.attempt = e.attempt
+    u.input = e.input
+    u.idempotency_key = e.idempotency_key
+    u.redelivery = e.redelivery
+    u.scheduled_at_ms = e.timestamp_ms
+    u.token = None
+    u.wake_at_ms = None
+    u.offer_seq = e.seq
+
+
+def _skipped(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = SKIPPED
+    u.output = None
+    u.finished_at_ms = e.timestamp_ms
+
+
+def _fan_out(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = "RUNNING"
+    u.attempt = 1
+    u.input = e.items
+    u.scheduled_at_ms = e.timestamp_ms
+
+
+def _dispatched(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = DISPATCHED
+    u.token = e.token
+    u.worker_id = e.worker_id
+    u.worker_session = e.worker_session
+    u.dispatched_at_ms = e.timestamp_ms
+    u.deadline_ms = e.deadline_ms
+    if u.tokens is None:
+        u.tokens = []
+    u.tokens.append([e.token, e.attempt])
+    u.dispatch_count += 1
+
+
+def _succeed(s: ExecutionState, u: Unit, output: Any, e: Any) -> None:
+    u.status = SUCCEEDED
+    u.output = output
+    u.finished_at_ms = e.timestamp_ms
+    u.succeeded_seq = e.seq
+    u.token = None
+    if is_main_key(u.key):
+        s.outputs[u.key] = output
+
+
+def _succeeded(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.attempt = max(u.attempt, e.attempt)
+    _succeed(s, u, e.output, e)
+
+
+def _attempt_failed(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = ATTEMPT_FAILED
+    u.last_error = e.error
+    u.token = None
+
+
+def _uncertain(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = UNCERTAIN
+    u.token = None
+
+
+def _retry(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = RETRY_WAIT
+    u.wake_at_ms = e.fire_at_ms
+
+
+def _step_failed(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = FAILED_UNIT
+    u.error = e.error
+    u.finished_at_ms = e.timestamp_ms
+    u.token = None
+    key = e.step
+    if is_compensation_key(key) or is_handler_key(key):
+        return
+    message = e.error["message"]
+    error = dict(e.error)
+    error["message"] = f"step `{key}` failed: {message}"
+    error["retryable"] = False
+    _start_abort(s, {"kind": "failed", "error": error})
+
+
+def _step_cancelled(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = CANCELLED_UNIT
+    u.finished_at_ms = e.timestamp_ms
+    u.token = None
+
+
+def _timer_started(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = WAITING
+    u.attempt = 1
+    u.scheduled_at_ms = e.timestamp_ms
+    u.wake_at_ms = e.fire_at_ms
+
+
+def _timer_fired(s: ExecutionState, e: Any) -> None:
+    _succeed(s, s.unit(e.step), {}, e)
+
+
+def _stale(s: ExecutionState, e: Any) -> None:
+    pass
+
+
+def _signal_received(s: ExecutionState, e: Any) -> None:
+    s.signals.append(
+        {"seq": e.seq, "name": e.name, "payload": e.payload, "received_at_ms": e.timestamp_ms}
+    )
+
+
+def _await_started(s: ExecutionState, e: Any) -> None:
+    u = s.unit(e.step)
+    u.status = WAITING
+    u.attempt = 1
+    u.scheduled_at_ms = e.timestamp_ms
+    u.wake_at_ms = e.deadline_ms
+
+
+def _signal_delivered(s: ExecutionState, e: Any) -> None:
+    payload = None
+    for sig in s.signals:
+        if sig["seq"] == e.signal_seq:
+            sig["delivered_to"] = e.step
+            payload = sig["payload"]
+            break
+    u = s.unit(e.step)
+    if u.status is None:  # an event-handler instance starts here
+        u.attempt = 1
+        u.scheduled_at_ms = e.timestamp_ms
+        s.instances.append(e.step)
+    _succeed(s, u, payload, e)
+
+
+def _compensation_started(s: ExecutionState, e: Any) -> None:
+    s.status = COMPENSATING
+    s.compensation_order = list(e.steps)
+
+
+def _compensation_completed(s: ExecutionState, e: Any) -> None:
+    s.compensation_outcome = "completed"
+
+
+def _compensation_failed(s: ExecutionState, e: Any) -> None:
+    s.compensation_outcome = "failed"
+
+
+def _handlers_started(s: ExecutionState, e: Any) -> None:
+    s.handlers = {"kind": e.kind, "compensation": e.compensation}
+    s.compensation_outcome = e.compensation
+
+
+_APPLY: dict[type[Any], Callable[[ExecutionState, Any], None]] = {
+    ev.WorkflowCreated: _created,
+    ev.WorkflowStarted: _started,
+    ev.WorkflowTimeoutReached: _timeout,
+    ev.CancelRequested: _cancel,
+    ev.LimitExceeded: _limit,
+    ev.WorkflowCompleted: _completed,
+    ev.WorkflowFailed: _failed,
+    ev.WorkflowCancelled: _cancelled,
+    ev.WorkflowTimedOut: _timed_out,
+    ev.WorkflowContinuedAsNew: _continued,
+    ev.StepScheduled: _scheduled,
+    ev.StepSkipped: _skipped,
+    ev.StepFanOut: _fan_out,
+    ev.StepDispatched: _dispatched,
+    ev.StepSucceeded: _succeeded,
+    ev.StepAttemptFailed: _attempt_failed,
+    ev.StepAttemptUncertain: _uncertain,
+    ev.RetryScheduled: _retry,
+    ev.StepFailed: _step_failed,
+    ev.StepCancelled: _step_cancelled,
+    ev.TimerStarted: _timer_started,
+    ev.TimerFired: _timer_fired,
+    ev.StaleResultIgnored: _stale,
+    ev.SignalReceived: _signal_received,
+    ev.SignalAwaitStarted: _await_started,
+    ev.SignalDelivered: _signal_delivered,
+    ev.CompensationStarted: _compensation_started,
+    ev.CompensationCompleted: _compensation_completed,
+    ev.CompensationFailed: _compensation_failed,
+    ev.HandlersStarted: _handlers_started,
+}
+
+
+def apply(state: ExecutionState, event: ev.Event) -> None:
+    """Applies one committed event to `state` in place."""
+    if event.seq != state.last_seq + 1:
+        raise ValueError(f"event #{event.seq} does not follow #{state.last_seq}")
+    _APPLY[type(event)](state, event)
+    state.last_seq = event.seq
+    state.updated_at_ms = event.timestamp_ms
+
+
+def fold(events: Iterable[ev.Event], execution_id: str = "") -> ExecutionState:
+    """The state after `events` (one run's history, from #1)."""
+    state = ExecutionState(execution_id)
+    for event in events:
+        apply(state, event)
+    return state

@@ -1,0 +1,268 @@
+"""Test-only helpers for the engine tests: a terse builder for IR definitions
+mirroring the book's workflows, and `orbit logs`-style rendering of events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbit_core import events as ev
+from orbit_core.engine import Engine
+from orbit_core.ir import (
+    IR_V1,
+    IR_V2,
+    ChildContract,
+    Compensation,
+    ContinueAsNew,
+    Definition,
+    EventHandler,
+    ForEach,
+    Query,
+    Retry,
+    Signal,
+    Step,
+    TaskContract,
+    definition_hash,
+    needs_ir_v2,
+)
+from orbit_core.ir import expr as e
+from orbit_core.ir import types as t
+
+Str, Int, Float, Bool, Json = t.STRING, t.INT, t.FLOAT, t.BOOL, t.JSON
+EMPTY = t.EMPTY_RECORD
+# Re-exported for the test modules.
+REEXPORTED = (Compensation, ContinueAsNew, EventHandler, ForEach, Query, Retry, Signal)
+
+
+def opt(ty: t.Type) -> t.OptionalType:
+    return t.OptionalType(ty)
+
+
+def lst(ty: t.Type) -> t.ListType:
+    return t.ListType(ty)
+
+
+def rec(**fields: Any) -> t.RecordType:
+    """`rec(name=S, excitement=(I, 3))`: a record type; a tuple gives a default."""
+    out = []
+    for name, spec in fields.items():
+        if isinstance(spec, tuple):
+            out.append(t.Field(name, spec[0], spec[1]))
+        else:
+            out.append(t.Field(name, spec))
+    return t.RecordType(tuple(out))
+
+
+def lit(value: Any) -> e.Expr:
+    if isinstance(value, e.Expr.__args__):  # type: ignore[attr-defined]
+        return value  # type: ignore[no-any-return]
+    if value is None:
+        return e.Null()
+    if isinstance(value, bool):
+        return e.Bool(value)
+    if isinstance(value, int):
+        return e.Int(value)
+    if isinstance(value, float):
+        return e.Float(value)
+    if isinstance(value, str):
+        return e.Str(value)
+    if isinstance(value, list):
+        return e.List(tuple(lit(v) for v in value))
+    if isinstance(value, dict):
+        return obj(**value)
+    raise TypeError(value)
+
+
+def obj(**entries: Any) -> e.Object:
+    return e.Object(tuple(e.Entry(k, lit(v)) for k, v in entries.items()))
+
+
+def path(root: e.Expr, *fields: str) -> e.Expr:
+    for f in fields:
+        root = e.Get(root, f)
+    return root
+
+
+def inp(*fields: str) -> e.Expr:
+    return path(e.Input(), *fields)
+
+
+def ref(step: str, *fields: str) -> e.Expr:
+    return path(e.StepRef(step), *fields)
+
+
+def var(name: str, *fields: str) -> e.Expr:
+    return path(e.Var(name), *fields)
+
+
+def binop(op: str, left: Any, right: Any) -> e.Binary:
+    return e.Binary(op, lit(left), lit(right))
+
+
+def call(fn: str, *args: Any) -> e.Call:
+    return e.Call(fn, tuple(lit(a) for a in args))
+
+
+def task(
+    name: str,
+    input: t.RecordType = EMPTY,
+    output: t.Type = EMPTY,
+    version: str = "1.0.0",
+    compensated_by: str | None = None,
+) -> TaskContract:
+    return TaskContract(name, version, input, output, compensated_by)
+
+
+def step(name: str, kind: str = "task", **kw: Any) -> Step:
+    deps = set(kw.pop("after", ()))
+    for key in ("with_", "when", "compute", "idempotency_key"):
+        if kw.get(key) is not None:
+            deps |= _refs(kw[key])
+    if kw.get("for_each") is not None:
+        deps |= _refs(kw["for_each"].over)
+    kw["depends_on"] = tuple(sorted(deps - {name}))
+    return Step(name, kind, **kw)
+
+
+def _refs(x: e.Expr) -> set[str]:
+    from orbit_core.ir.walk import walk
+
+    return {n.name for n in walk(x) if isinstance(n, e.StepRef)}
+
+
+def workflow(
+    name: str,
+    steps: list[Step],
+    contracts: list[TaskContract | ChildContract],
+    *,
+    input: t.RecordType = EMPTY,
+    output: t.Type | None = None,
+    result: e.Expr | None = None,
+    version: str = "1.0.0",
+    **kw: Any,
+) -> Definition:
+    keys = {
+        (f"workflow:{c.name}" if isinstance(c, ChildContract) else c.name): c for c in contracts
+    }
+    defn = Definition(
+        ir_version=IR_V1,
+        name=name,
+        version=version,
+        input=input,
+        output=output if output is not None else EMPTY,
+        steps=tuple(steps),
+        result=result if result is not None else e.EMPTY_OBJECT,
+        contracts=keys,
+        **kw,
+    )
+    if needs_ir_v2(defn):
+        defn = _evolve(defn, ir_version=IR_V2)
+    return _evolve(defn, definition_hash=definition_hash(defn))
+
+
+def child_contract(defn: Definition) -> ChildContract:
+    return ChildContract(defn.name, defn.version, defn.definition_hash, defn.input, defn.output)
+
+
+def _evolve(defn: Definition, **changes: Any) -> Definition:
+    import attrs
+
+    return attrs.evolve(defn, **changes)
+
+
+# ---------------------------------------------------------------- rendering
+
+_FIELDS = (
+    "step",
+    "attempt",
+    "worker_id",
+    "reason",
+    "delay_ms",
+    "redelivery",
+    "outcome",
+    "run",
+    "next_run",
+    "kind",
+    "limit",
+    "name",
+    "signal",
+    "signal_seq",
+)
+
+
+def line(event: ev.Event) -> str:
+    """An event as `orbit logs` prints it, without the time and seq columns."""
+    parts = [type(event).TYPE]
+    for f in _FIELDS:
+        value = getattr(event, f, None)
+        if value is None or (f == "redelivery" and value is False):
+            continue
+        if f == "run" and value == 1:
+            continue
+        if isinstance(value, bool):
+            value = str(value).lower()
+        parts.append(f"{f}={value}")
+    error = getattr(event, "error", None)
+    if error is not None:
+        parts.append(f"error={error['code']} {error['message']}")
+    return " ".join(parts)
+
+
+def timeline(engine: Engine, execution_id: str, run: int | None = None) -> list[str]:
+    return [line(x) for x in engine.events(execution_id, run)]
+
+
+def times(engine: Engine, execution_id: str) -> list[int]:
+    events = engine.events(execution_id)
+    return [x.timestamp_ms - events[0].timestamp_ms for x in events]
+
+
+def parse_book(text: str) -> list[str]:
+    """The book's `orbit logs` lines without the `+ time #seq` columns."""
+    out = []
+    for raw in text.strip().splitlines():
+        text_line = raw.strip()
+        if not text_line.startswith("+"):
+            continue
+        rest = text_line[1:].split(None, 2)[2]
+        out.append(" ".join(rest.split()))
+    return out
+
+
+class Worker:
+    """A scripted remote worker: the test decides when it polls and answers."""
+
+    def __init__(
+        self, engine: Engine, worker_id: str, contracts: list[str], runtime: str = "python"
+    ) -> None:
+        self.engine = engine
+        self.worker_id = worker_id
+        reply = engine.register_worker(worker_id, runtime, [(c, "1.0.0") for c in contracts])
+        self.session = reply["worker_session_id"]
+
+    def take(self) -> dict[str, Any]:
+        task = self.engine.poll(self.session, 0)
+        assert task is not None, f"{self.worker_id} found no task"
+        return task
+
+    def ok(self, task: dict[str, Any], output: Any = None) -> dict[str, Any]:
+        return self.engine.complete(task["token"], output)
+
+    def err(
+        self,
+        task: dict[str, Any],
+        code: str,
+        message: str = "",
+        retryable: bool = True,
+        details: Any = None,
+    ) -> dict[str, Any]:
+        return self.engine.fail(task["token"], code, message, retryable, details)
+
+    def run(self, output: Any = None) -> dict[str, Any]:
+        """Takes the next task and completes it."""
+        task = self.take()
+        self.ok(task, output)
+        return task
+
+    def heartbeat(self) -> list[str]:
+        cancel: list[str] = self.engine.heartbeat(self.session)["cancel"]
+        return cancel

@@ -1,0 +1,159 @@
+"""The store contract, run against the in-memory store and SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orbit_core import events as ev
+from orbit_core.memory_store import MemoryStore
+from orbit_core.ports import (
+    CommitBatch,
+    DefinitionRow,
+    ExecutionChange,
+    ExecutionRow,
+    Store,
+    WorkerRow,
+)
+from orbit_store.sqlite import SqliteStore
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: Any, tmp_path: Path) -> Iterator[Store]:
+    made: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "o.db")
+    yield made
+    made.close()
+
+
+def created(seq: int = 1, run: int | None = None, ts: int = 1000) -> ev.WorkflowCreated:
+    return ev.WorkflowCreated(seq, ts, "Wf", "1.0.0", "sha256:x", {"a": 1}, None, None, run)
+
+
+def row(eid: str, status: str = "RUNNING", last: int = 2, ts: int = 1000) -> ExecutionRow:
+    return ExecutionRow(eid, "Wf", "1.0.0", "sha256:x", status, ts, ts, last)
+
+
+def start(store: Store, eid: str, ts: int = 1000) -> None:
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    eid,
+                    row(eid, ts=ts),
+                    [created(ts=ts), ev.WorkflowStarted(2, ts)],
+                    new=True,
+                )
+            ]
+        )
+    )
+
+
+def test_events_round_trip_in_order(store: Store) -> None:
+    start(store, "e-1")
+    more = [
+        ev.StepScheduled(3, 1001, "a", 1, {"x": [1, 2.5]}, "e-1/a", False),
+        ev.StepDispatched(4, 1002, "a", 1, "tok", "w", "s", None),
+        ev.StepAttemptFailed(4 + 1, 1003, "a", 1, ev.make_error("X", "m", True, {"d": 1})),
+    ]
+    store.commit(CommitBatch(executions=[ExecutionChange("e-1", row("e-1", last=5), more)]))
+    history = store.history("e-1")
+    assert history is not None
+    assert [type(x).TYPE for x in history] == [
+        "WorkflowCreated",
+        "WorkflowStarted",
+        "StepScheduled",
+        "StepDispatched",
+        "StepAttemptFailed",
+    ]
+    assert history[2:] == more
+    assert store.execution_row("e-1") == row("e-1", last=5)
+
+
+def test_unknown_execution(store: Store) -> None:
+    assert store.history("nope") is None
+    assert store.execution_row("nope") is None
+
+
+def test_active_executions_exclude_terminal_ones(store: Store) -> None:
+    start(store, "a")
+    start(store, "b")
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange("b", row("b", "COMPLETED", 3), [ev.WorkflowCompleted(3, 1001, {})])
+            ]
+        )
+    )
+    active = dict(store.load_active())
+    assert list(active) == ["a"]
+    assert len(active["a"]) == 2
+
+
+def test_continue_as_new_archives_the_run(store: Store) -> None:
+    start(store, "c")
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    "c",
+                    row("c", last=2),
+                    [created(1, 2, 2000), ev.WorkflowStarted(2, 2000)],
+                    archive_run=1,
+                    archived=[ev.WorkflowContinuedAsNew(3, 2000, 2, {"a": 2})],
+                )
+            ]
+        )
+    )
+    first = store.history("c", 1)
+    assert first is not None and [x.seq for x in first] == [1, 2, 3]
+    current = store.history("c")
+    assert current is not None and isinstance(current[0], ev.WorkflowCreated)
+    assert current[0].run == 2
+    assert store.history("c", 2) == current
+    assert store.history("c", 3) is None
+    found = store.execution_row("c")
+    assert found is not None and found.run == 2
+
+
+def test_listing_is_newest_first_with_filters(store: Store) -> None:
+    start(store, "old", ts=1)
+    start(store, "new", ts=2)
+    assert [r.execution_id for r in store.list_executions(None, None, 10)] == ["new", "old"]
+    assert [r.execution_id for r in store.list_executions(None, None, 1)] == ["new"]
+    assert store.list_executions("FAILED", None, 10) == []
+    assert store.list_executions(None, "Other", 10) == []
+
+
+def test_definitions_and_workers(store: Store) -> None:
+    ir = {"ir_version": "orbit-ir/1", "name": "Wf", "steps": []}
+    store.commit(
+        CommitBatch(
+            definitions=[DefinitionRow("Wf", "1.0.0", "sha256:x", ir, 5)],
+            workers=[WorkerRow("w", "python", None, [{"task_name": "t"}], 1, 1)],
+        )
+    )
+    store.commit(CommitBatch(workers=[WorkerRow("w", "go", "sdk", [], 2, 3)]))
+    assert store.load_definitions() == [DefinitionRow("Wf", "1.0.0", "sha256:x", ir, 5)]
+    assert store.list_workers() == [WorkerRow("w", "go", "sdk", [], 2, 3)]
+
+
+def test_a_failed_batch_writes_nothing(store: Store) -> None:
+    start(store, "d")
+    duplicate = ExecutionChange("d", row("d"), [created(), ev.WorkflowStarted(2, 1)], new=True)
+    with pytest.raises(Exception):  # noqa: B017 - each backend raises its own error
+        if isinstance(store, MemoryStore):
+            raise RuntimeError("the memory store does not check keys")
+        store.commit(CommitBatch(executions=[duplicate]))
+    history = store.history("d")
+    assert history is not None and len(history) == 2
+
+
+def test_sqlite_runs_in_wal_mode_with_full_sync(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "w.db")
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+    store.close()
