@@ -4,10 +4,15 @@ Ids, hashes, post ids, clock times and durations differ on every run, so both
 sides are masked before they are compared. A duration inside a line sits in a
 right-aligned column: its mask keeps the column's width, so misaligned output
 still fails. Trailing blanks are dropped, as the book's pages lost theirs.
+
+Steps that run in parallel finish in any order: `any_order` names them, and
+each run of consecutive lines about them is compared as a multiset, with the
+sequence numbers inside it masked (the lines around it keep theirs).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import textwrap
 
@@ -38,6 +43,25 @@ def book(text: str) -> str:
     return mask(textwrap.dedent(text))
 
 
-def same(actual: str, expected: str) -> None:
+def _settle(lines: list[str], names: tuple[str, ...]) -> list[str]:
+    if not names:
+        return lines
+    about = re.compile(r"(?<![:\w])(?:" + "|".join(map(re.escape, names)) + r")\b")
+    settled: list[str] = []
+    run: list[str] = []
+    for line in [*lines, ""]:
+        if line and about.search(line):
+            run.append(re.sub(r" *#\d+", " #n", line))
+            continue
+        settled.extend(sorted(run))
+        run = []
+        settled.append(line)
+    return settled[:-1]
+
+
+def same(actual: str, expected: str, any_order: tuple[str, ...] = ()) -> None:
     """Asserts that `actual` reads like the book's `expected` once masked."""
-    assert mask(actual).splitlines() == book(expected).splitlines()
+    got = _settle(mask(actual).splitlines(), any_order)
+    want = _settle(book(expected).splitlines(), any_order)
+    diff = difflib.unified_diff(want, got, "book", "actual", lineterm="")
+    assert got == want, "\n" + "\n".join(diff)
