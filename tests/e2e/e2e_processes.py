@@ -5,7 +5,8 @@ Every child runs in its own process group with stdout and stderr going to one
 log file, so a test can wait for a line, print the logs when it fails, and
 stop the whole group (gunicorn's arbiter and its worker together) by the
 group id it started. `LIVE` holds every process started and not yet discarded;
-the conftest prints their logs into the report of a failed test.
+the conftest prints their logs into the report of a failed test. A `Stack`
+owns the processes of one fixture scope and stops them all at its end.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,10 +25,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+WORKERS = HERE / "workers"
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 TS_SDK = REPO / "sdks" / "typescript"
 TSX_LOADER = TS_SDK / "node_modules" / "tsx" / "dist" / "esm" / "index.mjs"
@@ -326,3 +329,61 @@ def link_orbit_lang(project: Path) -> None:
     link = modules / "orbit-lang"
     if not link.exists():
         link.symlink_to(TS_SDK, target_is_directory=True)
+
+
+P = TypeVar("P", bound=Process)
+
+
+class Stack:
+    """Processes owned by one fixture scope, in a directory of their own."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.logs = root / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self._owned: list[Process] = []
+
+    def _own(self, process: P) -> P:
+        self._owned.append(process)
+        return process
+
+    def server(self, *args: str, name: str = "server", db: Path | None = None) -> Server:
+        """A started `orbit server` on a fresh SQLite file unless `db` is given."""
+        db = db or self.root / f"{name}.db"
+        return self._own(Server(self.logs, db, *args, name=name)).start()
+
+    def python_worker(
+        self,
+        worker_id: str,
+        script: Path,
+        server: Server,
+        env: dict[str, str] | None = None,
+    ) -> Worker:
+        worker = self._own(python_worker(worker_id, script, self.logs, server, env))
+        return worker.start()
+
+    def typescript_worker(
+        self,
+        worker_id: str,
+        script: Path,
+        server: Server,
+        env: dict[str, str] | None = None,
+    ) -> Worker:
+        link_orbit_lang(script.parent)
+        worker = self._own(typescript_worker(worker_id, script, self.logs, server, env))
+        return worker.start()
+
+    def workers_dir(self) -> Path:
+        """A copy of tests/e2e/workers where `orbit-lang` resolves."""
+        target = self.root / "workers"
+        if not target.exists():
+            shutil.copytree(WORKERS, target, ignore=shutil.ignore_patterns("__pycache__"))
+            link_orbit_lang(target)
+        return target
+
+    def cli(self, server: Server, cwd: Path | None = None) -> Cli:
+        return Cli(server, cwd or self.root)
+
+    def close(self) -> None:
+        stop_all(self._owned)
+        self._owned.clear()

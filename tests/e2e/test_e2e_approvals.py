@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Stack
-from e2e_processes import TSX_LOADER, Cli, Server, Worker, clean_env
+from e2e_processes import TSX_LOADER, Cli, Server, Stack, Worker, clean_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

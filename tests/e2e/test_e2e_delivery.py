@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Stack
-from e2e_processes import REPO, Server
+from e2e_processes import REPO, Server, Stack
 from e2e_transcripts import same
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

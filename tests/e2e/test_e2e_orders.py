@@ -12,8 +12,7 @@ from pathlib import Path
 from subprocess import CompletedProcess
 
 import pytest
-from conftest import Stack
-from e2e_processes import REPO, Cli, Server, Worker, stop_all
+from e2e_processes import REPO, Cli, Server, Stack, Worker, stop_all
 from e2e_transcripts import same
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]

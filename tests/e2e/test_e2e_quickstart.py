@@ -16,8 +16,7 @@ from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
-from conftest import Stack
-from e2e_processes import TS_SDK, Cli, Server, Worker, stop_all
+from e2e_processes import TS_SDK, Cli, Server, Stack, Worker, stop_all
 from e2e_transcripts import mask, same
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
