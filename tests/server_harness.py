@@ -209,6 +209,7 @@ def run_orbit(*args: str, env: dict[str, str] | None = None, timeout: float = 30
     clean.update(env or {})
     return subprocess.run(
         [ORBIT, *args],
+        check=False,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -172,9 +172,7 @@ def countdown() -> Any:
             ),
             result=e.EMPTY_OBJECT,
             contracts={},
-            continue_as_new=ir.ContinueAsNew(
-                _obj(n=left), e.Binary("gt", left, e.Int(0))
-            ),
+            continue_as_new=ir.ContinueAsNew(_obj(n=left), e.Binary("gt", left, e.Int(0))),
         )
     )
 

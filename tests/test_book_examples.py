@@ -19,52 +19,28 @@ file with `- input.b` still shows the book's three-error recovery. Chapter
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from bookkit import (
+    BOOK,
+    CONTEXT,
+    ENTRIES,
+    FRAGMENT_GROUPS,
+    MANIFEST,
+    SUPPORT,
+    in_context,
+    orbit,
+    prepare,
+    wrapped,
+)
 
-from orbit_cli.main import cli
 from orbit_lang.parser import parse_source
 
-BOOK = Path(__file__).parent / "book"
-SUPPORT = BOOK / "support"
-MANIFEST = json.loads((BOOK / "manifest.json").read_text(encoding="utf-8"))
-CONTEXT = json.loads((SUPPORT / "context.json").read_text(encoding="utf-8"))
 BROKEN = "26-expressions:249"
 NOT_CHECK_OUTPUT = ("58-policies", "50-compatibility-checks")
-
-
-def _wrapped(entry: dict[str, str]) -> str:
-    text = (BOOK / entry["source"]).read_text(encoding="utf-8")
-    wrap = entry.get("wrap")
-    if wrap == "workflow":
-        return f"workflow Fragment {{\n{text}}}\n"
-    if wrap == "step":
-        return f"workflow Fragment {{\nstep fragment {{\n{text}}}\n}}\n"
-    return text
-
-
-def _prepare(entry: dict[str, str], root: Path, text: str | None = None) -> list[str]:
-    """Writes the example (and the support files) under `root`; returns the
-    file names to pass to the CLI, relative to `root`."""
-    shutil.copytree(SUPPORT, root, dirs_exist_ok=True)
-    context = CONTEXT.get(entry["id"], {})
-    name = entry.get("file") or context.get("file") or "example.orbit"
-    if "dir" in context:
-        name = f"{context['dir']}/{name}"
-    path = root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_wrapped(entry) if text is None else text, encoding="utf-8")
-    return [*context.get("with", []), name]
-
-
-def _orbit(root: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("NO_COLOR", "1")
-    return CliRunner().invoke(cli, list(args))
 
 
 def _split(expected: str) -> tuple[str, str]:
@@ -96,12 +72,12 @@ CLEAN_DESPITE_OUTPUT = [
 def test_valid_example_checks_ok_and_compiles(
     entry: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    files = _prepare(entry, tmp_path)
-    checked = _orbit(tmp_path, monkeypatch, "check", *files)
+    files = prepare(entry, tmp_path)
+    checked = orbit(tmp_path, monkeypatch, "check", *files)
     assert checked.exit_code == 0, checked.stderr
     assert "error" not in checked.stderr
     assert checked.stdout.startswith("ok ")
-    compiled = _orbit(tmp_path, monkeypatch, "compile", "-o", "build", *files)
+    compiled = orbit(tmp_path, monkeypatch, "compile", "-o", "build", *files)
     if checked.stdout == "ok no workflows (contracts only)\n":
         assert compiled.exit_code == 1
         assert "nothing to compile" in compiled.stderr
@@ -112,8 +88,39 @@ def test_valid_example_checks_ok_and_compiles(
 
 @pytest.mark.parametrize("entry", FRAGMENTS, ids=lambda e: e["id"])
 def test_fragment_parses_without_diagnostics(entry: dict[str, str]) -> None:
-    _, diagnostics = parse_source(_wrapped(entry), "example.orbit")
+    _, diagnostics = parse_source(wrapped(entry), "example.orbit")
     assert diagnostics == []
+
+
+@pytest.mark.parametrize("group", FRAGMENT_GROUPS, ids=lambda g: "+".join(g["fragments"]))
+def test_fragments_check_in_the_workflow_they_belong_to(
+    group: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(SUPPORT, tmp_path, dirs_exist_ok=True)
+    context = group["context"]
+    if isinstance(context, dict):
+        name = "context.orbit"
+        text = (BOOK / ENTRIES[context["example"]]["source"]).read_text(encoding="utf-8")
+    else:
+        name = context
+        text = (SUPPORT / context).read_text(encoding="utf-8")
+    fragments = [
+        (BOOK / ENTRIES[f]["source"]).read_text(encoding="utf-8") for f in group["fragments"]
+    ]
+    (tmp_path / name).write_text(in_context(fragments, text, group["workflow"]), encoding="utf-8")
+    result = orbit(tmp_path, monkeypatch, "check", *group.get("with", []), name)
+    if "expect" in group:
+        assert result.exit_code == 1
+        assert f"error[{group['expect']}]" in result.stderr
+        assert result.stderr.count("error[") == 1, result.stderr
+    else:
+        assert result.exit_code == 0, result.stderr
+        assert "error" not in result.stderr
+
+
+def test_every_fragment_is_checked_in_a_workflow() -> None:
+    grouped = {f for g in FRAGMENT_GROUPS for f in g["fragments"]}
+    assert {e["id"] for e in FRAGMENTS} <= grouped
 
 
 @pytest.mark.parametrize("entry", WITH_OUTPUT, ids=lambda e: e["id"])
@@ -122,11 +129,11 @@ def test_example_reproduces_the_output_of_the_book(
 ) -> None:
     expected = (BOOK / entry["expected"]).read_text(encoding="utf-8")
     if entry["id"] == BROKEN:
-        _, diagnostics = parse_source(_wrapped(entry), entry["file"])
+        _, diagnostics = parse_source(wrapped(entry), entry["file"])
         assert diagnostics == [], "RULINGS §1: a line starting with `+` continues"
         return
-    files = _prepare(entry, tmp_path)
-    result = _orbit(tmp_path, monkeypatch, "check", *files)
+    files = prepare(entry, tmp_path)
+    result = orbit(tmp_path, monkeypatch, "check", *files)
     stderr, stdout = _split(expected)
     if not stdout and "error: " not in stderr:
         # The book shows the warnings alone, without the `ok` lines after them.
@@ -141,11 +148,11 @@ def test_broken_example_with_a_leading_minus_recovers_as_the_book_shows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     entry = next(e for e in MANIFEST if e["id"] == BROKEN)
-    text = _wrapped(entry).replace("+ input.b", "- input.b")
+    text = wrapped(entry).replace("+ input.b", "- input.b")
     expected = (BOOK / entry["expected"]).read_text(encoding="utf-8")
     expected = expected.replace("+ input.b", "- input.b").replace("`+`", "`-`")
-    files = _prepare(entry, tmp_path, text)
-    result = _orbit(tmp_path, monkeypatch, "check", *files)
+    files = prepare(entry, tmp_path, text)
+    result = orbit(tmp_path, monkeypatch, "check", *files)
     assert (result.exit_code, result.stderr) == (1, expected)
 
 

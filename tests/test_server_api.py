@@ -298,9 +298,7 @@ def test_http_layer_refusals_are_plain_text(api: Http) -> None:
 def test_list_executions_filters_and_limits(api: Http) -> None:
     _start(api, "Review", "list-1", order_id="1")
     _start(api, "Review", "list-2", order_id="2")
-    rows = api.get("/v1/executions?workflow=Review&status=running&limit=1000").body[
-        "executions"
-    ]
+    rows = api.get("/v1/executions?workflow=Review&status=running&limit=1000").body["executions"]
     ids = [r["execution_id"] for r in rows]
     assert ids.index("list-2") < ids.index("list-1")
     assert set(rows[0]) == {
@@ -442,13 +440,14 @@ def test_signals(api: Http) -> None:
 def test_queries(api: Http) -> None:
     _start(api, "Review", "query-1", order_id="1")
     reply = api.get("/v1/executions/query-1/queries/status")
-    assert reply.raw == (
-        b'{"execution_id":"query-1","query":"status","value":{"approved":null}}'
-    )
+    assert reply.raw == (b'{"execution_id":"query-1","query":"status","value":{"approved":null}}')
     unknown = api.get("/v1/executions/query-1/queries/stat")
     assert (unknown.status, unknown.body["error"]) == (
         404,
-        {"code": "UNKNOWN_QUERY", "message": "Review@1.0.0 has no query `stat`; declared: status, broken"},
+        {
+            "code": "UNKNOWN_QUERY",
+            "message": "Review@1.0.0 has no query `stat`; declared: status, broken",
+        },
     )
     failed = api.get("/v1/executions/query-1/queries/broken")
     assert (failed.status, failed.body["error"]["code"]) == (422, "QUERY_FAILED")

@@ -34,7 +34,11 @@ from server_harness import RawWorker, ServerProcess, run_orbit
             {},
             "--worker-token requires --token: without an admin token every endpoint would be open",
         ),
-        (["--token", "same", "--worker-token", "same"], {}, "--worker-token must differ from --token"),
+        (
+            ["--token", "same", "--worker-token", "same"],
+            {},
+            "--worker-token must differ from --token",
+        ),
         (
             ["--workers-file", "workers.toml"],
             {},
@@ -78,7 +82,9 @@ def test_a_busy_port_is_reported(tmp_path: Path) -> None:
 
 
 def test_an_unopenable_database_is_reported(tmp_path: Path) -> None:
-    result = run_orbit("server", "--db", str(tmp_path / "missing" / "x.db"), "--addr", "127.0.0.1:0")
+    result = run_orbit(
+        "server", "--db", str(tmp_path / "missing" / "x.db"), "--addr", "127.0.0.1:0"
+    )
     assert result.returncode == 1
     assert "cannot open the database" in result.stderr
 

@@ -70,7 +70,7 @@ class ResilientWorker(threading.Thread):
             if status != 200 or not isinstance(task, dict):
                 continue
             time.sleep(random.uniform(0, 0.01))
-            status, answer = self.call(
+            status, _ = self.call(
                 "/v1/tasks/complete",
                 {"token": task["token"], "output": {"i": task["input"]["i"] + 1}},
             )

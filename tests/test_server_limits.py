@@ -18,8 +18,12 @@ TOKEN = "admin-secret"
 def _deployed(tmp: Path, *flags: str) -> ServerProcess:
     proc = ServerProcess(tmp / "orbit.db", "--token", TOKEN, *flags).start()
     api = proc.http(TOKEN)
-    for document in (server_ir.review(), server_ir.print_labels()):
-        assert api.post("/v1/workflows", document).status == 201
+    statuses = [
+        api.post("/v1/workflows", d).status for d in (server_ir.review(), server_ir.print_labels())
+    ]
+    if statuses != [201, 201]:
+        proc.stop()
+        raise AssertionError(f"deploying answered {statuses}")
     return proc
 
 
@@ -89,7 +93,9 @@ def test_payload_size_and_body_limit(tmp: Path) -> None:
             "the limit is 200 (--max-payload-bytes or the workflow's `limits`)\"}} 413"
         )
         assert "signals" not in api.get("/v1/executions/review-1").body
-        assert api.post("/v1/executions/review-1/signals/decision", {"approved": True}).status == 200
+        assert (
+            api.post("/v1/executions/review-1/signals/decision", {"approved": True}).status == 200
+        )
 
         worker = RawWorker(proc.http(TOKEN), "reviewer", [("reviews.record", "1.0.0")])
         worker.register()

@@ -72,7 +72,11 @@ def test_register_answers_the_session_and_its_timing(server: ServerProcess) -> N
 
 def test_register_refusals(server: ServerProcess) -> None:
     http = server.http(WORKER)
-    good = {"worker_id": "w", "runtime": "ruby", "contracts": [{"task_name": "a.b", "contract_version": "1"}]}
+    good = {
+        "worker_id": "w",
+        "runtime": "ruby",
+        "contracts": [{"task_name": "a.b", "contract_version": "1"}],
+    }
     cases = [
         ({**good, "worker_id": " "}, 400, "INVALID_REQUEST"),
         ({**good, "contracts": []}, 400, "INVALID_REQUEST"),
@@ -201,7 +205,10 @@ def test_duplicate_results_are_recorded_and_refused(server: ServerProcess, api: 
     task = worker.task()
     assert worker.complete(task["token"], {"i": 1}).body == {"accepted": True}
     duplicate = worker.complete(task["token"], {"i": 2})
-    assert duplicate.body == {"accepted": False, "reason": "duplicate result; step already resolved"}
+    assert duplicate.body == {
+        "accepted": False,
+        "reason": "duplicate result; step already resolved",
+    }
     events = api.get("/v1/executions/dup-1/history").body["events"]
     stale = [e for e in events if e["type"] == "StaleResultIgnored"]
     assert [(e["step"], e["outcome"]) for e in stale] == [("s0", "duplicate")]
@@ -216,7 +223,10 @@ def test_result_refusals(server: ServerProcess) -> None:
     assert http.post("/v1/tasks/fail", {"token": "t"}).status == 422
     no_code = http.post("/v1/tasks/fail", {"token": "t", "error_code": ""})
     assert (no_code.status, no_code.body["error"]["code"]) == (400, "INVALID_REQUEST")
-    assert http.post("/v1/tasks/fail", {"token": "t", "error_code": "X", "retryable": "no"}).status == 422
+    assert (
+        http.post("/v1/tasks/fail", {"token": "t", "error_code": "X", "retryable": "no"}).status
+        == 422
+    )
 
 
 def test_cancellation_reaches_the_heartbeat(server: ServerProcess, api: Http) -> None:

@@ -178,3 +178,15 @@ def test_validate_checks_sources_like_check(project: Path) -> None:
     result = _orbit("validate", "bad.orbit")
     assert result.exit_code == 1
     assert "error[E0500]" in result.stderr
+
+
+def test_files_with_the_same_stem_do_not_overwrite_each_other(project: Path) -> None:
+    (project / "a").mkdir()
+    (project / "b").mkdir()
+    (project / "a" / "flow.orbit").write_text('workflow A {\n    version "1.0.0"\n}\n')
+    (project / "b" / "flow.orbit").write_text('workflow B {\n    version "1.0.0"\n}\n')
+    result = _orbit("compile", "a/flow.orbit", "b/flow.orbit")
+    assert result.exit_code == 0
+    assert result.stderr == (
+        "compiled A@1.0.0 -> build/flow.A.orbit.json\ncompiled B@1.0.0 -> build/flow.B.orbit.json\n"
+    )

@@ -140,6 +140,8 @@ def random_workflow(rng: random.Random, name: str) -> Any:
 class Simulation:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
+        # Every fourth seed commits on the engine's committer thread.
+        self.pipeline = seed % 4 == 0
         self.store = FlakyMemoryStore()
         self.clock = SimulatedClock()
         self.ids = SequentialIds()
@@ -153,7 +155,11 @@ class Simulation:
         while True:  # a server that cannot recover exits and is restarted
             try:
                 return simulated_engine(
-                    self.store, self.clock, ids=self.ids, session_timeout_ms=3000
+                    self.store,
+                    self.clock,
+                    ids=self.ids,
+                    session_timeout_ms=3000,
+                    pipeline=self.pipeline,
                 )
             except StorageError:
                 continue

@@ -755,9 +755,14 @@ def inbox() -> Any:
     )
 
 
-def test_continue_as_new_carries_signals(engine: Engine) -> None:
+def test_continue_as_new_carries_signals() -> None:
     """Chapter 25's inbox-1, on a server with --max-history-events 12."""
     eng = simulated_engine(limits=Limits(max_history_events=12))
+    run_inbox(eng)
+    eng.close()
+
+
+def run_inbox(eng: Engine) -> None:
     eng.deploy(inbox())
     eng.start("Inbox", execution_id="inbox-1")
     for text in ("first", "second", "stop"):
@@ -808,7 +813,6 @@ def test_continue_as_new_carries_signals(engine: Engine) -> None:
     assert eng.health()["continued_as_new"] == 2
     total = sum(len(eng.events("inbox-1", run)) for run in (1, 2, 3))
     assert total == 27
-    eng.close()
 
 
 def labels() -> Any:

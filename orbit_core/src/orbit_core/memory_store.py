@@ -13,6 +13,8 @@ from orbit_core.state import TERMINAL
 
 
 class MemoryStore:
+    durable = False  # commits cost nothing, so the engine commits inline
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._definitions: dict[tuple[str, str], DefinitionRow] = {}

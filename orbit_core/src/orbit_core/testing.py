@@ -90,7 +90,7 @@ def simulated_engine(
         ids if ids is not None else SequentialIds(),
         limits=limits,
         handler_threads=0,
-        **options,
+        **{"pipeline": False, **options},
     )
 
 

@@ -7,7 +7,9 @@ with `strict`, without warnings), children first, then in load order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -21,6 +23,9 @@ from orbit_lang.lower import lower
 from orbit_lang.parser import read_source
 from orbit_lang.render import render_human_all
 from orbit_lang.source import SourceFile
+
+# As for parsing (orbit_lang.parser): room for a few hundred nesting levels.
+_RECURSION_LIMIT = 20_000
 
 
 @attrs.frozen
@@ -59,19 +64,50 @@ def compile_paths(
     return _compile(program, diagnostics, strict)
 
 
+def check_paths(paths: Sequence[Path | str], strict: bool = False) -> CompileResult:
+    """Like `compile_paths` without lowering: the diagnostics and the
+    checked workflows, and no definitions (what `orbit check` needs)."""
+    program, diagnostics = load_program(paths)
+    return _compile(program, diagnostics, strict, lowered=False)
+
+
 def compile_source(text: str, path: str = "source.orbit", strict: bool = False) -> CompileResult:
     """Compiles one file given as text (imports are read from disk)."""
     program, diagnostics = load_source(text, path)
     return _compile(program, diagnostics, strict)
 
 
-def _compile(program: Program, parsed: list[Diagnostic], strict: bool) -> CompileResult:
+@contextlib.contextmanager
+def _deep_trees() -> Iterator[None]:
+    """Lets checking and lowering walk trees as deep as the parser accepts."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _compile(
+    program: Program, parsed: list[Diagnostic], strict: bool, lowered: bool = True
+) -> CompileResult:
+    try:
+        with _deep_trees():
+            return _check_and_lower(program, parsed, strict, lowered)
+    except RecursionError:
+        too_deep = Diagnostic.error("E0100", "expressions are nested too deeply to compile", None)
+        return CompileResult([], [*parsed, too_deep], program.sources, strict, [])
+
+
+def _check_and_lower(
+    program: Program, parsed: list[Diagnostic], strict: bool, lowered: bool
+) -> CompileResult:
     checked = check_program(program)
     order = {module.path: index for index, module in enumerate(program.modules)}
     diagnostics = sorted([*parsed, *checked.diagnostics], key=lambda d: sort_key(d, order))
     errors, warnings = count(diagnostics)
     definitions: list[Definition] = []
-    if errors == 0 and not (strict and warnings):
+    if lowered and errors == 0 and not (strict and warnings):
         tasks: dict[str, ast.Task] = {}
         schemas: dict[str, ast.Schema] = {}
         for declaration in program.declarations():

@@ -53,13 +53,16 @@ def _fields(record: ast.RecordType) -> dict[str, Position]:
 
 
 def _inline_record(node: ast.TypeExpr) -> ast.RecordType | None:
-    while isinstance(node, ast.OptionalType | ast.ListType | ast.MapType):
-        node = (
-            node.inner
-            if isinstance(node, ast.OptionalType)
-            else (node.element if isinstance(node, ast.ListType) else node.value)
-        )
-    return node if isinstance(node, ast.RecordType) else None
+    """The inline record a field's type holds, through `?`, `List` and `Map`."""
+    while True:
+        if isinstance(node, ast.OptionalType):
+            node = node.inner
+        elif isinstance(node, ast.ListType):
+            node = node.element
+        elif isinstance(node, ast.MapType):
+            node = node.value
+        else:
+            return node if isinstance(node, ast.RecordType) else None
 
 
 def _steps(steps: tuple[ast.Step, ...] | list[ast.Step]) -> dict[str, Position]:

@@ -15,7 +15,7 @@ from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
 
 
-def create_app(engine: Engine, config: ServerConfig) -> falcon.App:
+def create_app(engine: Engine, config: ServerConfig) -> falcon.App[falcon.Request, falcon.Response]:
     app = falcon.App(
         middleware=[Gate(config.token, config.worker_token, config.max_body)],
         cors_enable=False,

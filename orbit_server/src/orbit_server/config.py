@@ -134,4 +134,3 @@ def check(config: ServerConfig) -> None:
             "PostgreSQL databases are not supported yet by this version of orbit server; "
             "pass a SQLite file path to --db"
         )
-

@@ -84,7 +84,7 @@ def envelope(resp: falcon.Response, status: int, code: str, message: str) -> Non
     resp.data = orjson.dumps({"error": {"code": code, "message": message}})
 
 
-def install(app: falcon.App) -> None:
+def install(app: falcon.App[falcon.Request, falcon.Response]) -> None:
     """Registers the handlers; Falcon picks the most specific one per exception."""
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPError, _framework)
@@ -111,8 +111,8 @@ def _framework(
         envelope(resp, 404, "NOT_FOUND", f"no such endpoint: {req.method} {req.path}")
         return
     resp.status = ex.status_code
-    for name, value in (ex.headers or {}).items():
-        resp.set_header(name, value)
+    if ex.headers:
+        resp.set_headers(ex.headers)
     resp.content_type = falcon.MEDIA_TEXT
     resp.text = ex.description or ""
 

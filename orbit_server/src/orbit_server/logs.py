@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from collections.abc import MutableMapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO, cast
 
 import orjson
 import structlog
@@ -44,13 +45,34 @@ def level_from_env(value: str | None) -> int:
     return logging.INFO
 
 
+_level_in_force = logging.INFO
+
+
+def enabled(level: int) -> bool:
+    """Whether `configure` lets lines of this level through (cheap checks
+    before formatting a message nobody will see)."""
+    return level >= _level_in_force
+
+
 def configure(log_format: str, level: int = logging.INFO) -> None:
+    global _level_in_force
+    _level_in_force = level
     structlog.configure(
         processors=[_render_json if log_format == "json" else _render_text],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(cast(TextIO, _Stderr())),
         cache_logger_on_first_use=False,
     )
+
+
+class _Stderr:
+    """Whatever `sys.stderr` is when a line is written (tests replace it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def logger() -> Any:
@@ -68,7 +90,9 @@ def _level(method: str) -> str:
     return _NAMES.get(method, method.upper())
 
 
-def _split(event: dict[str, Any]) -> tuple[str, str, str | None, dict[str, Any]]:
+def _split(
+    event: MutableMapping[str, Any],
+) -> tuple[str, str, str | None, MutableMapping[str, Any]]:
     message = str(event.pop("event", ""))
     target = str(event.pop("target", "orbit"))
     exc_info = event.pop("exc_info", None)
@@ -80,7 +104,7 @@ def _split(event: dict[str, Any]) -> tuple[str, str, str | None, dict[str, Any]]
     return message, target, trace, event
 
 
-def _render_text(_logger: Any, method: str, event: dict[str, Any]) -> str:
+def _render_text(_logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
     message, target, trace, fields = _split(event)
     parts = [f"{_now()} {_level(method):>5} {target}: {message}"]
     parts.extend(f"{key}={_text(value)}" for key, value in fields.items())
@@ -99,7 +123,7 @@ def _text(value: Any) -> str:
     return text
 
 
-def _render_json(_logger: Any, method: str, event: dict[str, Any]) -> str:
+def _render_json(_logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
     message, target, trace, fields = _split(event)
     body: dict[str, Any] = {"message": message, **fields}
     if trace:

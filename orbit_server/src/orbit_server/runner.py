@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import select
 import signal
 import socket
 import sys
@@ -32,7 +33,7 @@ from gunicorn.sock import TCP6Socket, TCPSocket
 from gunicorn.workers.gthread import ThreadWorker
 
 from orbit_core.decide import Limits
-from orbit_core.engine import MAX_WAIT_MS, Engine
+from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
 from orbit_core.errors import OrbitError
 from orbit_server import logs
 from orbit_server.app import create_app
@@ -45,6 +46,9 @@ KEEPALIVE_S = 75
 # Shutdown waits for the longest request the API allows: a /wait.
 GRACEFUL_TIMEOUT_S = MAX_WAIT_MS // 1000 + 5
 _PR_SET_PDEATHSIG = 1
+# How long a thread waits for a kept-alive connection's next request before
+# returning the connection to the poller.
+LINGER_S = 0.05
 
 
 def serve(config: ServerConfig) -> int:
@@ -129,6 +133,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             "timeout": 0,
             "logger_class": GunicornLog,
             "accesslog": None,
+            # No proxy is trusted to rewrite the scheme or the client address
+            # (and the per-request check is cheapest with nothing to match).
+            "forwarded_allow_ips": "",
             "proc_name": "orbit",
             "post_fork": _post_fork,
             "worker_exit": self._worker_exit,
@@ -138,9 +145,10 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             if name in self.cfg.settings:
                 self.cfg.set(name, value)
 
-    def load(self) -> falcon.App:
+    def load(self) -> falcon.App[falcon.Request, falcon.Response]:
         """Runs in the worker, after the fork: open, recover, then serve."""
         log = logs.logger()
+        tune_process()
         try:
             self.engine = build_engine(self.config)
         except OrbitError as exc:
@@ -184,6 +192,19 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         # Ctrl+C reaches the worker too (same process group): finish requests.
         signal.signal(signal.SIGINT, self.handle_exit)
 
+    def handle(self, conn: Any) -> Any:
+        """Serves a kept-alive connection's next requests on the same thread
+        while they come quickly (a worker's poll follows its result within a
+        millisecond), instead of handing the socket back to the poller and
+        to another thread between every two requests."""
+        keep = super().handle(conn)
+        while keep is True and self.alive and not conn.is_http2:
+            buffered = bool(conn.parser.unreader.buf.getvalue())
+            if not buffered and not select.select([conn.sock], [], [], LINGER_S)[0]:
+                break
+            keep = super().handle(conn)
+        return keep
+
 
 def _post_fork(server: Any, worker: Any) -> None:
     if sys.platform.startswith("linux"):
@@ -201,6 +222,8 @@ class GunicornLog(GunicornLogger):  # type: ignore[misc]
         self.cfg = cfg
 
     def _emit(self, level: int, msg: str, *args: Any, **kwargs: Any) -> None:
+        if level < logging.WARNING and not logs.enabled(logging.DEBUG):
+            return
         text = msg % args if args else str(msg)
         log = logs.logger().bind(target="gunicorn")
         if level >= logging.ERROR:

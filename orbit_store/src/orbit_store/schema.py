@@ -7,6 +7,10 @@ from sqlalchemy import BigInteger, Column, Index, Integer, MetaData, Table, Text
 
 SCHEMA_VERSION = 1
 
+# `sqlite_with_rowid=False`: on SQLite, the tables keyed by text are stored by
+# their key (one B-tree written per row instead of a rowid table plus a key
+# index); other dialects ignore the option.
+
 metadata = MetaData()
 
 schema_version = Table(
@@ -37,6 +41,7 @@ workflow_executions = Table(
     Column("updated_at_ms", BigInteger, nullable=False),
     Column("last_seq", BigInteger, nullable=False),
     Index("workflow_executions_status", "status"),
+    sqlite_with_rowid=False,
 )
 
 execution_events = Table(
@@ -48,6 +53,7 @@ execution_events = Table(
     Column("step", Text, nullable=True),
     Column("payload", Text, nullable=False),
     Column("timestamp_ms", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 execution_run_events = Table(
@@ -60,6 +66,7 @@ execution_run_events = Table(
     Column("step", Text, nullable=True),
     Column("payload", Text, nullable=False),
     Column("timestamp_ms", BigInteger, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 orbit_schedules = Table(

@@ -23,6 +23,8 @@ from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionRow, WorkerRow
 from orbit_core.state import TERMINAL
 from orbit_store import schema as s
 
+_Compiled = tuple[str, tuple[str, ...] | None]
+
 
 class SqlStore:
     """One SQLAlchemy engine, used by one writer (the Engine's group leader)."""
@@ -36,9 +38,11 @@ class SqlStore:
             with engine.begin() as conn:
                 if conn.execute(select(func.count()).select_from(s.schema_version)).scalar() == 0:
                     conn.execute(insert(s.schema_version).values(version=s.SCHEMA_VERSION))
-        self._insert_event = insert(s.execution_events)
-        self._insert_row = insert(s.workflow_executions)
-        self._update_row = (
+        e, r, w = s.execution_events, s.execution_run_events, s.worker_registry
+        columns = ["execution_id", "run", "seq", "event_type", "step", "payload", "timestamp_ms"]
+        self._insert_event = self._compile(insert(e))
+        self._insert_row = self._compile(insert(s.workflow_executions))
+        self._update_row = self._compile(
             update(s.workflow_executions)
             .where(s.workflow_executions.c.execution_id == bindparam("b_id"))
             .values(
@@ -48,6 +52,40 @@ class SqlStore:
                 created_at_ms=bindparam("created_at_ms"),
             )
         )
+        self._archive_run = self._compile(
+            insert(r).from_select(
+                columns,
+                select(
+                    e.c.execution_id,
+                    bindparam("run", type_=r.c.run.type),
+                    e.c.seq,
+                    e.c.event_type,
+                    e.c.step,
+                    e.c.payload,
+                    e.c.timestamp_ms,
+                ).where(e.c.execution_id == bindparam("eid")),
+            )
+        )
+        self._delete_run = self._compile(e.delete().where(e.c.execution_id == bindparam("eid")))
+        self._insert_definition = self._compile(insert(s.workflow_definitions))
+        self._insert_worker = self._compile(insert(w))
+        self._delete_worker = self._compile(w.delete().where(w.c.worker_id == bindparam("wid")))
+
+        x, r = s.workflow_executions, s.execution_run_events
+        archived = (
+            select(func.max(r.c.run))
+            .where(r.c.execution_id == x.c.execution_id)
+            .scalar_subquery()
+            .label("archived")
+        )
+        self._select_row = select(x, archived).where(x.c.execution_id == bindparam("eid"))
+
+    def _compile(self, statement: Any) -> _Compiled:
+        """The statement's SQL for this dialect, and its parameter order when
+        the driver's parameters are positional."""
+        compiled = statement.compile(dialect=self.engine.dialect)
+        order = tuple(compiled.positiontup or ()) if compiled.positional else None
+        return str(compiled), order
 
     # ---- connection handling
 
@@ -107,99 +145,94 @@ class SqlStore:
         return list(out.items())
 
     def commit(self, batch: CommitBatch) -> None:
-        events: list[dict[str, Any]] = []
-        new_rows: list[dict[str, Any]] = []
-        updates: list[dict[str, Any]] = []
+        """One DBAPI transaction, with statements compiled once for the dialect:
+        this is the hot path, so it skips SQLAlchemy's per-call machinery."""
+        events: list[Any] = []
+        new_rows: list[Any] = []
+        updates: list[Any] = []
         with self._lock, self._errors():
-            conn = self._connection()
+            raw = self._connection().connection.dbapi_connection
+            assert raw is not None
+            cursor = raw.cursor()
             try:
                 for d in batch.definitions:
-                    conn.execute(
-                        insert(s.workflow_definitions).values(
-                            name=d.name,
-                            version=d.version,
-                            definition_hash=d.definition_hash,
-                            ir=orjson.dumps(d.ir).decode(),
-                            created_at_ms=d.created_at_ms,
-                        )
+                    self._run(
+                        cursor,
+                        self._insert_definition,
+                        [
+                            {
+                                "name": d.name,
+                                "version": d.version,
+                                "definition_hash": d.definition_hash,
+                                "ir": orjson.dumps(d.ir).decode(),
+                                "created_at_ms": d.created_at_ms,
+                            }
+                        ],
                     )
                 for change in batch.executions:
                     eid = change.execution_id
                     if change.archive_run is not None:
                         if events:
-                            conn.execute(self._insert_event, events)
+                            self._run(cursor, self._insert_event, events)
                             events = []
-                        if change.archived:
-                            conn.execute(
-                                self._insert_event, [_event_row(eid, x) for x in change.archived]
-                            )
-                        self._archive(conn, eid, change.archive_run)
+                        self._run(
+                            cursor,
+                            self._insert_event,
+                            [_event_row(eid, x) for x in change.archived],
+                        )
+                        self._run(
+                            cursor, self._archive_run, [{"eid": eid, "run": change.archive_run}]
+                        )
+                        self._run(cursor, self._delete_run, [{"eid": eid}])
                     events.extend(_event_row(eid, x) for x in change.events)
                     row = change.row
-                    if change.new:
-                        new_rows.append(
-                            {
-                                "execution_id": eid,
-                                "workflow": row.workflow,
-                                "version": row.version,
-                                "definition_hash": row.definition_hash,
-                                "status": row.status,
-                                "created_at_ms": row.created_at_ms,
-                                "updated_at_ms": row.updated_at_ms,
-                                "last_seq": row.last_seq,
-                            }
-                        )
-                    else:
-                        updates.append(
-                            {
-                                "b_id": eid,
-                                "status": row.status,
-                                "updated_at_ms": row.updated_at_ms,
-                                "last_seq": row.last_seq,
-                                "created_at_ms": row.created_at_ms,
-                            }
-                        )
-                if new_rows:
-                    conn.execute(self._insert_row, new_rows)
-                if events:
-                    conn.execute(self._insert_event, events)
-                if updates:
-                    conn.execute(self._update_row, updates)
+                    values = {
+                        "execution_id": eid,
+                        "b_id": eid,
+                        "workflow": row.workflow,
+                        "version": row.version,
+                        "definition_hash": row.definition_hash,
+                        "status": row.status,
+                        "created_at_ms": row.created_at_ms,
+                        "updated_at_ms": row.updated_at_ms,
+                        "last_seq": row.last_seq,
+                    }
+                    (new_rows if change.new else updates).append(values)
+                self._run(cursor, self._insert_row, new_rows)
+                self._run(cursor, self._insert_event, events)
+                self._run(cursor, self._update_row, updates)
                 for w in batch.workers:
-                    t = s.worker_registry
-                    conn.execute(t.delete().where(t.c.worker_id == w.worker_id))
-                    conn.execute(
-                        insert(t).values(
-                            worker_id=w.worker_id,
-                            runtime=w.runtime,
-                            sdk=w.sdk,
-                            contracts=orjson.dumps(w.contracts).decode(),
-                            registered_at_ms=w.registered_at_ms,
-                            last_seen_ms=w.last_seen_ms,
-                        )
+                    self._run(cursor, self._delete_worker, [{"wid": w.worker_id}])
+                    self._run(
+                        cursor,
+                        self._insert_worker,
+                        [
+                            {
+                                "worker_id": w.worker_id,
+                                "runtime": w.runtime,
+                                "sdk": w.sdk,
+                                "contracts": orjson.dumps(w.contracts).decode(),
+                                "registered_at_ms": w.registered_at_ms,
+                                "last_seen_ms": w.last_seen_ms,
+                            }
+                        ],
                     )
-                conn.commit()
+                raw.commit()
             except BaseException:
-                conn.rollback()
+                raw.rollback()
                 raise
+            finally:
+                cursor.close()
 
-    def _archive(self, conn: Connection, execution_id: str, run: int) -> None:
-        e, r = s.execution_events, s.execution_run_events
-        conn.execute(
-            insert(r).from_select(
-                ["execution_id", "run", "seq", "event_type", "step", "payload", "timestamp_ms"],
-                select(
-                    e.c.execution_id,
-                    bindparam("run", run, type_=r.c.run.type),
-                    e.c.seq,
-                    e.c.event_type,
-                    e.c.step,
-                    e.c.payload,
-                    e.c.timestamp_ms,
-                ).where(e.c.execution_id == execution_id),
-            )
-        )
-        conn.execute(e.delete().where(e.c.execution_id == execution_id))
+    @staticmethod
+    def _run(cursor: Any, statement: _Compiled, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        sql, order = statement
+        if order is not None:
+            cursor.executemany(sql, [tuple(r[k] for k in order) for r in rows])
+        else:
+            cursor.executemany(sql, rows)
 
     def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
         e, r = s.execution_events, s.execution_run_events
@@ -222,14 +255,10 @@ class SqlStore:
             return self._row(conn, execution_id)
 
     def _row(self, conn: Connection, execution_id: str) -> ExecutionRow | None:
-        x, r = s.workflow_executions, s.execution_run_events
-        row = conn.execute(select(x).where(x.c.execution_id == execution_id)).first()
+        row = conn.execute(self._select_row, {"eid": execution_id}).first()
         if row is None:
             return None
-        archived = conn.execute(
-            select(func.max(r.c.run)).where(r.c.execution_id == execution_id)
-        ).scalar()
-        return _execution_row(row, (archived or 0) + 1)
+        return _execution_row(row, (row.archived or 0) + 1)
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from orbit_lang import CompileResult, compile_paths
+from orbit_lang import CompileResult, check_paths
 from orbit_lang.render import error_line, render_json, render_report, should_color
 
 
@@ -45,7 +45,8 @@ def check(
     if not files:
         click.echo(error_line("no input files", color=color), nl=False, err=True)
         sys.exit(1)
-    result = compile_paths([Path(f) for f in files], strict=strict, policies=list(policies))
+    del policies  # accepted for the CLI's sake; policy checks are a later issue
+    result = check_paths([Path(f) for f in files], strict=strict)
     if output_format == "json":
         click.echo(render_json(result.diagnostics), nl=False)
     else:
@@ -69,9 +70,12 @@ def report(result: CompileResult, *, color: bool) -> None:
 def ok_lines(result: CompileResult) -> list[str]:
     """`ok Name@version (N steps)` per workflow, children first (N counts main
     steps; the plural is literal), or the contracts-only line."""
-    if not result.definitions:
+    if not result.workflows:
         return ["ok no workflows (contracts only)"]
-    return [f"ok {d.name}@{d.version} ({len(d.steps)} steps)" for d in result.definitions]
+    return [
+        f"ok {w.definition.name}@{w.definition.version} ({len(w.node.steps)} steps)"
+        for w in result.workflows
+    ]
 
 
 # The lazy command table imports each command module as `cli`.

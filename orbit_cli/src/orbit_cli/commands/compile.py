@@ -82,17 +82,16 @@ def compile_command(
 
 def output_paths(definitions: list[Definition], out_dir: Path) -> list[Path]:
     """`<stem>.orbit.json`, or `<stem>.<Workflow>.orbit.json` when a file
-    declares several workflows."""
+    declares several workflows (or when two files share a stem)."""
     files = [str(d.source_map.get("file", d.name)) for d in definitions]
-    per_file = Counter(files)
-    paths = []
-    for definition, file in zip(definitions, files, strict=True):
-        stem = Path(file).name.removesuffix(".orbit")
-        if per_file[file] > 1:
-            paths.append(out_dir / f"{stem}.{definition.name}.orbit.json")
-        else:
-            paths.append(out_dir / f"{stem}.orbit.json")
-    return paths
+    stems = [Path(file).name.removesuffix(".orbit") for file in files]
+    per_stem = Counter(stems)
+    return [
+        out_dir / f"{stem}.{definition.name}.orbit.json"
+        if per_stem[stem] > 1
+        else out_dir / f"{stem}.orbit.json"
+        for definition, stem in zip(definitions, stems, strict=True)
+    ]
 
 
 cli = compile_command

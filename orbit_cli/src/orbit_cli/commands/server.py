@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -34,7 +35,10 @@ def _address(ctx: click.Context, param: click.Parameter, value: str) -> Any:
         raise click.BadParameter(str(exc)) from None
 
 
-def _limit(name: str, envvar: str, text: str) -> Any:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     return click.option(
         name,
         envvar=envvar,
@@ -97,9 +101,7 @@ def _limit(name: str, envvar: str, text: str) -> Any:
 )
 @_limit("--max-active-executions", "ORBIT_MAX_ACTIVE_EXECUTIONS", "Most running executions.")
 @_limit("--max-fan-out", "ORBIT_MAX_FAN_OUT", "Most elements one `for` step may fan out to.")
-@_limit(
-    "--max-history-events", "ORBIT_MAX_HISTORY_EVENTS", "Most history events per execution."
-)
+@_limit("--max-history-events", "ORBIT_MAX_HISTORY_EVENTS", "Most history events per execution.")
 @_limit(
     "--max-payload-bytes",
     "ORBIT_MAX_PAYLOAD_BYTES",

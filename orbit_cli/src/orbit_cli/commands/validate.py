@@ -17,7 +17,7 @@ from orbit_cli.commands.check import report
 from orbit_cli.definitions import load_ir_file
 from orbit_cli.output import CliError, err, out
 from orbit_core.ir import IR_V1, needs_ir_v2
-from orbit_lang import compile_paths
+from orbit_lang import check_paths
 from orbit_lang.render import error_line, should_color
 
 
@@ -35,7 +35,7 @@ def validate(files: tuple[Path, ...]) -> None:
             valid = _validate_ir(path) and valid
     sources = [path for path in files if path.suffix != ".json"]
     if sources:
-        result = compile_paths(sources)
+        result = check_paths(sources)
         report(result, color=color)
         valid = result.ok and valid
     sys.exit(0 if valid else 1)

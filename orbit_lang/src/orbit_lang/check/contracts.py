@@ -38,12 +38,14 @@ _TASK_WORDS: dict[type, str] = {
 class Contract:
     node: ast.Task
     ir: TaskContract
-    # Where `compensated_by` names its task, for W0601 notes.
-    compensated_by: str | None
 
     @property
     def name(self) -> str:
         return self.ir.name
+
+    @property
+    def compensated_by(self) -> str | None:
+        return self.ir.compensated_by
 
 
 def check_version(value: ast.StringLiteral, report: Reporter) -> None:
@@ -113,7 +115,7 @@ def _contract(
                 or "declare the task, or import the file that declares it",
             )
     ir = TaskContract(task.name.value, version, input_type, output_type, compensated_by)
-    return Contract(task, ir, compensated_by)
+    return Contract(task, ir)
 
 
 def _record(node: ast.TypeExpr, which: str, types: TypeResolver, report: Reporter) -> IRType:

@@ -12,7 +12,7 @@ so one mistake is reported once rather than at every use.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from orbit_core import values
 from orbit_core.ir import expr as e
@@ -70,7 +70,7 @@ _BINARY_OPS = {
     "&&": "and",
     "||": "or",
 }
-_STRING_FORMS = {
+_STRING_FORMS: dict[str, tuple[Callable[[str], bool], str]] = {
     "uuid": (values.is_uuid, "a valid UUID (8-4-4-4-12 hexadecimal digits)"),
     "timestamp": (values.is_timestamp, "a valid RFC 3339 timestamp"),
 }
@@ -99,9 +99,18 @@ class ExprChecker:
 
     # ------------------------------------------------------------ reporting
 
-    def error(self, code: str, message: str, span: Span, **kwargs: object) -> None:
+    def error(
+        self,
+        code: str,
+        message: str,
+        span: Span,
+        *,
+        labels: Iterable[Label] = (),
+        notes: Iterable[str] = (),
+        help: str | None = None,
+    ) -> None:
         self.errors += 1
-        self.report.error(code, message, span, **kwargs)  # type: ignore[arg-type]
+        self.report.error(code, message, span, labels=labels, notes=notes, help=help)
 
     def mismatch(self, problem: Mismatch, span: Span) -> None:
         if problem.code == "E0405":
@@ -402,9 +411,19 @@ class ExprChecker:
         )
 
     def _binary(self, node: ast.Binary) -> Typed:
-        left = self.infer(node.left)
-        right = self.infer(node.right)
         op = node.operator
+        if op in ("==", "!="):
+            # A string literal compared with a UUID or a Timestamp is one.
+            if isinstance(node.right, ast.StringExpr):
+                left = self.infer(node.left)
+                right = self.check(node.right, _string_form_of(left.type))
+            elif isinstance(node.left, ast.StringExpr):
+                right = self.infer(node.right)
+                left = self.check(node.left, _string_form_of(right.type))
+            else:
+                left, right = self.infer(node.left), self.infer(node.right)
+        else:
+            left, right = self.infer(node.left), self.infer(node.right)
         ir = e.Binary(_BINARY_OPS[op], left.ir, right.ir)
         lt, rt = left.type, right.type
         if op in ("==", "!="):
@@ -478,17 +497,18 @@ class ExprChecker:
 
     # ------------------------------------------------------------ literals
 
-    def _string_form(self, node: ast.StringExpr, expected: Type, test: object, form: str) -> Typed:
-        typed = Typed(STRING, e.Str(node.value))
-        if test(node.value):  # type: ignore[operator]
-            return Typed(strip(expected), typed.ir)
-        self.error(
-            "E0400",
-            f"type mismatch: expected `{render(expected)}`, found `String`",
-            node.span,
-            notes=[f"the literal is not {form}"],
-        )
-        return typed
+    def _string_form(
+        self, node: ast.StringExpr, expected: Type, test: Callable[[str], bool], form: str
+    ) -> Typed:
+        # Only literals convert from String to a UUID or Timestamp (chapter 08).
+        if not test(node.value):
+            self.error(
+                "E0400",
+                f"type mismatch: expected `{render(expected)}`, found `String`",
+                node.span,
+                notes=[f"the literal is not {form}"],
+            )
+        return Typed(strip(expected), e.Str(node.value))
 
     def _object(self, node: ast.ObjectLiteral) -> Typed:
         fields: list[Field] = []
@@ -557,7 +577,7 @@ class ExprChecker:
                     f"`{render(item.type)}`",
                     item_node.span,
                 )
-                return Typed(ListType(JSON), ir)
+                return Typed(JSON, ir)
             joined = combined
         return Typed(ListType(to_ir(joined)), ir)
 
@@ -569,6 +589,11 @@ class ExprChecker:
             return typed
         items = [self.check(item, target.items).ir for item in node.items]
         return Typed(target, e.List(tuple(items)))
+
+
+def _string_form_of(t: Type) -> Type | None:
+    """`t` when a string literal compared with it must be a valid literal of it."""
+    return t if getattr(strip(t), "kind", "") in _STRING_FORMS else None
 
 
 def _comparable(a: Type, b: Type) -> bool:

@@ -82,7 +82,7 @@ NOTES: dict[tuple[str, type], str] = {
     (
         "await",
         ast.ForEach,
-    ): "an `await` step receives one signal; use several steps to receive several signals",
+    ): "an `await` step receives one signal",
 }
 HANDLER_AWAIT_NOTE = "handlers run while the execution is finishing; it no longer accepts signals"
 EVENT_AWAIT_NOTE = (

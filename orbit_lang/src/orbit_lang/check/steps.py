@@ -14,7 +14,7 @@ from collections.abc import Hashable
 import attrs
 
 from orbit_core.evaluate import EvalError, Scope, evaluate
-from orbit_core.ir import Compensation, ForEach, Step
+from orbit_core.ir import Compensation, ForEach, Retry, Step
 from orbit_core.ir import expr as e
 from orbit_core.ir.types import EMPTY_RECORD, ListType, RecordType
 from orbit_lang import ast
@@ -69,6 +69,14 @@ class StepInfo:
     # The type once narrowed (the `when` made no difference).
     narrowed: Type
     condition: ast.Expr | None
+
+
+@attrs.define
+class _Common:
+    using: str | None = None
+    timeout_ms: int | None = None
+    queue_timeout_ms: int | None = None
+    retry: Retry | None = None
 
 
 @attrs.define
@@ -144,6 +152,10 @@ class StepChecker:
         inner = reading
         if isinstance(loop, ast.ForEach) and element_type is not None:
             inner = attrs.evolve(reading, loop_var=(loop.variable.name, element_type))
+        elif rejected := _rejected_loop(shape):
+            # `for` is not allowed here (E0307); its variable still reads as
+            # JSON so that its uses are not reported again.
+            inner = attrs.evolve(reading, loop_var=(rejected, JSON))
         step, element = self._action(shape, inner)
         element = element if step is not None else JSON
         view: Type = ListType(to_ir(element)) if for_each is not None else element
@@ -338,21 +350,21 @@ class StepChecker:
             return settings.max_parallel(member, self.report)
         return None
 
-    def _common(self, shape: StepShape | CompensateShape) -> dict[str, object]:
-        """`using`, timeouts and retry, shared by steps and compensations."""
-        found: dict[str, object] = {}
+    def _common(self, shape: StepShape | CompensateShape) -> _Common:
+        """`using`, timeouts and retry, shared by task steps and compensations."""
+        found = _Common()
         using = shape.get(ast.Using)
         if isinstance(using, ast.Using):
-            found["using"] = self._language(using)
+            found.using = self._language(using)
         timeout = shape.get(ast.Timeout)
         if isinstance(timeout, ast.Timeout):
-            found["timeout_ms"] = settings.timeout_ms(timeout.duration, self.report)
+            found.timeout_ms = settings.timeout_ms(timeout.duration, self.report)
         queue = shape.get(ast.QueueTimeout)
         if isinstance(queue, ast.QueueTimeout):
-            found["queue_timeout_ms"] = settings.timeout_ms(queue.duration, self.report)
+            found.queue_timeout_ms = settings.timeout_ms(queue.duration, self.report)
         retry = shape.get(ast.Retry)
         if isinstance(retry, ast.Retry):
-            found["retry"] = settings.retry(retry, self.report)
+            found.retry = settings.retry(retry, self.report)
         return found
 
     def _language(self, using: ast.Using) -> str:
@@ -396,7 +408,16 @@ class StepChecker:
             shape, contract.ir.input, env, f"task `{contract.name}`", action.task.span
         )
         common = self._common(shape)
-        step = Step(shape.name, "task", task=contract.name, with_=with_ir, **common)  # type: ignore[arg-type]
+        step = Step(
+            shape.name,
+            "task",
+            task=contract.name,
+            with_=with_ir,
+            using=common.using,
+            timeout_ms=common.timeout_ms,
+            queue_timeout_ms=common.queue_timeout_ms,
+            retry=common.retry,
+        )
         return step, contract.ir.output
 
     def contract(self, task: ast.StringLiteral) -> Contract | None:
@@ -503,7 +524,22 @@ class StepChecker:
         if isinstance(key, ast.IdempotencyKey):
             key_ir = ExprChecker(self.report, env).check(key.expression, STRING).ir
         common = self._common(shape)
-        return Compensation(contract.name, with_ir, idempotency_key=key_ir, **common)  # type: ignore[arg-type]
+        return Compensation(
+            contract.name,
+            with_ir,
+            using=common.using,
+            timeout_ms=common.timeout_ms,
+            queue_timeout_ms=common.queue_timeout_ms,
+            retry=common.retry,
+            idempotency_key=key_ir,
+        )
+
+
+def _rejected_loop(shape: StepShape) -> str | None:
+    for member in shape.step.members:
+        if isinstance(member, ast.ForEach) and shape.get(ast.ForEach) is None:
+            return member.variable.name
+    return None
 
 
 # A step whose type cannot be known (it is in a dependency cycle).

@@ -95,10 +95,11 @@ class _WorkflowChecker:
         main = Block(None, None)
         shapes = self._shapes(members.steps, None, frozenset())
         steps, _ = checker.check_block(shapes, main)
+        step_types: dict[str, Type] = {name: info.narrowed for name, info in main.checked.items()}
         handled = self._handled_signals(members.events, signals)
         self._awaits_of_handled(members.steps, handled)
-        handlers = self._outcome_handlers(members.outcomes, checker, main)
-        events = self._event_handlers(members.events, checker, main, signals)
+        handlers = self._outcome_handlers(members.outcomes, checker, main, step_types)
+        events = self._event_handlers(members.events, checker, main, signals, step_types)
         queries = self._queries(members.queries, workflow_input, main)
         result, output = self._return(members, workflow_input, main, declared_output)
         continue_as_new = self._continue_as_new(members, workflow_input, main)
@@ -125,7 +126,7 @@ class _WorkflowChecker:
             limits=limits,
             continue_as_new=continue_as_new,
         )
-        return CheckedWorkflow(self.node, definition, tuple(checker.children))
+        return CheckedWorkflow(self.node, definition, tuple(checker.children), step_types)
 
     # ------------------------------------------------------------ members
 
@@ -257,7 +258,11 @@ class _WorkflowChecker:
                     )
 
     def _outcome_handlers(
-        self, handlers: list[ast.OutcomeHandler], checker: StepChecker, main: Block
+        self,
+        handlers: list[ast.OutcomeHandler],
+        checker: StepChecker,
+        main: Block,
+        step_types: dict[str, Type],
     ) -> dict[str, tuple[Step, ...]]:
         result: dict[str, tuple[Step, ...]] = {}
         first: dict[str, ast.OutcomeHandler] = {}
@@ -271,7 +276,6 @@ class _WorkflowChecker:
                     f"`on {kind}` is declared more than once",
                     handler.kind.span,
                     labels=[first_declared(first[kind].kind.span)],
-                    help="merge the steps into one block",
                 )
                 continue
             first[kind] = handler
@@ -279,6 +283,8 @@ class _WorkflowChecker:
             shapes = self._shapes(handler.steps, kind, frozenset(main.checked))
             steps, _ = checker.check_block(shapes, block)
             result[kind] = tuple(steps)
+            for name, info in block.checked.items():
+                step_types[f"on_{kind}:{name}"] = info.narrowed
         return result
 
     def _event_handlers(
@@ -287,6 +293,7 @@ class _WorkflowChecker:
         checker: StepChecker,
         main: Block,
         signals: dict[str, RecordType],
+        step_types: dict[str, Type],
     ) -> list[EventHandler]:
         result: list[EventHandler] = []
         first: dict[str, ast.EventHandler] = {}
@@ -308,7 +315,6 @@ class _WorkflowChecker:
                     f"`on event {name}` is declared more than once",
                     handler.signal.span,
                     labels=[first_declared(first[name].signal.span)],
-                    help="merge the steps into one block",
                 )
                 continue
             first[name] = handler
@@ -316,6 +322,8 @@ class _WorkflowChecker:
             shapes = self._shapes(handler.steps, "event", frozenset(main.checked))
             steps, _ = checker.check_block(shapes, block)
             result.append(EventHandler(name, tuple(steps)))
+            for step_name, info in block.checked.items():
+                step_types[f"on_event:{name}:{step_name}"] = info.narrowed
         return result
 
     def _unused_signals(self, members: _Members, handled: dict[str, ast.EventHandler]) -> None:
@@ -325,6 +333,9 @@ class _WorkflowChecker:
             for member in step.members
             if isinstance(member, ast.AwaitAction)
         }
+        declared = {signal.name.name for signal in members.signals}
+        if awaited - declared:
+            return  # an `await` names an unknown signal (E0315): likely a typo of one of these
         seen: set[str] = set()
         for signal in members.signals:
             name = signal.name.name

@@ -38,18 +38,14 @@ class Executions:
     def on_get_one(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
         send(resp, self._engine.get(execution_id))
 
-    def on_get_history(
-        self, req: falcon.Request, resp: falcon.Response, execution_id: str
-    ) -> None:
+    def on_get_history(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
         send(resp, self._engine.history(execution_id, query_int(req, "run")))
 
     def on_get_wait(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
         timeout = query_int(req, "timeout_ms")
         send(resp, self._engine.wait(execution_id, 30_000 if timeout is None else timeout))
 
-    def on_post_cancel(
-        self, req: falcon.Request, resp: falcon.Response, execution_id: str
-    ) -> None:
+    def on_post_cancel(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
         body = read_json(req, self._max_body, required=False)
         reason = None if body is ABSENT else Fields(body).string("reason")
         send(resp, self._engine.cancel(execution_id, reason))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import falcon
 
 from orbit_core.engine import Engine
-from orbit_server.logs import logger
 from orbit_server.body import Fields, read_json
+from orbit_server.logs import logger
 from orbit_server.resources._json import send
 
 _log = logger()
@@ -40,7 +40,7 @@ class WorkerProtocol:
             "worker registered",
             worker_id=worker_id,
             runtime=runtime.lower(),
-            tasks=len(contracts),
+            tasks=",".join(c["task_name"] for c in contracts),
         )
         send(resp, answer)
 

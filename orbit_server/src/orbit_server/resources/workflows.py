@@ -6,8 +6,8 @@ import falcon
 
 from orbit_core.engine import Engine
 from orbit_core.errors import InvalidError
-from orbit_server.logs import logger
 from orbit_server.body import read_json
+from orbit_server.logs import logger
 from orbit_server.resources._json import send
 
 _log = logger()
