@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_processes import TSX_LOADER, Cli, Server, Stack, Worker, clean_env
+from e2e_processes import TSX_LOADER, Cli, Server, Stack, Worker, clean_env, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -199,24 +199,30 @@ def test_comments_are_forwarded_while_the_claim_waits(claims: Approvals) -> None
 
     claims.start("claim-comments", 300.0)
     claims.waiting_for("claim-comments", "manager_review")
-    claims.signal("claim-comments", "comment", {"by": "bo", "text": "which trip was this?"})
+    seqs = [
+        claims.signal("claim-comments", "comment", {"by": "bo", "text": "which trip was this?"})
+    ]
     with Client(server=claims.server.url) as client:
-        client.signal("claim-comments", "comment", {"by": "ann", "text": "the Lyon visit"})
-    claims.typescript_client(
-        "signal", "claim-comments", "comment", '{"by": "bo", "text": "thanks"}'
+        seqs.append(
+            client.signal("claim-comments", "comment", {"by": "ann", "text": "the Lyon visit"})
+        )
+    seqs.append(
+        claims.typescript_client(
+            "signal", "claim-comments", "comment", '{"by": "bo", "text": "thanks"}'
+        )
     )
 
     def forwarded() -> list[str]:
         return [n["text"] for n in claims.notifications() if n["execution_id"] == "claim-comments"]
 
-    claims.server.wait_for_event(
-        "claim-comments",
-        lambda e: (
-            e["type"] == "StepSucceeded"
-            and e["step"].startswith("on_event")
-            and len(forwarded()) == 3
-        ),
-    )
+    wait_until(lambda: len(forwarded()) == 3, 30, "three forwarded comments")
+    # One handler run per comment, keyed by the seq of its SignalReceived.
+    handled = {
+        e["step"]
+        for e in claims.server.events("claim-comments")
+        if e["type"] == "StepSucceeded" and e["step"].startswith("on_event:comment@")
+    }
+    assert handled == {f"on_event:comment@{seq}:forward" for seq in seqs}
     assert sorted(forwarded()) == sorted(
         [
             "bo commented: which trip was this?",

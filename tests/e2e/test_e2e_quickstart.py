@@ -302,14 +302,16 @@ def flaky(v110: QuickStart) -> CompletedProcess[str]:
 def test_v110_failure_path(flaky: CompletedProcess[str]) -> None:
     assert flaky.returncode == 1
     assert flaky.stdout == ""
-    # The chapter's transcript leaves out the retry line that `orbit run`
-    # prints while compose waits for its second attempt (chapter 59 shows one).
+    # `orbit run` looks at the execution every 500 ms, and compose waits
+    # 500 ms for its retry: the book's run missed that wait, ours may see it.
+    retry = "  ↻ compose                        retry_wait try again shortly"
+    lines = flaky.stderr.splitlines()
+    assert lines.count(retry) <= 1
     same(
-        flaky.stderr,
+        "\n".join(line for line in lines if line != retry),
         """\
         up to date Hello@1.1.0 (sha256:c444589a24d2)
         started execution d599b57e-eee0-412e-b679-df8276005035
-          ↻ compose                        retry_wait try again shortly
           ✓ compose                        succeeded 6ms
           ✓ decorate                       succeeded 4ms
           ✓ publish                        succeeded 4ms
