@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-WORKERS = HERE / "workers"
+WORKERS = Path(__file__).resolve().parent / "workers"
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 TS_SDK = REPO / "sdks" / "typescript"
 TSX_LOADER = TS_SDK / "node_modules" / "tsx" / "dist" / "esm" / "index.mjs"
