@@ -13,7 +13,7 @@ import nox
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "types", "tests", "repo", "sdk_python", "sdk_typescript"]
+nox.options.sessions = ["lint", "types", "tests", "repo", "sdk_python", "sdk_typescript", "e2e"]
 
 PYTHON = "3.11"
 
@@ -68,11 +68,15 @@ def repo(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
-    """End-to-end tests: a real server, real workers, real databases."""
+    """End-to-end tests: `orbit server`, the CLI and SDK workers as real processes."""
     session.install(*TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")
-    session.run("pytest", "tests", "-m", "e2e", *session.posargs)
+    # The TypeScript workers need the SDK's dist/ and tsx (Node 20 has no
+    # type stripping), both of which `npm ci` provides.
+    with session.chdir("sdks/typescript"):
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    session.run("pytest", "tests/e2e", "-m", "e2e", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -8,10 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from orbit_cli.commands import check as check_module
 from orbit_cli.main import cli
-from orbit_lang.diagnostics import Diagnostic
-from orbit_lang.loader import load_program
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -103,9 +100,10 @@ def test_json_format(project: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr == ""
     # The parser resumes at the token it stopped on, which is then an unknown
-    # member: the same cascade as chapter 26's example.
-    diagnostic, cascade = json.loads(result.stdout)["diagnostics"]
-    assert cascade["code"] == "E0102"
+    # member: the same cascade as chapter 26's example; the workflow is then
+    # left without a version.
+    missing, diagnostic, cascade = json.loads(result.stdout)["diagnostics"]
+    assert (cascade["code"], missing["code"]) == ("E0102", "E0500")
     assert diagnostic == {
         "severity": "error",
         "code": "E0100",
@@ -129,26 +127,17 @@ def test_no_files_is_an_error(project: Path) -> None:
     assert (result.exit_code, result.stderr) == (1, "error: no input files\n")
 
 
-def test_strict_turns_warnings_into_a_failure(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # No phase reports warnings yet; the checker will. Inject one.
-    def with_warning(files: tuple[str, ...]) -> tuple[object, list[Diagnostic]]:
-        program, diagnostics = load_program(files)
-        return program, [
-            *diagnostics,
-            Diagnostic.warning("W0201", "version `1.0` is not semantic", None),
-        ]
-
-    monkeypatch.setattr(check_module, "load_program", with_warning)
-    hello = str(EXAMPLES / "hello.orbit")
-    relaxed = _check(hello)
-    assert (relaxed.exit_code, relaxed.stdout) == (0, "ok Hello@1.0.0 (2 steps)\n")
-    assert relaxed.stderr == "warning[W0201]: version `1.0` is not semantic\n\n"
-    strict = _check("--strict", hello)
+def test_strict_turns_warnings_into_a_failure(project: Path) -> None:
+    _write(project, {"v.orbit": 'workflow V {\n version "1.0"\n step a { sleep 1s }\n}\n'})
+    relaxed = _check("v.orbit")
+    assert (relaxed.exit_code, relaxed.stdout) == (0, "ok V@1.0 (1 steps)\n")
+    assert relaxed.stderr.startswith(
+        "warning[W0201]: version `1.0` is not semantic (MAJOR.MINOR.PATCH)\n"
+    )
+    strict = _check("--strict", "v.orbit")
     assert (strict.exit_code, strict.stdout) == (1, "")
     assert strict.stderr.endswith("error: 1 warning(s) treated as errors (--strict)\n")
-    assert _check("--strict", "--format", "json", hello).exit_code == 1
+    assert _check("--strict", "--format", "json", "v.orbit").exit_code == 1
 
 
 def test_help_lists_the_options() -> None:

@@ -164,3 +164,16 @@ def test_orbit_sources_are_compiled_with_orbit_lang(
     failed = orbit("deploy", str(source))
     assert failed.exit_code == 1
     assert failed.stderr.splitlines()[-1] == "error: compilation failed: 1 error(s), 1 warning(s)"
+
+
+def test_deploy_compiles_sources_with_the_real_compiler(
+    fake: FakeRuntime, orbit: Orbit, tmp_path: Path
+) -> None:
+    from orbit_lang import compile_paths
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    (compiled,) = compile_paths([examples / "hello.orbit"]).definitions
+    result = orbit("deploy", str(examples / "hello.orbit"))
+    short = compiled.definition_hash.removeprefix("sha256:")[:12]
+    assert (result.exit_code, result.stderr) == (0, f"deployed Hello@1.0.0 (sha256:{short})\n")
+    assert from_json(fake.requests[0]["body"]) == compiled

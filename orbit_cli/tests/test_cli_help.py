@@ -10,6 +10,9 @@ from orbit_cli.main import cli
 CONNECTION = ["--server", "--token", "--ca-cert", "--client-cert", "--client-key"]
 FLAGS = {
     "init": [],
+    "check": ["--strict", "--format", "--policy"],
+    "compile": ["--strict", "-o, --out-dir", "--stdout", "--policy"],
+    "validate": [],
     "deploy": ["--policy", *CONNECTION],
     "run": ["--workflow", "--version", "--input", "--input-file", "--id", "--no-wait", *CONNECTION],
     "status": CONNECTION,
@@ -36,7 +39,19 @@ def test_help(command: str) -> None:
 def test_top_level_help_lists_the_commands() -> None:
     result = CliRunner().invoke(cli, ["-h"])
     assert result.exit_code == 0
-    for command in ("init", "deploy", "run", "status", "inspect", "logs", "cancel", "signal"):
+    for command in (
+        "init",
+        "check",
+        "validate",
+        "compile",
+        "deploy",
+        "run",
+        "status",
+        "inspect",
+        "logs",
+        "cancel",
+        "signal",
+    ):
         assert f"  {command} " in result.stdout
 
 

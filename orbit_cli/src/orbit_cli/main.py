@@ -12,6 +12,8 @@ COMMANDS = {
     for name in (
         "init",
         "check",
+        "validate",
+        "compile",
         "server",
         "deploy",
         "run",

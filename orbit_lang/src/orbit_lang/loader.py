@@ -54,9 +54,17 @@ def load_program(paths: Iterable[str | Path]) -> tuple[Program, list[Diagnostic]
     loader.load_prelude()
     for path in paths:
         loader.load_root(str(path))
-    order = {module.path: index for index, module in enumerate(loader.modules)}
-    diagnostics = sorted(loader.diagnostics, key=lambda d: sort_key(d, order))
-    return Program(tuple(loader.modules), dict(loader.sources)), diagnostics
+    return loader.program()
+
+
+def load_source(text: str, path: str) -> tuple[Program, list[Diagnostic]]:
+    """Like `load_program` for one file whose text is given rather than read
+    (its imports are read from disk, relative to `path`)."""
+    loader = _Loader()
+    loader.load_prelude()
+    loader.seen.add(_identity(path))
+    loader._load_tree(SourceFile(path, text))
+    return loader.program()
 
 
 class _Loader:
@@ -65,6 +73,11 @@ class _Loader:
         self.sources: dict[str, SourceFile] = {}
         self.diagnostics: list[Diagnostic] = []
         self.seen: set[str] = set()
+
+    def program(self) -> tuple[Program, list[Diagnostic]]:
+        order = {module.path: index for index, module in enumerate(self.modules)}
+        diagnostics = sorted(self.diagnostics, key=lambda d: sort_key(d, order))
+        return Program(tuple(self.modules), dict(self.sources)), diagnostics
 
     def load_prelude(self) -> None:
         source = SourceFile(PRELUDE_PATH, PRELUDE_SOURCE)

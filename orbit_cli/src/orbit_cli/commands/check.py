@@ -1,17 +1,19 @@
-"""`orbit check FILES...`: load and parse the files, then report.
+"""`orbit check FILES...`: compile the files and report, writing nothing.
 
-The steps are load -> parse (both in `load_program`) -> report; the type
-checker adds its diagnostics between loading and reporting.
+Human format: diagnostics on stderr, then one `ok Name@version (N steps)` line
+per workflow on stdout (children first, then load order), or `ok no workflows
+(contracts only)`. JSON format: `{"diagnostics": [...]}` on stdout only.
+Exit 1 on an error, on a warning with --strict, or with no files.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
-from orbit_lang.diagnostics import Diagnostic, count
-from orbit_lang.loader import Program, load_program
+from orbit_lang import CompileResult, check_paths
 from orbit_lang.render import error_line, render_json, render_report, should_color
 
 
@@ -27,44 +29,52 @@ from orbit_lang.render import error_line, render_json, render_report, should_col
     help="human: diagnostics on stderr, one ok line per workflow on stdout; "
     'json: {"diagnostics": [...]} on stdout.',
 )
-def check(files: tuple[str, ...], strict: bool, output_format: str) -> None:
-    """Check ORBIT files (and everything they import) without producing output."""
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Also check the workflows against an organisation policy (TOML). Repeatable.",
+)
+def check(
+    files: tuple[str, ...], strict: bool, output_format: str, policies: tuple[Path, ...]
+) -> None:
+    """Type-check workflow files without producing output."""
     color = should_color(sys.stderr)
     if not files:
         click.echo(error_line("no input files", color=color), nl=False, err=True)
         sys.exit(1)
-    program, diagnostics = load_program(files)
-    errors, warnings = count(diagnostics)
-    failed = errors > 0 or (strict and warnings > 0)
+    del policies  # accepted for the CLI's sake; policy checks are a later issue
+    result = check_paths([Path(f) for f in files], strict=strict)
     if output_format == "json":
-        click.echo(render_json(diagnostics), nl=False)
+        click.echo(render_json(result.diagnostics), nl=False)
     else:
-        _report(program, diagnostics, strict=strict, color=color)
-    sys.exit(1 if failed else 0)
+        report(result, color=color)
+    sys.exit(0 if result.ok else 1)
 
 
-def _report(program: Program, diagnostics: list[Diagnostic], *, strict: bool, color: bool) -> None:
-    errors, warnings = count(diagnostics)
-    click.echo(render_report(diagnostics, program.sources, color=color), nl=False, err=True)
-    if errors:
+def report(result: CompileResult, *, color: bool) -> None:
+    """Diagnostics and the closing line on stderr, ok lines on stdout."""
+    click.echo(render_report(result.diagnostics, result.sources, color=color), nl=False, err=True)
+    if result.errors:
         return
-    if strict and warnings:
-        message = f"{warnings} warning(s) treated as errors (--strict)"
+    if result.strict and result.warnings:
+        message = f"{result.warnings} warning(s) treated as errors (--strict)"
         click.echo(error_line(message, color=color), nl=False, err=True)
         return
-    for line in ok_lines(program):
+    for line in ok_lines(result):
         click.echo(line)
 
 
-def ok_lines(program: Program) -> list[str]:
-    """`ok Name@version (N steps)` per workflow in load order (N counts main
+def ok_lines(result: CompileResult) -> list[str]:
+    """`ok Name@version (N steps)` per workflow, children first (N counts main
     steps; the plural is literal), or the contracts-only line."""
-    workflows = program.workflows
-    if not workflows:
+    if not result.workflows:
         return ["ok no workflows (contracts only)"]
     return [
-        f"ok {workflow.name.name}@{workflow.version or ''} ({len(workflow.steps)} steps)"
-        for workflow in workflows
+        f"ok {w.definition.name}@{w.definition.version} ({len(w.node.steps)} steps)"
+        for w in result.workflows
     ]
 
 

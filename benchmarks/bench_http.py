@@ -1,0 +1,243 @@
+"""bench_http: the whole path over HTTP (chapter 47).
+
+Starts `orbit server` (or uses `--server`), deploys a workflow of `--steps`
+sequential task steps, starts `--executions` executions from `--clients`
+threads as fast as they can (or at `--rate` executions/s), and serves the
+tasks with `--workers` worker processes of `--concurrency` threads each. The
+workers are minimal raw-protocol clients on keep-alive http.client
+connections: register, poll, complete. Prints executions/s, steps/s and the
+p50/p90/p99 latency from each execution's creation to its completion, as its
+history records them.
+
+    python benchmarks/bench_http.py --executions 2000 --store /tmp/bench.db
+    python benchmarks/bench_http.py --executions 2000 --rate 250 --store /tmp/bench.db
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+
+from orbit_core import ir
+from orbit_core.ir import expr as e
+from orbit_core.ir import types as t
+
+TASK = "bench.step"
+
+
+def definition(steps: int) -> dict[str, Any]:
+    record = t.RecordType((t.Field("i", t.INT),))
+    chain = []
+    for i in range(steps):
+        source: e.Expr = e.Get(e.StepRef(f"s{i - 1}"), "i") if i else e.Int(0)
+        chain.append(
+            ir.Step(
+                f"s{i}",
+                "task",
+                task=TASK,
+                depends_on=(f"s{i - 1}",) if i else (),
+                with_=e.Object((e.Entry("i", source),)),
+            )
+        )
+    defn = ir.Definition(
+        ir_version=ir.IR_V1,
+        name="BenchHttp",
+        version="1.0.0",
+        input=t.EMPTY_RECORD,
+        output=t.EMPTY_RECORD,
+        steps=tuple(chain),
+        result=e.EMPTY_OBJECT,
+        contracts={TASK: ir.TaskContract(TASK, "1.0.0", record, record)},
+    )
+    return ir.to_json(attrs.evolve(defn, definition_hash=ir.definition_hash(defn)))
+
+
+class Client:
+    """One keep-alive connection with a bearer token."""
+
+    def __init__(self, server: str, token: str, timeout: float = 120.0) -> None:
+        parts = urlsplit(server)
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        self.headers = {"content-type": "application/json", "authorization": f"Bearer {token}"}
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        self.conn.request(method, path, body=data, headers=self.headers)
+        reply = self.conn.getresponse()
+        raw = reply.read()
+        return reply.status, (json.loads(raw) if raw else None)
+
+
+def worker_process(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+    """One worker: a session shared by `threads` poll loops."""
+    client = Client(server, token)
+    status, reply = client.call(
+        "POST",
+        "/v1/workers/register",
+        {
+            "worker_id": f"bench-{index}",
+            "runtime": "python",
+            "sdk": "bench_http",
+            "contracts": [{"task_name": TASK, "contract_version": "1.0.0"}],
+        },
+    )
+    assert status == 200, reply
+    session = reply["worker_session_id"]
+
+    def loop() -> None:
+        conn = Client(server, token)
+        while not stop.is_set():
+            status, task = conn.call(
+                "POST", "/v1/workers/poll", {"worker_session_id": session, "wait_ms": 1000}
+            )
+            if status != 200:
+                continue
+            output = {"i": task["input"]["i"] + 1}
+            conn.call("POST", "/v1/tasks/complete", {"token": task["token"], "output": output})
+
+    pool = [threading.Thread(target=loop, daemon=True) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    client.call("POST", "/v1/workers/unregister", {"worker_session_id": session})
+
+
+def start_server(store: str, token: str, worker_token: str) -> tuple[subprocess.Popen[str], str]:
+    if store == "memory":
+        db = ":memory:"
+    else:
+        db = store
+        for suffix in ("", "-wal", "-shm"):
+            Path(db + suffix).unlink(missing_ok=True)
+    orbit = str(Path(sys.executable).with_name("orbit"))
+    credentials = ["--token", token, "--worker-token", worker_token]
+    proc = subprocess.Popen(
+        [orbit, "server", "--db", db, "--addr", "127.0.0.1:0", *credentials],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        found = re.search(r"ORBIT runtime listening addr=(\S+)", line)
+        if found:
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
+            return proc, f"http://{found[1]}"
+    raise SystemExit("orbit server did not start")
+
+
+def percentile(values: list[int], p: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--executions", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--store", default="memory", help="memory or a SQLite file path")
+    parser.add_argument("--server", default="none", help="use this runtime instead")
+    parser.add_argument("--token", default="admin")
+    parser.add_argument("--worker-token", default="worker")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=0, help="starts per second (0: flat out)")
+    args = parser.parse_args()
+
+    proc = None
+    server = args.server
+    if server == "none":
+        proc, server = start_server(args.store, args.token, args.worker_token)
+    admin = Client(server, args.token)
+    status, reply = admin.call("POST", "/v1/workflows", definition(args.steps))
+    assert status in (200, 201), reply
+
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    workers = [
+        ctx.Process(
+            target=worker_process,
+            args=(server, args.worker_token, i, args.concurrency, stop),
+            daemon=True,
+        )
+        for i in range(args.workers)
+    ]
+    for worker in workers:
+        worker.start()
+
+    prefix = f"bench-{os.getpid()}-{int(time.time())}"
+    ids = [f"{prefix}-{i}" for i in range(args.executions)]
+    began = time.monotonic()
+
+    def starter(mine: list[str], offset: int) -> None:
+        client = Client(server, args.token)
+        for n, eid in enumerate(mine):
+            if args.rate:
+                due = began + (offset + n * args.clients) / args.rate
+                time.sleep(max(0.0, due - time.monotonic()))
+            status, reply = client.call(
+                "POST", "/v1/executions", {"workflow": "BenchHttp", "execution_id": eid}
+            )
+            assert status == 201, reply
+
+    starters = [
+        threading.Thread(target=starter, args=(ids[i :: args.clients], i))
+        for i in range(args.clients)
+    ]
+    for thread in starters:
+        thread.start()
+    for thread in starters:
+        thread.join()
+    started = time.monotonic() - began
+
+    latencies: list[int] = []
+    first_created, last_finished = None, 0
+    for eid in ids:
+        status, state = admin.call("GET", f"/v1/executions/{eid}/wait?timeout_ms=300000")
+        assert state["status"] == "COMPLETED", state
+        latencies.append(state["finished_at_ms"] - state["created_at_ms"])
+        created = state["created_at_ms"]
+        first_created = created if first_created is None else min(first_created, created)
+        last_finished = max(last_finished, state["finished_at_ms"])
+    stop.set()
+    for worker in workers:
+        worker.join(10)
+    if proc is not None:
+        proc.terminate()
+        proc.wait(30)
+
+    total = (last_finished - (first_created or 0)) / 1000
+    print(f"runtime      {server}")
+    print(f"executions   {args.executions} ({args.steps} task steps each)")
+    print(
+        f"workers      {args.workers} x {args.concurrency} handler threads, "
+        f"{args.clients} client threads"
+    )
+    print(f"starts       {args.executions / started:.0f}/s")
+    print(f"total        {total:.2f}s")
+    print(
+        f"throughput   {args.executions / total:.0f} executions/s, "
+        f"{args.executions * args.steps / total:.0f} steps/s"
+    )
+    print(
+        f"latency      p50 {percentile(latencies, 50)}ms, p90 {percentile(latencies, 90)}ms, "
+        f"p99 {percentile(latencies, 99)}ms (start to completion)"
+    )
+
+
+if __name__ == "__main__":
+    main()

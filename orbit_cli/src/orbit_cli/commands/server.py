@@ -1,0 +1,181 @@
+"""`orbit server`: parse the options of chapter 39 and run orbit_server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from orbit_cli.output import CliError
+
+# Options of features this server does not have yet: accepted so that a
+# configuration written for them is refused with a clear message.
+LATER = (
+    ("--grpc-addr", "grpc_addr"),
+    ("--workers-file", "workers_file"),
+    ("--tls-cert", "tls_cert"),
+    ("--tls-key", "tls_key"),
+    ("--tls-client-ca", "tls_client_ca"),
+    ("--otlp-endpoint", "otlp_endpoint"),
+    ("--enable-http-adapter", "enable_http_adapter"),
+    ("--cluster", "cluster"),
+    ("--node-timeout", "node_timeout"),
+    ("--node-id", "node_id"),
+    ("--advertise-addr", "advertise_addr"),
+)
+
+
+def _address(ctx: click.Context, param: click.Parameter, value: str) -> Any:
+    from orbit_server.config import Address
+
+    try:
+        return Address.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
+    return click.option(
+        name,
+        envvar=envvar,
+        show_envvar=True,
+        type=click.IntRange(min=0),
+        metavar="N",
+        help=f"{text} [default: unlimited]",
+    )
+
+
+@click.command("server", short_help="Run the ORBIT runtime.")
+@click.option(
+    "--db",
+    envvar="ORBIT_DB",
+    show_envvar=True,
+    default="orbit.db",
+    show_default=True,
+    metavar="PATH",
+    help="SQLite database file (created if missing).",
+)
+@click.option(
+    "--addr",
+    envvar="ORBIT_ADDR",
+    show_envvar=True,
+    default="127.0.0.1:7233",
+    show_default=True,
+    metavar="IP:PORT",
+    callback=_address,
+    help="Address of the HTTP API and the worker protocol: an IP address, not a host name.",
+)
+@click.option(
+    "--token",
+    envvar="ORBIT_TOKEN",
+    show_envvar=True,
+    metavar="TOKEN",
+    help="Admin bearer token, required on every endpoint except health and readiness.",
+)
+@click.option(
+    "--worker-token",
+    envvar="ORBIT_WORKER_TOKEN",
+    show_envvar=True,
+    metavar="TOKEN",
+    help="Shared worker token, accepted only on /v1/workers/* and /v1/tasks/*.",
+)
+@click.option(
+    "--session-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A worker silent this long is lost and its tasks are redelivered.",
+)
+@click.option(
+    "--max-body",
+    type=click.IntRange(min=1),
+    default=4 * 1024 * 1024,
+    show_default=True,
+    metavar="BYTES",
+    help="Largest request body accepted.",
+)
+@_limit("--max-active-executions", "ORBIT_MAX_ACTIVE_EXECUTIONS", "Most running executions.")
+@_limit("--max-fan-out", "ORBIT_MAX_FAN_OUT", "Most elements one `for` step may fan out to.")
+@_limit("--max-history-events", "ORBIT_MAX_HISTORY_EVENTS", "Most history events per execution.")
+@_limit(
+    "--max-payload-bytes",
+    "ORBIT_MAX_PAYLOAD_BYTES",
+    "Largest execution input, task result or signal payload, as compact JSON.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Log format (logs go to stderr; ORBIT_LOG sets the level).",
+)
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback --addr without a token.")
+@click.option(
+    "--no-ui",
+    is_flag=True,
+    envvar="ORBIT_NO_UI",
+    show_envvar=True,
+    help="Do not serve the web UI at /ui/.",
+)
+@click.option("--threads", type=click.IntRange(min=4), default=128, hidden=True)
+@click.option("--grpc-addr", envvar="ORBIT_GRPC_ADDR", metavar="IP:PORT", hidden=True)
+@click.option("--workers-file", envvar="ORBIT_WORKERS_FILE", metavar="PATH", hidden=True)
+@click.option("--tls-cert", envvar="ORBIT_TLS_CERT", metavar="PATH", hidden=True)
+@click.option("--tls-key", envvar="ORBIT_TLS_KEY", metavar="PATH", hidden=True)
+@click.option("--tls-client-ca", envvar="ORBIT_TLS_CLIENT_CA", metavar="PATH", hidden=True)
+@click.option("--otlp-endpoint", metavar="URL", hidden=True)
+@click.option("--enable-http-adapter", is_flag=True, hidden=True)
+@click.option("--cluster", is_flag=True, envvar="ORBIT_CLUSTER", hidden=True)
+@click.option(
+    "--cluster-mode",
+    envvar="ORBIT_CLUSTER_MODE",
+    type=click.Choice(["standby", "shared"]),
+    default="standby",
+    hidden=True,
+)
+@click.option("--node-timeout", envvar="ORBIT_NODE_TIMEOUT", type=float, hidden=True)
+@click.option("--node-id", envvar="ORBIT_NODE_ID", hidden=True)
+@click.option("--advertise-addr", envvar="ORBIT_ADVERTISE_ADDR", hidden=True)
+def cli(**options: Any) -> None:
+    """Run the ORBIT runtime: the HTTP API and the worker protocol over one
+    durable engine. Stop it with Ctrl+C or SIGTERM; in-flight requests finish
+    first.
+
+    Without --token the server is open, which it allows only on a loopback
+    address (or with --insecure). gRPC, TLS, workers files, clustering,
+    OpenTelemetry and the HTTP adapter are not available in this version."""
+    from orbit_server.config import ConfigError, ServerConfig, check
+
+    config = ServerConfig(
+        db=options["db"],
+        addr=options["addr"],
+        token=options["token"] or None,
+        worker_token=options["worker_token"] or None,
+        session_timeout_s=options["session_timeout"],
+        max_body=options["max_body"],
+        max_active_executions=options["max_active_executions"],
+        max_fan_out=options["max_fan_out"],
+        max_history_events=options["max_history_events"],
+        max_payload_bytes=options["max_payload_bytes"],
+        log_format=options["log_format"],
+        insecure=options["insecure"],
+        ui=not options["no_ui"],
+        threads=options["threads"],
+        unsupported=tuple(flag for flag, key in LATER if options[key] not in (None, False)),
+        workers_file=options["workers_file"] or None,
+        cluster=options["cluster"],
+        cluster_mode=options["cluster_mode"],
+    )
+    try:
+        # Before the runner's heavy imports, so a refusal is instant.
+        check(config)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    from orbit_server.runner import serve
+
+    raise SystemExit(serve(config))

@@ -1,0 +1,132 @@
+"""Task contracts (chapter 10): members, record-typed input and output
+(E0310, RULINGS §6), `compensated_by` (E0316) and semantic versions
+(W0201)."""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from orbit_core.ir import TaskContract
+from orbit_core.ir.types import EMPTY_RECORD, RecordType
+from orbit_core.ir.types import Type as IRType
+from orbit_lang import ast
+from orbit_lang.check.declarations import Declarations
+from orbit_lang.check.report import Reporter, did_you_mean
+from orbit_lang.check.typeexpr import TypeResolver
+from orbit_lang.check.types import JSON, render
+from orbit_lang.diagnostics import Label
+from orbit_lang.source import Span
+
+DEFAULT_VERSION = "1.0.0"
+SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+)
+_TASK_WORDS: dict[type, str] = {
+    ast.Version: "version",
+    ast.Description: "description",
+    ast.TaskInput: "input",
+    ast.TaskOutput: "output",
+    ast.CompensatedBy: "compensated_by",
+}
+
+
+@attrs.frozen
+class Contract:
+    node: ast.Task
+    ir: TaskContract
+
+    @property
+    def name(self) -> str:
+        return self.ir.name
+
+    @property
+    def compensated_by(self) -> str | None:
+        return self.ir.compensated_by
+
+
+def check_version(value: ast.StringLiteral, report: Reporter) -> None:
+    if SEMVER.fullmatch(value.value) is None:
+        report.warning(
+            "W0201",
+            f"version `{value.value}` is not semantic (MAJOR.MINOR.PATCH)",
+            value.span,
+            help="use a version such as `1.0.0`; the runtime orders versions semantically",
+        )
+
+
+def duplicate_member(report: Reporter, word: str, span: Span, first: Span) -> None:
+    report.error(
+        "E0106",
+        f"duplicate `{word}`",
+        span,
+        labels=[Label(first, "first declared here")],
+        help=f"keep one `{word}`",
+    )
+
+
+def check_contracts(
+    declarations: Declarations, types: TypeResolver, report: Reporter
+) -> dict[str, Contract]:
+    return {
+        name: _contract(task, declarations, types, report)
+        for name, task in declarations.tasks.items()
+    }
+
+
+def _contract(
+    task: ast.Task, declarations: Declarations, types: TypeResolver, report: Reporter
+) -> Contract:
+    members: dict[type, ast.TaskMember] = {}
+    for member in task.members:
+        first = members.get(type(member))
+        if first is not None:
+            duplicate_member(report, _TASK_WORDS[type(member)], member.keyword, first.keyword)
+            continue
+        members[type(member)] = member
+    version = DEFAULT_VERSION
+    declared = members.get(ast.Version)
+    if isinstance(declared, ast.Version):
+        version = declared.value.value
+        check_version(declared.value, report)
+    input_type: IRType = EMPTY_RECORD
+    output_type: IRType = EMPTY_RECORD
+    given = members.get(ast.TaskInput)
+    if isinstance(given, ast.TaskInput):
+        input_type = _record(given.type, "input", types, report)
+    returned = members.get(ast.TaskOutput)
+    if isinstance(returned, ast.TaskOutput):
+        output_type = _record(returned.type, "output", types, report)
+    compensated_by = None
+    undo = members.get(ast.CompensatedBy)
+    if isinstance(undo, ast.CompensatedBy):
+        target = undo.task.value
+        if target in declarations.tasks:
+            compensated_by = target
+        else:
+            report.error(
+                "E0316",
+                f"`compensated_by` names unknown task `{target}`",
+                undo.task.span,
+                help=did_you_mean(target, declarations.tasks)
+                or "declare the task, or import the file that declares it",
+            )
+    ir = TaskContract(task.name.value, version, input_type, output_type, compensated_by)
+    return Contract(task, ir)
+
+
+def _record(node: ast.TypeExpr, which: str, types: TypeResolver, report: Reporter) -> IRType:
+    before = len(report.diagnostics)
+    resolved = types.resolve(node)
+    if isinstance(resolved, RecordType) or resolved == JSON:
+        return resolved
+    if len(report.diagnostics) == before:
+        report.error(
+            "E0310",
+            f"task {which} must be a record type, found `{render(resolved)}`",
+            node.span,
+        )
+    return JSON

@@ -1,0 +1,106 @@
+"""The compilation-wide namespaces (chapter 07): one each for schemas, tasks
+and workflows, shared by every file of the compilation and the prelude.
+
+A name declared twice is E0200, reported at the second declaration with a
+label at the first, which stays the one in force. Schemas may not take the
+name of a built-in type, and task names under `orbit.` belong to the
+prelude.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from orbit_lang import ast
+from orbit_lang.check.report import Reporter, first_declared
+from orbit_lang.check.types import PRIMITIVE_TYPES
+from orbit_lang.loader import Program
+from orbit_lang.prelude import PRELUDE_PATH
+
+BUILT_IN_TYPE_NAMES = frozenset(PRIMITIVE_TYPES) | {"List", "Map"}
+RESERVED_TASK_PREFIX = "orbit."
+
+
+@attrs.define
+class Declarations:
+    schemas: dict[str, ast.Schema] = attrs.field(factory=dict)
+    tasks: dict[str, ast.Task] = attrs.field(factory=dict)
+    workflows: dict[str, ast.Workflow] = attrs.field(factory=dict)
+    tests: list[ast.Test] = attrs.field(factory=list)
+
+
+def collect(program: Program, report: Reporter) -> Declarations:
+    found = Declarations()
+    for module in program.modules:
+        in_prelude = module.path == PRELUDE_PATH
+        for declaration in module.declarations:
+            if isinstance(declaration, ast.Schema):
+                _schema(found, declaration, report)
+            elif isinstance(declaration, ast.Task):
+                _task(found, declaration, report, in_prelude)
+            elif isinstance(declaration, ast.Workflow):
+                _workflow(found, declaration, report)
+            elif isinstance(declaration, ast.Test):
+                found.tests.append(declaration)
+    return found
+
+
+def _schema(found: Declarations, schema: ast.Schema, report: Reporter) -> None:
+    name = schema.name.name
+    if name in BUILT_IN_TYPE_NAMES:
+        report.error(
+            "E0200",
+            f"schema `{name}` redefines the built-in type `{name}`",
+            schema.name.span,
+            help="give the schema another name",
+        )
+        return
+    first = found.schemas.get(name)
+    if first is not None:
+        report.error(
+            "E0200",
+            f"schema `{name}` is declared more than once",
+            schema.name.span,
+            labels=[first_declared(first.name.span)],
+            help="rename one of the declarations",
+        )
+        return
+    found.schemas[name] = schema
+
+
+def _task(found: Declarations, task: ast.Task, report: Reporter, in_prelude: bool) -> None:
+    name = task.name.value
+    if name.startswith(RESERVED_TASK_PREFIX) and not in_prelude:
+        report.error(
+            "E0200",
+            "task names starting with `orbit.` are reserved for built-in tasks",
+            task.name.span,
+            help="rename the task",
+        )
+        return
+    first = found.tasks.get(name)
+    if first is not None:
+        report.error(
+            "E0200",
+            f"task `{name}` is declared more than once",
+            task.name.span,
+            labels=[first_declared(first.name.span)],
+            help="rename one of the declarations",
+        )
+        return
+    found.tasks[name] = task
+
+
+def _workflow(found: Declarations, workflow: ast.Workflow, report: Reporter) -> None:
+    name = workflow.name.name
+    first = found.workflows.get(name)
+    if first is not None:
+        report.error(
+            "E0200",
+            f"workflow `{name}` is declared more than once",
+            workflow.name.span,
+            labels=[first_declared(first.name.span)],
+            help="rename one of the declarations",
+        )
+        return
+    found.workflows[name] = workflow

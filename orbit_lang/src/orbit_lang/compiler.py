@@ -1,0 +1,139 @@
+"""The compiler driver: load, check, lower.
+
+`compile_paths` is what `orbit check`, `compile`, `validate` and `deploy`
+call. Definitions are produced only for a program without errors (and,
+with `strict`, without warnings), children first, then in load order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+from orbit_core.ir import Definition
+from orbit_lang import ast
+from orbit_lang.check import CheckedWorkflow, check_program
+from orbit_lang.diagnostics import Diagnostic, count, sort_key
+from orbit_lang.loader import Program, load_program, load_source
+from orbit_lang.lower import lower
+from orbit_lang.parser import read_source
+from orbit_lang.render import render_human_all
+from orbit_lang.source import SourceFile
+
+# As for parsing (orbit_lang.parser): room for a few hundred nesting levels.
+_RECURSION_LIMIT = 20_000
+
+
+@attrs.frozen
+class CompileResult:
+    definitions: list[Definition]
+    diagnostics: list[Diagnostic]
+    sources: Mapping[str, SourceFile]
+    strict: bool
+    # Every workflow of the compilation, children first (also when the
+    # compilation failed, for tools that list them).
+    workflows: list[CheckedWorkflow]
+
+    @property
+    def errors(self) -> int:
+        return count(self.diagnostics)[0]
+
+    @property
+    def warnings(self) -> int:
+        return count(self.diagnostics)[1]
+
+    @property
+    def ok(self) -> bool:
+        errors, warnings = count(self.diagnostics)
+        return errors == 0 and not (self.strict and warnings)
+
+
+def compile_paths(
+    paths: Sequence[Path | str],
+    strict: bool = False,
+    policies: Sequence[Path] | None = None,
+) -> CompileResult:
+    """Compiles the files named and everything they import. `policies` are
+    accepted for the CLI's sake; policy checks are not part of this release."""
+    del policies
+    program, diagnostics = load_program(paths)
+    return _compile(program, diagnostics, strict)
+
+
+def check_paths(paths: Sequence[Path | str], strict: bool = False) -> CompileResult:
+    """Like `compile_paths` without lowering: the diagnostics and the
+    checked workflows, and no definitions (what `orbit check` needs)."""
+    program, diagnostics = load_program(paths)
+    return _compile(program, diagnostics, strict, lowered=False)
+
+
+def compile_source(text: str, path: str = "source.orbit", strict: bool = False) -> CompileResult:
+    """Compiles one file given as text (imports are read from disk)."""
+    program, diagnostics = load_source(text, path)
+    return _compile(program, diagnostics, strict)
+
+
+@contextlib.contextmanager
+def _deep_trees() -> Iterator[None]:
+    """Lets checking and lowering walk trees as deep as the parser accepts."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _compile(
+    program: Program, parsed: list[Diagnostic], strict: bool, lowered: bool = True
+) -> CompileResult:
+    try:
+        with _deep_trees():
+            return _check_and_lower(program, parsed, strict, lowered)
+    except RecursionError:
+        too_deep = Diagnostic.error("E0100", "expressions are nested too deeply to compile", None)
+        return CompileResult([], [*parsed, too_deep], program.sources, strict, [])
+
+
+def _check_and_lower(
+    program: Program, parsed: list[Diagnostic], strict: bool, lowered: bool
+) -> CompileResult:
+    checked = check_program(program)
+    order = {module.path: index for index, module in enumerate(program.modules)}
+    diagnostics = sorted([*parsed, *checked.diagnostics], key=lambda d: sort_key(d, order))
+    errors, warnings = count(diagnostics)
+    definitions: list[Definition] = []
+    if lowered and errors == 0 and not (strict and warnings):
+        tasks: dict[str, ast.Task] = {}
+        schemas: dict[str, ast.Schema] = {}
+        for declaration in program.declarations():
+            if isinstance(declaration, ast.Task):
+                tasks.setdefault(declaration.name.value, declaration)
+            elif isinstance(declaration, ast.Schema):
+                schemas.setdefault(declaration.name.name, declaration)
+        definitions = lower(checked.workflows, tasks, schemas)
+    return CompileResult(definitions, diagnostics, program.sources, strict, checked.workflows)
+
+
+def render_diagnostics(
+    diagnostics: Iterable[Diagnostic],
+    color: bool = False,
+    sources: Mapping[str, SourceFile] | None = None,
+) -> str:
+    """Every diagnostic in the human form, each followed by a blank line.
+    Without `sources`, the files the diagnostics point into are read again."""
+    diagnostics = list(diagnostics)
+    if sources is None:
+        found: dict[str, SourceFile] = {}
+        for diagnostic in diagnostics:
+            span = diagnostic.span
+            if span is not None and span.file not in found:
+                source = read_source(span.file)
+                if isinstance(source, SourceFile):
+                    found[span.file] = source
+        sources = found
+    return render_human_all(diagnostics, sources, color=color)

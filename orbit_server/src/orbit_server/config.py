@@ -1,0 +1,136 @@
+"""The server's configuration and the combinations it refuses to start with.
+
+`ServerConfig` is what `orbit server` parsed from its flags and environment;
+`check` applies chapter 39's refusals before anything is opened, raising
+`ConfigError` with the message the server prints before exiting with status 1.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+import attrs
+
+DEFAULT_ADDR = "127.0.0.1:7233"
+DEFAULT_DB = "orbit.db"
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+DEFAULT_SESSION_TIMEOUT_S = 30.0
+POSTGRES_SCHEMES = ("postgres://", "postgresql://")
+_ADDR = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>\d{1,5})$")
+
+
+class ConfigError(Exception):
+    """A configuration the server refuses; the message is printed as is."""
+
+
+@attrs.frozen
+class Address:
+    """An `ip:port` listen address (`[v6]:port` for IPv6)."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        match = _ADDR.match(text.strip())
+        if match is None:
+            raise ValueError(f"`{text}` is not an ip:port address (for example 127.0.0.1:7233)")
+        host = match["v6"] or match["v4"]
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(
+                f"`{text}` is not an ip:port address: `{host}` is not an IP address "
+                "(use 0.0.0.0:7233 or [::]:7233 for all interfaces)"
+            ) from None
+        port = int(match["port"])
+        if port > 65535:
+            raise ValueError(f"`{text}` is not an ip:port address: port {port} is out of range")
+        return cls(host, port)
+
+    @property
+    def is_loopback(self) -> bool:
+        return ipaddress.ip_address(self.host).is_loopback
+
+    @property
+    def family_is_v6(self) -> bool:
+        return ipaddress.ip_address(self.host).version == 6
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if self.family_is_v6 else self.host
+        return f"{host}:{self.port}"
+
+
+@attrs.frozen
+class ServerConfig:
+    """Everything `orbit server` was started with. Tokens are None when unset
+    or empty; limits are None when unlimited."""
+
+    db: str = DEFAULT_DB
+    addr: Address = attrs.field(factory=lambda: Address.parse(DEFAULT_ADDR))
+    token: str | None = None
+    worker_token: str | None = None
+    session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S
+    max_body: int = DEFAULT_MAX_BODY
+    max_active_executions: int | None = None
+    max_fan_out: int | None = None
+    max_history_events: int | None = None
+    max_payload_bytes: int | None = None
+    log_format: str = "text"
+    insecure: bool = False
+    ui: bool = True
+    threads: int = 128
+    # Options of features that later releases of this server add; set here
+    # only so `check` can refuse them with a clear message.
+    unsupported: tuple[str, ...] = ()
+    workers_file: str | None = None
+    cluster: bool = False
+    cluster_mode: str = "standby"
+
+    @property
+    def auth(self) -> bool:
+        return self.token is not None
+
+    @property
+    def session_timeout_ms(self) -> int:
+        return max(1, round(self.session_timeout_s * 1000))
+
+    @property
+    def backend(self) -> str:
+        return "postgres" if self.db.startswith(POSTGRES_SCHEMES) else "sqlite"
+
+
+def check(config: ServerConfig) -> None:
+    """Chapter 39's refusals, in the book's order; raises ConfigError."""
+    if not config.addr.is_loopback and not config.auth and not config.insecure:
+        raise ConfigError(
+            f"refusing to listen on {config.addr} without authentication; "
+            "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks"
+        )
+    if config.worker_token is not None and config.token is None:
+        raise ConfigError(
+            "--worker-token requires --token: without an admin token every endpoint would be open"
+        )
+    if config.worker_token is not None and config.worker_token == config.token:
+        raise ConfigError("--worker-token must differ from --token")
+    if config.workers_file is not None and config.token is None:
+        raise ConfigError(
+            "--workers-file requires --token: without an admin token "
+            "administrative endpoints would be open"
+        )
+    if config.cluster and config.backend == "sqlite":
+        raise ConfigError(
+            "--cluster requires a PostgreSQL database (--db postgres://...): "
+            "the servers share it for leader election and history"
+        )
+    if config.cluster_mode == "shared" and not config.cluster:
+        raise ConfigError("--cluster-mode shared requires --cluster")
+    if config.unsupported:
+        names = ", ".join(config.unsupported)
+        raise ConfigError(f"{names}: not supported yet by this version of orbit server")
+    if config.backend == "postgres":
+        raise ConfigError(
+            "PostgreSQL databases are not supported yet by this version of orbit server; "
+            "pass a SQLite file path to --db"
+        )

@@ -1,0 +1,1 @@
+"""Falcon resources: each responder parses, calls one engine method, serialises."""

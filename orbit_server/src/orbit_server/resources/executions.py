@@ -1,0 +1,62 @@
+"""The execution API: /v1/executions and everything below it."""
+
+from __future__ import annotations
+
+import falcon
+
+from orbit_core.engine import Engine
+from orbit_server.body import ABSENT, Fields, query_int, read_json
+from orbit_server.resources._json import send
+
+
+class Executions:
+    def __init__(self, engine: Engine, max_body: int) -> None:
+        self._engine = engine
+        self._max_body = max_body
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = Fields(read_json(req, self._max_body, required=True))
+        answer = self._engine.start(
+            body.required_string("workflow"),
+            version=body.string("version"),
+            input=body.any("input"),
+            execution_id=body.string("execution_id"),
+        )
+        send(resp, answer, 201 if answer["created"] else 200)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        limit = query_int(req, "limit")
+        send(
+            resp,
+            self._engine.list_executions(
+                status=req.get_param("status") or None,
+                workflow=req.get_param("workflow") or None,
+                limit=50 if limit is None else limit,
+            ),
+        )
+
+    def on_get_one(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
+        send(resp, self._engine.get(execution_id))
+
+    def on_get_history(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
+        send(resp, self._engine.history(execution_id, query_int(req, "run")))
+
+    def on_get_wait(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
+        timeout = query_int(req, "timeout_ms")
+        send(resp, self._engine.wait(execution_id, 30_000 if timeout is None else timeout))
+
+    def on_post_cancel(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
+        body = read_json(req, self._max_body, required=False)
+        reason = None if body is ABSENT else Fields(body).string("reason")
+        send(resp, self._engine.cancel(execution_id, reason))
+
+    def on_post_signal(
+        self, req: falcon.Request, resp: falcon.Response, execution_id: str, name: str
+    ) -> None:
+        payload = read_json(req, self._max_body, required=False)
+        send(resp, self._engine.signal(execution_id, name, None if payload is ABSENT else payload))
+
+    def on_get_query(
+        self, req: falcon.Request, resp: falcon.Response, execution_id: str, name: str
+    ) -> None:
+        send(resp, self._engine.query(execution_id, name))

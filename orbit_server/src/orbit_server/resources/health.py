@@ -1,0 +1,101 @@
+"""GET /v1/health, /v1/ready and /v1/metrics."""
+
+from __future__ import annotations
+
+import falcon
+
+from orbit_core.engine import Engine
+from orbit_core.ir import IR_VERSIONS
+from orbit_server import __version__
+from orbit_server.auth import API_VERSION
+from orbit_server.resources._json import send
+
+PROMETHEUS = "text/plain; version=0.0.4"
+
+
+class Health:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        stats = self._engine.health()
+        send(
+            resp,
+            {
+                "status": "ok",
+                "api_version": API_VERSION,
+                "runtime_version": __version__,
+                "ir_versions": list(IR_VERSIONS),
+                "active_executions": stats["active_executions"],
+                "worker_sessions": stats["worker_sessions"],
+                "role": "single",
+                "node_id": None,
+                "term": None,
+                "leader": None,
+            },
+        )
+
+
+class Ready:
+    """A single server serves writes as soon as it answers at all."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        send(resp, {"role": "single", "ready": True})
+
+
+class Metrics:
+    """Prometheus text exposition of the engine's counters (reset at start)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        stats = self._engine.health()
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, text: str, *samples: tuple[str, int]) -> None:
+            lines.append(f"# HELP {name} {text}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.extend(f"{name}{labels} {value}" for labels, value in samples)
+
+        metric(
+            "orbit_executions_started_total",
+            "counter",
+            "Executions started",
+            ("", stats["started"]),
+        )
+        metric(
+            "orbit_executions_continued_as_new_total",
+            "counter",
+            "Runs ended by continue_as_new",
+            ("", stats["continued_as_new"]),
+        )
+        # Schedules arrive in a later release; their counters are listed so
+        # dashboards built on chapter 67's names find them.
+        metric(
+            "orbit_schedules_fired_total",
+            "counter",
+            "Schedule occurrences that started an execution",
+            ("", 0),
+        )
+        metric(
+            "orbit_schedules_skipped_total",
+            "counter",
+            "Schedule occurrences that started nothing",
+            ('{reason="overlap"}', 0),
+            ('{reason="missed"}', 0),
+        )
+        metric(
+            "orbit_active_executions",
+            "gauge",
+            "Executions not yet finished",
+            ("", stats["active_executions"]),
+        )
+        metric(
+            "orbit_worker_sessions",
+            "gauge",
+            "Worker sessions the runtime remembers",
+            ("", stats["worker_sessions"]),
+        )
+        resp.content_type = PROMETHEUS
+        resp.text = "\n".join(lines) + "\n"

@@ -1,0 +1,80 @@
+"""GET /v1/workers and the worker protocol's HTTP/JSON binding (chapter 68)."""
+
+from __future__ import annotations
+
+import falcon
+
+from orbit_core.engine import Engine
+from orbit_server.body import Fields, read_json
+from orbit_server.logs import logger
+from orbit_server.resources._json import send
+
+_log = logger()
+
+
+class Workers:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        send(resp, self._engine.list_workers())
+
+
+class WorkerProtocol:
+    """Every call is a POST with a JSON body; unknown fields are ignored."""
+
+    def __init__(self, engine: Engine, max_body: int) -> None:
+        self._engine = engine
+        self._max_body = max_body
+
+    def _fields(self, req: falcon.Request) -> Fields:
+        return Fields(read_json(req, self._max_body, required=True))
+
+    def on_post_register(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = self._fields(req)
+        worker_id = body.required_string("worker_id")
+        runtime = body.required_string("runtime")
+        contracts = body.objects("contracts", "task_name", "contract_version")
+        answer = self._engine.register_worker(worker_id, runtime, contracts, body.string("sdk"))
+        _log.info(
+            "worker registered",
+            worker_id=worker_id,
+            runtime=runtime.lower(),
+            tasks=",".join(c["task_name"] for c in contracts),
+        )
+        send(resp, answer)
+
+    def on_post_heartbeat(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self._fields(req).required_string("worker_session_id")
+        send(resp, self._engine.heartbeat(session))
+
+    def on_post_poll(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = self._fields(req)
+        session = body.required_string("worker_session_id")
+        task = self._engine.poll(session, body.integer("wait_ms"))
+        if task is None:
+            resp.status = 204
+        else:
+            send(resp, task)
+
+    def on_post_unregister(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self._fields(req).required_string("worker_session_id")
+        send(resp, self._engine.unregister(session))
+        _log.info("worker unregistered", worker_session_id=session)
+
+    def on_post_complete(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = self._fields(req)
+        send(resp, self._engine.complete(body.required_string("token"), body.any("output")))
+
+    def on_post_fail(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = self._fields(req)
+        send(
+            resp,
+            self._engine.fail(
+                body.required_string("token"),
+                body.required_string("error_code"),
+                body.string("error_message") or "",
+                body.boolean("retryable", True),
+                body.any("details"),
+            ),
+        )

@@ -1,0 +1,44 @@
+"""POST/GET /v1/workflows, GET /v1/workflows/{name}[/{version}]."""
+
+from __future__ import annotations
+
+import falcon
+
+from orbit_core.engine import Engine
+from orbit_core.errors import InvalidError
+from orbit_server.body import read_json
+from orbit_server.logs import logger
+from orbit_server.resources._json import send
+
+_log = logger()
+
+
+class Workflows:
+    def __init__(self, engine: Engine, max_body: int) -> None:
+        self._engine = engine
+        self._max_body = max_body
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        document = read_json(req, self._max_body, required=True)
+        if not isinstance(document, dict):
+            raise InvalidError("the IR document must be a JSON object", "INVALID_IR")
+        answer = self._engine.deploy(document)
+        if answer["created"]:
+            _log.info(
+                "registered workflow definition",
+                workflow=answer["name"],
+                version=answer["version"],
+                hash=answer["definition_hash"],
+            )
+        send(resp, answer, 201 if answer["created"] else 200)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        send(resp, self._engine.list_workflows())
+
+    def on_get_latest(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        send(resp, self._engine.get_workflow(name))
+
+    def on_get_version(
+        self, req: falcon.Request, resp: falcon.Response, name: str, version: str
+    ) -> None:
+        send(resp, self._engine.get_workflow(name, version))

@@ -1,0 +1,259 @@
+"""`orbit server`: the engine behind gunicorn, in one process tree.
+
+The command's process is gunicorn's arbiter. It checks the configuration,
+makes sure the database opens, binds the listener itself (so a busy port is
+reported at once, and `--addr 127.0.0.1:0` picks a free one), then forks ONE
+`gthread` worker. The worker opens the store, recovers every active execution
+and only then builds the WSGI app and logs that it listens: one engine per
+server. Long polls park on the engine's condition, each holding one of the
+worker's threads, so the pool is sized for pollers plus headroom.
+
+SIGINT and SIGTERM both stop gracefully: the listener closes, in-flight
+requests (long polls included) finish, the engine closes, exit status 0. The
+worker dies with the arbiter (PR_SET_PDEATHSIG), so a SIGKILL of `orbit
+server` stops everything at once, as a crash would.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+from typing import Any
+
+import falcon
+from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
+from gunicorn.glogging import Logger as GunicornLogger
+from gunicorn.sock import TCP6Socket, TCPSocket
+from gunicorn.workers.gthread import ThreadWorker
+
+from orbit_core.decide import Limits
+from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
+from orbit_core.errors import OrbitError
+from orbit_server import logs
+from orbit_server.app import create_app
+from orbit_server.config import Address, ConfigError, ServerConfig, check
+from orbit_store.sqlite import SqliteStore
+
+# Idle keep-alive connections stay open this long: workers poll and heartbeat
+# continuously, so reusing their connections saves a TCP handshake per call.
+KEEPALIVE_S = 75
+# Shutdown waits for the longest request the API allows: a /wait.
+GRACEFUL_TIMEOUT_S = MAX_WAIT_MS // 1000 + 5
+_PR_SET_PDEATHSIG = 1
+# How long a thread waits for a kept-alive connection's next request before
+# returning the connection to the poller.
+LINGER_S = 0.05
+
+
+def serve(config: ServerConfig) -> int:
+    """Runs the server until it is stopped; returns the process exit status."""
+    try:
+        check(config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    logs.configure(config.log_format, logs.level_from_env(os.environ.get("ORBIT_LOG")))
+    log = logs.logger()
+    log.info(
+        "starting ORBIT runtime",
+        db=config.db,
+        backend=logs.Quoted(config.backend),
+        http_adapter=False,
+        auth=config.auth,
+        ui=config.ui,
+    )
+    try:
+        SqliteStore(config.db).close()
+    except OrbitError as exc:
+        log.error("cannot open the database", db=config.db, error=exc.message)
+        return 1
+    try:
+        listener = _listen(config.addr)
+    except OSError as exc:
+        log.error(f"cannot listen on {config.addr}: {exc.strerror or exc}")
+        return 1
+    host, port = listener.getsockname()[:2]
+    bound = Address(host, port)
+    try:
+        OrbitApplication(config, listener, bound).run()
+    except SystemExit as exc:
+        return 0 if exc.code in (None, 0) else 1
+    return 0
+
+
+def _listen(addr: Address) -> socket.socket:
+    family = socket.AF_INET6 if addr.family_is_v6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((addr.host, addr.port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def build_engine(config: ServerConfig) -> Engine:
+    return Engine(
+        SqliteStore(config.db),
+        limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
+        max_active_executions=config.max_active_executions,
+        session_timeout_ms=config.session_timeout_ms,
+    )
+
+
+class OrbitApplication(BaseApplication):  # type: ignore[misc]
+    """gunicorn's application interface around one engine."""
+
+    def __init__(self, config: ServerConfig, listener: socket.socket, bound: Address) -> None:
+        self.config = config
+        self.listener = listener
+        self.bound = bound
+        self.engine: Engine | None = None
+        super().__init__(prog="orbit server")
+
+    def load_config(self) -> None:
+        settings: dict[str, Any] = {
+            "bind": [str(self.bound)],
+            "workers": 1,
+            "worker_class": OrbitWorker,
+            "threads": self.config.threads,
+            "keepalive": KEEPALIVE_S,
+            "graceful_timeout": GRACEFUL_TIMEOUT_S,
+            # Recovery may take long on a big database, and a restarted
+            # worker would only recover again: never time the worker out.
+            "timeout": 0,
+            "logger_class": GunicornLog,
+            "accesslog": None,
+            # No proxy is trusted to rewrite the scheme or the client address
+            # (and the per-request check is cheapest with nothing to match).
+            "forwarded_allow_ips": "",
+            "proc_name": "orbit",
+            "post_fork": _post_fork,
+            "worker_exit": self._worker_exit,
+            "control_socket_disable": True,
+        }
+        for name, value in settings.items():
+            if name in self.cfg.settings:
+                self.cfg.set(name, value)
+
+    def load(self) -> falcon.App[falcon.Request, falcon.Response]:
+        """Runs in the worker, after the fork: open, recover, then serve."""
+        log = logs.logger()
+        tune_process()
+        try:
+            self.engine = build_engine(self.config)
+        except OrbitError as exc:
+            log.error("cannot start the runtime", error=exc.message)
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
+        log.info(
+            "recovered active executions from history",
+            executions=self.engine.recovered_executions,
+            in_flight=self.engine.recovered_in_flight,
+        )
+        app = create_app(self.engine, self.config)
+        log.info("ORBIT runtime listening", addr=str(self.bound), tls=False, ui=self.config.ui)
+        return app
+
+    def run(self) -> None:
+        arbiter = OrbitArbiter(self)
+        kind = TCP6Socket if self.bound.family_is_v6 else TCPSocket
+        address = (self.bound.host, self.bound.port)
+        arbiter.LISTENERS = [kind(address, self.cfg, arbiter.log, self.listener.detach())]
+        arbiter.run()
+
+    def _worker_exit(self, server: Any, worker: Any) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+
+class OrbitArbiter(Arbiter):  # type: ignore[misc]
+    """SIGINT stops as gracefully as SIGTERM (gunicorn treats it as a quick stop)."""
+
+    def handle_term(self) -> None:
+        logs.logger().info("shutting down")
+        raise StopIteration
+
+    handle_int = handle_term
+
+
+class OrbitWorker(ThreadWorker):  # type: ignore[misc]
+    def init_signals(self) -> None:
+        super().init_signals()
+        # Ctrl+C reaches the worker too (same process group): finish requests.
+        signal.signal(signal.SIGINT, self.handle_exit)
+
+    def handle(self, conn: Any) -> Any:
+        """Serves a kept-alive connection's next requests on the same thread
+        while they come quickly (a worker's poll follows its result within a
+        millisecond), instead of handing the socket back to the poller and
+        to another thread between every two requests."""
+        keep = super().handle(conn)
+        while keep is True and self.alive and not conn.is_http2:
+            buffered = bool(conn.parser.unreader.buf.getvalue())
+            if not buffered and not select.select([conn.sock], [], [], LINGER_S)[0]:
+                break
+            keep = super().handle(conn)
+        return keep
+
+
+def _post_fork(server: Any, worker: Any) -> None:
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server.pid:
+        os._exit(1)
+
+
+class GunicornLog(GunicornLogger):  # type: ignore[misc]
+    """gunicorn's own messages through structlog: its chatter (booting,
+    listening at) is debug, its warnings and errors stay what they are."""
+
+    def setup(self, cfg: Any) -> None:
+        self.cfg = cfg
+
+    def _emit(self, level: int, msg: str, *args: Any, **kwargs: Any) -> None:
+        if level < logging.WARNING and not logs.enabled(logging.DEBUG):
+            return
+        text = msg % args if args else str(msg)
+        log = logs.logger().bind(target="gunicorn")
+        if level >= logging.ERROR:
+            log.error(text, exc_info=kwargs.get("exc_info"))
+        elif level >= logging.WARNING:
+            log.warning(text)
+        else:
+            log.debug(text)
+
+    def critical(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self._emit(logging.CRITICAL, msg, *args, **kwargs)
+
+    def error(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self._emit(logging.ERROR, msg, *args, **kwargs)
+
+    def warning(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self._emit(logging.WARNING, msg, *args, **kwargs)
+
+    def info(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self._emit(logging.INFO, msg, *args, **kwargs)
+
+    def debug(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self._emit(logging.DEBUG, msg, *args, **kwargs)
+
+    def exception(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self._emit(logging.ERROR, msg, *args, exc_info=True)
+
+    def log(self, lvl: Any, msg: str, *args: Any, **kwargs: Any) -> None:
+        level = self.LOG_LEVELS.get(lvl.lower(), logging.INFO) if isinstance(lvl, str) else lvl
+        self._emit(level, msg, *args, **kwargs)
+
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        return None

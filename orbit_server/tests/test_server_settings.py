@@ -1,0 +1,61 @@
+"""Listen addresses and the configuration refusals of chapter 39."""
+
+from __future__ import annotations
+
+import pytest
+
+from orbit_server.config import Address, ConfigError, ServerConfig, check
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port", "shown"),
+    [
+        ("127.0.0.1:7233", "127.0.0.1", 7233, "127.0.0.1:7233"),
+        ("0.0.0.0:80", "0.0.0.0", 80, "0.0.0.0:80"),
+        ("[::]:7233", "::", 7233, "[::]:7233"),
+        ("[::1]:0", "::1", 0, "[::1]:0"),
+    ],
+)
+def test_addresses(text: str, host: str, port: int, shown: str) -> None:
+    addr = Address.parse(text)
+    assert (addr.host, addr.port, str(addr)) == (host, port, shown)
+
+
+@pytest.mark.parametrize("text", ["localhost:7233", "127.0.0.1", "1.2.3.4:70000", "::1:80", ":80"])
+def test_addresses_must_be_ip_and_port(text: str) -> None:
+    with pytest.raises(ValueError, match="is not an ip:port address"):
+        Address.parse(text)
+
+
+def test_loopback() -> None:
+    assert Address.parse("127.0.0.2:1").is_loopback
+    assert Address.parse("[::1]:1").is_loopback
+    assert not Address.parse("0.0.0.0:1").is_loopback
+
+
+def _refusal(**fields: object) -> str:
+    with pytest.raises(ConfigError) as info:
+        check(ServerConfig(**fields))  # type: ignore[arg-type]
+    return str(info.value)
+
+
+def test_refusals() -> None:
+    anywhere = Address.parse("0.0.0.0:7233")
+    assert _refusal(addr=anywhere).startswith("refusing to listen on 0.0.0.0:7233 without")
+    check(ServerConfig(addr=anywhere, insecure=True))
+    check(ServerConfig(addr=anywhere, token="t"))
+    assert _refusal(worker_token="w").startswith("--worker-token requires --token")
+    assert _refusal(token="t", worker_token="t") == "--worker-token must differ from --token"
+    assert _refusal(workers_file="w.toml").startswith("--workers-file requires --token")
+    assert _refusal(cluster=True).startswith("--cluster requires a PostgreSQL database")
+    assert _refusal(cluster_mode="shared") == "--cluster-mode shared requires --cluster"
+    assert _refusal(unsupported=("--grpc-addr", "--tls-cert")) == (
+        "--grpc-addr, --tls-cert: not supported yet by this version of orbit server"
+    )
+    assert "PostgreSQL databases are not supported yet" in _refusal(db="postgresql://h/db")
+
+
+def test_derived_values() -> None:
+    config = ServerConfig(session_timeout_s=2.5, token="t")
+    assert (config.session_timeout_ms, config.auth, config.backend) == (2500, True, "sqlite")
+    assert ServerConfig(db="postgres://h/db").backend == "postgres"

@@ -1,0 +1,26 @@
+"""bench_http runs end to end on a small load and prints the book's figures."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_http.py"
+
+
+def test_bench_http_smoke() -> None:
+    small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
+    result = subprocess.run(
+        [sys.executable, str(_PATH), *small, "--store", "memory"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    out = result.stdout
+    assert "executions   20 (3 task steps each)" in out
+    assert "workers      1 x 2 handler threads, 2 client threads" in out
+    assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", out)
+    assert re.search(r"latency      p50 \d+ms, p90 \d+ms, p99 \d+ms \(start to completion\)", out)

@@ -1,0 +1,142 @@
+"""`orbit server` as a process: the refusals of chapter 39, its log lines,
+environment variables and a graceful stop."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import server_ir
+from server_harness import RawWorker, ServerProcess, run_orbit
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ["--addr", "0.0.0.0:7233"],
+            {},
+            "refusing to listen on 0.0.0.0:7233 without authentication; "
+            "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks",
+        ),
+        (
+            ["--addr", "0.0.0.0:7233"],
+            {"ORBIT_TOKEN": ""},
+            "refusing to listen on 0.0.0.0:7233 without authentication",
+        ),
+        (
+            ["--worker-token", "w"],
+            {},
+            "--worker-token requires --token: without an admin token every endpoint would be open",
+        ),
+        (
+            ["--token", "same", "--worker-token", "same"],
+            {},
+            "--worker-token must differ from --token",
+        ),
+        (
+            ["--workers-file", "workers.toml"],
+            {},
+            "--workers-file requires --token: without an admin token administrative endpoints "
+            "would be open",
+        ),
+        (
+            ["--cluster"],
+            {},
+            "--cluster requires a PostgreSQL database (--db postgres://...): "
+            "the servers share it for leader election and history",
+        ),
+        (["--cluster-mode", "shared"], {}, "--cluster-mode shared requires --cluster"),
+        (["--grpc-addr", "127.0.0.1:7234"], {}, "--grpc-addr: not supported yet"),
+        (["--db", "postgres://u:p@h/db"], {}, "PostgreSQL databases are not supported yet"),
+    ],
+)
+def test_refused_configurations_exit_1(
+    tmp_path: Path, args: list[str], env: dict[str, str], message: str
+) -> None:
+    result = run_orbit("server", "--db", str(tmp_path / "x.db"), *args, env=env)
+    assert result.returncode == 1
+    assert f"error: {message}" in result.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_addresses_must_be_ip_and_port(tmp_path: Path) -> None:
+    result = run_orbit("server", "--db", str(tmp_path / "x.db"), "--addr", "localhost:7233")
+    assert result.returncode == 2
+    assert "is not an IP address" in result.stderr
+
+
+def test_a_busy_port_is_reported(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_orbit("server", "--db", str(tmp_path / "x.db"), "--addr", f"127.0.0.1:{port}")
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr
+
+
+def test_an_unopenable_database_is_reported(tmp_path: Path) -> None:
+    result = run_orbit(
+        "server", "--db", str(tmp_path / "missing" / "x.db"), "--addr", "127.0.0.1:0"
+    )
+    assert result.returncode == 1
+    assert "cannot open the database" in result.stderr
+
+
+def test_startup_lines_and_a_graceful_sigint(tmp_path: Path) -> None:
+    proc = ServerProcess(tmp_path / "orbit.db", "--no-ui").start()
+    log = proc.log()
+    assert (
+        f'INFO orbit: starting ORBIT runtime db={tmp_path / "orbit.db"} backend="sqlite" '
+        "http_adapter=false auth=false ui=false"
+    ) in log
+    assert "INFO orbit: recovered active executions from history executions=0 in_flight=0" in log
+    assert f"INFO orbit: ORBIT runtime listening addr={proc.addr} tls=false ui=false" in log
+    assert proc.http().get("/ui/").status == 404
+    assert proc.http().get("/", headers={"accept": "text/html"}).status == 404
+    assert proc.stop(signal.SIGINT) == 0
+    assert proc.lines[-1].endswith("INFO orbit: shutting down")
+
+
+def test_json_logs_and_environment(tmp_path: Path) -> None:
+    env = {"ORBIT_TOKEN": "t0k", "ORBIT_MAX_ACTIVE_EXECUTIONS": "1", "ORBIT_NO_UI": "yes"}
+    with ServerProcess(tmp_path / "orbit.db", "--log-format", "json", env=env) as proc:
+        first = json.loads(proc.lines[0])
+        assert first["level"] == "INFO"
+        assert first["target"] == "orbit"
+        assert first["fields"] == {
+            "message": "starting ORBIT runtime",
+            "db": str(tmp_path / "orbit.db"),
+            "backend": "sqlite",
+            "http_adapter": False,
+            "auth": True,
+            "ui": False,
+        }
+        assert first["timestamp"].endswith("Z")
+        assert proc.http().get("/v1/executions").status == 401
+        api = proc.http("t0k")
+        assert api.post("/v1/workflows", server_ir.review()).status == 201
+        for eid, status in (("r1", 201), ("r2", 429)):
+            body = {"workflow": "Review", "execution_id": eid, "input": {"order_id": eid}}
+            assert api.post("/v1/executions", body).status == status
+
+
+def test_shutdown_waits_for_a_long_poll(tmp_path: Path) -> None:
+    proc = ServerProcess(tmp_path / "orbit.db").start()
+    worker = RawWorker(proc.http(), "w", [("a.b", "1.0.0")])
+    worker.register()
+    answers: list[int] = []
+    poller = threading.Thread(target=lambda: answers.append(worker.poll(wait_ms=1500).status))
+    poller.start()
+    time.sleep(0.3)
+    began = time.monotonic()
+    assert proc.stop(signal.SIGTERM) == 0
+    poller.join()
+    assert answers == [204]
+    assert time.monotonic() - began >= 0.9
