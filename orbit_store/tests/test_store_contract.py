@@ -21,9 +21,15 @@ from orbit_core.ports import (
 from orbit_store.sqlite import SqliteStore
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite-in-memory"])
 def store(request: Any, tmp_path: Path) -> Iterator[Store]:
-    made: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "o.db")
+    made: Store
+    if request.param == "memory":
+        made = MemoryStore()
+    elif request.param == "sqlite":
+        made = SqliteStore(tmp_path / "o.db")
+    else:
+        made = SqliteStore(":memory:")  # one connection holds the whole database
     yield made
     made.close()
 

@@ -122,10 +122,12 @@ class SqlStore:
     committer is the only writer) and reads through another, so reads made
     while a group is prepared never wait for the disk."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, separate_reads: bool = True) -> None:
+        """`separate_reads=False` reads through the write connection (for a
+        database that lives in one connection, such as SQLite's `:memory:`)."""
         self.engine = engine
         self._writer = _Link(engine)
-        self._reader = _Link(engine)
+        self._reader = _Link(engine) if separate_reads else self._writer
         with self._writer.errors():
             s.metadata.create_all(engine, checkfirst=True)
             with engine.begin() as conn:
@@ -386,7 +388,8 @@ class SqlStore:
 
     def close(self) -> None:
         self._writer.close()
-        self._reader.close()
+        if self._reader is not self._writer:
+            self._reader.close()
         self.engine.dispose()
 
 
