@@ -115,6 +115,10 @@ def conform(value: Any, type_: Type, *, defaults: bool = True, strict: bool = Fa
     The result is a new value for records, lists and maps; JSON-typed parts are
     shared with `value`. Fields keep their order, and defaults come after them.
     """
+    if type(value) is dict and type(type_) is RecordType:
+        flat = _flat_record(value, type_)
+        if flat is not None:
+            return flat
     try:
         return _Conformer(defaults, strict).check(value, type_)
     except _Invalid as invalid:
@@ -208,6 +212,27 @@ def _may_be_absent(f: Field) -> bool:
         or isinstance(f.type, OptionalType)
         or (isinstance(f.type, Primitive) and f.type.kind == "json")
     )
+
+
+def _flat_record(value: dict[str, Any], type_: RecordType) -> dict[str, Any] | None:
+    """The common case of the hot path, without the general machinery: a
+    record of primitive fields holding exactly its declared fields, in
+    order, each valid. None sends everything else down the general path
+    (which also words the errors)."""
+    fields = type_.fields
+    if len(value) != len(fields):
+        return None
+    out = {}
+    for field, (key, item) in zip(fields, value.items(), strict=True):
+        kind = field.type
+        if (
+            field.name != key
+            or type(kind) is not Primitive
+            or not _PRIMITIVE_CHECKS[kind.kind](item)
+        ):
+            return None
+        out[key] = item
+    return out
 
 
 class _Conformer:
