@@ -19,8 +19,9 @@ import attrs
 from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
 from orbit_core import values as _values
+from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import Step
-from orbit_core.plan import Plan, UnitSpec, default_key, describe
+from orbit_core.plan import Plan, UnitSpec, default_key
 from orbit_core.state import (
     ATTEMPT_FAILED,
     DISPATCHED,
@@ -261,7 +262,7 @@ class _Decider:
                 self.fail_unit(
                     key,
                     "EXPRESSION_ERROR",
-                    f"`when` condition must be a Bool, found {describe(value)}",
+                    f"`when` condition must be a Bool, found {describe_value(value)}",
                 )
                 return
         if step.for_each is not None:
@@ -272,7 +273,7 @@ class _Decider:
                 items = []
             if not isinstance(items, list):
                 self.fail_unit(
-                    key, "EXPRESSION_ERROR", f"`for` needs a list, found {describe(items)}"
+                    key, "EXPRESSION_ERROR", f"`for` needs a list, found {describe_value(items)}"
                 )
                 return
             limit = self.limits.max_fan_out
@@ -333,7 +334,7 @@ class _Decider:
                 self.fail_unit(
                     key,
                     "EXPRESSION_ERROR",
-                    f"`idempotency_key` must be a String, found {describe(idem)}",
+                    f"`idempotency_key` must be a String, found {describe_value(idem)}",
                 )
                 return
         if idem is None:

@@ -5,7 +5,6 @@ Built once per deployed definition and shared by every execution of it.
 
 from __future__ import annotations
 
-from typing import Any
 
 import attrs
 
@@ -181,20 +180,3 @@ def child_id(parent_id: str, run: int, unit_key: str) -> str:
 
 def default_key(execution_id: str, run: int, unit_key: str) -> str:
     return f"{execution_id}/{unit_key}" if run <= 1 else f"{execution_id}/run{run}/{unit_key}"
-
-
-def describe(value: Any) -> str:
-    """A JSON value's kind, as messages print it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"

@@ -21,6 +21,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import expr as e
 from orbit_core.ir.definition import (
     HANDLER_KINDS,
@@ -64,42 +65,26 @@ def _fail(path: str, message: str) -> IRError:
 
 def _obj(value: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise _fail(path, f"expected an object, found {_describe(value)}")
+        raise _fail(path, f"expected an object, found {describe_value(value)}")
     return value
 
 
 def _str(value: Any, path: str) -> str:
     if not isinstance(value, str):
-        raise _fail(path, f"expected a string, found {_describe(value)}")
+        raise _fail(path, f"expected a string, found {describe_value(value)}")
     return value
 
 
 def _int(value: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(path, f"expected an integer, found {_describe(value)}")
+        raise _fail(path, f"expected an integer, found {describe_value(value)}")
     return value
 
 
 def _list(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
-        raise _fail(path, f"expected an array, found {_describe(value)}")
+        raise _fail(path, f"expected an array, found {describe_value(value)}")
     return value
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
 
 
 # ---------------------------------------------------------------- types
@@ -247,12 +232,12 @@ def expr_from_json(value: Any, path: str = "$") -> e.Expr:
     if op == "float":
         raw = obj.get("value")
         if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-            raise _fail(f"{path}.value", f"expected a finite number, found {_describe(raw)}")
+            raise _fail(f"{path}.value", f"expected a finite number, found {describe_value(raw)}")
         return e.Float(float(raw))
     if op == "bool":
         raw = obj.get("value")
         if not isinstance(raw, bool):
-            raise _fail(f"{path}.value", f"expected a boolean, found {_describe(raw)}")
+            raise _fail(f"{path}.value", f"expected a boolean, found {describe_value(raw)}")
         return e.Bool(raw)
     if op == "duration":
         return e.Duration(_int(obj.get("ms"), f"{path}.ms"))
@@ -278,7 +263,7 @@ def expr_from_json(value: Any, path: str = "$") -> e.Expr:
         args = _list(obj.get("args"), f"{path}.args")
         float_sum = obj.get("float_sum", False)
         if not isinstance(float_sum, bool):
-            raise _fail(f"{path}.float_sum", f"expected a boolean, found {_describe(float_sum)}")
+            raise _fail(f"{path}.float_sum", f"expected a boolean, found {describe_value(float_sum)}")
         return e.Call(
             _str(obj.get("fn"), f"{path}.fn"),
             tuple(expr_from_json(a, f"{path}.args[{i}]") for i, a in enumerate(args)),
@@ -372,7 +357,7 @@ def _make_converter() -> cattrs.Converter:
 
 def _strict_bool(value: Any, _: Any) -> bool:
     if not isinstance(value, bool):
-        raise _fail("$", f"expected a boolean, found {_describe(value)}")
+        raise _fail("$", f"expected a boolean, found {describe_value(value)}")
     return value
 
 
