@@ -5,7 +5,6 @@ Built once per deployed definition and shared by every execution of it.
 
 from __future__ import annotations
 
-
 import attrs
 
 from orbit_core.ir import ChildContract, Definition, Retry, Step, TaskContract

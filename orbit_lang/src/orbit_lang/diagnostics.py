@@ -9,7 +9,8 @@ form or JSON; nothing else formats diagnostics.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Concatenate, ParamSpec, TypeVar
 
 import attrs
 
@@ -29,6 +30,33 @@ class Label:
     message: str = ""
 
 
+def _build(
+    severity: Severity,
+    code: str,
+    message: str,
+    span: Span | None,
+    *,
+    label: str = "",
+    labels: Iterable[Label] = (),
+    notes: Iterable[str] = (),
+    help: str | None = None,
+) -> Diagnostic:
+    return Diagnostic(severity, code, message, span, label, tuple(labels), tuple(notes), help)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _preset(severity: Severity, build: Callable[Concatenate[Severity, _P], _R]) -> Callable[_P, _R]:
+    """`build` with its leading severity argument fixed, keeping the rest of its signature."""
+
+    def built(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return build(severity, *args, **kwargs)
+
+    return built
+
+
 @attrs.frozen
 class Diagnostic:
     severity: Severity
@@ -42,33 +70,10 @@ class Diagnostic:
     notes: tuple[str, ...] = ()
     help: str | None = None
 
-    @classmethod
-    def error(
-        cls,
-        code: str,
-        message: str,
-        span: Span | None,
-        *,
-        label: str = "",
-        labels: Iterable[Label] = (),
-        notes: Iterable[str] = (),
-        help: str | None = None,
-    ) -> Diagnostic:
-        return cls(Severity.ERROR, code, message, span, label, tuple(labels), tuple(notes), help)
-
-    @classmethod
-    def warning(
-        cls,
-        code: str,
-        message: str,
-        span: Span | None,
-        *,
-        label: str = "",
-        labels: Iterable[Label] = (),
-        notes: Iterable[str] = (),
-        help: str | None = None,
-    ) -> Diagnostic:
-        return cls(Severity.WARNING, code, message, span, label, tuple(labels), tuple(notes), help)
+    # `Diagnostic.error(code, message, span, label=..., labels=..., notes=..., help=...)`
+    # and `Diagnostic.warning(...)`, which accept any iterables of labels and notes.
+    error = staticmethod(_preset(Severity.ERROR, _build))
+    warning = staticmethod(_preset(Severity.WARNING, _build))
 
     @property
     def is_error(self) -> bool:

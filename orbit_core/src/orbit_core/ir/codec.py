@@ -263,7 +263,9 @@ def expr_from_json(value: Any, path: str = "$") -> e.Expr:
         args = _list(obj.get("args"), f"{path}.args")
         float_sum = obj.get("float_sum", False)
         if not isinstance(float_sum, bool):
-            raise _fail(f"{path}.float_sum", f"expected a boolean, found {describe_value(float_sum)}")
+            raise _fail(
+                f"{path}.float_sum", f"expected a boolean, found {describe_value(float_sum)}"
+            )
         return e.Call(
             _str(obj.get("fn"), f"{path}.fn"),
             tuple(expr_from_json(a, f"{path}.args[{i}]") for i, a in enumerate(args)),

@@ -2,50 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import ParamSpec
 
 from orbit_lang.diagnostics import Diagnostic, Label
 from orbit_lang.source import Span
 from orbit_lang.suggest import closest
 
+_P = ParamSpec("_P")
+
+
+def _appending(build: Callable[_P, Diagnostic], into: list[Diagnostic]) -> Callable[_P, None]:
+    """`build`, but what it builds goes onto `into` instead of being returned."""
+
+    def append(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        into.append(build(*args, **kwargs))
+
+    return append
+
 
 class Reporter:
+    """`report.error(code, message, span, ...)` and `report.warning(...)` take what
+    `Diagnostic.error` and `Diagnostic.warning` take and collect the result."""
+
     def __init__(self) -> None:
         self.diagnostics: list[Diagnostic] = []
-
-    def error(
-        self,
-        code: str,
-        message: str,
-        span: Span | None,
-        *,
-        label: str = "",
-        labels: Iterable[Label] = (),
-        notes: Iterable[str] = (),
-        help: str | None = None,
-    ) -> None:
-        self.diagnostics.append(
-            Diagnostic.error(
-                code, message, span, label=label, labels=labels, notes=notes, help=help
-            )
-        )
-
-    def warning(
-        self,
-        code: str,
-        message: str,
-        span: Span | None,
-        *,
-        label: str = "",
-        labels: Iterable[Label] = (),
-        notes: Iterable[str] = (),
-        help: str | None = None,
-    ) -> None:
-        self.diagnostics.append(
-            Diagnostic.warning(
-                code, message, span, label=label, labels=labels, notes=notes, help=help
-            )
-        )
+        self.error = _appending(Diagnostic.error, self.diagnostics)
+        self.warning = _appending(Diagnostic.warning, self.diagnostics)
 
     @property
     def error_count(self) -> int:
