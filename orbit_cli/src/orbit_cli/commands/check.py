@@ -13,8 +13,9 @@ from pathlib import Path
 
 import click
 
+from orbit_cli.sources import policy_option, stderr_colour
 from orbit_lang import CompileResult, check_paths
-from orbit_lang.render import error_line, render_json, render_report, should_color
+from orbit_lang.render import error_line, render_json, render_report
 
 
 @click.command("check")
@@ -29,22 +30,12 @@ from orbit_lang.render import error_line, render_json, render_report, should_col
     help="human: diagnostics on stderr, one ok line per workflow on stdout; "
     'json: {"diagnostics": [...]} on stdout.',
 )
-@click.option(
-    "--policy",
-    "policies",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    help="Also check the workflows against an organisation policy (TOML). Repeatable.",
-)
+@policy_option("Also check the workflows against an organisation policy (TOML). Repeatable.")
 def check(
     files: tuple[str, ...], strict: bool, output_format: str, policies: tuple[Path, ...]
 ) -> None:
     """Type-check workflow files without producing output."""
-    color = should_color(sys.stderr)
-    if not files:
-        click.echo(error_line("no input files", color=color), nl=False, err=True)
-        sys.exit(1)
+    color = stderr_colour(files)
     del policies  # accepted for the CLI's sake; policy checks are a later issue
     result = check_paths([Path(f) for f in files], strict=strict)
     if output_format == "json":

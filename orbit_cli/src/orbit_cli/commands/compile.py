@@ -17,9 +17,10 @@ import click
 
 from orbit_cli.commands.check import report
 from orbit_cli.output import CliError, err, os_reason, out, pretty_json
+from orbit_cli.sources import policy_option, stderr_colour
 from orbit_core.ir import Definition, to_json
 from orbit_lang import compile_paths
-from orbit_lang.render import error_line, render_report, should_color
+from orbit_lang.render import render_report
 
 
 @click.command("compile")
@@ -38,14 +39,7 @@ from orbit_lang.render import error_line, render_report, should_color
     help="Output directory, created if needed.",
 )
 @click.option("--stdout", "to_stdout", is_flag=True, help="Print the IR instead of writing files.")
-@click.option(
-    "--policy",
-    "policies",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    help="Check the workflows against an organisation policy first (repeatable).",
-)
+@policy_option("Check the workflows against an organisation policy first (repeatable).")
 def compile_command(
     files: tuple[Path, ...],
     strict: bool,
@@ -54,10 +48,7 @@ def compile_command(
     policies: tuple[Path, ...],
 ) -> None:
     """Compile workflow files to orbit-ir JSON."""
-    color = should_color(sys.stderr)
-    if not files:
-        click.echo(error_line("no input files", color=color), nl=False, err=True)
-        sys.exit(1)
+    color = stderr_colour(files)
     result = compile_paths(list(files), strict=strict, policies=list(policies))
     if not result.ok:
         report(result, color=color)

@@ -10,6 +10,7 @@ import click
 
 from orbit_cli.client import RuntimeClient, connection_options
 from orbit_cli.output import err
+from orbit_cli.sources import policy_option
 
 if TYPE_CHECKING:
     from orbit_core.ir import Definition
@@ -31,13 +32,8 @@ def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:
     short_help="Register workflow definitions with the runtime.",
 )
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--policy",
-    "policies",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    help="Check .orbit sources against this organisation policy before registering (repeatable).",
+@policy_option(
+    "Check .orbit sources against this organisation policy before registering (repeatable)."
 )
 @connection_options
 def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Path, ...]) -> None:

@@ -16,19 +16,16 @@ import click
 from orbit_cli.commands.check import report
 from orbit_cli.definitions import load_ir_file
 from orbit_cli.output import CliError, err, out
+from orbit_cli.sources import stderr_colour
 from orbit_core.ir import IR_V1, needs_ir_v2
 from orbit_lang import check_paths
-from orbit_lang.render import error_line, should_color
 
 
 @click.command("validate")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 def validate(files: tuple[Path, ...]) -> None:
     """Check workflow files, and validate compiled IR (.json) files."""
-    color = should_color(sys.stderr)
-    if not files:
-        click.echo(error_line("no input files", color=color), nl=False, err=True)
-        sys.exit(1)
+    color = stderr_colour(files)
     valid = True
     for path in files:
         if path.suffix == ".json":
