@@ -9,7 +9,7 @@ from orbit_core import events as ev
 from orbit_core import ir
 from orbit_core import values as _values
 from orbit_core.engine.commands import Tx
-from orbit_core.engine.live import RUNTIME_WORKER, ChildLink, Live
+from orbit_core.engine.live import ChildLink, Live
 from orbit_core.plan import child_id
 from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold
 
@@ -74,23 +74,7 @@ class Children:
         assert spec is not None
         contract = parent.plan.contract(spec.task or "")
         cid = child_id(state.id, state.run, key)
-        token = x.ids.token()
-        deadline = None if spec.timeout_ms is None else tx.now + spec.timeout_ms
-        x.append(
-            tx,
-            parent,
-            ev.StepDispatched(
-                state.last_seq + 1,
-                tx.now,
-                key,
-                unit.attempt,
-                token,
-                RUNTIME_WORKER,
-                f"{_CHILD}{cid}",
-                deadline,
-            ),
-        )
-        x.tokens[token] = (state.id, key, unit.attempt)
+        token = x.dispatch_to_runtime(tx, parent, key, f"{_CHILD}{cid}")
         name = spec.step.workflow or ""
         plan = (
             x.catalog.by_hash(contract.definition_hash)

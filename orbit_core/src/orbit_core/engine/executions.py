@@ -285,29 +285,32 @@ class Executions:
             live.state.units[key].offer_seq,
         )
 
-    def _run_builtin(self, tx: Tx, live: Live, key: str) -> None:
+    def dispatch_to_runtime(self, tx: Tx, live: Live, key: str, session: str) -> str:
+        """Records the unit's current attempt as taken by the runtime itself (a
+        builtin task or a child workflow), `session` saying which; returns its token."""
         state = live.state
-        unit = state.units[key]
+        attempt = state.units[key].attempt
         spec = live.plan.spec(key)
         assert spec is not None
-        self._builtin_serial += 1
         token = self.ids.token()
         deadline = None if spec.timeout_ms is None else tx.now + spec.timeout_ms
         self.append(
             tx,
             live,
             ev.StepDispatched(
-                state.last_seq + 1,
-                tx.now,
-                key,
-                unit.attempt,
-                token,
-                RUNTIME_WORKER,
-                f"builtin:{self._builtin_serial}",
-                deadline,
+                state.last_seq + 1, tx.now, key, attempt, token, RUNTIME_WORKER, session, deadline
             ),
         )
-        self.tokens[token] = (state.id, key, unit.attempt)
+        self.tokens[token] = (state.id, key, attempt)
+        return token
+
+    def _run_builtin(self, tx: Tx, live: Live, key: str) -> None:
+        state = live.state
+        unit = state.units[key]
+        spec = live.plan.spec(key)
+        assert spec is not None
+        self._builtin_serial += 1
+        token = self.dispatch_to_runtime(tx, live, key, f"builtin:{self._builtin_serial}")
         builtins = self.builtins
         if builtins is None or not builtins.supports(spec.task or ""):
             error = ev.make_error("ADAPTER_DISABLED", ADAPTER_DISABLED, False)
