@@ -5,20 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit import b as binop
+from evalkit import call, inp, path, var
+from evalkit import step as ref
+from evalkit import x as lit
+
 from orbit_core import events as ev
 from orbit_core.engine import Engine
 from orbit_core.ir import (
     IR_V1,
     IR_V2,
     ChildContract,
-    Compensation,
-    ContinueAsNew,
     Definition,
-    EventHandler,
-    ForEach,
-    Query,
-    Retry,
-    Signal,
     Step,
     TaskContract,
     definition_hash,
@@ -29,8 +27,9 @@ from orbit_core.ir import types as t
 
 Str, Int, Float, Bool, Json = t.STRING, t.INT, t.FLOAT, t.BOOL, t.JSON
 EMPTY = t.EMPTY_RECORD
-# Re-exported for the test modules.
-REEXPORTED = (Compensation, ContinueAsNew, EventHandler, ForEach, Query, Retry, Signal)
+# The expression builders are the evaluator tests' (`evalkit`), under the names
+# the engine tests use.
+EXPRESSIONS = (binop, call, inp, lit, path, ref, var)
 
 
 def opt(ty: t.Type) -> t.OptionalType:
@@ -52,54 +51,8 @@ def rec(**fields: Any) -> t.RecordType:
     return t.RecordType(tuple(out))
 
 
-def lit(value: Any) -> e.Expr:
-    if isinstance(value, e.Expr.__args__):  # type: ignore[attr-defined]
-        return value  # type: ignore[no-any-return]
-    if value is None:
-        return e.Null()
-    if isinstance(value, bool):
-        return e.Bool(value)
-    if isinstance(value, int):
-        return e.Int(value)
-    if isinstance(value, float):
-        return e.Float(value)
-    if isinstance(value, str):
-        return e.Str(value)
-    if isinstance(value, list):
-        return e.List(tuple(lit(v) for v in value))
-    if isinstance(value, dict):
-        return obj(**value)
-    raise TypeError(value)
-
-
 def obj(**entries: Any) -> e.Object:
     return e.Object(tuple(e.Entry(k, lit(v)) for k, v in entries.items()))
-
-
-def path(root: e.Expr, *fields: str) -> e.Expr:
-    for f in fields:
-        root = e.Get(root, f)
-    return root
-
-
-def inp(*fields: str) -> e.Expr:
-    return path(e.Input(), *fields)
-
-
-def ref(step: str, *fields: str) -> e.Expr:
-    return path(e.StepRef(step), *fields)
-
-
-def var(name: str, *fields: str) -> e.Expr:
-    return path(e.Var(name), *fields)
-
-
-def binop(op: str, left: Any, right: Any) -> e.Binary:
-    return e.Binary(op, lit(left), lit(right))
-
-
-def call(fn: str, *args: Any) -> e.Call:
-    return e.Call(fn, tuple(lit(a) for a in args))
 
 
 def task(

@@ -22,11 +22,7 @@ from typing import Any
 
 import pytest
 from engine_kit import (
-    Compensation,
-    ForEach,
     Int,
-    Retry,
-    Signal,
     binop,
     inp,
     lst,
@@ -42,6 +38,7 @@ from engine_kit import (
 from orbit_core import events as ev
 from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.ir import Compensation, ForEach, Retry, Signal
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import CommitBatch
 from orbit_core.state import TERMINAL, fold

@@ -9,14 +9,8 @@ from typing import Any
 import pytest
 from engine_kit import (
     Bool,
-    Compensation,
-    ContinueAsNew,
-    EventHandler,
     Float,
-    ForEach,
     Int,
-    Query,
-    Signal,
     Str,
     Worker,
     binop,
@@ -42,6 +36,7 @@ from engine_kit import (
 from orbit_core.decide import Limits
 from orbit_core.engine import Engine
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError
+from orbit_core.ir import Compensation, ContinueAsNew, EventHandler, ForEach, Query, Signal
 from orbit_core.state import fold
 from orbit_core.testing import run_until_idle, simulated_engine
 

@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 from engine_kit import (
     Bool,
-    Compensation,
     Float,
     Int,
-    Retry,
     Str,
     Worker,
     binop,
@@ -31,6 +29,7 @@ from engine_kit import (
 from orbit_core import events as ev
 from orbit_core.engine import Engine
 from orbit_core.errors import ConflictError
+from orbit_core.ir import Compensation, Retry
 from orbit_core.state import fold
 from orbit_core.testing import SimulatedClock, simulated_engine
 

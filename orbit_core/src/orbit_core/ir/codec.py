@@ -24,19 +24,12 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import expr as e
 from orbit_core.ir.definition import (
+    DOCUMENT_CLASSES,
     HANDLER_KINDS,
     IR_VERSIONS,
     STEP_KINDS,
     ChildContract,
-    Compensation,
-    ContinueAsNew,
     Definition,
-    EventHandler,
-    ForEach,
-    Query,
-    Retry,
-    Signal,
-    Step,
     TaskContract,
 )
 from orbit_core.ir.types import (
@@ -325,19 +318,7 @@ def _make_converter() -> cattrs.Converter:
     )
 
     renames = {"with_": "with", "for_each": "for", "over": "in"}
-    for cls in (
-        Retry,
-        ForEach,
-        Compensation,
-        Step,
-        TaskContract,
-        ChildContract,
-        Signal,
-        Query,
-        EventHandler,
-        ContinueAsNew,
-        Definition,
-    ):
+    for cls in DOCUMENT_CLASSES:
         names = {a.name for a in attrs.fields(cls)}
         overrides: dict[str, Any] = {
             k: override(rename=v) for k, v in renames.items() if k in names

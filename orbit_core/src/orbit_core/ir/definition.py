@@ -178,3 +178,20 @@ class Definition:
             if q.name == name:
                 return q
         return None
+
+
+# The attrs classes a definition document is made of, parts before the
+# definition; the codec gives each of them its JSON encoding.
+DOCUMENT_CLASSES = (
+    Retry,
+    ForEach,
+    Compensation,
+    Step,
+    TaskContract,
+    ChildContract,
+    Signal,
+    Query,
+    EventHandler,
+    ContinueAsNew,
+    Definition,
+)
