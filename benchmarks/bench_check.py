@@ -20,8 +20,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+import benchkit
 
 from orbit_lang import check_paths, compile_paths
 
@@ -128,22 +129,7 @@ def _block(i: int) -> list[str]:
 
 def generate(lines: int) -> str:
     """A valid program of exactly `lines` lines."""
-    out: list[str] = []
-    i = 0
-    while len(out) + len(_block(i)) <= lines:
-        out += _block(i)
-        i += 1
-    out += ["// padding"] * (lines - len(out))
-    return "\n".join(out) + "\n"
-
-
-def _best(run: object, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()  # type: ignore[operator]
-        best = min(best, time.perf_counter() - start)
-    return best
+    return benchkit.generate(_block, lines)
 
 
 def main() -> None:
@@ -161,9 +147,9 @@ def main() -> None:
         def cli() -> None:
             subprocess.run([orbit, "check", str(path)], check=True, capture_output=True)
 
-        wall = _best(cli, args.repeat)
-        checked = _best(lambda: check_paths([path]), args.repeat)
-        compiled = _best(lambda: compile_paths([path]), args.repeat)
+        wall = benchkit.best_of(cli, args.repeat)
+        checked = benchkit.best_of(lambda: check_paths([path]), args.repeat)
+        compiled = benchkit.best_of(lambda: compile_paths([path]), args.repeat)
     workflows = len(result.workflows)
     verdict = "ok" if wall < TARGET_S else "SLOWER THAN TARGET"
     print(

@@ -9,7 +9,8 @@ on it and on a 1,000-line file. Prints the best of R runs.
 from __future__ import annotations
 
 import argparse
-import time
+
+import benchkit
 
 from orbit_lang.parser import parse_source
 
@@ -55,23 +56,13 @@ def _block(i: int) -> list[str]:
 
 def generate(lines: int) -> str:
     """A valid program of exactly `lines` lines."""
-    out: list[str] = []
-    i = 0
-    while len(out) + len(_block(i)) <= lines:
-        out += _block(i)
-        i += 1
-    out += ["// padding"] * (lines - len(out))
-    return "\n".join(out) + "\n"
+    return benchkit.generate(_block, lines)
 
 
 def best_time(text: str, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        _, diagnostics = parse_source(text, "bench.orbit")
-        best = min(best, time.perf_counter() - start)
-        assert not diagnostics, diagnostics[:3]
-    return best
+    _, diagnostics = parse_source(text, "bench.orbit")
+    assert not diagnostics, diagnostics[:3]
+    return benchkit.best_of(lambda: parse_source(text, "bench.orbit"), repeat)
 
 
 def main() -> None:

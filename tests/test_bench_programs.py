@@ -1,0 +1,35 @@
+"""The programs the parse and check benchmarks generate stay valid and of the size asked."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from orbit_lang import compile_source
+from orbit_lang.parser import parse_source
+
+_BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _benchmark(name: str) -> ModuleType:
+    # The benchmarks are scripts that import their sibling `benchkit`, as they
+    # do when run from their folder.
+    if str(_BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(_BENCHMARKS))
+    return __import__(name)
+
+
+def test_parse_program_is_valid_and_exactly_sized() -> None:
+    text = _benchmark("bench_parse").generate(1000)
+    assert text.count("\n") == 1000
+    _, diagnostics = parse_source(text, "bench.orbit")
+    assert diagnostics == []
+
+
+def test_check_program_compiles_cleanly_and_is_exactly_sized() -> None:
+    text = _benchmark("bench_check").generate(600)
+    assert text.count("\n") == 600
+    result = compile_source(text, "bench.orbit")
+    assert [d.message for d in result.diagnostics] == []
+    assert {d.ir_version for d in result.definitions} == {"orbit-ir/1", "orbit-ir/2"}
