@@ -128,14 +128,16 @@ def test_batch_size_follows_the_time_handlers_take() -> None:
     assert _batch_size(0.5) == 1
 
 
-def test_a_failing_prepare_fails_its_callers_and_frees_the_lead() -> None:
+def _inline_pipeline() -> GroupCommit:
+    """A group commit whose batches run their commands on one Tx and commit nothing."""
+
     def prepare(batch: list[Command]) -> Group:
         tx = Tx(0)
         for cmd in batch:
             cmd.run(tx)
         return Group(tx, CommitBatch(), batch)
 
-    pipeline = GroupCommit(
+    return GroupCommit(
         MemoryStore(),
         {"commits": 0},
         prepare=prepare,
@@ -143,6 +145,10 @@ def test_a_failing_prepare_fails_its_callers_and_frees_the_lead() -> None:
         rollback=lambda tx: None,
         threaded=False,
     )
+
+
+def test_a_failing_prepare_fails_its_callers_and_frees_the_lead() -> None:
+    pipeline = _inline_pipeline()
 
     def broken(tx: Tx) -> Any:
         raise ZeroDivisionError
@@ -173,20 +179,7 @@ def test_the_lead_passes_safely_under_frequent_thread_switches() -> None:
     (a hand-off racing the caller's wait once left every caller waiting)."""
     import sys
 
-    def prepare(batch: list[Command]) -> Group:
-        tx = Tx(0)
-        for cmd in batch:
-            cmd.run(tx)
-        return Group(tx, CommitBatch(), batch)
-
-    pipeline = GroupCommit(
-        MemoryStore(),
-        {"commits": 0},
-        prepare=prepare,
-        publish=lambda tx: None,
-        rollback=lambda tx: None,
-        threaded=False,
-    )
+    pipeline = _inline_pipeline()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible
     try:
