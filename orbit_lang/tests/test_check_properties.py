@@ -8,9 +8,9 @@ sources and the book's examples.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from book_programs import BOOK, book_programs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,18 +18,13 @@ from orbit_core.ir import definition_hash, from_json, to_json
 from orbit_lang import compile_source
 
 HERE = Path(__file__).parent
-BOOK = HERE.parents[1] / "tests" / "book"
 
 
 def _seeds() -> list[str]:
     paths = sorted((HERE / "data" / "check").rglob("*.orbit"))
     paths += sorted((HERE / "data" / "ir").glob("*.orbit"))
     texts = [p.read_text(encoding="utf-8") for p in paths]
-    manifest = BOOK / "manifest.json"
-    if manifest.exists():
-        for entry in json.loads(manifest.read_text(encoding="utf-8")):
-            if entry["kind"] == "program":
-                texts.append((BOOK / entry["source"]).read_text(encoding="utf-8"))
+    texts += [(BOOK / e["source"]).read_text(encoding="utf-8") for e in book_programs()]
     return texts
 
 

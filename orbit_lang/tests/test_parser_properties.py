@@ -8,9 +8,9 @@ programs: the parser's golden files and the book's examples.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from book_programs import BOOK, book_programs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,6 @@ from orbit_lang.render import render_human, render_json
 from orbit_lang.source import SourceFile
 
 HERE = Path(__file__).parent
-BOOK = HERE.parents[1] / "tests" / "book"
 
 
 def _seeds() -> list[str]:
@@ -28,11 +27,7 @@ def _seeds() -> list[str]:
         p.read_text(encoding="utf-8")
         for p in sorted((HERE / "data" / "parser" / "ok").glob("*.orbit"))
     ]
-    manifest = BOOK / "manifest.json"
-    if manifest.exists():
-        for entry in json.loads(manifest.read_text(encoding="utf-8")):
-            if entry["kind"] == "program":
-                texts.append((BOOK / entry["source"]).read_text(encoding="utf-8"))
+    texts += [(BOOK / e["source"]).read_text(encoding="utf-8") for e in book_programs()]
     return texts
 
 

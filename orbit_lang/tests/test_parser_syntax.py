@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from book_programs import BOOK, book_programs
 
 from orbit_lang import ast
 from orbit_lang.parser import parse_file, parse_source
@@ -210,13 +210,7 @@ def _valid_sources() -> list[Path]:
     """The golden valid files, and the book's whole programs when the
     repository's extracted examples are at hand."""
     sources = sorted((DATA / "ok").glob("*.orbit"))
-    manifest = Path(__file__).resolve().parents[2] / "tests" / "book" / "manifest.json"
-    if manifest.exists():
-        sources += [
-            manifest.parent / entry["source"]
-            for entry in json.loads(manifest.read_text(encoding="utf-8"))
-            if entry["kind"] == "program" and "expected" not in entry
-        ]
+    sources += [BOOK / e["source"] for e in book_programs() if "expected" not in e]
     return sources
 
 
