@@ -13,11 +13,9 @@ from orbit_core.ir.types import EMPTY_RECORD, RecordType
 from orbit_core.ir.types import Type as IRType
 from orbit_lang import ast
 from orbit_lang.check.declarations import Declarations
-from orbit_lang.check.report import Reporter, did_you_mean
+from orbit_lang.check.report import Reporter, did_you_mean, duplicate_member
 from orbit_lang.check.typeexpr import TypeResolver
 from orbit_lang.check.types import JSON, render
-from orbit_lang.diagnostics import Label
-from orbit_lang.source import Span
 
 DEFAULT_VERSION = "1.0.0"
 SEMVER = re.compile(
@@ -56,16 +54,6 @@ def check_version(value: ast.StringLiteral, report: Reporter) -> None:
             value.span,
             help="use a version such as `1.0.0`; the runtime orders versions semantically",
         )
-
-
-def duplicate_member(report: Reporter, word: str, span: Span, first: Span) -> None:
-    report.error(
-        "E0106",
-        f"duplicate `{word}`",
-        span,
-        labels=[Label(first, "first declared here")],
-        help=f"keep one `{word}`",
-    )
 
 
 def check_contracts(

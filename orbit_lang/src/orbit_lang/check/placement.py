@@ -13,8 +13,7 @@ from __future__ import annotations
 import attrs
 
 from orbit_lang import ast
-from orbit_lang.check.report import Reporter
-from orbit_lang.diagnostics import Label
+from orbit_lang.check.report import Reporter, duplicate_member
 from orbit_lang.source import Span
 
 ACTION_WORDS: dict[type, str] = {
@@ -172,7 +171,7 @@ def shape_step(step: ast.Step, block: str | None, report: Reporter) -> StepShape
             continue
         first = members.get(kind)
         if first is not None:
-            _duplicate(report, MEMBER_WORDS[kind], member.keyword, first.keyword)
+            duplicate_member(report, MEMBER_WORDS[kind], member.keyword, first.keyword)
             continue
         members[kind] = member
     if action is None:
@@ -194,16 +193,6 @@ def shape_step(step: ast.Step, block: str | None, report: Reporter) -> StepShape
     if isinstance(block_member, ast.Compensate):
         compensate = _compensate_block(block_member, report)
     return StepShape(step, action, members, tuple(after), compensate)
-
-
-def _duplicate(report: Reporter, word: str, span: Span, first: Span) -> None:
-    report.error(
-        "E0106",
-        f"duplicate `{word}`",
-        span,
-        labels=[Label(first, "first declared here")],
-        help=f"keep one `{word}`",
-    )
 
 
 def _handler_action(action: ast.StepAction, block: str, report: Reporter) -> ast.StepAction | None:
@@ -313,7 +302,7 @@ def _compensate_block(member: ast.Compensate, report: Reporter) -> CompensateSha
             continue
         first = members.get(kind)
         if first is not None:
-            _duplicate(report, MEMBER_WORDS[kind], inner.keyword, first.keyword)
+            duplicate_member(report, MEMBER_WORDS[kind], inner.keyword, first.keyword)
             continue
         members[kind] = inner
     if worker is None:

@@ -43,3 +43,14 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
 
 def first_declared(span: Span) -> Label:
     return Label(span, "first declared here")
+
+
+def duplicate_member(report: Reporter, word: str, span: Span, first: Span) -> None:
+    """E0106 for a member written twice where one is allowed."""
+    report.error(
+        "E0106",
+        f"duplicate `{word}`",
+        span,
+        labels=[first_declared(first)],
+        help=f"keep one `{word}`",
+    )

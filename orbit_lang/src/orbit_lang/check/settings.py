@@ -7,8 +7,7 @@ from __future__ import annotations
 from orbit_core.ir import Retry
 from orbit_core.ir.definition import LIMIT_NAMES
 from orbit_lang import ast
-from orbit_lang.check.report import Reporter, did_you_mean
-from orbit_lang.diagnostics import Label
+from orbit_lang.check.report import Reporter, did_you_mean, first_declared
 
 RETRY_SETTINGS = ("attempts", "backoff", "initial_delay", "max_delay", "non_retryable")
 DEFAULT_INITIAL_DELAY_MS = 1000
@@ -57,7 +56,7 @@ def retry(member: ast.Retry, report: Reporter) -> Retry | None:
                 "E0410",
                 f"duplicate retry setting `{name}`",
                 setting.name.span,
-                labels=[Label(first.name.span, "first declared here")],
+                labels=[first_declared(first.name.span)],
             )
             continue
         seen[name] = setting
@@ -156,7 +155,7 @@ def limits(member: ast.Limits, report: Reporter) -> dict[str, int]:
                 "E0106",
                 f"duplicate `{name}`",
                 setting.name.span,
-                labels=[Label(first.name.span, "first declared here")],
+                labels=[first_declared(first.name.span)],
                 help=f"keep one `{name}`",
             )
             continue

@@ -17,10 +17,9 @@ from orbit_core.ir.types import Field, ListType, MapType, OptionalType, RecordTy
 from orbit_core.ir.types import Type as IRType
 from orbit_lang import ast
 from orbit_lang.check.context import CheckedWorkflow, Compilation
-from orbit_lang.check.contracts import duplicate_member
 from orbit_lang.check.env import Env
 from orbit_lang.check.expressions import ExprChecker
-from orbit_lang.check.report import Reporter, did_you_mean, first_declared
+from orbit_lang.check.report import Reporter, did_you_mean, duplicate_member, first_declared
 from orbit_lang.check.types import Type, required, strip, to_ir
 from orbit_lang.source import Span
 

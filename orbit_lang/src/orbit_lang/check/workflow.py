@@ -17,11 +17,11 @@ from orbit_core.ir.types import EMPTY_RECORD, RecordType
 from orbit_lang import ast
 from orbit_lang.check import settings
 from orbit_lang.check.context import CheckedWorkflow, Compilation
-from orbit_lang.check.contracts import check_version, duplicate_member
+from orbit_lang.check.contracts import check_version
 from orbit_lang.check.env import Env
 from orbit_lang.check.expressions import ExprChecker
 from orbit_lang.check.placement import StepShape, shape_step
-from orbit_lang.check.report import did_you_mean, first_declared
+from orbit_lang.check.report import did_you_mean, duplicate_member, first_declared
 from orbit_lang.check.steps import Block, StepChecker
 from orbit_lang.check.types import (
     BOOL,
