@@ -9,6 +9,8 @@ prelude.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import attrs
 
 from orbit_lang import ast
@@ -19,6 +21,9 @@ from orbit_lang.prelude import PRELUDE_PATH
 
 BUILT_IN_TYPE_NAMES = frozenset(PRIMITIVE_TYPES) | {"List", "Map"}
 RESERVED_TASK_PREFIX = "orbit."
+
+# A declaration: its name has a span.
+_D = TypeVar("_D", ast.Schema, ast.Task, ast.Workflow)
 
 
 @attrs.define
@@ -39,7 +44,7 @@ def collect(program: Program, report: Reporter) -> Declarations:
             elif isinstance(declaration, ast.Task):
                 _task(found, declaration, report, in_prelude)
             elif isinstance(declaration, ast.Workflow):
-                _workflow(found, declaration, report)
+                _declare(found.workflows, "workflow", declaration.name.name, declaration, report)
             elif isinstance(declaration, ast.Test):
                 found.tests.append(declaration)
     return found
@@ -55,17 +60,7 @@ def _schema(found: Declarations, schema: ast.Schema, report: Reporter) -> None:
             help="give the schema another name",
         )
         return
-    first = found.schemas.get(name)
-    if first is not None:
-        report.error(
-            "E0200",
-            f"schema `{name}` is declared more than once",
-            schema.name.span,
-            labels=[first_declared(first.name.span)],
-            help="rename one of the declarations",
-        )
-        return
-    found.schemas[name] = schema
+    _declare(found.schemas, "schema", name, schema, report)
 
 
 def _task(found: Declarations, task: ast.Task, report: Reporter, in_prelude: bool) -> None:
@@ -78,29 +73,22 @@ def _task(found: Declarations, task: ast.Task, report: Reporter, in_prelude: boo
             help="rename the task",
         )
         return
-    first = found.tasks.get(name)
-    if first is not None:
-        report.error(
-            "E0200",
-            f"task `{name}` is declared more than once",
-            task.name.span,
-            labels=[first_declared(first.name.span)],
-            help="rename one of the declarations",
-        )
-        return
-    found.tasks[name] = task
+    _declare(found.tasks, "task", name, task, report)
 
 
-def _workflow(found: Declarations, workflow: ast.Workflow, report: Reporter) -> None:
-    name = workflow.name.name
-    first = found.workflows.get(name)
-    if first is not None:
-        report.error(
-            "E0200",
-            f"workflow `{name}` is declared more than once",
-            workflow.name.span,
-            labels=[first_declared(first.name.span)],
-            help="rename one of the declarations",
-        )
+def _declare(
+    namespace: dict[str, _D], kind: str, name: str, declaration: _D, report: Reporter
+) -> None:
+    """Enters `declaration` under `name`, unless the name is taken: then E0200,
+    and the first declaration stays."""
+    first = namespace.get(name)
+    if first is None:
+        namespace[name] = declaration
         return
-    found.workflows[name] = workflow
+    report.error(
+        "E0200",
+        f"{kind} `{name}` is declared more than once",
+        declaration.name.span,
+        labels=[first_declared(first.name.span)],
+        help="rename one of the declarations",
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from orbit_core.ir import Retry
 from orbit_core.ir.definition import LIMIT_NAMES
 from orbit_lang import ast
-from orbit_lang.check.report import Reporter, did_you_mean, first_declared
+from orbit_lang.check.report import Reporter, did_you_mean, duplicate_member, first_declared
 
 RETRY_SETTINGS = ("attempts", "backoff", "initial_delay", "max_delay", "non_retryable")
 DEFAULT_INITIAL_DELAY_MS = 1000
@@ -151,13 +151,7 @@ def limits(member: ast.Limits, report: Reporter) -> dict[str, int]:
             continue
         first = seen.get(name)
         if first is not None:
-            report.error(
-                "E0106",
-                f"duplicate `{name}`",
-                setting.name.span,
-                labels=[first_declared(first.name.span)],
-                help=f"keep one `{name}`",
-            )
+            duplicate_member(report, name, setting.name.span, first.name.span)
             continue
         seen[name] = setting
         value = setting.value
