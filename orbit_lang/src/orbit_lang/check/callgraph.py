@@ -3,10 +3,9 @@ workflows are checked and compiled children first, ties in load order."""
 
 from __future__ import annotations
 
-import heapq
-
 from orbit_lang import ast
 from orbit_lang.check.report import Reporter
+from orbit_lang.check.toposort import source_order
 from orbit_lang.diagnostics import Label
 from orbit_lang.source import Span
 
@@ -27,27 +26,10 @@ def child_edges(workflow: ast.Workflow, known: dict[str, ast.Workflow]) -> list[
 def order(workflows: dict[str, ast.Workflow], report: Reporter) -> tuple[list[str], set[str]]:
     """Workflow names children first, and the names of workflows in cycles."""
     names = list(workflows)
-    position = {name: index for index, name in enumerate(names)}
     edges = {name: child_edges(workflows[name], workflows) for name in names}
     cyclic = _report_cycles(names, edges, report)
-    waiting = {name: len({child for child, _ in edges[name]}) for name in names}
-    parents: dict[str, list[str]] = {name: [] for name in names}
-    for name in names:
-        for child in {child for child, _ in edges[name]}:
-            parents[child].append(name)
-    ready = [position[name] for name in names if waiting[name] == 0]
-    heapq.heapify(ready)
-    result: list[str] = []
-    while ready:
-        name = names[heapq.heappop(ready)]
-        result.append(name)
-        for parent in parents[name]:
-            waiting[parent] -= 1
-            if waiting[parent] == 0:
-                heapq.heappush(ready, position[parent])
-    placed = set(result)
-    result.extend(name for name in names if name not in placed)
-    return result, cyclic
+    children = {name: {child for child, _ in edges[name]} for name in names}
+    return source_order(names, children), cyclic
 
 
 def _report_cycles(names: list[str], edges: dict[str, list[Edge]], report: Reporter) -> set[str]:

@@ -10,7 +10,6 @@ steps in this order.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 
 import attrs
@@ -18,6 +17,7 @@ import attrs
 from orbit_lang import ast
 from orbit_lang.check.placement import StepShape
 from orbit_lang.check.report import Reporter, did_you_mean
+from orbit_lang.check.toposort import source_order
 from orbit_lang.diagnostics import Label
 from orbit_lang.source import Span
 
@@ -113,8 +113,8 @@ def build(
         edges[shape.name] = _edges(shape, position, outer, block, report)
     spans = {shape.name: shape.step.name.span for shape in shapes}
     cyclic = _report_cycles(names, spans, edges, report, block)
-    order = _order(names, position, edges)
     depends_on = {name: tuple(sorted({edge.target for edge in edges[name]})) for name in names}
+    order = source_order(names, depends_on)
     ancestors = _ancestors(order, depends_on)
     return Graph(tuple(order), depends_on, ancestors, frozenset(cyclic))
 
@@ -260,29 +260,6 @@ def _strongly_connected(names: list[str], edges: dict[str, list[Edge]]) -> list[
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
     return components
-
-
-def _order(names: list[str], position: dict[str, int], edges: dict[str, list[Edge]]) -> list[str]:
-    """Topological order, ties broken by source order; steps left in cycles
-    follow in source order."""
-    waiting = {name: len({edge.target for edge in edges[name]}) for name in names}
-    dependents: dict[str, list[str]] = {name: [] for name in names}
-    for name in names:
-        for target in {edge.target for edge in edges[name]}:
-            dependents[target].append(name)
-    ready = [position[name] for name in names if waiting[name] == 0]
-    heapq.heapify(ready)
-    order: list[str] = []
-    while ready:
-        name = names[heapq.heappop(ready)]
-        order.append(name)
-        for dependent in dependents[name]:
-            waiting[dependent] -= 1
-            if waiting[dependent] == 0:
-                heapq.heappush(ready, position[dependent])
-    placed = set(order)
-    order.extend(name for name in names if name not in placed)
-    return order
 
 
 def _ancestors(
