@@ -15,10 +15,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
+import orjson
 
 from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
 from orbit_core import values as _values
+from orbit_core.errors import payload_too_large
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import Step
 from orbit_core.plan import Plan, UnitSpec, default_key
@@ -58,6 +60,14 @@ class Limits:
             _stricter(self.max_history_events, plan.limits.get("max_history_events")),
             _stricter(self.max_payload_bytes, plan.limits.get("max_payload_bytes")),
         )
+
+    def check_payload(self, what: str, value: Any) -> None:
+        """PAYLOAD_TOO_LARGE when `value` encodes to more JSON bytes than allowed."""
+        limit = self.max_payload_bytes
+        if limit is not None:
+            size = len(orjson.dumps(value))
+            if size > limit:
+                raise payload_too_large(what, size, limit)
 
 
 def _stricter(a: int | None, b: int | None) -> int | None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
-
 from orbit_core import events as ev
 from orbit_core import values as _values
 from orbit_core.engine.commands import Tx
@@ -16,7 +14,6 @@ from orbit_core.errors import (
     InvalidError,
     LimitError,
     NotFoundError,
-    payload_too_large,
 )
 
 DEFAULT_CANCEL_REASON = "requested via API"
@@ -64,10 +61,7 @@ class Control:
             error = None
         except _values.ValidationError as exc:
             value, error = raw, exc
-        if limits.max_payload_bytes is not None:
-            size = len(orjson.dumps(value))
-            if size > limits.max_payload_bytes:
-                raise payload_too_large("execution input", size, limits.max_payload_bytes)
+        limits.check_payload("execution input", value)
         if error is not None:
             raise InvalidError(f"workflow input is invalid at {error}", "INVALID_INPUT")
         if self._max_active is not None and x.active_top >= self._max_active:
@@ -108,11 +102,7 @@ class Control:
             )
             raise NotFoundError(message, "UNKNOWN_SIGNAL")
         payload = {} if payload is None else payload
-        limit = live.limits.max_payload_bytes
-        if limit is not None:
-            size = len(orjson.dumps(payload))
-            if size > limit:
-                raise payload_too_large("signal payload", size, limit)
+        live.limits.check_payload("signal payload", payload)
         try:
             value = _values.conform(payload, declared.payload)
         except _values.ValidationError as exc:

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from orbit_core import events as ev
 from orbit_core import values as _values
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
 from orbit_core.engine.workers import Workers
-from orbit_core.errors import payload_too_large
 from orbit_core.state import DISPATCHED
 
 _UNKNOWN_TOKEN = {
@@ -39,11 +36,7 @@ class Results:
             self._stale(tx, live, key, token, "duplicate")
             return {"accepted": False, "reason": "duplicate result; step already resolved"}
         output = {} if output is None else output
-        limit = live.limits.max_payload_bytes
-        if limit is not None:
-            size = len(orjson.dumps(output))
-            if size > limit:
-                raise payload_too_large("task result", size, limit)
+        live.limits.check_payload("task result", output)
         spec = live.plan.spec(key)
         contract = live.plan.contract(spec.task or "") if spec is not None else None
         if contract is not None:
