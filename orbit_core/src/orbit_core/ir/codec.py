@@ -74,6 +74,12 @@ def _int(value: Any, path: str) -> int:
     return value
 
 
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(path, f"expected a boolean, found {describe_value(value)}")
+    return value
+
+
 def _list(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
         raise _fail(path, f"expected an array, found {describe_value(value)}")
@@ -228,10 +234,7 @@ def expr_from_json(value: Any, path: str = "$") -> e.Expr:
             raise _fail(f"{path}.value", f"expected a finite number, found {describe_value(raw)}")
         return e.Float(float(raw))
     if op == "bool":
-        raw = obj.get("value")
-        if not isinstance(raw, bool):
-            raise _fail(f"{path}.value", f"expected a boolean, found {describe_value(raw)}")
-        return e.Bool(raw)
+        return e.Bool(_bool(obj.get("value"), f"{path}.value"))
     if op == "duration":
         return e.Duration(_int(obj.get("ms"), f"{path}.ms"))
     if op == "step":
@@ -254,11 +257,7 @@ def expr_from_json(value: Any, path: str = "$") -> e.Expr:
         )
     if op == "call":
         args = _list(obj.get("args"), f"{path}.args")
-        float_sum = obj.get("float_sum", False)
-        if not isinstance(float_sum, bool):
-            raise _fail(
-                f"{path}.float_sum", f"expected a boolean, found {describe_value(float_sum)}"
-            )
+        float_sum = _bool(obj.get("float_sum", False), f"{path}.float_sum")
         return e.Call(
             _str(obj.get("fn"), f"{path}.fn"),
             tuple(expr_from_json(a, f"{path}.args[{i}]") for i, a in enumerate(args)),
@@ -303,7 +302,7 @@ def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook(str, lambda v, _: _str(v, "$"))
     conv.register_structure_hook(int, lambda v, _: _int(v, "$"))
-    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook(bool, lambda v, _: _bool(v, "$"))
     conv.register_unstructure_hook_func(_is_type, type_to_json)
     conv.register_structure_hook_func(_is_type, lambda v, _: type_from_json(v))
     conv.register_unstructure_hook(RecordType, type_to_json)
@@ -336,12 +335,6 @@ def _make_converter() -> cattrs.Converter:
         lambda v, _: conv.structure(v, ChildContract if "definition_hash" in v else TaskContract),
     )
     return conv
-
-
-def _strict_bool(value: Any, _: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _fail("$", f"expected a boolean, found {describe_value(value)}")
-    return value
 
 
 def _is_type(t: Any) -> bool:
