@@ -261,6 +261,13 @@ class Cli:
         return done
 
 
+def started_execution(run: subprocess.CompletedProcess[str]) -> str:
+    """The execution id in the `started execution <id>` line `orbit run` prints."""
+    found = re.search(r"^started execution (\S+)$", run.stderr, re.MULTILINE)
+    assert found, run.stderr
+    return found[1]
+
+
 class Worker(Process):
     """An SDK worker process; `start` waits for its registration line."""
 

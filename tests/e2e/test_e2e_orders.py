@@ -12,7 +12,7 @@ from pathlib import Path
 from subprocess import CompletedProcess
 
 import pytest
-from e2e_processes import REPO, Cli, Server, Stack, Worker, stop_all
+from e2e_processes import REPO, Cli, Server, Stack, Worker, started_execution, stop_all
 from e2e_transcripts import same
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -41,12 +41,6 @@ class Orders:
 
     def run(self, *args: str) -> CompletedProcess[str]:
         return self.cli("run", WORKFLOW, *args)
-
-
-def started(run: CompletedProcess[str]) -> str:
-    found = re.search(r"^started execution (\S+)$", run.stderr, re.MULTILINE)
-    assert found, run.stderr
-    return found[1]
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +109,7 @@ def test_a_risky_customer_is_held_for_review(orders: Orders, a1: CompletedProces
         # so the skip can be printed before the reservation it waited for.
         any_order=(*PARALLEL, "process_payment"),
     )
-    events = orders.server.events(started(held))
+    events = orders.server.events(started_execution(held))
     done = {e["step"]: e["seq"] for e in events if e["type"] == "StepSucceeded"}
     skipped = next(e for e in events if e["type"] == "StepSkipped")
     assert skipped["step"] == "process_payment"
@@ -152,7 +146,7 @@ def test_a_declined_card_compensates_the_reservation(
         """,
         any_order=PARALLEL,
     )
-    logs = orders.cli.ok("logs", started(declined))
+    logs = orders.cli.ok("logs", started_execution(declined))
     same(
         logs.stdout,
         """\
@@ -276,7 +270,7 @@ def test_a_second_execution_for_the_same_order_is_not_charged_twice(
     second = orders.run("--input", order)
     assert first.returncode == second.returncode == 0
     assert json.loads(second.stdout)["transaction_id"] == "tx-A-7"
-    events = orders.server.events(started(second))
+    events = orders.server.events(started_execution(second))
     payment = next(
         e for e in events if e["type"] == "StepScheduled" and e["step"] == "process_payment"
     )
@@ -291,7 +285,7 @@ def test_a_second_execution_for_the_same_order_is_not_charged_twice(
         duplicate[0],
         'INFO orbit duplicate charge request; returning the original result {"execution_id": "9f76c35c-...", "step": "process_payment", "attempt": 1}',
     )
-    assert started(second) in duplicate[0]
+    assert started_execution(second) in duplicate[0]
     assert orders.python.log().count("charged 120 USD as tx-A-7") == 1
 
 

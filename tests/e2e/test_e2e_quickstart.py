@@ -16,7 +16,7 @@ from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
-from e2e_processes import TS_SDK, Cli, Server, Stack, Worker, stop_all
+from e2e_processes import TS_SDK, Cli, Server, Stack, Worker, started_execution, stop_all
 from e2e_transcripts import mask, same
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -51,12 +51,6 @@ class QuickStart:
         if key not in self.runs:
             self.runs[key] = self.cli("run", "workflows/hello.orbit", *args)
         return self.runs[key]
-
-
-def execution_id(run: CompletedProcess[str]) -> str:
-    found = re.search(r"^started execution (\S+)$", run.stderr, re.MULTILINE)
-    assert found, run.stderr
-    return found[1]
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +165,7 @@ def test_running_the_same_file_again_is_up_to_date(qs: QuickStart, ada: Any) -> 
 
 
 def test_status(qs: QuickStart, ada: CompletedProcess[str]) -> None:
-    status = qs.cli.ok("status", execution_id(ada))
+    status = qs.cli.ok("status", started_execution(ada))
     same(
         status.stdout,
         """\
@@ -188,7 +182,7 @@ def test_status(qs: QuickStart, ada: CompletedProcess[str]) -> None:
 
 
 def test_logs(qs: QuickStart, ada: CompletedProcess[str]) -> None:
-    logs = qs.cli.ok("logs", execution_id(ada))
+    logs = qs.cli.ok("logs", started_execution(ada))
     same(
         logs.stdout,
         """\
@@ -206,7 +200,7 @@ def test_logs(qs: QuickStart, ada: CompletedProcess[str]) -> None:
 
 
 def test_inspect(qs: QuickStart, ada: CompletedProcess[str]) -> None:
-    ident = execution_id(ada)
+    ident = started_execution(ada)
     state = json.loads(qs.cli.ok("inspect", ident).stdout)
     # The book abridges the state: every key it shows is there, with its value.
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", state["definition_hash"])
@@ -258,7 +252,7 @@ def test_changed_content_under_the_same_version_is_refused(
     assert refused.returncode == 1
     assert refused.stderr.strip() == (
         "error: DEFINITION_CONFLICT (409): Hello@1.0.0 is already registered with a different"
-        f" definition ({qs.server.execution(execution_id(ada))['definition_hash']});"
+        f" definition ({qs.server.execution(started_execution(ada))['definition_hash']});"
         " workflow definitions are immutable, bump the version"
     )
 
@@ -327,7 +321,7 @@ def test_v110_failure_path(flaky: CompletedProcess[str]) -> None:
 
 
 def test_v110_failure_status(v110: QuickStart, flaky: CompletedProcess[str]) -> None:
-    status = v110.cli("status", execution_id(flaky))
+    status = v110.cli("status", started_execution(flaky))
     same(
         status.stdout,
         """\
@@ -347,7 +341,7 @@ def test_v110_failure_status(v110: QuickStart, flaky: CompletedProcess[str]) -> 
 
 
 def test_v110_failure_logs(v110: QuickStart, flaky: CompletedProcess[str]) -> None:
-    logs = v110.cli.ok("logs", execution_id(flaky))
+    logs = v110.cli.ok("logs", started_execution(flaky))
     same(
         logs.stdout,
         """\
@@ -381,7 +375,7 @@ def test_v110_failure_logs(v110: QuickStart, flaky: CompletedProcess[str]) -> No
 
 
 def test_v110_failure_history(v110: QuickStart, flaky: CompletedProcess[str]) -> None:
-    ident = execution_id(flaky)
+    ident = started_execution(flaky)
     events = v110.server.events(ident)
     assert [e["seq"] for e in events] == list(range(1, 26))
     assert [(e["type"], e.get("step"), e.get("attempt")) for e in events] == [
@@ -439,7 +433,7 @@ def test_v110_failure_history(v110: QuickStart, flaky: CompletedProcess[str]) ->
 
 
 def test_v110_python_worker_output(v110: QuickStart, flaky: CompletedProcess[str]) -> None:
-    ident = execution_id(flaky)
+    ident = started_execution(flaky)
     lines = [line for line in v110.workers["python"].log().splitlines() if ident in line]
     same(
         "\n".join(lines),
