@@ -70,3 +70,14 @@ def test_environment_variables_are_documented() -> None:
 
 def test_unknown_command_is_a_usage_error() -> None:
     assert CliRunner().invoke(cli, ["frobnicate"]).exit_code == 2
+
+
+@pytest.mark.parametrize("command", ["check", "compile", "deploy"])
+def test_a_policy_is_refused_rather_than_ignored(orbit, tmp_path, command: str) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[workflow]\n")
+    source = tmp_path / "a.orbit"
+    source.write_text("schema A { x: Int }\n")
+    result = orbit(command, "--policy", str(policy), str(source))
+    assert result.exit_code == 2
+    assert "policy checks are not supported yet" in result.stderr
