@@ -342,6 +342,27 @@ def test_silent_sessions_are_lost_then_forgotten(tmp_path: Path) -> None:
         assert flaky.heartbeat().body["error"]["code"] == "UNKNOWN_SESSION"
 
 
+def test_a_worker_waiting_in_a_long_poll_is_not_silent(tmp_path: Path) -> None:
+    """A poll parked for longer than four session timeouts, with no
+    heartbeat meanwhile: the session and the attempt it holds live on."""
+    with ServerProcess(tmp_path / "orbit.db", "--session-timeout", "1") as proc:
+        api = proc.http()
+        assert api.post("/v1/workflows", server_ir.greet()).status == 201
+        worker = RawWorker(proc.http(), "patient-1", GREETING, runtime="ruby")
+        worker.register()
+        _start(api, "p-1", "Pat")
+        held = worker.task()
+        started = time.monotonic()
+        assert worker.poll(wait_ms=4500).status == 204
+        assert time.monotonic() - started >= 4.4
+        assert worker.complete(held["token"], {"message": "hi"}).body == {"accepted": True}
+        assert worker.heartbeat().status == 200
+        assert _wait(api, "p-1")["status"] == "COMPLETED"
+        assert "StepAttemptUncertain" not in _types(api, "p-1")
+        (row,) = api.get("/v1/workers").body["workers"]
+        assert (row["online"], row["sessions"], row["inflight"]) == (True, 1, 0)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
 def test_a_result_survives_a_restart(tmp_path: Path, stop: int) -> None:
     proc = ServerProcess(tmp_path / "orbit.db").start()

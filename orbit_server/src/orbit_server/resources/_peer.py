@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 # Without MSG_DONTWAIT a peek could block the engine on a live connection.
@@ -41,7 +41,7 @@ def connection_probe(environ: dict[str, Any]) -> Callable[[], bool] | None:
 
 def handed_over(
     data: bytes, connected: Callable[[], bool] | None, undelivered: Callable[[], None]
-) -> Iterator[bytes]:
+) -> Generator[bytes, None, None]:
     """The response body as a WSGI iterable that calls `undelivered` when the
     body cannot have reached the client: its connection was already closed
     when the server came to write it, or the write failed (the server then
