@@ -43,6 +43,19 @@ def _start(api: Http, eid: str, name: str, version: str = "1.0.0") -> None:
     assert api.post("/v1/executions", body).status == 201
 
 
+def _greeting_taken(
+    proc: ServerProcess, worker_id: str, eid: str
+) -> tuple[Http, RawWorker, dict[str, Any]]:
+    """On a fresh server: Greet deployed and started, its task taken by a
+    ruby worker."""
+    api = proc.http()
+    assert api.post("/v1/workflows", server_ir.greet()).status == 201
+    worker = RawWorker(proc.http(), worker_id, GREETING, runtime="ruby")
+    worker.register()
+    _start(api, eid, "Ri")
+    return api, worker, worker.task()
+
+
 def _wait(api: Http, eid: str) -> dict[str, Any]:
     state: dict[str, Any] = api.get(f"/v1/executions/{eid}/wait?timeout_ms=10000").body
     return state
@@ -346,12 +359,7 @@ def test_a_worker_waiting_in_a_long_poll_is_not_silent(tmp_path: Path) -> None:
     """A poll parked for longer than four session timeouts, with no
     heartbeat meanwhile: the session and the attempt it holds live on."""
     with ServerProcess(tmp_path / "orbit.db", "--session-timeout", "1") as proc:
-        api = proc.http()
-        assert api.post("/v1/workflows", server_ir.greet()).status == 201
-        worker = RawWorker(proc.http(), "patient-1", GREETING, runtime="ruby")
-        worker.register()
-        _start(api, "p-1", "Pat")
-        held = worker.task()
+        api, worker, held = _greeting_taken(proc, "patient-1", "p-1")
         started = time.monotonic()
         assert worker.poll(wait_ms=4500).status == 204
         assert time.monotonic() - started >= 4.4
@@ -366,12 +374,7 @@ def test_a_worker_waiting_in_a_long_poll_is_not_silent(tmp_path: Path) -> None:
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
 def test_a_result_survives_a_restart(tmp_path: Path, stop: int) -> None:
     proc = ServerProcess(tmp_path / "orbit.db").start()
-    api = proc.http()
-    assert api.post("/v1/workflows", server_ir.greet()).status == 201
-    worker = RawWorker(proc.http(), "ruby-1", GREETING, runtime="ruby")
-    worker.register()
-    _start(api, "greet-restart", "Ri")
-    task = worker.task()
+    api, worker, task = _greeting_taken(proc, "ruby-1", "greet-restart")
     assert proc.stop(stop) == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
     proc.start()
     try:

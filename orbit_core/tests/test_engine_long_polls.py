@@ -11,22 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from engine_kit import Bool, Int, Worker, inp, obj, rec, step, task, timeline, workflow
+from engine_kit import Worker, plain, timeline
 
 from orbit_core import events as ev
 from orbit_core.engine import Engine
 from orbit_core.testing import SimulatedClock, simulated_engine
 
 TIMEOUT_MS = 5000
-
-
-def plain() -> Any:
-    return workflow(
-        "Plain",
-        [step("work", task="demo.work", with_=obj(n=inp("n")))],
-        [task("demo.work", rec(n=Int), rec(ok=Bool))],
-        input=rec(n=Int),
-    )
 
 
 @pytest.fixture
