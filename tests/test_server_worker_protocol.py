@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -369,6 +371,39 @@ def test_a_worker_waiting_in_a_long_poll_is_not_silent(tmp_path: Path) -> None:
         assert "StepAttemptUncertain" not in _types(api, "p-1")
         (row,) = api.get("/v1/workers").body["workers"]
         assert (row["online"], row["sessions"], row["inflight"]) == (True, 1, 0)
+
+
+def test_a_task_whose_poller_hung_up_is_redelivered_at_once(tmp_path: Path) -> None:
+    """The worker closes its connection right after sending the poll: the
+    task it was handed cannot reach it, and is redelivered without waiting
+    for the (default, 30 s) session timeout."""
+    with ServerProcess(tmp_path / "orbit.db") as proc:
+        api = proc.http()
+        assert api.post("/v1/workflows", server_ir.greet()).status == 201
+        dropper = RawWorker(proc.http(), "dropper-1", GREETING, runtime="ruby")
+        dropper.register()
+        _start(api, "drop-1", "Dee")
+        body = json.dumps({"worker_session_id": dropper.session, "wait_ms": 1000}).encode()
+        host, port = proc.addr.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as poll:
+            poll.sendall(
+                b"POST /v1/workers/poll HTTP/1.1\r\nHost: orbit\r\n"
+                b"Content-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+        started = time.monotonic()
+        backup = RawWorker(proc.http(), "backup-1", GREETING, runtime="ruby")
+        backup.register()
+        again = backup.task(wait_ms=5000)
+        assert time.monotonic() - started < 5
+        assert (again["execution_id"], again["attempt"], again["redelivery"]) == ("drop-1", 1, True)
+        events = api.get("/v1/executions/drop-1/history").body["events"]
+        uncertain = next(e for e in events if e["type"] == "StepAttemptUncertain")
+        assert uncertain["reason"] == "worker `dropper-1` never received the task"
+        assert backup.complete(again["token"], {"message": "Hello, Dee"}).body == {"accepted": True}
+        assert _wait(api, "drop-1")["status"] == "COMPLETED"
+        assert "task not delivered: the worker hung up" in proc.log()
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
