@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +43,19 @@ def _ruby(server: ServerProcess, worker_id: str = "ruby-1") -> RawWorker:
 def _start(api: Http, eid: str, name: str, version: str = "1.0.0") -> None:
     body = {"workflow": "Greet", "version": version, "input": {"name": name}, "execution_id": eid}
     assert api.post("/v1/executions", body).status == 201
+
+
+def _greeting_taken(
+    proc: ServerProcess, worker_id: str, eid: str
+) -> tuple[Http, RawWorker, dict[str, Any]]:
+    """On a fresh server: Greet deployed and started, its task taken by a
+    ruby worker."""
+    api = proc.http()
+    assert api.post("/v1/workflows", server_ir.greet()).status == 201
+    worker = RawWorker(proc.http(), worker_id, GREETING, runtime="ruby")
+    worker.register()
+    _start(api, eid, "Ri")
+    return api, worker, worker.task()
 
 
 def _wait(api: Http, eid: str) -> dict[str, Any]:
@@ -342,15 +357,59 @@ def test_silent_sessions_are_lost_then_forgotten(tmp_path: Path) -> None:
         assert flaky.heartbeat().body["error"]["code"] == "UNKNOWN_SESSION"
 
 
+def test_a_worker_waiting_in_a_long_poll_is_not_silent(tmp_path: Path) -> None:
+    """A poll parked for longer than four session timeouts, with no
+    heartbeat meanwhile: the session and the attempt it holds live on."""
+    with ServerProcess(tmp_path / "orbit.db", "--session-timeout", "1") as proc:
+        api, worker, held = _greeting_taken(proc, "patient-1", "p-1")
+        started = time.monotonic()
+        assert worker.poll(wait_ms=4500).status == 204
+        assert time.monotonic() - started >= 4.4
+        assert worker.complete(held["token"], {"message": "hi"}).body == {"accepted": True}
+        assert worker.heartbeat().status == 200
+        assert _wait(api, "p-1")["status"] == "COMPLETED"
+        assert "StepAttemptUncertain" not in _types(api, "p-1")
+        (row,) = api.get("/v1/workers").body["workers"]
+        assert (row["online"], row["sessions"], row["inflight"]) == (True, 1, 0)
+
+
+def test_a_task_whose_poller_hung_up_is_redelivered_at_once(tmp_path: Path) -> None:
+    """The worker closes its connection right after sending the poll: the
+    task it was handed cannot reach it, and is redelivered without waiting
+    for the (default, 30 s) session timeout."""
+    with ServerProcess(tmp_path / "orbit.db") as proc:
+        api = proc.http()
+        assert api.post("/v1/workflows", server_ir.greet()).status == 201
+        dropper = RawWorker(proc.http(), "dropper-1", GREETING, runtime="ruby")
+        dropper.register()
+        _start(api, "drop-1", "Dee")
+        body = json.dumps({"worker_session_id": dropper.session, "wait_ms": 1000}).encode()
+        host, port = proc.addr.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as poll:
+            poll.sendall(
+                b"POST /v1/workers/poll HTTP/1.1\r\nHost: orbit\r\n"
+                b"Content-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+        started = time.monotonic()
+        backup = RawWorker(proc.http(), "backup-1", GREETING, runtime="ruby")
+        backup.register()
+        again = backup.task(wait_ms=5000)
+        assert time.monotonic() - started < 5
+        assert (again["execution_id"], again["attempt"], again["redelivery"]) == ("drop-1", 1, True)
+        events = api.get("/v1/executions/drop-1/history").body["events"]
+        uncertain = next(e for e in events if e["type"] == "StepAttemptUncertain")
+        assert uncertain["reason"] == "worker `dropper-1` never received the task"
+        assert backup.complete(again["token"], {"message": "Hello, Dee"}).body == {"accepted": True}
+        assert _wait(api, "drop-1")["status"] == "COMPLETED"
+        assert "task not delivered: the worker hung up" in proc.log()
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
 def test_a_result_survives_a_restart(tmp_path: Path, stop: int) -> None:
     proc = ServerProcess(tmp_path / "orbit.db").start()
-    api = proc.http()
-    assert api.post("/v1/workflows", server_ir.greet()).status == 201
-    worker = RawWorker(proc.http(), "ruby-1", GREETING, runtime="ruby")
-    worker.register()
-    _start(api, "greet-restart", "Ri")
-    task = worker.task()
+    api, worker, task = _greeting_taken(proc, "ruby-1", "greet-restart")
     assert proc.stop(stop) == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
     proc.start()
     try:

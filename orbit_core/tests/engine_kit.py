@@ -112,6 +112,16 @@ def workflow(
     return _evolve(defn, definition_hash=definition_hash(defn))
 
 
+def plain() -> Definition:
+    """Chapter 42's one-step workflow: `work` runs `demo.work` with `n`."""
+    return workflow(
+        "Plain",
+        [step("work", task="demo.work", with_=obj(n=inp("n")))],
+        [task("demo.work", rec(n=Int), rec(ok=Bool))],
+        input=rec(n=Int),
+    )
+
+
 def child_contract(defn: Definition) -> ChildContract:
     return ChildContract(defn.name, defn.version, defn.definition_hash, defn.input, defn.output)
 

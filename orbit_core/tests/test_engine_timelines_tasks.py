@@ -17,6 +17,7 @@ from engine_kit import (
     lst,
     obj,
     parse_book,
+    plain,
     rec,
     ref,
     step,
@@ -399,15 +400,6 @@ def test_adapter_disabled_fails_without_retry(engine: Engine) -> None:
         "--enable-http-adapter"
     )
     assert doc["units"]["probe"]["worker_id"] == "orbit-runtime"
-
-
-def plain() -> Any:
-    return workflow(
-        "Plain",
-        [step("work", task="demo.work", with_=obj(n=inp("n")))],
-        [task("demo.work", rec(n=Int), rec(ok=Bool))],
-        input=rec(n=Int),
-    )
 
 
 def test_silent_worker_is_redelivered_and_its_late_success_accepted(engine: Engine) -> None:

@@ -160,11 +160,6 @@ def test_z_crash_recovery(stack: Stack) -> None:
     assert python.registrations() >= 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="orbit_server hands a task to a long poll whose worker has hung up; the"
-    " attempt then waits a whole session timeout before it is redelivered",
-)
 def test_a_task_is_not_handed_to_a_poll_whose_worker_hung_up(
     module_stack: Stack, server: Server
 ) -> None:

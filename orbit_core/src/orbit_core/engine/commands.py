@@ -50,6 +50,7 @@ class Command:
 
     __slots__ = (
         "answered",
+        "connected",
         "done",
         "error",
         "event",
@@ -78,6 +79,10 @@ class Command:
         # A parked claim of up to `want` tasks (answered with a list); None
         # for a poll (answered with one task).
         self.want: int | None = None
+        # A parked poll's way to ask its transport whether the worker is
+        # still there (None: assume it is). Checked before a task is handed
+        # to the poll and on every tick.
+        self.connected: Callable[[], bool] | None = None
 
     def run(self, tx: Tx) -> None:
         """Runs the request against its group's transaction."""

@@ -76,10 +76,13 @@ class Polling:
             if not self._x.index.has(session.contracts, session.runtime, self._valid_task):
                 still.append(cmd)
                 continue
+            if self._hung_up(cmd):
+                continue  # a task handed to it would go nowhere
             # Claimed before a task is taken, so no task is lost to a poll
             # that expires meanwhile.
             if not self._pipeline.claim(cmd):
                 continue
+            session.last_seen_ms = max(session.last_seen_ms, tx.now)
             if cmd.want is None:
                 task = self._next_task(session)
                 assert task is not None
@@ -88,6 +91,31 @@ class Polling:
                 cmd.result = self._take(tx, session, cmd.want)
             tx.claimed.append(cmd)
         self._pollers = still
+
+    def keep_alive(self, tx: Tx) -> None:
+        """A worker waiting in a long poll is connected, not silent: its
+        session counts as seen now. Polls whose worker hung up end here
+        instead, so silence detection still finds workers that stopped."""
+        if not self._pollers:
+            return
+        still: deque[Command] = deque()
+        for cmd in self._pollers:
+            session = cmd.session
+            if cmd.parked != "waiting" or session is None:
+                continue
+            if session.session_id not in self._workers.sessions or self._hung_up(cmd):
+                continue
+            session.last_seen_ms = max(session.last_seen_ms, tx.now)
+            still.append(cmd)
+        self._pollers = still
+
+    def _hung_up(self, cmd: Command) -> bool:
+        """Whether the transport says the poll's worker is gone; such a poll
+        ends at once, with no task."""
+        if cmd.connected is None or cmd.connected():
+            return False
+        self._pipeline.expire(cmd)
+        return True
 
     def expire_all(self) -> None:
         """Ends every parked long poll with no task (on close)."""

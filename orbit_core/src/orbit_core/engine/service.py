@@ -244,16 +244,31 @@ class Engine:
         )
         return result
 
-    def poll(self, session_id: str, wait_ms: int | None = None) -> dict[str, Any] | None:
-        """A task assignment, or None when nothing arrived within `wait_ms`."""
+    def poll(
+        self,
+        session_id: str,
+        wait_ms: int | None = None,
+        connected: Callable[[], bool] | None = None,
+    ) -> dict[str, Any] | None:
+        """A task assignment, or None when nothing arrived within `wait_ms`.
+        `connected` (from the transport, cheap, never blocking) tells whether
+        the worker is still waiting: a parked poll whose worker hung up gets
+        no task and ends with None."""
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
         cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0))
+        cmd.connected = connected
         result = self._pipeline.run(cmd)
         if cmd.parked is None:
             return dict(result) if result is not None else None
         if self._pipeline.await_parked(cmd, wait):
             return dict(cmd.result)
         return None
+
+    def undelivered(self, token: str) -> None:
+        """Tells the engine that the assignment for `token` could not be sent
+        to its worker: the attempt becomes uncertain at once and is
+        redelivered. Nothing happens if the attempt is no longer in flight."""
+        self._pipeline.submit(lambda tx: self._workers.undelivered(tx, token))
 
     def heartbeat(self, session_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._pipeline.submit(
@@ -401,6 +416,7 @@ class Engine:
 
     def _tick(self, tx: Tx) -> None:
         self._executions.children.tick(tx)
+        self._polling.keep_alive(tx)
         self._workers.tick(tx)
         self._executions.tick(tx)
 

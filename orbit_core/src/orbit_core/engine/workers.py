@@ -155,9 +155,13 @@ class Workers:
         if holder is None:
             return
         holder.last_seen_ms = max(holder.last_seen_ms, tx.now)
+        self._let_go(tx, holder, token)
 
-        def settle(session: Session = holder) -> None:
-            session.held.discard(token)
+    def _let_go(self, tx: Tx, holder: Session, token: str) -> None:
+        """The session stops holding the token once the group is committed."""
+
+        def settle() -> None:
+            holder.held.discard(token)
             self._holders.pop(token, None)
 
         tx.after_commit.append(settle)
@@ -209,6 +213,16 @@ class Workers:
             tx, live, ev.StepAttemptUncertain(live.state.last_seq + 1, tx.now, key, attempt, reason)
         )
         self._x.decide(tx, live)
+
+    def undelivered(self, tx: Tx, token: str) -> None:
+        """The assignment for `token` never reached its worker (the transport
+        failed to send it): the attempt is uncertain now, not one session
+        timeout later, and the session no longer holds it."""
+        holder = self.sessions.get(self._holders.get(token, ""))
+        if holder is None:
+            return  # its session was lost: the attempt is uncertain already
+        self.make_uncertain(tx, token, f"worker `{holder.worker_id}` never received the task")
+        self._let_go(tx, holder, token)
 
     def _lose(self, tx: Tx, session: Session, reason: str) -> None:
         """Marks the attempts a session holds as uncertain; they are redelivered."""

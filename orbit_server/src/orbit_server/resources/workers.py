@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import falcon
+import orjson
 
 from orbit_core.engine import Engine
+from orbit_core.errors import OrbitError
 from orbit_server.body import Fields, read_json
 from orbit_server.logs import logger
 from orbit_server.resources._json import send
+from orbit_server.resources._peer import connection_probe, handed_over
 
 _log = logger()
 
@@ -51,11 +57,29 @@ class WorkerProtocol:
     def on_post_poll(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)
         session = body.required_string("worker_session_id")
-        task = self._engine.poll(session, body.integer("wait_ms"))
+        connected = connection_probe(req.env)
+        task = self._engine.poll(session, body.integer("wait_ms"), connected)
         if task is None:
             resp.status = 204
-        else:
-            send(resp, task)
+            return
+        data = orjson.dumps(task)
+        resp.content_type = falcon.MEDIA_JSON
+        resp.content_length = len(data)
+        resp.stream = handed_over(data, connected, functools.partial(self._undelivered, task))
+
+    def _undelivered(self, task: dict[str, Any]) -> None:
+        """The worker hung up before its task reached it: the attempt is
+        redelivered now rather than after the session timeout."""
+        _log.warning(
+            "task not delivered: the worker hung up",
+            execution_id=task["execution_id"],
+            step=task["step_id"],
+            attempt=task["attempt"],
+        )
+        try:
+            self._engine.undelivered(task["token"])
+        except OrbitError as exc:  # closing down: the session timeout covers it
+            _log.warning("cannot mark the attempt uncertain", error=exc.message)
 
     def on_post_unregister(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self._fields(req).required_string("worker_session_id")
