@@ -158,17 +158,18 @@ def test_redaction_follows_the_security_chapter() -> None:
     }
 
 
-def test_units_are_ordered_by_last_change_then_key() -> None:
+def test_units_keep_the_servers_order_and_leave_out_untouched_ones() -> None:
+    # The server lists units in the order they last changed; timestamps
+    # (here out of order on purpose) must not reorder them.
     state = {
         "units": {
             "second": {"status": "SUCCEEDED", "finished_at_ms": 10},
-            "pause": {"status": "SUCCEEDED", "scheduled_at_ms": 1, "finished_at_ms": 10},
-            "first": {"status": "SUCCEEDED", "finished_at_ms": 10},
-            "late": {"status": "SCHEDULED", "scheduled_at_ms": 11},
             "pending": {"attempt": 0},
+            "first": {"status": "SUCCEEDED", "finished_at_ms": 9},
+            "late": {"status": "SCHEDULED", "scheduled_at_ms": 1},
         }
     }
-    assert [k for k, _ in execution.touched_units(state)] == ["first", "pause", "second", "late"]
+    assert [k for k, _ in execution.touched_units(state)] == ["second", "first", "late"]
 
 
 def test_follower_reports_each_new_status_once() -> None:

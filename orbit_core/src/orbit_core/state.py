@@ -69,6 +69,10 @@ class Unit:
     # Not in the API document: the seq of the latest StepScheduled, which
     # identifies the current offer of the unit to workers.
     offer_seq: int = 0
+    # Not in the API document either: the seq of the event that last changed
+    # the unit. Units changed in one commit share a timestamp, so only the
+    # history can say which changed last; `to_json` lists units by it.
+    changed_seq: int = 0
 
     @property
     def done(self) -> bool:
@@ -152,6 +156,10 @@ class ExecutionState:
             unit = self.units[key] = Unit(key)
         return unit
 
+    def units_by_change(self) -> list[Unit]:
+        """The units, the one changed longest ago first."""
+        return sorted(self.units.values(), key=_changed_seq)
+
     def to_json(self) -> dict[str, Any]:
         """The execution state document of `GET /v1/executions/{id}`."""
         out: dict[str, Any] = {"id": self.id}
@@ -170,7 +178,7 @@ class ExecutionState:
         out["updated_at_ms"] = self.updated_at_ms
         if self.finished_at_ms is not None:
             out["finished_at_ms"] = self.finished_at_ms
-        out["units"] = {key: unit.to_json() for key, unit in self.units.items()}
+        out["units"] = {unit.key: unit.to_json() for unit in self.units_by_change()}
         if self.abort is not None:
             out["abort"] = self.abort
         if self.compensation_order is not None:
@@ -203,6 +211,17 @@ def is_handler_key(key: str) -> bool:
 
 
 # ---------------------------------------------------------------- apply
+
+
+def _changed_seq(unit: Unit) -> int:
+    return unit.changed_seq
+
+
+def _changed(s: ExecutionState, e: Any) -> Unit:
+    """The unit `e` changes, stamped with `e`'s seq."""
+    u = s.unit(e.step)
+    u.changed_seq = e.seq
+    return u
 
 
 def _created(s: ExecutionState, e: Any) -> None:
@@ -270,7 +289,7 @@ def _continued(s: ExecutionState, e: Any) -> None:
 
 
 def _scheduled(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = SCHEDULED
     u.attempt = e.attempt
     u.input = e.input
@@ -283,14 +302,14 @@ def _scheduled(s: ExecutionState, e: Any) -> None:
 
 
 def _skipped(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = SKIPPED
     u.output = None
     u.finished_at_ms = e.timestamp_ms
 
 
 def _fan_out(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = "RUNNING"
     u.attempt = 1
     u.input = e.items
@@ -298,7 +317,7 @@ def _fan_out(s: ExecutionState, e: Any) -> None:
 
 
 def _dispatched(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = DISPATCHED
     u.token = e.token
     u.worker_id = e.worker_id
@@ -322,32 +341,32 @@ def _succeed(s: ExecutionState, u: Unit, output: Any, e: Any) -> None:
 
 
 def _succeeded(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.attempt = max(u.attempt, e.attempt)
     _succeed(s, u, e.output, e)
 
 
 def _attempt_failed(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = ATTEMPT_FAILED
     u.last_error = e.error
     u.token = None
 
 
 def _uncertain(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = UNCERTAIN
     u.token = None
 
 
 def _retry(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = RETRY_WAIT
     u.wake_at_ms = e.fire_at_ms
 
 
 def _step_failed(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = FAILED_UNIT
     u.error = e.error
     u.finished_at_ms = e.timestamp_ms
@@ -363,14 +382,14 @@ def _step_failed(s: ExecutionState, e: Any) -> None:
 
 
 def _step_cancelled(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = CANCELLED_UNIT
     u.finished_at_ms = e.timestamp_ms
     u.token = None
 
 
 def _timer_started(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
@@ -378,7 +397,7 @@ def _timer_started(s: ExecutionState, e: Any) -> None:
 
 
 def _timer_fired(s: ExecutionState, e: Any) -> None:
-    _succeed(s, s.unit(e.step), {}, e)
+    _succeed(s, _changed(s, e), {}, e)
 
 
 def _stale(s: ExecutionState, e: Any) -> None:
@@ -392,7 +411,7 @@ def _signal_received(s: ExecutionState, e: Any) -> None:
 
 
 def _await_started(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = _changed(s, e)
     u.status = WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
@@ -406,7 +425,7 @@ def _signal_delivered(s: ExecutionState, e: Any) -> None:
             sig["delivered_to"] = e.step
             payload = sig["payload"]
             break
-    u = s.unit(e.step)
+    u = _changed(s, e)
     if u.status is None:  # an event-handler instance starts here
         u.attempt = 1
         u.scheduled_at_ms = e.timestamp_ms
