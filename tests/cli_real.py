@@ -46,11 +46,12 @@ _TRAILING = re.compile(rf" +(?:{_DURATION})$")
 def mask(text: str) -> str:
     for pattern, stand_in in _MASKS:
         text = pattern.sub(stand_in, text)
-    lines = []
-    for line in text.splitlines():
-        line = _COLUMN.sub(lambda m: "<t>".rjust(len(m[1])), line.rstrip())
-        lines.append(_TRAILING.sub(" <t>", line))
-    return "\n".join(lines).strip("\n")
+    lines = [_COLUMN.sub(_same_width, line.rstrip()) for line in text.splitlines()]
+    return "\n".join(_TRAILING.sub(" <t>", line) for line in lines).strip("\n")
+
+
+def _same_width(match: re.Match[str]) -> str:
+    return "<t>".rjust(len(match[1]))
 
 
 def golden(name: str) -> str:

@@ -2,10 +2,11 @@
 
 `status` prints the header and the unit table; `run` prints the header as its
 summary and one line per unit transition while it follows an execution.
-Units are listed in the order they last changed. Only the history knows that
-order (units changed in one commit share a timestamp), so the server sends
-`units` in it and we keep the server's order; units that were never touched
-(no `status`) are left out.
+Units are listed in the order they last changed, which only the history
+knows (a unit's timestamps do not say when it failed an attempt or began a
+retry wait): the server sends `units` in that order, units changed in the same
+millisecond by key, and we keep it. Units never touched (no `status`) are left
+out.
 """
 
 from __future__ import annotations

@@ -69,10 +69,10 @@ class Unit:
     # Not in the API document: the seq of the latest StepScheduled, which
     # identifies the current offer of the unit to workers.
     offer_seq: int = 0
-    # Not in the API document either: the seq of the event that last changed
-    # the unit. Units changed in one commit share a timestamp, so only the
-    # history can say which changed last; `to_json` lists units by it.
-    changed_seq: int = 0
+    # Not in the API document either: the time of the event that last changed
+    # the unit, which `to_json` lists units by. The unit's own timestamps
+    # cannot tell it (a failed attempt or a retry wait changes none of them).
+    changed_at_ms: int = 0
 
     @property
     def done(self) -> bool:
@@ -157,8 +157,10 @@ class ExecutionState:
         return unit
 
     def units_by_change(self) -> list[Unit]:
-        """The units, the one changed longest ago first."""
-        return sorted(self.units.values(), key=_changed_seq)
+        """The units, the one changed longest ago first. Units changed in the
+        same millisecond (one commit often changes several) are ordered by
+        key, as the book's transcripts list them."""
+        return sorted(self.units.values(), key=_change_order)
 
     def to_json(self) -> dict[str, Any]:
         """The execution state document of `GET /v1/executions/{id}`."""
@@ -213,14 +215,14 @@ def is_handler_key(key: str) -> bool:
 # ---------------------------------------------------------------- apply
 
 
-def _changed_seq(unit: Unit) -> int:
-    return unit.changed_seq
+def _change_order(unit: Unit) -> tuple[int, str]:
+    return unit.changed_at_ms, unit.key
 
 
 def _changed(s: ExecutionState, e: Any) -> Unit:
-    """The unit `e` changes, stamped with `e`'s seq."""
+    """The unit `e` changes, stamped with `e`'s time."""
     u = s.unit(e.step)
-    u.changed_seq = e.seq
+    u.changed_at_ms = e.timestamp_ms
     return u
 
 
