@@ -242,10 +242,22 @@ def test_run_by_name_with_an_id_and_an_input_file(orbit: Orbit, api: Http, tmp_p
     assert one_error_line(bad).startswith("error: --input is not valid JSON: ")
 
 
-def test_deploy_reports_up_to_date(orbit: Orbit) -> None:
-    orbit.ok("deploy", str(APPROVAL))
-    again = orbit.ok("deploy", str(APPROVAL))
-    same(again.stderr, "up to date OrderApproval@1.0.0 (sha256:939fd564b818)")
+def test_deploy_reports_deployed_then_up_to_date(orbit: Orbit, tmp_path: Path) -> None:
+    source = tmp_path / "inbox.orbit"
+    source.write_text(INBOX.replace('"1.0.0"', '"2.0.0"'), encoding="utf-8")
+    first = orbit.ok("deploy", str(source), str(APPROVAL))
+    assert first.stdout == ""
+    lines = sorted(first.stderr.splitlines())
+    assert lines[0].startswith("deployed Inbox@2.0.0 (sha256:"), lines
+    assert lines[1].startswith(("deployed OrderApproval@1.0.0", "up to date OrderApproval@1.0.0"))
+    again = orbit.ok("deploy", str(APPROVAL), str(source))
+    same(
+        again.stderr,
+        """\
+        up to date OrderApproval@1.0.0 (sha256:939fd564b818)
+        up to date Inbox@2.0.0 (sha256:066240aa22c4)
+        """,
+    )
 
 
 def test_continue_as_new_runs_of_chapter_25(orbit: Orbit, api: Http, tmp_path: Path) -> None:
