@@ -2,8 +2,9 @@
 authentication, compared with the book's transcripts: chapter 20's approval
 (`run --no-wait`, `status`, `query`, `signal`, `logs`, `cancel`), chapter 25's
 Inbox (`logs --run N` after continue-as-new), `run` by name with `--id` and
-`--input-file`, `orbit token`, and every error path printing one clear line
-and exiting non-zero. Workers are raw-protocol threads (no SDK)."""
+`--input-file`, and every error path printing one clear line and exiting
+non-zero. The server's admin and worker tokens are made with `orbit token`.
+Workers are raw-protocol threads (no SDK)."""
 
 from __future__ import annotations
 
@@ -17,16 +18,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from cli_real import REPO, Orbit, TaskWorker, golden, one_error_line, same
 from click.testing import Result
 from server_harness import Http, ServerProcess
 
-from orbit_cli.commands import token as token_command
-
 pytestmark = pytest.mark.timeout(120)
 
-ADMIN, WORKER = "admin-secret", "worker-secret"
 APPROVAL = REPO / "tests" / "book" / "support" / "approval.orbit"
 
 # Chapter 25's Inbox, with a shorter sleep (durations are masked anyway).
@@ -56,22 +55,43 @@ def send(task: dict[str, Any]) -> Any:
     return {"delivered": True}
 
 
+@attrs.frozen
+class Credentials:
+    """The server's admin and worker tokens, both made by `orbit token`."""
+
+    admin: str
+    worker: str
+
+
+def made_token(*args: str) -> str:
+    result = Orbit("").ok("token", *args)
+    token = result.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", token), result.output
+    digest = re.search(r'token_sha256 = "([0-9a-f]{64})"', result.stderr)
+    assert digest and digest[1] == hashlib.sha256(token.encode()).hexdigest(), result.stderr
+    return token
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def credentials() -> Credentials:
+    return Credentials(made_token("--client", "ops"), made_token("--worker", "orders"))
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, credentials: Credentials
+) -> Iterator[ServerProcess]:
     db = tmp_path_factory.mktemp("cli-real") / "orbit.db"
-    with ServerProcess(db, "--token", ADMIN, "--worker-token", WORKER) as proc:
+    tokens = ("--token", credentials.admin, "--worker-token", credentials.worker)
+    with ServerProcess(db, *tokens) as proc:
+        python = {"payments.charge": charge, "payments.refund": refund}
+        typescript = {"notifications.send": send}
         workers = [
-            TaskWorker(
-                proc,
-                "orders-python",
-                "python",
-                {"payments.charge": charge, "payments.refund": refund},
-                WORKER,
-            ).start(),
-            TaskWorker(
-                proc, "orders-typescript", "typescript", {"notifications.send": send}, WORKER
-            ).start(),
+            TaskWorker(proc, "orders-python", "python", python, credentials.worker),
+            TaskWorker(proc, "orders-typescript", "typescript", typescript, credentials.worker),
         ]
+        for worker in workers:
+            worker.start()
         try:
             yield proc
         finally:
@@ -80,13 +100,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
-def orbit(server: ServerProcess) -> Orbit:
-    return Orbit(f"http://{server.addr}", ADMIN)
+def orbit(server: ServerProcess, credentials: Credentials) -> Orbit:
+    return Orbit(f"http://{server.addr}", credentials.admin)
 
 
 @pytest.fixture
-def api(server: ServerProcess) -> Http:
-    return server.http(ADMIN)
+def api(server: ServerProcess, credentials: Credentials) -> Http:
+    return server.http(credentials.admin)
 
 
 def state_of(api: Http, execution: str) -> dict[str, Any]:
@@ -310,37 +330,6 @@ def test_workers_list(orbit: Orbit) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("args", "expected"),
-    [
-        (
-            (
-                "--client",
-                "billing",
-                "--workflow",
-                "Order*",
-                "--action",
-                "start",
-                "--action",
-                "read",
-            ),
-            "token_client",
-        ),
-        (("--worker", "payments-1", "--task", "payments.*", "--task", "audit.log"), "token_worker"),
-    ],
-)
-def test_token(
-    orbit: Orbit, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], expected: str
-) -> None:
-    monkeypatch.setattr(token_command, "stderr_is_terminal", lambda: True)
-    result = orbit.ok("token", *args)
-    token = result.stdout.strip()
-    assert re.fullmatch(r"[0-9a-f]{64}", token)
-    same(result.output, golden(expected))
-    digest = re.search(r'token_sha256 = "([0-9a-f]{64})"', result.stderr)
-    assert digest and digest[1] == hashlib.sha256(token.encode()).hexdigest()
-
-
 def test_unknown_executions(orbit: Orbit) -> None:
     for args in (
         ("status", "nope"),
@@ -361,11 +350,11 @@ def test_bad_json_input(orbit: Orbit) -> None:
     assert line.startswith("error: --data is not valid JSON: ")
 
 
-def test_credentials_are_checked(orbit: Orbit) -> None:
+def test_credentials_are_checked(orbit: Orbit, credentials: Credentials) -> None:
     for token in ("wrong", ""):
         line = one_error_line(orbit("ps", env={"ORBIT_TOKEN": token}))
         same(line, "error: UNAUTHENTICATED (401): missing or invalid credentials")
-    worker = one_error_line(orbit("ps", env={"ORBIT_TOKEN": WORKER}))
+    worker = one_error_line(orbit("ps", env={"ORBIT_TOKEN": credentials.worker}))
     same(
         worker,
         "error: FORBIDDEN (403): worker credentials may only call /v1/workers/* and /v1/tasks/*",
