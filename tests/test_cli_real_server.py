@@ -42,6 +42,19 @@ workflow Inbox {
 }
 """
 
+# Chapter 20's Batch, likewise.
+BATCH = """\
+workflow Batch {
+    version "1.0.0"
+    timeout 1h
+    signal item { sku: String, quantity: Int = 1 }
+    step pause { sleep 1s }
+    step first { await item after pause }
+    step second { await item after first }
+    return { skus: [first.sku, second.sku], total: first.quantity + second.quantity }
+}
+"""
+
 
 def charge(task: dict[str, Any]) -> Any:
     return {"transaction_id": f"tx-{task['input']['order_id']}", "status": "captured"}
@@ -301,6 +314,26 @@ def test_continue_as_new_runs_of_chapter_25(orbit: Orbit, api: Http, tmp_path: P
     assert one_error_line(missing) == (
         "error: RUN_NOT_FOUND (404): execution `inbox-1` has runs 1 to 3; there is no run 7"
     )
+
+
+def test_signals_buffered_before_the_await(orbit: Orbit, api: Http, tmp_path: Path) -> None:
+    source = tmp_path / "batch.orbit"
+    source.write_text(BATCH, encoding="utf-8")
+    orbit.ok("run", str(source), "--id", "batch-1", "--no-wait")
+    wait_until(api, "batch-1", lambda s: s["units"].get("pause", {}).get("status") == "WAITING")
+    first = orbit.ok("signal", "batch-1", "item", "--data", '{"sku": "A-1"}')
+    second = orbit.ok("signal", "batch-1", "item", "--data", '{"sku": "B-2", "quantity": 3}')
+    same(
+        first.stderr + second.stderr,
+        """\
+        signal `item` recorded for batch-1 (history #4); the next `await item` step takes it
+        signal `item` recorded for batch-1 (history #5); the next `await item` step takes it
+        """,
+    )
+    assert finished(api, "batch-1")["status"] == "COMPLETED"
+    # pause, first and second all change in the commit of the timer: by key.
+    same(orbit.ok("status", "batch-1").stdout, golden("status_batch_1"))
+    same(orbit.ok("logs", "batch-1").stdout, golden("logs_batch_1"))
 
 
 def test_ps_filters_and_limit(orbit: Orbit, api: Http) -> None:
