@@ -150,10 +150,12 @@ class ExecutionState:
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
-    def unit(self, key: str) -> Unit:
+    def changed_unit(self, key: str, at_ms: int) -> Unit:
+        """The unit `key` (created when new), stamped as changed at `at_ms`."""
         unit = self.units.get(key)
         if unit is None:
             unit = self.units[key] = Unit(key)
+        unit.changed_at_ms = at_ms
         return unit
 
     def units_by_change(self) -> list[Unit]:
@@ -217,13 +219,6 @@ def is_handler_key(key: str) -> bool:
 
 def _change_order(unit: Unit) -> tuple[int, str]:
     return unit.changed_at_ms, unit.key
-
-
-def _changed(s: ExecutionState, e: Any) -> Unit:
-    """The unit `e` changes, stamped with `e`'s time."""
-    u = s.unit(e.step)
-    u.changed_at_ms = e.timestamp_ms
-    return u
 
 
 def _created(s: ExecutionState, e: Any) -> None:
@@ -291,7 +286,7 @@ def _continued(s: ExecutionState, e: Any) -> None:
 
 
 def _scheduled(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = SCHEDULED
     u.attempt = e.attempt
     u.input = e.input
@@ -304,14 +299,14 @@ def _scheduled(s: ExecutionState, e: Any) -> None:
 
 
 def _skipped(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = SKIPPED
     u.output = None
     u.finished_at_ms = e.timestamp_ms
 
 
 def _fan_out(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = "RUNNING"
     u.attempt = 1
     u.input = e.items
@@ -319,7 +314,7 @@ def _fan_out(s: ExecutionState, e: Any) -> None:
 
 
 def _dispatched(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = DISPATCHED
     u.token = e.token
     u.worker_id = e.worker_id
@@ -343,32 +338,32 @@ def _succeed(s: ExecutionState, u: Unit, output: Any, e: Any) -> None:
 
 
 def _succeeded(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.attempt = max(u.attempt, e.attempt)
     _succeed(s, u, e.output, e)
 
 
 def _attempt_failed(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = ATTEMPT_FAILED
     u.last_error = e.error
     u.token = None
 
 
 def _uncertain(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = UNCERTAIN
     u.token = None
 
 
 def _retry(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = RETRY_WAIT
     u.wake_at_ms = e.fire_at_ms
 
 
 def _step_failed(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = FAILED_UNIT
     u.error = e.error
     u.finished_at_ms = e.timestamp_ms
@@ -384,14 +379,14 @@ def _step_failed(s: ExecutionState, e: Any) -> None:
 
 
 def _step_cancelled(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = CANCELLED_UNIT
     u.finished_at_ms = e.timestamp_ms
     u.token = None
 
 
 def _timer_started(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
@@ -399,7 +394,7 @@ def _timer_started(s: ExecutionState, e: Any) -> None:
 
 
 def _timer_fired(s: ExecutionState, e: Any) -> None:
-    _succeed(s, _changed(s, e), {}, e)
+    _succeed(s, s.changed_unit(e.step, e.timestamp_ms), {}, e)
 
 
 def _stale(s: ExecutionState, e: Any) -> None:
@@ -413,7 +408,7 @@ def _signal_received(s: ExecutionState, e: Any) -> None:
 
 
 def _await_started(s: ExecutionState, e: Any) -> None:
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
@@ -427,7 +422,7 @@ def _signal_delivered(s: ExecutionState, e: Any) -> None:
             sig["delivered_to"] = e.step
             payload = sig["payload"]
             break
-    u = _changed(s, e)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     if u.status is None:  # an event-handler instance starts here
         u.attempt = 1
         u.scheduled_at_ms = e.timestamp_ms
