@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 import pytest
-from cli_real import REPO, Orbit, TaskWorker, golden, one_error_line, same
+from cli_real import REPO, Orbit, TaskWorker, golden, one_error_line, same, same_run
 from click.testing import Result
 from server_harness import Http, ServerProcess
 
@@ -250,7 +250,7 @@ def test_run_by_name_with_an_id_and_an_input_file(orbit: Orbit, api: Http, tmp_p
     order.write_text('{"order_id": "A-102", "customer_id": "c-9", "amount": 120.0}')
     run = orbit("run", "OrderApproval", "--id", "order-A-102", "--input-file", str(order))
     assert run.exit_code == 0, run.output
-    same(
+    same_run(
         run.output,
         """\
         started execution order-A-102
