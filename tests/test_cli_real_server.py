@@ -1,9 +1,10 @@
 """The runtime commands of the real CLI against a real `orbit server` with
 authentication, compared with the book's transcripts: chapter 20's approval
-(`run --no-wait`, `status`, `query`, `signal`, `logs`, `cancel`), chapter 25's
-Inbox (`logs --run N` after continue-as-new), `run` by name with `--id` and
-`--input-file`, and every error path printing one clear line and exiting
-non-zero. The server's admin and worker tokens are made with `orbit token`.
+(`run --no-wait`, `status`, `query`, `signal`, `logs`, `cancel`) and Batch
+(signals buffered before their await), chapter 25's Inbox (`logs --run N`
+after continue-as-new), `run` by name with `--id` and `--input-file`, `deploy`,
+`ps` and `workers list`, and every error path printing one clear line and
+exiting non-zero. The server's admin and worker tokens are made with `orbit token`.
 Workers are raw-protocol threads (no SDK)."""
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def test_the_approval_of_chapter_20(orbit: Orbit, api: Http, tmp_path: Path) -> 
         order-A-100
         """,
     )
-    # assess and decision change in one commit: only the history orders them.
+    # assess and decision change in the same millisecond, so they are listed by key.
     same(orbit.ok("status", "order-A-100").stdout, golden("status_order_A_100_waiting"))
     same(orbit.ok("query", "order-A-100", "status").stdout, golden("query_order_A_100"))
 
@@ -226,7 +227,7 @@ def test_a_rejection_skips_the_charge(orbit: Orbit, api: Http) -> None:
     data = '{"approved": false, "reviewer": "lee", "comment": "customer could not be reached"}'
     orbit.ok("signal", "order-A-101", "review", "--data", data)
     finished(api, "order-A-101")
-    # decision and charge change in one commit: listed by key, as in the book.
+    # decision and charge change in one commit, charge last; the book lists them by key.
     same(
         orbit.ok("status", "order-A-101").stdout,
         """\
@@ -363,7 +364,7 @@ def test_workers_list(orbit: Orbit) -> None:
     )
 
 
-def test_unknown_executions(orbit: Orbit) -> None:
+def test_unknown_executions_and_workflows(orbit: Orbit) -> None:
     for args in (
         ("status", "nope"),
         ("logs", "nope"),
@@ -373,7 +374,9 @@ def test_unknown_executions(orbit: Orbit) -> None:
         ("signal", "nope", "review"),
     ):
         line = one_error_line(orbit(*args))
-        assert re.fullmatch(r"error: \w+ \(404\): .*`?nope`?.*", line), (args, line)
+        assert line == "error: NOT_FOUND (404): execution `nope` not found", args
+    unknown = one_error_line(orbit("run", "Nope"))
+    same(unknown, "error: WORKFLOW_NOT_FOUND (404): workflow Nope is not registered")
 
 
 def test_bad_json_input(orbit: Orbit) -> None:
