@@ -104,31 +104,36 @@ def qs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuickStart]:
     root = tmp_path_factory.mktemp("quickstart")
     with ServerProcess(root / "orbit.db") as server:
         quick = QuickStart(server, root)
-        with contextlib.chdir(root):
-            quick.results["init"] = quick.orbit("init", "hello-orbit")
-            quick.results["init again"] = quick.orbit("init", "hello-orbit")
-        with contextlib.chdir(quick.project):
-            quick.results["check"] = quick.orbit("check", "workflows/hello.orbit")
-        quick.start_workers(V100_TASKS)
-        quick.results["workers"] = quick.orbit("workers", "list")
-        quick.results["ada"] = quick.run("--input", '{"name": "Ada"}')
-        quick.results["ps"] = quick.orbit("ps")
-        # Section 8: the new workflow and workers.
-        shutil.copy(V110, quick.project / "workflows/hello.orbit")
-        quick.start_workers(V110_TASKS)
-        quick.results["grace"] = quick.run("--input", '{"name": "Grace"}')
-        quick.results["flaky"] = quick.run("--input", '{"name": "Flaky Grace", "excitement": 30}')
         try:
+            play(quick)
             yield quick
         finally:
             quick.stop_workers()
+
+
+def play(quick: QuickStart) -> None:
+    """The chapter's commands, in its order; the tests read their results."""
+    with contextlib.chdir(quick.root):
+        quick.results["init"] = quick.orbit("init", "hello-orbit")
+        quick.results["init again"] = quick.orbit("init", "hello-orbit")
+    with contextlib.chdir(quick.project):
+        quick.results["check"] = quick.orbit("check", "workflows/hello.orbit")
+    quick.start_workers(V100_TASKS)
+    quick.results["workers"] = quick.orbit("workers", "list")
+    quick.results["ada"] = quick.run("--input", '{"name": "Ada"}')
+    quick.results["ps"] = quick.orbit("ps")
+    # Section 8: the new workflow and workers.
+    shutil.copy(V110, quick.project / "workflows/hello.orbit")
+    quick.start_workers(V110_TASKS)
+    quick.results["grace"] = quick.run("--input", '{"name": "Grace"}')
+    quick.results["flaky"] = quick.run("--input", '{"name": "Flaky Grace", "excitement": 30}')
 
 
 def test_init_and_check(qs: QuickStart) -> None:
     init = qs.results["init"]
     assert init.exit_code == 0, init.output
     same(init.output, golden("init"))
-    assert one_error_line(qs.results["init again"]).startswith("error: ")
+    assert "hello-orbit" in one_error_line(qs.results["init again"])
     check = qs.results["check"]
     assert check.exit_code == 0, check.output
     assert check.stdout == "ok Hello@1.0.0 (2 steps)\n"
