@@ -188,3 +188,24 @@ def test_follower_reports_each_new_status_once() -> None:
     assert follower.observe({"units": {"a": {"status": "DISPATCHED", "attempt": 3}}}) == []
     skipped = follower.observe({"units": {"b": {"status": "SKIPPED", "finished_at_ms": 5}}})
     assert skipped == ["  ↷ b                              skipped "]
+
+
+def test_fixture_states_list_units_as_the_runtime_would() -> None:
+    """The CLI keeps the server's unit order, so the fake runtime's final
+    states must list units as orbit_core's state document does for their
+    histories."""
+    from cli_fake_runtime import FIXTURES, load_fixture
+
+    from orbit_core import events
+    from orbit_core.state import fold
+
+    checked = 0
+    for path in sorted((FIXTURES / "executions").glob("*.json")):
+        doc = load_fixture(f"executions/{path.name}")
+        history = [events.from_json(e) for e in doc["history"]["events"]]
+        if not history:
+            continue
+        expected = list(fold(history, doc["states"][-1]["id"]).to_json()["units"])
+        assert list(doc["states"][-1]["units"]) == expected, path.name
+        checked += 1
+    assert checked >= 7
