@@ -158,17 +158,18 @@ def test_redaction_follows_the_security_chapter() -> None:
     }
 
 
-def test_units_are_ordered_by_last_change_then_key() -> None:
+def test_units_keep_the_servers_order_and_leave_out_untouched_ones() -> None:
+    # The server lists units in the order they last changed; timestamps
+    # (here out of order on purpose) must not reorder them.
     state = {
         "units": {
             "second": {"status": "SUCCEEDED", "finished_at_ms": 10},
-            "pause": {"status": "SUCCEEDED", "scheduled_at_ms": 1, "finished_at_ms": 10},
-            "first": {"status": "SUCCEEDED", "finished_at_ms": 10},
-            "late": {"status": "SCHEDULED", "scheduled_at_ms": 11},
             "pending": {"attempt": 0},
+            "first": {"status": "SUCCEEDED", "finished_at_ms": 9},
+            "late": {"status": "SCHEDULED", "scheduled_at_ms": 1},
         }
     }
-    assert [k for k, _ in execution.touched_units(state)] == ["first", "pause", "second", "late"]
+    assert [k for k, _ in execution.touched_units(state)] == ["second", "first", "late"]
 
 
 def test_follower_reports_each_new_status_once() -> None:
@@ -187,3 +188,24 @@ def test_follower_reports_each_new_status_once() -> None:
     assert follower.observe({"units": {"a": {"status": "DISPATCHED", "attempt": 3}}}) == []
     skipped = follower.observe({"units": {"b": {"status": "SKIPPED", "finished_at_ms": 5}}})
     assert skipped == ["  ↷ b                              skipped "]
+
+
+def test_fixture_states_list_units_as_the_runtime_would() -> None:
+    """The CLI keeps the server's unit order, so the fake runtime's final
+    states must list units as orbit_core's state document does for their
+    histories."""
+    from cli_fake_runtime import FIXTURES, load_fixture
+
+    from orbit_core import events
+    from orbit_core.state import fold
+
+    checked = 0
+    for path in sorted((FIXTURES / "executions").glob("*.json")):
+        doc = load_fixture(f"executions/{path.name}")
+        history = [events.from_json(e) for e in doc["history"]["events"]]
+        if not history:
+            continue
+        expected = list(fold(history, doc["states"][-1]["id"]).to_json()["units"])
+        assert list(doc["states"][-1]["units"]) == expected, path.name
+        checked += 1
+    assert checked >= 7

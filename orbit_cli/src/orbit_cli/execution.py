@@ -2,8 +2,11 @@
 
 `status` prints the header and the unit table; `run` prints the header as its
 summary and one line per unit transition while it follows an execution.
-Units are listed in the order they last changed, ties broken by key, and
-units that were never touched (no `status`) are left out.
+Units are listed in the order they last changed, which only the history
+knows (a unit's timestamps do not say when it failed an attempt or began a
+retry wait): the server sends `units` in that order, units changed in the same
+millisecond by key, and we keep it. Units never touched (no `status`) are left
+out.
 """
 
 from __future__ import annotations
@@ -82,14 +85,7 @@ def touched_units(state: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     units = state.get("units")
     if not isinstance(units, dict):
         return []
-    touched = [(k, u) for k, u in units.items() if isinstance(u, dict) and "status" in u]
-    return sorted(touched, key=lambda item: (changed_at(item[1]), item[0]))
-
-
-def changed_at(unit: dict[str, Any]) -> int:
-    if unit.get("status") in UNIT_DONE and "finished_at_ms" in unit:
-        return _int(unit["finished_at_ms"])
-    return max(_int(unit.get("dispatched_at_ms")), _int(unit.get("scheduled_at_ms")))
+    return [(k, u) for k, u in units.items() if isinstance(u, dict) and "status" in u]
 
 
 def unit_time(unit: dict[str, Any]) -> str:

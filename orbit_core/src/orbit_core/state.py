@@ -69,6 +69,10 @@ class Unit:
     # Not in the API document: the seq of the latest StepScheduled, which
     # identifies the current offer of the unit to workers.
     offer_seq: int = 0
+    # Not in the API document either: the time of the event that last changed
+    # the unit, which `to_json` lists units by. The unit's own timestamps
+    # cannot tell it (a failed attempt or a retry wait changes none of them).
+    changed_at_ms: int = 0
 
     @property
     def done(self) -> bool:
@@ -146,11 +150,19 @@ class ExecutionState:
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
-    def unit(self, key: str) -> Unit:
+    def changed_unit(self, key: str, at_ms: int) -> Unit:
+        """The unit `key` (created when new), stamped as changed at `at_ms`."""
         unit = self.units.get(key)
         if unit is None:
             unit = self.units[key] = Unit(key)
+        unit.changed_at_ms = at_ms
         return unit
+
+    def units_by_change(self) -> list[Unit]:
+        """The units, the one changed longest ago first. Units changed in the
+        same millisecond (one commit often changes several) are ordered by
+        key, as the book's transcripts list them."""
+        return sorted(self.units.values(), key=_change_order)
 
     def to_json(self) -> dict[str, Any]:
         """The execution state document of `GET /v1/executions/{id}`."""
@@ -170,7 +182,7 @@ class ExecutionState:
         out["updated_at_ms"] = self.updated_at_ms
         if self.finished_at_ms is not None:
             out["finished_at_ms"] = self.finished_at_ms
-        out["units"] = {key: unit.to_json() for key, unit in self.units.items()}
+        out["units"] = {unit.key: unit.to_json() for unit in self.units_by_change()}
         if self.abort is not None:
             out["abort"] = self.abort
         if self.compensation_order is not None:
@@ -203,6 +215,10 @@ def is_handler_key(key: str) -> bool:
 
 
 # ---------------------------------------------------------------- apply
+
+
+def _change_order(unit: Unit) -> tuple[int, str]:
+    return unit.changed_at_ms, unit.key
 
 
 def _created(s: ExecutionState, e: Any) -> None:
@@ -270,7 +286,7 @@ def _continued(s: ExecutionState, e: Any) -> None:
 
 
 def _scheduled(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = SCHEDULED
     u.attempt = e.attempt
     u.input = e.input
@@ -283,14 +299,14 @@ def _scheduled(s: ExecutionState, e: Any) -> None:
 
 
 def _skipped(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = SKIPPED
     u.output = None
     u.finished_at_ms = e.timestamp_ms
 
 
 def _fan_out(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = "RUNNING"
     u.attempt = 1
     u.input = e.items
@@ -298,7 +314,7 @@ def _fan_out(s: ExecutionState, e: Any) -> None:
 
 
 def _dispatched(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = DISPATCHED
     u.token = e.token
     u.worker_id = e.worker_id
@@ -322,32 +338,32 @@ def _succeed(s: ExecutionState, u: Unit, output: Any, e: Any) -> None:
 
 
 def _succeeded(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.attempt = max(u.attempt, e.attempt)
     _succeed(s, u, e.output, e)
 
 
 def _attempt_failed(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = ATTEMPT_FAILED
     u.last_error = e.error
     u.token = None
 
 
 def _uncertain(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = UNCERTAIN
     u.token = None
 
 
 def _retry(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = RETRY_WAIT
     u.wake_at_ms = e.fire_at_ms
 
 
 def _step_failed(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = FAILED_UNIT
     u.error = e.error
     u.finished_at_ms = e.timestamp_ms
@@ -363,14 +379,14 @@ def _step_failed(s: ExecutionState, e: Any) -> None:
 
 
 def _step_cancelled(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = CANCELLED_UNIT
     u.finished_at_ms = e.timestamp_ms
     u.token = None
 
 
 def _timer_started(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
@@ -378,7 +394,7 @@ def _timer_started(s: ExecutionState, e: Any) -> None:
 
 
 def _timer_fired(s: ExecutionState, e: Any) -> None:
-    _succeed(s, s.unit(e.step), {}, e)
+    _succeed(s, s.changed_unit(e.step, e.timestamp_ms), {}, e)
 
 
 def _stale(s: ExecutionState, e: Any) -> None:
@@ -392,7 +408,7 @@ def _signal_received(s: ExecutionState, e: Any) -> None:
 
 
 def _await_started(s: ExecutionState, e: Any) -> None:
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
@@ -406,7 +422,7 @@ def _signal_delivered(s: ExecutionState, e: Any) -> None:
             sig["delivered_to"] = e.step
             payload = sig["payload"]
             break
-    u = s.unit(e.step)
+    u = s.changed_unit(e.step, e.timestamp_ms)
     if u.status is None:  # an event-handler instance starts here
         u.attempt = 1
         u.scheduled_at_ms = e.timestamp_ms
