@@ -190,4 +190,9 @@ def test_a_task_is_not_handed_to_a_poll_whose_worker_hung_up(
     state = server.wait_for_status("u-2", {"COMPLETED"}, timeout=3 * int(SESSION_TIMEOUT))
     events = server.events("u-2")
     assert state["status"] == "COMPLETED"
-    assert [e["worker_id"] for e in events if e["type"] == "StepDispatched"] == ["alive"]
+    # Earlier tests of this module may leave their own workers polling for
+    # demo.work, so any live worker may take the task; the one that hung up
+    # must not, and nothing may need redelivering.
+    dispatched = [e["worker_id"] for e in events if e["type"] == "StepDispatched"]
+    assert len(dispatched) == 1
+    assert dispatched != ["gone"]
