@@ -215,12 +215,15 @@ def test_results_survive_a_runtime_restart(
     time.sleep(1.0)  # several retries while the runtime is down
     fake.restart()
 
-    assert fake.result(token).body == {"token": token, "output": {"done": True}}
+    # Delivery and poll retries back off up to 5 s each: allow two full
+    # rounds so a loaded CI machine does not time the test out.
+    patience = 20.0
+    assert fake.result(token, patience).body == {"token": token, "output": {"done": True}}
     assert len(fake.calls_to("/v1/tasks/complete")) == 1
     # Polls found the session gone after the restart and registered again.
-    fake.wait_for(lambda: len(fake.calls_to("/v1/workers/register")) == 2)
+    fake.wait_for(lambda: len(fake.calls_to("/v1/workers/register")) == 2, patience)
     second = fake.enqueue("a.one", {})
-    assert fake.result(second).path == "/v1/tasks/complete"
+    assert fake.result(second, patience).path == "/v1/tasks/complete"
     assert any(m.startswith("poll failed: cannot reach ORBIT runtime at") for m in caplog.messages)
 
 
