@@ -19,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import select
 import signal
 import socket
 import sys
@@ -30,7 +29,6 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.arbiter import Arbiter
 from gunicorn.glogging import Logger as GunicornLogger
 from gunicorn.sock import TCP6Socket, TCPSocket
-from gunicorn.workers.gthread import ThreadWorker
 
 from orbit_core.decide import Limits
 from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
@@ -38,6 +36,7 @@ from orbit_core.errors import OrbitError
 from orbit_server import logs
 from orbit_server.app import create_app
 from orbit_server.config import Address, ConfigError, ServerConfig, check
+from orbit_server.worker import OrbitWorker
 from orbit_store.sqlite import SqliteStore
 
 # Idle keep-alive connections stay open this long: workers poll and heartbeat
@@ -46,9 +45,6 @@ KEEPALIVE_S = 75
 # Shutdown waits for the longest request the API allows: a /wait.
 GRACEFUL_TIMEOUT_S = MAX_WAIT_MS // 1000 + 5
 _PR_SET_PDEATHSIG = 1
-# How long a thread waits for a kept-alive connection's next request before
-# returning the connection to the poller.
-LINGER_S = 0.05
 
 
 def serve(config: ServerConfig) -> int:
@@ -184,26 +180,6 @@ class OrbitArbiter(Arbiter):  # type: ignore[misc]
         raise StopIteration
 
     handle_int = handle_term
-
-
-class OrbitWorker(ThreadWorker):  # type: ignore[misc]
-    def init_signals(self) -> None:
-        super().init_signals()
-        # Ctrl+C reaches the worker too (same process group): finish requests.
-        signal.signal(signal.SIGINT, self.handle_exit)
-
-    def handle(self, conn: Any) -> Any:
-        """Serves a kept-alive connection's next requests on the same thread
-        while they come quickly (a worker's poll follows its result within a
-        millisecond), instead of handing the socket back to the poller and
-        to another thread between every two requests."""
-        keep = super().handle(conn)
-        while keep is True and self.alive and not conn.is_http2:
-            buffered = bool(conn.parser.unreader.buf.getvalue())
-            if not buffered and not select.select([conn.sock], [], [], LINGER_S)[0]:
-                break
-            keep = super().handle(conn)
-        return keep
 
 
 def _post_fork(server: Any, worker: Any) -> None:
