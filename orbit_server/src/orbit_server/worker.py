@@ -22,6 +22,8 @@ from __future__ import annotations
 import io
 import select
 import signal
+import socket
+import struct
 import sys
 import time
 from email.utils import formatdate
@@ -42,6 +44,8 @@ LINGER_S = 0.05
 MAX_HEAD = 8192
 MAX_BODY = 64 * 1024
 _RECV = 64 * 1024
+# How long the rest of a started request may take to arrive.
+SLOW_S = 5.0
 # Request headers this path does not handle; their requests go to gunicorn.
 _GUNICORN_HEADERS = frozenset(
     {b"transfer-encoding", b"expect", b"upgrade", b"http2-settings", b"te", b"trailer"}
@@ -95,24 +99,41 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             keep = self._next(conn, wait=False)
         else:
             keep = super().handle(conn)
-        while keep is True and self.alive and not conn.is_http2:
-            keep = self._next(conn, wait=True)
+        if keep is True and self.alive and not conn.is_http2:
+            # A receive timeout instead of a select() before each request:
+            # one system call less per request.
+            _receive_timeout(conn.sock, LINGER_S)
+            try:
+                while keep is True and self.alive:
+                    keep = self._next(conn, wait=True)
+            finally:
+                _receive_timeout(conn.sock, 0)
         return keep is not False
 
     def _next(self, conn: Any, *, wait: bool) -> bool | None:
         """Serves the connection's next request; None when none came within
-        `LINGER_S` (the connection stays open), else whether it stays open."""
+        the receive timeout (the connection stays open), else whether it
+        stays open."""
         unreader = conn.parser.unreader
         data = unreader.buf.getvalue()
         if data:
             unreader.buf = io.BytesIO()
-        elif wait and not select.select([conn.sock], [], [], LINGER_S)[0]:
-            return None
+        elif wait:
+            try:
+                data = conn.sock.recv(_RECV)
+            except BlockingIOError:
+                return None
+            if not data:
+                return False
         try:
             return self._serve(conn, data)
         except _Fallback as fallback:
             unreader.unread(fallback.data)
-            return bool(super().handle(conn))
+            _receive_timeout(conn.sock, 0)
+            try:
+                return bool(super().handle(conn))
+            finally:
+                _receive_timeout(conn.sock, LINGER_S)
         except OSError:
             return False
 
@@ -123,7 +144,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         while end < 0:
             if len(data) > MAX_HEAD:
                 raise _Fallback(data)
-            chunk = sock.recv(_RECV)
+            chunk = _recv(sock)
             if not chunk:
                 if data:
                     raise _Fallback(data)
@@ -172,7 +193,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             raise _Fallback(data)
         start = end + 4
         while len(data) - start < length:
-            chunk = sock.recv(_RECV)
+            chunk = _recv(sock)
             if not chunk:
                 return False
             data += chunk
@@ -259,6 +280,27 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         out.append(body)
         sock.sendall(b"".join(out))
         return not close
+
+
+def _recv(sock: Any) -> bytes:
+    """The rest of a request that is arriving, however slowly (within
+    `SLOW_S`): the socket's receive timeout is only for the next request."""
+    try:
+        return bytes(sock.recv(_RECV))
+    except BlockingIOError:
+        if not select.select([sock], [], [], SLOW_S)[0]:
+            raise TimeoutError("the request did not arrive in time") from None
+        return bytes(sock.recv(_RECV))
+
+
+def _receive_timeout(sock: Any, seconds: float) -> None:
+    """SO_RCVTIMEO: a blocking receive gives up after `seconds` (0: never)."""
+    whole = int(seconds)
+    sock.setsockopt(
+        socket.SOL_SOCKET,
+        socket.SO_RCVTIMEO,
+        struct.pack("ll", whole, int((seconds - whole) * 1_000_000)),
+    )
 
 
 def _no_write(data: bytes) -> None:
