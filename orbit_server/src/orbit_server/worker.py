@@ -12,7 +12,7 @@ closely (`LINGER_S`), and a request that is plain HTTP/1.1 (no chunked body,
 no `Expect`, no upgrade, a small `Content-Length` body) is read, handed to the
 WSGI app and answered here: one `recv` for the request in the common case,
 one `sendall` for the whole response. Anything else, and the first request of
-every connection (where gunicorn negotiates HTTP/2 and TLS), goes through
+every connection (where gunicorn would negotiate HTTP/2), goes through
 gunicorn unchanged, with whatever was read already handed back to its parser.
 Responses carry the headers gunicorn would write (Server, Date, Connection).
 """
@@ -88,11 +88,15 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
     def init_process(self) -> None:
         self._date = _Date()
         self._server_header = f"Server: {SERVER}\r\n".encode("latin-1")
+        # TLS sockets report "no data yet" differently: gunicorn serves them.
+        self._short_path = not self.cfg.is_ssl
         super().init_process()
 
     def handle(self, conn: Any) -> Any:
         """Serves a connection's requests while they come quickly; gunicorn
         serves the first one and whatever the short path declines."""
+        if not self._short_path:
+            return super().handle(conn)
         if conn.initialized and not conn.is_http2:
             # Back from the poller, which found it readable (maybe at EOF).
             conn.sock.setblocking(True)
@@ -211,24 +215,29 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         return self._respond(sock, environ, close) and not close
 
     def _environ(self, conn: Any) -> dict[str, Any]:
-        server = conn.server
-        client = conn.client
-        return {
-            "wsgi.errors": sys.stderr,
-            "wsgi.version": (1, 0),
-            "wsgi.multithread": True,
-            "wsgi.multiprocess": False,
-            "wsgi.run_once": False,
-            "wsgi.url_scheme": "http",
-            "wsgi.input_terminated": True,
-            "gunicorn.socket": conn.sock,
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "SERVER_NAME": str(server[0]) if isinstance(server, tuple) else str(server),
-            "SERVER_PORT": str(server[1]) if isinstance(server, tuple) else "",
-            "REMOTE_ADDR": str(client[0]) if isinstance(client, tuple) else str(client),
-            "REMOTE_PORT": str(client[1]) if isinstance(client, tuple) else "",
-            "SCRIPT_NAME": "",
-        }
+        """A new request's environ: what is the same for every request on
+        the connection, computed once."""
+        base: dict[str, Any] | None = getattr(conn, "orbit_environ", None)
+        if base is None:
+            server, client = conn.server, conn.client
+            base = {
+                "wsgi.errors": sys.stderr,
+                "wsgi.version": (1, 0),
+                "wsgi.multithread": True,
+                "wsgi.multiprocess": False,
+                "wsgi.run_once": False,
+                "wsgi.url_scheme": "http",
+                "wsgi.input_terminated": True,
+                "gunicorn.socket": conn.sock,
+                "SERVER_PROTOCOL": "HTTP/1.1",
+                "SERVER_NAME": str(server[0]) if isinstance(server, tuple) else str(server),
+                "SERVER_PORT": str(server[1]) if isinstance(server, tuple) else "",
+                "REMOTE_ADDR": str(client[0]) if isinstance(client, tuple) else str(client),
+                "REMOTE_PORT": str(client[1]) if isinstance(client, tuple) else "",
+                "SCRIPT_NAME": "",
+            }
+            conn.orbit_environ = base
+        return base.copy()
 
     def _respond(self, sock: Any, environ: dict[str, Any], close: bool) -> bool:
         """Runs the app and writes its whole response at once; False when
