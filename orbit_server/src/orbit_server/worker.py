@@ -52,6 +52,7 @@ _GUNICORN_HEADERS = frozenset(
 )
 _METHODS = frozenset({b"GET", b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS"})
 _NO_BODY = frozenset({204, 304})
+_ERROR_500 = "500 Internal Server Error"
 
 
 class _Fallback(Exception):
@@ -240,8 +241,11 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         return base.copy()
 
     def _respond(self, sock: Any, environ: dict[str, Any], close: bool) -> bool:
-        """Runs the app and writes its whole response at once; False when
-        the connection must close."""
+        """Runs the app and writes its response; False when the connection
+        must close. The head goes out with the body's first chunk, and a
+        chunk is written before the next is asked for, so a body iterable
+        learns from being resumed that what it yielded was sent (and from
+        being closed early that it was not)."""
         started: list[Any] = []
 
         def start_response(
@@ -252,21 +256,42 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             started[:] = [status, headers]
             return _no_write
 
+        result: Any = ()
         try:
             result = self.wsgi(environ, start_response)
-            try:
-                body = b"".join(result)
-            finally:
-                closing = getattr(result, "close", None)
-                if closing is not None:
-                    closing()
+            chunks = iter(result)
+            first = next(chunks, b"")
+            status, headers = started
+            code = int(status[:3])
+            has_length = any(name.lower() == "content-length" for name, _ in headers)
+            if code in _NO_BODY or code < 200:
+                first, chunks = b"", iter(())
+            elif not has_length:
+                # Unknown length: the whole body, to count it.
+                first += b"".join(chunks)
+                headers = [*headers, ("Content-Length", str(len(first)))]
         except Exception:
+            _close(result)
+            result = ()
             logs.logger().exception("unexpected error serving a request")
-            started[:] = ["500 Internal Server Error", [("Content-Length", "0")]]
-            body = b""
+            status, headers, first, chunks = _ERROR_500, [("Content-Length", "0")], b"", iter(())
             close = True
-        status, headers = started
-        code = int(status[:3])
+        try:
+            sock.sendall(self._head(status, headers, close) + first)
+            for chunk in chunks:
+                if chunk:
+                    sock.sendall(chunk)
+        except OSError:
+            raise
+        except Exception:
+            # The head is out: all that can be done is to end the connection.
+            logs.logger().exception("unexpected error writing a response body")
+            return False
+        finally:
+            _close(result)
+        return not close
+
+    def _head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
         out = [
             b"HTTP/1.1 ",
             status.encode("latin-1"),
@@ -276,19 +301,15 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             self._date.value(),
             b"\r\nConnection: close\r\n" if close else b"\r\nConnection: keep-alive\r\n",
         ]
-        has_length = False
-        for name, value in headers:
-            if not has_length and name.lower() == "content-length":
-                has_length = True
-            out.append(f"{name}: {value}\r\n".encode("latin-1"))
-        if code in _NO_BODY or code < 200:
-            body = b""
-        elif not has_length:
-            out.append(b"Content-Length: %d\r\n" % len(body))
+        out.extend(f"{name}: {value}\r\n".encode("latin-1") for name, value in headers)
         out.append(b"\r\n")
-        out.append(body)
-        sock.sendall(b"".join(out))
-        return not close
+        return b"".join(out)
+
+
+def _close(result: Any) -> None:
+    closing = getattr(result, "close", None)
+    if closing is not None:
+        closing()
 
 
 def _recv(sock: Any) -> bytes:
