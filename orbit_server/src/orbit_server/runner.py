@@ -3,7 +3,8 @@
 The command's process is gunicorn's arbiter. It checks the configuration,
 makes sure the database opens, binds the listener itself (so a busy port is
 reported at once, and `--addr 127.0.0.1:0` picks a free one), then forks ONE
-`gthread` worker. The worker opens the store, recovers every active execution
+worker (`worker.OrbitWorker`, gunicorn's `gthread` with a short path for
+kept-alive requests), kept on one CPU. The worker opens the store, recovers every active execution
 and only then builds the WSGI app and logs that it listens: one engine per
 server. Long polls park on the engine's condition, each holding one of the
 worker's threads, so the pool is sized for pollers plus headroom.
