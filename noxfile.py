@@ -103,7 +103,9 @@ def sdk_typescript(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks; not part of CI. Pass a benchmark name: nox -s bench -- parse."""
+    """Benchmarks; not part of CI. Pass a benchmark name: nox -s bench -- parse.
+    `nox -s bench -- http --worker-kind sdk` runs the Python SDK's workers."""
     _install(session, ALL)
+    session.install("-e", "./sdks/python")
     name = session.posargs[0] if session.posargs else "parse"
     session.run("python", f"benchmarks/bench_{name}.py", *session.posargs[1:])

@@ -3,11 +3,13 @@
 Starts `orbit server` (or uses `--server`), deploys a workflow of `--steps`
 sequential task steps, starts `--executions` executions from `--clients`
 threads as fast as they can (or at `--rate` executions/s), and serves the
-tasks with `--workers` worker processes of `--concurrency` threads each. The
-workers are minimal raw-protocol clients on keep-alive http.client
-connections: register, poll, complete. Prints executions/s, steps/s and the
-p50/p90/p99 latency from each execution's creation to its completion, as its
-history records them.
+tasks with `--workers` worker processes of `--concurrency` threads each.
+`--worker-kind raw` (the default) workers are minimal raw-protocol clients,
+one keep-alive socket per thread writing prebuilt requests: register, poll,
+complete; `sdk` workers are the Python SDK's `Worker`. Prints executions/s,
+steps/s, the p50/p90/p99 latency from each execution's creation to its
+completion, as its history records them, and the CPU time per step of the
+server and of the benchmark's own processes (Linux), which share the machine.
 
     python benchmarks/bench_http.py --executions 2000 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --rate 250 --store /tmp/bench.db
@@ -17,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import multiprocessing
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
+import orjson
 
 from orbit_core import ir
 from orbit_core.ir import expr as e
@@ -74,19 +77,58 @@ class Client:
         self.headers = {"content-type": "application/json", "authorization": f"Bearer {token}"}
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else orjson.dumps(body)
         self.conn.request(method, path, body=data, headers=self.headers)
         reply = self.conn.getresponse()
         raw = reply.read()
-        return reply.status, (json.loads(raw) if raw else None)
+        return reply.status, (orjson.loads(raw) if raw else None)
 
 
-def worker_process(server: str, token: str, index: int, threads: int, stop: Any) -> None:
-    """One worker: a session shared by `threads` poll loops."""
-    client = Client(server, token)
-    status, reply = client.call(
-        "POST",
-        "/v1/workers/register",
+class RawClient:
+    """One keep-alive socket speaking just enough HTTP/1.1 for the worker
+    protocol: each request is written with one send, and a response is read
+    by its Content-Length. The benchmark's own CPU then stays small next to
+    the server's, on a machine they share."""
+
+    def __init__(self, server: str, token: str) -> None:
+        parts = urlsplit(server)
+        self.sock = socket.create_connection((parts.hostname, parts.port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.head = (
+            f"Host: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nContent-Length: "
+        ).encode()
+        self.buf = b""
+
+    def post(self, path: bytes, body: Any) -> tuple[int, Any]:
+        data = orjson.dumps(body)
+        self.sock.sendall(
+            b"POST %s HTTP/1.1\r\n%s%d\r\n\r\n%s" % (path, self.head, len(data), data)
+        )
+        buf = self.buf
+        while (end := buf.find(b"\r\n\r\n")) < 0:
+            buf += self._recv()
+        head, buf = buf[: end + 2].lower(), buf[end + 4 :]
+        status = int(head[9:12])
+        at = head.find(b"\r\ncontent-length:")
+        length = 0 if at < 0 else int(head[at + 17 : head.index(b"\r", at + 2)])
+        while len(buf) < length:
+            buf += self._recv()
+        raw, self.buf = buf[:length], buf[length:]
+        return status, (orjson.loads(raw) if raw else None)
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        return chunk
+
+
+def raw_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+    """One raw worker: a session shared by `threads` poll loops."""
+    client = RawClient(server, token)
+    status, reply = client.post(
+        b"/v1/workers/register",
         {
             "worker_id": f"bench-{index}",
             "runtime": "python",
@@ -98,22 +140,61 @@ def worker_process(server: str, token: str, index: int, threads: int, stop: Any)
     session = reply["worker_session_id"]
 
     def loop() -> None:
-        conn = Client(server, token)
+        conn = RawClient(server, token)
+        poll = {"worker_session_id": session, "wait_ms": 1000}
         while not stop.is_set():
-            status, task = conn.call(
-                "POST", "/v1/workers/poll", {"worker_session_id": session, "wait_ms": 1000}
-            )
+            status, task = conn.post(b"/v1/workers/poll", poll)
             if status != 200:
                 continue
             output = {"i": task["input"]["i"] + 1}
-            conn.call("POST", "/v1/tasks/complete", {"token": task["token"], "output": output})
+            conn.post(b"/v1/tasks/complete", {"token": task["token"], "output": output})
 
     pool = [threading.Thread(target=loop, daemon=True) for _ in range(threads)]
     for thread in pool:
         thread.start()
     for thread in pool:
         thread.join()
-    client.call("POST", "/v1/workers/unregister", {"worker_session_id": session})
+    client.post(b"/v1/workers/unregister", {"worker_session_id": session})
+
+
+def sdk_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+    """One Python SDK worker with `threads` poll threads."""
+    from orbit_sdk import Worker
+
+    worker = Worker(
+        f"bench-sdk-{index}", server=server, token=token, concurrency=threads, poll_wait_ms=1000
+    )
+
+    @worker.task(TASK, version="1.0.0")
+    def step(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {"i": input["i"] + 1}
+
+    worker.start()
+    stop.wait()
+    worker.stop()
+
+
+WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker}
+
+
+def cpu_split(proc: subprocess.Popen[str] | None) -> tuple[float, float] | None:
+    """CPU seconds (user plus system) used so far by the server's process
+    tree and by the rest of the benchmark's (its clients and workers), from
+    /proc; None where there is no /proc."""
+    try:
+        server = _ticks(proc.pid) if proc is not None else 0
+        bench = _ticks(os.getpid()) - server
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    return server / hz, bench / hz
+
+
+def _ticks(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return int(fields[11]) + int(fields[12]) + sum(_ticks(int(kid)) for kid in kids)
 
 
 def start_server(store: str, token: str, worker_token: str) -> tuple[subprocess.Popen[str], str]:
@@ -156,6 +237,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rate", type=float, default=0, help="starts per second (0: flat out)")
+    parser.add_argument("--worker-kind", choices=sorted(WORKER_KINDS), default="raw")
     args = parser.parse_args()
 
     proc = None
@@ -170,7 +252,7 @@ def main() -> None:
     stop = ctx.Event()
     workers = [
         ctx.Process(
-            target=worker_process,
+            target=WORKER_KINDS[args.worker_kind],
             args=(server, args.worker_token, i, args.concurrency, stop),
             daemon=True,
         )
@@ -179,6 +261,7 @@ def main() -> None:
     for worker in workers:
         worker.start()
 
+    cpu_before = cpu_split(proc)
     prefix = f"bench-{os.getpid()}-{int(time.time())}"
     ids = [f"{prefix}-{i}" for i in range(args.executions)]
     began = time.monotonic()
@@ -213,6 +296,7 @@ def main() -> None:
         created = state["created_at_ms"]
         first_created = created if first_created is None else min(first_created, created)
         last_finished = max(last_finished, state["finished_at_ms"])
+    cpu_after = cpu_split(proc)
     stop.set()
     for worker in workers:
         worker.join(10)
@@ -237,6 +321,15 @@ def main() -> None:
         f"latency      p50 {percentile(latencies, 50)}ms, p90 {percentile(latencies, 90)}ms, "
         f"p99 {percentile(latencies, 99)}ms (start to completion)"
     )
+    if cpu_before is not None and cpu_after is not None:
+        steps = args.executions * args.steps
+        server_ms, bench_ms = (
+            1000 * (b - a) / steps for a, b in zip(cpu_before, cpu_after, strict=True)
+        )
+        print(
+            f"cpu          server {server_ms:.3f} ms/step, benchmark {bench_ms:.3f} ms/step "
+            f"(on {os.cpu_count()} cores)"
+        )
 
 
 if __name__ == "__main__":

@@ -24,3 +24,7 @@ def test_bench_http_smoke() -> None:
     assert "workers      1 x 2 handler threads, 2 client threads" in out
     assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", out)
     assert re.search(r"latency      p50 \d+ms, p90 \d+ms, p99 \d+ms \(start to completion\)", out)
+    if sys.platform.startswith("linux"):
+        assert re.search(
+            r"cpu          server \d+\.\d{3} ms/step, benchmark \d+\.\d{3} ms/step", out
+        )

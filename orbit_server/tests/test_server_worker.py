@@ -1,0 +1,87 @@
+"""OrbitWorker's short path writing a WSGI response to a socket."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from orbit_server.worker import OrbitWorker, _Date
+
+
+class FakeSocket:
+    def __init__(self, fail: bool = False) -> None:
+        self.sent: list[bytes] = []
+        self.fail = fail
+
+    def sendall(self, data: bytes) -> None:
+        if self.fail:
+            raise BrokenPipeError("gone")
+        self.sent.append(data)
+
+
+def _worker(app: Callable[..., Any]) -> OrbitWorker:
+    # Only what _respond uses: no gunicorn arbiter or sockets behind it.
+    worker = OrbitWorker.__new__(OrbitWorker)
+    worker.wsgi = app
+    worker._date = _Date()
+    worker._server_header = b"Server: gunicorn\r\n"
+    return worker
+
+
+def _streaming(log: list[str], headers: list[tuple[str, str]]) -> Callable[..., Any]:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterator[bytes]:
+        start_response("200 OK", headers)
+
+        def body() -> Iterator[bytes]:
+            written = False
+            try:
+                yield b"hello"
+                written = True
+            finally:
+                log.append("written" if written else "not written")
+
+        return body()
+
+    return app
+
+
+def test_a_chunk_is_sent_before_the_body_is_resumed() -> None:
+    log: list[str] = []
+    sock = FakeSocket()
+    worker = _worker(_streaming(log, [("Content-Length", "5")]))
+    assert worker._respond(sock, {}, close=False) is True
+    assert log == ["written"]
+    head, _, body = b"".join(sock.sent).partition(b"\r\n\r\n")
+    assert body == b"hello"
+    assert head.startswith(b"HTTP/1.1 200 OK\r\nServer: gunicorn\r\nDate: ")
+    assert b"\r\nConnection: keep-alive\r\nContent-Length: 5" in head
+
+
+def test_a_failed_write_closes_the_body_without_resuming_it() -> None:
+    log: list[str] = []
+    worker = _worker(_streaming(log, [("Content-Length", "5")]))
+    with pytest.raises(BrokenPipeError):
+        worker._respond(FakeSocket(fail=True), {}, close=False)
+    assert log == ["not written"]
+
+
+def test_a_body_of_unknown_length_is_counted() -> None:
+    log: list[str] = []
+    sock = FakeSocket()
+    worker = _worker(_streaming(log, []))
+    assert worker._respond(sock, {}, close=True) is False
+    head, _, body = sock.sent[0].partition(b"\r\n\r\n")
+    assert body == b"hello"
+    assert b"\r\nConnection: close\r\nContent-Length: 5" in head
+
+
+def test_an_app_that_raises_gets_a_500_and_the_connection_closes() -> None:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        raise RuntimeError("boom")
+
+    sock = FakeSocket()
+    assert _worker(app)._respond(sock, {}, close=False) is False
+    assert sock.sent[0].startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+    assert b"Connection: close\r\nContent-Length: 0\r\n\r\n" in sock.sent[0]
