@@ -177,6 +177,23 @@ def sdk_worker(server: str, token: str, index: int, threads: int, stop: Any) -> 
 WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker}
 
 
+def wait_for(admin: Any, eid: str, workers: list[Any]) -> dict[str, Any]:
+    """The finished execution; exits at once when a worker process has died,
+    rather than waiting for executions nobody will serve."""
+    while True:
+        status, reply = admin.call("GET", f"/v1/executions/{eid}/wait?timeout_ms=2000")
+        state = reply if isinstance(reply, dict) else {}
+        if state.get("status") == "COMPLETED":
+            return dict(state)
+        if status >= 400:
+            sys.exit(f"bench_http: waiting for {eid} answered {status} {reply}")
+        if state.get("status") in ("FAILED", "CANCELLED", "TIMED_OUT"):
+            sys.exit(f"bench_http: execution {eid} ended {state['status']}: {state}")
+        dead = [w.name for w in workers if not w.is_alive()]
+        if dead:
+            sys.exit(f"bench_http: worker process {', '.join(dead)} died; stopping")
+
+
 def cpu_split(proc: subprocess.Popen[str] | None) -> tuple[float, float] | None:
     """CPU seconds (user plus system) used so far by the server's process
     tree and by the rest of the benchmark's (its clients and workers), from
@@ -290,8 +307,7 @@ def main() -> None:
     latencies: list[int] = []
     first_created, last_finished = None, 0
     for eid in ids:
-        status, state = admin.call("GET", f"/v1/executions/{eid}/wait?timeout_ms=300000")
-        assert state["status"] == "COMPLETED", state
+        state = wait_for(admin, eid, workers)
         latencies.append(state["finished_at_ms"] - state["created_at_ms"])
         created = state["created_at_ms"]
         first_created = created if first_created is None else min(first_created, created)
