@@ -1,7 +1,7 @@
-// TypeScript worker for the Hello workflow.
+// Serves greeting.decorate, the Hello workflow's TypeScript step.
 //
-// Run:  (cd workers/typescript && npm install) && node workers/typescript/worker.ts
-//       Node.js 22.18+ runs TypeScript directly; on Node.js 20 use `npm start --prefix workers/typescript`.
+// Start it with `npm start --prefix workers/typescript` after `npm install` there
+// (Node.js 22.18 and later can also run `node workers/typescript/worker.ts` as is).
 import { Worker } from "orbit-lang";
 
 const worker = new Worker({ workerId: "hello-typescript" });
