@@ -19,13 +19,9 @@ from orbit_cli.output import CliError, colour_enabled, err, json_error, read_tex
 from orbit_core.ir import ChildContract, Definition, IRError, definition_hash, from_json
 
 
-def load_definitions(
-    paths: Sequence[Path], *, policies: Sequence[Path] = (), strict: bool = False
-) -> list[Definition]:
+def load_definitions(paths: Sequence[Path], *, strict: bool = False) -> list[Definition]:
     sources = [p for p in paths if p.suffix != ".json"]
-    if policies and not sources:
-        raise CliError("--policy applies to .orbit files; none was given")
-    compiled = _compile(sources, policies, strict) if sources else []
+    compiled = _compile(sources, strict) if sources else []
     loaded = [load_ir_file(p) for p in paths if p.suffix == ".json"]
     return children_first([*compiled, *loaded])
 
@@ -49,17 +45,14 @@ def load_ir_file(path: Path) -> Definition:
     return defn
 
 
-def _compile(paths: Sequence[Path], policies: Sequence[Path], strict: bool) -> list[Definition]:
+def _compile(paths: Sequence[Path], strict: bool) -> list[Definition]:
     lang: Any = importlib.import_module("orbit_lang")
     compile_paths = getattr(lang, "compile_paths", None)
     if compile_paths is None:
         raise CliError(
             "this installation cannot compile .orbit files yet; pass compiled IR (.json) instead"
         )
-    options: dict[str, Any] = {"strict": strict}
-    if policies:
-        options["policies"] = list(policies)
-    result = compile_paths(list(paths), **options)
+    result = compile_paths(list(paths), strict=strict)
     if result.diagnostics:
         err(lang.render_diagnostics(result.diagnostics, colour_enabled(sys.stderr)).rstrip("\n"))
     if not result.ok:

@@ -14,8 +14,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def policy_option(help: str) -> Callable[[_F], _F]:
-    """`--policy FILE`, repeatable, into the `policies` parameter; each command says
-    in `help` what it will do with the policy.
+    """`--policy FILE`, repeatable; each command says in `help` what it will do
+    with the policy.
 
     Policy checks (chapter 58) are not built yet. Accepting the option and
     ignoring it would let a policy pass that was never applied, so a run that
@@ -29,19 +29,17 @@ def policy_option(help: str) -> Callable[[_F], _F]:
         metavar="FILE",
         help=f"{help} Not supported yet.",
         callback=_refuse_policies,
+        expose_value=False,
     )
 
 
-def _refuse_policies(
-    _ctx: click.Context, _param: click.Parameter, value: tuple[Path, ...]
-) -> tuple[Path, ...]:
+def _refuse_policies(_ctx: click.Context, _param: click.Parameter, value: tuple[Path, ...]) -> None:
     if value:
         from orbit_lang.render import error_line, should_color
 
         message = "--policy: policy checks are not supported yet by this version of orbit"
         click.echo(error_line(message, color=should_color(sys.stderr)), nl=False, err=True)
         sys.exit(2)
-    return value
 
 
 def stderr_colour(files: Sized) -> bool:

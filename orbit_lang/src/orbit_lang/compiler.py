@@ -52,14 +52,8 @@ class CompileResult:
         return errors == 0 and not (self.strict and warnings)
 
 
-def compile_paths(
-    paths: Sequence[Path | str],
-    strict: bool = False,
-    policies: Sequence[Path] | None = None,
-) -> CompileResult:
-    """Compiles the files named and everything they import. `policies` are
-    accepted for the CLI's sake; policy checks are not part of this release."""
-    del policies
+def compile_paths(paths: Sequence[Path | str], strict: bool = False) -> CompileResult:
+    """Compiles the files named and everything they import."""
     program, diagnostics = load_program(paths)
     return _compile(program, diagnostics, strict)
 

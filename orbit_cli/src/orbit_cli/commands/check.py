@@ -31,12 +31,9 @@ from orbit_lang.render import error_line, render_json, render_report
     'json: {"diagnostics": [...]} on stdout.',
 )
 @policy_option("Also check the workflows against an organisation policy (TOML). Repeatable.")
-def check(
-    files: tuple[str, ...], strict: bool, output_format: str, policies: tuple[Path, ...]
-) -> None:
+def check(files: tuple[str, ...], strict: bool, output_format: str) -> None:
     """Type-check workflow files without producing output."""
     color = stderr_colour(files)
-    del policies  # accepted for the CLI's sake; policy checks are a later issue
     result = check_paths([Path(f) for f in files], strict=strict)
     if output_format == "json":
         click.echo(render_json(result.diagnostics), nl=False)

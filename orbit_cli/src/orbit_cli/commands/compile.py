@@ -45,11 +45,10 @@ def compile_command(
     strict: bool,
     out_dir: Path,
     to_stdout: bool,
-    policies: tuple[Path, ...],
 ) -> None:
     """Compile workflow files to orbit-ir JSON."""
     color = stderr_colour(files)
-    result = compile_paths(list(files), strict=strict, policies=list(policies))
+    result = compile_paths(list(files), strict=strict)
     if not result.ok:
         report(result, color=color)
         sys.exit(1)

@@ -36,7 +36,7 @@ def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:
     "Check .orbit sources against this organisation policy before registering (repeatable)."
 )
 @connection_options
-def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Path, ...]) -> None:
+def cli(client: RuntimeClient, files: tuple[Path, ...]) -> None:
     """Register the workflows in FILES with the runtime.
 
     FILES are ORBIT sources (compiled first) or compiled IR (.json). Child
@@ -50,4 +50,4 @@ def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Path, ..
     # The IR codec is heavy; load it only when there is something to deploy.
     from orbit_cli.definitions import load_definitions
 
-    register(client, load_definitions(list(files), policies=policies))
+    register(client, load_definitions(list(files)))
