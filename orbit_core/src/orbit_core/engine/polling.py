@@ -68,11 +68,9 @@ class Polling:
         still: deque[Command] = deque()
         while self._pollers:
             cmd = self._pollers.popleft()
-            if cmd.parked != "waiting" or cmd.session is None:
+            session = self._waiting_session(cmd)
+            if session is None:
                 continue
-            if cmd.session.session_id not in self._workers.sessions:
-                continue
-            session = cmd.session
             if not self._x.index.has(session.contracts, session.runtime, self._valid_task):
                 still.append(cmd)
                 continue
@@ -100,14 +98,20 @@ class Polling:
             return
         still: deque[Command] = deque()
         for cmd in self._pollers:
-            session = cmd.session
-            if cmd.parked != "waiting" or session is None:
-                continue
-            if session.session_id not in self._workers.sessions or self._hung_up(cmd):
+            session = self._waiting_session(cmd)
+            if session is None or self._hung_up(cmd):
                 continue
             session.last_seen_ms = max(session.last_seen_ms, tx.now)
             still.append(cmd)
         self._pollers = still
+
+    def _waiting_session(self, cmd: Command) -> Session | None:
+        """The session of a poll that still waits; None once the poll ended
+        or its session is gone (the poll is then dropped from the queue)."""
+        session = cmd.session
+        if cmd.parked != "waiting" or session is None:
+            return None
+        return session if session.session_id in self._workers.sessions else None
 
     def _hung_up(self, cmd: Command) -> bool:
         """Whether the transport says the poll's worker is gone; such a poll
