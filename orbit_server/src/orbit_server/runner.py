@@ -6,8 +6,9 @@ reported at once, and `--addr 127.0.0.1:0` picks a free one), then forks ONE
 worker (`worker.OrbitWorker`: gunicorn's `gthread` with a short path for
 kept-alive requests), kept on one CPU. The worker opens the store, recovers
 every active execution and only then builds the WSGI app and logs that it
-listens: one engine per server. Long polls park on the engine's condition, each holding one of the
-worker's threads, so the pool is sized for pollers plus headroom.
+listens: one engine per server. Long polls park on the engine's condition,
+each holding one of the worker's threads, so the pool is sized for pollers
+plus headroom.
 
 SIGINT and SIGTERM both stop gracefully: the listener closes, in-flight
 requests (long polls included) finish, the engine closes, exit status 0. The

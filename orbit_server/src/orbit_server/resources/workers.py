@@ -6,7 +6,6 @@ import functools
 from typing import Any
 
 import falcon
-import orjson
 
 from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError
@@ -62,10 +61,8 @@ class WorkerProtocol:
         if task is None:
             resp.status = 204
             return
-        data = orjson.dumps(task)
-        resp.content_type = falcon.MEDIA_JSON
-        resp.content_length = len(data)
-        resp.stream = handed_over(data, connected, functools.partial(self._undelivered, task))
+        undelivered = functools.partial(self._undelivered, task)
+        send(resp, task, stream=lambda data: handed_over(data, connected, undelivered))
 
     def _undelivered(self, task: dict[str, Any]) -> None:
         """The worker hung up before its task reached it: the attempt is
