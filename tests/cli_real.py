@@ -2,23 +2,22 @@
 
 `Orbit` invokes the CLI in-process (click's runner) against a server URL.
 `TaskWorker` serves tasks from a thread over the raw worker protocol, with
-plain functions as handlers, so the tests need no SDK. `same` compares an
-output with the book's transcript (a golden file from the CLI's fake-runtime
-tests, or one written in the test) once both are masked by `mask`, the one
+plain functions as handlers, so the tests need no SDK. Outputs are compared
+with the book's transcripts (golden files of the CLI's fake-runtime tests, or
+written in the test) by the end-to-end tests' `same`, whose `mask` is the one
 place that knows what differs from one run to the next.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-import textwrap
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
+from e2e.e2e_transcripts import book, mask, same
 from server_harness import Http, RawWorker, ServerProcess
 
 from orbit_cli.main import cli
@@ -26,45 +25,10 @@ from orbit_cli.main import cli
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "orbit_cli" / "tests" / "golden"
 
-# What legitimately differs between the book's run and ours, and its stand-in.
-_MASKS = [
-    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<id>"),
-    (re.compile(r"sha256:[0-9a-f]{12,64}"), "sha256:<hash>"),
-    (re.compile(r"\b[0-9a-f]{64}\b"), "<token>"),
-    (re.compile(r"\bpost-[0-9a-f]{8}\b"), "post-<id>"),
-    (re.compile(r"\b1[78]\d{11}\b"), "<ms>"),
-]
-_DURATION = r"\d+(?:\.\d+)?(?:ms|s)|\d+m\d\ds|\d+h\d\dm"
-# A duration inside a line sits in a right-aligned column: masked, it keeps the
-# column's width, so a misaligned table still differs. One that ends a line may
-# end a padded column whose trailing blanks the book lost, so the blanks before
-# it are not compared.
-_COLUMN = re.compile(rf"(?<=\S)( +(?:{_DURATION}))(?= )")
-_TRAILING = re.compile(rf" +(?:{_DURATION})$")
-
-
-def mask(text: str) -> str:
-    for pattern, stand_in in _MASKS:
-        text = pattern.sub(stand_in, text)
-    lines = [_COLUMN.sub(_same_width, line.rstrip()) for line in text.splitlines()]
-    return "\n".join(_TRAILING.sub(" <t>", line) for line in lines).strip("\n")
-
-
-def _same_width(match: re.Match[str]) -> str:
-    return "<t>".rjust(len(match[1]))
-
 
 def golden(name: str) -> str:
     """A transcript of the book kept as a golden file of the CLI tests."""
     return (GOLDEN / f"{name}.txt").read_text(encoding="utf-8")
-
-
-def same(actual: str, expected: str) -> None:
-    """Asserts that `actual` reads as the book's `expected` once both are masked."""
-    want = mask(textwrap.dedent(expected)).splitlines()
-    got = mask(actual).splitlines()
-    diff = difflib.unified_diff(want, got, "book", "actual", lineterm="")
-    assert got == want, "\n" + "\n".join(diff)
 
 
 # `orbit run` reports the states it happens to see when it looks: whether a
@@ -74,9 +38,9 @@ _PASSING = re.compile(r"^  [·↻] ")
 
 def same_run(actual: str, expected: str) -> None:
     """`same` for `orbit run`'s report, which may also show passing states."""
-    book = set(mask(textwrap.dedent(expected)).splitlines())
+    expected_lines = set(book(expected).splitlines())
     lines = actual.splitlines()
-    kept = [line for line in lines if not _PASSING.match(line) or mask(line) in book]
+    kept = [line for line in lines if not _PASSING.match(line) or mask(line) in expected_lines]
     same("\n".join(kept), expected)
 
 

@@ -1,9 +1,11 @@
 """Comparing CLI output with the book's transcripts.
 
-Ids, hashes, post ids, clock times and durations differ on every run, so both
-sides are masked before they are compared. A duration inside a line sits in a
+Ids, hashes, tokens, post ids, clock times, epoch milliseconds and durations
+differ on every run, so both sides are masked before they are compared. A duration inside a line sits in a
 right-aligned column: its mask keeps the column's width, so misaligned output
-still fails. Trailing blanks are dropped, as the book's pages lost theirs.
+still fails. Trailing blanks are dropped, as the book's pages lost theirs; so
+is the padding before a duration that ends a line, which may end such a
+column.
 
 Steps that run in parallel finish in any order: `any_order` names them, and
 each run of consecutive lines about them is compared as a multiset, with the
@@ -18,11 +20,13 @@ import textwrap
 
 _UUID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\.\.\.)")
 _HASH = re.compile(r"sha256:[0-9a-f]{12,64}")
-_POST = re.compile(r"post-[0-9a-f]{8}")
+_TOKEN = re.compile(r"\b[0-9a-f]{64}\b")
+_POST = re.compile(r"\bpost-[0-9a-f]{8}\b")
+_EPOCH_MS = re.compile(r"\b1[78]\d{11}\b")
 _CLOCK = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", re.MULTILINE)
-_DURATION = r"\d+(?:\.\d+)?(?:ms|s)"
+_DURATION = r"(?:\d+(?:\.\d+)?(?:ms|s)|\d+m\d\ds|\d+h\d\dm)"
 _COLUMN = re.compile(rf"(?<=\S)( +{_DURATION})(?= )")
-_TRAILING = re.compile(rf"\b{_DURATION}$", re.MULTILINE)
+_TRAILING = re.compile(rf" +{_DURATION}$", re.MULTILINE)
 
 
 def _column(match: re.Match[str]) -> str:
@@ -32,10 +36,12 @@ def _column(match: re.Match[str]) -> str:
 def mask(text: str) -> str:
     text = _UUID.sub("<id>", text)
     text = _HASH.sub("sha256:<hash>", text)
+    text = _TOKEN.sub("<token>", text)
     text = _POST.sub("post-<id>", text)
+    text = _EPOCH_MS.sub("<ms>", text)
     text = _CLOCK.sub("", text)
-    lines = [_COLUMN.sub(_column, line).rstrip() for line in text.splitlines()]
-    return _TRAILING.sub("<t>", "\n".join(lines)).strip("\n")
+    lines = [_COLUMN.sub(_column, line.rstrip()) for line in text.splitlines()]
+    return _TRAILING.sub(" <t>", "\n".join(lines)).strip("\n")
 
 
 def book(text: str) -> str:
