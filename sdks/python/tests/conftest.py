@@ -35,13 +35,19 @@ def fake() -> Iterator[FakeRuntime]:
 
 @pytest.fixture
 def make_worker(fake: FakeRuntime) -> Callable[..., Worker]:
-    """A Worker connected to the fake runtime, with a short poll for fast stops."""
+    """A Worker connected to the fake runtime, with a short poll for fast stops.
+
+    Its retry delays have no jitter (each is the full ceiling), so tests can
+    predict them; tests of the jitter replace worker._random.
+    """
 
     def make(**options: Any) -> Worker:
         options.setdefault("poll_wait_ms", 300)
         options.setdefault("worker_id", "test-worker")
         options.setdefault("server", fake.url)
-        return Worker(**options)
+        worker = Worker(**options)
+        worker._random = lambda: 1.0
+        return worker
 
     return make
 

@@ -92,8 +92,8 @@ def test_context_log_takes_any_field_name(caplog: pytest.LogCaptureFixture) -> N
     ]
 
 
-def test_backoff_doubles_from_200_ms_to_5_s() -> None:
-    backoff = Backoff()
+def test_backoff_ceiling_doubles_from_200_ms_to_5_s() -> None:
+    backoff = Backoff(lambda: 1.0)
     assert [backoff.next_delay() for _ in range(8)] == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
     backoff.reset()
     assert backoff.next_delay() == 0.2

@@ -227,7 +227,7 @@ def test_results_survive_a_runtime_restart(
     assert any(m.startswith("poll failed: cannot reach ORBIT runtime at") for m in caplog.messages)
 
 
-def test_an_answered_result_is_final(
+def test_an_answered_result_is_not_sent_again(
     fake: FakeRuntime,
     make_worker: MakeWorker,
     start_worker: StartWorker,
@@ -248,9 +248,13 @@ def test_an_answered_result_is_final(
     time.sleep(0.5)
 
     assert [c.body["token"] for c in fake.calls_to("/v1/tasks/complete")] == [first, second]
+    # The refused output is not sent again; a small failure takes its place.
+    [fallback] = fake.calls_to("/v1/tasks/fail")
+    assert fallback.body["token"] == first
+    assert fallback.body["error_code"] == "INVALID_RESULT"
     assert (
-        'result refused {"execution_id": "e-1", "step": "s", "attempt": 1, '
-        '"error": "PAYLOAD_TOO_LARGE (413): task result is big"}' in caplog.messages
+        'result refused; reporting the attempt as failed {"execution_id": "e-1", "step": "s", '
+        '"attempt": 1, "error": "PAYLOAD_TOO_LARGE (413): task result is big"}' in caplog.messages
     )
     assert (
         'result ignored {"execution_id": "e-2", "step": "s", "attempt": 1, '

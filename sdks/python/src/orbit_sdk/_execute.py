@@ -22,13 +22,18 @@ TRACEBACK_FRAMES = 20
 
 
 class Outcome:
-    """The protocol call that reports an attempt: its path and JSON body."""
+    """The protocol call that reports an attempt: its path and JSON body.
 
-    __slots__ = ("body", "path")
+    fallback marks the failure the SDK reports when the runtime refused the
+    first report; it gets no fallback of its own.
+    """
 
-    def __init__(self, path: str, body: dict[str, Any]) -> None:
+    __slots__ = ("body", "fallback", "path")
+
+    def __init__(self, path: str, body: dict[str, Any], fallback: bool = False) -> None:
         self.path = path
         self.body = body
+        self.fallback = fallback
 
 
 def run_handler(handler: Handler | None, task: dict[str, Any], ctx: Context) -> Outcome:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from orbit_sdk._backoff import Backoff
+from orbit_sdk._backoff import Backoff, RandomSource
 from orbit_sdk._log import LOGGER
 from orbit_sdk.client import ApiError, Client
 
@@ -16,6 +16,10 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 5000
 def is_transient(error: ApiError) -> bool:
     """Connection failures and 5xx answers are retried; other answers are final."""
     return error.is_connection_error or error.status >= 500
+
+
+def is_unknown_session(error: ApiError) -> bool:
+    return error.status == 404 and error.code == "UNKNOWN_SESSION"
 
 
 def describe(error: ApiError) -> str:
@@ -31,9 +35,14 @@ class Session:
     """
 
     def __init__(
-        self, client: Client, announcement: dict[str, Any], stopping: threading.Event
+        self,
+        client: Client,
+        announcement: dict[str, Any],
+        stopping: threading.Event,
+        random_source: RandomSource,
     ) -> None:
         self._client = client
+        self._random = random_source
         self._announcement = announcement
         self._stopping = stopping
         self._lock = threading.Lock()
@@ -65,7 +74,7 @@ class Session:
             self._register(refusals_are_fatal=False)
 
     def _register(self, refusals_are_fatal: bool) -> bool:
-        backoff = Backoff()
+        backoff = Backoff(self._random)
         while not self._stopping.is_set():
             try:
                 _, answer = self._client.post(REGISTER, self._announcement)

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import socket
 import threading
 from types import FrameType
 from typing import Any, Callable, Optional, TypeVar, Union
 
-from orbit_sdk._backoff import Backoff
-from orbit_sdk._execute import Handler, Outcome, run_handler
+from orbit_sdk._backoff import Backoff, RandomSource
+from orbit_sdk._delivery import Reporter
+from orbit_sdk._execute import Handler, run_handler
 from orbit_sdk._log import LOGGER, configure_logging, log_fields
-from orbit_sdk._session import Session, describe, is_transient
+from orbit_sdk._session import Session, describe, is_unknown_session
 from orbit_sdk._version import USER_AGENT
 from orbit_sdk.client import ApiError, Client
 from orbit_sdk.context import Context
@@ -63,6 +65,8 @@ class Worker:
         self._state_lock = threading.Lock()
         self._inflight: dict[str, Context] = {}
         self._inflight_lock = threading.Lock()
+        # Jitter of every retry delay; tests replace it to fix the delays.
+        self._random: RandomSource = random.random
 
     def task(self, name: str, version: str = "1.0.0") -> Callable[[F], F]:
         """Decorator registering fn(input, ctx) for name@version; returns fn."""
@@ -101,7 +105,7 @@ class Worker:
         previous = self._install_signal_handlers() if install_signal_handlers else {}
         client = self.client
         try:
-            session = Session(client, self._announcement(), self._stopping)
+            session = Session(client, self._announcement(), self._stopping, self._random)
             if session.open():
                 self._serve(client, session)
         finally:
@@ -138,8 +142,9 @@ class Worker:
 
     def _serve(self, client: Client, session: Session) -> None:
         heartbeat = self._thread("orbit-heartbeat", self._heartbeat_loop, client, session)
+        reporter = Reporter(client, session, self._stopping, self._random)
         pollers = [
-            self._thread(f"orbit-poll-{i + 1}", self._poll_loop, client, session)
+            self._thread(f"orbit-poll-{i + 1}", self._poll_loop, client, session, reporter)
             for i in range(self.concurrency)
         ]
         # A timed wait keeps the main thread responsive to signals everywhere.
@@ -177,8 +182,8 @@ class Worker:
             signal.signal(signum, on_signal)
         return previous
 
-    def _poll_loop(self, client: Client, session: Session) -> None:
-        backoff = Backoff()
+    def _poll_loop(self, client: Client, session: Session, reporter: Reporter) -> None:
+        backoff = Backoff(self._random)
         lost_session = False
         while not self._stopping.is_set():
             session_id = session.id
@@ -187,7 +192,7 @@ class Worker:
                     POLL, {"worker_session_id": session_id, "wait_ms": self.poll_wait_ms}
                 )
             except ApiError as exc:
-                if _is_unknown_session(exc):
+                if is_unknown_session(exc):
                     session.renew(session_id)
                     # A runtime that forgets every new session must not be
                     # hammered: only the first loss is retried at once.
@@ -203,11 +208,11 @@ class Worker:
             lost_session = False
             if task is not None:
                 try:
-                    self._execute(client, session, task)
+                    self._execute(reporter, task)
                 except Exception:
                     LOGGER.exception("could not process a task assignment: %r", task)
 
-    def _execute(self, client: Client, session: Session, task: dict[str, Any]) -> None:
+    def _execute(self, reporter: Reporter, task: dict[str, Any]) -> None:
         ctx = Context._from_assignment(task)
         entry = self._handlers.get(ctx.task_name)
         log_fields(
@@ -222,43 +227,7 @@ class Worker:
         finally:
             with self._inflight_lock:
                 self._inflight.pop(ctx.token, None)
-        self._deliver(client, session, ctx, outcome)
-
-    def _deliver(self, client: Client, session: Session, ctx: Context, outcome: Outcome) -> None:
-        """Reports a result until the runtime answers it.
-
-        Outages and 5xx answers are retried while the worker runs; once
-        shutdown begins one more attempt is made, after which the runtime
-        redelivers the task itself. Any answer, accepted or not, is final.
-        """
-        backoff = Backoff()
-        last_chance = False
-        while True:
-            session_id = session.id
-            try:
-                _, answer = client.post(outcome.path, outcome.body)
-            except ApiError as exc:
-                unknown_session = _is_unknown_session(exc)
-                if not (unknown_session or is_transient(exc)):
-                    log_fields(
-                        logging.ERROR, "result refused", {**ctx._identity(), "error": str(exc)}
-                    )
-                    return
-                if unknown_session:
-                    session.renew(session_id)
-                if last_chance:
-                    fields = {**ctx._identity(), "error": describe(exc)}
-                    log_fields(logging.WARNING, "result not delivered before shutdown", fields)
-                    return
-                delay = backoff.next_delay()
-                message = f"result delivery failed: {describe(exc)}; retrying in {delay:.1f}s"
-                log_fields(logging.WARNING, message, ctx._identity())
-                last_chance = self._stopping.wait(delay)
-                continue
-            if isinstance(answer, dict) and answer.get("accepted") is False:
-                fields = {**ctx._identity(), "reason": answer.get("reason")}
-                log_fields(logging.INFO, "result ignored", fields)
-            return
+        reporter.deliver(ctx, outcome)
 
     def _heartbeat_loop(self, client: Client, session: Session) -> None:
         while not self._stopping.wait(session.heartbeat_interval_s):
@@ -266,7 +235,7 @@ class Worker:
             try:
                 _, answer = client.post(HEARTBEAT, {"worker_session_id": session_id})
             except ApiError as exc:
-                if _is_unknown_session(exc):
+                if is_unknown_session(exc):
                     session.renew(session_id)
                 else:
                     LOGGER.warning("heartbeat failed: %s", describe(exc))
@@ -290,11 +259,7 @@ class Worker:
             client.post(UNREGISTER, {"worker_session_id": session.id})
         except ApiError as exc:
             # An unknown session holds no tasks, so there is nothing to release.
-            if not _is_unknown_session(exc):
+            if not is_unknown_session(exc):
                 LOGGER.warning("unregister failed: %s", describe(exc))
                 return
         LOGGER.info("worker %s unregistered", self.worker_id)
-
-
-def _is_unknown_session(error: ApiError) -> bool:
-    return error.status == 404 and error.code == "UNKNOWN_SESSION"

@@ -1,0 +1,141 @@
+"""Reporting an attempt's result: which answers to retry, for how long, and what then.
+
+The runtime reconciles results by token, so sending one again is harmless and a
+result held through an outage or a restart is still accepted afterwards. Not
+every error is worth waiting out, though:
+
+- no answer, 408, 429, 502, 503 and 504 mean the runtime (or a proxy in front
+  of it) is restarting or overloaded: retried with backoff for up to
+  RESULT_RETRY_WINDOW_S, and no longer once shutdown has begun;
+- any other 5xx may be an outage too, or the runtime failing on this very
+  result: tried SERVER_ERROR_ATTEMPTS times in all, then treated as refused;
+- any other 4xx is the runtime refusing the report, which sending it again
+  cannot change.
+
+A refused report would leave the attempt in flight until its timeout (forever
+without one), so the SDK reports the attempt as failed instead, once, with a
+small body that carries the runtime's error. A refusal that was about the
+result itself (4xx) is INVALID_RESULT and not retryable; a result the runtime
+kept failing to record (5xx) is RESULT_UNDELIVERABLE and retryable, leaving the
+decision to the step's retry policy. A refusal of the credentials (401, 403)
+gets no fallback: the fallback would be refused the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from orbit_sdk._backoff import Backoff, RandomSource
+from orbit_sdk._execute import FAIL, Outcome
+from orbit_sdk._log import log_fields
+from orbit_sdk._session import Session, describe, is_unknown_session
+from orbit_sdk.client import ApiError, Client
+from orbit_sdk.context import Context
+
+# The runtime redelivers an attempt whose worker went silent for a session
+# timeout (30 s by default), so a result held for much longer is rarely the
+# one that counts; ten minutes also matches the book's other SDKs.
+RESULT_RETRY_WINDOW_S = 600.0
+SERVER_ERROR_ATTEMPTS = 3
+UNAVAILABLE_STATUSES = frozenset({408, 429, 502, 503, 504})
+CREDENTIAL_STATUSES = frozenset({401, 403})
+# Keeps the fallback report small even if the runtime's message is not.
+MAX_MESSAGE_CHARS = 2000
+
+
+class Reporter:
+    """Sends the results of one worker's attempts; shared by its poll threads."""
+
+    def __init__(
+        self,
+        client: Client,
+        session: Session,
+        stopping: threading.Event,
+        random_source: RandomSource,
+    ) -> None:
+        self._client = client
+        self._session = session
+        self._stopping = stopping
+        self._random = random_source
+
+    def deliver(self, ctx: Context, outcome: Outcome) -> None:
+        """Reports outcome; if the runtime refuses it, reports a failure in its place."""
+        refusal = self._send(ctx, outcome)
+        if refusal is None:
+            return
+        fallback = _fallback(ctx, outcome, refusal)
+        if fallback is not None:
+            fields = {**ctx._identity(), "error": str(refusal)}
+            log_fields(logging.WARNING, "result refused; reporting the attempt as failed", fields)
+            refusal = self._send(ctx, fallback)
+        if refusal is not None:
+            fields = {**ctx._identity(), "error": str(refusal)}
+            log_fields(logging.ERROR, "result refused", fields)
+
+    def _send(self, ctx: Context, outcome: Outcome) -> ApiError | None:
+        """Sends until answered; the error if refused, None once answered or given up."""
+        backoff = Backoff(self._random)
+        give_up_at = time.monotonic() + RESULT_RETRY_WINDOW_S
+        server_errors = 0
+        last_chance = False
+        while True:
+            session_id = self._session.id
+            try:
+                _, answer = self._client.post(outcome.path, outcome.body)
+            except ApiError as exc:
+                if is_unknown_session(exc):
+                    self._session.renew(session_id)
+                elif exc.status >= 500 and exc.status not in UNAVAILABLE_STATUSES:
+                    server_errors += 1
+                    if server_errors >= SERVER_ERROR_ATTEMPTS:
+                        return exc
+                elif not (exc.is_connection_error or exc.status in UNAVAILABLE_STATUSES):
+                    return exc
+                fields = {**ctx._identity(), "error": describe(exc)}
+                if last_chance:
+                    log_fields(logging.WARNING, "result not delivered before shutdown", fields)
+                    return None
+                delay = backoff.next_delay()
+                if time.monotonic() + delay > give_up_at:
+                    message = f"result not delivered after {RESULT_RETRY_WINDOW_S:g}s of retries"
+                    log_fields(logging.ERROR, message, fields)
+                    return None
+                message = f"result delivery failed: {describe(exc)}; retrying in {delay:.1f}s"
+                log_fields(logging.WARNING, message, ctx._identity())
+                last_chance = self._stopping.wait(delay)
+                continue
+            if isinstance(answer, dict) and answer.get("accepted") is False:
+                fields = {**ctx._identity(), "reason": answer.get("reason")}
+                log_fields(logging.INFO, "result ignored", fields)
+            return None
+
+
+def _fallback(ctx: Context, refused: Outcome, error: ApiError) -> Outcome | None:
+    """The failure reported in place of a refused result; None when there is none."""
+    if error.status in CREDENTIAL_STATUSES or refused.fallback:
+        return None
+    details: dict[str, Any] = {"refused": "fail" if refused.path == FAIL else "complete"}
+    if refused.path == FAIL:
+        details["error_code"] = refused.body.get("error_code")
+    details.update(status=error.status, code=error.code, message=_clip(error.message))
+    if error.status >= 500:
+        code, retryable = "RESULT_UNDELIVERABLE", True
+        message = f"the runtime failed to record the task's result: {_clip(str(error))}"
+    else:
+        code, retryable = "INVALID_RESULT", False
+        message = f"the runtime refused the task's result: {_clip(str(error))}"
+    body = {
+        "token": ctx.token,
+        "error_code": code,
+        "error_message": message,
+        "retryable": retryable,
+        "details": details,
+    }
+    return Outcome(FAIL, body, fallback=True)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
