@@ -1,16 +1,18 @@
 /**
  * One run of a worker, from registration to unregistration: the poll loops,
- * the heartbeat loop, task execution, result delivery and the shutdown order
- * (stop polling, let running tasks finish and report, then unregister).
+ * the heartbeat loop, task execution and the shutdown order (stop polling,
+ * let running tasks finish and report, then unregister). Results go through
+ * the Reporter of delivery.ts, which decides what to retry and for how long.
  */
 import type { Client } from "./client.ts";
 import { TaskContext, type Context } from "./context.ts";
 import { explain, hasCode, isTransient, TaskError } from "./errors.ts";
 import type { Logger } from "./logger.ts";
-import { failRequest, runHandler, type Outcome } from "./outcome.ts";
+import { describeTask, Reporter } from "./delivery.ts";
+import { runHandler, type Outcome } from "./outcome.ts";
 import * as protocol from "./protocol.ts";
 import { Session } from "./session.ts";
-import { Backoff, sleep } from "./timing.ts";
+import { Backoff, sleep, type RandomSource } from "./timing.ts";
 import { SDK_VERSION } from "./version.ts";
 
 export interface RegisteredTask {
@@ -26,6 +28,8 @@ export interface RunConfig {
   pollWaitMs: number;
   logger: Logger;
   tasks: ReadonlyMap<string, RegisteredTask>;
+  /** Jitter of every retry delay. */
+  random: RandomSource;
 }
 
 interface Running {
@@ -39,6 +43,7 @@ export class WorkerRun {
   /** Aborted when shutdown begins: ends polls, heartbeats and retry waits. */
   readonly #stopping = new AbortController();
   readonly #session: Session;
+  readonly #reporter: Reporter;
   readonly #running = new Map<string, Running>();
   #fatal: { error: unknown } | undefined;
 
@@ -59,6 +64,13 @@ export class WorkerRun {
       },
       config.logger,
       this.#stopping.signal,
+      config.random,
+    );
+    this.#reporter = new Reporter(
+      config.client,
+      config.logger,
+      this.#stopping.signal,
+      config.random,
     );
   }
 
@@ -90,7 +102,7 @@ export class WorkerRun {
 
   async #pollLoop(): Promise<void> {
     const { client, pollWaitMs } = this.#config;
-    const backoff = new Backoff();
+    const backoff = new Backoff(this.#config.random);
     while (!this.#isStopping()) {
       const sessionId = this.#session.id;
       let task: protocol.TaskAssignment | undefined;
@@ -157,7 +169,7 @@ export class WorkerRun {
   #cancel(token: string): void {
     const running = this.#running.get(token);
     if (running === undefined || running.controller.signal.aborted) return;
-    this.#logger.info(`[orbit] the runtime cancelled ${describe(running.task)}`);
+    this.#logger.info(`[orbit] the runtime cancelled ${describeTask(running.task)}`);
     const reason = new TaskError("CANCELLED", "the runtime cancelled this attempt", {
       retryable: false,
     });
@@ -184,48 +196,10 @@ export class WorkerRun {
     if (outcome.kind === "fail") {
       ctx.log("task failed", { code: outcome.error.code, retryable: outcome.error.retryable });
       if (outcome.thrown !== undefined) {
-        this.#logger.error(`[orbit] ${describe(task)} threw:`, outcome.thrown);
+        this.#logger.error(`[orbit] ${describeTask(task)} threw:`, outcome.thrown);
       }
     }
-    await this.#deliver(task, outcome);
-  }
-
-  /**
-   * Sends the result until the runtime answers. Tokens outlive sessions, so a
-   * result held through a runtime restart is still accepted afterwards.
-   */
-  async #deliver(task: protocol.TaskAssignment, outcome: Outcome): Promise<void> {
-    const { client } = this.#config;
-    const backoff = new Backoff();
-    for (;;) {
-      try {
-        const ack =
-          outcome.kind === "complete"
-            ? await protocol.complete(client, task.token, outcome.output)
-            : await protocol.fail(client, failRequest(task.token, outcome.error));
-        if (!ack.accepted) {
-          const reason = ack.reason ?? "no reason given";
-          this.#logger.info(`[orbit] result for ${describe(task)} not accepted: ${reason}`);
-        }
-        return;
-      } catch (err) {
-        if (!isTransient(err)) {
-          this.#logger.error(`[orbit] result for ${describe(task)} refused: ${explain(err)}`);
-          return;
-        }
-        if (this.#isStopping()) {
-          this.#logger.warn(
-            `[orbit] result for ${describe(task)} not delivered before shutdown: ${explain(err)}`,
-          );
-          return;
-        }
-        const delay = backoff.next();
-        this.#logger.warn(
-          `[orbit] cannot deliver the result for ${describe(task)}: ${explain(err)}; retrying in ${delay} ms`,
-        );
-        await sleep(delay, this.#stopping.signal);
-      }
-    }
+    await this.#reporter.deliver(task, outcome);
   }
 
   async #unregister(): Promise<void> {
@@ -243,8 +217,4 @@ export class WorkerRun {
       this.#logger.warn(`[orbit] could not unregister: ${explain(err)}`);
     }
   }
-}
-
-function describe(task: protocol.TaskAssignment): string {
-  return `${task.task_name} (execution ${task.execution_id}, step ${task.step_id}, attempt ${task.attempt})`;
 }

@@ -2,7 +2,7 @@ import type { Client } from "./client.ts";
 import { explain, isTransient } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 import * as protocol from "./protocol.ts";
-import { Backoff, sleep } from "./timing.ts";
+import { Backoff, sleep, type RandomSource } from "./timing.ts";
 
 /**
  * The worker's session with the runtime. After a runtime restart every loop
@@ -14,6 +14,7 @@ export class Session {
   readonly #request: protocol.RegisterRequest;
   readonly #logger: Logger;
   readonly #stopping: AbortSignal;
+  readonly #random: RandomSource;
   #id: string | undefined;
   #renewal: Promise<boolean> | undefined;
   heartbeatIntervalMs = 5000;
@@ -24,11 +25,13 @@ export class Session {
     request: protocol.RegisterRequest,
     logger: Logger,
     stopping: AbortSignal,
+    random: RandomSource,
   ) {
     this.#client = client;
     this.#request = request;
     this.#logger = logger;
     this.#stopping = stopping;
+    this.#random = random;
   }
 
   #isStopping(): boolean {
@@ -51,7 +54,7 @@ export class Session {
    * the runtime refuses the registration.
    */
   async open(): Promise<boolean> {
-    const backoff = new Backoff();
+    const backoff = new Backoff(this.#random);
     for (;;) {
       if (this.#isStopping()) return false;
       try {

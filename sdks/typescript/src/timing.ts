@@ -57,19 +57,33 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** Delays for retries: 200 ms, doubling on each failure, at most 5 s. */
+/** A source of random numbers in [0, 1], like Math.random. */
+export type RandomSource = () => number;
+
+/**
+ * Delays for retries: capped exponential backoff with full jitter. A ceiling
+ * starts at 200 ms and doubles on each failure up to 5 s; each delay is drawn
+ * uniformly below it. Without the draw, workers that lost the runtime at the
+ * same moment (a restart) would retry at the same moments and hit it as one
+ * burst each time. Tests pass a fixed `random` to know the delays.
+ */
 export class Backoff {
   static readonly INITIAL_MS = 200;
   static readonly MAX_MS = 5000;
-  #next = Backoff.INITIAL_MS;
+  readonly #random: RandomSource;
+  #ceiling = Backoff.INITIAL_MS;
+
+  constructor(random: RandomSource = Math.random) {
+    this.#random = random;
+  }
 
   next(): number {
-    const delay = this.#next;
-    this.#next = Math.min(delay * 2, Backoff.MAX_MS);
-    return delay;
+    const ceiling = this.#ceiling;
+    this.#ceiling = Math.min(ceiling * 2, Backoff.MAX_MS);
+    return Math.round(ceiling * Math.min(Math.max(this.#random(), 0), 1));
   }
 
   reset(): void {
-    this.#next = Backoff.INITIAL_MS;
+    this.#ceiling = Backoff.INITIAL_MS;
   }
 }

@@ -18,6 +18,11 @@ export interface WorkerOptions extends ClientOptions {
   pollWaitMs?: number | undefined;
   /** Destination of the SDK's own messages. Default console. */
   logger?: Logger | undefined;
+  /**
+   * Source of the random part of retry delays: a function returning numbers
+   * in [0, 1]. Default Math.random; a constant makes the delays predictable.
+   */
+  random?: (() => number) | undefined;
 }
 
 const SIGNALS = ["SIGINT", "SIGTERM"] as const;
@@ -31,6 +36,7 @@ export class Worker {
   readonly #concurrency: number;
   readonly #pollWaitMs: number;
   readonly #logger: Logger;
+  readonly #random: () => number;
   readonly #tasks = new Map<string, RegisteredTask>();
   #current: WorkerRun | undefined;
 
@@ -42,6 +48,7 @@ export class Worker {
     this.#concurrency = concurrency >= 1 ? concurrency : 1;
     this.#pollWaitMs = options.pollWaitMs ?? 20_000;
     this.#logger = options.logger ?? console;
+    this.#random = options.random ?? Math.random;
   }
 
   /**
@@ -80,6 +87,7 @@ export class Worker {
       pollWaitMs: this.#pollWaitMs,
       logger: this.#logger,
       tasks: this.#tasks,
+      random: this.#random,
     });
     this.#current = run;
     const onSignal = (signal: NodeJS.Signals): void => {

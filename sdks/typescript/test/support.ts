@@ -32,6 +32,8 @@ export async function harness(
     workerId: "test-worker",
     pollWaitMs: 1000,
     logger,
+    // Retry delays without jitter (each the full ceiling), so tests can predict them.
+    random: () => 1,
     ...options,
   });
   let running: Promise<void> | undefined;

@@ -473,7 +473,7 @@ describe("result delivery", () => {
     assert.equal(h.fake.holders.get(second), [...h.fake.sessions][0]);
   });
 
-  test("an answered result is final, accepted or not", async (t) => {
+  test("an answered result is not sent again, accepted or not", async (t) => {
     const h = await harness(t);
     h.worker.task("dup", {}, () => ({})).task("big", {}, () => ({ blob: "x".repeat(100) }));
     h.fake.intercept((r) => {
@@ -488,10 +488,14 @@ describe("result delivery", () => {
     });
     void h.start();
     h.fake.enqueue({ task_name: "dup" });
-    h.fake.enqueue({ task_name: "big" });
-    await eventually(() => h.fake.results.length === 2, "both results");
+    const big = h.fake.enqueue({ task_name: "big" });
+    await eventually(() => h.fake.results.length === 3, "both results and a fallback");
     await delay(500);
-    assert.equal(h.fake.results.length, 2);
+    assert.equal(h.fake.calls("/v1/tasks/complete").length, 2);
+    // The refused output is not sent again; a small failure takes its place.
+    const fallback = h.fake.calls("/v1/tasks/fail")[0]?.body as Record<string, unknown>;
+    assert.equal(fallback.token, big);
+    assert.equal(fallback.error_code, "INVALID_RESULT");
     assert.ok(
       h.logger.lines.some(
         (l) =>
@@ -500,7 +504,7 @@ describe("result delivery", () => {
       ),
     );
     assert.ok(
-      h.logger.lines.some((l) => l.level === "error" && l.text.includes("PAYLOAD_TOO_LARGE")),
+      h.logger.lines.some((l) => l.level === "warn" && l.text.includes("PAYLOAD_TOO_LARGE")),
     );
   });
 });

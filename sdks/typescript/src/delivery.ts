@@ -1,0 +1,165 @@
+/**
+ * Reporting an attempt's result: which answers to retry, for how long, and
+ * what to do when the runtime will not take it.
+ *
+ * The runtime reconciles results by token, so sending one again is harmless
+ * and a result held through an outage or a restart is still accepted later.
+ * Not every error is worth waiting out, though:
+ *
+ * - no answer, 408, 429, 502, 503 and 504 mean the runtime (or a proxy in
+ *   front of it) is restarting or overloaded: retried with backoff for up to
+ *   `resultRetry.windowMs`, and no longer once shutdown has begun;
+ * - any other 5xx may be an outage too, or the runtime failing on this very
+ *   result: tried `resultRetry.serverErrorAttempts` times in all, then
+ *   treated as refused;
+ * - any other 4xx is the runtime refusing the report, which sending it
+ *   again cannot change.
+ *
+ * A refused report would leave the attempt in flight until its timeout
+ * (forever without one), so the attempt is reported as failed instead, once,
+ * with a small body that carries the runtime's error: `INVALID_RESULT`, not
+ * retryable, when the runtime refused the result (4xx); `RESULT_UNDELIVERABLE`,
+ * retryable, when it kept failing to record it (5xx), which leaves the choice
+ * to the step's retry policy. A refusal of the credentials (401, 403) gets no
+ * fallback, which would be refused the same way.
+ */
+import type { Client } from "./client.ts";
+import { ApiError, explain } from "./errors.ts";
+import type { Json } from "./json.ts";
+import type { Logger } from "./logger.ts";
+import { failRequest, type Outcome } from "./outcome.ts";
+import * as protocol from "./protocol.ts";
+import { Backoff, sleep, type RandomSource } from "./timing.ts";
+
+/**
+ * The limits of result retries. The runtime redelivers an attempt whose worker
+ * went silent for a session timeout (30 s by default), so a result held much
+ * longer than ten minutes is rarely the one that counts. Mutable for tests.
+ */
+export const resultRetry = { windowMs: 600_000, serverErrorAttempts: 3 };
+
+const UNAVAILABLE = new Set([408, 429, 502, 503, 504]);
+const CREDENTIALS = new Set([401, 403]);
+/** Keeps the fallback report small even if the runtime's message is not. */
+const MAX_MESSAGE_CHARS = 2000;
+
+/** A report as sent: a fallback is the failure sent in place of a refused one. */
+type Report =
+  | { kind: "complete"; output: Json }
+  | { kind: "fail"; request: protocol.FailRequest; fallback: boolean };
+
+export class Reporter {
+  readonly #client: Client;
+  readonly #logger: Logger;
+  readonly #stopping: AbortSignal;
+  readonly #random: RandomSource;
+
+  constructor(client: Client, logger: Logger, stopping: AbortSignal, random: RandomSource) {
+    this.#client = client;
+    this.#logger = logger;
+    this.#stopping = stopping;
+    this.#random = random;
+  }
+
+  /** Reports `outcome`; if the runtime refuses it, reports a failure in its place. */
+  async deliver(task: protocol.TaskAssignment, outcome: Outcome): Promise<void> {
+    const first: Report =
+      outcome.kind === "complete"
+        ? { kind: "complete", output: outcome.output }
+        : { kind: "fail", request: failRequest(task.token, outcome.error), fallback: false };
+    let refusal = await this.#send(task, first);
+    if (refusal === undefined) return;
+    const fallback = fallbackFor(task, first, refusal);
+    if (fallback !== undefined) {
+      this.#logger.warn(
+        `[orbit] result for ${describeTask(task)} refused: ${explain(refusal)}; reporting the attempt as failed`,
+      );
+      refusal = await this.#send(task, fallback);
+    }
+    if (refusal !== undefined) {
+      this.#logger.error(`[orbit] result for ${describeTask(task)} refused: ${explain(refusal)}`);
+    }
+  }
+
+  /** Sends until answered: the error if refused, undefined once answered or given up. */
+  async #send(task: protocol.TaskAssignment, report: Report): Promise<ApiError | undefined> {
+    const backoff = new Backoff(this.#random);
+    const giveUpAt = Date.now() + resultRetry.windowMs;
+    let serverErrors = 0;
+    for (;;) {
+      try {
+        const ack =
+          report.kind === "complete"
+            ? await protocol.complete(this.#client, task.token, report.output)
+            : await protocol.fail(this.#client, report.request);
+        if (!ack.accepted) {
+          const reason = ack.reason ?? "no reason given";
+          this.#logger.info(`[orbit] result for ${describeTask(task)} not accepted: ${reason}`);
+        }
+        return undefined;
+      } catch (err) {
+        if (!(err instanceof ApiError)) {
+          this.#logger.error(`[orbit] result for ${describeTask(task)} not sent: ${explain(err)}`);
+          return undefined;
+        }
+        if (err.status >= 500 && !UNAVAILABLE.has(err.status)) {
+          if (++serverErrors >= resultRetry.serverErrorAttempts) return err;
+        } else if (err.status !== 0 && !UNAVAILABLE.has(err.status)) {
+          return err;
+        }
+        if (this.#stopping.aborted) {
+          this.#logger.warn(
+            `[orbit] result for ${describeTask(task)} not delivered before shutdown: ${explain(err)}`,
+          );
+          return undefined;
+        }
+        const delay = backoff.next();
+        if (Date.now() + delay > giveUpAt) {
+          this.#logger.error(
+            `[orbit] result for ${describeTask(task)} not delivered after ${resultRetry.windowMs / 1000} s of retries: ${explain(err)}`,
+          );
+          return undefined;
+        }
+        this.#logger.warn(
+          `[orbit] cannot deliver the result for ${describeTask(task)}: ${explain(err)}; retrying in ${delay} ms`,
+        );
+        await sleep(delay, this.#stopping);
+      }
+    }
+  }
+}
+
+function fallbackFor(
+  task: protocol.TaskAssignment,
+  refused: Report,
+  error: ApiError,
+): Report | undefined {
+  if (CREDENTIALS.has(error.status) || (refused.kind === "fail" && refused.fallback)) {
+    return undefined;
+  }
+  const details: Record<string, Json> = { refused: refused.kind };
+  if (refused.kind === "fail") details.error_code = refused.request.error_code;
+  details.status = error.status;
+  details.code = error.code;
+  details.message = clip(error.message);
+  const described = clip(`${error.code} (${error.status}): ${error.message}`);
+  const undeliverable = error.status >= 500;
+  const request: protocol.FailRequest = {
+    token: task.token,
+    error_code: undeliverable ? "RESULT_UNDELIVERABLE" : "INVALID_RESULT",
+    error_message: undeliverable
+      ? `the runtime failed to record the task's result: ${described}`
+      : `the runtime refused the task's result: ${described}`,
+    retryable: undeliverable,
+    details,
+  };
+  return { kind: "fail", request, fallback: true };
+}
+
+function clip(text: string): string {
+  return text.length <= MAX_MESSAGE_CHARS ? text : `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…`;
+}
+
+export function describeTask(task: protocol.TaskAssignment): string {
+  return `${task.task_name} (execution ${task.execution_id}, step ${task.step_id}, attempt ${task.attempt})`;
+}
