@@ -126,6 +126,31 @@ def test_a_store_held_by_another_process_is_refused_naming_its_pid(tmp_path: Pat
     SqliteStore(db).close()  # its exit released the lock
 
 
+def test_a_store_may_wait_for_an_exiting_holder(tmp_path: Path) -> None:
+    """A restart while the old process is still exiting: the lock is waited
+    for (`lock_wait_s`), not refused at once."""
+    db = tmp_path / "orbit.db"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from orbit_store.sqlite import SqliteStore; "
+            "s = SqliteStore(sys.argv[1]); print('open', flush=True); sys.stdin.read()",
+            str(db),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+    assert holder.stdin is not None
+    holder.stdin.close()  # it exits now, without closing the store
+    store = SqliteStore(db, lock_wait_s=30)
+    assert holder.wait(10) == 0
+    holder.stdout.close()
+    store.close()
+
+
 def corrupt_an_event_page(db: Path) -> None:
     """Overwrites one leaf page of `execution_events` with garbage."""
     import sqlite3

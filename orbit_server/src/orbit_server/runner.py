@@ -54,6 +54,9 @@ KEEPALIVE_S = 75
 # Shutdown waits for the longest request the API allows: a /wait.
 GRACEFUL_TIMEOUT_S = MAX_WAIT_MS // 1000 + 5
 _PR_SET_PDEATHSIG = 1
+# A restarted server waits this long for the one it replaces to finish exiting
+# (and release the database) before it refuses to start.
+LOCK_WAIT_S = 3.0
 
 
 def serve(config: ServerConfig) -> int:
@@ -108,7 +111,7 @@ def _check_database(config: ServerConfig, log: Any) -> bool:
     (with a notice naming the file) or found, locked, checked for corruption
     and written to; any failure stops the start with a clear error."""
     try:
-        store = SqliteStore(config.db)
+        store = SqliteStore(config.db, lock_wait_s=LOCK_WAIT_S)
     except OrbitError as exc:
         log.error("cannot open the database", db=config.db, error=exc.message)
         return False

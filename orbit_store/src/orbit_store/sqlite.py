@@ -8,7 +8,8 @@ A database file belongs to one store at a time. Opening one:
 - takes an exclusive `flock` on `<file>.lock` beside it, holding the owner's
   pid, so a second server (or a second store in the same process: `flock`
   locks belong to open files, not processes) is refused with an error naming
-  the holder instead of serving a stale copy. The lock file is never deleted:
+  the holder instead of serving a stale copy (after waiting `lock_wait_s`
+  for a holder that may be exiting). The lock file is never deleted:
   removing it would let two openers lock two different files;
 - runs `PRAGMA quick_check` (unless `verify=False`) and one write transaction,
   so a corrupt or read-only database is refused at once instead of failing
@@ -19,9 +20,10 @@ A database file belongs to one store at a time. Opening one:
 
 While open, the store remembers the device and inode of the file it opened.
 After every commit it compares them with what the path names now (one
-`stat`: measured 2-8 microseconds beside 1-3 ms for a durable commit): a file that was
-removed or replaced means the commit went to a file nobody will find again,
-so that commit and every later one fail with a StorageError naming the path.
+`stat`: measured at 2-8 microseconds, beside 1-3 ms for a durable commit):
+a file that was removed or replaced means the commit went to a file nobody
+will find again, so that commit and every later one fail with a StorageError
+naming the path.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -43,9 +46,14 @@ if sys.platform != "win32":
 
 
 class SqliteStore(SqlStore):
-    def __init__(self, path: str | os.PathLike[str], *, verify: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, verify: bool = True, lock_wait_s: float = 0.0
+    ) -> None:
         """`verify=False` skips the integrity check, for a second open of a
-        file that was just checked (the server checks before it forks)."""
+        file that was just checked (the server checks before it forks).
+        `lock_wait_s` is how long another process's lock is waited for before
+        the open is refused: a supervisor may restart a server while the
+        killed one is still exiting (a process blocked in fsync dies late)."""
         self.path = os.fspath(path)
         in_memory = self.path in ("", ":memory:") or "mode=memory" in self.path
         self.created = False
@@ -57,7 +65,7 @@ class SqliteStore(SqlStore):
             self.path = os.path.abspath(self.path)
             lock_path = self.path + ".lock"
             had_lock = os.path.exists(lock_path)
-            self._lock_fd = _lock(self.path, lock_path)
+            self._lock_fd = _lock(self.path, lock_path, lock_wait_s)
             self.created = not os.path.exists(self.path)
             self.replaced_missing = self.created and had_lock
         engine = create_engine(
@@ -160,7 +168,7 @@ def _identity(path: str) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _lock(path: str, lock_path: str) -> int | None:
+def _lock(path: str, lock_path: str, wait_s: float) -> int | None:
     """An open, exclusively locked `lock_path` holding our pid."""
     if sys.platform == "win32":  # pragma: no cover - no flock: no lock is taken
         return None
@@ -171,27 +179,38 @@ def _lock(path: str, lock_path: str) -> int | None:
             f"the database {path} cannot be opened: its lock file {lock_path} cannot be "
             f"opened: {exc.strerror or exc}"
         ) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        holder = b""
-        with contextlib.suppress(OSError):
-            holder = os.pread(fd, 32, 0)
-        os.close(fd)
-        pid = holder.decode(errors="replace").strip()
-        if pid == str(os.getpid()):
-            who = f"open already in this process (pid {pid})"
-        elif pid.isascii() and pid.isdigit():
-            who = f"in use by another process (pid {pid})"
-        else:
-            who = f"in use by another process ({exc.strerror or exc})"
-        raise StorageError(
-            f"the database {path} is {who}; a database belongs to one server "
-            f"(lock file {lock_path})"
-        ) from exc
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as exc:
+            holder = b""
+            with contextlib.suppress(OSError):
+                holder = os.pread(fd, 32, 0)
+            pid = holder.decode(errors="replace").strip()
+            if pid != str(os.getpid()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            os.close(fd)
+            raise _held(path, lock_path, pid, exc) from exc
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except OSError:
         pass  # the lock holds without the pid; only the message would lack it
     return fd
+
+
+def _held(path: str, lock_path: str, pid: str, exc: OSError) -> StorageError:
+    """The refusal when someone else holds the lock: named by the pid the
+    lock file holds, when it holds one."""
+    if pid == str(os.getpid()):
+        who = f"open already in this process (pid {pid})"
+    elif pid.isascii() and pid.isdigit():
+        who = f"in use by another process (pid {pid})"
+    else:
+        who = f"in use by another process ({exc.strerror or exc})"
+    return StorageError(
+        f"the database {path} is {who}; a database belongs to one server (lock file {lock_path})"
+    )
