@@ -20,7 +20,8 @@ A database file belongs to one store at a time. Opening one:
 
 While open, the store remembers the device and inode of the file it opened.
 After every commit it compares them with what the path names now (one
-`stat`: measured at 2-8 microseconds, beside 1-3 ms for a durable commit):
+`stat`: about 10 microseconds measured on a busy 2-core machine, beside
+3 ms for a durable commit there):
 a file that was removed or replaced means the commit went to a file nobody
 will find again, so that commit and every later one fail with a StorageError
 naming the path.
