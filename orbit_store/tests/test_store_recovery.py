@@ -47,6 +47,13 @@ def reopen(path: Path, clock: SimulatedClock) -> Engine:
     return simulated_engine(SqliteStore(path), clock, session_timeout_ms=5000)
 
 
+def crash(engine: Engine) -> None:
+    """The process dies: its memory is lost and the OS closes its files (and
+    so releases the database's lock). Closing the store writes nothing: every
+    commit was durable when it returned."""
+    engine.store.close()
+
+
 def test_recovery_accepts_old_tokens_and_fires_overdue_timers(tmp_path: Path) -> None:
     db = tmp_path / "orbit.db"
     clock = SimulatedClock()
@@ -57,8 +64,9 @@ def test_recovery_accepts_old_tokens_and_fires_overdue_timers(tmp_path: Path) ->
     first.start("Plain", input={"n": 2}, execution_id="r-2")
     held = w.take()
     w.run({"ok": True})  # r-2's work: its sleep starts now
-    # The process dies here: nothing is closed, memory is lost. The next
-    # process starts two minutes later, on its own clock.
+    # The process dies here. The next process starts two minutes later, on
+    # its own clock.
+    crash(first)
     clock = SimulatedClock(clock.now_ms() + 120_000)
     second = reopen(db, clock)
     assert second.recovery_log() == (
@@ -83,6 +91,7 @@ def test_unreported_attempts_are_redelivered_one_session_timeout_after_restart(
     w = Worker(first, "w-1", ["demo.work"])
     first.start("Plain", input={"n": 1}, execution_id="r-1")
     w.take()
+    crash(first)
     clock = SimulatedClock(clock.now_ms())
     second = reopen(db, clock)
     clock.advance(4900)

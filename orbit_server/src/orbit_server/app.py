@@ -25,7 +25,7 @@ def create_app(engine: Engine, config: ServerConfig) -> falcon.App[falcon.Reques
     errors.install(app)
 
     app.add_route("/v1/health", Health(engine))
-    app.add_route("/v1/ready", Ready())
+    app.add_route("/v1/ready", Ready(engine))
     app.add_route("/v1/metrics", Metrics(engine))
 
     workflows = Workflows(engine, config.max_body)

@@ -10,6 +10,11 @@ listens: one engine per server. Long polls park on the engine's condition,
 each holding one of the worker's threads, so the pool is sized for pollers
 plus headroom.
 
+The database is checked by the arbiter before it forks (`_check_database`):
+created with a notice naming the file if missing; refused if another process
+holds its lock, or if it is corrupt or read-only. The worker's store is
+wrapped in `storage.LoggedStore`, which logs every storage error.
+
 SIGINT and SIGTERM both stop gracefully: the listener closes, in-flight
 requests (long polls included) finish, the engine closes, exit status 0. The
 worker dies with the arbiter (PR_SET_PDEATHSIG), so a SIGKILL of `orbit
@@ -39,6 +44,7 @@ from orbit_core.errors import OrbitError
 from orbit_server import logs
 from orbit_server.app import create_app
 from orbit_server.config import Address, ConfigError, ServerConfig, check
+from orbit_server.storage import LoggedStore
 from orbit_server.worker import OrbitWorker
 from orbit_store.sqlite import SqliteStore
 
@@ -48,6 +54,9 @@ KEEPALIVE_S = 75
 # Shutdown waits for the longest request the API allows: a /wait.
 GRACEFUL_TIMEOUT_S = MAX_WAIT_MS // 1000 + 5
 _PR_SET_PDEATHSIG = 1
+# A restarted server waits this long for the one it replaces to finish exiting
+# (and release the database) before it refuses to start.
+LOCK_WAIT_S = 3.0
 
 
 def serve(config: ServerConfig) -> int:
@@ -67,10 +76,7 @@ def serve(config: ServerConfig) -> int:
         auth=config.auth,
         ui=config.ui,
     )
-    try:
-        SqliteStore(config.db).close()
-    except OrbitError as exc:
-        log.error("cannot open the database", db=config.db, error=exc.message)
+    if not _check_database(config, log):
         return 1
     try:
         listener = _listen(config.addr)
@@ -100,9 +106,32 @@ def _listen(addr: Address) -> socket.socket:
     return sock
 
 
+def _check_database(config: ServerConfig, log: Any) -> bool:
+    """Opens the database once before the worker is forked: it is created
+    (with a notice naming the file) or found, locked, checked for corruption
+    and written to; any failure stops the start with a clear error."""
+    try:
+        store = SqliteStore(config.db, lock_wait_s=LOCK_WAIT_S)
+    except OrbitError as exc:
+        log.error("cannot open the database", db=config.db, error=exc.message)
+        return False
+    try:
+        if store.replaced_missing:
+            log.warning(
+                f"created new database at {store.path}",
+                note="its lock file shows a database was used there before",
+            )
+        elif store.created:
+            log.info(f"created new database at {store.path}")
+    finally:
+        store.close()
+    return True
+
+
 def build_engine(config: ServerConfig) -> Engine:
+    # The arbiter checked the file just before forking (`_check_database`).
     return Engine(
-        SqliteStore(config.db),
+        LoggedStore(SqliteStore(config.db, verify=False), config.db),
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
         session_timeout_ms=config.session_timeout_ms,

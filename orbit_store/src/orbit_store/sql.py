@@ -4,12 +4,19 @@ Every `commit` is one transaction: the events of every execution in the
 group, the continue-as-new moves, the projection rows, new definitions and
 worker registrations. Statements use only portable constructs (inserts,
 updates by key, insert-from-select), so a dialect needs no code of its own.
+
+The store remembers how its last write ended. `write_problem` answers
+readiness checks: None while writes work; after a failed commit, the failure,
+until a write transaction (`probe_write`, tried at most once a second) or a
+later commit succeeds, so a store that recovered (space freed, database back)
+reports ready without waiting for traffic a load balancer withholds.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,6 +44,8 @@ _ROW = (
     "last_seq",
 )
 _UPDATE = ("status", "created_at_ms", "updated_at_ms", "last_seq", "b_id")
+# After a failed write, how often a readiness check may try a write of its own.
+PROBE_INTERVAL_S = 1.0
 
 
 class _Statement:
@@ -126,6 +135,8 @@ class SqlStore:
         """`separate_reads=False` reads through the write connection (for a
         database that lives in one connection, such as SQLite's `:memory:`)."""
         self.engine = engine
+        self._write_error: str | None = None
+        self._probed_at = float("-inf")
         self._writer = _Link(engine)
         self._reader = _Link(engine) if separate_reads else self._writer
         with self._writer.errors():
@@ -184,6 +195,11 @@ class SqlStore:
             dialect,
             select(*[x.c[c] for c in _ROW], archived).where(x.c.execution_id == bindparam("eid")),
             ("eid",),
+        )
+        self._touch = _Statement(
+            dialect,
+            update(s.schema_version).values(version=s.schema_version.c.version),
+            (),
         )
         self._select_events = _Statement(
             dialect,
@@ -254,6 +270,45 @@ class SqlStore:
 
     def commit(self, batch: CommitBatch) -> None:
         """One DBAPI transaction on the write connection."""
+        try:
+            self._commit(batch)
+        except StorageError as exc:
+            self._write_error = exc.message
+            raise
+        self._write_error = None
+
+    def probe_write(self) -> None:
+        """A write transaction that changes nothing: raises a StorageError
+        if the database cannot be written."""
+        try:
+            with self._writer.lock, self._writer.errors():
+                raw = self._writer.raw()
+                cursor = raw.cursor()
+                try:
+                    cursor.execute(self._touch.sql)
+                    raw.commit()
+                except BaseException:
+                    raw.rollback()
+                    raise
+                finally:
+                    cursor.close()
+        except StorageError as exc:
+            self._write_error = exc.message
+            raise
+        self._write_error = None
+
+    def write_problem(self) -> str | None:
+        """Why the store cannot write now, or None."""
+        if self._write_error is None:
+            return None
+        now = time.monotonic()
+        if now - self._probed_at >= PROBE_INTERVAL_S:
+            self._probed_at = now
+            with contextlib.suppress(StorageError):
+                self.probe_write()
+        return self._write_error
+
+    def _commit(self, batch: CommitBatch) -> None:
         events: list[tuple[Any, ...]] = []
         new_rows: list[tuple[Any, ...]] = []
         updates: list[tuple[Any, ...]] = []

@@ -1,23 +1,74 @@
 """The SQLite store: one file in WAL mode with `synchronous=FULL`, so every
 committed group survives power loss. One connection writes; another reads,
 which WAL lets run while a commit is in progress. `:memory:` (a database that
-lives in its connection) uses one connection for both."""
+lives in its connection) uses one connection for both.
+
+A database file belongs to one store at a time. Opening one:
+
+- takes an exclusive `flock` on `<file>.lock` beside it, holding the owner's
+  pid, so a second server (or a second store in the same process: `flock`
+  locks belong to open files, not processes) is refused with an error naming
+  the holder instead of serving a stale copy (after waiting `lock_wait_s`
+  for a holder that may be exiting). The lock file is never deleted:
+  removing it would let two openers lock two different files;
+- runs `PRAGMA quick_check` (unless `verify=False`) and one write transaction,
+  so a corrupt or read-only database is refused at once instead of failing
+  every later write;
+- notes whether the file had to be created (`created`), and whether a lock
+  file showed that a database had been used there before
+  (`replaced_missing`): the server logs either.
+
+While open, the store remembers the device and inode of the file it opened.
+After every commit it compares them with what the path names now (one
+`stat`: about 10 microseconds measured on a busy 2-core machine, beside
+3 ms for a durable commit there):
+a file that was removed or replaced means the commit went to a file nobody
+will find again, so that commit and every later one fail with a StorageError
+naming the path.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import time
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.pool import QueuePool, StaticPool
 
+from orbit_core.errors import StorageError
+from orbit_core.ports import CommitBatch
 from orbit_store.sql import SqlStore
+
+if sys.platform != "win32":
+    import fcntl
 
 
 class SqliteStore(SqlStore):
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, verify: bool = True, lock_wait_s: float = 0.0
+    ) -> None:
+        """`verify=False` skips the integrity check, for a second open of a
+        file that was just checked (the server checks before it forks).
+        `lock_wait_s` is how long another process's lock is waited for before
+        the open is refused: a supervisor may restart a server while the
+        killed one is still exiting (a process blocked in fsync dies late)."""
         self.path = os.fspath(path)
         in_memory = self.path in ("", ":memory:") or "mode=memory" in self.path
+        self.created = False
+        self.replaced_missing = False
+        self._lock_fd: int | None = None
+        self._identity: tuple[int, int] | None = None
+        self._lost: str | None = None
+        if not in_memory:
+            self.path = os.path.abspath(self.path)
+            lock_path = self.path + ".lock"
+            had_lock = os.path.exists(lock_path)
+            self._lock_fd = _lock(self.path, lock_path, lock_wait_s)
+            self.created = not os.path.exists(self.path)
+            self.replaced_missing = self.created and had_lock
         engine = create_engine(
             f"sqlite+pysqlite:///{self.path}",
             connect_args={"check_same_thread": False},
@@ -32,4 +83,135 @@ class SqliteStore(SqlStore):
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 
-        super().__init__(engine, separate_reads=not in_memory)
+        try:
+            try:
+                super().__init__(engine, separate_reads=not in_memory)
+            except StorageError as exc:
+                raise StorageError(
+                    f"the database {self.path} cannot be opened: {exc.message}"
+                ) from exc
+            if not in_memory:
+                if verify:
+                    self._quick_check()
+                self._identity = _identity(self.path)
+                try:
+                    self.probe_write()
+                except StorageError as exc:
+                    raise StorageError(
+                        f"the database {self.path} is not writable: {exc.message}"
+                    ) from exc
+        except BaseException:
+            self.close()
+            raise
+
+    def _quick_check(self) -> None:
+        try:
+            with self._read() as conn:
+                found = [row[0] for row in conn.exec_driver_sql("PRAGMA quick_check(5)")]
+        except StorageError as exc:  # a page too damaged to even check
+            found = [exc.message]
+        if found != ["ok"]:
+            detail = "; ".join(" ".join(str(line).split()) for line in found)
+            raise StorageError(
+                f"the database {self.path} is corrupt (PRAGMA quick_check: {detail}); "
+                "restore it from a backup"
+            )
+
+    def check_file(self) -> None:
+        """Raises a StorageError if the file opened is no longer the one
+        its path names (removed, or replaced by another file)."""
+        if self._lost is not None:
+            raise StorageError(self._lost)
+        if self._identity is None:
+            return
+        try:
+            now: tuple[int, int] | None = _identity(self.path)
+        except FileNotFoundError:
+            now = None
+        except OSError:
+            return  # cannot tell (a transient error): the commit itself will say
+        if now == self._identity:
+            return
+        what = "removed" if now is None else "replaced by another file"
+        self._lost = (
+            f"the database {self.path} was {what} while in use; every write is refused "
+            "from now on (restore the file, then restart)"
+        )
+        raise StorageError(self._lost)
+
+    def commit(self, batch: CommitBatch) -> None:
+        if self._lost is not None:
+            raise StorageError(self._lost)
+        super().commit(batch)
+        # After the commit, not before: a file removed just before (or during)
+        # it holds this group too, which nobody will read again.
+        self.check_file()
+
+    def write_problem(self) -> str | None:
+        try:
+            self.check_file()
+        except StorageError as exc:
+            return exc.message
+        return super().write_problem()
+
+    def close(self) -> None:
+        try:
+            if hasattr(self, "_writer"):  # not when the constructor failed early
+                super().close()
+        finally:
+            fd, self._lock_fd = self._lock_fd, None
+            if fd is not None:
+                os.close(fd)  # releases the flock
+
+
+def _identity(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def _lock(path: str, lock_path: str, wait_s: float) -> int | None:
+    """An open, exclusively locked `lock_path` holding our pid."""
+    if sys.platform == "win32":  # pragma: no cover - no flock: no lock is taken
+        return None
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StorageError(
+            f"the database {path} cannot be opened: its lock file {lock_path} cannot be "
+            f"opened: {exc.strerror or exc}"
+        ) from exc
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as exc:
+            holder = b""
+            with contextlib.suppress(OSError):
+                holder = os.pread(fd, 32, 0)
+            pid = holder.decode(errors="replace").strip()
+            if pid != str(os.getpid()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            os.close(fd)
+            raise _held(path, lock_path, pid, exc) from exc
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass  # the lock holds without the pid; only the message would lack it
+    return fd
+
+
+def _held(path: str, lock_path: str, pid: str, exc: OSError) -> StorageError:
+    """The refusal when someone else holds the lock: named by the pid the
+    lock file holds, when it holds one."""
+    if pid == str(os.getpid()):
+        who = f"open already in this process (pid {pid})"
+    elif pid.isascii() and pid.isdigit():
+        who = f"in use by another process (pid {pid})"
+    else:
+        who = f"in use by another process ({exc.strerror or exc})"
+    return StorageError(
+        f"the database {path} is {who}; a database belongs to one server (lock file {lock_path})"
+    )

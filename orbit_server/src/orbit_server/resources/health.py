@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import falcon
 
 from orbit_core.engine import Engine
@@ -37,10 +39,19 @@ class Health:
 
 
 class Ready:
-    """A single server serves writes as soon as it answers at all."""
+    """A single server is ready while its store can write: 503 (same body,
+    `ready: false`) while it cannot, e.g. its database file was removed or
+    the last commit failed and a trial write fails too. A store without a
+    `write_problem` check (the in-memory one) is always ready."""
+
+    def __init__(self, engine: Engine | None = None) -> None:
+        self._problem: Callable[[], str | None] | None = getattr(
+            getattr(engine, "store", None), "write_problem", None
+        )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        send(resp, {"role": "single", "ready": True})
+        ready = self._problem is None or self._problem() is None
+        send(resp, {"role": "single", "ready": ready}, 200 if ready else 503)
 
 
 class Metrics:

@@ -1,0 +1,92 @@
+"""The store as the server uses it: every storage error is logged.
+
+The store adapters raise StorageError and never log (orbit_store does not
+depend on structlog). `LoggedStore` stands between the engine and the adapter,
+so a failed store call is logged once, at `error`, with the operation and the
+database, whichever engine thread made it (a request, the committer, a timer
+or a handler), and then raised unchanged.
+
+It also serves readiness: `write_problem` is the adapter's answer (None while
+writes work) when it has one. A change between writable and not is logged
+the first time anyone notices it, by a commit or by a readiness check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from orbit_core import events as ev
+from orbit_core.errors import StorageError
+from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionRow, Store, WorkerRow
+from orbit_server.logs import logger
+
+T = TypeVar("T")
+
+
+class LoggedStore:
+    """A `Store` that logs the storage errors of the one it wraps."""
+
+    def __init__(self, store: Store, db: str) -> None:
+        self.inner = store
+        self.db = getattr(store, "path", db)
+        self._problem: str | None = None
+        self._log = logger()
+
+    def _run(self, op: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except StorageError as exc:
+            self._log.error("storage error", op=op, db=self.db, error=exc.message)
+            raise
+
+    def commit(self, batch: CommitBatch) -> None:
+        try:
+            self.inner.commit(batch)
+        except StorageError as exc:
+            self._log.error("storage error", op="commit", db=self.db, error=exc.message)
+            self._problem = exc.message
+            raise
+        if self._problem is not None:
+            self._writable_again()
+
+    def write_problem(self) -> str | None:
+        """Why the database cannot be written now, or None."""
+        check: Callable[[], str | None] | None = getattr(self.inner, "write_problem", None)
+        problem = check() if check is not None else None
+        if problem != self._problem:
+            if problem is None:
+                self._writable_again()
+            else:
+                self._log.error("the database cannot be written", db=self.db, error=problem)
+                self._problem = problem
+        return problem
+
+    def _writable_again(self) -> None:
+        self._problem = None
+        self._log.info("the database accepts writes again", db=self.db)
+
+    def load_definitions(self) -> list[DefinitionRow]:
+        return self._run("load_definitions", self.inner.load_definitions)
+
+    def load_active(self) -> list[tuple[str, list[ev.Event]]]:
+        return self._run("load_active", self.inner.load_active)
+
+    def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
+        return self._run("history", lambda: self.inner.history(execution_id, run))
+
+    def execution_row(self, execution_id: str) -> ExecutionRow | None:
+        return self._run("execution_row", lambda: self.inner.execution_row(execution_id))
+
+    def list_executions(
+        self, status: str | None, workflow: str | None, limit: int
+    ) -> list[ExecutionRow]:
+        return self._run(
+            "list_executions", lambda: self.inner.list_executions(status, workflow, limit)
+        )
+
+    def list_workers(self) -> list[WorkerRow]:
+        return self._run("list_workers", self.inner.list_workers)
+
+    def close(self) -> None:
+        self._run("close", self.inner.close)
