@@ -44,7 +44,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def types(session: nox.Session) -> None:
     """mypy --strict over the five packages."""
-    session.install("mypy>=1.11", "types-psycopg2", *TEST_DEPS)
+    session.install("mypy>=1.11", *TEST_DEPS)
     _install(session, ALL)
     session.run("mypy", *[f"{p}/src/{p}" for p in ALL])
 

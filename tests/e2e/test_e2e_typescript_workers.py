@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from e2e_processes import REPO, TS_SDK, Stack
 
-pytestmark = pytest.mark.e2e
+# tsc alone may take up to 120 s (its own timeout below) on a loaded machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 TEMPLATE = REPO / "orbit_cli" / "src" / "orbit_cli" / "templates" / "hello" / "worker.ts"
 QUICKSTART = Path(__file__).resolve().parent / "projects" / "quickstart-1.1.0" / "worker.ts"

@@ -26,10 +26,6 @@ class OrbitError(Exception):
         if code is not None:
             self.code = code
 
-    def to_json(self) -> dict[str, object]:
-        """The body of the API's error envelope."""
-        return {"error": {"code": self.code, "message": self.message}}
-
 
 class NotFoundError(OrbitError):
     code = "NOT_FOUND"

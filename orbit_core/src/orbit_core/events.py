@@ -410,8 +410,3 @@ def dumps(event: Event) -> bytes:
 
 def loads(raw: bytes | str) -> Event:
     return from_json(orjson.loads(raw))
-
-
-def step_of(event: Event) -> str | None:
-    """The unit key an event refers to (the stores' `step` column)."""
-    return getattr(event, "step", None)

@@ -20,7 +20,6 @@ class MemoryStore:
         self._runs: dict[str, dict[int, list[Event]]] = {}
         self._rows: dict[str, ExecutionRow] = {}
         self._workers: dict[str, WorkerRow] = {}
-        self.commits = 0
 
     def load_definitions(self) -> list[DefinitionRow]:
         with self._lock:
@@ -51,7 +50,6 @@ class MemoryStore:
                 self._rows[eid] = row
             for w in batch.workers:
                 self._workers[w.worker_id] = w
-            self.commits += 1
 
     def history(self, execution_id: str, run: int | None = None) -> list[Event] | None:
         with self._lock:

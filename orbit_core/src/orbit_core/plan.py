@@ -10,7 +10,6 @@ import attrs
 from orbit_core.ir import ChildContract, Definition, Retry, Step, TaskContract
 from orbit_core.ir.walk import all_steps
 
-HANDLER_PREFIXES = {"failure": "on_failure:", "cancel": "on_cancel:", "timeout": "on_timeout:"}
 NO_RETRY = Retry()
 BUILTIN_PREFIX = "orbit."
 
@@ -57,7 +56,6 @@ class Plan:
                 )
         self.compensated = frozenset(s.name for s in defn.steps if s.compensate is not None)
         self._specs: dict[str, UnitSpec | None] = {}
-        self.signal_names = tuple(s.name for s in defn.signals)
         self.limits: dict[str, int] = dict(defn.limits)
         self._step_specs: dict[str, UnitSpec] = {}
         # Whether anything in the definition ever falls due by time alone.

@@ -60,10 +60,6 @@ class SourceFile:
             pos = find("\n", pos + 1)
         object.__setattr__(self, "_line_starts", tuple(starts))
 
-    @property
-    def line_count(self) -> int:
-        return len(self._line_starts)
-
     def position(self, offset: int) -> tuple[int, int]:
         """The 1-based (line, column) of a character offset."""
         offset = max(0, min(offset, len(self.text)))

@@ -90,19 +90,21 @@ def _list(value: Any, path: str) -> list[Any]:
 
 
 def type_to_json(t: Type) -> dict[str, Any]:
-    if isinstance(t, Primitive):
-        return {"kind": t.kind}
-    if isinstance(t, ListType):
-        return {"kind": "list", "items": type_to_json(t.items)}
-    if isinstance(t, MapType):
-        return {"kind": "map", "values": type_to_json(t.values)}
-    if isinstance(t, OptionalType):
-        return {"kind": "optional", "type": type_to_json(t.type)}
-    out: dict[str, Any] = {"kind": "record"}
-    if t.name is not None:
-        out["name"] = t.name
-    out["fields"] = [_field_to_json(f) for f in t.fields]
-    return out
+    match t:
+        case Primitive(kind):
+            return {"kind": kind}
+        case ListType(items):
+            return {"kind": "list", "items": type_to_json(items)}
+        case MapType(values):
+            return {"kind": "map", "values": type_to_json(values)}
+        case OptionalType(inner):
+            return {"kind": "optional", "type": type_to_json(inner)}
+        case RecordType(fields, name):
+            out: dict[str, Any] = {"kind": "record"}
+            if name is not None:
+                out["name"] = name
+            out["fields"] = [_field_to_json(f) for f in fields]
+            return out
 
 
 def _field_to_json(f: Field) -> dict[str, Any]:
@@ -150,7 +152,12 @@ def record_from_json(value: Any, path: str = "$") -> RecordType:
 
 
 # ---------------------------------------------------------------- expressions
+#
+# Writing dispatches on the node's class with one `match` (mypy reports a
+# missing return if a class of the `Expr` union is left out), reading on the
+# `op` tag with one table.
 
+# Nodes with no members, written as just their tag.
 _LEAVES: dict[str, Callable[[], e.Expr]] = {
     "null": e.Null,
     "input": e.Input,
@@ -158,141 +165,138 @@ _LEAVES: dict[str, Callable[[], e.Expr]] = {
     "failure": e.Failure,
     "event": e.Event,
 }
+_LEAF_OPS = {cls: op for op, cls in _LEAVES.items()}
+# Literals written as `{"op": ..., "value": ...}`.
+_LITERAL_OPS: dict[type[e.Expr], str] = {
+    e.Str: "str",
+    e.Int: "int",
+    e.Float: "float",
+    e.Bool: "bool",
+}
 
 
 def expr_to_json(x: e.Expr) -> dict[str, Any]:
-    if isinstance(x, e.Str):
-        return {"op": "str", "value": x.value}
-    if isinstance(x, e.Int):
-        return {"op": "int", "value": x.value}
-    if isinstance(x, e.Float):
-        return {"op": "float", "value": x.value}
-    if isinstance(x, e.Bool):
-        return {"op": "bool", "value": x.value}
-    if isinstance(x, e.Null):
-        return {"op": "null"}
-    if isinstance(x, e.Duration):
-        return {"op": "duration", "ms": x.ms}
-    if isinstance(x, e.Input):
-        return {"op": "input"}
-    if isinstance(x, e.Execution):
-        return {"op": "execution"}
-    if isinstance(x, e.Failure):
-        return {"op": "failure"}
-    if isinstance(x, e.Event):
-        return {"op": "event"}
-    if isinstance(x, e.StepRef):
-        return {"op": "step", "name": x.name}
-    if isinstance(x, e.Var):
-        return {"op": "var", "name": x.name}
-    if isinstance(x, e.Get):
-        return {"op": "get", "target": expr_to_json(x.target), "field": x.field}
-    if isinstance(x, e.Index):
-        return {"op": "index", "target": expr_to_json(x.target), "index": expr_to_json(x.index)}
-    if isinstance(x, e.Lambda):
-        return {"op": "lambda", "param": x.param, "body": expr_to_json(x.body)}
-    if isinstance(x, e.Call):
-        out: dict[str, Any] = {"op": "call", "fn": x.fn, "args": [expr_to_json(a) for a in x.args]}
-        if x.float_sum:
-            out["float_sum"] = True
-        return out
-    if isinstance(x, e.Unary):
-        return {"op": x.op, "arg": expr_to_json(x.arg)}
-    if isinstance(x, e.Binary):
-        return {"op": x.op, "left": expr_to_json(x.left), "right": expr_to_json(x.right)}
-    if isinstance(x, e.If):
-        return {
-            "op": "if",
-            "cond": expr_to_json(x.cond),
-            "then": expr_to_json(x.then),
-            "else": expr_to_json(x.otherwise),
-        }
-    if isinstance(x, e.Object):
-        return {
-            "op": "object",
-            "entries": [{"key": en.key, "value": expr_to_json(en.value)} for en in x.entries],
-        }
-    return {"op": "list", "items": [expr_to_json(i) for i in x.items]}
+    match x:
+        case e.Null() | e.Input() | e.Execution() | e.Failure() | e.Event():
+            return {"op": _LEAF_OPS[type(x)]}
+        case e.Str(value) | e.Int(value) | e.Float(value) | e.Bool(value):
+            return {"op": _LITERAL_OPS[type(x)], "value": value}
+        case e.Duration(ms):
+            return {"op": "duration", "ms": ms}
+        case e.StepRef(name):
+            return {"op": "step", "name": name}
+        case e.Var(name):
+            return {"op": "var", "name": name}
+        case e.Get(target, field):
+            return {"op": "get", "target": expr_to_json(target), "field": field}
+        case e.Index(target, index):
+            return {"op": "index", "target": expr_to_json(target), "index": expr_to_json(index)}
+        case e.Lambda(param, body):
+            return {"op": "lambda", "param": param, "body": expr_to_json(body)}
+        case e.Call(fn, args, float_sum):
+            flag = {"float_sum": True} if float_sum else {}
+            return {"op": "call", "fn": fn, "args": [expr_to_json(a) for a in args], **flag}
+        case e.Unary(op, arg):
+            return {"op": op, "arg": expr_to_json(arg)}
+        case e.Binary(op, left, right):
+            return {"op": op, "left": expr_to_json(left), "right": expr_to_json(right)}
+        case e.If(cond, then, otherwise):
+            return {
+                "op": "if",
+                "cond": expr_to_json(cond),
+                "then": expr_to_json(then),
+                "else": expr_to_json(otherwise),
+            }
+        case e.Object(entries):
+            return {
+                "op": "object",
+                "entries": [{"key": en.key, "value": expr_to_json(en.value)} for en in entries],
+            }
+        case e.List(items):
+            return {"op": "list", "items": [expr_to_json(i) for i in items]}
 
 
 def expr_from_json(value: Any, path: str = "$") -> e.Expr:
     obj = _obj(value, path)
     op = _str(obj.get("op"), f"{path}.op")
-    leaf = _LEAVES.get(op)
-    if leaf is not None:
-        return leaf()
-    if op == "str":
-        return e.Str(_str(obj.get("value"), f"{path}.value"))
-    if op == "int":
-        v = _int(obj.get("value"), f"{path}.value")
-        if not -(2**63) <= v < 2**63:
-            raise _fail(f"{path}.value", "integer out of range")
-        return e.Int(v)
-    if op == "float":
-        raw = obj.get("value")
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-            raise _fail(f"{path}.value", f"expected a finite number, found {describe_value(raw)}")
-        return e.Float(float(raw))
-    if op == "bool":
-        return e.Bool(_bool(obj.get("value"), f"{path}.value"))
-    if op == "duration":
-        return e.Duration(_int(obj.get("ms"), f"{path}.ms"))
-    if op == "step":
-        return e.StepRef(_str(obj.get("name"), f"{path}.name"))
-    if op == "var":
-        return e.Var(_str(obj.get("name"), f"{path}.name"))
-    if op == "get":
-        return e.Get(
-            expr_from_json(obj.get("target"), f"{path}.target"),
-            _str(obj.get("field"), f"{path}.field"),
-        )
-    if op == "index":
-        return e.Index(
-            expr_from_json(obj.get("target"), f"{path}.target"),
-            expr_from_json(obj.get("index"), f"{path}.index"),
-        )
-    if op == "lambda":
-        return e.Lambda(
-            _str(obj.get("param"), f"{path}.param"), expr_from_json(obj.get("body"), f"{path}.body")
-        )
-    if op == "call":
-        args = _list(obj.get("args"), f"{path}.args")
-        float_sum = _bool(obj.get("float_sum", False), f"{path}.float_sum")
-        return e.Call(
-            _str(obj.get("fn"), f"{path}.fn"),
-            tuple(expr_from_json(a, f"{path}.args[{i}]") for i, a in enumerate(args)),
-            float_sum,
-        )
-    if op in e.UNARY_OPS:
-        return e.Unary(op, expr_from_json(obj.get("arg"), f"{path}.arg"))
-    if op in e.BINARY_OPS:
-        return e.Binary(
-            op,
-            expr_from_json(obj.get("left"), f"{path}.left"),
-            expr_from_json(obj.get("right"), f"{path}.right"),
-        )
-    if op == "if":
-        return e.If(
-            expr_from_json(obj.get("cond"), f"{path}.cond"),
-            expr_from_json(obj.get("then"), f"{path}.then"),
-            expr_from_json(obj.get("else"), f"{path}.else"),
-        )
-    if op == "object":
-        entries = []
-        for i, raw in enumerate(_list(obj.get("entries"), f"{path}.entries")):
-            epath = f"{path}.entries[{i}]"
-            eobj = _obj(raw, epath)
-            entries.append(
-                e.Entry(
-                    _str(eobj.get("key"), f"{epath}.key"),
-                    expr_from_json(eobj.get("value"), f"{epath}.value"),
-                )
-            )
-        return e.Object(tuple(entries))
-    if op == "list":
-        items = _list(obj.get("items"), f"{path}.items")
-        return e.List(tuple(expr_from_json(x, f"{path}.items[{i}]") for i, x in enumerate(items)))
-    raise _fail(f"{path}.op", f"unknown expression `{op}`")
+    read = _READERS.get(op)
+    if read is None:
+        raise _fail(f"{path}.op", f"unknown expression `{op}`")
+    return read(obj, path, op)
+
+
+# A reader gets the node's object, its path and its `op` (several ops share a reader).
+_Reader = Callable[[Mapping[str, Any], str, str], e.Expr]
+
+
+def _sub(obj: Mapping[str, Any], path: str, key: str) -> e.Expr:
+    return expr_from_json(obj.get(key), f"{path}.{key}")
+
+
+def _read_int(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+    v = _int(obj.get("value"), f"{path}.value")
+    if not -(2**63) <= v < 2**63:
+        raise _fail(f"{path}.value", "integer out of range")
+    return e.Int(v)
+
+
+def _read_float(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+    raw = obj.get("value")
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise _fail(f"{path}.value", f"expected a finite number, found {describe_value(raw)}")
+    return e.Float(float(raw))
+
+
+def _read_call(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+    args = _list(obj.get("args"), f"{path}.args")
+    float_sum = _bool(obj.get("float_sum", False), f"{path}.float_sum")
+    return e.Call(
+        _str(obj.get("fn"), f"{path}.fn"),
+        tuple(expr_from_json(a, f"{path}.args[{i}]") for i, a in enumerate(args)),
+        float_sum,
+    )
+
+
+def _read_object(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+    entries = []
+    for i, raw in enumerate(_list(obj.get("entries"), f"{path}.entries")):
+        epath = f"{path}.entries[{i}]"
+        eobj = _obj(raw, epath)
+        entries.append(e.Entry(_str(eobj.get("key"), f"{epath}.key"), _sub(eobj, epath, "value")))
+    return e.Object(tuple(entries))
+
+
+def _read_list(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+    items = _list(obj.get("items"), f"{path}.items")
+    return e.List(tuple(expr_from_json(x, f"{path}.items[{i}]") for i, x in enumerate(items)))
+
+
+def _leaf(cls: Callable[[], e.Expr]) -> _Reader:
+    return lambda _obj, _path, _op: cls()
+
+
+_READERS: dict[str, _Reader] = {
+    **{op: _leaf(cls) for op, cls in _LEAVES.items()},
+    "str": lambda o, p, _: e.Str(_str(o.get("value"), f"{p}.value")),
+    "int": _read_int,
+    "float": _read_float,
+    "bool": lambda o, p, _: e.Bool(_bool(o.get("value"), f"{p}.value")),
+    "duration": lambda o, p, _: e.Duration(_int(o.get("ms"), f"{p}.ms")),
+    "step": lambda o, p, _: e.StepRef(_str(o.get("name"), f"{p}.name")),
+    "var": lambda o, p, _: e.Var(_str(o.get("name"), f"{p}.name")),
+    "get": lambda o, p, _: e.Get(_sub(o, p, "target"), _str(o.get("field"), f"{p}.field")),
+    "index": lambda o, p, _: e.Index(_sub(o, p, "target"), _sub(o, p, "index")),
+    "lambda": lambda o, p, _: e.Lambda(_str(o.get("param"), f"{p}.param"), _sub(o, p, "body")),
+    "call": _read_call,
+    **{op: (lambda o, p, op: e.Unary(op, _sub(o, p, "arg"))) for op in e.UNARY_OPS},
+    **{
+        op: (lambda o, p, op: e.Binary(op, _sub(o, p, "left"), _sub(o, p, "right")))
+        for op in e.BINARY_OPS
+    },
+    "if": lambda o, p, _: e.If(_sub(o, p, "cond"), _sub(o, p, "then"), _sub(o, p, "else")),
+    "object": _read_object,
+    "list": _read_list,
+}
 
 
 # ---------------------------------------------------------------- definitions

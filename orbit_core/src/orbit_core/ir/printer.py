@@ -39,6 +39,13 @@ _POSTFIX = 8
 
 _INT_MIN = -(2**63)
 _DURATION_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000))
+_KEYWORDS: dict[type[e.Expr], str] = {
+    e.Null: "null",
+    e.Input: "input",
+    e.Execution: "execution",
+    e.Failure: "failure",
+    e.Event: "event",
+}
 _ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
 
@@ -67,65 +74,61 @@ def render_string(text: str) -> str:
 
 def _render(x: e.Expr) -> tuple[str, int]:
     """The text and how tightly it binds."""
-    if isinstance(x, e.Str):
-        return render_string(x.value), _POSTFIX
-    if isinstance(x, e.Int):
-        if x.value == _INT_MIN:
+    match x:
+        case e.Str() | e.Int() | e.Float() | e.Bool() | e.Duration():
+            return _literal(x)
+        case e.Null() | e.Input() | e.Execution() | e.Failure() | e.Event():
+            return _KEYWORDS[type(x)], _POSTFIX
+        case e.StepRef(name) | e.Var(name):
+            return name, _POSTFIX
+        case e.Get(target, field):
+            key = f".{field}" if is_identifier(field) else f"[{render_string(field)}]"
+            return _operand(target, _POSTFIX) + key, _POSTFIX
+        case e.Index(target, index):
+            return f"{_operand(target, _POSTFIX)}[{render_expr(index)}]", _POSTFIX
+        case e.Lambda(param, body):
+            return f"{param} => {render_expr(body)}", _IF
+        case e.Call(fn, args):
+            return f"{fn}({', '.join(render_expr(a) for a in args)})", _POSTFIX
+        case e.Unary(op, arg):
+            return UNARY_SYMBOLS[op] + _operand(arg, _POSTFIX), _UNARY
+        case e.Binary(op, left, right):
+            prec = _PRECEDENCE[op]
+            # left-associative: an equally binding right operand needs parentheses
+            return f"{_operand(left, prec)} {BINARY_SYMBOLS[op]} {_operand(right, prec + 1)}", prec
+        case e.If(cond, then, otherwise):
+            text = f"if {render_expr(cond)} then {render_expr(then)} else {render_expr(otherwise)}"
+            return text, _IF
+        case e.Object(entries):
+            return _object_literal(entries), _POSTFIX
+        case e.List(items):
+            return "[" + ", ".join(render_expr(item) for item in items) + "]", _POSTFIX
+
+
+def _literal(x: e.Str | e.Int | e.Float | e.Bool | e.Duration) -> tuple[str, int]:
+    match x:
+        case e.Str(value):
+            return render_string(value), _POSTFIX
+        case e.Int(value) if value == _INT_MIN:
             # the literal 9223372036854775808 does not fit, so the book spells it this way
             return "-9223372036854775807 - 1", _PRECEDENCE["sub"]
-        return str(x.value), _UNARY if x.value < 0 else _POSTFIX
-    if isinstance(x, e.Float):
-        text = _float_literal(x.value)
-        return text, _UNARY if text.startswith("-") else _POSTFIX
-    if isinstance(x, e.Bool):
-        return ("true" if x.value else "false"), _POSTFIX
-    if isinstance(x, e.Null):
-        return "null", _POSTFIX
-    if isinstance(x, e.Duration):
-        return _duration_literal(x.ms), _POSTFIX
-    if isinstance(x, e.Input):
-        return "input", _POSTFIX
-    if isinstance(x, e.Execution):
-        return "execution", _POSTFIX
-    if isinstance(x, e.Failure):
-        return "failure", _POSTFIX
-    if isinstance(x, e.Event):
-        return "event", _POSTFIX
-    if isinstance(x, e.StepRef | e.Var):
-        return x.name, _POSTFIX
-    if isinstance(x, e.Get):
-        target = _operand(x.target, _POSTFIX)
-        if is_identifier(x.field):
-            return f"{target}.{x.field}", _POSTFIX
-        return f"{target}[{render_string(x.field)}]", _POSTFIX
-    if isinstance(x, e.Index):
-        return f"{_operand(x.target, _POSTFIX)}[{render_expr(x.index)}]", _POSTFIX
-    if isinstance(x, e.Lambda):
-        return f"{x.param} => {render_expr(x.body)}", _IF
-    if isinstance(x, e.Call):
-        return f"{x.fn}({', '.join(render_expr(a) for a in x.args)})", _POSTFIX
-    if isinstance(x, e.Unary):
-        return UNARY_SYMBOLS[x.op] + _operand(x.arg, _POSTFIX), _UNARY
-    if isinstance(x, e.Binary):
-        prec = _PRECEDENCE[x.op]
-        # left-associative: an equally binding right operand needs parentheses
-        left = _operand(x.left, prec)
-        right = _operand(x.right, prec + 1)
-        return f"{left} {BINARY_SYMBOLS[x.op]} {right}", prec
-    if isinstance(x, e.If):
-        text = (
-            f"if {render_expr(x.cond)} then {render_expr(x.then)} else {render_expr(x.otherwise)}"
-        )
-        return text, _IF
-    if isinstance(x, e.Object):
-        if not x.entries:
-            return "{}", _POSTFIX
-        entries = ", ".join(
-            f"{k if is_identifier(k) else render_string(k)}: {render_expr(v)}"
-            for k, v in ((entry.key, entry.value) for entry in x.entries)
-        )
-        return "{ " + entries + " }", _POSTFIX
-    return "[" + ", ".join(render_expr(item) for item in x.items) + "]", _POSTFIX
+        case e.Int(value):
+            return str(value), _UNARY if value < 0 else _POSTFIX
+        case e.Float(value):
+            text = _float_literal(value)
+            return text, _UNARY if text.startswith("-") else _POSTFIX
+        case e.Bool(value):
+            return ("true" if value else "false"), _POSTFIX
+        case e.Duration(ms):
+            return _duration_literal(ms), _POSTFIX
+
+
+def _object_literal(entries: tuple[e.Entry, ...]) -> str:
+    if not entries:
+        return "{}"
+    keys = (en.key if is_identifier(en.key) else render_string(en.key) for en in entries)
+    pairs = (f"{key}: {render_expr(en.value)}" for key, en in zip(keys, entries, strict=True))
+    return "{ " + ", ".join(pairs) + " }"
 
 
 def _operand(x: e.Expr, needed: int) -> str:

@@ -107,16 +107,18 @@ EMPTY_RECORD = RecordType(fields=())
 
 def render_type(t: Type) -> str:
     """The type as ORBIT source spells it (`List<String>?`, `{ a: Int }`, `LineItem`)."""
-    if isinstance(t, Primitive):
-        return PRIMITIVE_NAMES[t.kind]
-    if isinstance(t, ListType):
-        return f"List<{render_type(t.items)}>"
-    if isinstance(t, MapType):
-        return f"Map<String, {render_type(t.values)}>"
-    if isinstance(t, OptionalType):
-        return f"{render_type(t.type)}?"
-    if t.name is not None:
-        return t.name
-    if not t.fields:
-        return "{}"
-    return "{ " + ", ".join(f"{f.name}: {render_type(f.type)}" for f in t.fields) + " }"
+    match t:
+        case Primitive(kind):
+            return PRIMITIVE_NAMES[kind]
+        case ListType(items):
+            return f"List<{render_type(items)}>"
+        case MapType(values):
+            return f"Map<String, {render_type(values)}>"
+        case OptionalType(inner):
+            return f"{render_type(inner)}?"
+        case RecordType(_, name) if name is not None:
+            return name
+        case RecordType(fields):
+            if not fields:
+                return "{}"
+            return "{ " + ", ".join(f"{f.name}: {render_type(f.type)}" for f in fields) + " }"

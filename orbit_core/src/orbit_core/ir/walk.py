@@ -8,31 +8,36 @@ from orbit_core.ir import expr as e
 from orbit_core.ir.definition import Definition, Step
 
 
-def children(node: e.Expr) -> Iterator[e.Expr]:
-    """The direct sub-expressions of `node`."""
-    if isinstance(node, e.Get):
-        yield node.target
-    elif isinstance(node, e.Index):
-        yield node.target
-        yield node.index
-    elif isinstance(node, e.Lambda):
-        yield node.body
-    elif isinstance(node, e.Call):
-        yield from node.args
-    elif isinstance(node, e.Unary):
-        yield node.arg
-    elif isinstance(node, e.Binary):
-        yield node.left
-        yield node.right
-    elif isinstance(node, e.If):
-        yield node.cond
-        yield node.then
-        yield node.otherwise
-    elif isinstance(node, e.Object):
-        for entry in node.entries:
-            yield entry.value
-    elif isinstance(node, e.List):
-        yield from node.items
+def children(node: e.Expr) -> tuple[e.Expr, ...]:
+    """The direct sub-expressions of `node`, in source order."""
+    match node:
+        case e.Get(target, _) | e.Lambda(_, target) | e.Unary(_, target):
+            return (target,)
+        case e.Index(target, index):
+            return (target, index)
+        case e.Binary(_, left, right):
+            return (left, right)
+        case e.If(cond, then, otherwise):
+            return (cond, then, otherwise)
+        case e.Call(_, args) | e.List(args):
+            return args
+        case e.Object(entries):
+            return tuple(entry.value for entry in entries)
+        case (
+            e.Str()
+            | e.Int()
+            | e.Float()
+            | e.Bool()
+            | e.Null()
+            | e.Duration()
+            | e.Input()
+            | e.Execution()
+            | e.Failure()
+            | e.Event()
+            | e.StepRef()
+            | e.Var()
+        ):
+            return ()
 
 
 def walk(node: e.Expr) -> Iterator[e.Expr]:
@@ -41,7 +46,7 @@ def walk(node: e.Expr) -> Iterator[e.Expr]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(list(children(current))))
+        stack.extend(reversed(children(current)))
 
 
 def step_exprs(step: Step) -> Iterator[e.Expr]:

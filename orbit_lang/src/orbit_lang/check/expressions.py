@@ -13,6 +13,7 @@ so one mistake is reported once rather than at every use.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import TypeAlias
 
 from orbit_core import values
 from orbit_core.ir import expr as e
@@ -161,18 +162,8 @@ class ExprChecker:
         return False
 
     def infer(self, node: ast.Expr) -> Typed:
-        if isinstance(node, ast.IntLiteral):
-            return Typed(INT, e.Int(node.value))
-        if isinstance(node, ast.FloatLiteral):
-            return Typed(FLOAT, e.Float(node.value))
-        if isinstance(node, ast.StringExpr):
-            return Typed(STRING, e.Str(node.value))
-        if isinstance(node, ast.BoolLiteral):
-            return Typed(BOOL, e.Bool(node.value))
-        if isinstance(node, ast.NullLiteral):
-            return Typed(NULL, e.Null())
-        if isinstance(node, ast.DurationLiteral):
-            return Typed(DURATION, e.Duration(node.milliseconds))
+        if isinstance(node, _Literal):
+            return _literal(node)
         if isinstance(node, ast.Name):
             return self._name(node)
         if isinstance(node, ast.MemberAccess):
@@ -589,6 +580,31 @@ class ExprChecker:
             return typed
         items = [self.check(item, target.items).ir for item in node.items]
         return Typed(target, e.List(tuple(items)))
+
+
+# The literals, whose type is known without context.
+_Literal: TypeAlias = (
+    ast.IntLiteral
+    | ast.FloatLiteral
+    | ast.StringExpr
+    | ast.BoolLiteral
+    | ast.NullLiteral
+    | ast.DurationLiteral
+)
+
+
+def _literal(node: _Literal) -> Typed:
+    if isinstance(node, ast.IntLiteral):
+        return Typed(INT, e.Int(node.value))
+    if isinstance(node, ast.FloatLiteral):
+        return Typed(FLOAT, e.Float(node.value))
+    if isinstance(node, ast.StringExpr):
+        return Typed(STRING, e.Str(node.value))
+    if isinstance(node, ast.BoolLiteral):
+        return Typed(BOOL, e.Bool(node.value))
+    if isinstance(node, ast.NullLiteral):
+        return Typed(NULL, e.Null())
+    return Typed(DURATION, e.Duration(node.milliseconds))
 
 
 def _string_form_of(t: Type) -> Type | None:
