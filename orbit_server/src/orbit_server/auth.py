@@ -33,6 +33,7 @@ import falcon
 from orbit_core.errors import OrbitError
 from orbit_server.errors import too_large
 from orbit_server.logs import logger
+from orbit_server.params import header_int
 
 API_VERSION = "orbit-api/1"
 _VERSION_HEADER = "x-orbit-api-version"
@@ -73,7 +74,7 @@ class Gate:
         if self._admin is not None and access is not Access.OPEN:
             self._authenticate(req, access)
         resp.set_header(_VERSION_HEADER, API_VERSION)
-        length = req.content_length
+        length = header_int(req, "content-length")
         if length is not None and length > self._max_body:
             raise too_large()
 

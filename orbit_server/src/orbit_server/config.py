@@ -17,7 +17,7 @@ DEFAULT_DB = "orbit.db"
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_SESSION_TIMEOUT_S = 30.0
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
-_ADDR = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>\d{1,5})$")
+_ADDR = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>[0-9]{1,5})$")
 
 
 class ConfigError(Exception):
