@@ -20,6 +20,7 @@ import attrs
 from orbit_lang import ast
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.source import SourceFile, Span
+from orbit_lang.syntax import nesting
 from orbit_lang.syntax.builder import Builder
 from orbit_lang.syntax.lexer import tokenize
 from orbit_lang.syntax.parser import parse_tokens
@@ -64,6 +65,8 @@ def parse(source: SourceFile) -> tuple[ast.Module, list[Diagnostic]]:
 
 
 def _too_deep(source: SourceFile, tokens: list) -> Diagnostic:  # type: ignore[type-arg]
+    # A safety net: the nesting limit (orbit_lang.syntax.nesting) stops the
+    # parser long before the interpreter's stack runs out.
     depth = deepest = 0
     where = 0
     for token in tokens:
@@ -74,9 +77,7 @@ def _too_deep(source: SourceFile, tokens: list) -> Diagnostic:  # type: ignore[t
         elif token.type in ("}", ")", "]"):
             depth -= 1
     return Diagnostic.error(
-        "E0100",
-        "expected a closing bracket, found brackets nested too deeply to parse",
-        source.span(where, where + 1),
+        "E0100", nesting.MESSAGE, source.span(where, where + 1), notes=(nesting.NOTE,)
     )
 
 
