@@ -118,7 +118,7 @@ def mutated(draw: st.DrawFn) -> str:
         elif kind == "cut":
             del pieces[i:]
         else:
-            opener, closer = draw(st.sampled_from(["()", "[]", "{}", "<>"]))
+            opener, closer = draw(st.sampled_from([("(", ")"), ("[", "]"), ("{", "}"), ("<", ">")]))
             depth = draw(st.integers(1, 400))
             pieces[j:j] = [closer * depth]
             pieces[i:i] = [opener * depth]
