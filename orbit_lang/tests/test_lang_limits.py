@@ -3,6 +3,7 @@ never an exception (issue 11, item 5)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -141,3 +142,12 @@ def test_only_the_member_that_nests_too_deeply_is_dropped() -> None:
     # Step `a` lost its only action, so it also does nothing; step `b` and
     # the rest of the workflow are checked as usual.
     assert found == [("E0301", 4), ("E0100", 4)]
+
+
+def test_brackets_closed_by_the_wrong_kind_take_linear_time() -> None:
+    # Pairing each `]` used to scan every open `(`: quadratic, hours here.
+    text = "workflow W {\n    return " + "(" * 50_000 + "]" * 50_000 + "\n}\n"
+    started = time.monotonic()
+    diagnostics = parse_source(text, "brackets.orbit")[1]
+    assert time.monotonic() - started < 5
+    assert diagnostics and all(d.span is not None for d in diagnostics)

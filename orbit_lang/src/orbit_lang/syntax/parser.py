@@ -491,19 +491,29 @@ class _Recovery:
 def _pair_brackets(tokens: Sequence[Token]) -> list[int]:
     """For each bracket token, the index of its partner (-1 if it has none);
     for other tokens, -1. A closer pairs with the nearest open bracket of its
-    kind; brackets left open in between stay unpaired."""
+    kind; brackets left open in between stay unpaired.
+
+    Linear: besides the stack of open brackets, each kind keeps the stack
+    positions of its own openers, so a closer finds its partner without
+    scanning openers of the other kinds (a file of `(` followed by as many
+    `]` would otherwise take quadratic time)."""
     partner = [-1] * len(tokens)
     stack: list[int] = []
+    # Per opener kind, (position in `stack`, token index) of its openers in
+    # token order; an entry whose opener has left the stack is stale.
+    by_kind: dict[str, list[tuple[int, int]]] = {opener: [] for opener in _OPENERS}
     for index, token in enumerate(tokens):
         kind = token.type
         if kind in _OPENERS:
+            by_kind[kind].append((len(stack), index))
             stack.append(index)
         elif kind in _CLOSERS:
-            opener = _MATCHING_OPENER[kind]
-            for depth in range(len(stack) - 1, -1, -1):
-                if tokens[stack[depth]].type == opener:
-                    partner[index] = stack[depth]
-                    partner[stack[depth]] = index
+            entries = by_kind[_MATCHING_OPENER[kind]]
+            while entries:
+                depth, opener = entries.pop()
+                if depth < len(stack) and stack[depth] == opener:
+                    partner[index] = opener
+                    partner[opener] = index
                     del stack[depth:]
                     break
     return partner
