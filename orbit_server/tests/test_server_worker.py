@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 
 from orbit_server.worker import OrbitWorker, _Date
@@ -83,5 +84,10 @@ def test_an_app_that_raises_gets_a_500_and_the_connection_closes() -> None:
 
     sock = FakeSocket()
     assert _worker(app)._respond(sock, {}, close=False) is False
-    assert sock.sent[0].startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
-    assert b"Connection: close\r\nContent-Length: 0\r\n\r\n" in sock.sent[0]
+    head, _, body = sock.sent[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+    assert b"Connection: close\r\nContent-Type: application/json\r\n" in head
+    assert b"\r\nContent-Length: %d" % len(body) in head
+    assert orjson.loads(body) == {
+        "error": {"code": "INTERNAL", "message": "internal error: RuntimeError"}
+    }
