@@ -15,6 +15,18 @@ one `sendall` for the whole response. Anything else, and the first request of
 every connection (where gunicorn would negotiate HTTP/2), goes through
 gunicorn unchanged, with whatever was read already handed back to its parser.
 Responses carry the headers gunicorn would write (Server, Date, Connection).
+
+A request parser is where a request can be smuggled, so the short path does
+not parse by hand: httptools (llhttp in its strict mode) reads each head,
+and a request is served here only if gunicorn's parser would read it the
+same way. Where llhttp refuses, or where gunicorn's rules are stricter than
+llhttp's (duplicate Host or Content-Type, runs of spaces in the request line,
+a fragment, its limits on a head), the request goes to gunicorn, which
+answers or refuses it as on a connection's first request.
+tests/test_server_wire_fuzz.py checks this differentially.
+
+gunicorn's own refusals (400, 414, 431, ...) are answered with the API's
+JSON error envelope (`handle_error`), not gunicorn's HTML page.
 """
 
 from __future__ import annotations
