@@ -302,14 +302,14 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         if (
             not head.complete
             or method not in _METHODS
-            or parser.get_http_version() != "1.1"
             or url[:1] != b"/"
             or b"#" in url
             or len(head.headers) >= self._max_fields
         ):
             raise _Fallback(data)
-        # gunicorn splits the request line at single spaces and skips one
-        # empty line before it; llhttp accepts runs of either.
+        # The request line as written: HTTP/1.1 (this path serves no other
+        # version), and what gunicorn reads, which splits the line at single
+        # spaces and skips one empty line before it (llhttp accepts runs).
         line = method + b" " + url + b" HTTP/1.1\r\n"
         if len(line) > self._max_line or not (
             data.startswith(line) or (data.startswith(b"\r\n") and data.startswith(line, 2))
