@@ -27,6 +27,7 @@ ADAPTER_LIBRARIES = {
     "psycopg",
     "falcon",
     "gunicorn",
+    "httptools",
     "click",
     "structlog",
     "grpc",

@@ -118,18 +118,18 @@ class QuietLog:
 @pytest.mark.parametrize(
     ("exc", "status", "code"),
     [
-        (LimitRequestLine(5000, 4094), b"414 URI Too Long", "URI_TOO_LONG"),
+        (LimitRequestLine(5000, 4094), b"414 URI Too Long", "Request line too long"),
         (
             LimitRequestHeaders("limit request headers fields"),
             b"431 Request Header Fields Too Large",
-            "HEADERS_TOO_LARGE",
+            "Request header fields too large",
         ),
-        (InvalidRequestLine("GET"), b"400 Bad Request", "INVALID_REQUEST"),
-        (InvalidHeader("CONTENT-LENGTH"), b"400 Bad Request", "INVALID_REQUEST"),
+        (InvalidRequestLine("GET"), b"400 Bad Request", "Malformed HTTP request"),
+        (InvalidHeader("CONTENT-LENGTH"), b"400 Bad Request", "Malformed HTTP request"),
         (RuntimeError("boom"), b"500 Internal Server Error", "INTERNAL"),
     ],
 )
-def test_gunicorn_refusals_are_written_as_the_json_envelope(
+def test_gunicorn_refusals_are_plain_text_and_failures_json(
     exc: Exception, status: bytes, code: str
 ) -> None:
     worker = _worker(lambda environ, start_response: [])
@@ -138,11 +138,14 @@ def test_gunicorn_refusals_are_written_as_the_json_envelope(
     worker.handle_error(None, sock, ("127.0.0.1", 1), exc)
     head, _, body = b"".join(sock.sent).partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 " + status + b"\r\n")
-    assert b"\r\nContent-Type: application/json\r\n" in head
     assert b"\r\nConnection: close\r\n" in head
     assert b"\r\nContent-Length: %d" % len(body) in head
+    if code != "INTERNAL":
+        # Chapter 67: the HTTP layer's own errors are plain text.
+        assert b"\r\nContent-Type: text/plain; charset=utf-8\r\n" in head
+        assert body.startswith(code.encode())
+        return
+    assert b"\r\nContent-Type: application/json\r\n" in head
     error = orjson.loads(body)["error"]
     assert error["code"] == code
-    assert error["message"]
-    if code == "INTERNAL":
-        assert "boom" not in error["message"]
+    assert "boom" not in error["message"]

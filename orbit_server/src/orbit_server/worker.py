@@ -71,13 +71,17 @@ _ERROR_500 = "500 Internal Server Error"
 # Error codes for the refusals of the HTTP layer below the app (gunicorn's);
 # another status gets its reason phrase as code.
 _REFUSALS = {
-    400: "INVALID_REQUEST",
-    403: "FORBIDDEN",
-    414: "URI_TOO_LONG",
-    417: "EXPECTATION_FAILED",
-    431: "HEADERS_TOO_LARGE",
-    501: "NOT_IMPLEMENTED",
+    400: "Malformed HTTP request",
+    414: "Request line too long",
+    431: "Request header fields too large",
 }
+
+
+def _refusal_text(code: int, reason: str, exc: BaseException) -> bytes:
+    """One line naming what was refused, and gunicorn's detail when it has one."""
+    detail = str(exc).strip().replace("\r", " ").replace("\n", " ")[:200]
+    head = _REFUSALS.get(code, reason)
+    return (f"{head}: {detail}" if detail else head).encode("utf-8", "replace")
 
 
 class _Fallback(Exception):
@@ -430,9 +434,10 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         """gunicorn's refusals (a malformed request, a request line or head
-        over its limits, an app failure on its path) in the API's JSON error
-        envelope instead of gunicorn's HTML page. gunicorn still chooses the
-        status and logs; its page is caught and rewritten."""
+        over its limits) answered as chapter 67 answers errors of the HTTP
+        layer: a short plain-text body, never gunicorn's HTML page; an app
+        failure on its path is the API's JSON `INTERNAL` envelope. gunicorn
+        still chooses the status and logs; its page is caught and rewritten."""
         page = _Page()
         super().handle_error(req, page, addr, exc)
         status, _, reason = page.status_line().partition(" ")
@@ -440,14 +445,13 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             return
         code = int(status)
         if code >= 500:
-            body = _internal_error(exc)
+            body, kind = _internal_error(exc), b"application/json"
         else:
-            body = errors.error_json(
-                _REFUSALS.get(code) or reason.upper().replace(" ", "_"), str(exc) or reason
-            )
+            body, kind = _refusal_text(code, reason, exc), b"text/plain; charset=utf-8"
         response = (
-            b"HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (code, reason.encode("latin-1"), len(body), body)
+            b"HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: %s\r\n"
+            b"Content-Length: %d\r\n\r\n%s"
+            % (code, reason.encode("latin-1"), kind, len(body), body)
         )
         try:
             util.write_nonblock(client, response)
