@@ -125,6 +125,8 @@ def check_json(
         if problem is not None:
             raise JsonShapeError("$", problem)
         return
+    if _flat_and_plain(value, int_min, int_max):
+        return
     if max_depth < 1:
         raise JsonShapeError("$", _too_deep(max_depth))
     # A stack of iterators over (key, child) pairs; `path[i]` is the key under
@@ -137,6 +139,8 @@ def check_json(
             if ct is dict or ct is list:
                 if len(stack) >= max_depth:
                     raise JsonShapeError(render_path([*path, key]), _too_deep(max_depth))
+                if _flat_and_plain(child, int_min, int_max):
+                    continue
                 path.append(key)
                 stack.append(_items(child, path))
                 break
@@ -158,6 +162,33 @@ def check_json(
             stack.pop()
             if path:
                 path.pop()
+
+
+def _flat_and_plain(container: Any, int_min: int, int_max: int) -> bool:
+    """The common case, checked without the walk's machinery: an array, or
+    an object with ASCII keys, of plain scalars. False sends everything else
+    (nested values, and every problem) to the walk."""
+    if type(container) is list:
+        items = container
+    else:
+        for key in container:
+            if type(key) is not str or not key.isascii():
+                return False
+        items = container.values()
+    for item in items:
+        t = type(item)
+        if t is str:
+            if not item.isascii():
+                return False
+        elif t is int:
+            if not int_min <= item <= int_max:
+                return False
+        elif t is float:
+            if not math.isfinite(item):
+                return False
+        elif t is not bool and item is not None:
+            return False
+    return True
 
 
 def _items(container: Any, path: list[str | int]) -> Iterator[tuple[Any, Any]]:
