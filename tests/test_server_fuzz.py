@@ -798,6 +798,7 @@ def _fuzz(route: Route, world: World, http: Http, examples: int, seen: Counter[s
     hostile_request()
 
 
+@pytest.mark.slow
 def test_hostile_requests_get_documented_errors_and_never_disturb_good_clients(
     world: World,
 ) -> None:
