@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orbit_core import events as ev
-from orbit_core import ir
+from orbit_core import ir, limits
 from orbit_core.decide import Limits
 from orbit_core.engine import recovery
 from orbit_core.engine.catalog import Catalog, checked_definition
@@ -145,6 +145,7 @@ class Engine:
         schedule_id: str | None = None,
     ) -> dict[str, Any]:
         """Starts an execution: `{"execution_id", "created"}` (RULINGS §18's check order)."""
+        limits.admit(input, "workflow input", "INVALID_INPUT", schedule_id=schedule_id)
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._control.start(
                 tx,
@@ -208,6 +209,7 @@ class Engine:
         return self.get(execution_id)
 
     def cancel(self, execution_id: str, reason: str | None = None) -> dict[str, Any]:
+        limits.admit_strings("INVALID_REQUEST", reason=reason)
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._control.cancel(tx, execution_id, reason or DEFAULT_CANCEL_REASON)
         )
@@ -215,6 +217,7 @@ class Engine:
 
     def signal(self, execution_id: str, name: str, payload: Any = None) -> dict[str, Any]:
         """Records a signal: `{"execution_id", "signal", "accepted", "seq"}`."""
+        limits.admit(payload, f"payload for signal `{name}`", "SIGNAL_PAYLOAD_INVALID")
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._control.signal(tx, execution_id, name, payload)
         )
@@ -239,6 +242,13 @@ class Engine:
             (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
             for c in contracts
         ]
+        limits.admit_strings(
+            "INVALID_REQUEST",
+            worker_id=worker_id,
+            runtime=runtime,
+            sdk=sdk,
+            contracts=[s for pair in pairs for s in pair],
+        )
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._workers.register(tx, worker_id, runtime, pairs, sdk)
         )
@@ -286,6 +296,7 @@ class Engine:
         """Reports a success: `{"accepted": bool, "reason"?}`."""
         if not token:
             raise InvalidError("token is required", "INVALID_REQUEST")
+        limits.admit(output, "task output", "INVALID_REQUEST")
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._results.complete(tx, token, output)
         )
@@ -303,6 +314,13 @@ class Engine:
             raise InvalidError("token is required", "INVALID_REQUEST")
         if not error_code:
             raise InvalidError("error_code is required", "INVALID_REQUEST")
+        limits.admit(
+            details,
+            "`details`",
+            "INVALID_REQUEST",
+            error_code=error_code,
+            error_message=error_message,
+        )
         error = ev.make_error(error_code, error_message, retryable, details)
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._results.fail(tx, token, error)
