@@ -33,6 +33,7 @@ serialised; a fire holds it while its engine command commits.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import threading
 from collections.abc import Callable
@@ -135,6 +136,8 @@ class Scheduler:
         subscribe = getattr(clock, "subscribe", None)
         if subscribe is not None:
             subscribe(self._on_advance)
+            # What fell due while no engine ran is looked at now, not at the next advance.
+            self._on_advance()
         elif threaded:
             self._thread = threading.Thread(target=self._loop, name="orbit-schedules", daemon=True)
             self._thread.start()
@@ -293,8 +296,11 @@ class Scheduler:
     # ---- firing
 
     def _on_advance(self) -> None:
+        # A storage error leaves the schedule to be retried; it is not the
+        # business of whoever moved the clock.
         if not self._closed:
-            self.run_due()
+            with contextlib.suppress(OrbitError):
+                self.run_due()
 
     def _loop(self) -> None:
         with self._lock:
