@@ -151,3 +151,16 @@ def test_brackets_closed_by_the_wrong_kind_take_linear_time() -> None:
     diagnostics = parse_source(text, "brackets.orbit")[1]
     assert time.monotonic() - started < 5
     assert diagnostics and all(d.span is not None for d in diagnostics)
+
+
+def test_a_very_long_unknown_name_gets_no_suggestion_quickly() -> None:
+    # Comparing two 3,000-character names used to fill a 9-million-cell table.
+    long = "a" * 3000
+    text = (
+        'workflow W {\n    version "1.0.0"\n'
+        f"    step {long} {{ compute 1 }}\n    step b {{ compute {long}b }}\n}}\n"
+    )
+    started = time.process_time()
+    errors = _errors(text)
+    assert time.process_time() - started < 2
+    assert [(d.code, d.help) for d in errors] == [("E0401", None)]

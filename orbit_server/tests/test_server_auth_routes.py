@@ -214,7 +214,7 @@ def test_no_spelling_reaches_a_responder_without_its_credential(
     }
 
 
-def test_the_worker_token_is_refused_with_403_and_nothing_with_401(
+def test_a_deploy_in_any_spelling_is_refused_to_anonymous_and_worker_callers(
     engine: Engine, reached: list[tuple[str, str]]
 ) -> None:
     client = falcon.testing.TestClient(_app(engine, token=ADMIN_TOKEN, worker_token=WORKER_TOKEN))
