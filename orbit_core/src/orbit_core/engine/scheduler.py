@@ -305,6 +305,9 @@ class Scheduler:
     def _loop(self) -> None:
         with self._lock:
             while not self._closed:
+                if not self._may_fire():
+                    self._wake.wait(_BACKOFF_S)  # e.g. a standby: look again soon
+                    continue
                 try:
                     self.run_due()
                 except Exception:  # a storage error: the thread must live on
