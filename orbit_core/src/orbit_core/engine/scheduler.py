@@ -83,6 +83,7 @@ class _Entry:
 @attrs.frozen(slots=True)
 class _Outcome:
     started: str | None = None  # the execution id
+    created: bool = False  # False: it existed (a repeat after a crash)
     skipped: bool = False  # by the overlap policy
     error: str | None = None
 
@@ -245,18 +246,20 @@ class Scheduler:
             execution_id = manual_execution_id(schedule_id, now)
             previous = entry.row.last_execution_id
 
-            def run(tx: Tx) -> bool:
+            def run(tx: Tx) -> bool | None:
                 action = policy.overlap(spec.overlap, self._running(previous))
                 if action == policy.SKIP:
-                    return False
+                    return None
                 if action == policy.CANCEL_AND_START and previous is not None:
                     self._control.cancel(tx, previous, cancel_reason(schedule_id))
-                self._start(tx, spec, execution_id)
-                return True
+                return self._start(tx, spec, execution_id)
 
-            if not self._submit(run):
+            created = self._submit(run)
+            if created is None:
+                # Counted by the metric, not in the schedule: a trigger is no occurrence.
+                self.counters["schedules_skipped_overlap"] += 1
                 return {"schedule_id": schedule_id, "started": False, "skipped": "overlap"}
-            self.counters["schedules_fired"] += 1
+            self.counters["schedules_fired"] += int(created)
             self._store.record_schedule_trigger(schedule_id, execution_id, now)
             entry.row = attrs.evolve(
                 entry.row,
@@ -429,16 +432,17 @@ class Scheduler:
             try:
                 if action == policy.CANCEL_AND_START and previous is not None:
                     self._control.cancel(tx, previous, cancel_reason(sid))
-                self._start(tx, spec, execution_id)
+                created = self._start(tx, spec, execution_id)
             except OrbitError as exc:
                 out[sid] = _Outcome(error=f"{exc.code}: {exc.message}")
                 continue
-            out[sid] = _Outcome(started=execution_id)
+            out[sid] = _Outcome(started=execution_id, created=created)
         return out
 
-    def _start(self, tx: Tx, spec: ScheduleSpec, execution_id: str) -> None:
+    def _start(self, tx: Tx, spec: ScheduleSpec, execution_id: str) -> bool:
+        """Starts the execution; False when it existed already (a repeat)."""
         try:
-            self._control.start(
+            answer = self._control.start(
                 tx,
                 workflow=spec.workflow,
                 version=spec.version,
@@ -451,6 +455,8 @@ class Scheduler:
             # occurrence was started before (by a server that then died).
             if exc.code != "EXECUTION_EXISTS":
                 raise
+            return False
+        return bool(answer["created"])
 
     def _running(self, execution_id: str | None) -> bool:
         if execution_id is None:
@@ -499,7 +505,8 @@ class Scheduler:
         if outcome is None:
             return
         if outcome.started is not None:
-            self.counters["schedules_fired"] += 1
+            # The metric counts new executions; the schedule's count, every start.
+            self.counters["schedules_fired"] += int(outcome.created)
         elif outcome.skipped:
             self.counters["schedules_skipped_overlap"] += 1
 
