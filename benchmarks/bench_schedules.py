@@ -29,8 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from orbit_core import ir
-from orbit_core.engine import Engine
+from orbit_core.engine import Engine, tune_process
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_core.memory_store import MemoryStore
@@ -51,8 +53,6 @@ def definition() -> ir.Definition:
         result=e.EMPTY_OBJECT,
         contracts={},
     )
-    import attrs
-
     return attrs.evolve(defn, definition_hash=ir.definition_hash(defn))
 
 
@@ -143,6 +143,7 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="also measure 0 idle schedules")
     parser.add_argument("--skip-idle", action="store_true")
     args = parser.parse_args()
+    tune_process()  # as `orbit server` does
     report: dict[str, Any] = {"fire": fire(args)}
     if not args.skip_idle:
         report["idle"] = idle(args, args.schedules)

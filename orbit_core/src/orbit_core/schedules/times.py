@@ -9,11 +9,12 @@ always printed in UTC: occurrences without milliseconds when they have none
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 _UNITS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
 _ORDER = ("d", "h", "m", "s", "ms")
 _PART = re.compile(r"(\d+)(ms|s|m|h|d)")
+_EPOCH = datetime(1970, 1, 1)
 DURATION_HINT = "whole numbers with the units ms, s, m, h and d, such as 30s, 15m or 1h30m"
 
 
@@ -76,9 +77,9 @@ def _exact_ms(parsed: datetime) -> int:
 
 def format_time(ms: int, *, millis: bool = False) -> str:
     """UTC RFC 3339; milliseconds when asked for or when not zero."""
-    when = datetime.fromtimestamp(ms // 1000, UTC)
-    text = when.strftime("%Y-%m-%dT%H:%M:%S")
-    rest = ms % 1000
+    seconds, rest = divmod(ms, 1000)
+    # isoformat of a naive time is several times faster than strftime.
+    text = (_EPOCH + timedelta(seconds=seconds)).isoformat()
     if millis or rest:
         text += f".{rest:03d}"
     return text + "Z"
