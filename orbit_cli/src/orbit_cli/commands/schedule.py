@@ -86,10 +86,11 @@ def _row(*cells: Any) -> str:
 def cli() -> None:
     """Start workflows on a cron expression or a fixed interval.
 
-    Every subcommand takes the runtime connection options and calls the
-    /v1/schedules API. Exit status: 0 on success; 1 on an API or connection
-    error (such as INVALID_SCHEDULE, SCHEDULE_EXISTS or SCHEDULE_NOT_FOUND)
-    or an invalid --input; 2 for invalid arguments.
+    Each subcommand talks to the runtime's /v1/schedules API and accepts the
+    usual connection options. It exits with 1 when the runtime refuses the
+    request (INVALID_SCHEDULE, SCHEDULE_EXISTS, SCHEDULE_NOT_FOUND, ...) or
+    cannot be reached, or when --input is not JSON, and with 2 when the
+    arguments are wrong.
     """
 
 
@@ -206,9 +207,9 @@ def update(
 ) -> None:
     """Change a schedule's timing, input or policies (other settings are kept).
 
-    Sends PATCH /v1/schedules/{id} with the given fields. The next occurrence
-    is recomputed from now; the counters are kept. Other fields (start and
-    end times, description) are changed through the API.
+    Only the options given change (a PATCH of /v1/schedules/{id}); the next
+    fire time is computed again from now and the fired and skipped counts
+    stay. start_at, end_at and the description change through the API only.
     """
     if cron is not None and every is not None:
         raise click.UsageError("--cron and --every cannot be used together")
@@ -237,8 +238,8 @@ def update(
 def list_schedules(client: RuntimeClient) -> None:
     """List schedules with their next fire time.
 
-    STATE is active, paused, or ended (no occurrence left before end_at).
-    NEXT FIRE includes the jitter.
+    STATE: active, paused, or ended (end_at reached with no occurrence left).
+    NEXT FIRE is when the next occurrence fires, its jitter included.
     """
     schedules = client.get("/v1/schedules").get("schedules", [])
     out(_row("SCHEDULE", "WORKFLOW", "TIMING", "STATE", "NEXT FIRE", "LAST EXECUTION"))
