@@ -7,7 +7,6 @@ bad settings that store nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -185,26 +184,6 @@ def test_run_once_starts_the_latest_missed_occurrence_however_late() -> None:
     assert world.executions() == ["s:2026-11-16T00:30:00Z"]
     doc = world.get()
     assert (doc["fired"], doc["skipped"], doc["next_fire_at"]) == (1, 3, "2026-11-16T00:40:00Z")
-    world.engine.close()
-
-
-def test_schedules_and_their_state_survive_a_restart_on_sqlite(tmp_path: Path) -> None:
-    from orbit_store.sqlite import SqliteStore
-
-    db = tmp_path / "o.db"
-    world = World(SqliteStore(db))
-    world.create(interval="10s", description="kept")
-    world.at("2026-11-15T18:51:10Z")
-    world.engine.close()
-    world.store = SqliteStore(db)
-    world.engine = world.boot()
-    doc = world.get()
-    assert (doc["description"], doc["fired"], doc["last_execution_id"]) == (
-        "kept",
-        1,
-        "s:2026-11-15T18:51:10Z",
-    )
-    assert doc["next_fire_at"] == "2026-11-15T18:51:20Z"
     world.engine.close()
 
 
