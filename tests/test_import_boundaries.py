@@ -28,6 +28,7 @@ ADAPTER_LIBRARIES = {
     "psycopg",
     "falcon",
     "gunicorn",
+    "httptools",
     "click",
     "structlog",
     "grpc",
