@@ -21,6 +21,7 @@ from orbit_core.engine.pipeline import Group, GroupCommit
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, Reads
 from orbit_core.engine.results import Results
+from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.workers import Workers
 from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.memory_store import MemoryStore
@@ -112,6 +113,17 @@ class Engine:
             subscribe(self._on_clock_advance)
         elif auto_tick:
             self._spawn(self._ticker, "orbit-tick")
+        # Schedules (engine/scheduler.py): fired on the clock, started through Control.start.
+        self.schedules = Scheduler(
+            store=self.store,
+            clock=self.clock,
+            counters=self.counters,
+            catalog=self._catalog,
+            control=self._control,
+            executions=self._executions,
+            submit=self._pipeline.submit,
+            threaded=auto_tick,
+        )
 
     # ---- definitions
 
@@ -360,7 +372,11 @@ class Engine:
         """When the next timer, retry or timeout falls due (for time skipping)."""
         candidates = [
             t
-            for t in (self._executions.next_due_ms(), self._workers.next_due_ms())
+            for t in (
+                self._executions.next_due_ms(),
+                self._workers.next_due_ms(),
+                self.schedules.next_due_ms(),
+            )
             if t is not None
         ]
         return min(candidates) if candidates else None
@@ -379,6 +395,7 @@ class Engine:
         )
 
     def close(self) -> None:
+        self.schedules.close()
         self._pipeline.close()
         self._stop.set()
         self._polling.expire_all()
