@@ -248,15 +248,15 @@ class Executions:
                 # Only waiting states were entered (queued tasks, timers):
                 # nothing else can change before new input or time arrives.
                 break
+        # Before a new run replaces the state: the old run's children go too.
+        self.children.check(tx, live)
         if state.terminal:
             if state.status == CONTINUED_AS_NEW:
                 self._continue_as_new(tx, live)
             else:
                 self._finalize(tx, live)
-        else:
-            if plan.timed:
-                self.push_due(live)
-            self.children.check(tx, live)
+        elif plan.timed:
+            self.push_due(live)
 
     def route(self, tx: Tx, live: Live, key: str) -> None:
         """Sends a scheduled unit where it runs."""

@@ -51,6 +51,7 @@ def resume(tx: Tx, executions: Executions, workers: Workers) -> None:
                 if spec is not None and (spec.is_child or spec.is_builtin):
                     executions.route(tx, live, unit.key)
     executions.children.resume(tx)
+    executions.children.reconcile(tx)
     for live in list(executions.live.values()):
         if not live.state.terminal:
             executions.decide(tx, live)
