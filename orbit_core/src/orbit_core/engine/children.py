@@ -45,6 +45,13 @@ class Children:
     def tick(self, tx: Tx) -> None:
         """Starts the children queued since the last tick, if still wanted."""
         starts, self._starts = self._starts, []
+        try:
+            self._start_queued(tx, starts)
+        except BaseException:
+            self._starts = starts + self._starts  # the group is undone: start them again
+            raise
+
+    def _start_queued(self, tx: Tx, starts: list[tuple[str, str, int]]) -> None:
         for eid, key, offer in starts:
             parent = self._x.live.get(eid)
             unit = parent.state.units.get(key) if parent is not None else None
