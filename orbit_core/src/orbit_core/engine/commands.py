@@ -111,6 +111,7 @@ class Tx:
 
     __slots__ = (
         "after_commit",
+        "appended",
         "changes",
         "claimed",
         "definitions",
@@ -124,6 +125,9 @@ class Tx:
     def __init__(self, now: int) -> None:
         self.now = now
         self.changes: dict[str, ExecutionChange] = {}
+        # Events appended so far: tells whether a command that raised had
+        # already changed something.
+        self.appended = 0
         self.definitions: list[DefinitionRow] = []
         self.workers: list[WorkerRow] = []
         self.terminal: list[Live] = []

@@ -282,6 +282,7 @@ class Executions:
 
     def append(self, tx: Tx, live: Live, event: ev.Event) -> None:
         apply(live.state, event)
+        tx.appended += 1
         change = tx.changes.get(live.state.id)
         if change is None:
             change = tx.changes[live.state.id] = ExecutionChange(live.state.id, NO_ROW)

@@ -80,6 +80,8 @@ class Handlers:
         self._handlers: dict[tuple[str, str], tuple[Callable[..., Any], bool]] = {}
         # One local worker session per runtime.
         self._local: dict[str, Session] = {}
+        # Tokens `run_all` could not report, to hand back for redelivery.
+        self._lost: list[str] = []
 
     def register(self, task_name: str, version: str, fn: Callable[..., Any], runtime: str) -> None:
         takes_task = len(inspect.signature(fn).parameters) >= 2
@@ -101,19 +103,29 @@ class Handlers:
 
     def run_all(self) -> int:
         """Runs queued tasks on the calling thread, one at a time, until none
-        is left."""
+        is left (or the engine refuses). A result that cannot be recorded
+        hands its attempt back for redelivery, as a crashed worker would."""
         ran = 0
-        progress = True
-        while progress:
-            progress = False
-            for session in list(self._local.values()):
-                task = self._engine.poll(session.session_id, 0)
-                if task is not None:
-                    report = self._run(task)
-                    if report is not None:
-                        self._exchange(session.session_id, [report], 0, 0)
+        try:
+            self._hand_back(self._lost)
+            progress = True
+            while progress:
+                progress = False
+                for session in list(self._local.values()):
+                    task = self._engine.poll(session.session_id, 0)
+                    if task is None:
+                        continue
                     ran += 1
                     progress = True
+                    report = self._run(task)
+                    if report is None:
+                        continue
+                    try:
+                        self._exchange(session.session_id, [report], 0, 0)
+                    except OrbitError:
+                        self._lost.append(report[0])
+        except OrbitError:
+            pass  # reported where it failed; the next run goes on
         return ran
 
     def _loop(self) -> None:

@@ -404,7 +404,13 @@ class Engine:
             for cmd in batch:
                 if not cmd.read:
                     current = cmd
+                    appended = tx.appended
                     cmd.run(tx)
+                    if cmd.error is not None and tx.appended != appended:
+                        # It refused after it had changed executions (a store
+                        # read that failed midway): undo it like a failure.
+                        assert isinstance(cmd.error, OrbitError)
+                        raise PrepareFailed(tx, cmd, cmd.error)
             current = None
             if tx.new_tasks and self._polling.waiting:
                 self._polling.match(tx)
@@ -415,6 +421,8 @@ class Engine:
                 row = self._executions.row(change.execution_id)
                 if row is not None:
                     change.row = row
+        except PrepareFailed:
+            raise
         except Exception as exc:
             raise PrepareFailed(tx, current, internal_error(exc)) from exc
         commit = CommitBatch(tx.definitions, list(tx.changes.values()), tx.workers)
@@ -489,7 +497,11 @@ class Engine:
             self.faults.report("tick", exc)
             self.faults.recovered("tick")
         if self._handlers.threads == 0:
-            self.run_handlers()
+            try:
+                self.run_handlers()
+            except Exception as exc:
+                self.faults.report("handler", exc)
+                self.faults.recovered("handler")
 
     def _exchange(
         self, session_id: str, reports: list[Report], limit: int, wait_ms: int
