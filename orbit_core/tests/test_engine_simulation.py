@@ -571,9 +571,9 @@ def run_seed(seed: int) -> int:
                 break
             except StorageError:
                 continue
-    for i in range(rng.randint(1, 5)):
+    for i in range(rng.randint(1, 4)):
         sim.start(f"x-{seed}-{i}", rng.choice(list(sim.definitions)[1:]))
-    for _ in range(rng.randint(5, 30)):
+    for _ in range(rng.randint(4, 24)):
         sim.step()
         if rng.random() < 0.1:
             sim.check_memory()

@@ -39,6 +39,7 @@ from orbit_core.errors import OrbitError
 from orbit_server import logs
 from orbit_server.app import create_app
 from orbit_server.config import Address, ConfigError, ServerConfig, check
+from orbit_server.faults import LoggedFaults
 from orbit_server.worker import OrbitWorker
 from orbit_store.sqlite import SqliteStore
 
@@ -106,6 +107,7 @@ def build_engine(config: ServerConfig) -> Engine:
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
         session_timeout_ms=config.session_timeout_ms,
+        faults=LoggedFaults(),
     )
 
 
