@@ -144,10 +144,11 @@ def test_a_failed_group_leaves_memory_as_the_store_has_it(
     engine.close()
 
 
+@pytest.mark.parametrize("pipeline", [False, True], ids=["inline", "committer-thread"])
 def test_one_failing_command_fails_only_its_caller(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, pipeline: bool
 ) -> None:
-    engine = Engine(store, handler_threads=0, auto_tick=False)
+    engine = Engine(store, handler_threads=0, auto_tick=False, pipeline=pipeline)
     engine.deploy(plain())
     poison(monkeypatch, {"bad"})
     bad, good = in_one_group(
@@ -166,10 +167,11 @@ def test_one_failing_command_fails_only_its_caller(
     engine.close()
 
 
+@pytest.mark.parametrize("pipeline", [False, True], ids=["inline", "committer-thread"])
 def test_a_poll_in_a_failed_group_runs_again_and_its_task_is_durable(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, pipeline: bool
 ) -> None:
-    engine = Engine(store, handler_threads=0, auto_tick=False)
+    engine = Engine(store, handler_threads=0, auto_tick=False, pipeline=pipeline)
     engine.deploy(plain())
     session = engine.register_worker("w", "python", [("demo.work", "1.0.0")])
     engine.start("Plain", input={"n": 1}, execution_id="queued")
@@ -186,10 +188,11 @@ def test_a_poll_in_a_failed_group_runs_again_and_its_task_is_durable(
     engine.close()
 
 
+@pytest.mark.parametrize("pipeline", [False, True], ids=["inline", "committer-thread"])
 def test_a_long_poll_claimed_by_a_failed_group_ends_and_the_task_waits(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, pipeline: bool
 ) -> None:
-    engine = Engine(store, handler_threads=0, auto_tick=False)
+    engine = Engine(store, handler_threads=0, auto_tick=False, pipeline=pipeline)
     engine.deploy(plain())
     session = engine.register_worker("w", "python", [("demo.work", "1.0.0")])["worker_session_id"]
     answer: list[Any] = []

@@ -181,6 +181,7 @@ class Executions:
                 self.tokens.pop(token, None)
                 tokens.append(token)
         self.children.forget(eid)
+        self._held.pop(eid, None)
         return tokens
 
     def rollback(self, tx: Tx) -> list[str]:
