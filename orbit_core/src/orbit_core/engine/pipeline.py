@@ -200,9 +200,17 @@ class GroupCommit:
 
     def _lead_group(self, batch: list[Command]) -> list[Command]:
         """Runs one group; returns the commands to run again as the next one."""
+        if self.broken:
+            for cmd in batch:
+                self._fail(cmd, StorageError(_BROKEN))
+            return []
         try:
             with self._state_lock:
                 group = self._prepare(batch)
+                if self._committer is not None:
+                    # Queued before memory is let go of, so that a failed
+                    # commit undoing the groups queued before it finds it.
+                    self._commits.put(group)
         except PrepareFailed as failed:
             return self._undo(failed, batch)
         except Exception as exc:  # a `prepare` that reports no transaction
@@ -214,8 +222,6 @@ class GroupCommit:
             return []
         if self._committer is None:
             self._settle_groups([group])
-        else:
-            self._commits.put(group)
         return []
 
     def _undo(self, failed: PrepareFailed, batch: list[Command]) -> list[Command]:
