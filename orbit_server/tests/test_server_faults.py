@@ -98,3 +98,12 @@ def test_json_logs_carry_the_traceback(capsys: pytest.CaptureFixture[str]) -> No
     assert record["fields"]["error"] == "RuntimeError: tick bug"
     assert "Traceback" in record["fields"]["exception"]
     assert faults.counts() == {"tick": 1}
+
+
+def test_quiet_components_are_counted_not_logged(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure("text")
+    faults = LoggedFaults(quiet=frozenset({"store"}))
+    faults.report("store", OSError("disk full"))
+    assert capsys.readouterr().err == ""
+    assert faults.counts() == {"store": 1}
+    assert faults.failing() == {"store": "OSError: disk full"}

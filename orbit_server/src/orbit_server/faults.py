@@ -21,8 +21,17 @@ MESSAGES = {
 
 
 class LoggedFaults(FaultLog):
+    """`quiet` names components that are counted but not logged here, because
+    something else logs them already (a store wrapper that logs its errors)."""
+
+    def __init__(self, quiet: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self._quiet = quiet
+
     def report(self, component: str, error: BaseException) -> None:
         super().report(component, error)
+        if component in self._quiet:
+            return
         logs.logger().error(
             MESSAGES.get(component, f"{component} failed"),
             component=component,
