@@ -17,15 +17,13 @@ from orbit_core import ir
 from orbit_core import values as _values
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import ChildLink, Live
-from orbit_core.plan import HANDLER_PREFIXES, child_id
-from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold
+from orbit_core.plan import child_id
+from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold, is_handler_key
 
 if TYPE_CHECKING:
     from orbit_core.engine.executions import Executions
 
 _CHILD = "child:"
-# Units of outcome handlers start after the abort: the abort does not end them.
-_AFTER_ABORT = tuple(HANDLER_PREFIXES.values())
 
 
 class Children:
@@ -209,7 +207,8 @@ class Children:
                 reason = "parent step timed out"
             elif state.terminal:
                 reason = "parent workflow finished"
-            elif state.abort is not None and not link.unit_key.startswith(_AFTER_ABORT):
+            elif state.abort is not None and not is_handler_key(link.unit_key):
+                # Outcome handlers' units start after the abort: it does not end them.
                 reason = "parent workflow aborted"
             else:
                 continue
