@@ -44,6 +44,7 @@ from orbit_core.errors import OrbitError
 from orbit_server import logs
 from orbit_server.app import create_app
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
+from orbit_server.faults import LoggedFaults
 from orbit_server.storage import LoggedStore
 from orbit_server.worker import OrbitWorker
 from orbit_store.sqlite import SqliteStore
@@ -137,6 +138,8 @@ def build_engine(config: ServerConfig) -> Engine:
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
         session_timeout_ms=config.session_timeout_ms,
+        # LoggedStore logs storage errors already; faults still counts them.
+        faults=LoggedFaults(quiet=frozenset({"store"})),
     )
 
 
