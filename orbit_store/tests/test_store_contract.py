@@ -1,4 +1,4 @@
-"""The store contract, run against the in-memory store and SQLite."""
+"""The store contract, run against the in-memory store, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -18,16 +18,26 @@ from orbit_core.ports import (
     Store,
     WorkerRow,
 )
+from orbit_store.postgres import PostgresStore
 from orbit_store.sqlite import SqliteStore
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-in-memory"])
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        "sqlite-in-memory",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def store(request: Any, tmp_path: Path) -> Iterator[Store]:
     made: Store
     if request.param == "memory":
         made = MemoryStore()
     elif request.param == "sqlite":
         made = SqliteStore(tmp_path / "o.db")
+    elif request.param == "postgres":
+        made = PostgresStore(request.getfixturevalue("pg_url"))
     else:
         made = SqliteStore(":memory:")  # one connection holds the whole database
     yield made

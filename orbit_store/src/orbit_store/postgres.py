@@ -1,0 +1,155 @@
+"""The PostgreSQL store: the dialect-neutral `SqlStore` on psycopg 3.
+
+The URL is a libpq connection URI and libpq itself reads it (psycopg hands
+it over as is): `postgres://` or `postgresql://`, percent-encoded userinfo,
+several hosts, any libpq parameter in the query. It is checked when the
+store is made, so a malformed URL fails at once, naming the URL with its
+password hidden (`urls.redact`, as in every message this module makes).
+
+TLS follows `sslmode`, with the book's meaning rather than libpq's: TLS is
+only ever used with a verified certificate (libpq's `verify-full`: chain and
+host name), trusting the public web PKI roots (certifi's bundle) plus every
+certificate in the PEM file `ca_cert` names (ORBIT_DB_CA_CERT):
+
+- `disable`: never TLS;
+- `prefer` (the default): TLS when the server offers it; a server that does
+  not offer it is used in plain text, but one that offers a certificate that
+  cannot be verified is refused, never used;
+- `require`: TLS or nothing.
+
+Writes go through one connection and reads through another (autocommit, so
+a read costs no BEGIN or ROLLBACK round trips). A lost connection is
+replaced on next use (`SqlStore` tries a statement once more on a new
+connection; the pool pings a connection before handing it out), and the
+store's `notice` reports "reconnected to PostgreSQL". Servers starting
+together on one database create the schema one at a time (an advisory lock
+in `schema.prepare`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from typing import Any
+
+import certifi
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from sqlalchemy import create_engine
+from sqlalchemy.pool import QueuePool
+
+from orbit_core.errors import StorageError
+from orbit_store.sql import SqlStore
+from orbit_store.urls import is_postgres, redact
+
+SSLMODES = ("disable", "prefer", "require")
+CONNECT_TIMEOUT_S = 10
+# What libpq says when verify-full meets a server without TLS.
+_NO_TLS = "does not support SSL"
+
+
+class PostgresStore(SqlStore):
+    reconnected_notice = "reconnected to PostgreSQL"
+
+    def __init__(self, url: str, *, ca_cert: str | None = None) -> None:
+        """`ca_cert`: a PEM bundle trusted besides the web PKI roots (the
+        server passes ORBIT_DB_CA_CERT)."""
+        self.url = url
+        self.display = redact(url)
+        self._bundle: str | None = None
+        if not is_postgres(url):
+            raise StorageError(f"`{self.display}` is not a postgres:// or postgresql:// URL")
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise StorageError(
+                f"invalid PostgreSQL URL {self.display}: {self.describe_error(exc)}"
+            ) from exc
+        self.sslmode = str(params.get("sslmode") or "prefer")
+        if self.sslmode not in SSLMODES:
+            raise StorageError(
+                f"invalid PostgreSQL URL {self.display}: sslmode={self.sslmode} is not supported; "
+                "use disable, prefer or require (a certificate is always verified when TLS is used)"
+            )
+        self._defaults: dict[str, Any] = {}
+        if "connect_timeout" not in params:
+            self._defaults["connect_timeout"] = CONNECT_TIMEOUT_S
+        if "application_name" not in params:
+            self._defaults["application_name"] = "orbit"
+        if self.sslmode != "disable":
+            self._bundle = _trust_bundle(ca_cert, self.display)
+        engine = create_engine(
+            "postgresql+psycopg://",
+            creator=self._connect,
+            poolclass=QueuePool,
+            pool_size=2,
+            max_overflow=4,
+            pool_pre_ping=True,
+        )
+        try:
+            super().__init__(engine, read_options={"isolation_level": "AUTOCOMMIT"})
+        except BaseException:
+            self._remove_bundle()
+            engine.dispose()
+            raise
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """A new connection, with TLS as `sslmode` says (module docstring)."""
+        if self.sslmode == "disable":
+            return psycopg.connect(self.url, **self._defaults, sslmode="disable")
+        try:
+            return psycopg.connect(
+                self.url, **self._defaults, sslmode="verify-full", sslrootcert=self._bundle
+            )
+        except psycopg.OperationalError as exc:
+            if self.sslmode == "prefer" and _NO_TLS in str(exc):
+                return psycopg.connect(self.url, **self._defaults, sslmode="disable")
+            raise
+
+    def describe_error(self, exc: BaseException) -> str:
+        # psycopg's messages span lines (a hint on the second); one line here.
+        return redact(" ".join(str(exc).split()), self.url)
+
+    def describe_connect_error(self, exc: BaseException) -> str:
+        detail = self.describe_error(getattr(exc, "orig", None) or exc)
+        return f"cannot connect to PostgreSQL at {self.display}: {detail}"
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._remove_bundle()
+
+    def _remove_bundle(self) -> None:
+        bundle, self._bundle = self._bundle, None
+        if bundle is not None and bundle != certifi.where():
+            with contextlib.suppress(OSError):
+                os.unlink(bundle)
+
+
+def _trust_bundle(ca_cert: str | None, display: str) -> str:
+    """The file of certificates a server's certificate may chain to: the web
+    PKI roots, plus `ca_cert`'s (copied into a private temporary file, as
+    libpq takes one file)."""
+    roots = certifi.where()
+    if not ca_cert:
+        return roots
+    try:
+        with open(ca_cert, "rb") as f:
+            extra = f.read()
+    except OSError as exc:
+        raise StorageError(
+            f"cannot use ORBIT_DB_CA_CERT={ca_cert} for {display}: {exc.strerror or exc}"
+        ) from exc
+    if b"-----BEGIN CERTIFICATE-----" not in extra:
+        raise StorageError(
+            f"cannot use ORBIT_DB_CA_CERT={ca_cert} for {display}: "
+            "it holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+        )
+    with open(roots, "rb") as f:
+        bundle = f.read()
+    fd, path = tempfile.mkstemp(prefix="orbit-db-ca-", suffix=".pem")
+    with os.fdopen(fd, "wb") as out:
+        out.write(bundle.rstrip(b"\n") + b"\n" + extra)
+    return path
