@@ -107,9 +107,10 @@ class PostgresStore(SqlStore):
                 return psycopg.connect(self.url, **self._defaults, sslmode="disable")
             raise
 
-    def describe_error(self, exc: BaseException) -> str:
+    def describe_error(self, exc: BaseException, *, lost: bool = False) -> str:
         # psycopg's messages span lines (a hint on the second); one line here.
-        return redact(" ".join(str(exc).split()), self.url)
+        text = redact(" ".join(str(exc).split()), self.url)
+        return f"lost the connection to PostgreSQL at {self.display}: {text}" if lost else text
 
     def describe_connect_error(self, exc: BaseException) -> str:
         detail = self.describe_error(getattr(exc, "orig", None) or exc)

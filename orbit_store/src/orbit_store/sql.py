@@ -151,7 +151,7 @@ class _Link:
                 conn.invalidate()
             self._lost = True
         self._drop()
-        message = self._store.describe_error(exc)
+        message = self._store.describe_error(exc, lost=lost)
         return Disconnected(message) if lost else StorageError(message)
 
     def close(self) -> None:
@@ -296,8 +296,9 @@ class SqlStore:
         if self.on_notice is not None:
             self.on_notice(message)
 
-    def describe_error(self, exc: BaseException) -> str:
-        """The message of a StorageError for a database error."""
+    def describe_error(self, exc: BaseException, *, lost: bool = False) -> str:
+        """The message of a StorageError for a database error (`lost`: one
+        that cost the connection)."""
         return " ".join(str(exc).split())
 
     def describe_connect_error(self, exc: BaseException) -> str:
