@@ -16,9 +16,13 @@ sets it), in which case they fail: CI must never pass by skipping them.
 ORBIT_TEST_POSTGRES_URL points the tests at an existing server instead (its
 user needs CREATEDB; tests that stop the server still start their own).
 
-`shared()` is the one server of a test process (started on first use, kept
-while any fixture holds it); `fresh_database()` gives each test its own empty
-database on it. `mark_postgres_items` tags every test that uses the fixtures
+`acquire()` is the one server of a test process (started on first use,
+kept while any fixture holds it, stopped at exit); `create_database()` gives
+each test its own empty database on it. With ORBIT_TEST_DB=postgres,
+`db_for(path)` turns the SQLite file a real-server test would use into a URL
+of its own database on that server (the same one for the same path, so a
+restarted server finds its data): the test harnesses call it, so the
+end-to-end tests and the book's timelines run unchanged on PostgreSQL. `mark_postgres_items` tags every test that uses the fixtures
 with the `postgres` marker, so `-m "not postgres"` leaves them out.
 
 Only the standard library and psycopg are imported: orbit_store's tests run
@@ -46,6 +50,8 @@ from urllib.parse import quote, urlencode
 
 REQUIRE_ENV = "ORBIT_REQUIRE_POSTGRES"
 EXTERNAL_ENV = "ORBIT_TEST_POSTGRES_URL"
+# ORBIT_TEST_DB=postgres runs the real-server tests on PostgreSQL: see `db_for`.
+BACKEND_ENV = "ORBIT_TEST_DB"
 USER = "orbit"
 # Every character here must be percent-encoded in a URL's userinfo.
 PASSWORD = "p@ss:w/rd?#%&="
@@ -396,6 +402,31 @@ def own_cluster(**kwargs: Any) -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.destroy()
+
+
+_databases: dict[str, str] = {}
+
+
+def on_postgres() -> bool:
+    """Whether ORBIT_TEST_DB asks for the real-server tests on PostgreSQL."""
+    return os.environ.get(BACKEND_ENV, "sqlite").lower() in ("postgres", "postgresql")
+
+
+def db_for(db: str | os.PathLike[str]) -> str:
+    """What a real-server test passes to --db for `db` (a SQLite path):
+    the path itself, or with ORBIT_TEST_DB=postgres a database on the shared
+    server, one per path."""
+    path = os.fspath(db)
+    if not on_postgres() or path.startswith(("postgres://", "postgresql://")):
+        return path
+    with _lock:
+        found = _databases.get(path)
+    if found is None:
+        server = acquire()  # held until exit
+        found = server.url(server.create_database("e2e"))
+        with _lock:
+            _databases[path] = found
+    return found
 
 
 def mark_postgres_items(items: list[Any]) -> None:

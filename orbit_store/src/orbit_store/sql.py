@@ -117,7 +117,11 @@ class _Link:
                 if self._options:
                     conn = conn.execution_options(**self._options)
             except (SQLAlchemyError, self._engine.dialect.loaded_dbapi.Error) as exc:
-                raise StorageError(self._store.describe_connect_error(exc)) from exc
+                message = self._store.describe_connect_error(exc)
+                # Unreachable for reads is unreachable for writes: readiness
+                # says so even when no write has failed yet.
+                self._store.mark_unwritable(message)
+                raise StorageError(message) from exc
             self._conn = conn
             if self._lost:
                 self._lost = False
@@ -389,6 +393,10 @@ class SqlStore:
             self._write_error = exc.message
             raise
         self._write_error = None
+
+    def mark_unwritable(self, message: str) -> None:
+        """Records that writes cannot succeed now (until one does)."""
+        self._write_error = message
 
     def write_problem(self) -> str | None:
         """Why the store cannot write now, or None."""
