@@ -115,9 +115,7 @@ def postgres(session: nox.Session) -> None:
     _install(session, ALL)
     session.install("-e", "./sdks/python")
     targets = session.posargs or ON_POSTGRES
-    session.run(
-        "pytest", *targets, "-m", "e2e or not e2e", env={"ORBIT_TEST_DB": "postgres"}
-    )
+    session.run("pytest", *targets, "-m", "e2e or not e2e", env={"ORBIT_TEST_DB": "postgres"})
 
 
 @nox.session(python=PYTHON)
