@@ -5,6 +5,10 @@ file is loaded once, identified by its resolved path, so cycles are harmless.
 Load order is depth-first with a file's imports before the file itself (the
 order the `ok` lines of `orbit check` follow), after the prelude.
 
+Files are read by `orbit_lang.parser.read_source`: only regular files of at
+most 2 MiB, so an import of a device, a pipe or a directory is E0206 at once
+(with a note stating the rule) instead of a read that never ends.
+
 Paths are kept as the user would write them, for diagnostics: a file named on
 the command line keeps its spelling, and an import is joined to the directory
 of the importing file's path and normalised (`workflows/../contracts/x.orbit`
@@ -21,7 +25,7 @@ import attrs
 
 from orbit_lang import ast
 from orbit_lang.diagnostics import Diagnostic, sort_key
-from orbit_lang.parser import parse, read_source
+from orbit_lang.parser import Unreadable, parse, read_source
 from orbit_lang.prelude import PRELUDE_PATH, PRELUDE_SOURCE
 from orbit_lang.source import SourceFile
 
@@ -92,10 +96,8 @@ class _Loader:
             return
         self.seen.add(key)
         source = read_source(path)
-        if isinstance(source, str):
-            self.diagnostics.append(
-                Diagnostic.error("E0206", f"cannot read `{path}`: {source}", None)
-            )
+        if isinstance(source, Unreadable):
+            self.diagnostics.append(source.diagnostic(f"cannot read `{path}`", None))
             return
         self._load_tree(source)
 
@@ -128,14 +130,9 @@ class _Loader:
                 continue
             self.seen.add(key)
             source = read_source(path)
-            if isinstance(source, str):
-                self.diagnostics.append(
-                    Diagnostic.error(
-                        "E0206",
-                        f"cannot import `{declaration.path.value}`: {source}",
-                        declaration.span,
-                    )
-                )
+            if isinstance(source, Unreadable):
+                message = f"cannot import `{declaration.path.value}`"
+                self.diagnostics.append(source.diagnostic(message, declaration.span))
                 continue
             return self._parse(source)
         return None

@@ -50,7 +50,7 @@ def render_human(
     out = [f"{header}{paint(': ' + diagnostic.message, _BOLD)}"]
     span = diagnostic.span
     if span is None:
-        return "\n".join(out) + "\n"
+        return "\n".join([*out, *_footer(diagnostic, "", paint)]) + "\n"
 
     source = sources.get(span.file)
     markers = [(span, diagnostic.label, True)] + [
@@ -81,11 +81,17 @@ def render_human(
                 style = severity_style if primary else _GUTTER_STYLE
                 mark = paint(symbol * length + (f" {message}" if message else ""), style)
                 out.append(f"{pad} {bar} {' ' * indent}{mark}")
-    for note in diagnostic.notes:
-        out.append(f"{pad} {paint('=', _GUTTER_STYLE)} {paint('note', _BOLD)}: {note}")
-    if diagnostic.help is not None:
-        out.append(f"{pad} {paint('=', _GUTTER_STYLE)} {paint('help', _BOLD)}: {diagnostic.help}")
+    out.extend(_footer(diagnostic, pad, paint))
     return "\n".join(out) + "\n"
+
+
+def _footer(diagnostic: Diagnostic, pad: str, paint: _Style) -> list[str]:
+    """The `= note:` and `= help:` lines."""
+    equals = paint("=", _GUTTER_STYLE)
+    lines = [f"{pad} {equals} {paint('note', _BOLD)}: {note}" for note in diagnostic.notes]
+    if diagnostic.help is not None:
+        lines.append(f"{pad} {equals} {paint('help', _BOLD)}: {diagnostic.help}")
+    return lines
 
 
 def _expand(text: str) -> str:

@@ -3,6 +3,13 @@
 `ServerConfig` is what `orbit server` parsed from its flags and environment;
 `check` applies chapter 39's refusals before anything is opened, raising
 `ConfigError` with the message the server prints before exiting with status 1.
+
+Tokens: an empty environment variable counts as unset (chapter 39), but an
+explicit empty `--token ""` (typically `--token "$VAR"` with VAR unset) is
+refused rather than read as "no authentication"; so is a token no client
+could present (blank, surrounded by whitespace, or with characters outside
+printable ASCII, which HTTP clients encode differently or not at all).
+`startup_warnings` lists what is allowed but unwise, logged at start.
 """
 
 from __future__ import annotations
@@ -18,7 +25,11 @@ DEFAULT_ADDR = "127.0.0.1:7233"
 DEFAULT_DB = "orbit.db"
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_SESSION_TIMEOUT_S = 30.0
-_ADDR = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>\d{1,5})$")
+# Below this a token is likely typed by hand (a word, a short phrase) rather
+# than generated: 16 random characters carry 64 bits even as hex, beyond any
+# online guessing; `orbit token` prints 64.
+MIN_TOKEN_LENGTH = 16
+_ADDR = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>[0-9]{1,5})$")
 
 
 class ConfigError(Exception):
@@ -66,7 +77,7 @@ class Address:
 @attrs.frozen
 class ServerConfig:
     """Everything `orbit server` was started with. Tokens are None when unset
-    or empty; limits are None when unlimited."""
+    (an empty environment variable is unset); limits are None when unlimited."""
 
     db: str = DEFAULT_DB
     addr: Address = attrs.field(factory=lambda: Address.parse(DEFAULT_ADDR))
@@ -107,8 +118,49 @@ class ServerConfig:
         return redact(self.db, self.db) if self.backend == "postgres" else self.db
 
 
+def _tokens(config: ServerConfig) -> list[tuple[str, str, str]]:
+    """(flag, what it is, value) of each token that is set."""
+    tokens = [("--token", "admin token", config.token)]
+    tokens.append(("--worker-token", "shared worker token", config.worker_token))
+    return [(flag, what, value) for flag, what, value in tokens if value is not None]
+
+
+def _check_token(flag: str, value: str) -> None:
+    if not value:
+        raise ConfigError(
+            f"{flag} is empty (set from an unset variable?); pass a long random value "
+            f"(`orbit token` prints one), or leave {flag} out"
+        )
+    if not value.strip():
+        raise ConfigError(f"{flag} is only whitespace; pass a long random value (`orbit token`)")
+    if value != value.strip():
+        raise ConfigError(
+            f"{flag} starts or ends with whitespace, which clients cannot send in a header; "
+            "remove it (a value read from a file often ends with a newline)"
+        )
+    if not all(" " <= c <= "~" for c in value):
+        raise ConfigError(
+            f"{flag} must be printable ASCII: clients cannot all send other characters "
+            "in a header (`orbit token` prints a token that fits)"
+        )
+
+
+def startup_warnings(config: ServerConfig) -> list[str]:
+    """What the server accepts but logs a warning about at start."""
+    return [
+        f"the {what} ({flag}) is shorter than {MIN_TOKEN_LENGTH} characters and may be "
+        "guessed; use a long random value (`orbit token` prints one)"
+        for flag, what, value in _tokens(config)
+        if len(value) < MIN_TOKEN_LENGTH
+    ]
+
+
 def check(config: ServerConfig) -> None:
-    """Chapter 39's refusals, in the book's order; raises ConfigError."""
+    """Chapter 39's refusals, in the book's order, after the tokens' own (so
+    that an empty --token is not reported as a missing one); raises
+    ConfigError."""
+    for flag, _, value in _tokens(config):
+        _check_token(flag, value)
     if not config.addr.is_loopback and not config.auth and not config.insecure:
         raise ConfigError(
             f"refusing to listen on {config.addr} without authentication; "

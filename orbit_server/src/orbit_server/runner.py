@@ -49,7 +49,7 @@ from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
 from orbit_core.errors import OrbitError
 from orbit_server import logs
 from orbit_server.app import create_app
-from orbit_server.config import Address, ConfigError, ServerConfig, check
+from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.storage import LoggedStore
 from orbit_server.worker import OrbitWorker
 from orbit_store.postgres import PostgresStore
@@ -88,6 +88,8 @@ def serve(config: ServerConfig) -> int:
         auth=config.auth,
         ui=config.ui,
     )
+    for warning in startup_warnings(config):
+        log.warning(warning)
     if not _check_database(config, log):
         return 1
     try:

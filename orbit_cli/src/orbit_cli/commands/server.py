@@ -155,8 +155,10 @@ def cli(**options: Any) -> None:
     config = ServerConfig(
         db=options["db"],
         addr=options["addr"],
-        token=options["token"] or None,
-        worker_token=options["worker_token"] or None,
+        # click reads an empty environment variable as unset (chapter 39);
+        # an empty --token on the command line stays "" so `check` refuses it.
+        token=options["token"],
+        worker_token=options["worker_token"],
         session_timeout_s=options["session_timeout"],
         max_body=options["max_body"],
         max_active_executions=options["max_active_executions"],

@@ -13,16 +13,18 @@ duration is required (E0101) and a key repeated in an object literal (E0107).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from orbit_lang import ast
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.source import SourceFile, Span
 from orbit_lang.syntax.lexer import DURATION, FLOAT, INT, STRING, Token
+from orbit_lang.syntax.nesting import MAX_NESTING, TooDeep
 
 # parsimonious is untyped; its nodes have `expr_name`, `start`, `end` (token
 # indexes here) and `children`.
 Node = Any
+_E = TypeVar("_E", bound=ast.Expr)
 
 _PRECEDENCE = {
     "||": 1,
@@ -54,6 +56,9 @@ class Builder:
         self.tokens = tokens
         self.doc_lines = doc_lines
         self.diagnostics = diagnostics
+        # The height of every expression node built that has children (a
+        # leaf is 1 high), keyed by id; holding the node keeps its id unique.
+        self._heights: dict[int, tuple[ast.Expr, int]] = {}
         self._declarations: dict[str, Callable[[Node], ast.Declaration]] = {
             "workflow_decl": self.workflow,
             "schema_decl": self.schema,
@@ -594,12 +599,26 @@ class Builder:
             self._reduce(operands, operators)
         return operands[0]
 
-    @staticmethod
-    def _reduce(operands: list[ast.Expr], operators: list[tuple[str, Span]]) -> None:
+    def _reduce(self, operands: list[ast.Expr], operators: list[tuple[str, Span]]) -> None:
         right = operands.pop()
         left = operands.pop()
         op, op_span = operators.pop()
-        operands.append(ast.Binary(op, left, right, op_span, left.span.to(right.span)))
+        binary = ast.Binary(op, left, right, op_span, left.span.to(right.span))
+        operands.append(self._nested(binary, op_span, left, right))
+
+    def _nested(self, node: _E, at: Span, *children: ast.Expr) -> _E:
+        """`node`, whose children are `children`, after checking that it is
+        at most MAX_NESTING high; `at` locates the error if it is not."""
+        heights = self._heights
+        height = 2 if children else 1
+        for child in children:
+            known = heights.get(id(child))
+            if known is not None and known[1] >= height:
+                height = known[1] + 1
+        if height > MAX_NESTING:
+            raise TooDeep(span=_point(at))
+        heights[id(node)] = (node, height)
+        return node
 
     def operand(self, node: Node) -> ast.Expr:
         prefixes, postfix = node.children
@@ -612,7 +631,8 @@ class Builder:
             elif op == "-" and isinstance(value, ast.FloatLiteral):
                 value = ast.FloatLiteral(-value.value, span)
             else:
-                value = ast.Unary(op, value, self.token_span(index), span)
+                op_span = self.token_span(index)
+                value = self._nested(ast.Unary(op, value, op_span, span), op_span, value)
         return value
 
     def postfix(self, node: Node) -> ast.Expr:
@@ -622,9 +642,12 @@ class Builder:
             chosen = suffix.children[1].children[0]
             span = value.span.to(self.range_span(chosen.start, chosen.end))
             if chosen.expr_name == "member_suffix":
-                value = ast.MemberAccess(value, self.identifier(chosen.children[1]), span)
+                name = self.identifier(chosen.children[1])
+                value = self._nested(ast.MemberAccess(value, name, span), name.span, value)
             else:
-                value = ast.Index(value, self.expression(chosen.children[1]), span)
+                index = self.expression(chosen.children[1])
+                bracket = self.token_span(chosen.start)
+                value = self._nested(ast.Index(value, index, span), bracket, value, index)
         return value
 
     def primary(self, node: Node) -> ast.Expr:
@@ -637,16 +660,12 @@ class Builder:
             return self.object(node)
         if name == "list":
             items = tuple(self.expression(item.children[0]) for item in node.children[1].children)
-            return ast.ListLiteral(items, self.span(node))
+            return self._nested(ast.ListLiteral(items, self.span(node)), self.span(node), *items)
         if name == "paren":
             return self.expression(node.children[1])
         _, condition, _, then, _, otherwise = node.children
-        return ast.Conditional(
-            self.expression(condition),
-            self.expression(then),
-            self.expression(otherwise),
-            self.span(node),
-        )
+        parts = (self.expression(condition), self.expression(then), self.expression(otherwise))
+        return self._nested(ast.Conditional(*parts, self.span(node)), self.span(node), *parts)
 
     def literal(self, index: int) -> ast.Expr:
         token = self.tokens[index]
@@ -671,16 +690,18 @@ class Builder:
             return ast.Name(self.tokens[node.start].text, self.token_span(node.start))
         chosen = tail.children[0].children[0]
         if chosen.expr_name == "lambda_tail":
-            return ast.Lambda(
-                self.identifier(name_node), self.expression(chosen.children[1]), self.span(node)
-            )
+            body = self.expression(chosen.children[1])
+            arrow = self.token_span(chosen.start)
+            lambda_ = ast.Lambda(self.identifier(name_node), body, self.span(node))
+            return self._nested(lambda_, arrow, body)
         arguments = chosen.children[1]
         values: list[ast.Expr] = []
         for argument_list in arguments.children:
             first, more, _ = argument_list.children
             values.append(self.expression(first))
             values.extend(self.expression(m.children[1]) for m in more.children)
-        return ast.Call(self.identifier(name_node), tuple(values), self.span(node))
+        call = ast.Call(self.identifier(name_node), tuple(values), self.span(node))
+        return self._nested(call, self.span(node), *values)
 
     def object(self, node: Node) -> ast.ObjectLiteral:
         entries = []
@@ -700,4 +721,14 @@ class Builder:
             entries.append(
                 ast.ObjectEntry(key, key_span, quoted, self.expression(value), self.span(entry))
             )
-        return ast.ObjectLiteral(tuple(entries), self.span(node))
+        values = (entry.value for entry in entries)
+        return self._nested(
+            ast.ObjectLiteral(tuple(entries), self.span(node)), self.span(node), *values
+        )
+
+
+def _point(span: Span) -> Span:
+    """The first character of `span`."""
+    return Span(
+        span.file, span.line, span.column, span.line, span.column + 1, span.start, span.start + 1
+    )

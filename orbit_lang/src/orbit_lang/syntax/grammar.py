@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from parsimonious.grammar import TokenGrammar
 
 from orbit_lang.syntax.lexer import RESERVED, Token
+from orbit_lang.syntax.nesting import CountedSequence
 
 TokenRule = Callable[[Sequence[Token], int], int | None]
 
@@ -392,11 +393,20 @@ _TOKEN_CLASSES: dict[str, TokenRule] = {
 }
 
 
+# The rules through which all nesting passes (see orbit_lang.syntax.nesting).
+NESTING_RULES = ("expression", "type")
+
+
 def _build() -> TokenGrammar:
     custom: dict[str, TokenRule] = dict.fromkeys(_IDENT_ROLES, _ident)
     custom.update(dict.fromkeys(_STRING_ROLES, _one_of(frozenset({"<string>"}))))
     custom.update(_TOKEN_CLASSES)
-    return TokenGrammar(RULES, **custom)
+    grammar = TokenGrammar(RULES, **custom)
+    for name in NESTING_RULES:
+        # Every reference to the rule is this one object: changing its class
+        # makes each of them count.
+        grammar[name].__class__ = CountedSequence
+    return grammar
 
 
 GRAMMAR = _build()

@@ -14,8 +14,10 @@ comment spanning lines) precedes it, which is all the line rule needs.
 
 from __future__ import annotations
 
+import math
 import re
-from decimal import ROUND_HALF_UP, Decimal
+import sys
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 import attrs
@@ -24,6 +26,9 @@ from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.source import SourceFile
 
 INT_MAX = 2**63 - 1
+_INT_MAX_DIGITS = len(str(INT_MAX))
+# Exact for every in-range duration: 19 digits times an 8-digit factor.
+_DURATION_CONTEXT = Context(prec=40)
 
 # Token types that are not spelled by their own text.
 INT = "<int>"
@@ -260,19 +265,9 @@ class _Lexer:
         plain = digits.replace("_", "")
         if unit is None:
             if "." in plain:
-                self._emit(FLOAT, digits, start, end, float(plain))
-                return
-            value = int(plain)
-            if value > INT_MAX:
-                self._error(
-                    "E0006",
-                    "integer literal out of range",
-                    start,
-                    end,
-                    help="use a smaller value, or a `Float`",
-                )
-                value = INT_MAX
-            self._emit(INT, digits, start, end, value)
+                self._float(digits, plain, start, end)
+            else:
+                self._int(digits, plain, start, end)
             return
         factor = DURATION_UNITS_MS.get(unit)
         if factor is None:
@@ -285,8 +280,38 @@ class _Lexer:
             )
             self._emit(DURATION, m.group(), start, end, 0)
             return
-        ms = int((Decimal(plain) * factor).to_integral_value(rounding=ROUND_HALF_UP))
+        whole = plain.partition(".")[0].lstrip("0")
+        # Every unit is at least a millisecond, so a whole part that is
+        # longer than INT_MAX is out of range before any arithmetic.
+        ms = INT_MAX + 1
+        if len(whole) <= _INT_MAX_DIGITS:
+            with localcontext(_DURATION_CONTEXT):
+                ms = int((Decimal(plain) * factor).to_integral_value(rounding=ROUND_HALF_UP))
         if ms > INT_MAX:
             self._error("E0006", "duration literal out of range", start, end)
             ms = INT_MAX
         self._emit(DURATION, m.group(), start, end, ms)
+
+    def _int(self, digits: str, plain: str, start: int, end: int) -> None:
+        # Decide the range on the digit count first: `int()` of a very long
+        # string is slow, and refuses more than 4,300 digits outright.
+        significant = plain.lstrip("0")
+        value = int(significant) if 0 < len(significant) <= _INT_MAX_DIGITS else 0
+        if len(significant) > _INT_MAX_DIGITS or value > INT_MAX:
+            self._error(
+                "E0006",
+                "integer literal out of range",
+                start,
+                end,
+                help="use a smaller value, or a `Float`",
+            )
+            value = INT_MAX
+        self._emit(INT, digits, start, end, value)
+
+    def _float(self, digits: str, plain: str, start: int, end: int) -> None:
+        value = float(plain)
+        if math.isinf(value):
+            # IR numbers are finite JSON numbers; the same code as integers.
+            self._error("E0006", "float literal out of range", start, end)
+            value = sys.float_info.max
+        self._emit(FLOAT, digits, start, end, value)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from parsimonious.exceptions import ParseError
@@ -35,9 +35,11 @@ from orbit_lang import ast
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.source import Span
 from orbit_lang.suggest import closest
+from orbit_lang.syntax import nesting
 from orbit_lang.syntax.builder import Builder
 from orbit_lang.syntax.grammar import EXPECTATIONS, GRAMMAR
 from orbit_lang.syntax.lexer import EOF, ERROR, Token
+from orbit_lang.syntax.nesting import TooDeep
 
 DECLARATION_KEYWORDS = ("workflow", "schema", "task", "import", "test")
 DECLARATION_NOTE = "top-level declarations are `workflow`, `schema`, `task`, `import` and `test`"
@@ -45,6 +47,7 @@ _SEPARATORS = (",", ";")
 _OPENERS = {"{": "}", "(": ")", "[": "]"}
 _CLOSERS = frozenset(_OPENERS.values())
 _MATCHING_OPENER = {closer: opener for opener, closer in _OPENERS.items()}
+_T = TypeVar("_T")
 
 
 @attrs.frozen
@@ -114,12 +117,15 @@ class _Furthest:
     gave up, such as the `}` that would have closed an object literal.
     """
 
-    __slots__ = ("_pending", "_pos", "expected")
+    __slots__ = ("_pending", "_pos", "depth", "expected", "too_deep")
 
     def __init__(self) -> None:
         self._pending: Any = None
         self._pos = -1
         self.expected = "a token"
+        # Open nesting levels, and where the limit stopped the match.
+        self.depth = 0
+        self.too_deep: TooDeep | None = None
 
     @property
     def expr(self) -> None:
@@ -154,9 +160,17 @@ def _describe(expression: Any) -> str | None:
 def parse_tokens(builder: Builder) -> list[ast.Declaration]:
     """The declarations of one file; problems go to `builder.diagnostics`."""
     tokens = builder.tokens
-    node = GRAMMAR["program"].match_core(tokens, 0, defaultdict(dict), ParseError(tokens))
-    if node is not None:
-        return builder.program(node)
+    error = ParseError(tokens)
+    error.depth = 0
+    mark = len(builder.diagnostics)
+    try:
+        node = GRAMMAR["program"].match_core(tokens, 0, defaultdict(dict), error)
+        if node is not None:
+            return builder.program(node)
+    except TooDeep:
+        # The recovering driver finds the member that nests too deeply; what
+        # the builder reported so far it reports again.
+        del builder.diagnostics[mark:]
     return _Recovery(builder).program()
 
 
@@ -177,11 +191,41 @@ class _Recovery:
         # only where the cached rule started, which would hide how far the
         # parser actually got.
         furthest = _Furthest()
-        node = GRAMMAR[rule].match_core(self.tokens, pos, defaultdict(dict), furthest)
+        try:
+            node = GRAMMAR[rule].match_core(self.tokens, pos, defaultdict(dict), furthest)
+        except TooDeep as error:
+            furthest.too_deep = error
+            return None, furthest
         return node, furthest
+
+    def build(self, make: Callable[[Any], _T], node: Any) -> _T | TooDeep:
+        """`make(node)`, or where it found nesting too deep (with what it
+        reported before that taken back: the caller builds the parts again)."""
+        mark = len(self.diagnostics)
+        try:
+            return make(node)
+        except TooDeep as error:
+            del self.diagnostics[mark:]
+            return error
+
+    def too_deep(self, error: TooDeep) -> None:
+        span = error.span
+        if span is None:
+            assert error.index is not None
+            if self.tokens[error.index].type == ERROR:
+                return
+            span = self.builder.token_span(error.index)
+        self.diagnostics.append(
+            Diagnostic.error(
+                "E0100", nesting.MESSAGE, span, notes=(nesting.NOTE,), help=nesting.HELP
+            )
+        )
 
     def expected(self, furthest: _Furthest, start: int) -> int:
         """Reports what the grammar expected; returns where to resume."""
+        if furthest.too_deep is not None:
+            self.too_deep(furthest.too_deep)
+            return self.skip_line(start)
         pos = max(furthest.pos, start + 1)
         token = self.tokens[pos]
         # At the end of the file, an unclosed block (E0103) says it better.
@@ -255,10 +299,16 @@ class _Recovery:
 
     def declaration(self, pos: int) -> tuple[ast.Declaration | None, int]:
         node, furthest = self.match("declaration", pos)
-        if node is not None:
-            return self.builder.declaration(node), node.end
         kind = self.tokens[pos].type
-        if kind not in _BLOCKS:
+        if node is not None:
+            declaration = self.build(self.builder.declaration, node)
+            if not isinstance(declaration, TooDeep):
+                return declaration, node.end
+            if kind not in _BLOCKS:
+                self.too_deep(declaration)
+                return None, pos
+            # Read it member by member: only the member that is too deep goes.
+        elif kind not in _BLOCKS:
             self.expected(furthest, pos)
             return None, pos
         head, furthest = self.match(f"{kind}_head", pos)
@@ -308,7 +358,12 @@ class _Recovery:
                     if node is None:
                         pos = self.expected(furthest, pos)
                         continue
-                    members.append(self.builder.member(node))
+                    member = self.build(self.builder.member, node)
+                    if isinstance(member, TooDeep):
+                        self.too_deep(member)
+                        pos = node.end
+                        continue
+                    members.append(member)
                     pos = node.end
                     if self.cut_short(block, pos, furthest):
                         # The member matched a prefix of what was written,
@@ -349,7 +404,9 @@ class _Recovery:
         }[word]
         node, _ = self.match(rule, pos)
         if node is not None:
-            return self.builder.member(node), node.end
+            member = self.build(self.builder.member, node)
+            if not isinstance(member, TooDeep):
+                return member, node.end
         head, furthest = self.match(f"{rule.removesuffix('_decl')}_head", pos)
         if head is None:
             return None, self.expected(furthest, pos)
@@ -386,7 +443,9 @@ class _Recovery:
             return None, self.skip_line(pos)
         node, _ = self.match(rule, pos)
         if node is not None:
-            return self.builder.member(node), node.end
+            member = self.build(self.builder.member, node)
+            if not isinstance(member, TooDeep):
+                return member, node.end
         head, furthest = self.match(head_rule, pos)
         if head is None:
             return None, self.expected(furthest, pos)
@@ -432,19 +491,29 @@ class _Recovery:
 def _pair_brackets(tokens: Sequence[Token]) -> list[int]:
     """For each bracket token, the index of its partner (-1 if it has none);
     for other tokens, -1. A closer pairs with the nearest open bracket of its
-    kind; brackets left open in between stay unpaired."""
+    kind; brackets left open in between stay unpaired.
+
+    Linear: besides the stack of open brackets, each kind keeps the stack
+    positions of its own openers, so a closer finds its partner without
+    scanning openers of the other kinds (a file of `(` followed by as many
+    `]` would otherwise take quadratic time)."""
     partner = [-1] * len(tokens)
     stack: list[int] = []
+    # Per opener kind, (position in `stack`, token index) of its openers in
+    # token order; an entry whose opener has left the stack is stale.
+    by_kind: dict[str, list[tuple[int, int]]] = {opener: [] for opener in _OPENERS}
     for index, token in enumerate(tokens):
         kind = token.type
         if kind in _OPENERS:
+            by_kind[kind].append((len(stack), index))
             stack.append(index)
         elif kind in _CLOSERS:
-            opener = _MATCHING_OPENER[kind]
-            for depth in range(len(stack) - 1, -1, -1):
-                if tokens[stack[depth]].type == opener:
-                    partner[index] = stack[depth]
-                    partner[stack[depth]] = index
+            entries = by_kind[_MATCHING_OPENER[kind]]
+            while entries:
+                depth, opener = entries.pop()
+                if depth < len(stack) and stack[depth] == opener:
+                    partner[index] = opener
+                    partner[opener] = index
                     del stack[depth:]
                     break
     return partner

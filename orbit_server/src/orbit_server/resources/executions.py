@@ -5,7 +5,8 @@ from __future__ import annotations
 import falcon
 
 from orbit_core.engine import Engine
-from orbit_server.body import ABSENT, Fields, query_int, read_json
+from orbit_server.body import ABSENT, Fields, read_json
+from orbit_server.params import query_int
 from orbit_server.resources._json import send
 
 
