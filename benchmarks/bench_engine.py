@@ -43,6 +43,7 @@ from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import Store
+from orbit_store.urls import redact
 
 TASK = "bench.step"
 
@@ -238,7 +239,7 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
         if args.worker == "handlers"
         else f"{args.workers} threads calling poll/complete, one task each"
     )
-    print(f"store        {args.store}")
+    print(f"store        {redact(args.store)}")
     print(
         f"executions   {args.executions} ({args.steps} task steps each, "
         f"{args.in_flight or args.executions} in flight, started from {args.clients} "
