@@ -19,11 +19,12 @@ import orjson
 
 from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
+from orbit_core import unitkeys
 from orbit_core import values as _values
 from orbit_core.errors import payload_too_large
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import Step
-from orbit_core.plan import Plan, UnitSpec, default_key
+from orbit_core.plan import Plan, UnitSpec
 from orbit_core.state import (
     ATTEMPT_FAILED,
     DISPATCHED,
@@ -226,7 +227,7 @@ class _Decider:
         can never finish that way (a handler's failed dependency)."""
         units = self.s.units
         for name in deps:
-            unit = units.get(prefix + name)
+            unit = units.get(unitkeys.scoped(prefix, name))
             status = unit.status if unit is not None else None
             if status in (SUCCEEDED, SKIPPED):
                 continue
@@ -348,7 +349,7 @@ class _Decider:
                 )
                 return
         if idem is None:
-            idem = default_key(self.s.id, self.s.run, key)
+            idem = unitkeys.default_idempotency_key(self.s.id, self.s.run, key)
         self.emit(ev.StepScheduled, key, 1, value, idem, False)
 
     # ------------------------------------------------------------ task units
@@ -403,7 +404,7 @@ class _Decider:
             if retry.attempts > 1 and unit.attempt >= retry.attempts:
                 final["message"] = f"{error['message']} (gave up after {retry.attempts} attempts)"
             self.emit(ev.StepFailed, key, final)
-            if not key.startswith(("compensate:", "on_failure:", "on_cancel:", "on_timeout:")):
+            if not unitkeys.is_recovery(key):
                 self.failed = True
         elif status == UNCERTAIN:
             self.emit(
@@ -454,7 +455,7 @@ class _Decider:
         outputs: list[Any] = []
         failed: Unit | None = None
         for i in range(len(items)):
-            unit = units.get(f"{key}[{i}]")
+            unit = units.get(unitkeys.element(key, i))
             status = unit.status if unit is not None else None
             if unit is None or status is None:
                 pending.append(i)
@@ -486,7 +487,7 @@ class _Decider:
             if limit is not None and active >= limit:
                 break
             element_scope = attrs.evolve(scope, vars={**scope.vars, var: items[i]})
-            self.start_unit(attrs.evolve(spec, element=i), f"{key}[{i}]", element_scope)
+            self.start_unit(attrs.evolve(spec, element=i), unitkeys.element(key, i), element_scope)
             active += 1
             if self.failed:
                 return
@@ -499,15 +500,17 @@ class _Decider:
             for sig in s.signals:
                 name = sig["name"]
                 if name in plan.events and "delivered_to" not in sig:
-                    self.emit(ev.SignalDelivered, f"on_event:{name}@{sig['seq']}", sig["seq"])
+                    self.emit(
+                        ev.SignalDelivered, unitkeys.event_instance(name, sig["seq"]), sig["seq"]
+                    )
         for instance in s.instances:
-            signal = instance[len("on_event:") :].partition("@")[0]
+            signal = unitkeys.event_signal(instance)
             payload = s.units[instance].output
-            prefix = instance + ":"
+            prefix = unitkeys.instance_prefix(instance)
             block = "event:" + signal
             steps = self.instance_steps(plan.events.get(signal, ()), prefix)
             for step in plan.events.get(signal, ()):
-                key = prefix + step.name
+                key = unitkeys.scoped(prefix, step.name)
                 unit = s.units.get(key)
                 if unit is None or unit.status is None:
                     ready = self.deps_done(plan.block_deps[(block, step.name)], prefix)
@@ -524,7 +527,7 @@ class _Decider:
         merged = dict(self.s.outputs)
         units = self.s.units
         for step in steps:
-            unit = units.get(prefix + step.name)
+            unit = units.get(unitkeys.scoped(prefix, step.name))
             if unit is not None and unit.status in (SUCCEEDED, SKIPPED):
                 merged[step.name] = unit.output
         return merged
@@ -544,9 +547,9 @@ class _Decider:
             if unit is None or unit.status not in (SUCCEEDED, SKIPPED):
                 return False
         for instance in self.s.instances:
-            signal = instance[len("on_event:") :].partition("@")[0]
-            for step in self.plan.events.get(signal, ()):
-                unit = units.get(f"{instance}:{step.name}")
+            prefix = unitkeys.instance_prefix(instance)
+            for step in self.plan.events.get(unitkeys.event_signal(instance), ()):
+                unit = units.get(unitkeys.scoped(prefix, step.name))
                 if unit is None or not unit.done:
                     return False
         return True
@@ -614,9 +617,9 @@ class _Decider:
                 else:
                     self.abort_unit(step, unit)
         for instance in s.instances:
-            signal = instance[len("on_event:") :].partition("@")[0]
-            for step in plan.events.get(signal, ()):
-                key = f"{instance}:{step.name}"
+            prefix = unitkeys.instance_prefix(instance)
+            for step in plan.events.get(unitkeys.event_signal(instance), ()):
+                key = unitkeys.scoped(prefix, step.name)
                 unit = s.units.get(key)
                 if unit is None or unit.status is None:
                     self.emit(ev.StepCancelled, key)
@@ -668,9 +671,9 @@ class _Decider:
             for u in self.s.units.values()
             if u.status == SUCCEEDED
             and u.succeeded_seq is not None
-            and ":" not in u.key
-            and u.key.partition("[")[0] in plan.compensated
-            and (u.key.endswith("]") or plan.steps[u.key].for_each is None)
+            and unitkeys.is_main_block(u.key)
+            and unitkeys.step_name(u.key) in plan.compensated
+            and (unitkeys.is_element(u.key) or plan.steps[u.key].for_each is None)
         ]
         candidates.sort(key=lambda u: u.succeeded_seq or 0, reverse=True)
         return [u.key for u in candidates]
@@ -680,7 +683,7 @@ class _Decider:
         s = self.s
         failures: list[tuple[str, Any]] = []
         for target in order:
-            key = "compensate:" + target
+            key = unitkeys.compensation(target)
             unit = s.units.get(key)
             spec = self.plan.spec(key)
             if spec is None:
@@ -740,16 +743,16 @@ class _Decider:
     def run_handlers(self, kind: str, steps: tuple[Step, ...]) -> bool:
         """Advances the handler steps; True once every one has finished."""
         s = self.s
-        prefix = f"on_{kind}:"
+        prefix = unitkeys.handler_prefix(kind)
         failure = self.failure_value()
         merged = dict(s.outputs)
         for step in steps:
-            unit = s.units.get(prefix + step.name)
+            unit = s.units.get(unitkeys.scoped(prefix, step.name))
             if unit is not None and unit.status in (SUCCEEDED, SKIPPED):
                 merged[step.name] = unit.output
         finished = True
         for step in steps:
-            key = prefix + step.name
+            key = unitkeys.scoped(prefix, step.name)
             unit = s.units.get(key)
             if unit is None or unit.status is None:
                 finished = False

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from orbit_core import events as ev
+from orbit_core import unitkeys
 
 # Execution statuses.
 RUNNING = "RUNNING"
@@ -201,19 +202,6 @@ class ExecutionState:
         return out
 
 
-def is_main_key(key: str) -> bool:
-    """A unit of a main step (not an element, compensation or handler unit)."""
-    return ":" not in key and "[" not in key
-
-
-def is_compensation_key(key: str) -> bool:
-    return key.startswith("compensate:")
-
-
-def is_handler_key(key: str) -> bool:
-    return key.startswith(("on_failure:", "on_cancel:", "on_timeout:"))
-
-
 # ---------------------------------------------------------------- apply
 
 
@@ -333,7 +321,7 @@ def _succeed(s: ExecutionState, u: Unit, output: Any, e: Any) -> None:
     u.finished_at_ms = e.timestamp_ms
     u.succeeded_seq = e.seq
     u.token = None
-    if is_main_key(u.key):
+    if unitkeys.is_main(u.key):
         s.outputs[u.key] = output
 
 
@@ -369,7 +357,7 @@ def _step_failed(s: ExecutionState, e: Any) -> None:
     u.finished_at_ms = e.timestamp_ms
     u.token = None
     key = e.step
-    if is_compensation_key(key) or is_handler_key(key):
+    if unitkeys.is_recovery(key):
         return
     message = e.error["message"]
     error = dict(e.error)

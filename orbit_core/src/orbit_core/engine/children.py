@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orbit_core import events as ev
-from orbit_core import ir
+from orbit_core import ir, unitkeys
 from orbit_core import values as _values
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import ChildLink, Live
-from orbit_core.plan import child_id
-from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold, is_handler_key
+from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold
 
 if TYPE_CHECKING:
     from orbit_core.engine.executions import Executions
@@ -87,7 +86,7 @@ class Children:
         spec = parent.plan.spec(key)
         assert spec is not None
         contract = parent.plan.contract(spec.task or "")
-        cid = child_id(state.id, state.run, key)
+        cid = unitkeys.child_execution_id(state.id, state.run, key)
         token = x.dispatch_to_runtime(tx, parent, key, f"{_CHILD}{cid}")
         name = spec.step.workflow or ""
         plan = (
@@ -207,7 +206,7 @@ class Children:
                 reason = "parent step timed out"
             elif state.terminal:
                 reason = "parent workflow finished"
-            elif state.abort is not None and not is_handler_key(link.unit_key):
+            elif state.abort is not None and not unitkeys.is_handler(link.unit_key):
                 # Outcome handlers' units start after the abort: it does not end them.
                 reason = "parent workflow aborted"
             else:
