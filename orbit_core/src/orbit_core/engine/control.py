@@ -64,9 +64,9 @@ class Control:
         limits.check_payload("execution input", value)
         if error is not None:
             raise InvalidError(f"workflow input is invalid at {error}", "INVALID_INPUT")
-        if self._max_active is not None and x.active_top >= self._max_active:
+        if self._max_active is not None and x.memory.active_top >= self._max_active:
             raise LimitError(
-                f"{x.active_top} executions are already running (--max-active-executions)",
+                f"{x.memory.active_top} executions are already running (--max-active-executions)",
                 "RESOURCE_EXHAUSTED",
             )
         live = x.create(tx, execution_id, plan, value, parent=None, schedule_id=schedule_id)
@@ -75,7 +75,7 @@ class Control:
         return {"execution_id": execution_id, "created": True}
 
     def _existing_hash(self, execution_id: str) -> str | None:
-        live = self._x.live.get(execution_id)
+        live = self._x.memory.get(execution_id)
         if live is not None:
             return live.state.definition_hash
         row = self._x.store.execution_row(execution_id)

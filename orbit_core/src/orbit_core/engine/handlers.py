@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from orbit_core import events as ev
 from orbit_core import limits
@@ -31,8 +31,27 @@ from orbit_core.engine.backoff import Backoff
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.ports import Faults, RandomSource
 
-if TYPE_CHECKING:
-    from orbit_core.engine.service import Engine
+
+class Host(Protocol):
+    """The calls in-process handlers make as a worker would (the `Engine`)."""
+
+    def register_worker(
+        self,
+        worker_id: str,
+        runtime: str,
+        contracts: list[dict[str, str]] | list[tuple[str, str]],
+        sdk: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    def poll(
+        self,
+        session_id: str,
+        wait_ms: int | None = None,
+        connected: Callable[[], bool] | None = None,
+    ) -> dict[str, Any] | None: ...
+
+    def undelivered(self, token: str) -> None: ...
+
 
 BATCH_BUDGET_S = 0.002
 MAX_BATCH = 128
@@ -60,7 +79,7 @@ class Handlers:
     def __init__(
         self,
         *,
-        engine: Engine,
+        engine: Host,
         exchange: Exchange,
         sessions: dict[str, Session],
         threads: int,

@@ -142,7 +142,7 @@ class Polling:
         return self._x.index.pop(session.contracts, session.runtime, self._valid_task)
 
     def _valid_task(self, task: QueuedTask) -> bool:
-        live = self._x.live.get(task.execution_id)
+        live = self._x.memory.get(task.execution_id)
         if live is None or live.state.terminal:
             return False
         unit = live.state.units.get(task.unit_key)
@@ -150,7 +150,8 @@ class Polling:
 
     def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> dict[str, Any]:
         x = self._x
-        live = x.live[task.execution_id]
+        live = x.memory.get(task.execution_id)
+        assert live is not None  # _valid_task checked it
         state = live.state
         unit = state.units[task.unit_key]
         spec = live.plan.spec(task.unit_key)
@@ -172,7 +173,7 @@ class Polling:
                 deadline,
             ),
         )
-        x.tokens[token] = (state.id, unit.key, unit.attempt)
+        x.memory.hold(token, state.id, unit.key, unit.attempt)
         self._workers.hold(session, token)
         if live.plan.timed:
             x.push_due(live)

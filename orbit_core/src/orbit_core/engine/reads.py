@@ -77,7 +77,7 @@ class Reads:
 
     def park_wait(self, execution_id: str, cmd: Command) -> Any:
         """The state document of a finished execution, or PENDING once parked."""
-        live = self._x.live.get(execution_id)
+        live = self._x.memory.get(execution_id)
         if live is None or (live.state.terminal and live.state.status != CONTINUED_AS_NEW):
             return self._x.state_of(execution_id).to_json()
         pending = self._pipeline.park(cmd)

@@ -85,12 +85,11 @@ class Results:
 
     def _resolve(self, tx: Tx, token: str) -> tuple[Live, str, int] | None:
         """The running execution, unit key and attempt of a token."""
-        ref = self._x.tokens.get(token)
-        live = self._x.live.get(ref[0]) if ref is not None else None
-        if ref is None or live is None or live.state.terminal:
+        attempt = self._x.memory.attempt(token)
+        if attempt is None or attempt.live.state.terminal:
             return None
         self._workers.reported(tx, token)
-        return live, ref[1], ref[2]
+        return attempt.live, attempt.key, attempt.number
 
     def _stale(self, tx: Tx, live: Live, key: str, token: str, outcome: str) -> None:
         self._x.append(

@@ -465,7 +465,7 @@ class Scheduler:
     def _running(self, execution_id: str | None) -> bool:
         if execution_id is None:
             return False
-        live = self._executions.live.get(execution_id)
+        live = self._executions.memory.get(execution_id)
         return live is not None and not live.state.terminal
 
     def _advance(

@@ -120,7 +120,7 @@ class Engine:
         self.recovered_executions, self.recovered_in_flight = recovery.load(
             self._executions, self._workers, self.clock.now_ms()
         )
-        if self._executions.live:
+        if len(self._executions.memory):
             self._pipeline.submit(lambda tx: recovery.resume(tx, self._executions, self._workers))
         subscribe = getattr(self.clock, "subscribe", None)
         if subscribe is not None:
@@ -398,7 +398,7 @@ class Engine:
 
     def health(self) -> dict[str, Any]:
         return {
-            "active_executions": len(self._executions.live),
+            "active_executions": len(self._executions.memory),
             "worker_sessions": len(self._workers.sessions),
             **self.counters,
         }

@@ -14,7 +14,6 @@ from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import aborts_with_execution
 from orbit_core.errors import InvalidError, NotFoundError, unknown_session
 from orbit_core.ports import WorkerRow
-from orbit_core.state import DISPATCHED
 
 RESTART_REASON = "runtime restarted and no worker reported the result"
 
@@ -103,7 +102,7 @@ class Workers:
         cancel = []
         for token in list(session.held):
             if token in session.cancel_sent:
-                if token not in self._x.tokens:
+                if not self._x.memory.knows(token):
                     session.held.discard(token)
                 continue
             if not self._still_wanted(token):
@@ -183,26 +182,14 @@ class Workers:
 
     def is_current(self, token: str) -> bool:
         """Whether the token is its unit's attempt in flight."""
-        ref = self._x.tokens.get(token)
-        if ref is None:
-            return False
-        live = self._x.live.get(ref[0])
-        if live is None:
-            return False
-        unit = live.state.units.get(ref[1])
-        return unit is not None and unit.status == DISPATCHED and unit.token == token
+        attempt = self._x.memory.attempt(token)
+        return attempt is not None and attempt.in_flight
 
     def _still_wanted(self, token: str) -> bool:
-        ref = self._x.tokens.get(token)
-        if ref is None:
+        attempt = self._x.memory.attempt(token)
+        if attempt is None or attempt.live.state.terminal or not attempt.in_flight:
             return False
-        live = self._x.live.get(ref[0])
-        if live is None or live.state.terminal:
-            return False
-        unit = live.state.units.get(ref[1])
-        if unit is None or unit.status != DISPATCHED or unit.token != token:
-            return False
-        return not (live.state.abort is not None and aborts_with_execution(unit.key))
+        return not (attempt.live.state.abort is not None and aborts_with_execution(attempt.key))
 
     # ---- lost attempts
 
@@ -216,12 +203,16 @@ class Workers:
         return min(self._recovered.values()) if self._recovered else None
 
     def make_uncertain(self, tx: Tx, token: str, reason: str) -> None:
-        if not self.is_current(token):
+        attempt = self._x.memory.attempt(token)
+        if attempt is None or not attempt.in_flight:
             return
-        eid, key, attempt = self._x.tokens[token]
-        live = self._x.live[eid]
+        live = attempt.live
         self._x.append(
-            tx, live, ev.StepAttemptUncertain(live.state.last_seq + 1, tx.now, key, attempt, reason)
+            tx,
+            live,
+            ev.StepAttemptUncertain(
+                live.state.last_seq + 1, tx.now, attempt.key, attempt.number, reason
+            ),
         )
         self._x.decide(tx, live)
 
