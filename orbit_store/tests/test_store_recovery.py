@@ -69,9 +69,7 @@ def test_recovery_accepts_old_tokens_and_fires_overdue_timers(tmp_path: Path) ->
     crash(first)
     clock = SimulatedClock(clock.now_ms() + 120_000)
     second = reopen(db, clock)
-    assert second.recovery_log() == (
-        "recovered active executions from history executions=2 in_flight=1"
-    )
+    assert (second.recovered_executions, second.recovered_in_flight) == (2, 1)
     assert second.get("r-2")["units"]["pause"]["status"] == "SUCCEEDED"  # overdue timer fired
     assert second.get("r-2")["status"] == "COMPLETED"
     assert second.complete(held["token"], {"ok": True}) == {"accepted": True}

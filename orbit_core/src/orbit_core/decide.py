@@ -260,7 +260,6 @@ class _Decider:
         step: Step,
         key: str,
         scope: _evaluate.Scope,
-        steps_for: Any = None,
     ) -> None:
         if step.when is not None:
             ok, value = self.eval(step.when, scope, "when", key)

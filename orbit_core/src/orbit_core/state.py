@@ -39,8 +39,6 @@ SKIPPED = "SKIPPED"
 CANCELLED_UNIT = "CANCELLED"
 FAILED_UNIT = "FAILED"
 UNIT_DONE = frozenset({SUCCEEDED, SKIPPED, FAILED_UNIT, CANCELLED_UNIT})
-# A unit in one of these has work a worker (or a child) may still finish.
-IN_FLIGHT = frozenset({SCHEDULED, DISPATCHED, ATTEMPT_FAILED, UNCERTAIN, RETRY_WAIT})
 
 _ABSENT: Any = object()
 

@@ -23,9 +23,8 @@ id is a no-op (`created: false`), so an occurrence never runs twice. A start
 that fails leaves the occurrence pending, retried every 5 s with the error
 in `last_error`; the catch-up policy applies once it is late.
 
-Single fire across servers: `set_fire_gate(owner, may_fire)` names this
-server in its claims and decides whether it fires at all (a cluster's
-standby answers False). A single server drops every claim when it starts.
+Claims name their owner (`local`: one server owns a store); a server drops
+every claim when it starts.
 
 Every public method takes the scheduler's lock, so API calls and fires are
 serialised; a fire holds it while its engine command commits.
@@ -70,6 +69,8 @@ BATCH = 2_000
 MAX_SLEEP_S = 60.0
 # A stored schedule this server fails to read again: when to look again.
 _BACKOFF_S = 1.0
+# The owner named in claims: one server owns a store.
+_OWNER = "local"
 
 Submit = Callable[[Callable[[Tx], Any]], Any]
 
@@ -128,8 +129,6 @@ class Scheduler:
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[int, str]] = []
         self._closed = False
-        self._owner = "local"
-        self._may_fire: Callable[[], bool] = lambda: True
         self._thread: threading.Thread | None = None
 
         store.release_schedule_claims()
@@ -144,16 +143,6 @@ class Scheduler:
         elif threaded:
             self._thread = threading.Thread(target=self._loop, name="orbit-schedules", daemon=True)
             self._thread.start()
-
-    # ---- configuration
-
-    def set_fire_gate(self, owner: str, may_fire: Callable[[], bool]) -> None:
-        """Names this server in its claims, and asks `may_fire` before each
-        fire (a cluster fires on its leader only)."""
-        with self._lock:
-            self._owner = owner
-            self._may_fire = may_fire
-            self._wake.notify_all()
 
     # ---- the API
 
@@ -282,7 +271,7 @@ class Scheduler:
         """Fires every schedule due now; returns how many occurrences were handled."""
         handled = 0
         with self._lock:
-            while not self._closed and self._may_fire():
+            while not self._closed:
                 now = self._clock.now_ms()
                 batch = self._pop_due(now)
                 if not batch:
@@ -310,9 +299,6 @@ class Scheduler:
     def _loop(self) -> None:
         with self._lock:
             while not self._closed:
-                if not self._may_fire():
-                    self._wake.wait(_BACKOFF_S)  # e.g. a standby: look again soon
-                    continue
                 try:
                     self.run_due()
                 except Exception as exc:  # e.g. a storage error: the thread must live on
@@ -370,7 +356,7 @@ class Scheduler:
             )
         claims = [(sid, e.row.next_fire_ms or 0) for sid, (e, _) in plans.items()]
         try:
-            claimed = set(self._store.claim_schedules(claims, self._owner, now + CLAIM_MS, now))
+            claimed = set(self._store.claim_schedules(claims, _OWNER, now + CLAIM_MS, now))
         except OrbitError:
             for entry, _ in plans.values():
                 self._retry_later(entry, now)
@@ -390,7 +376,7 @@ class Scheduler:
 
         advances = [self._advance(e, d, outcomes.get(sid), now) for sid, (e, d) in plans.items()]
         try:
-            applied = set(self._store.advance_schedules(advances, self._owner))
+            applied = set(self._store.advance_schedules(advances, _OWNER))
         except OrbitError:
             # The claims stay and expire; memory retries after the pause.
             for entry, _ in plans.values():

@@ -75,7 +75,7 @@ class Engine:
         self.max_active_executions = max_active_executions
         self.session_timeout_ms = session_timeout_ms
         self.builtins = builtins
-        self.counters = {"started": 0, "continued_as_new": 0, "commits": 0, "events": 0}
+        self.counters = {"started": 0, "continued_as_new": 0, "commits": 0}
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
 
@@ -402,12 +402,6 @@ class Engine:
             "worker_sessions": len(self._workers.sessions),
             **self.counters,
         }
-
-    def recovery_log(self) -> str:
-        return (
-            "recovered active executions from history "
-            f"executions={self.recovered_executions} in_flight={self.recovered_in_flight}"
-        )
 
     def close(self) -> None:
         self.schedules.close()
