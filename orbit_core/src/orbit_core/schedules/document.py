@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orbit_core.ports import ScheduleRow
 from orbit_core.schedules.spec import Compiled
 from orbit_core.schedules.times import format_time
+
+if TYPE_CHECKING:
+    from orbit_core.ports import ScheduleRow
 
 UPCOMING = 5
 
