@@ -100,6 +100,8 @@ KERNEL = (
     "orbit_core.limits",
     "orbit_core.schedules",
     "orbit_core.unitkeys",
+    "orbit_core.api",
+    "orbit_core.jsontypes",
     "orbit_core.errors",
     "orbit_core.semver",
 )

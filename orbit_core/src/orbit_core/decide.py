@@ -12,7 +12,7 @@ scheduled in the next).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import orjson
@@ -24,6 +24,7 @@ from orbit_core import values as _values
 from orbit_core.errors import payload_too_large
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import Step
+from orbit_core.jsontypes import JsonObject
 from orbit_core.plan import Plan, UnitSpec
 from orbit_core.state import (
     ATTEMPT_FAILED,
@@ -182,7 +183,7 @@ class _Decider:
                 cached = self.s.main_scope = _evaluate.Scope(
                     input=self.s.input, execution=self.execution(), steps=self.s.outputs
                 )
-            return cached  # type: ignore[no-any-return]
+            return cast(_evaluate.Scope, cached)
         return _evaluate.Scope(
             input=self.s.input,
             execution=self.execution(),
@@ -440,7 +441,7 @@ class _Decider:
     # ------------------------------------------------------------ fan-out
 
     def fan_out(self, step: Step, parent: Unit, scope: _evaluate.Scope, retries: bool) -> None:
-        items = parent.input
+        items = parent.input if isinstance(parent.input, list) else []
         key = parent.key
         units = self.s.units
         if not items:
@@ -636,7 +637,8 @@ class _Decider:
                 self.emit(ev.CompensationStarted, self.abort_reason(), targets)
                 return
         outcome = s.compensation_outcome or "none"
-        abort = s.abort or {}
+        abort = s.abort
+        assert abort is not None  # only an aborting execution winds down
         kind = HANDLER_KIND[abort["kind"]]
         steps = plan.handlers.get(kind)
         if steps:
@@ -718,17 +720,20 @@ class _Decider:
         self.schedule(spec, key, comp.with_, comp.idempotency_key, scope)
 
     def abort_reason(self) -> str:
-        abort = self.s.abort or {}
+        abort = self.s.abort
+        if abort is None:
+            return ""
         if abort.get("kind") == "cancelled":
             return f"cancelled: {abort.get('reason', '')}"
         if abort.get("kind") == "timed_out":
             return "workflow timed out"
-        return str(abort.get("error", {}).get("message", ""))
+        error = abort.get("error")
+        return error["message"] if error is not None else ""
 
-    def failure_value(self) -> dict[str, Any]:
-        abort = self.s.abort or {}
-        kind = abort.get("kind")
-        if kind == "cancelled":
+    def failure_value(self) -> JsonObject:
+        abort = self.s.abort
+        kind = abort.get("kind") if abort is not None else None
+        if abort is not None and kind == "cancelled":
             return {"reason": "cancelled", "code": "CANCELLED", "message": abort.get("reason")}
         if kind == "timed_out":
             return {
@@ -736,8 +741,10 @@ class _Decider:
                 "code": "WORKFLOW_TIMEOUT",
                 "message": "workflow timed out",
             }
-        error = abort.get("error", {})
-        return {"reason": "failed", "code": error.get("code"), "message": error.get("message")}
+        error = abort.get("error") if abort is not None else None
+        if error is None:
+            return {"reason": "failed", "code": None, "message": None}
+        return {"reason": "failed", "code": error["code"], "message": error["message"]}
 
     def run_handlers(self, kind: str, steps: tuple[Step, ...]) -> bool:
         """Advances the handler steps; True once every one has finished."""

@@ -10,15 +10,17 @@ for children that an older process left behind."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from orbit_core import events as ev
 from orbit_core import ir, unitkeys
 from orbit_core import values as _values
+from orbit_core.api import ParentRef
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import ChildLink, Live
 from orbit_core.engine.running import Running
+from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import Store
 from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold
@@ -42,9 +44,9 @@ class Parents(Protocol):
         tx: Tx,
         execution_id: str,
         plan: Plan,
-        value: Any,
+        value: JsonValue,
         *,
-        parent: dict[str, str] | None,
+        parent: ParentRef | None,
         schedule_id: str | None,
     ) -> Live: ...
 
@@ -159,7 +161,7 @@ class Children:
         )
         x.decide(tx, child)
 
-    def _failed(self, tx: Tx, parent: Live, key: str, error: dict[str, Any]) -> None:
+    def _failed(self, tx: Tx, parent: Live, key: str, error: ev.ErrorJson) -> None:
         unit = parent.state.units[key]
         self._x.append(
             tx,
@@ -190,13 +192,13 @@ class Children:
             )
         else:
             if child.status == "FAILED":
-                cause = child.error or {}
-                details = cause.get("details")
-                merged = dict(details) if isinstance(details, dict) else {}
+                cause = child.error
+                details = cause.get("details") if cause is not None else None
+                merged: JsonObject = dict(details) if isinstance(details, dict) else {}
                 merged["child_execution_id"] = child.id
                 error = ev.make_error(
-                    str(cause.get("code", "CHILD_FAILED")),
-                    f"child workflow `{name}` failed: {cause.get('message', '')}",
+                    cause["code"] if cause is not None else "CHILD_FAILED",
+                    f"child workflow `{name}` failed: {cause['message'] if cause else ''}",
                     False,
                     merged,
                 )

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from orbit_core import events as ev
 from orbit_core import values as _values
+from orbit_core.api import ExecutionDoc, SignalAccepted, Started
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.errors import (
@@ -15,6 +15,7 @@ from orbit_core.errors import (
     LimitError,
     NotFoundError,
 )
+from orbit_core.jsontypes import JsonValue
 
 DEFAULT_CANCEL_REASON = "requested via API"
 _EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
@@ -31,10 +32,10 @@ class Control:
         *,
         workflow: str,
         version: str | None,
-        input: Any,
+        input: JsonValue,
         execution_id: str | None,
         schedule_id: str | None,
-    ) -> dict[str, Any]:
+    ) -> Started:
         """Checks in the order of RULINGS §18, then creates and decides."""
         x = self._x
         if execution_id is not None and not _EXECUTION_ID.match(execution_id):
@@ -81,14 +82,14 @@ class Control:
         row = self._x.store.execution_row(execution_id)
         return row.definition_hash if row is not None else None
 
-    def cancel(self, tx: Tx, execution_id: str, reason: str) -> dict[str, Any]:
+    def cancel(self, tx: Tx, execution_id: str, reason: str) -> ExecutionDoc:
         live = self._x.running(execution_id)
         if live.state.abort is None:
             self._x.append(tx, live, ev.CancelRequested(live.state.last_seq + 1, tx.now, reason))
             self._x.decide(tx, live)
         return live.state.to_json()
 
-    def signal(self, tx: Tx, execution_id: str, name: str, payload: Any) -> dict[str, Any]:
+    def signal(self, tx: Tx, execution_id: str, name: str, payload: JsonValue) -> SignalAccepted:
         live = self._x.running(execution_id)
         defn = live.plan.defn
         declared = defn.signal(name)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from orbit_core import events as ev
+from orbit_core.api import ParentRef
 from orbit_core.decide import Limits, decide, next_due_ms
 from orbit_core.dispatch import TaskIndex
 from orbit_core.engine.catalog import Catalog
@@ -19,6 +19,7 @@ from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
 from orbit_core.errors import ConflictError, not_found
+from orbit_core.jsontypes import JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import BuiltinTasks, ExecutionChange, ExecutionRow, IdSource, Store
 from orbit_core.state import (
@@ -35,7 +36,7 @@ ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable
 _WAITING_EVENTS = frozenset({ev.StepScheduled, ev.TimerStarted, ev.StepDispatched})
 
 # How a built-in task reports: (token, output, error or None).
-BuiltinReport = Callable[[str, Any, "dict[str, Any] | None"], None]
+BuiltinReport = Callable[[str, JsonValue, "ev.ErrorJson | None"], None]
 
 
 class Executions:
@@ -75,9 +76,9 @@ class Executions:
         tx: Tx,
         execution_id: str,
         plan: Plan,
-        value: Any,
+        value: JsonValue,
         *,
-        parent: dict[str, str] | None,
+        parent: ParentRef | None,
         schedule_id: str | None,
     ) -> Live:
         d = plan.defn
@@ -124,7 +125,7 @@ class Executions:
         live = Live(state, plan, self.limits.effective(plan), state.parent is None)
         self.memory.add(live)
         for unit in state.units.values():
-            for token, attempt in unit.tokens or ():
+            for token, attempt in unit.attempts():
                 self.memory.hold(token, state.id, unit.key, attempt)
             if unit.status == SCHEDULED:
                 spec = plan.spec(unit.key)
@@ -164,7 +165,7 @@ class Executions:
         self.memory.remove(live)
         tokens = []
         for unit in live.state.units.values():
-            for token, _attempt in unit.tokens or ():
+            for token, _attempt in unit.attempts():
                 self.memory.release(token)
                 tokens.append(token)
         self.children.forget(eid)
@@ -360,7 +361,7 @@ class Executions:
             )
             return
 
-        def done(output: Any, error: dict[str, Any] | None) -> None:
+        def done(output: JsonValue, error: ev.ErrorJson | None) -> None:
             self._report_builtin(token, output, error)
 
         task, value, timeout = spec.task or "", unit.input, spec.timeout_ms
@@ -384,7 +385,7 @@ class Executions:
         change.archived = change.events
         change.events = []
         for unit in old.units.values():
-            for token, _attempt in unit.tokens or ():
+            for token, _attempt in unit.attempts():
                 self.memory.release(token)
         new = ExecutionState(old.id)
         live.state = new
@@ -419,7 +420,7 @@ class Executions:
         self.due_now(tx, old.id)
 
 
-def _next_input(archived: list[ev.Event]) -> Any:
+def _next_input(archived: list[ev.Event]) -> JsonValue:
     for event in reversed(archived):
         if isinstance(event, ev.WorkflowContinuedAsNew):
             return event.input

@@ -4,9 +4,9 @@ polls until a group queues a matching task, and the dispatch of an attempt."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from orbit_core import events as ev
+from orbit_core.api import Assignment
 from orbit_core.dispatch import QueuedTask, Session
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.executions import Executions
@@ -25,7 +25,7 @@ class Polling:
         self._pipeline = pipeline
         self._pollers: deque[Command] = deque()
 
-    def poll(self, tx: Tx, session_id: str, cmd: Command, may_wait: bool) -> Any:
+    def poll(self, tx: Tx, session_id: str, cmd: Command, may_wait: bool) -> object:
         """A task for the session, or None, or PENDING once parked."""
         session = self._workers.session(tx, session_id)
         task = self._next_task(session)
@@ -36,7 +36,7 @@ class Polling:
         cmd.session = session
         return self._park(cmd)
 
-    def _park(self, cmd: Command) -> Any:
+    def _park(self, cmd: Command) -> object:
         pending = self._pipeline.park(cmd)
         pollers = self._pollers
         while pollers and pollers[0].parked != "waiting":
@@ -44,7 +44,7 @@ class Polling:
         pollers.append(cmd)
         return pending
 
-    def claim(self, tx: Tx, session_id: str, cmd: Command, limit: int, may_wait: bool) -> Any:
+    def claim(self, tx: Tx, session_id: str, cmd: Command, limit: int, may_wait: bool) -> object:
         """Up to `limit` tasks for the session (a list, oldest first), or
         PENDING once parked until a group queues some."""
         if limit <= 0:
@@ -129,8 +129,8 @@ class Polling:
         for cmd in parked:
             self._pipeline.expire(cmd)
 
-    def _take(self, tx: Tx, session: Session, limit: int) -> list[dict[str, Any]]:
-        tasks: list[dict[str, Any]] = []
+    def _take(self, tx: Tx, session: Session, limit: int) -> list[Assignment]:
+        tasks: list[Assignment] = []
         while len(tasks) < limit:
             task = self._next_task(session)
             if task is None:
@@ -148,7 +148,7 @@ class Polling:
         unit = live.state.units.get(task.unit_key)
         return unit is not None and unit.status == SCHEDULED and unit.offer_seq == task.offer_seq
 
-    def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> dict[str, Any]:
+    def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> Assignment:
         x = self._x
         live = x.memory.get(task.execution_id)
         assert live is not None  # _valid_task checked it
@@ -177,7 +177,7 @@ class Polling:
         self._workers.hold(session, token)
         if live.plan.timed:
             x.push_due(live)
-        assignment = {
+        assignment: Assignment = {
             "token": token,
             "execution_id": state.id,
             "workflow": state.workflow,
@@ -190,7 +190,7 @@ class Polling:
             "attempt": unit.attempt,
             "redelivery": unit.redelivery,
         }
-        if deadline is not None:
+        if deadline is not None and timeout is not None:
             assignment["deadline_ms"] = deadline
             assignment["timeout_ms"] = timeout
         return assignment

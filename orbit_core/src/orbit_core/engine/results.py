@@ -4,17 +4,17 @@ ignored)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from orbit_core import events as ev
 from orbit_core import values as _values
+from orbit_core.api import Accepted
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
 from orbit_core.engine.workers import Workers
+from orbit_core.jsontypes import JsonValue
 from orbit_core.state import DISPATCHED
 
-_UNKNOWN_TOKEN = {
+_UNKNOWN_TOKEN: Accepted = {
     "accepted": False,
     "reason": "unknown token (execution finished or token invalid)",
 }
@@ -25,10 +25,10 @@ class Results:
         self._x = executions
         self._workers = workers
 
-    def complete(self, tx: Tx, token: str, output: Any) -> dict[str, Any]:
+    def complete(self, tx: Tx, token: str, output: JsonValue) -> Accepted:
         resolved = self._resolve(tx, token)
         if resolved is None:
-            return dict(_UNKNOWN_TOKEN)
+            return _UNKNOWN_TOKEN.copy()
         live, key, attempt = resolved
         state = live.state
         unit = state.units[key]
@@ -63,10 +63,10 @@ class Results:
         self._x.decide(tx, live)
         return {"accepted": True}
 
-    def fail(self, tx: Tx, token: str, error: dict[str, Any]) -> dict[str, Any]:
+    def fail(self, tx: Tx, token: str, error: ev.ErrorJson) -> Accepted:
         resolved = self._resolve(tx, token)
         if resolved is None:
-            return dict(_UNKNOWN_TOKEN)
+            return _UNKNOWN_TOKEN.copy()
         live, key, attempt = resolved
         unit = live.state.units[key]
         if unit.done:

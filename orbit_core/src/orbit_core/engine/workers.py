@@ -8,6 +8,7 @@ import functools
 from typing import Any
 
 from orbit_core import events as ev
+from orbit_core.api import Accepted, HeartbeatReply, Registered, WorkerDoc, WorkerList
 from orbit_core.dispatch import Session
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
@@ -37,7 +38,7 @@ class Workers:
         runtime: str,
         contracts: list[tuple[str, str]],
         sdk: str | None,
-    ) -> dict[str, Any]:
+    ) -> Registered:
         if not worker_id or not worker_id.strip():
             raise InvalidError("worker_id is required", "INVALID_REQUEST")
         if not contracts:
@@ -97,7 +98,7 @@ class Workers:
         session.lost = False
         return session
 
-    def heartbeat(self, tx: Tx, session_id: str) -> dict[str, Any]:
+    def heartbeat(self, tx: Tx, session_id: str) -> HeartbeatReply:
         session = self.session(tx, session_id)
         cancel = []
         for token in list(session.held):
@@ -112,7 +113,7 @@ class Workers:
                     session.held.discard(token)
         return {"accepted": True, "cancel": cancel}
 
-    def unregister(self, tx: Tx, session_id: str) -> dict[str, Any]:
+    def unregister(self, tx: Tx, session_id: str) -> Accepted:
         session = self.sessions.get(session_id)
         if session is None:
             raise NotFoundError("unknown worker session", "UNKNOWN_SESSION")
@@ -120,9 +121,9 @@ class Workers:
         tx.after_commit.append(functools.partial(_discard, self.sessions, session_id))
         return {"accepted": True}
 
-    def describe(self, rows: list[WorkerRow], now: int) -> dict[str, Any]:
+    def describe(self, rows: list[WorkerRow], now: int) -> WorkerList:
         """`GET /v1/workers`: the registry rows with their live sessions."""
-        out = []
+        out: list[WorkerDoc] = []
         for row in rows:
             live = [
                 s for s in self.sessions.values() if s.worker_id == row.worker_id and not s.lost

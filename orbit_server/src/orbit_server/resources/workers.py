@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import falcon
 
+from orbit_core.api import Assignment
 from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError
 from orbit_server.body import Fields, read_json
@@ -64,7 +64,7 @@ class WorkerProtocol:
         undelivered = functools.partial(self._undelivered, task)
         send(resp, task, stream=lambda data: handed_over(data, connected, undelivered))
 
-    def _undelivered(self, task: dict[str, Any]) -> None:
+    def _undelivered(self, task: Assignment) -> None:
         """The worker hung up before its task reached it: the attempt is
         redelivered now rather than after the session timeout."""
         _log.warning(
