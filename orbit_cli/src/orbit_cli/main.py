@@ -14,6 +14,7 @@ COMMANDS = {
         "check",
         "validate",
         "compile",
+        "fmt",
         "server",
         "deploy",
         "run",
