@@ -27,6 +27,7 @@ COMMANDS = {
         "ps",
         "token",
         "workers",
+        "test",
         "schedule",
     )
 }
