@@ -177,7 +177,7 @@ def test_help_lists_check() -> None:
     result = CliRunner().invoke(cli, ["fmt", "--help"])
     assert result.exit_code == 0
     assert "--check" in result.stdout
-    assert "Format .orbit files in place" in result.stdout
+    assert "canonical layout" in result.stdout
 
 
 def test_a_fifo_is_refused_without_reading(project: Path) -> None:

@@ -47,10 +47,11 @@ _OPEN_FLAGS = (
 @click.option(
     "--check",
     is_flag=True,
-    help="Do not write. Print `would reformat <file>` for each file that is not formatted.",
+    help="Change nothing on disk; name (`would reformat <file>`) every file whose layout "
+    "would change, and exit 1 if there is one.",
 )
 def fmt(files: tuple[str, ...], check: bool) -> None:
-    """Format .orbit files in place (comments and line breaks are preserved)."""
+    """Rewrite .orbit files in the canonical layout, keeping every comment and line break."""
     color = stderr_colour(files)
     failed = False
     for name in files:

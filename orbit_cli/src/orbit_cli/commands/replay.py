@@ -1,5 +1,5 @@
 """`orbit replay [EXECUTION_ID] [--history FILE] [--definition FILE] ...`
-(chapter 53): re-run a recorded history through this decider.
+(chapter 53): check a recorded history against this version's decider.
 
 The history comes from the runtime (`GET /v1/executions/{id}/history`,
 `?run=N` with --run) or from a file; the definition from the runtime
@@ -8,9 +8,9 @@ or from --definition (IR `.json` or `.orbit` source, compiled first). The
 replay itself is `orbit_cli.replay`. Read-only: nothing is sent to the
 runtime but GETs.
 
-Exit 0 when every recorded decision is reproduced (up to --at), 1 on a
-divergence or when the history or the definition cannot be loaded, 2 when
-both an execution id and --history are given (or neither).
+Exit status: 0 if no recorded decision differs (up to --at); 1 for a
+divergence, or a history or definition that cannot be read; 2 for usage
+errors (an execution id together with --history, or neither).
 """
 
 from __future__ import annotations
@@ -40,39 +40,41 @@ from orbit_core.ir import Definition, IRError, from_json
 
 @click.command(
     "replay",
-    short_help="Re-run a recorded history through the current decider and report divergences",
+    short_help="Check a recorded history against this version's decider.",
 )
 @click.argument("execution_id", required=False)
 @click.option(
     "--history",
     "history_file",
     type=click.Path(path_type=Path),
-    help="Replay a history file instead (`GET /v1/executions/{id}/history` output).",
+    help="Read the history from this file (what the history endpoint returns, or an array of "
+    "events) instead of the runtime.",
 )
 @click.option(
     "--definition",
     "definition_file",
     type=click.Path(path_type=Path),
-    help="The definition to replay against: compiled IR `.json` or `.orbit` source (required with --history; overrides the runtime's copy otherwise).",
+    help="Replay against this definition (IR `.json`, or `.orbit` source to compile); needed "
+    "with --history, and used instead of the runtime's copy with an execution id.",
 )
 @click.option(
     "--workflow",
-    help="Workflow to use when --definition defines several (default: the one the history ran).",
+    help="Which workflow of --definition to use; by default the one named in the history.",
 )
 @click.option(
     "--at",
     "at",
     type=click.IntRange(min=1),
     metavar="SEQ",
-    help="Print the reconstructed execution state right after this event.",
+    help="Stop after event SEQ and show the state the execution had at that point.",
 )
 @click.option(
     "--run",
     "run",
     type=click.IntRange(min=1),
-    help="Replay this run of the execution (continue-as-new); default the latest.",
+    help="With an execution id: which run to replay after continue-as-new (default: the last).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report object.")
 @connection_options
 def replay_command(
     *,
@@ -85,9 +87,9 @@ def replay_command(
     run: int | None,
     as_json: bool,
 ) -> None:
-    """Re-run a recorded history through the current decider and report every
-    recorded decision it does not reproduce; with --at, show the execution's
-    state after any event."""
+    """Walk a recorded history through this version's decider and list each
+    recorded decision it would make differently; --at shows the state after
+    any event."""
     if execution_id is not None and history_file is not None:
         raise click.UsageError("give an execution id or --history, not both")
     if execution_id is None and history_file is None:

@@ -27,9 +27,7 @@ from orbit_cli.testrun import TestResult, execution_json, run_test, simulated
 from orbit_cli.timeline import timeline
 
 
-@click.command(
-    "test", short_help="Run the `test` declarations in .orbit files, without a server or workers"
-)
+@click.command("test", short_help="Run the tests written in .orbit files on a simulated runtime.")
 @click.argument("files", nargs=-1)
 @click.option(
     "--format",
@@ -37,16 +35,17 @@ from orbit_cli.timeline import timeline
     type=click.Choice(["human", "json"]),
     default="human",
     show_default=True,
-    help="`human` prints one line per test; `json` prints a single report object.",
+    help="human: a line per test, then failures and a summary; json: one report object.",
 )
 @click.option(
     "--filter",
     "name_filter",
     metavar="FILTER",
-    help="Only run tests whose name contains this text.",
+    help="Select the tests whose name includes this text; the rest count as filtered out.",
 )
 def test(files: tuple[str, ...], output_format: str, name_filter: str | None) -> None:
-    """Run the `test` declarations in .orbit files, without a server or workers."""
+    """Compile FILES and run every `test` declaration of the compilation on an
+    in-memory engine whose clock jumps from one due time to the next."""
     from orbit_lang.render import render_json, render_report
     from orbit_lang.testplan import plan_tests
 
