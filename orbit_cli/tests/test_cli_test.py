@@ -654,3 +654,27 @@ def test_a_hundred_tests_with_hours_of_simulated_time_run_quickly(project: Path)
     assert "100 passed" in result.stdout
     # About 0.5 s on a quiet machine; the bound leaves room for a busy one.
     assert spent < 5.0
+
+
+def test_the_built_in_http_task_is_mocked_like_any_other(project: Path) -> None:
+    write(
+        project,
+        "charge.orbit",
+        (
+            HERE.parents[1] / "tests" / "book" / "examples" / "28-http-adapter" / "0101.orbit"
+        ).read_text(),
+    )
+    write(
+        project,
+        "h.test.orbit",
+        'import "charge.orbit"\n\ntest "http is mocked" {\n    workflow Charge\n'
+        '    input { order_id: "A", amount: 2.0 }\n'
+        '    mock "orbit.http.request" fails "HTTP_503" retryable times 2\n'
+        '        then returns { status: 201, headers: {}, body: { id: "ch_1" } }\n'
+        "    expect status COMPLETED\n    expect step charge attempts 3\n"
+        "    expect step charge output { status: 201 }\n}\n",
+    )
+    result = orbit_test("h.test.orbit")
+    assert result.exit_code == 0, result.output
+    # Retries after 500 ms and 1 s: no request ever left the process.
+    assert "ok      http is mocked (1.5s simulated)\n" in result.stdout
