@@ -11,8 +11,8 @@ scheduled in the next).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, cast
+from collections.abc import Callable, Iterable
+from typing import cast
 
 import attrs
 import orjson
@@ -21,10 +21,12 @@ from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
 from orbit_core import unitkeys
 from orbit_core import values as _values
+from orbit_core.api import ErrorDoc
 from orbit_core.errors import payload_too_large
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import Step
-from orbit_core.jsontypes import JsonObject
+from orbit_core.ir.expr import Expr
+from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.plan import Plan, UnitSpec
 from orbit_core.state import (
     ATTEMPT_FAILED,
@@ -63,7 +65,7 @@ class Limits:
             _stricter(self.max_payload_bytes, plan.limits.get("max_payload_bytes")),
         )
 
-    def check_payload(self, what: str, value: Any) -> None:
+    def check_payload(self, what: str, value: JsonValue) -> None:
         """PAYLOAD_TOO_LARGE when `value` encodes to more JSON bytes than allowed."""
         limit = self.max_payload_bytes
         if limit is not None:
@@ -153,10 +155,10 @@ class _Decider:
     def _seq(self) -> int:
         return self.s.last_seq + len(self.out) + 1
 
-    def emit(self, cls: Any, *fields: Any) -> None:
+    def emit(self, cls: Callable[..., ev.Event], *fields: object) -> None:
         self.out.append(cls(self._seq(), self.now, *fields))
 
-    def fail_unit(self, key: str, code: str, message: str, details: Any = None) -> None:
+    def fail_unit(self, key: str, code: str, message: str, details: JsonValue = None) -> None:
         self.emit(ev.StepFailed, key, ev.make_error(code, message, False, details))
         self.failed = True
 
@@ -170,10 +172,10 @@ class _Decider:
 
     def scope(
         self,
-        steps: Any = None,
-        vars: dict[str, Any] | None = None,
-        failure: Any = None,
-        event: Any = None,
+        steps: JsonObject | None = None,
+        vars: JsonObject | None = None,
+        failure: JsonValue = None,
+        event: JsonValue = None,
     ) -> _evaluate.Scope:
         if steps is None and vars is None and failure is None and event is None:
             # The main scope reads the state's own (live) dicts, so one object
@@ -193,7 +195,9 @@ class _Decider:
             event=event,
         )
 
-    def eval(self, expr: Any, scope: _evaluate.Scope, what: str, key: str) -> tuple[bool, Any]:
+    def eval(
+        self, expr: Expr, scope: _evaluate.Scope, what: str, key: str
+    ) -> tuple[bool, JsonValue]:
         """(ok, value); on an error the unit fails with EXPRESSION_ERROR."""
         try:
             return True, _evaluate.evaluate(expr, scope)
@@ -304,6 +308,7 @@ class _Decider:
         step = spec.step
         kind = spec.kind
         if kind == "compute":
+            assert step.compute is not None  # a compute step has its expression
             ok, value = self.eval(step.compute, scope, "compute", key)
             if ok:
                 self.emit(ev.StepSucceeded, key, 1, value)
@@ -316,9 +321,14 @@ class _Decider:
             self.schedule(spec, key, step.with_, step.idempotency_key, scope)
 
     def schedule(
-        self, spec: UnitSpec, key: str, with_: Any, key_expr: Any, scope: _evaluate.Scope
+        self,
+        spec: UnitSpec,
+        key: str,
+        with_: Expr | None,
+        key_expr: Expr | None,
+        scope: _evaluate.Scope,
     ) -> None:
-        value: Any = {}
+        value: JsonValue = {}
         if with_ is not None:
             ok, value = self.eval(with_, scope, "with", key)
             if not ok:
@@ -452,7 +462,7 @@ class _Decider:
             return
         active = 0
         pending: list[int] = []
-        outputs: list[Any] = []
+        outputs: list[JsonValue] = []
         failed: Unit | None = None
         for i in range(len(items)):
             unit = units.get(unitkeys.element(key, i))
@@ -523,7 +533,7 @@ class _Decider:
                 if self.failed:
                     return
 
-    def instance_steps(self, steps: Iterable[Step], prefix: str) -> dict[str, Any]:
+    def instance_steps(self, steps: Iterable[Step], prefix: str) -> JsonObject:
         merged = dict(self.s.outputs)
         units = self.s.units
         for step in steps:
@@ -559,7 +569,7 @@ class _Decider:
         scope = self.scope()
         can = defn.continue_as_new
         if can is not None:
-            proceed: Any = True
+            proceed: object = True
             if can.when is not None:
                 proceed = self.eval_workflow(can.when, scope, "continue_as_new")
                 if proceed is _FAILED:
@@ -591,7 +601,8 @@ class _Decider:
             return
         self.emit(ev.WorkflowCompleted, output)
 
-    def eval_workflow(self, expr: Any, scope: _evaluate.Scope, what: str) -> Any:
+    def eval_workflow(self, expr: Expr, scope: _evaluate.Scope, what: str) -> object:
+        """The value, or _FAILED once the workflow failed because of it."""
         try:
             return _evaluate.evaluate(expr, scope)
         except _evaluate.EvalError as exc:
@@ -682,7 +693,7 @@ class _Decider:
     def compensate(self, order: list[str]) -> None:
         """Runs the compensations one at a time, then reports their outcome."""
         s = self.s
-        failures: list[tuple[str, Any]] = []
+        failures: list[tuple[str, ErrorDoc | None]] = []
         for target in order:
             key = unitkeys.compensation(target)
             unit = s.units.get(key)
@@ -710,7 +721,7 @@ class _Decider:
         base = self.s.units[target]
         steps = dict(self.s.outputs)
         steps[step.name] = base.output
-        vars: dict[str, Any] = {}
+        vars: JsonObject = {}
         if spec.element is not None and step.for_each is not None:
             parent = self.s.units.get(step.name)
             items = parent.input if parent is not None else None
@@ -779,4 +790,4 @@ class _Decider:
         return finished and not self.out
 
 
-_FAILED: Any = object()
+_FAILED = object()

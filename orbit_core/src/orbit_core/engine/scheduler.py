@@ -46,6 +46,7 @@ from orbit_core.engine.commands import Tx
 from orbit_core.engine.control import Control
 from orbit_core.engine.executions import Executions
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError
+from orbit_core.jsontypes import JsonObject
 from orbit_core.ports import Clock, Faults, ScheduleAdvance, ScheduleRow, Store
 from orbit_core.schedules import policy
 from orbit_core.schedules.document import (
@@ -146,7 +147,7 @@ class Scheduler:
 
     # ---- the API
 
-    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, body: JsonObject) -> JsonObject:
         compiled, paused = parse_create(body)
         self._check_start(compiled.spec)
         with self._lock:
@@ -174,7 +175,7 @@ class Scheduler:
             self._set(row, compiled)
             return document(row, compiled)
 
-    def get(self, schedule_id: str) -> dict[str, Any]:
+    def get(self, schedule_id: str) -> JsonObject:
         with self._lock:
             entry = self._entry(schedule_id)
             return document(entry.row, entry.compiled)
@@ -184,7 +185,7 @@ class Scheduler:
         with self._lock:
             return str(self._entry(schedule_id).row.spec.get("workflow", ""))
 
-    def list_schedules(self, visible: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    def list_schedules(self, visible: Callable[[str], bool] | None = None) -> JsonObject:
         """Every schedule by id; `visible(workflow)` filters them."""
         with self._lock:
             entries = [self._entries[sid] for sid in sorted(self._entries)]
@@ -196,7 +197,7 @@ class Scheduler:
                 ]
             }
 
-    def update(self, schedule_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def update(self, schedule_id: str, body: JsonObject) -> JsonObject:
         """A PATCH: the settings changed, the next occurrence recomputed from
         now, counters and the last fire kept, `last_error` cleared."""
         with self._lock:
@@ -211,13 +212,13 @@ class Scheduler:
                 self._check_start(compiled.spec)
             return self._change(entry, compiled, entry.row.paused if paused is None else paused)
 
-    def pause(self, schedule_id: str) -> dict[str, Any]:
+    def pause(self, schedule_id: str) -> JsonObject:
         return self.update(schedule_id, {"paused": True})
 
-    def resume(self, schedule_id: str) -> dict[str, Any]:
+    def resume(self, schedule_id: str) -> JsonObject:
         return self.update(schedule_id, {"paused": False})
 
-    def delete(self, schedule_id: str) -> dict[str, Any]:
+    def delete(self, schedule_id: str) -> JsonObject:
         with self._lock:
             self._entry(schedule_id)
             found = self._store.delete_schedule(schedule_id)
@@ -226,7 +227,7 @@ class Scheduler:
                 raise not_found(schedule_id)
             return {"schedule_id": schedule_id, "deleted": True}
 
-    def trigger(self, schedule_id: str) -> dict[str, Any]:
+    def trigger(self, schedule_id: str) -> JsonObject:
         """Starts an execution now, applying the overlap policy."""
         with self._lock:
             entry = self._entry(schedule_id)
@@ -512,7 +513,7 @@ class Scheduler:
                 f"the schedule input is invalid for {defn.key} at {exc}", "INVALID_INPUT"
             ) from None
 
-    def _change(self, entry: _Entry, compiled: Compiled, paused: bool) -> dict[str, Any]:
+    def _change(self, entry: _Entry, compiled: Compiled, paused: bool) -> JsonObject:
         now = self._clock.now_ms()
         pending = None if paused else compiled.timing.next_after(now)
         row = attrs.evolve(
