@@ -30,6 +30,7 @@ nox.options.sessions = [
     "sdk_typescript",
     "e2e",
     "wheels",
+    "api",
 ]
 
 PYTHON = "3.11"
@@ -94,6 +95,18 @@ def e2e(session: nox.Session) -> None:
     with session.chdir("sdks/typescript"):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     session.run("pytest", "tests/e2e", "-m", "e2e", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def api(session: nox.Session) -> None:
+    """The OpenAPI document: checked against the app's routes and access
+    rules, then schemathesis against a live server with it."""
+    session.install(*TEST_DEPS, "schemathesis>=4.0,<5")
+    _install(session, ALL)
+    session.run(
+        "pytest", "tests/test_server_openapi.py", "tests/test_server_openapi_fuzz.py",
+        *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)
