@@ -48,6 +48,7 @@ KNOWN = {
     "execution_id": ["greet-1", "review-1", "count-1"],
     "name": ["Greet", "Review", "decision", "status", "broken"],
     "version": ["1.0.0"],
+    "schedule_id": ["greet-hourly"],
 }
 
 pytestmark = [
@@ -90,6 +91,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         ]:
             body = {"workflow": workflow, "execution_id": execution_id, "input": payload}
             assert api.post("/v1/executions", body).status == 201
+        schedule = {"schedule_id": "greet-hourly", "workflow": "Greet", "cron": "@hourly"}
+        schedule["input"] = {"name": "Ada"}
+        assert api.post("/v1/schedules", schedule).status == 201, "schedule"
         yield proc
 
 

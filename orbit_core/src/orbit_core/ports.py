@@ -1,13 +1,21 @@
 """The engine's ports: what it needs from the outside world, as Protocols.
 Adapters (the in-memory store here, the SQL stores in `orbit_store`, the
 real and simulated clocks) satisfy them structurally.
+
+`Faults` is the one port the engine talks out through rather than asks: the
+failures it handles by itself (a commit the store refused, an exception in a
+background thread or while a group was prepared) are reported there, and the
+component is marked healthy again once it works. `FaultLog`, the default,
+only remembers; the server's adapter also logs and counts them.
 """
 
 from __future__ import annotations
 
 import os
+import random
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -101,6 +109,47 @@ class CommitBatch:
         return bool(self.definitions or self.executions or self.workers)
 
 
+@attrs.frozen(slots=True)
+class ScheduleRow:
+    """One row of `orbit_schedules`: a schedule's settings (`spec`, the JSON
+    of `orbit_core.schedules.spec.ScheduleSpec`) and its firing state.
+    `next_fire_ms` is the pending occurrence and `due_ms` when it fires (its
+    jitter, or a retry time); both are None while paused or once ended."""
+
+    schedule_id: str
+    spec: dict[str, Any]
+    paused: bool
+    next_fire_ms: int | None
+    due_ms: int | None
+    last_fire_ms: int | None
+    last_execution_id: str | None
+    fired: int
+    skipped: int
+    last_error: str | None
+    created_at_ms: int
+    updated_at_ms: int
+    claimed_by: str | None = None
+    claimed_until_ms: int | None = None
+
+
+@attrs.frozen(slots=True)
+class ScheduleAdvance:
+    """The second compare-and-set of a fire: applied only while the row still
+    holds `owner`'s claim on `occurrence_ms`. Counters are added; a None
+    `last_fire_ms` or `last_execution_id` leaves the stored one."""
+
+    schedule_id: str
+    occurrence_ms: int
+    next_fire_ms: int | None
+    due_ms: int | None
+    last_fire_ms: int | None
+    last_execution_id: str | None
+    fired: int
+    skipped: int
+    last_error: str | None
+    updated_at_ms: int
+
+
 class Store(Protocol):
     """Durable storage. `commit` is one transaction (one fsync) or nothing."""
 
@@ -122,6 +171,44 @@ class Store(Protocol):
 
     def list_workers(self) -> list[WorkerRow]: ...
 
+    # ---- schedules (each call is its own transaction)
+
+    def load_schedules(self) -> list[ScheduleRow]: ...
+
+    def get_schedule(self, schedule_id: str) -> ScheduleRow | None: ...
+
+    def insert_schedule(self, row: ScheduleRow) -> bool:
+        """False (and nothing written) when the id exists."""
+        ...
+
+    def update_schedule(self, row: ScheduleRow) -> bool:
+        """Writes the settings, `paused`, `next_fire_ms`, `due_ms`,
+        `last_error` and `updated_at_ms`, and drops any claim; counters and
+        the last fire are kept. False when the schedule does not exist."""
+        ...
+
+    def delete_schedule(self, schedule_id: str) -> bool: ...
+
+    def claim_schedules(
+        self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
+    ) -> list[str]:
+        """For each (schedule, occurrence): claims it for `owner` until
+        `until_ms` if the row is unpaused, still pending that occurrence and
+        holds no live claim. Returns the ids claimed."""
+        ...
+
+    def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
+        """Applies each advance whose claim `owner` still holds; returns their ids."""
+        ...
+
+    def record_schedule_trigger(self, schedule_id: str, execution_id: str, now_ms: int) -> bool:
+        """A manual start: one more fired, the last execution, the update time."""
+        ...
+
+    def release_schedule_claims(self) -> None:
+        """Drops every claim (a single server starting: their owner is gone)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -138,6 +225,73 @@ class BuiltinTasks(Protocol):
         timeout_ms: int | None,
         done: Callable[[Any, dict[str, Any] | None], None],
     ) -> None: ...
+
+
+class RandomSource(Protocol):
+    """Uniform floats in [0, 1): the jitter of retry delays. `random.Random`
+    satisfies it; seed one for deterministic tests."""
+
+    def random(self) -> float: ...
+
+
+# What `Faults.report` is told about: where the engine caught a failure.
+FAULT_COMPONENTS = ("store", "prepare", "command", "tick", "commit", "handler", "builtin")
+
+
+class Faults(Protocol):
+    """Failures the engine handled itself, so that someone can see them.
+
+    `report` is called from whichever engine thread caught the failure (never
+    with a lock of the engine held that a caller could need) and must not
+    raise; `recovered` when the component works again (the store after a
+    commit succeeded). `counts` and `failing` are what the server's health and
+    metrics read."""
+
+    def report(self, component: str, error: BaseException) -> None: ...
+
+    def recovered(self, component: str) -> None: ...
+
+    def counts(self) -> Mapping[str, int]:
+        """Failures reported so far, by component."""
+        ...
+
+    def failing(self) -> Mapping[str, str]:
+        """The components failing now, with the message of their last failure."""
+        ...
+
+
+class FaultLog:
+    """The default `Faults`: counts failures and remembers which components
+    fail now and the last error of each; nothing is printed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._failing: dict[str, str] = {}
+        self.last: dict[str, BaseException] = {}
+
+    def report(self, component: str, error: BaseException) -> None:
+        with self._lock:
+            self._counts[component] = self._counts.get(component, 0) + 1
+            self._failing[component] = f"{type(error).__name__}: {error}"
+            self.last[component] = error
+
+    def recovered(self, component: str) -> None:
+        with self._lock:
+            self._failing.pop(component, None)
+
+    def counts(self) -> Mapping[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def failing(self) -> Mapping[str, str]:
+        with self._lock:
+            return dict(self._failing)
+
+
+def system_random() -> RandomSource:
+    """The default jitter source: the operating system's randomness."""
+    return random.SystemRandom()
 
 
 class SystemClock:

@@ -20,6 +20,7 @@ from orbit_server.openapi import PATH as OPENAPI_PATH
 from orbit_server.openapi import OpenApi
 from orbit_server.resources.executions import Executions
 from orbit_server.resources.health import Health, Metrics, Ready
+from orbit_server.resources.schedules import Schedules
 from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
@@ -67,6 +68,13 @@ def create_app(engine: Engine, config: ServerConfig) -> App:
         routes.add(f"/v1/executions/{{execution_id}}/{action}", executions, admin, suffix=action)
     routes.add("/v1/executions/{execution_id}/signals/{name}", executions, admin, suffix="signal")
     routes.add("/v1/executions/{execution_id}/queries/{name}", executions, admin, suffix="query")
+
+    # Client identities with the `schedule` action will need their own rule here.
+    schedules = Schedules(engine, config.max_body)
+    routes.add("/v1/schedules", schedules, admin)
+    routes.add("/v1/schedules/{schedule_id}", schedules, admin, suffix="one")
+    for action in ("pause", "resume", "trigger"):
+        routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, admin, suffix=action)
 
     routes.add("/v1/workers", Workers(engine), admin)
     protocol = WorkerProtocol(engine, config.max_body)

@@ -240,6 +240,71 @@ SCHEMAS: dict[str, Schema] = {
         },
         {"deadline_ms": INTEGER, "timeout_ms": INTEGER},
     ),
+    "ScheduleSettings": {
+        **_object(
+            {},
+            {
+                "schedule_id": {
+                    **STRING,
+                    "description": "Letters, digits, -, _ and .; at most 100.",
+                },
+                "workflow": STRING,
+                "version": NULLABLE_STRING,
+                "input": {"type": ["object", "null"]},
+                "cron": NULLABLE_STRING,
+                "interval": NULLABLE_STRING,
+                "timezone": NULLABLE_STRING,
+                "overlap": {
+                    "type": ["string", "null"],
+                    "enum": ["skip", "allow", "cancel_previous", None],
+                },
+                "catchup": {"type": ["string", "null"], "enum": ["skip_missed", "run_once", None]},
+                "start_at": NULLABLE_STRING,
+                "end_at": NULLABLE_STRING,
+                "jitter": NULLABLE_STRING,
+                "description": NULLABLE_STRING,
+                "paused": BOOLEAN,
+            },
+        ),
+        "description": (
+            "POST needs schedule_id, workflow and one of cron or interval; PATCH "
+            "changes the fields given (null removes one). Unknown fields are refused."
+        ),
+    },
+    "Schedule": _object(
+        {
+            "schedule_id": STRING,
+            "workflow": STRING,
+            "input": ANY,
+            "overlap": STRING,
+            "catchup": STRING,
+            "paused": BOOLEAN,
+            "next_fire_at": NULLABLE_STRING,
+            "next_fire_times": {"type": "array", "items": STRING},
+            "last_fire_at": NULLABLE_STRING,
+            "last_execution_id": NULLABLE_STRING,
+            "fired": INTEGER,
+            "skipped": INTEGER,
+            "last_error": NULLABLE_STRING,
+            "created_at": STRING,
+            "updated_at": STRING,
+        },
+        {
+            "version": STRING,
+            "cron": STRING,
+            "interval": STRING,
+            "timezone": STRING,
+            "start_at": STRING,
+            "end_at": STRING,
+            "jitter": STRING,
+            "description": STRING,
+        },
+    ),
+    "ScheduleList": _object({"schedules": {"type": "array", "items": _ref("Schedule")}}),
+    "ScheduleDeleted": _object({"schedule_id": STRING, "deleted": BOOLEAN}),
+    "ScheduleTriggered": _object(
+        {"schedule_id": STRING, "started": BOOLEAN}, {"execution_id": STRING, "skipped": STRING}
+    ),
     "Accepted": _object({"accepted": BOOLEAN}),
     "TaskAnswer": _object({"accepted": BOOLEAN}, {"reason": STRING}),
     "Complete": _object({"token": STRING}, {"output": ANY}),
@@ -364,10 +429,12 @@ def _query_string(name: str, description: str) -> dict[str, Any]:
 
 
 EXECUTION_ID = _path_param("execution_id", "The execution id.")
+SCHEDULE_ID = _path_param("schedule_id", "The schedule id.")
 
 
 def _paths() -> dict[str, dict[str, Any]]:
     ex = "executions"
+    sched = "schedules"
     worker = "worker protocol"
     task_answer = _ok("TaskAnswer", "Whether the result was taken; `reason` says why not.")
     return {
@@ -547,6 +614,72 @@ def _paths() -> dict[str, dict[str, Any]]:
                 tag=ex,
                 json_errors=(404, 422),
                 params=[EXECUTION_ID, _path_param("name", "The query name.")],
+            )
+        },
+        "/v1/schedules": {
+            "post": _operation(
+                "Create a schedule.",
+                "admin",
+                {201: _ok("Schedule", "Created.")},
+                tag=sched,
+                body="ScheduleSettings",
+                json_errors=(400, 404, 409),
+            ),
+            "get": _operation(
+                "Every schedule, by id.", "admin", {200: _ok("ScheduleList")}, tag=sched
+            ),
+        },
+        "/v1/schedules/{schedule_id}": {
+            "get": _operation(
+                "One schedule, with its next fire times.",
+                "admin",
+                {200: _ok("Schedule")},
+                tag=sched,
+                json_errors=(404,),
+                params=[SCHEDULE_ID],
+            ),
+            "patch": _operation(
+                "Change a schedule.",
+                "admin",
+                {200: _ok("Schedule")},
+                tag=sched,
+                body="ScheduleSettings",
+                json_errors=(400, 404),
+                params=[SCHEDULE_ID],
+            ),
+            "delete": _operation(
+                "Delete a schedule (its executions are not touched).",
+                "admin",
+                {200: _ok("ScheduleDeleted")},
+                tag=sched,
+                json_errors=(404,),
+                params=[SCHEDULE_ID],
+            ),
+        },
+        **{
+            f"/v1/schedules/{{schedule_id}}/{action}": {
+                "post": _operation(
+                    summary,
+                    "admin",
+                    {200: _ok("Schedule")},
+                    tag=sched,
+                    json_errors=(404,),
+                    params=[SCHEDULE_ID],
+                )
+            }
+            for action, summary in [
+                ("pause", "Pause a schedule."),
+                ("resume", "Resume a schedule from now."),
+            ]
+        },
+        "/v1/schedules/{schedule_id}/trigger": {
+            "post": _operation(
+                "Start an execution of the schedule now.",
+                "admin",
+                {200: _ok("ScheduleTriggered")},
+                tag=sched,
+                json_errors=(400, 404, 409, 413, 429),
+                params=[SCHEDULE_ID],
             )
         },
         "/v1/workers": {
