@@ -105,6 +105,13 @@ def test_a_real_server_deploys_and_runs_it(server: ServerProcess) -> None:
     final = api.get("/v1/executions/big-1/wait?timeout_ms=10000").body
     assert final["status"] == "COMPLETED", final
     assert final["output"] == OUTPUT
+    # A restart reads the stored document back (recovery) and keeps its hash.
+    server.stop()
+    server.start()
+    api = server.http()
+    assert api.get("/v1/executions/big-1").body["output"] == OUTPUT
+    again = api.post("/v1/workflows", document)
+    assert (again.status, again.body["created"]) == (200, False), again
 
 
 def test_a_real_server_refuses_a_string_for_an_integer_that_fits(server: ServerProcess) -> None:
