@@ -7,6 +7,7 @@ every module (top level or nested inside a function) is checked.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,11 +28,16 @@ ADAPTER_LIBRARIES = {
     "psycopg",
     "falcon",
     "gunicorn",
+    "httptools",
     "click",
     "structlog",
     "grpc",
     "httpx",
 }
+
+
+# The only third-party libraries the core may import (ARCHITECTURE.md's table).
+CORE_LIBRARIES = {"attrs", "cattrs", "rfc8785", "orjson", "cronsim", "tzdata", "pytest"}
 
 
 def _imported_roots(path: Path) -> set[str]:
@@ -65,6 +71,16 @@ def test_core_imports_no_adapter_library() -> None:
         f"{path.relative_to(ROOT)} imports {root}"
         for path in _modules("orbit_core")
         for root in sorted(_imported_roots(path) & ADAPTER_LIBRARIES)
+    ]
+    assert not offences, "\n".join(offences)
+
+
+def test_core_imports_only_its_listed_libraries() -> None:
+    own = {"orbit_core", "__future__"}
+    offences = [
+        f"{path.relative_to(ROOT)} imports {root}"
+        for path in _modules("orbit_core")
+        for root in sorted(_imported_roots(path) - sys.stdlib_module_names - own - CORE_LIBRARIES)
     ]
     assert not offences, "\n".join(offences)
 

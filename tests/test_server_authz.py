@@ -94,6 +94,12 @@ def _spellings(path: str) -> list[str]:
     )
 
 
+ATTACK_SCHEDULE = {
+    "schedule_id": "attack",
+    "workflow": "Review",
+    "interval": "1s",
+    "input": {"order_id": "x"},
+}
 # (method, path, body): every route of chapter 67 that needs a credential,
 # with a body that would do harm if the request got through.
 ADMIN_ROUTES: list[tuple[str, str, Any]] = [
@@ -111,6 +117,14 @@ ADMIN_ROUTES: list[tuple[str, str, Any]] = [
     ("POST", f"/v1/executions/{VICTIM}/signals/decision", {"approved": True}),
     ("GET", f"/v1/executions/{VICTIM}/queries/status", None),
     ("GET", "/v1/workers", None),
+    ("POST", "/v1/schedules", ATTACK_SCHEDULE),
+    ("GET", "/v1/schedules", None),
+    ("GET", "/v1/schedules/attack", None),
+    ("PATCH", "/v1/schedules/attack", {"paused": False}),
+    ("DELETE", "/v1/schedules/attack", None),
+    ("POST", "/v1/schedules/attack/pause", None),
+    ("POST", "/v1/schedules/attack/resume", None),
+    ("POST", "/v1/schedules/attack/trigger", None),
 ]
 WORKER_ROUTES: list[tuple[str, str, Any]] = [
     (
@@ -165,6 +179,7 @@ def test_no_spelling_of_a_route_passes_without_its_credential(server: ServerProc
     kinds = [event["type"] for event in api.get(f"/v1/executions/{VICTIM}/history").body["events"]]
     assert kinds == ["WorkflowCreated", "WorkflowStarted", "SignalAwaitStarted"]
     assert api.get("/v1/workers").body["workers"] == []
+    assert api.get("/v1/schedules").body == {"schedules": []}
 
 
 def test_the_right_credential_works_in_any_spelling_that_routes(server: ServerProcess) -> None:

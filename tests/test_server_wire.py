@@ -210,3 +210,52 @@ def test_a_large_body_over_the_limit_is_refused(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "orbit.db", "--max-body", "1000") as proc, _warm(proc) as wire:
         status, _, _ = wire.exchange(_post("/v1/workflows", b"{" + b" " * 5000 + b"}"))
         assert status == 413
+
+
+# Requests gunicorn refuses before the app sees them, with the status and the
+# error code of the JSON envelope each one gets.
+_REFUSED = {
+    "long request line": (b"GET /v1/" + b"x" * 5000 + b" HTTP/1.1\r\nHost: t\r\n\r\n", 414),
+    "too many headers": (
+        b"GET /v1/health HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(150)) + b"\r\n",
+        431,
+    ),
+    "long header line": (b"GET /v1/health HTTP/1.1\r\nX-Big: " + b"y" * 9000 + b"\r\n\r\n", 431),
+    "header without colon": (b"GET /v1/health HTTP/1.1\r\nHost: t\r\nno colon\r\n\r\n", 400),
+    "bad request line": (b"GET /v1/health\r\nHost: t\r\n\r\n", 400),
+    "folded header": (b"GET /v1/health HTTP/1.1\r\nHost: t\r\nX-A: a\r\n b\r\n\r\n", 400),
+    "bare CR": (b"GET /v1/health HTTP/1.1\r\nHost: t\rX-A: a\r\n\r\n", 400),
+    "two lengths": (
+        b"POST /v1/workers/heartbeat HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+        400,
+    ),
+    "length and chunked": (
+        b"POST /v1/workers/heartbeat HTTP/1.1\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        400,
+    ),
+    "two hosts": (b"GET /v1/health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+}
+
+
+@pytest.mark.parametrize("kept_alive", [False, True], ids=["first", "kept-alive"])
+@pytest.mark.parametrize("case", sorted(_REFUSED))
+def test_refusals_are_plain_text_not_html(
+    server: ServerProcess, case: str, kept_alive: bool
+) -> None:
+    """gunicorn's own refusals, on a new connection (its path) and on a
+    kept-alive one (the worker's path hands them to gunicorn)."""
+    request, expected = _REFUSED[case]
+    wire = Wire(server.addr)
+    try:
+        if kept_alive:
+            assert wire.exchange(_get("/v1/health"))[0] == 200
+        status, headers, body = wire.exchange(request)
+        assert status == expected, body
+        # Chapter 67: errors of the HTTP layer have a plain-text body.
+        assert headers["content-type"].startswith("text/plain")
+        assert body and b"<" not in body, body
+        assert headers["connection"] == "close"
+        assert wire.closed()
+    finally:
+        wire.sock.close()

@@ -29,7 +29,7 @@ from orbit_server import errors
 from orbit_server.app import create_app
 from orbit_server.auth import Access, Gate, Rule
 from orbit_server.config import ServerConfig
-from orbit_server.resources import executions, health, ui, workers, workflows
+from orbit_server.resources import executions, health, schedules, ui, workers, workflows
 
 ADMIN_TOKEN, WORKER_TOKEN = "admin-token-0123456789", "worker-token-0123456789"
 CREDENTIALS: dict[str, dict[str, str]] = {
@@ -65,6 +65,14 @@ BOOK: dict[tuple[str, str], Access] = {
     ("Executions", "on_post_signal"): Access.ADMIN,
     ("Executions", "on_get_query"): Access.ADMIN,
     ("Workers", "on_get"): Access.ADMIN,
+    ("Schedules", "on_post"): Access.ADMIN,
+    ("Schedules", "on_get"): Access.ADMIN,
+    ("Schedules", "on_get_one"): Access.ADMIN,
+    ("Schedules", "on_patch_one"): Access.ADMIN,
+    ("Schedules", "on_delete_one"): Access.ADMIN,
+    ("Schedules", "on_post_pause"): Access.ADMIN,
+    ("Schedules", "on_post_resume"): Access.ADMIN,
+    ("Schedules", "on_post_trigger"): Access.ADMIN,
     ("WorkerProtocol", "on_post_register"): Access.WORKER,
     ("WorkerProtocol", "on_post_heartbeat"): Access.WORKER,
     ("WorkerProtocol", "on_post_poll"): Access.WORKER,
@@ -80,6 +88,7 @@ RESOURCES = (
     ui.Ui,
     workflows.Workflows,
     executions.Executions,
+    schedules.Schedules,
     workers.Workers,
     workers.WorkerProtocol,
 )

@@ -190,6 +190,14 @@ BOOK: dict[tuple[str, str], str] = {
     ("Executions", "on_post_cancel"): "cancel",
     ("Executions", "on_post_signal"): "signal",
     ("Executions", "on_get_query"): "query",
+    ("Schedules", "on_post"): "schedule",
+    ("Schedules", "on_get"): "schedule list",
+    ("Schedules", "on_get_one"): "schedule",
+    ("Schedules", "on_patch_one"): "schedule",
+    ("Schedules", "on_delete_one"): "schedule",
+    ("Schedules", "on_post_pause"): "schedule",
+    ("Schedules", "on_post_resume"): "schedule",
+    ("Schedules", "on_post_trigger"): "schedule",
     ("Workers", "on_get"): "admin",
     ("WorkerProtocol", "on_post_register"): "worker",
     ("WorkerProtocol", "on_post_heartbeat"): "worker",
@@ -198,12 +206,22 @@ BOOK: dict[tuple[str, str], str] = {
     ("WorkerProtocol", "on_post_complete"): "worker",
     ("WorkerProtocol", "on_post_fail"): "worker",
 }
-VALUES = {"execution_id": EXECUTION, "name": WORKFLOW, "version": "1.0.0"}
+VALUES = {
+    "execution_id": EXECUTION,
+    "name": WORKFLOW,
+    "version": "1.0.0",
+    "schedule_id": "nightly",
+}
 BODIES: dict[tuple[str, str], Any] = {
     ("Workflows", "on_post"): {},
     ("Executions", "on_post"): {"workflow": WORKFLOW, "input": {}},
     ("Executions", "on_post_cancel"): {},
     ("Executions", "on_post_signal"): {},
+    ("Schedules", "on_post"): {"schedule_id": "n2", "workflow": WORKFLOW, "interval": "1h"},
+    ("Schedules", "on_patch_one"): {"interval": "2h"},
+    ("Schedules", "on_post_pause"): {},
+    ("Schedules", "on_post_resume"): {},
+    ("Schedules", "on_post_trigger"): {},
     ("WorkerProtocol", "on_post_register"): {
         "worker_id": "payments-1",
         "runtime": "python",
@@ -226,6 +244,7 @@ VERBS = {
     "read": "read executions of",
     "cancel": "cancel executions of",
     "read definition": "read the workflow",
+    "schedule": "manage schedules of",
 }
 
 
@@ -258,6 +277,8 @@ def engine() -> Iterator[Engine]:
     engine.deploy(_definition(OTHER))
     engine.start(WORKFLOW, input={}, execution_id=EXECUTION)
     engine.start(OTHER, input={}, execution_id="review-1")
+    for schedule, workflow in (("nightly", WORKFLOW), ("weekly", OTHER)):
+        engine.schedules.create({"schedule_id": schedule, "workflow": workflow, "interval": "1h"})
     yield engine
     engine.close()
 
@@ -312,7 +333,7 @@ def expected(credential: Credential, rule: str) -> tuple[int, str, str] | None:
     assert column == "client" and credential.client is not None
     if rule in ("admin", "worker"):
         return 403, "FORBIDDEN", CLIENT_ONLY.format(credential.client)
-    if rule == "list":
+    if rule in ("list", "schedule list"):
         return None
     action = "read" if rule == "read definition" else rule
     if action in credential.actions and WORKFLOW in credential.workflows:
@@ -384,6 +405,36 @@ def test_lists_show_a_client_only_the_workflows_it_may_read(engine: Engine, name
     assert {w["name"] for w in listed.json["workflows"]} == readable
     rows = client.simulate_get("/v1/executions", headers=credential.headers, extras=extras)
     assert {r["workflow"] for r in rows.json["executions"]} == readable
+    if credential.column == "admin":
+        managed = {WORKFLOW, OTHER}
+    else:
+        managed = set(credential.workflows) if "schedule" in credential.actions else set()
+    listed = client.simulate_get("/v1/schedules", headers=credential.headers, extras=extras)
+    assert {s["workflow"] for s in listed.json["schedules"]} == managed
+
+
+def test_a_client_moves_a_schedule_only_between_workflows_it_may_schedule(
+    engine: Engine,
+) -> None:
+    client = _client(engine)
+    headers = CREDENTIALS["client with only schedule"].headers
+    moved = client.simulate_patch(
+        "/v1/schedules/nightly", headers=headers, json={"workflow": OTHER}
+    )
+    assert moved.status_code == 403
+    assert moved.json["error"]["message"] == (
+        f"client `only-schedule` may not manage schedules of `{OTHER}`"
+    )
+    created = client.simulate_post(
+        "/v1/schedules",
+        headers=headers,
+        json={"schedule_id": "n3", "workflow": OTHER, "interval": "1h"},
+    )
+    assert created.status_code == 403
+    assert "n3" not in engine.schedules.list_schedules()
+    unknown = client.simulate_get("/v1/schedules/missing", headers=headers)
+    assert unknown.status_code == 404
+    assert unknown.json["error"]["code"] == "SCHEDULE_NOT_FOUND"
 
 
 def test_a_client_page_holds_up_to_limit_readable_executions(engine: Engine) -> None:

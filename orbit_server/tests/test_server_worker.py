@@ -1,11 +1,19 @@
-"""OrbitWorker's short path writing a WSGI response to a socket."""
+"""OrbitWorker's short path writing a WSGI response to a socket, and its
+rewriting of gunicorn's error pages."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
+from gunicorn.http.errors import (
+    InvalidHeader,
+    InvalidRequestLine,
+    LimitRequestHeaders,
+    LimitRequestLine,
+)
 
 from orbit_server.worker import OrbitWorker, _Date
 
@@ -83,5 +91,61 @@ def test_an_app_that_raises_gets_a_500_and_the_connection_closes() -> None:
 
     sock = FakeSocket()
     assert _worker(app)._respond(sock, {}, close=False) is False
-    assert sock.sent[0].startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
-    assert b"Connection: close\r\nContent-Length: 0\r\n\r\n" in sock.sent[0]
+    head, _, body = sock.sent[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+    assert b"Connection: close\r\nContent-Type: application/json\r\n" in head
+    assert b"\r\nContent-Length: %d" % len(body) in head
+    assert orjson.loads(body) == {
+        "error": {"code": "INTERNAL", "message": "internal error: RuntimeError"}
+    }
+
+
+class ErrorSocket(FakeSocket):
+    """What gunicorn's error writing asks of a socket."""
+
+    def gettimeout(self) -> float:
+        return 1.0
+
+    def setblocking(self, flag: bool) -> None:
+        pass
+
+
+class QuietLog:
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (LimitRequestLine(5000, 4094), b"414 URI Too Long", "Request line too long"),
+        (
+            LimitRequestHeaders("limit request headers fields"),
+            b"431 Request Header Fields Too Large",
+            "Request header fields too large",
+        ),
+        (InvalidRequestLine("GET"), b"400 Bad Request", "Malformed HTTP request"),
+        (InvalidHeader("CONTENT-LENGTH"), b"400 Bad Request", "Malformed HTTP request"),
+        (RuntimeError("boom"), b"500 Internal Server Error", "INTERNAL"),
+    ],
+)
+def test_gunicorn_refusals_are_plain_text_and_failures_json(
+    exc: Exception, status: bytes, code: str
+) -> None:
+    worker = _worker(lambda environ, start_response: [])
+    worker.log = QuietLog()
+    sock = ErrorSocket()
+    worker.handle_error(None, sock, ("127.0.0.1", 1), exc)
+    head, _, body = b"".join(sock.sent).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 " + status + b"\r\n")
+    assert b"\r\nConnection: close\r\n" in head
+    assert b"\r\nContent-Length: %d" % len(body) in head
+    if code != "INTERNAL":
+        # Chapter 67: the HTTP layer's own errors are plain text.
+        assert b"\r\nContent-Type: text/plain; charset=utf-8\r\n" in head
+        assert body.startswith(code.encode())
+        return
+    assert b"\r\nContent-Type: application/json\r\n" in head
+    error = orjson.loads(body)["error"]
+    assert error["code"] == code
+    assert "boom" not in error["message"]

@@ -1,4 +1,5 @@
-"""The store contract, run against the in-memory store and SQLite."""
+"""The store contract, run against the in-memory store and SQLite: executions,
+definitions, workers and schedules (rows, compare-and-set claims and advances)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from orbit_core import events as ev
@@ -15,6 +17,8 @@ from orbit_core.ports import (
     DefinitionRow,
     ExecutionChange,
     ExecutionRow,
+    ScheduleAdvance,
+    ScheduleRow,
     Store,
     WorkerRow,
 )
@@ -179,3 +183,151 @@ def test_sqlite_reads_do_not_wait_for_a_commit_in_progress(tmp_path: Path) -> No
         assert not reader.is_alive()
     assert found[0] is not None and found[0].execution_id == "r-1"
     store.close()
+
+
+# ---- schedules
+
+
+def schedule(sid: str = "s-1", next_fire: int | None = 10_000, **changes: Any) -> ScheduleRow:
+    row = ScheduleRow(
+        sid,
+        {"schedule_id": sid, "workflow": "Wf", "input": {"a": [1, 2.5]}, "interval": "10s"},
+        False,
+        next_fire,
+        next_fire,
+        None,
+        None,
+        0,
+        0,
+        None,
+        1000,
+        1000,
+    )
+    return attrs.evolve(row, **changes)
+
+
+def advance(sid: str, occurrence: int, **changes: Any) -> ScheduleAdvance:
+    base = ScheduleAdvance(
+        sid,
+        occurrence,
+        occurrence + 10_000,
+        occurrence + 10_000,
+        occurrence,
+        f"{sid}:x",
+        1,
+        0,
+        None,
+        2000,
+    )
+    return attrs.evolve(base, **changes)
+
+
+def test_schedules_round_trip_and_ids_are_unique(store: Store) -> None:
+    assert store.insert_schedule(schedule("b"))
+    assert store.insert_schedule(schedule("a", paused=True, next_fire=None))
+    assert not store.insert_schedule(schedule("a", next_fire=5))
+    assert [r.schedule_id for r in store.load_schedules()] == ["a", "b"]
+    assert store.get_schedule("b") == schedule("b")
+    assert store.get_schedule("a") == schedule("a", paused=True, next_fire=None)
+    assert store.get_schedule("zz") is None
+
+
+def test_a_schedule_update_keeps_the_counters_and_drops_the_claim(store: Store) -> None:
+    store.insert_schedule(schedule())
+    assert store.claim_schedules([("s-1", 10_000)], "me", 40_000, 10_000) == ["s-1"]
+    assert store.advance_schedules([advance("s-1", 10_000, skipped=2)], "me") == ["s-1"]
+    assert store.claim_schedules([("s-1", 20_000)], "me", 50_000, 20_000) == ["s-1"]
+    spec = {"schedule_id": "s-1", "workflow": "Wf", "input": {}, "cron": "* * * * *"}
+    changed = schedule(spec=spec, next_fire=60_000, last_error=None, updated_at_ms=3000)
+    assert store.update_schedule(changed)
+    row = store.get_schedule("s-1")
+    assert row is not None
+    assert (row.spec, row.next_fire_ms, row.fired, row.skipped, row.last_fire_ms) == (
+        spec,
+        60_000,
+        1,
+        2,
+        10_000,
+    )
+    assert (row.claimed_by, row.claimed_until_ms, row.updated_at_ms) == (None, None, 3000)
+    assert not store.update_schedule(schedule("nope"))
+
+
+def test_claims_are_compare_and_set(store: Store) -> None:
+    store.insert_schedule(schedule("s-1"))
+    store.insert_schedule(schedule("s-2", paused=True))
+    store.insert_schedule(schedule("s-3"))
+    claims = [("s-1", 10_000), ("s-2", 10_000), ("s-3", 9_999), ("missing", 1)]
+    assert store.claim_schedules(claims, "me", 40_000, 10_000) == ["s-1"]
+    # A live claim blocks another server; an expired one does not.
+    assert store.claim_schedules([("s-1", 10_000)], "other", 70_000, 39_999) == []
+    assert store.claim_schedules([("s-1", 10_000)], "other", 70_000, 40_001) == ["s-1"]
+    # Only the holder of the claim advances the row.
+    assert store.advance_schedules([advance("s-1", 10_000)], "me") == []
+    assert store.advance_schedules([advance("s-1", 10_000)], "other") == ["s-1"]
+    row = store.get_schedule("s-1")
+    assert row is not None
+    assert (row.next_fire_ms, row.due_ms, row.last_fire_ms, row.last_execution_id) == (
+        20_000,
+        20_000,
+        10_000,
+        "s-1:x",
+    )
+    assert (row.fired, row.claimed_by, row.updated_at_ms) == (1, None, 2000)
+    # A stale advance (the occurrence moved on) changes nothing.
+    assert store.advance_schedules([advance("s-1", 10_000)], "other") == []
+
+
+def test_an_advance_without_a_start_keeps_the_last_execution(store: Store) -> None:
+    store.insert_schedule(schedule())
+    store.claim_schedules([("s-1", 10_000)], "me", 40_000, 10_000)
+    store.advance_schedules([advance("s-1", 10_000)], "me")
+    store.claim_schedules([("s-1", 20_000)], "me", 50_000, 20_000)
+    retry = advance(
+        "s-1",
+        20_000,
+        next_fire_ms=20_000,
+        due_ms=25_000,
+        last_fire_ms=None,
+        last_execution_id=None,
+        fired=0,
+        skipped=3,
+        last_error="RESOURCE_EXHAUSTED: full",
+    )
+    assert store.advance_schedules([retry], "me") == ["s-1"]
+    row = store.get_schedule("s-1")
+    assert row is not None
+    assert (row.next_fire_ms, row.due_ms, row.last_fire_ms, row.last_execution_id) == (
+        20_000,
+        25_000,
+        10_000,
+        "s-1:x",
+    )
+    assert (row.fired, row.skipped, row.last_error) == (1, 3, "RESOURCE_EXHAUSTED: full")
+
+
+def test_triggers_deletes_and_released_claims(store: Store) -> None:
+    store.insert_schedule(schedule("s-1"))
+    store.insert_schedule(schedule("s-2"))
+    assert store.record_schedule_trigger("s-1", "s-1:manual:t", 5000)
+    assert not store.record_schedule_trigger("nope", "x", 5000)
+    row = store.get_schedule("s-1")
+    assert row is not None
+    assert (row.fired, row.last_execution_id, row.updated_at_ms) == (1, "s-1:manual:t", 5000)
+    store.claim_schedules([("s-1", 10_000), ("s-2", 10_000)], "gone", 40_000, 10_000)
+    store.release_schedule_claims()
+    assert all(r.claimed_by is None for r in store.load_schedules())
+    assert store.delete_schedule("s-1")
+    assert not store.delete_schedule("s-1")
+    assert [r.schedule_id for r in store.load_schedules()] == ["s-2"]
+
+
+def test_schedules_survive_reopening_the_database(tmp_path: Path) -> None:
+    first = SqliteStore(tmp_path / "o.db")
+    first.insert_schedule(schedule())
+    first.close()
+    again = SqliteStore(tmp_path / "o.db")
+    try:
+        assert again.load_schedules() == [schedule()]
+    finally:
+        again.close()

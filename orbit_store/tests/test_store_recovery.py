@@ -174,3 +174,24 @@ def test_group_commit_under_threads(tmp_path: Path) -> None:
     reopened = SqliteStore(tmp_path / "orbit.db")
     assert len(reopened.list_executions(None, None, 1000)) == 80
     reopened.close()
+
+
+def test_schedules_and_their_state_survive_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "orbit.db"
+    clock = SimulatedClock(1_794_768_660_347)  # 2026-11-15T18:51:00.347Z
+    first = reopen(db, clock)
+    first.deploy(plain())
+    body = {"schedule_id": "s", "workflow": "Plain", "input": {"n": 1}, "interval": "10s"}
+    first.schedules.create({**body, "description": "kept"})
+    clock.advance(9_653)  # 18:51:10: the first occurrence fires
+    crash(first)
+    again = reopen(db, clock)
+    doc = again.schedules.get("s")
+    assert (doc["description"], doc["fired"], doc["last_execution_id"]) == (
+        "kept",
+        1,
+        "s:2026-11-15T18:51:10Z",
+    )
+    assert doc["next_fire_at"] == "2026-11-15T18:51:20Z"
+    assert again.get("s:2026-11-15T18:51:10Z")["schedule_id"] == "s"
+    again.close()

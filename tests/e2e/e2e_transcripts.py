@@ -1,7 +1,7 @@
 """Comparing CLI output with the book's transcripts.
 
-Ids, hashes, tokens, post ids, clock times, epoch milliseconds and durations
-differ on every run, so both sides are masked before they are compared. A duration inside a line sits in a
+Ids, hashes, tokens, post ids, clock times, epoch milliseconds, RFC 3339
+times and durations differ on every run, so both sides are masked before they are compared. A duration inside a line sits in a
 right-aligned column: its mask keeps the column's width, so misaligned output
 still fails. Trailing blanks are dropped, as the book's pages lost theirs; so
 is the padding before a duration that ends a line, which may end such a
@@ -23,6 +23,9 @@ _HASH = re.compile(r"sha256:[0-9a-f]{12,64}")
 _TOKEN = re.compile(r"\b[0-9a-f]{64}\b")
 _POST = re.compile(r"\bpost-[0-9a-f]{8}\b")
 _EPOCH_MS = re.compile(r"\b1[78]\d{11}\b")
+# An RFC 3339 UTC time (schedules): with or without milliseconds, and the
+# padding after it, whose width depends on which.
+_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{3})?Z(?: +(?=\S))?")
 _CLOCK = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", re.MULTILINE)
 _DURATION = r"(?:\d+(?:\.\d+)?(?:ms|s)|\d+m\d\ds|\d+h\d\dm)"
 _COLUMN = re.compile(rf"(?<=\S)( +{_DURATION})(?= )")
@@ -39,6 +42,7 @@ def mask(text: str) -> str:
     text = _TOKEN.sub("<token>", text)
     text = _POST.sub("post-<id>", text)
     text = _EPOCH_MS.sub("<ms>", text)
+    text = _ISO_TIME.sub(lambda m: "<time> " if m[0].endswith(" ") else "<time>", text)
     text = _CLOCK.sub("", text)
     lines = [_COLUMN.sub(_column, line.rstrip()) for line in text.splitlines()]
     return _TRAILING.sub(" <t>", "\n".join(lines)).strip("\n")

@@ -26,6 +26,7 @@ COMMANDS = {
         "ps",
         "token",
         "workers",
+        "schedule",
     )
 }
 

@@ -7,8 +7,17 @@ from __future__ import annotations
 
 import threading
 
+import attrs
+
 from orbit_core.events import Event
-from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionRow, WorkerRow
+from orbit_core.ports import (
+    CommitBatch,
+    DefinitionRow,
+    ExecutionRow,
+    ScheduleAdvance,
+    ScheduleRow,
+    WorkerRow,
+)
 from orbit_core.state import TERMINAL
 
 
@@ -20,6 +29,7 @@ class MemoryStore:
         self._runs: dict[str, dict[int, list[Event]]] = {}
         self._rows: dict[str, ExecutionRow] = {}
         self._workers: dict[str, WorkerRow] = {}
+        self._schedules: dict[str, ScheduleRow] = {}
 
     def load_definitions(self) -> list[DefinitionRow]:
         with self._lock:
@@ -81,6 +91,104 @@ class MemoryStore:
     def list_workers(self) -> list[WorkerRow]:
         with self._lock:
             return sorted(self._workers.values(), key=lambda w: w.worker_id)
+
+    # ---- schedules
+
+    def load_schedules(self) -> list[ScheduleRow]:
+        with self._lock:
+            return [self._schedules[k] for k in sorted(self._schedules)]
+
+    def get_schedule(self, schedule_id: str) -> ScheduleRow | None:
+        with self._lock:
+            return self._schedules.get(schedule_id)
+
+    def insert_schedule(self, row: ScheduleRow) -> bool:
+        with self._lock:
+            if row.schedule_id in self._schedules:
+                return False
+            self._schedules[row.schedule_id] = row
+            return True
+
+    def update_schedule(self, row: ScheduleRow) -> bool:
+        with self._lock:
+            old = self._schedules.get(row.schedule_id)
+            if old is None:
+                return False
+            self._schedules[row.schedule_id] = attrs.evolve(
+                old,
+                spec=row.spec,
+                paused=row.paused,
+                next_fire_ms=row.next_fire_ms,
+                due_ms=row.due_ms,
+                last_error=row.last_error,
+                updated_at_ms=row.updated_at_ms,
+                claimed_by=None,
+                claimed_until_ms=None,
+            )
+            return True
+
+    def delete_schedule(self, schedule_id: str) -> bool:
+        with self._lock:
+            return self._schedules.pop(schedule_id, None) is not None
+
+    def claim_schedules(
+        self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
+    ) -> list[str]:
+        claimed = []
+        with self._lock:
+            for sid, occurrence in claims:
+                row = self._schedules.get(sid)
+                if (
+                    row is None
+                    or row.paused
+                    or row.next_fire_ms != occurrence
+                    or (row.claimed_by is not None and (row.claimed_until_ms or 0) >= now_ms)
+                ):
+                    continue
+                self._schedules[sid] = attrs.evolve(
+                    row, claimed_by=owner, claimed_until_ms=until_ms
+                )
+                claimed.append(sid)
+        return claimed
+
+    def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
+        applied = []
+        with self._lock:
+            for a in advances:
+                row = self._schedules.get(a.schedule_id)
+                if row is None or row.claimed_by != owner or row.next_fire_ms != a.occurrence_ms:
+                    continue
+                self._schedules[a.schedule_id] = attrs.evolve(
+                    row,
+                    next_fire_ms=a.next_fire_ms,
+                    due_ms=a.due_ms,
+                    last_fire_ms=row.last_fire_ms if a.last_fire_ms is None else a.last_fire_ms,
+                    last_execution_id=a.last_execution_id or row.last_execution_id,
+                    fired=row.fired + a.fired,
+                    skipped=row.skipped + a.skipped,
+                    last_error=a.last_error,
+                    updated_at_ms=a.updated_at_ms,
+                    claimed_by=None,
+                    claimed_until_ms=None,
+                )
+                applied.append(a.schedule_id)
+        return applied
+
+    def record_schedule_trigger(self, schedule_id: str, execution_id: str, now_ms: int) -> bool:
+        with self._lock:
+            row = self._schedules.get(schedule_id)
+            if row is None:
+                return False
+            self._schedules[schedule_id] = attrs.evolve(
+                row, fired=row.fired + 1, last_execution_id=execution_id, updated_at_ms=now_ms
+            )
+            return True
+
+    def release_schedule_claims(self) -> None:
+        with self._lock:
+            for sid, row in list(self._schedules.items()):
+                if row.claimed_by is not None:
+                    self._schedules[sid] = attrs.evolve(row, claimed_by=None, claimed_until_ms=None)
 
     def close(self) -> None:
         pass

@@ -101,6 +101,47 @@ class CommitBatch:
         return bool(self.definitions or self.executions or self.workers)
 
 
+@attrs.frozen(slots=True)
+class ScheduleRow:
+    """One row of `orbit_schedules`: a schedule's settings (`spec`, the JSON
+    of `orbit_core.schedules.spec.ScheduleSpec`) and its firing state.
+    `next_fire_ms` is the pending occurrence and `due_ms` when it fires (its
+    jitter, or a retry time); both are None while paused or once ended."""
+
+    schedule_id: str
+    spec: dict[str, Any]
+    paused: bool
+    next_fire_ms: int | None
+    due_ms: int | None
+    last_fire_ms: int | None
+    last_execution_id: str | None
+    fired: int
+    skipped: int
+    last_error: str | None
+    created_at_ms: int
+    updated_at_ms: int
+    claimed_by: str | None = None
+    claimed_until_ms: int | None = None
+
+
+@attrs.frozen(slots=True)
+class ScheduleAdvance:
+    """The second compare-and-set of a fire: applied only while the row still
+    holds `owner`'s claim on `occurrence_ms`. Counters are added; a None
+    `last_fire_ms` or `last_execution_id` leaves the stored one."""
+
+    schedule_id: str
+    occurrence_ms: int
+    next_fire_ms: int | None
+    due_ms: int | None
+    last_fire_ms: int | None
+    last_execution_id: str | None
+    fired: int
+    skipped: int
+    last_error: str | None
+    updated_at_ms: int
+
+
 class Store(Protocol):
     """Durable storage. `commit` is one transaction (one fsync) or nothing."""
 
@@ -121,6 +162,44 @@ class Store(Protocol):
     ) -> list[ExecutionRow]: ...
 
     def list_workers(self) -> list[WorkerRow]: ...
+
+    # ---- schedules (each call is its own transaction)
+
+    def load_schedules(self) -> list[ScheduleRow]: ...
+
+    def get_schedule(self, schedule_id: str) -> ScheduleRow | None: ...
+
+    def insert_schedule(self, row: ScheduleRow) -> bool:
+        """False (and nothing written) when the id exists."""
+        ...
+
+    def update_schedule(self, row: ScheduleRow) -> bool:
+        """Writes the settings, `paused`, `next_fire_ms`, `due_ms`,
+        `last_error` and `updated_at_ms`, and drops any claim; counters and
+        the last fire are kept. False when the schedule does not exist."""
+        ...
+
+    def delete_schedule(self, schedule_id: str) -> bool: ...
+
+    def claim_schedules(
+        self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
+    ) -> list[str]:
+        """For each (schedule, occurrence): claims it for `owner` until
+        `until_ms` if the row is unpaused, still pending that occurrence and
+        holds no live claim. Returns the ids claimed."""
+        ...
+
+    def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
+        """Applies each advance whose claim `owner` still holds; returns their ids."""
+        ...
+
+    def record_schedule_trigger(self, schedule_id: str, execution_id: str, now_ms: int) -> bool:
+        """A manual start: one more fired, the last execution, the update time."""
+        ...
+
+    def release_schedule_claims(self) -> None:
+        """Drops every claim (a single server starting: their owner is gone)."""
+        ...
 
     def close(self) -> None: ...
 

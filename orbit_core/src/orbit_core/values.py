@@ -28,6 +28,7 @@ from orbit_core.ir.types import (
     Type,
     render_type,
 )
+from orbit_core.limits import render_path
 
 __all__ = [
     "ValidationError",
@@ -122,28 +123,9 @@ def conform(value: Any, type_: Type, *, defaults: bool = True, strict: bool = Fa
     try:
         return _Conformer(defaults, strict).check(value, type_)
     except _Invalid as invalid:
-        raise ValidationError(_render_path(invalid.segments), invalid.problem) from None
+        raise ValidationError(render_path(invalid.segments[::-1]), invalid.problem) from None
     except RecursionError:
         raise ValidationError("$", "value nested too deeply") from None
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-
-
-def _render_path(segments: list[str | int]) -> str:
-    parts = ["$"]
-    for segment in reversed(segments):  # innermost was added first
-        if isinstance(segment, int):
-            parts.append(f"[{segment}]")
-        elif _IDENTIFIER.fullmatch(segment):
-            parts.append(f".{segment}")
-        else:
-            parts.append(f"[{_quote(segment)}]")
-    return "".join(parts)
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _expected(type_: Type, value: Any) -> _Invalid:
@@ -223,15 +205,18 @@ def _flat_record(value: dict[str, Any], type_: RecordType) -> dict[str, Any] | N
     if len(value) != len(fields):
         return None
     out = {}
-    for field, (key, item) in zip(fields, value.items(), strict=True):
-        kind = field.type
-        if (
-            field.name != key
-            or type(kind) is not Primitive
-            or not _PRIMITIVE_CHECKS[kind.kind](item)
-        ):
-            return None
-        out[key] = item
+    try:
+        for field, (key, item) in zip(fields, value.items(), strict=True):
+            kind = field.type
+            if (
+                field.name != key
+                or type(kind) is not Primitive
+                or not _PRIMITIVE_CHECKS[kind.kind](item)
+            ):
+                return None
+            out[key] = item
+    except _Invalid:  # a check that words its own error: the general path locates it
+        return None
     return out
 
 

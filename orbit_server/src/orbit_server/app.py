@@ -22,6 +22,7 @@ from orbit_server.config import ServerConfig
 from orbit_server.identities import Identities
 from orbit_server.resources.executions import Executions
 from orbit_server.resources.health import Health, Metrics, Ready
+from orbit_server.resources.schedules import Schedules
 from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
@@ -101,6 +102,14 @@ def create_app(engine: Engine, config: ServerConfig) -> App:
         suffix="query",
     )
 
+    schedules = Schedules(engine, config.max_body)
+    managed = for_clients("schedule", Subject.RESOURCE)
+    routes.add("/v1/schedules", schedules, {"POST": managed, "GET": managed})
+    schedule = for_clients("schedule", Subject.SCHEDULE)
+    routes.add("/v1/schedules/{schedule_id}", schedules, schedule, suffix="one")
+    for action in ("pause", "resume", "trigger"):
+        routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, schedule, suffix=action)
+
     routes.add("/v1/workers", Workers(engine), ADMIN)
     protocol = WorkerProtocol(engine, config.max_body)
     for action in ("register", "heartbeat", "poll", "unregister"):
@@ -124,6 +133,7 @@ def create_app(engine: Engine, config: ServerConfig) -> App:
             MappingProxyType(routes.rules),
             identities=config.identities or Identities(),
             workflow_of=lambda execution_id: engine.state(execution_id).workflow,
+            schedule_of=engine.schedules.workflow_of,
             mtls=config.tls_client_ca is not None,
         )
     )

@@ -79,6 +79,7 @@ class Subject(enum.Enum):
 
     EXECUTION = "execution"  # the workflow of the route's {execution_id}
     WORKFLOW = "workflow"  # the route's {name}
+    SCHEDULE = "schedule"  # the workflow of the route's {schedule_id}
     RESOURCE = "resource"  # the resource checks (a start's body) or filters (a list)
 
 
@@ -125,6 +126,7 @@ class Gate:
         *,
         identities: Identities | None = None,
         workflow_of: Callable[[str], str] | None = None,
+        schedule_of: Callable[[str], str] | None = None,
         mtls: bool = False,
     ) -> None:
         self._admin = token.encode() if token is not None else None
@@ -134,6 +136,7 @@ class Gate:
         self._routes = routes
         self._templates = {template for template, _ in routes}
         self._workflow_of = workflow_of
+        self._schedule_of = schedule_of
         self._mtls = mtls
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -211,6 +214,9 @@ class Gate:
             require(client, rule.action, self._workflow_of(params["execution_id"]))
         elif rule.subject is Subject.WORKFLOW:
             require(client, rule.action, params["name"], what="workflow")
+        elif rule.subject is Subject.SCHEDULE:
+            assert self._schedule_of is not None
+            require(client, rule.action, self._schedule_of(params["schedule_id"]))
 
 
 def _caller(identity: WorkerIdentity | ClientIdentity) -> Caller:
@@ -268,6 +274,7 @@ _VERBS = {
     "query": "query executions of",
     "read": "read executions of",
     "cancel": "cancel executions of",
+    "schedule": "manage schedules of",
 }
 
 

@@ -3,7 +3,10 @@
 The checks run in the HTTP layer's order: a body larger than `--max-body` is
 refused before it is read (413), a body without the JSON content type is 415,
 invalid JSON is 400 and a missing or mistyped field 422, all in plain text.
-Unknown fields are ignored.
+Unknown fields are ignored. orjson reads at most 1024 levels of nesting (a
+deeper body is invalid JSON here); the values inside are then held to the
+engine's stricter limits (`orbit_core.limits`, 128 levels, 64-bit integers),
+which it answers in the JSON envelope with the route's code.
 """
 
 from __future__ import annotations

@@ -78,10 +78,15 @@ def not_json() -> HttpError:
     return HttpError(415, "Expected request with `Content-Type: application/json`")
 
 
+def error_json(code: str, message: str) -> bytes:
+    """The JSON error envelope's body."""
+    return orjson.dumps({"error": {"code": code, "message": message}})
+
+
 def envelope(resp: falcon.Response, status: int, code: str, message: str) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = orjson.dumps({"error": {"code": code, "message": message}})
+    resp.data = error_json(code, message)
 
 
 def install(app: falcon.App[falcon.Request, falcon.Response]) -> None:

@@ -18,7 +18,15 @@ from typing import TypeVar
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
-from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionRow, Store, WorkerRow
+from orbit_core.ports import (
+    CommitBatch,
+    DefinitionRow,
+    ExecutionRow,
+    ScheduleAdvance,
+    ScheduleRow,
+    Store,
+    WorkerRow,
+)
 from orbit_server.logs import logger
 
 T = TypeVar("T")
@@ -87,6 +95,40 @@ class LoggedStore:
 
     def list_workers(self) -> list[WorkerRow]:
         return self._run("list_workers", self.inner.list_workers)
+
+    def load_schedules(self) -> list[ScheduleRow]:
+        return self._run("load_schedules", self.inner.load_schedules)
+
+    def get_schedule(self, schedule_id: str) -> ScheduleRow | None:
+        return self._run("get_schedule", lambda: self.inner.get_schedule(schedule_id))
+
+    def insert_schedule(self, row: ScheduleRow) -> bool:
+        return self._run("insert_schedule", lambda: self.inner.insert_schedule(row))
+
+    def update_schedule(self, row: ScheduleRow) -> bool:
+        return self._run("update_schedule", lambda: self.inner.update_schedule(row))
+
+    def delete_schedule(self, schedule_id: str) -> bool:
+        return self._run("delete_schedule", lambda: self.inner.delete_schedule(schedule_id))
+
+    def claim_schedules(
+        self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
+    ) -> list[str]:
+        return self._run(
+            "claim_schedules", lambda: self.inner.claim_schedules(claims, owner, until_ms, now_ms)
+        )
+
+    def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
+        return self._run("advance_schedules", lambda: self.inner.advance_schedules(advances, owner))
+
+    def record_schedule_trigger(self, schedule_id: str, execution_id: str, now_ms: int) -> bool:
+        return self._run(
+            "record_schedule_trigger",
+            lambda: self.inner.record_schedule_trigger(schedule_id, execution_id, now_ms),
+        )
+
+    def release_schedule_claims(self) -> None:
+        self._run("release_schedule_claims", self.inner.release_schedule_claims)
 
     def close(self) -> None:
         self._run("close", self.inner.close)

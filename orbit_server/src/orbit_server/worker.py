@@ -15,6 +15,18 @@ one `sendall` for the whole response. Anything else, and the first request of
 every connection (where gunicorn would negotiate HTTP/2), goes through
 gunicorn unchanged, with whatever was read already handed back to its parser.
 Responses carry the headers gunicorn would write (Server, Date, Connection).
+
+A request parser is where a request can be smuggled, so the short path does
+not parse by hand: httptools (llhttp in its strict mode) reads each head,
+and a request is served here only if gunicorn's parser would read it the
+same way. Where llhttp refuses, or where gunicorn's rules are stricter than
+llhttp's (duplicate Host or Content-Type, runs of spaces in the request line,
+a fragment, its limits on a head), the request goes to gunicorn, which
+answers or refuses it as on a connection's first request.
+tests/test_server_wire_fuzz.py checks this differentially.
+
+gunicorn's own refusals (400, 414, 431, ...) are answered with the API's
+JSON error envelope (`handle_error`), not gunicorn's HTML page.
 """
 
 from __future__ import annotations
@@ -30,10 +42,11 @@ from email.utils import formatdate
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from gunicorn import SERVER
+import httptools
+from gunicorn import SERVER, util
 from gunicorn.workers.gthread import ThreadWorker
 
-from orbit_server import logs
+from orbit_server import errors, logs
 
 # How long a thread waits for a kept-alive connection's next request before
 # returning the connection to gunicorn's poller (and the thread to its pool).
@@ -51,8 +64,24 @@ _GUNICORN_HEADERS = frozenset(
     {b"transfer-encoding", b"expect", b"upgrade", b"http2-settings", b"te", b"trailer"}
 )
 _METHODS = frozenset({b"GET", b"POST", b"PUT", b"DELETE", b"PATCH", b"OPTIONS"})
+# Fields gunicorn refuses to see twice.
+_SINGLETONS = frozenset({"HTTP_HOST", "CONTENT_TYPE"})
 _NO_BODY = frozenset({204, 304})
 _ERROR_500 = "500 Internal Server Error"
+# Error codes for the refusals of the HTTP layer below the app (gunicorn's);
+# another status gets its reason phrase as code.
+_REFUSALS = {
+    400: "Malformed HTTP request",
+    414: "Request line too long",
+    431: "Request header fields too large",
+}
+
+
+def _refusal_text(code: int, reason: str, exc: BaseException) -> bytes:
+    """One line naming what was refused, and gunicorn's detail when it has one."""
+    detail = str(exc).strip().replace("\r", " ").replace("\n", " ")[:200]
+    head = _REFUSALS.get(code, reason)
+    return (f"{head}: {detail}" if detail else head).encode("utf-8", "replace")
 
 
 class _Fallback(Exception):
@@ -60,6 +89,48 @@ class _Fallback(Exception):
 
     def __init__(self, data: bytes) -> None:
         self.data = data
+
+
+class _Head:
+    """httptools' callbacks: what its parser reported of one request."""
+
+    __slots__ = ("complete", "done", "headers", "keep_alive", "parser", "url")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.complete = False
+        self.keep_alive = False
+        self.done = False
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.complete = True
+        # llhttp forgets it once the message is complete.
+        self.keep_alive = self.parser.should_keep_alive()
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+def _parser_of(conn: Any) -> _Head:
+    """The connection's parser, ready for a request. One parser serves a
+    connection's requests in turn (it resets after each message), until a
+    request it does not finish goes to gunicorn."""
+    head: _Head | None = getattr(conn, "orbit_parser", None)
+    if head is None:
+        head = conn.orbit_parser = _Head()
+    else:
+        head.url = b""
+        head.headers = []
+        head.complete = head.done = False
+    return head
 
 
 class _Date:
@@ -91,7 +162,20 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         self._server_header = f"Server: {SERVER}\r\n".encode("latin-1")
         # TLS sockets report "no data yet" differently: gunicorn serves them.
         self._short_path = not self.cfg.is_ssl
+        self._set_limits()
         super().init_process()
+
+    def _set_limits(self) -> None:
+        """gunicorn's limits on a request head, or tighter: requests near
+        them go to gunicorn, which refuses those over them."""
+        cfg = self.cfg
+        field = cfg.limit_request_field_size
+        # No line of a head is longer than the head.
+        self._max_head = min(MAX_HEAD, field if field > 0 else MAX_HEAD)
+        line = cfg.limit_request_line
+        self._max_line = min(MAX_HEAD, line) if line > 0 else MAX_HEAD
+        fields = cfg.limit_request_fields
+        self._max_fields = fields if fields > 0 else MAX_HEAD
 
     def handle(self, conn: Any) -> Any:
         """Serves a connection's requests while they come quickly; gunicorn
@@ -133,6 +217,8 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         try:
             return self._serve(conn, data)
         except _Fallback as fallback:
+            # Where gunicorn's parser takes over, httptools' state means nothing.
+            conn.orbit_parser = None
             unreader.unread(fallback.data)
             _receive_timeout(conn.sock, 0)
             try:
@@ -144,76 +230,130 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
 
     def _serve(self, conn: Any, data: bytes) -> bool:
         """Answers one plain request; True to keep the connection open."""
+        request = self._read(conn, data)
+        if request is None:
+            return False
+        environ, close = request
+        close = close or not self.alive
+        return self._respond(conn.sock, environ, close) and not close
+
+    def _read(self, conn: Any, data: bytes) -> tuple[dict[str, Any], bool] | None:
+        """Reads the request that `data` starts: its environ and whether the
+        connection closes after it, or None when the peer hung up before it
+        was whole. What follows it goes back to gunicorn's unreader.
+
+        httptools (llhttp, strict) parses the head; nothing is served that
+        it refuses, and nothing that gunicorn's parser would read otherwise
+        or refuse: those requests raise `_Fallback`, so gunicorn answers
+        them itself. The head is fed whole (it ends at the first blank
+        line, as llhttp requires CRLF line ends) and then exactly its
+        Content-Length of body, so the parser never reads past the request.
+        """
         sock = conn.sock
         end = data.find(b"\r\n\r\n")
         while end < 0:
-            if len(data) > MAX_HEAD:
+            if len(data) > self._max_head:
                 raise _Fallback(data)
             chunk = _recv(sock)
             if not chunk:
                 if data:
                     raise _Fallback(data)
-                return False
+                return None
             data += chunk
             end = data.find(b"\r\n\r\n")
-        lines = data[:end].split(b"\r\n")
-        request_line = lines[0].split(b" ")
-        if len(request_line) != 3 or request_line[2] != b"HTTP/1.1":
+        start = end + 4
+        if start > self._max_head:
             raise _Fallback(data)
-        method, target = request_line[0], request_line[1]
-        if method not in _METHODS or not target.startswith(b"/"):
+        head = _parser_of(conn)
+        parser = head.parser
+        try:
+            parser.feed_data(memoryview(data)[:start])
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            raise _Fallback(data) from None
+        environ, length = self._environ_of(conn, head, data)
+        close = not head.keep_alive
+        if length > MAX_BODY or head.done != (length == 0):
+            raise _Fallback(data)
+        while len(data) - start < length:
+            chunk = _recv(sock)
+            if not chunk:
+                return None
+            data += chunk
+        if length:
+            # No on_body callback: llhttp only counts the body's bytes, to
+            # end the message where the head said it ends.
+            try:
+                parser.feed_data(memoryview(data)[start : start + length])
+            except httptools.HttpParserError:
+                raise _Fallback(data) from None
+            if not head.done:
+                raise _Fallback(data)
+            environ["wsgi.input"] = io.BytesIO(data[start : start + length])
+        else:
+            environ["wsgi.input"] = io.BytesIO()
+        rest = data[start + length :]
+        if rest:
+            conn.parser.unreader.unread(rest)
+        return environ, close
+
+    def _environ_of(self, conn: Any, head: _Head, data: bytes) -> tuple[dict[str, Any], int]:
+        """The environ gunicorn would build for the parsed head, and its
+        Content-Length; `_Fallback` where gunicorn's rules differ from
+        llhttp's or the request is not for this path."""
+        parser = head.parser
+        method = parser.get_method()
+        url = head.url
+        if (
+            not head.complete
+            or method not in _METHODS
+            or url[:1] != b"/"
+            or b"#" in url
+            or len(head.headers) >= self._max_fields
+        ):
+            raise _Fallback(data)
+        # The request line as written: HTTP/1.1 (this path serves no other
+        # version), and what gunicorn reads, which splits the line at single
+        # spaces and skips one empty line before it (llhttp accepts runs).
+        line = method + b" " + url + b" HTTP/1.1\r\n"
+        if len(line) > self._max_line or not (
+            data.startswith(line) or (data.startswith(b"\r\n") and data.startswith(line, 2))
+        ):
             raise _Fallback(data)
         environ = self._environ(conn)
         length = 0
-        close = False
-        for line in lines[1:]:
-            name, colon, value = line.partition(b":")
-            name = name.lower()
-            if not colon or not name or name.strip(b" \t") != name or name in _GUNICORN_HEADERS:
+        for raw_name, raw_value in head.headers:
+            name = raw_name.lower()
+            if name in _GUNICORN_HEADERS:
                 raise _Fallback(data)
             if b"_" in name:
                 # Dropped, as gunicorn does: it would read as the same
                 # variable as its dashed twin.
                 continue
-            value = value.strip(b" \t")
+            # llhttp has refused control characters, bare CR and LF, and
+            # obs-fold; it keeps trailing blanks, which gunicorn strips.
+            value = raw_value.strip(b" \t").decode("latin-1")
             if name == b"content-length":
-                if not value.isdigit() or "CONTENT_LENGTH" in environ:
-                    raise _Fallback(data)
+                # llhttp has checked the digits and refused a second one.
                 length = int(value)
-                environ["CONTENT_LENGTH"] = value.decode("latin-1")
+                environ["CONTENT_LENGTH"] = value
                 continue
-            if name == b"connection":
-                close = b"close" in value.lower()
-            key = (
-                "CONTENT_TYPE"
-                if name == b"content-type"
-                else "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
-            )
-            text = value.decode("latin-1")
-            if key in environ and key != "CONTENT_TYPE":
-                environ[key] += "," + text
+            if name == b"content-type":
+                key = "CONTENT_TYPE"
             else:
-                environ[key] = text
-        if length > MAX_BODY:
-            raise _Fallback(data)
-        start = end + 4
-        while len(data) - start < length:
-            chunk = _recv(sock)
-            if not chunk:
-                return False
-            data += chunk
-        body = data[start : start + length]
-        rest = data[start + length :]
-        if rest:
-            conn.parser.unreader.unread(rest)
-        path, _, query = target.partition(b"?")
+                key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
+            if key in environ:
+                if key in _SINGLETONS:
+                    # gunicorn refuses a second Host or Content-Type.
+                    raise _Fallback(data)
+                environ[key] += "," + value
+            else:
+                environ[key] = value
+        path, _, query = url.partition(b"?")
         environ["REQUEST_METHOD"] = method.decode("latin-1")
-        environ["RAW_URI"] = target.decode("latin-1")
+        environ["RAW_URI"] = url.decode("latin-1")
         environ["PATH_INFO"] = _unquote(path)
         environ["QUERY_STRING"] = query.decode("latin-1")
-        environ["wsgi.input"] = io.BytesIO(body)
-        close = close or not self.alive
-        return self._respond(sock, environ, close) and not close
+        return environ, length
 
     def _environ(self, conn: Any) -> dict[str, Any]:
         """A new request's environ: what is the same for every request on
@@ -270,11 +410,12 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
                 # Unknown length: the whole body, to count it.
                 first += b"".join(chunks)
                 headers = [*headers, ("Content-Length", str(len(first)))]
-        except Exception:
+        except Exception as exc:
             _close(result)
             result = ()
             logs.logger().exception("unexpected error serving a request")
-            status, headers, first, chunks = _ERROR_500, [("Content-Length", "0")], b"", iter(())
+            status, first, chunks = _ERROR_500, _internal_error(exc), iter(())
+            headers = [("Content-Type", "application/json"), ("Content-Length", str(len(first)))]
             close = True
         try:
             sock.sendall(self._head(status, headers, close) + first)
@@ -291,6 +432,32 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             _close(result)
         return not close
 
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        """gunicorn's refusals (a malformed request, a request line or head
+        over its limits) answered as chapter 67 answers errors of the HTTP
+        layer: a short plain-text body, never gunicorn's HTML page; an app
+        failure on its path is the API's JSON `INTERNAL` envelope. gunicorn
+        still chooses the status and logs; its page is caught and rewritten."""
+        page = _Page()
+        super().handle_error(req, page, addr, exc)
+        status, _, reason = page.status_line().partition(" ")
+        if not status.isdigit() or not status.isascii():
+            return
+        code = int(status)
+        if code >= 500:
+            body, kind = _internal_error(exc), b"application/json"
+        else:
+            body, kind = _refusal_text(code, reason, exc), b"text/plain; charset=utf-8"
+        response = (
+            b"HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: %s\r\n"
+            b"Content-Length: %d\r\n\r\n%s"
+            % (code, reason.encode("latin-1"), kind, len(body), body)
+        )
+        try:
+            util.write_nonblock(client, response)
+        except Exception:
+            self.log.debug("Failed to send error message.")
+
     def _head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
         out = [
             b"HTTP/1.1 ",
@@ -304,6 +471,35 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         out.extend(f"{name}: {value}\r\n".encode("latin-1") for name, value in headers)
         out.append(b"\r\n")
         return b"".join(out)
+
+
+class _Page:
+    """Stands in for the client socket while gunicorn writes an error page."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def gettimeout(self) -> float:
+        return 0.0
+
+    def setblocking(self, flag: bool) -> None:
+        pass
+
+    def sendall(self, data: bytes) -> None:
+        self._data += data
+
+    def send(self, data: bytes) -> int:
+        self._data += data
+        return len(data)
+
+    def status_line(self) -> str:
+        """`431 Request Header Fields Too Large`, or "" if nothing came."""
+        first = bytes(self._data).partition(b"\r\n")[0].decode("latin-1")
+        return first.partition(" ")[2]
+
+
+def _internal_error(exc: BaseException) -> bytes:
+    return errors.error_json("INTERNAL", f"internal error: {type(exc).__name__}")
 
 
 def _close(result: Any) -> None:

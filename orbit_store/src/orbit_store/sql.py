@@ -30,6 +30,7 @@ from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionRow, WorkerRow
 from orbit_core.state import TERMINAL
 from orbit_store import schema as s
+from orbit_store.schedules import ScheduleTables
 
 # The column order of the tuples the hot statements are fed.
 _EVENT = ("execution_id", "seq", "event_type", "step", "payload", "timestamp_ms")
@@ -126,7 +127,7 @@ class _Link:
             self._conn = None
 
 
-class SqlStore:
+class SqlStore(ScheduleTables):
     """One SQLAlchemy engine. Commits go through one connection (the Engine's
     committer is the only writer) and reads through another, so reads made
     while a group is prepared never wait for the disk."""

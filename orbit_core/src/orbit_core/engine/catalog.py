@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orbit_core import ir
+from orbit_core import ir, limits
 from orbit_core.engine.commands import Tx
 from orbit_core.errors import ConflictError, InvalidError, workflow_not_found
 from orbit_core.plan import Plan
@@ -15,19 +15,26 @@ from orbit_core.semver import semver_key
 def checked_definition(
     definition: ir.Definition | dict[str, Any],
 ) -> tuple[ir.Definition, dict[str, Any]]:
-    """The definition and its IR document, once its hash and IR version check out."""
-    if isinstance(definition, dict):
-        document = definition
-        try:
+    """The definition and its IR document, once its hash and IR version check out.
+
+    Whatever goes wrong reading or hashing a document is INVALID_IR: it came
+    from the caller (`from_json` checks its shape first, see
+    `orbit_core.limits`; a `Definition` built in Python gets the same check
+    through its document)."""
+    try:
+        if isinstance(definition, dict):
+            document = definition
             defn = ir.from_json(document)
-        except ir.IRError as exc:
-            raise InvalidError(str(exc), "INVALID_IR") from None
-    else:
-        defn = definition
-        document = ir.to_json(defn)
+        else:
+            defn = definition
+            document = ir.to_json(defn)
+            limits.check_json(document, int_min=limits.IR_INT_MIN, int_max=limits.IR_INT_MAX)
+        digest = ir.hash_document(document)
+    except (ValueError, TypeError, RecursionError) as exc:  # IRError is a ValueError
+        raise InvalidError(str(exc) or type(exc).__name__, "INVALID_IR") from None
     if not defn.definition_hash:
         raise InvalidError("definition_hash is missing", "INVALID_IR")
-    if ir.hash_document(document) != defn.definition_hash:
+    if digest != defn.definition_hash:
         raise InvalidError(
             "definition_hash does not match the IR content (was the file modified?)",
             "INVALID_IR",

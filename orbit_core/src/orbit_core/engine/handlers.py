@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbit_core import events as ev
+from orbit_core import limits
 from orbit_core.dispatch import Session
 from orbit_core.errors import OrbitError, StorageError
 
@@ -169,16 +170,42 @@ class Handlers:
         except TaskError as exc:
             if not exc.code:
                 return None  # nothing to report: the attempt is redelivered
-            return token, None, ev.make_error(exc.code, exc.message, exc.retryable, exc.details)
+            return token, None, _task_error(exc)
         except Exception as exc:
             error = ev.make_error(
                 "UNHANDLED_EXCEPTION",
-                f"{type(exc).__name__}: {exc}",
+                _storable(f"{type(exc).__name__}: {exc}"),
                 True,
-                {"traceback": traceback.format_exc()},
+                {"traceback": _storable(traceback.format_exc())},
             )
             return token, None, error
+        try:
+            # Checked here, as a remote worker's output is on arrival: a value
+            # the store cannot write would fail the whole commit group.
+            limits.check_json(output)
+        except limits.JsonShapeError as bad:
+            message = f"task output is invalid at {bad}"
+            return token, None, ev.make_error("OUTPUT_CONTRACT_VIOLATION", message, False)
         return token, output, None
+
+
+def _storable(text: str) -> str:
+    """`text` without lone surrogates (an exception's message may hold any)."""
+    return text.encode("utf-8", "replace").decode()
+
+
+def _task_error(exc: TaskError) -> ev.ErrorJson:
+    """The attempt's error; details that are not storable JSON are dropped
+    and the message says why."""
+    try:
+        limits.check_json(exc.details)
+        limits.admit_strings("INVALID_REQUEST", error_code=exc.code, error_message=exc.message)
+    except limits.JsonShapeError as bad:
+        message = f"{exc.message} (details dropped: invalid at {bad})"
+        return ev.make_error(exc.code, message, exc.retryable)
+    except OrbitError as bad:
+        return ev.make_error("UNHANDLED_EXCEPTION", f"TaskError: {bad.message}", True)
+    return ev.make_error(exc.code, exc.message, exc.retryable, exc.details)
 
 
 def _batch_size(seconds_per_task: float) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orbit_core import events as ev
-from orbit_core import ir
+from orbit_core import ir, limits
 from orbit_core.decide import Limits
 from orbit_core.engine import recovery
 from orbit_core.engine.catalog import Catalog, checked_definition
@@ -21,6 +21,7 @@ from orbit_core.engine.pipeline import Group, GroupCommit
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, Reads
 from orbit_core.engine.results import Results
+from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.workers import Workers
 from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.memory_store import MemoryStore
@@ -112,6 +113,17 @@ class Engine:
             subscribe(self._on_clock_advance)
         elif auto_tick:
             self._spawn(self._ticker, "orbit-tick")
+        # Schedules (engine/scheduler.py): fired on the clock, started through Control.start.
+        self.schedules = Scheduler(
+            store=self.store,
+            clock=self.clock,
+            counters=self.counters,
+            catalog=self._catalog,
+            control=self._control,
+            executions=self._executions,
+            submit=self._pipeline.submit,
+            threaded=auto_tick,
+        )
 
     # ---- definitions
 
@@ -145,6 +157,7 @@ class Engine:
         schedule_id: str | None = None,
     ) -> dict[str, Any]:
         """Starts an execution: `{"execution_id", "created"}` (RULINGS §18's check order)."""
+        limits.admit(input, "workflow input", "INVALID_INPUT", schedule_id=schedule_id)
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._control.start(
                 tx,
@@ -208,6 +221,7 @@ class Engine:
         return self.get(execution_id)
 
     def cancel(self, execution_id: str, reason: str | None = None) -> dict[str, Any]:
+        limits.admit_strings("INVALID_REQUEST", reason=reason)
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._control.cancel(tx, execution_id, reason or DEFAULT_CANCEL_REASON)
         )
@@ -215,6 +229,7 @@ class Engine:
 
     def signal(self, execution_id: str, name: str, payload: Any = None) -> dict[str, Any]:
         """Records a signal: `{"execution_id", "signal", "accepted", "seq"}`."""
+        limits.admit(payload, f"payload for signal `{name}`", "SIGNAL_PAYLOAD_INVALID")
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._control.signal(tx, execution_id, name, payload)
         )
@@ -239,6 +254,13 @@ class Engine:
             (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
             for c in contracts
         ]
+        limits.admit_strings(
+            "INVALID_REQUEST",
+            worker_id=worker_id,
+            runtime=runtime,
+            sdk=sdk,
+            contracts=[s for pair in pairs for s in pair],
+        )
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._workers.register(tx, worker_id, runtime, pairs, sdk)
         )
@@ -293,6 +315,7 @@ class Engine:
         """Reports a success: `{"accepted": bool, "reason"?}`."""
         if not token:
             raise InvalidError("token is required", "INVALID_REQUEST")
+        limits.admit(output, "task output", "INVALID_REQUEST")
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._results.complete(tx, token, output, worker)
         )
@@ -312,6 +335,13 @@ class Engine:
             raise InvalidError("token is required", "INVALID_REQUEST")
         if not error_code:
             raise InvalidError("error_code is required", "INVALID_REQUEST")
+        limits.admit(
+            details,
+            "`details`",
+            "INVALID_REQUEST",
+            error_code=error_code,
+            error_message=error_message,
+        )
         error = ev.make_error(error_code, error_message, retryable, details)
         result: dict[str, Any] = self._pipeline.submit(
             lambda tx: self._results.fail(tx, token, error, worker)
@@ -351,7 +381,11 @@ class Engine:
         """When the next timer, retry or timeout falls due (for time skipping)."""
         candidates = [
             t
-            for t in (self._executions.next_due_ms(), self._workers.next_due_ms())
+            for t in (
+                self._executions.next_due_ms(),
+                self._workers.next_due_ms(),
+                self.schedules.next_due_ms(),
+            )
             if t is not None
         ]
         return min(candidates) if candidates else None
@@ -370,6 +404,7 @@ class Engine:
         )
 
     def close(self) -> None:
+        self.schedules.close()
         self._pipeline.close()
         self._stop.set()
         self._polling.expire_all()

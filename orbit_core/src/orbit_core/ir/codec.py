@@ -21,6 +21,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from orbit_core import limits
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import expr as e
 from orbit_core.ir.definition import (
@@ -393,6 +394,7 @@ def to_json(defn: Definition) -> dict[str, Any]:
 
 def from_json(document: Any) -> Definition:
     """Reads an IR document; raises IRError (never anything else) when it is malformed."""
+    _check_shape(document)
     obj = _obj(document, "$")
     version = obj.get("ir_version")
     if version not in IR_VERSIONS:
@@ -406,6 +408,16 @@ def from_json(document: Any) -> Definition:
         raise IRError(_explain(exc)) from None
     _check_enums(defn)
     return defn
+
+
+def _check_shape(document: Any) -> None:
+    """Depth, integer range and JSON types, before anything recursive reads
+    the document (`orbit_core.limits`): IR integers must survive the
+    canonical JSON of the definition hash."""
+    try:
+        limits.check_json(document, int_min=limits.IR_INT_MIN, int_max=limits.IR_INT_MAX)
+    except limits.JsonShapeError as exc:
+        raise IRError(str(exc)) from None
 
 
 def _explain(exc: BaseException) -> str:

@@ -1,7 +1,14 @@
-"""The one way resources write a JSON body."""
+"""The one way resources write a JSON body.
+
+orjson writes at most 254 levels of nesting. Everything a caller sends is
+limited to 128 (`orbit_core.limits`), but a workflow can nest values further
+(a record around a step's output, an input carried through continue-as-new),
+so a document orjson refuses is written by the standard library instead.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,7 +27,10 @@ def send(
     WSGI iterable that carries them (to learn whether they were sent)."""
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    data = orjson.dumps(body)
+    try:
+        data = orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     if stream is None:
         resp.data = data
     else:

@@ -81,20 +81,18 @@ class Metrics:
             "Runs ended by continue_as_new",
             ("", stats["continued_as_new"]),
         )
-        # Schedules arrive in a later release; their counters are listed so
-        # dashboards built on chapter 67's names find them.
         metric(
             "orbit_schedules_fired_total",
             "counter",
             "Schedule occurrences that started an execution",
-            ("", 0),
+            ("", stats.get("schedules_fired", 0)),
         )
         metric(
             "orbit_schedules_skipped_total",
             "counter",
             "Schedule occurrences that started nothing",
-            ('{reason="overlap"}', 0),
-            ('{reason="missed"}', 0),
+            ('{reason="overlap"}', stats.get("schedules_skipped_overlap", 0)),
+            ('{reason="missed"}', stats.get("schedules_skipped_missed", 0)),
         )
         metric(
             "orbit_active_executions",
