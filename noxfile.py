@@ -26,7 +26,8 @@ LAYERS: dict[str, list[str]] = {
     "orbit_cli": ["orbit_core", "orbit_lang", "orbit_store", "orbit_server", "orbit_cli"],
 }
 ALL = LAYERS["orbit_cli"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"]
+# trustme makes the certificates of the TLS tests.
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "trustme>=1.1"]
 
 
 def _install(session: nox.Session, pkgs: list[str]) -> None:
