@@ -4,6 +4,14 @@
 virtualenv holding only that package and the ORBIT layers it declares, which
 proves the declared dependencies are enough (orbit_core is tested with no
 SQLAlchemy, Falcon or click installed).
+
+PostgreSQL: the tests start their own throw-away server (tests/pgkit.py)
+from the binaries scripts/bootstrap installs when none are found. Tests that
+need one are skipped when there is none, unless ORBIT_REQUIRE_POSTGRES is set
+(.ci/run sets it), which makes them fail instead. The store contract and the
+PostgreSQL tests run in `tests` and `repo` like any other; the `postgres`
+session runs real-server tests a second time with every server on
+PostgreSQL (ORBIT_TEST_DB=postgres).
 """
 
 from __future__ import annotations
@@ -13,7 +21,16 @@ import nox
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "types", "tests", "repo", "sdk_python", "sdk_typescript", "e2e"]
+nox.options.sessions = [
+    "lint",
+    "types",
+    "tests",
+    "repo",
+    "sdk_python",
+    "sdk_typescript",
+    "e2e",
+    "postgres",
+]
 
 PYTHON = "3.11"
 
@@ -78,6 +95,29 @@ def e2e(session: nox.Session) -> None:
     with session.chdir("sdks/typescript"):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     session.run("pytest", "tests/e2e", "-m", "e2e", *session.posargs)
+
+
+# What the `postgres` session runs on PostgreSQL unless given test paths: the
+# book's CLI timelines against a real server (tests/test_server_postgres.py,
+# in `repo`, already runs a server on PostgreSQL through a crash and
+# recovery). Kept short: CI runs it on every change.
+ON_POSTGRES = ["tests/test_cli_real_server.py"]
+
+
+@nox.session(python=PYTHON)
+def postgres(session: nox.Session) -> None:
+    """Real-server tests with every `orbit server` on PostgreSQL: the
+    harnesses give each SQLite path of a test a database of its own
+    (ORBIT_TEST_DB=postgres). `nox -s postgres -- tests/e2e` runs the
+    end-to-end suite that way."""
+    session.install(*TEST_DEPS)
+    _install(session, ALL)
+    session.install("-e", "./sdks/python")
+    targets = session.posargs or ON_POSTGRES
+    if any("e2e" in target for target in targets):
+        with session.chdir("sdks/typescript"):  # the TypeScript workers
+            session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    session.run("pytest", *targets, "-m", "e2e or not e2e", env={"ORBIT_TEST_DB": "postgres"})
 
 
 @nox.session(python=PYTHON)

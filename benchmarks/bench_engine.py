@@ -2,8 +2,8 @@
 
 Starts every execution (each a chain of `--steps` sequential task steps), then
 plays the worker until every execution has completed, and prints
-executions/s and steps/s. `--store` is `memory` or a SQLite file path
-(deleted first). With `--in-flight N`, about N executions run at once (new
+executions/s and steps/s. `--store` is `memory`, a SQLite file path
+(deleted first) or a postgres:// URL (ORBIT's tables dropped first). With `--in-flight N`, about N executions run at once (new
 ones start as others complete), to compare scale.
 
 How the worker is played (`--worker`):
@@ -20,6 +20,7 @@ process, and prints every figure against its target.
     python benchmarks/bench_engine.py --executions 2000 --steps 3 --store memory
     python benchmarks/bench_engine.py --store /tmp/bench.db
     python benchmarks/bench_engine.py --targets --store /tmp/bench.db
+    python benchmarks/bench_engine.py --store postgres://orbit:secret@127.0.0.1:5432/bench
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -43,6 +43,7 @@ from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import Store
+from orbit_store.urls import redact
 
 TASK = "bench.step"
 
@@ -77,10 +78,17 @@ def definition(steps: int) -> ir.Definition:
 def open_store(spec: str) -> Store:
     if spec == "memory":
         return MemoryStore()
+    from benchkit import fresh_store
+
+    from orbit_store.urls import is_postgres
+
+    fresh_store(spec)
+    if is_postgres(spec):
+        from orbit_store.postgres import PostgresStore
+
+        return PostgresStore(spec)
     from orbit_store.sqlite import SqliteStore
 
-    for suffix in ("", "-wal", "-shm"):
-        Path(spec + suffix).unlink(missing_ok=True)
     return SqliteStore(spec)
 
 
@@ -231,7 +239,7 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
         if args.worker == "handlers"
         else f"{args.workers} threads calling poll/complete, one task each"
     )
-    print(f"store        {args.store}")
+    print(f"store        {redact(args.store)}")
     print(
         f"executions   {args.executions} ({args.steps} task steps each, "
         f"{args.in_flight or args.executions} in flight, started from {args.clients} "
@@ -363,7 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executions", type=int, default=2000, help="executions to run")
     parser.add_argument("--steps", type=int, default=3, help="sequential task steps each")
     parser.add_argument(
-        "--store", default="memory", help="memory, or a SQLite file path (deleted first)"
+        "--store",
+        default="memory",
+        help="memory, a SQLite file path (deleted first) or a postgres:// URL (tables dropped)",
     )
     parser.add_argument(
         "--in-flight", type=int, default=0, help="executions running at once (default: all)"

@@ -13,6 +13,7 @@ server and of the benchmark's own processes (Linux), which share the machine.
 
     python benchmarks/bench_http.py --executions 2000 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --rate 250 --store /tmp/bench.db
+    python benchmarks/bench_http.py --executions 2000 --store postgres://orbit:pw@127.0.0.1/bench
 """
 
 from __future__ import annotations
@@ -218,9 +219,10 @@ def start_server(store: str, token: str, worker_token: str) -> tuple[subprocess.
     if store == "memory":
         db = ":memory:"
     else:
+        from benchkit import fresh_store
+
         db = store
-        for suffix in ("", "-wal", "-shm"):
-            Path(db + suffix).unlink(missing_ok=True)
+        fresh_store(db)
     orbit = str(Path(sys.executable).with_name("orbit"))
     credentials = ["--token", token, "--worker-token", worker_token]
     proc = subprocess.Popen(
@@ -246,7 +248,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--executions", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--store", default="memory", help="memory or a SQLite file path")
+    parser.add_argument(
+        "--store", default="memory", help="memory, a SQLite file path or a postgres:// URL"
+    )
     parser.add_argument("--server", default="none", help="use this runtime instead")
     parser.add_argument("--token", default="admin")
     parser.add_argument("--worker-token", default="worker")

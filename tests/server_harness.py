@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pgkit
+
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 _LISTENING = re.compile(r'ORBIT runtime listening(?: addr=|",\s*"addr":\s*")([0-9.:\[\]]+)')
 
@@ -94,9 +96,11 @@ class Http:
 
 
 class ServerProcess:
-    """`orbit server` on a database file, with extra flags and environment."""
+    """`orbit server` on a database file (a PostgreSQL database of its own
+    with ORBIT_TEST_DB=postgres: `pgkit.db_for`), with extra flags and
+    environment."""
 
-    def __init__(self, db: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, db: Path | str, *args: str, env: dict[str, str] | None = None) -> None:
         self.db = db
         self.args = list(args)
         self.env = env or {}
@@ -112,7 +116,7 @@ class ServerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ORBIT_", "OTEL_"))}
         env.update(self.env)
         self.proc = subprocess.Popen(
-            [ORBIT, "server", "--db", str(self.db), "--addr", "127.0.0.1:0", *self.args],
+            [ORBIT, "server", "--db", pgkit.db_for(self.db), "--addr", "127.0.0.1:0", *self.args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

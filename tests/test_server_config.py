@@ -53,7 +53,11 @@ from server_harness import RawWorker, ServerProcess, run_orbit
         ),
         (["--cluster-mode", "shared"], {}, "--cluster-mode shared requires --cluster"),
         (["--grpc-addr", "127.0.0.1:7234"], {}, "--grpc-addr: not supported yet"),
-        (["--db", "postgres://u:p@h/db"], {}, "PostgreSQL databases are not supported yet"),
+        (
+            ["--cluster", "--db", "postgres://u:p@h/db"],
+            {},
+            "--cluster: not supported yet by this version of orbit server",
+        ),
     ],
 )
 def test_refused_configurations_exit_1(

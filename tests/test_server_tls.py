@@ -26,6 +26,9 @@ import server_ir
 import trustme
 from server_harness import ORBIT, ServerProcess
 
+# Several real servers and CLI processes: slow on a loaded machine.
+pytestmark = pytest.mark.timeout(240)
+
 ADMIN = "admin-token-0123456789abcdef"
 PAST = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
 

@@ -3,6 +3,7 @@ caller to caller, and in-process handlers claiming and reporting in batches."""
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -17,9 +18,9 @@ from orbit_core.engine import Engine, TaskError
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.handlers import MAX_BATCH, _batch_size
 from orbit_core.engine.pipeline import Group, GroupCommit
-from orbit_core.errors import StorageError
+from orbit_core.errors import OrbitError, StorageError
 from orbit_core.memory_store import MemoryStore
-from orbit_core.ports import CommitBatch
+from orbit_core.ports import CommitBatch, FaultLog
 
 
 def chain(steps: int = 3) -> ir.Definition:
@@ -144,6 +145,7 @@ def _inline_pipeline() -> GroupCommit:
         publish=lambda tx: None,
         rollback=lambda tx: None,
         threaded=False,
+        faults=FaultLog(),
     )
 
 
@@ -153,8 +155,10 @@ def test_a_failing_prepare_fails_its_callers_and_frees_the_lead() -> None:
     def broken(tx: Tx) -> Any:
         raise ZeroDivisionError
 
-    with pytest.raises(ZeroDivisionError):
+    with pytest.raises(OrbitError) as info:
         pipeline.submit(broken)
+    assert info.value.code == "INTERNAL"
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
     assert pipeline.submit(lambda tx: "next") == "next"
 
 
@@ -261,6 +265,8 @@ def test_a_slow_batch_reports_what_is_done_as_it_goes() -> None:
         threads=0,
         spawn=lambda target, name: None,
         stop=threading.Event(),
+        faults=FaultLog(),
+        random=random.Random(0),
     )
     handlers.register("slow.task", "1.0.0", lambda i: time.sleep(0.003) or {}, "python")
     tasks = [

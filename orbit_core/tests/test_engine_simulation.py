@@ -1,29 +1,40 @@
-"""Deterministic simulation: seeded random workflows, workers that fail, hang,
-answer twice or late, lost sessions, storage errors and crashes at random
-commit points (the engine is dropped and rebuilt from its store). After every
-action and at the end, the invariants must hold:
+"""Deterministic simulation: seeded random workflows (tasks, fan-outs, timers,
+signals, compensation, in-process handlers) driven by workers that fail, hang,
+answer twice or late, lost sessions, and the engine's own faults: commits and
+reads the store refuses, exceptions while a group is prepared (a decision
+that raises, in a command, a tick or a handler's report), ticks that raise,
+handlers that raise, and crashes at random points (the engine is dropped and
+rebuilt from its store). The invariants:
 
-- no lost or duplicated success: every accepted success is in the history,
-  and no unit succeeds twice in a run;
+- memory is what the store holds: folding an execution's stored history
+  gives the engine's live state, and the count of running executions matches;
+- no answer is lost: an execution whose start was answered exists, an
+  accepted result is a success in the history, an accepted signal is in the
+  history at the seq it was given, a dispatched task's token is stored;
+- no duplicated success: no unit succeeds twice in a run;
 - every succeeded unit with a `compensate` block is compensated when its
-  execution aborts;
-- histories are gap-free (`seq` 1..n, created then started);
-- folding the history reproduces the engine's live state.
+  execution aborts; histories are gap-free;
+- after each run, an engine rebuilt from the store answers exactly what the
+  running engine answered.
 
-`ORBIT_SIM_SEEDS` (default 1000) sets how many seeds run; any failure names its
-seed, and `ORBIT_SIM_SEED=<n>` replays just that one.
+`ORBIT_SIM_SEEDS` (default 10000) sets how many seeds run; any failure names
+its seed, and `ORBIT_SIM_SEED=<n>` replays just that one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import types
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from engine_kit import (
     Int,
     binop,
+    child_contract,
     inp,
     lst,
     obj,
@@ -36,41 +47,113 @@ from engine_kit import (
 )
 
 from orbit_core import events as ev
-from orbit_core.engine import Engine
+from orbit_core import ir
+from orbit_core.engine import Engine, TaskError
+from orbit_core.engine import executions as executions_module
+from orbit_core.engine import recovery as recovery_module
+from orbit_core.engine import service as service_module
+from orbit_core.engine.catalog import checked_definition
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.ir import Compensation, ForEach, Retry, Signal
 from orbit_core.memory_store import MemoryStore
-from orbit_core.ports import CommitBatch
+from orbit_core.ports import CommitBatch, ExecutionRow
 from orbit_core.state import TERMINAL, fold
 from orbit_core.testing import SequentialIds, SimulatedClock, simulated_engine
 
-SEEDS = int(os.environ.get("ORBIT_SIM_SEEDS", "1000"))
+SEEDS = int(os.environ.get("ORBIT_SIM_SEEDS", "10000"))
 ONLY = os.environ.get("ORBIT_SIM_SEED")
 WORK = task("t.work", rec(n=Int), rec(v=Int))
 UNDO = task("t.undo", rec(v=Int), rec(ok=Int))
+LOCAL = task("t.local", rec(n=Int), rec(v=Int))
+# The child workflow some steps start: one task, sometimes a timer first.
+LEAF = workflow(
+    "Leaf",
+    [
+        step("rest", "sleep", sleep_ms=200, when=binop("gt", inp("n"), 1)),
+        step("w", task="t.work", with_=obj(n=inp("n")), after=["rest"]),
+    ],
+    [WORK],
+    input=rec(n=(Int, 0)),
+    output=rec(v=Int),
+    result=obj(v=ref("w", "v")),
+)
+# Codes a caller may get back in the simulation.
+EXPECTED = {"EXECUTION_FINISHED", "UNKNOWN_SESSION", "NOT_FOUND", "INTERNAL", "STORAGE_ERROR"}
 
 
-class FlakyMemoryStore(MemoryStore):
-    """Fails the commits it is told to, as a full disk would."""
+class SimulatedBug(Exception):
+    """An exception the simulation injects into the engine."""
+
+
+class Faults:
+    """What the simulation injects next; one instance per seed."""
 
     def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        # Decisions left before one raises (0: none armed).
+        self.decide_fuse = 0
+        self.tick_raises = False
+        self.commits_fail = 0
+        self.reads_fail = 0
+
+
+class FaultyStore(MemoryStore):
+    """Refuses the commits and reads it is told to, as a full or failing disk
+    would."""
+
+    def __init__(self, faults: Faults) -> None:
         super().__init__()
-        self.fail_next = 0
+        self.faults = faults
 
     def commit(self, batch: CommitBatch) -> None:
-        if self.fail_next:
-            self.fail_next -= 1
+        if self.faults.commits_fail:
+            self.faults.commits_fail -= 1
             raise StorageError("disk I/O error (simulated)")
         super().commit(batch)
 
+    def _read(self) -> None:
+        if self.faults.reads_fail:
+            self.faults.reads_fail -= 1
+            raise StorageError("read error (simulated)")
 
-def random_workflow(rng: random.Random, name: str) -> Any:
+    def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
+        self._read()
+        return super().history(execution_id, run)
+
+    def execution_row(self, execution_id: str) -> ExecutionRow | None:
+        self._read()
+        return super().execution_row(execution_id)
+
+    def clean_history(self, execution_id: str) -> list[ev.Event]:
+        return super().history(execution_id) or []
+
+    def all_finished(self) -> bool:
+        """Whether every stored execution (children too) has ended."""
+        return all(row.status in TERMINAL for row in self._rows.values())
+
+
+_CURRENT: list[Faults] = [Faults()]
+_REAL_DECIDE = executions_module.decide
+
+
+def _chaotic_decide(state: Any, plan: Any, now: int, limits: Any) -> list[ev.Event]:
+    faults = _CURRENT[0]
+    if faults.decide_fuse:
+        faults.decide_fuse -= 1
+        if faults.decide_fuse == 0:
+            raise SimulatedBug("decider bug (simulated)")
+    return _REAL_DECIDE(state, plan, now, limits)
+
+
+def random_workflow(rng: random.Random, name: str) -> ir.Definition:
     steps = []
     names: list[str] = []
-    for i in range(rng.randint(1, 5)):
+    for i in range(rng.randint(1, 4)):
         sname = f"s{i}"
         after = rng.sample(names, k=min(len(names), rng.randint(0, 2)))
-        kind = rng.choice(["task", "task", "task", "fan", "sleep", "compute", "await"])
+        kind = rng.choice(["task", "task", "local", "fan", "sleep", "compute", "await", "child"])
         common: dict[str, Any] = {"after": after}
         if rng.random() < 0.2:
             common["when"] = binop("gt", inp("x"), rng.randint(0, 3))
@@ -92,10 +175,15 @@ def random_workflow(rng: random.Random, name: str) -> Any:
             "timeout_ms": rng.choice([None, 2000]),
             "queue_timeout_ms": rng.choice([None, None, 20_000]),
         }
-        if kind == "task":
+        if kind in ("task", "local"):
             steps.append(
                 step(
-                    sname, task="t.work", with_=obj(n=i), compensate=compensate, **policy, **common
+                    sname,
+                    task=f"t.{'work' if kind == 'task' else 'local'}",
+                    with_=obj(n=i),
+                    compensate=compensate if kind == "task" else None,
+                    **policy,
+                    **common,
                 )
             )
         elif kind == "fan":
@@ -108,6 +196,17 @@ def random_workflow(rng: random.Random, name: str) -> Any:
                     with_=obj(n=var("it")),
                     compensate=compensate,
                     **policy,
+                    **common,
+                )
+            )
+        elif kind == "child":
+            steps.append(
+                step(
+                    sname,
+                    "workflow",
+                    workflow="Leaf",
+                    with_=obj(n=i),
+                    timeout_ms=rng.choice([None, 1500]),
                     **common,
                 )
             )
@@ -128,58 +227,111 @@ def random_workflow(rng: random.Random, name: str) -> Any:
     return workflow(
         name,
         steps,
-        [WORK, UNDO],
+        [WORK, UNDO, LOCAL, child_contract(LEAF)],
         input=rec(x=Int, items=lst(Int)),
         **extra,
     )
 
 
+# Definitions are drawn from a fixed pool: checking and decoding a definition
+# (on deploy and at every restart) costs more than running a short history,
+# and the pool is varied enough.
+_POOL_RNG = random.Random(20_260_101)
+POOL = [random_workflow(_POOL_RNG, f"Wf{k}") for k in range(48)]
+_CHECKED = {id(d): checked_definition(d) for d in [LEAF, *POOL]}
+_DECODED = {d.definition_hash: d for d in [LEAF, *POOL]}
+
+
+def _checked(definition: Any) -> Any:
+    cached = _CHECKED.get(id(definition))
+    return cached if cached is not None else checked_definition(definition)
+
+
+def _decoded(document: dict[str, Any]) -> ir.Definition:
+    cached = _DECODED.get(document.get("definition_hash", ""))
+    return cached if cached is not None else ir.from_json(document)
+
+
 class Simulation:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
-        # Every fourth seed commits on the engine's committer thread.
-        self.pipeline = seed % 4 == 0
-        self.store = FlakyMemoryStore()
+        # Every sixteenth seed commits on the engine's committer thread.
+        self.pipeline = seed % 16 == 0
+        self.faults = Faults()
+        _CURRENT[0] = self.faults
+        self.store = FaultyStore(self.faults)
         self.clock = SimulatedClock()
         self.ids = SequentialIds()
-        self.engine = self.open()
         self.sessions: list[str] = []
         self.held: list[dict[str, Any]] = []
-        self.accepted: list[tuple[str, str, int]] = []
         self.executions: list[str] = []
+        self.planned: dict[str, str] = {}
+        # What callers were told, to hold the store to it.
+        self.started: set[str] = set()
+        self.accepted: list[tuple[str, str, int]] = []
+        self.signals: list[tuple[str, int]] = []
+        self.dispatched: list[tuple[str, str]] = []
+        self.engine = self.open()
 
     def open(self) -> Engine:
         while True:  # a server that cannot recover exits and is restarted
             try:
-                return simulated_engine(
+                engine = simulated_engine(
                     self.store,
                     self.clock,
                     ids=self.ids,
                     session_timeout_ms=3000,
                     pipeline=self.pipeline,
+                    random=random.Random(self.rng.random()),
                 )
+            except StorageError:
+                continue
+            break
+        real_tick = engine._tick
+        faults = self.faults
+
+        def tick(tx: Any) -> None:
+            if faults.tick_raises:
+                faults.tick_raises = False
+                raise SimulatedBug("tick bug (simulated)")
+            real_tick(tx)
+
+        engine._tick = tick  # type: ignore[method-assign]
+        rng = self.rng
+
+        def local(value: dict[str, Any]) -> dict[str, Any]:
+            r = rng.random()
+            if r < 0.1:
+                raise RuntimeError("handler bug (simulated)")
+            if r < 0.15:
+                raise TaskError("LOCAL_BUSY", "try again", retryable=True)
+            return {"v": value["n"]}
+
+        while True:
+            try:
+                engine.register_handler("t.local", "1.0.0", local)
+                return engine
             except StorageError:
                 continue
 
     def crash(self) -> None:
         """Drops the engine (memory, sessions, its clock subscription) and
-        rebuilds one from the store, as a restarted process would."""
+        rebuilds one from the store, as a restarted process would; what was
+        answered must still hold."""
+        self.faults.decide_fuse = 0
+        self.faults.reads_fail = 0
+        with contextlib.suppress(OrbitError):
+            self.engine.close()  # nothing is queued: every call returned
         self.clock = SimulatedClock(self.clock.now_ms() + self.rng.choice([0, 500, 4000]))
         self.engine = self.open()
         self.sessions = []
+        self.check_answers()
 
     def call(self, fn: Any, *args: Any) -> Any:
         try:
             return fn(*args)
-        except StorageError:
-            return None
         except OrbitError as exc:
-            assert exc.code in {
-                "EXECUTION_FINISHED",
-                "UNKNOWN_SESSION",
-                "NOT_FOUND",
-                "INVALID_REQUEST",
-            }, exc
+            assert exc.code in EXPECTED, exc
             return None
 
     def session(self) -> str | None:
@@ -216,7 +368,8 @@ class Simulation:
     def complete(self, task_: dict[str, Any], output: Any) -> None:
         try:
             reply = self.engine.complete(task_["token"], output)
-        except StorageError:
+        except OrbitError as exc:
+            assert exc.code in EXPECTED, exc
             self.held.append(task_)  # workers retry results until answered
             return
         if reply["accepted"]:
@@ -225,36 +378,147 @@ class Simulation:
     def fail(self, task_: dict[str, Any], code: str, retryable: bool) -> None:
         try:
             self.engine.fail(task_["token"], code, "simulated", retryable)
-        except StorageError:
+        except OrbitError as exc:
+            assert exc.code in EXPECTED, exc
             self.held.append(task_)
+
+    def start(self, eid: str, workflow_name: str) -> None:
+        self.planned[eid] = workflow_name
+        reply = self.call(
+            self.engine.start,
+            workflow_name,
+            None,
+            {"x": self.rng.randint(0, 4), "items": list(range(self.rng.randint(0, 3)))},
+            eid,
+        )
+        if reply is not None:
+            self.started.add(eid)
+            if eid not in self.executions:
+                self.executions.append(eid)
 
     def step(self, reliable: bool = False) -> None:
         rng, engine = self.rng, self.engine
         action = rng.random()
-        if action < 0.35:
+        if action < 0.3:
             session = self.session()
             if session is not None:
                 task_ = self.call(engine.poll, session, 0)
                 if task_ is not None:
+                    self.dispatched.append((task_["execution_id"], task_["token"]))
                     self.answer(task_, reliable)
-        elif action < 0.45 and self.held:
+        elif action < 0.4 and self.held:
             task_ = self.held.pop(rng.randrange(len(self.held)))
             self.answer(task_, True)
-        elif action < 0.6:
+        elif action < 0.55:
             for session in list(self.sessions):
                 if rng.random() < 0.8:
                     self.call(engine.heartbeat, session)
-            self.call(self.clock.advance, rng.choice([50, 100, 400, 1500]))
-        elif action < 0.65 and self.executions and not reliable:
+            self.clock.advance(rng.choice([50, 100, 400, 1500]))
+        elif action < 0.6 and self.executions and not reliable:
             self.call(engine.cancel, rng.choice(self.executions), "chaos")
-        elif action < 0.75 and self.executions:
-            self.call(engine.signal, rng.choice(self.executions), "go", {})
-        elif action < 0.78 and not reliable:
-            self.store.fail_next = 1
-        elif action < 0.8 and not reliable:
+        elif action < 0.68 and self.executions:
+            eid = rng.choice(self.executions)
+            reply = self.call(engine.signal, eid, "go", {})
+            if reply is not None:
+                self.signals.append((eid, reply["seq"]))
+        elif action < 0.7:
+            self.call(engine.run_handlers)
+        elif reliable:
+            return
+        elif action < 0.73:
+            self.faults.commits_fail = rng.randint(1, 3)
+        elif action < 0.75:
+            self.faults.decide_fuse = rng.randint(1, 6)
+        elif action < 0.76:
+            self.faults.reads_fail = 1
+        elif action < 0.77:
+            self.faults.tick_raises = True
+        elif action < 0.79:
             self.crash()
-        elif action < 0.85 and self.sessions and not reliable:
+        elif action < 0.83 and self.sessions:
             self.call(engine.unregister, self.sessions.pop(rng.randrange(len(self.sessions))))
+        elif action < 0.86:
+            # A retried start: answered `created: false` only if it exists.
+            eid = rng.choice(sorted(self.planned))
+            self.start(eid, self.planned[eid])
+        if engine._pipeline.broken:
+            self.crash()  # memory could not be rebuilt: the operator restarts
+
+    def drain_round(self) -> None:
+        """Answers every task reliably, signals, and moves time to the next
+        thing due."""
+        engine = self.engine
+        while self.held:
+            self.answer(self.held.pop(), True)
+        session = self.session()
+        while session is not None:
+            task_ = self.call(engine.poll, session, 0)
+            if task_ is None:
+                break
+            self.dispatched.append((task_["execution_id"], task_["token"]))
+            self.answer(task_, True)
+        for session in self.sessions:
+            self.call(engine.heartbeat, session)
+        self.call(engine.run_handlers)
+        eid = self.rng.choice(self.executions)
+        reply = self.call(engine.signal, eid, "go", {})
+        if reply is not None:
+            self.signals.append((eid, reply["seq"]))
+        due = engine.next_due_ms()
+        now = self.clock.now_ms()
+        self.clock.advance(min(max(due - now, 1), 1000) if due is not None else 1000)
+
+    # ---- invariants
+
+    def check_memory(self) -> None:
+        """Every execution in memory is what its stored history folds to."""
+        executions = self.engine._executions
+        for eid, live in list(executions.live.items()):
+            events = self.store.clean_history(eid)
+            assert events, f"{eid} is in memory but not in the store"
+            if live.state.terminal and live.state.status == "CONTINUED_AS_NEW":
+                continue
+            assert fold(events, eid).to_json() == live.state.to_json(), eid
+        top = sum(1 for live in executions.live.values() if live.top_level)
+        assert executions.active_top == top, (executions.active_top, top)
+        for eid, live in list(executions.live.items()):
+            # A running child has a parent unit waiting for it, or is cancelled.
+            link = live.state.parent
+            if link is None or live.state.terminal or live.state.abort is not None:
+                continue
+            parent = executions.live.get(link["execution_id"])
+            unit = parent.state.units.get(link["step"]) if parent is not None else None
+            assert (
+                parent is not None
+                and not parent.state.terminal
+                and unit is not None
+                and unit.status == "DISPATCHED"
+                and unit.worker_session == f"child:{eid}"
+            ), f"child {eid} runs though its parent no longer waits for it"
+
+    def check_answers(self) -> None:
+        """Everything a caller was told is in the store."""
+        for eid in self.started:
+            assert self.store.execution_row(eid) is not None, f"{eid} was started but is lost"
+        histories: dict[str, list[ev.Event]] = {}
+
+        def history(eid: str) -> list[ev.Event]:
+            if eid not in histories:
+                histories[eid] = self.store.clean_history(eid)
+            return histories[eid]
+
+        for eid, unit, attempt in self.accepted:
+            assert any(
+                isinstance(e, ev.StepSucceeded) and e.step == unit and e.attempt == attempt
+                for e in history(eid)
+            ), (eid, unit, attempt)
+        for eid, seq in self.signals:
+            assert any(isinstance(e, ev.SignalReceived) and e.seq == seq for e in history(eid)), (
+                eid,
+                seq,
+            )
+        for eid, token in self.dispatched:
+            assert any(getattr(e, "token", None) == token for e in history(eid)), (eid, token)
 
     def check(self, execution_id: str) -> None:
         events = self.engine.events(execution_id)
@@ -266,14 +530,14 @@ class Simulation:
         folded = fold(events, execution_id).to_json()
         assert folded == self.engine.get(execution_id), execution_id
 
-    def check_final(self, execution_id: str, definitions: dict[str, Any]) -> None:
+    def check_final(self, execution_id: str) -> None:
         state = self.engine.get(execution_id)
         assert state["status"] in TERMINAL, (execution_id, state["status"])
         units = state["units"]
         if state["status"] == "COMPLETED":
             assert not any(k.startswith("compensate:") for k in units)
             return
-        defn = definitions[state["workflow"]]
+        defn = self.definitions[state["workflow"]]
         compensable = {s.name for s in defn.steps if s.compensate is not None}
         for key, unit in units.items():
             base = key.partition("[")[0]
@@ -292,54 +556,61 @@ class Simulation:
         if state.get("compensation") == "failed":
             assert any(u["status"] == "FAILED" for u in comps)
 
+    definitions: dict[str, ir.Definition]
+
 
 def run_seed(seed: int) -> int:
     sim = Simulation(seed)
     rng = sim.rng
-    definitions = {}
-    for k in range(rng.randint(1, 3)):
-        defn = random_workflow(rng, f"Wf{k}")
-        definitions[defn.name] = defn
+    sim.definitions = {}
+    for defn in [LEAF, *rng.sample(POOL, k=rng.randint(1, 2))]:
+        sim.definitions[defn.name] = defn
         while True:
             try:
                 sim.engine.deploy(defn)
                 break
             except StorageError:
                 continue
-    for i in range(rng.randint(3, 12)):
-        eid = f"x-{seed}-{i}"
-        wf = rng.choice(list(definitions))
-        reply = sim.call(
-            sim.engine.start,
-            wf,
-            None,
-            {"x": rng.randint(0, 4), "items": list(range(rng.randint(0, 3)))},
-            eid,
-        )
-        if reply is not None:
-            sim.executions.append(eid)
-    for _ in range(rng.randint(20, 120)):
+    for i in range(rng.randint(1, 4)):
+        sim.start(f"x-{seed}-{i}", rng.choice(list(sim.definitions)[1:]))
+    for _ in range(rng.randint(4, 24)):
         sim.step()
-        if sim.executions and rng.random() < 0.3:
-            sim.check(rng.choice(sim.executions))
+        if rng.random() < 0.1:
+            sim.check_memory()
+    sim.faults.clear()
+    sim.check_memory()
     # Drain: reliable workers and signals until every execution finished.
-    for _ in range(3000):
-        if all(sim.engine.get(eid)["status"] in TERMINAL for eid in sim.executions):
+    for _ in range(200):
+        if sim.store.all_finished():
             break
-        sim.step(reliable=True)
-        if rng.random() < 0.2:
-            sim.call(sim.clock.advance, 1000)
+        sim.drain_round()
+    assert sim.store.all_finished(), "an execution (or a child) is still running"
     for eid in sim.executions:
         sim.check(eid)
-        sim.check_final(eid, definitions)
-    for eid, unit, _attempt in sim.accepted:
-        state = sim.engine.get(eid)
-        assert state["units"][unit]["status"] == "SUCCEEDED", (eid, unit)
+        sim.check_final(eid)
+    sim.check_memory()
+    sim.check_answers()
+    # A restart answers exactly what the running engine answered.
+    answered = {eid: sim.engine.get(eid) for eid in sim.executions}
+    sim.crash()
+    assert {eid: sim.engine.get(eid) for eid in sim.executions} == answered
+    sim.engine.close()
     return len(sim.executions)
 
 
-@pytest.mark.timeout(300)
-def test_simulation() -> None:
+@pytest.fixture
+def chaos(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(executions_module, "decide", _chaotic_decide)
+    monkeypatch.setattr(service_module, "checked_definition", _checked)
+    monkeypatch.setattr(
+        recovery_module, "ir", types.SimpleNamespace(from_json=_decoded, IRError=ir.IRError)
+    )
+    yield
+    _CURRENT[0] = Faults()
+
+
+@pytest.mark.timeout(900)
+def test_simulation(chaos: None) -> None:
     seeds = [int(ONLY)] if ONLY else range(SEEDS)
     executions = 0
     for seed in seeds:

@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from click.testing import CliRunner
 
-from orbit_cli.main import cli
 from orbit_lang import check_paths, compile_source
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.parser import MAX_SOURCE_BYTES, SOURCE_FILES_NOTE, parse_file
@@ -114,16 +112,3 @@ def test_a_pipe_named_on_the_command_line_is_e0206_with_its_note(fifo: Path) -> 
     module, diagnostics = _within(10, lambda: parse_file(fifo))
     assert module.declarations == ()
     assert [d.message for d in diagnostics] == [found.message]
-
-
-@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
-def test_orbit_check_of_a_device_fails_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NO_COLOR", "1")
-    result = _within(10, lambda: CliRunner().invoke(cli, ["check", "/dev/zero"]))
-    assert result.exit_code == 1
-    assert result.stderr == (
-        "error[E0206]: cannot read `/dev/zero`: not a regular file (a character device)\n"
-        f" = note: {SOURCE_FILES_NOTE}\n"
-        "\n"
-        "error: compilation failed: 1 error(s), 0 warning(s)\n"
-    )

@@ -54,13 +54,20 @@ def test_refusals() -> None:
     assert _refusal(unsupported=("--grpc-addr", "--tls-cert")) == (
         "--grpc-addr, --tls-cert: not supported yet by this version of orbit server"
     )
-    assert "PostgreSQL databases are not supported yet" in _refusal(db="postgresql://h/db")
+    # PostgreSQL is accepted; running several servers on it is not, yet.
+    check(ServerConfig(db="postgresql://h/db"))
+    assert _refusal(db="postgres://h/db", cluster=True) == (
+        "--cluster: not supported yet by this version of orbit server"
+    )
 
 
 def test_derived_values() -> None:
     config = ServerConfig(session_timeout_s=2.5, token="t")
     assert (config.session_timeout_ms, config.auth, config.backend) == (2500, True, "sqlite")
     assert ServerConfig(db="postgres://h/db").backend == "postgres"
+    assert ServerConfig(db="POSTGRESQL://h/db").backend == "postgres"
+    assert ServerConfig(db="postgres://u:pw@h/db").db_display == "postgres://u:***@h/db"
+    assert ServerConfig(db="my:pw@file.db").db_display == "my:pw@file.db"
 
 
 def test_tls_refusals(tmp_path: Path) -> None:

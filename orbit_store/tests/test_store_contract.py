@@ -1,5 +1,6 @@
-"""The store contract, run against the in-memory store and SQLite: executions,
-definitions, workers and schedules (rows, compare-and-set claims and advances)."""
+"""The store contract, run against the in-memory store, SQLite and PostgreSQL:
+executions, definitions, workers and schedules (rows, compare-and-set claims
+and advances)."""
 
 from __future__ import annotations
 
@@ -22,16 +23,26 @@ from orbit_core.ports import (
     Store,
     WorkerRow,
 )
+from orbit_store.postgres import PostgresStore
 from orbit_store.sqlite import SqliteStore
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-in-memory"])
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        "sqlite-in-memory",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def store(request: Any, tmp_path: Path) -> Iterator[Store]:
     made: Store
     if request.param == "memory":
         made = MemoryStore()
     elif request.param == "sqlite":
         made = SqliteStore(tmp_path / "o.db")
+    elif request.param == "postgres":
+        made = PostgresStore(request.getfixturevalue("pg_url"))
     else:
         made = SqliteStore(":memory:")  # one connection holds the whole database
     yield made
@@ -148,6 +159,35 @@ def test_definitions_and_workers(store: Store) -> None:
     store.commit(CommitBatch(workers=[WorkerRow("w", "go", "sdk", [], 2, 3)]))
     assert store.load_definitions() == [DefinitionRow("Wf", "1.0.0", "sha256:x", ir, 5)]
     assert store.list_workers() == [WorkerRow("w", "go", "sdk", [], 2, 3)]
+
+
+def test_a_large_group_and_repeated_updates(store: Store) -> None:
+    """Enough rows for a backend's bulk paths (COPY and one UPDATE on
+    PostgreSQL); an execution changed twice in one group keeps the later."""
+    ids = [f"g-{i:02}" for i in range(20)]
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(i, row(i), [created(), ev.WorkflowStarted(2, 1000)], new=True)
+                for i in ids
+            ]
+        )
+    )
+    changes = [
+        ExecutionChange(i, row(i, last=3), [ev.StepScheduled(3, 1001, "a", 1, {}, "k", False)])
+        for i in ids
+    ]
+    changes.append(
+        ExecutionChange(
+            "g-00", row("g-00", "COMPLETED", 4), [ev.WorkflowCompleted(4, 1002, {"ok": 1})]
+        )
+    )
+    store.commit(CommitBatch(executions=changes))
+    assert store.execution_row("g-00") == row("g-00", "COMPLETED", 4)
+    assert store.execution_row("g-19") == row("g-19", last=3)
+    history = store.history("g-00")
+    assert history is not None and [x.seq for x in history] == [1, 2, 3, 4]
+    assert sorted(eid for eid, _ in store.load_active()) == ids[1:]
 
 
 def test_a_failed_batch_writes_nothing(store: Store) -> None:

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pgkit
+
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = Path(__file__).resolve().parent / "workers"
 ORBIT = str(Path(sys.executable).with_name("orbit"))
@@ -165,13 +167,15 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 class Server(Process):
-    """`orbit server` on a fixed free port and a SQLite file; ready once
+    """`orbit server` on a fixed free port and a SQLite file (a PostgreSQL
+    database with ORBIT_TEST_DB=postgres: `pgkit.db_for`); ready once
     /v1/health answers. A restart keeps the port, so workers find it again."""
 
     def __init__(self, log_dir: Path, db: Path, *args: str, name: str = "server") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        argv = [ORBIT, "server", "--db", str(db), "--addr", f"127.0.0.1:{self.port}", *args]
+        target = pgkit.db_for(db)
+        argv = [ORBIT, "server", "--db", target, "--addr", f"127.0.0.1:{self.port}", *args]
         super().__init__(name, argv, log_dir, db.parent, clean_env())
 
     def start(self, timeout: float = 60.0) -> Server:

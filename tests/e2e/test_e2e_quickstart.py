@@ -15,6 +15,7 @@ from pathlib import Path
 from subprocess import CompletedProcess
 from typing import Any
 
+import pgkit
 import pytest
 from e2e_processes import TS_SDK, Cli, Server, Stack, Worker, started_execution, stop_all
 from e2e_transcripts import mask, same
@@ -118,7 +119,8 @@ def test_generated_dependencies_are_met_by_the_repository_sdks(qs: QuickStart) -
 
 def test_server_and_workers_start_as_the_book_shows(qs: QuickStart) -> None:
     server_log = qs.server.log()
-    assert re.search(r"INFO orbit: starting ORBIT runtime db=\S+ backend=\"sqlite\"", server_log)
+    backend = "postgres" if pgkit.on_postgres() else "sqlite"
+    assert re.search(rf'INFO orbit: starting ORBIT runtime db=\S+ backend="{backend}"', server_log)
     assert re.search(
         rf"ORBIT runtime listening addr=127\.0\.0\.1:{qs.server.port} tls=false ui=true",
         server_log,

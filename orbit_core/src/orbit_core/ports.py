@@ -1,13 +1,21 @@
 """The engine's ports: what it needs from the outside world, as Protocols.
 Adapters (the in-memory store here, the SQL stores in `orbit_store`, the
 real and simulated clocks) satisfy them structurally.
+
+`Faults` is the one port the engine talks out through rather than asks: the
+failures it handles by itself (a commit the store refused, an exception in a
+background thread or while a group was prepared) are reported there, and the
+component is marked healthy again once it works. `FaultLog`, the default,
+only remembers; the server's adapter also logs and counts them.
 """
 
 from __future__ import annotations
 
 import os
+import random
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -217,6 +225,73 @@ class BuiltinTasks(Protocol):
         timeout_ms: int | None,
         done: Callable[[Any, dict[str, Any] | None], None],
     ) -> None: ...
+
+
+class RandomSource(Protocol):
+    """Uniform floats in [0, 1): the jitter of retry delays. `random.Random`
+    satisfies it; seed one for deterministic tests."""
+
+    def random(self) -> float: ...
+
+
+# What `Faults.report` is told about: where the engine caught a failure.
+FAULT_COMPONENTS = ("store", "prepare", "command", "tick", "commit", "handler", "builtin")
+
+
+class Faults(Protocol):
+    """Failures the engine handled itself, so that someone can see them.
+
+    `report` is called from whichever engine thread caught the failure (never
+    with a lock of the engine held that a caller could need) and must not
+    raise; `recovered` when the component works again (the store after a
+    commit succeeded). `counts` and `failing` are what the server's health and
+    metrics read."""
+
+    def report(self, component: str, error: BaseException) -> None: ...
+
+    def recovered(self, component: str) -> None: ...
+
+    def counts(self) -> Mapping[str, int]:
+        """Failures reported so far, by component."""
+        ...
+
+    def failing(self) -> Mapping[str, str]:
+        """The components failing now, with the message of their last failure."""
+        ...
+
+
+class FaultLog:
+    """The default `Faults`: counts failures and remembers which components
+    fail now and the last error of each; nothing is printed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._failing: dict[str, str] = {}
+        self.last: dict[str, BaseException] = {}
+
+    def report(self, component: str, error: BaseException) -> None:
+        with self._lock:
+            self._counts[component] = self._counts.get(component, 0) + 1
+            self._failing[component] = f"{type(error).__name__}: {error}"
+            self.last[component] = error
+
+    def recovered(self, component: str) -> None:
+        with self._lock:
+            self._failing.pop(component, None)
+
+    def counts(self) -> Mapping[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def failing(self) -> Mapping[str, str]:
+        with self._lock:
+            return dict(self._failing)
+
+
+def system_random() -> RandomSource:
+    """The default jitter source: the operating system's randomness."""
+    return random.SystemRandom()
 
 
 class SystemClock:

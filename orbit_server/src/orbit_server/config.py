@@ -26,6 +26,7 @@ import re
 import attrs
 
 from orbit_server import identities as _identities
+from orbit_store.urls import is_postgres, redact
 
 DEFAULT_ADDR = "127.0.0.1:7233"
 DEFAULT_DB = "orbit.db"
@@ -35,7 +36,6 @@ DEFAULT_SESSION_TIMEOUT_S = 30.0
 # than generated: 16 random characters carry 64 bits even as hex, beyond any
 # online guessing; `orbit token` prints 64.
 MIN_TOKEN_LENGTH = 16
-POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 _ADDR = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>[0-9]{1,5})$")
 
 
@@ -126,7 +126,12 @@ class ServerConfig:
 
     @property
     def backend(self) -> str:
-        return "postgres" if self.db.startswith(POSTGRES_SCHEMES) else "sqlite"
+        return "postgres" if is_postgres(self.db) else "sqlite"
+
+    @property
+    def db_display(self) -> str:
+        """`db` as logs and errors show it: a URL's password is hidden."""
+        return redact(self.db, self.db) if self.backend == "postgres" else self.db
 
 
 def _tokens(config: ServerConfig) -> list[tuple[str, str, str]]:
@@ -197,14 +202,13 @@ def check(config: ServerConfig) -> ServerConfig:
         )
     if config.cluster_mode == "shared" and not config.cluster:
         raise ConfigError("--cluster-mode shared requires --cluster")
-    if config.unsupported:
-        names = ", ".join(config.unsupported)
+    unsupported = config.unsupported
+    if config.cluster and "--cluster" not in unsupported:
+        # Running several servers (chapter 44) comes in a later release.
+        unsupported = ("--cluster", *unsupported)
+    if unsupported:
+        names = ", ".join(unsupported)
         raise ConfigError(f"{names}: not supported yet by this version of orbit server")
-    if config.backend == "postgres":
-        raise ConfigError(
-            "PostgreSQL databases are not supported yet by this version of orbit server; "
-            "pass a SQLite file path to --db"
-        )
     return config
 
 

@@ -6,6 +6,10 @@ book's examples do; `--log-format json` prints one JSON object per line with
 sets the level (`error`, `warn`, `info`, `debug` or `trace`; the first bare
 level among comma-separated directives wins, per-target directives are not
 supported).
+
+Every line passes through `orbit_store.urls.redact` on its way out: a
+PostgreSQL URL's password never reaches the log, wherever a message or a
+field carries it (with `secret_url`, neither does that URL's bare password).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any, TextIO, cast
 
 import orjson
 import structlog
+
+from orbit_store.urls import redact
 
 LEVELS = {
     "error": logging.ERROR,
@@ -54,11 +60,16 @@ def enabled(level: int) -> bool:
     return level >= _level_in_force
 
 
-def configure(log_format: str, level: int = logging.INFO) -> None:
+def configure(log_format: str, level: int = logging.INFO, secret_url: str | None = None) -> None:
     global _level_in_force
     _level_in_force = level
+    render = _render_json if log_format == "json" else _render_text
+
+    def redacted(logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
+        return redact(render(logger, method, event), secret_url)
+
     structlog.configure(
-        processors=[_render_json if log_format == "json" else _render_text],
+        processors=[redacted],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(cast(TextIO, _Stderr())),
         cache_logger_on_first_use=False,

@@ -10,10 +10,16 @@ listens: one engine per server. Long polls park on the engine's condition,
 each holding one of the worker's threads, so the pool is sized for pollers
 plus headroom.
 
-The database is checked by the arbiter before it forks (`_check_database`):
-created with a notice naming the file if missing; refused if another process
-holds its lock, or if it is corrupt or read-only. The worker's store is
-wrapped in `storage.LoggedStore`, which logs every storage error.
+`--db` is a SQLite file or a PostgreSQL URL; `open_store` opens either (the
+place where a store of another kind, such as a cluster's fenced one, would
+be chosen). The database is checked by the arbiter before it forks
+(`_check_database`): a SQLite file is created with a notice naming it if
+missing, refused if another process holds its lock, or if it is corrupt or
+read-only; a PostgreSQL URL must parse, connect, log in and have its schema
+prepared. A refusal is one log line naming the database (a URL's password
+hidden, as in every log line: `logs.configure` masks it) and exit status 1.
+The worker's store is wrapped in `storage.LoggedStore`, which logs every
+storage error and the store's notices (a reconnection to PostgreSQL).
 
 TLS (`--tls-cert`/`--tls-key`, and `--tls-client-ca` for mutual TLS) is
 gunicorn's: its `certfile`/`keyfile` settings turn it on, and its
@@ -51,8 +57,11 @@ from orbit_core.errors import OrbitError
 from orbit_server import logs, tls
 from orbit_server.app import create_app
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
+from orbit_server.faults import LoggedFaults
 from orbit_server.storage import LoggedStore
 from orbit_server.worker import OrbitWorker
+from orbit_store.postgres import PostgresStore
+from orbit_store.sql import SqlStore
 from orbit_store.sqlite import SqliteStore
 
 # Idle keep-alive connections stay open this long: workers poll and heartbeat
@@ -74,11 +83,15 @@ def serve(config: ServerConfig) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    logs.configure(config.log_format, logs.level_from_env(os.environ.get("ORBIT_LOG")))
+    logs.configure(
+        config.log_format,
+        logs.level_from_env(os.environ.get("ORBIT_LOG")),
+        secret_url=config.db if config.backend == "postgres" else None,
+    )
     log = logs.logger()
     log.info(
         "starting ORBIT runtime",
-        db=config.db,
+        db=config.db_display,
         backend=logs.Quoted(config.backend),
         http_adapter=False,
         auth=config.auth,
@@ -123,35 +136,52 @@ def _listen(addr: Address) -> socket.socket:
     return sock
 
 
+def open_store(config: ServerConfig, *, first: bool = False) -> SqlStore:
+    """The store `--db` names. `first`: the arbiter's open before the fork,
+    which checks a SQLite file (and waits for a lock held by a server still
+    exiting); the worker's second open skips that."""
+    if config.backend == "postgres":
+        return PostgresStore(config.db, ca_cert=os.environ.get("ORBIT_DB_CA_CERT") or None)
+    if first:
+        return SqliteStore(config.db, lock_wait_s=LOCK_WAIT_S)
+    return SqliteStore(config.db, verify=False)
+
+
 def _check_database(config: ServerConfig, log: Any) -> bool:
-    """Opens the database once before the worker is forked: it is created
-    (with a notice naming the file) or found, locked, checked for corruption
-    and written to; any failure stops the start with a clear error."""
+    """Opens the database once before the worker is forked. A SQLite file is
+    created (with a notice naming it) or found, locked, checked for
+    corruption and written to; a PostgreSQL URL is checked, connected to and
+    its schema prepared. Any failure stops the start with one clear line."""
     try:
-        store = SqliteStore(config.db, lock_wait_s=LOCK_WAIT_S)
+        store = open_store(config, first=True)
     except OrbitError as exc:
-        log.error("cannot open the database", db=config.db, error=exc.message)
+        log.error("cannot open the database", db=config.db_display, error=exc.message)
         return False
     try:
-        if store.replaced_missing:
-            log.warning(
-                f"created new database at {store.path}",
-                note="its lock file shows a database was used there before",
-            )
-        elif store.created:
-            log.info(f"created new database at {store.path}")
+        if isinstance(store, SqliteStore):
+            if store.replaced_missing:
+                log.warning(
+                    f"created new database at {store.path}",
+                    note="its lock file shows a database was used there before",
+                )
+            elif store.created:
+                log.info(f"created new database at {store.path}")
+        elif store.found_version == 0:
+            log.info("created the schema", db=config.db_display)
     finally:
         store.close()
     return True
 
 
 def build_engine(config: ServerConfig) -> Engine:
-    # The arbiter checked the file just before forking (`_check_database`).
+    # The arbiter checked the database just before forking (`_check_database`).
     return Engine(
-        LoggedStore(SqliteStore(config.db, verify=False), config.db),
+        LoggedStore(open_store(config), config.db_display),
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
         session_timeout_ms=config.session_timeout_ms,
+        # LoggedStore logs storage errors already; faults still counts them.
+        faults=LoggedFaults(quiet=frozenset({"store"})),
     )
 
 

@@ -6,9 +6,11 @@ so a failed store call is logged once, at `error`, with the operation and the
 database, whichever engine thread made it (a request, the committer, a timer
 or a handler), and then raised unchanged.
 
-It also serves readiness: `write_problem` is the adapter's answer (None while
-writes work) when it has one. A change between writable and not is logged
-the first time anyone notices it, by a commit or by a readiness check.
+The adapter's notices (`on_notice`: "reconnected to PostgreSQL") are logged
+at `info`. It also serves readiness: `write_problem` is the adapter's answer
+(None while writes work) when it has one. A change between writable and not
+is logged the first time anyone notices it, by a commit or by a readiness
+check.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ class LoggedStore:
         self.db = getattr(store, "path", db)
         self._problem: str | None = None
         self._log = logger()
+        if hasattr(store, "on_notice"):
+            store.on_notice = self._notice
+
+    def _notice(self, message: str) -> None:
+        self._log.info(message, db=self.db)
 
     def _run(self, op: str, fn: Callable[[], T]) -> T:
         try:

@@ -1,7 +1,8 @@
 """The schedule half of the store port on SQLAlchemy Core (`orbit_schedules`).
 
 Mixed into `SqlStore`: every method is one transaction on the store's write
-connection (reads use the read connection). The two compare-and-sets of a
+connection (reads use the read connection, tried again once on a new
+connection if that one was lost). The two compare-and-sets of a
 fire are plain `UPDATE ... WHERE` statements whose row count says whether
 they matched, so they work unchanged on every dialect; a batch of them runs
 in one transaction, one statement per schedule.
@@ -10,7 +11,6 @@ in one transaction, one statement per schedule.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -35,9 +35,9 @@ class ScheduleTables:
     """The schedule methods of the store port (see `orbit_core.ports.Store`)."""
 
     _writer: _Link
-    _read: Callable[[], AbstractContextManager[Connection]]
+    _read: Callable[[Callable[[Connection], Any]], Any]
 
-    def _write(self, fn: Callable[[Connection], T]) -> T:
+    def _transaction(self, fn: Callable[[Connection], T]) -> T:
         with self._writer.lock, self._writer.errors():
             conn = self._writer.connection()
             try:
@@ -49,12 +49,13 @@ class ScheduleTables:
             return result
 
     def load_schedules(self) -> list[ScheduleRow]:
-        with self._read() as conn:
-            return [_row(r) for r in conn.execute(select(_t).order_by(_t.c.schedule_id))]
+        query = select(_t).order_by(_t.c.schedule_id)
+        rows: list[ScheduleRow] = self._read(lambda conn: [_row(r) for r in conn.execute(query)])
+        return rows
 
     def get_schedule(self, schedule_id: str) -> ScheduleRow | None:
-        with self._read() as conn:
-            found = conn.execute(select(_t).where(_t.c.schedule_id == schedule_id)).first()
+        query = select(_t).where(_t.c.schedule_id == schedule_id)
+        found = self._read(lambda conn: conn.execute(query).first())
         return None if found is None else _row(found)
 
     def insert_schedule(self, row: ScheduleRow) -> bool:
@@ -71,7 +72,7 @@ class ScheduleTables:
             return True
 
         try:
-            return self._write(run)
+            return self._transaction(run)
         except _Exists:
             return False
 
@@ -90,11 +91,11 @@ class ScheduleTables:
                 claimed_until_ms=None,
             )
         )
-        return self._write(lambda conn: conn.execute(statement).rowcount == 1)
+        return self._transaction(lambda conn: conn.execute(statement).rowcount == 1)
 
     def delete_schedule(self, schedule_id: str) -> bool:
         statement = delete(_t).where(_t.c.schedule_id == schedule_id)
-        return self._write(lambda conn: conn.execute(statement).rowcount == 1)
+        return self._transaction(lambda conn: conn.execute(statement).rowcount == 1)
 
     def claim_schedules(
         self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
@@ -116,7 +117,7 @@ class ScheduleTables:
                     claimed.append(sid)
             return claimed
 
-        return self._write(run) if claims else []
+        return self._transaction(run) if claims else []
 
     def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
         def run(conn: Connection) -> list[str]:
@@ -151,7 +152,7 @@ class ScheduleTables:
                     applied.append(a.schedule_id)
             return applied
 
-        return self._write(run) if advances else []
+        return self._transaction(run) if advances else []
 
     def record_schedule_trigger(self, schedule_id: str, execution_id: str, now_ms: int) -> bool:
         statement = (
@@ -163,7 +164,7 @@ class ScheduleTables:
                 updated_at_ms=now_ms,
             )
         )
-        return self._write(lambda conn: conn.execute(statement).rowcount == 1)
+        return self._transaction(lambda conn: conn.execute(statement).rowcount == 1)
 
     def release_schedule_claims(self) -> None:
         statement = (
@@ -171,7 +172,7 @@ class ScheduleTables:
             .where(_t.c.claimed_by.is_not(None))
             .values(claimed_by=None, claimed_until_ms=None)
         )
-        self._write(lambda conn: conn.execute(statement))
+        self._transaction(lambda conn: conn.execute(statement))
 
 
 def _columns(row: ScheduleRow) -> dict[str, Any]:

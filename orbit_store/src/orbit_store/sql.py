@@ -17,9 +17,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import Connection, Engine, bindparam, func, insert, select, update
@@ -47,6 +47,8 @@ _ROW = (
 _UPDATE = ("status", "created_at_ms", "updated_at_ms", "last_seq", "b_id")
 # After a failed write, how often a readiness check may try a write of its own.
 PROBE_INTERVAL_S = 1.0
+
+T = TypeVar("T")
 
 
 class _Statement:
@@ -85,17 +87,46 @@ class _Statement:
         return list(cursor.fetchall())
 
 
-class _Link:
-    """One connection of the store and the lock that serialises its use."""
+class Disconnected(StorageError):
+    """The connection to the database was lost (it is reopened on next use)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+
+class _Link:
+    """One connection of the store and the lock that serialises its use.
+
+    A connection that fails with a disconnect is invalidated (closed for
+    good, not returned to the pool); the next use opens a new one and, if
+    one had been lost, reports `notice` ("reconnected to ...")."""
+
+    def __init__(self, store: SqlStore, options: dict[str, Any] | None = None) -> None:
+        self._store = store
+        self._engine = store.engine
+        self._options = options or {}
         self.lock = threading.Lock()
         self._conn: Connection | None = None
+        self._lost = False
+
+    @property
+    def fresh(self) -> bool:
+        """No connection is open: the next statement goes to a new one."""
+        return self._conn is None or self._conn.closed
 
     def connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = self._engine.connect()
+            try:
+                conn = self._engine.connect()
+                if self._options:
+                    conn = conn.execution_options(**self._options)
+            except (SQLAlchemyError, self._engine.dialect.loaded_dbapi.Error) as exc:
+                message = self._store.describe_connect_error(exc)
+                # Unreachable for reads is unreachable for writes: readiness
+                # says so even when no write has failed yet.
+                self._store.mark_unwritable(message)
+                raise StorageError(message) from exc
+            self._conn = conn
+            if self._lost:
+                self._lost = False
+                self._store.notice(self._store.reconnected_notice)
         return self._conn
 
     def raw(self) -> Any:
@@ -105,16 +136,28 @@ class _Link:
 
     @contextmanager
     def errors(self) -> Iterator[None]:
-        """Database errors become StorageError; the connection is reopened
-        on next use."""
+        """Database errors become StorageError (Disconnected when the
+        connection is gone); the connection is reopened on next use."""
         try:
             yield
         except SQLAlchemyError as exc:
-            self._drop()
-            raise StorageError(str(getattr(exc, "orig", None) or exc)) from exc
+            raise self._failed(getattr(exc, "orig", None) or exc) from exc
         except self._engine.dialect.loaded_dbapi.Error as exc:
-            self._drop()
-            raise StorageError(str(exc)) from exc
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: BaseException) -> StorageError:
+        conn = self._conn
+        raw = None if conn is None or conn.closed else conn.connection.dbapi_connection
+        lost = isinstance(
+            exc, self._engine.dialect.loaded_dbapi.Error
+        ) and self._engine.dialect.is_disconnect(exc, raw, None)
+        if lost and conn is not None:
+            with contextlib.suppress(Exception):
+                conn.invalidate()
+            self._lost = True
+        self._drop()
+        message = self._store.describe_error(exc, lost=lost)
+        return Disconnected(message) if lost else StorageError(message)
 
     def close(self) -> None:
         with self.lock:
@@ -130,21 +173,42 @@ class _Link:
 class SqlStore(ScheduleTables):
     """One SQLAlchemy engine. Commits go through one connection (the Engine's
     committer is the only writer) and reads through another, so reads made
-    while a group is prepared never wait for the disk."""
+    while a group is prepared never wait for the disk.
 
-    def __init__(self, engine: Engine, *, separate_reads: bool = True) -> None:
+    A statement that fails because its connection was lost (the database
+    restarted, a network cut) is tried once more on a new connection: a
+    read always; a write transaction when it failed before its COMMIT was
+    sent (the server rolled it back), or when it failed during the COMMIT
+    and the database, asked again, does not hold its first row. A database
+    still unreachable fails the call with a StorageError."""
+
+    # What `notice` reports when a lost connection has been replaced.
+    reconnected_notice = "reconnected to the database"
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        separate_reads: bool = True,
+        read_options: dict[str, Any] | None = None,
+    ) -> None:
         """`separate_reads=False` reads through the write connection (for a
-        database that lives in one connection, such as SQLite's `:memory:`)."""
+        database that lives in one connection, such as SQLite's `:memory:`);
+        `read_options` are SQLAlchemy execution options of the read
+        connection (PostgreSQL reads in autocommit)."""
         self.engine = engine
+        self.on_notice: Callable[[str], None] | None = None
         self._write_error: str | None = None
         self._probed_at = float("-inf")
-        self._writer = _Link(engine)
-        self._reader = _Link(engine) if separate_reads else self._writer
+        self._writer = _Link(self)
+        self._reader = _Link(self, read_options) if separate_reads else self._writer
         with self._writer.errors():
-            s.metadata.create_all(engine, checkfirst=True)
-            with engine.begin() as conn:
-                if conn.execute(select(func.count()).select_from(s.schema_version)).scalar() == 0:
-                    conn.execute(insert(s.schema_version).values(version=s.SCHEMA_VERSION))
+            conn = self._writer.connection()
+            try:
+                with conn.begin():
+                    self.found_version = s.prepare(conn)
+            finally:
+                self._writer.close()
         dialect = engine.dialect
         e, r, w, x = (
             s.execution_events,
@@ -202,6 +266,19 @@ class SqlStore(ScheduleTables):
             update(s.schema_version).values(version=s.schema_version.c.version),
             (),
         )
+        self._find_event = _Statement(
+            dialect,
+            select(e.c.seq).where(
+                e.c.execution_id == bindparam("eid"), e.c.seq == bindparam("seq")
+            ),
+            ("eid", "seq"),
+        )
+        d = s.workflow_definitions
+        self._find_definition = _Statement(
+            dialect,
+            select(d.c.name).where(d.c.name == bindparam("n"), d.c.version == bindparam("v")),
+            ("n", "v"),
+        )
         self._select_events = _Statement(
             dialect,
             select(e.c.payload).where(e.c.execution_id == bindparam("eid")).order_by(e.c.seq),
@@ -215,33 +292,56 @@ class SqlStore(ScheduleTables):
             ("eid", "run"),
         )
 
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        with self._reader.lock, self._reader.errors():
-            conn = self._reader.connection()
-            try:
-                yield conn
-            finally:
-                conn.rollback()
+    def notice(self, message: str) -> None:
+        """Reports something worth a log line (the store itself never logs)."""
+        if self.on_notice is not None:
+            self.on_notice(message)
 
-    @contextmanager
-    def _raw_read(self) -> Iterator[Any]:
-        """A DBAPI cursor on the read connection, for the frequent reads."""
-        with self._reader.lock, self._reader.errors():
-            raw = self._reader.raw()
-            cursor = raw.cursor()
-            try:
-                yield cursor
-            finally:
-                cursor.close()
-                raw.rollback()
+    def describe_error(self, exc: BaseException, *, lost: bool = False) -> str:
+        """The message of a StorageError for a database error (`lost`: one
+        that cost the connection)."""
+        return " ".join(str(exc).split())
+
+    def describe_connect_error(self, exc: BaseException) -> str:
+        """The message of a StorageError for a failed connection attempt."""
+        return f"cannot connect to the database: {self.describe_error(getattr(exc, 'orig', None) or exc)}"
+
+    def _read(self, fn: Callable[[Connection], T]) -> T:
+        """`fn` on the read connection, tried again once if that was lost."""
+
+        def attempt() -> T:
+            with self._reader.lock, self._reader.errors():
+                conn = self._reader.connection()
+                try:
+                    return fn(conn)
+                finally:
+                    if not conn.closed:
+                        conn.rollback()
+
+        return _again_if_lost(self._reader, attempt)
+
+    def _raw_read(self, fn: Callable[[Any], T]) -> T:
+        """`fn` on a DBAPI cursor of the read connection, for the frequent
+        reads; tried again once if the connection was lost."""
+
+        def attempt() -> T:
+            with self._reader.lock, self._reader.errors():
+                raw = self._reader.raw()
+                cursor = raw.cursor()
+                try:
+                    return fn(cursor)
+                finally:
+                    with contextlib.suppress(Exception):
+                        cursor.close()
+                        raw.rollback()
+
+        return _again_if_lost(self._reader, attempt)
 
     # ---- the port
 
     def load_definitions(self) -> list[DefinitionRow]:
         t = s.workflow_definitions
-        with self._read() as conn:
-            rows = conn.execute(select(t).order_by(t.c.created_at_ms)).all()
+        rows = self._read(lambda conn: conn.execute(select(t).order_by(t.c.created_at_ms)).all())
         return [
             DefinitionRow(r.name, r.version, r.definition_hash, orjson.loads(r.ir), r.created_at_ms)
             for r in rows
@@ -249,7 +349,8 @@ class SqlStore(ScheduleTables):
 
     def load_active(self) -> list[tuple[str, list[ev.Event]]]:
         x, e = s.workflow_executions, s.execution_events
-        with self._read() as conn:
+
+        def read(conn: Connection) -> dict[str, list[ev.Event]]:
             ids = [
                 r.execution_id
                 for r in conn.execute(
@@ -267,7 +368,9 @@ class SqlStore(ScheduleTables):
                     chunk = ids[start : start + 500]
                     for row in conn.execute(query, {"ids": chunk}):
                         out[row.execution_id].append(ev.loads(row.payload))
-        return list(out.items())
+            return out
+
+        return list(self._read(read).items())
 
     def commit(self, batch: CommitBatch) -> None:
         """One DBAPI transaction on the write connection."""
@@ -282,21 +385,15 @@ class SqlStore(ScheduleTables):
         """A write transaction that changes nothing: raises a StorageError
         if the database cannot be written."""
         try:
-            with self._writer.lock, self._writer.errors():
-                raw = self._writer.raw()
-                cursor = raw.cursor()
-                try:
-                    cursor.execute(self._touch.sql)
-                    raw.commit()
-                except BaseException:
-                    raw.rollback()
-                    raise
-                finally:
-                    cursor.close()
+            self._write(lambda cursor: cursor.execute(self._touch.sql), None)
         except StorageError as exc:
             self._write_error = exc.message
             raise
         self._write_error = None
+
+    def mark_unwritable(self, message: str) -> None:
+        """Records that writes cannot succeed now (until one does)."""
+        self._write_error = message
 
     def write_problem(self) -> str | None:
         """Why the store cannot write now, or None."""
@@ -340,69 +437,128 @@ class SqlStore(ScheduleTables):
                 updates.append(
                     (row.status, row.created_at_ms, row.updated_at_ms, row.last_seq, eid)
                 )
+        definitions = [
+            (d.name, d.version, d.definition_hash, orjson.dumps(d.ir).decode(), d.created_at_ms)
+            for d in batch.definitions
+        ]
+
+        def statements(cursor: Any) -> None:
+            self._insert_definition.run(cursor, definitions)
+            for before, eid, run, archived in moves:
+                self.insert_events(cursor, before)
+                self.insert_events(cursor, archived)
+                self._archive_run.run(cursor, [(run, eid)])
+                self._delete_run.run(cursor, [(eid,)])
+            self.insert_rows(cursor, new_rows)
+            self.insert_events(cursor, events)
+            self.update_rows(cursor, updates)
+            for w in batch.workers:
+                self._delete_worker.run(cursor, [(w.worker_id,)])
+                self._insert_worker.run(
+                    cursor,
+                    [
+                        (
+                            w.worker_id,
+                            w.runtime,
+                            w.sdk,
+                            orjson.dumps(w.contracts).decode(),
+                            w.registered_at_ms,
+                            w.last_seen_ms,
+                        )
+                    ],
+                )
+
+        # A row the transaction writes and nothing later moves: whether it
+        # is there tells whether a COMMIT cut off by a disconnect happened.
+        # A batch with neither events nor definitions is idempotent.
+        marker: tuple[_Statement, tuple[Any, ...]] | None = None
+        if events:
+            marker = (self._find_event, (events[-1][0], events[-1][1]))
+        elif definitions:
+            marker = (self._find_definition, definitions[0][:2])
+        self._write(statements, marker)
+
+    def _write(
+        self,
+        statements: Callable[[Any], None],
+        marker: tuple[_Statement, tuple[Any, ...]] | None,
+    ) -> None:
+        """`statements` and a COMMIT as one transaction on the write
+        connection; see the class docstring for when it is tried again."""
+        committing = False
+
+        def attempt() -> None:
+            nonlocal committing
+            committing = False
+            with self._writer.lock, self._writer.errors():
+                raw = self._writer.raw()
+                cursor = raw.cursor()
+                try:
+                    statements(cursor)
+                    committing = True
+                    raw.commit()
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        raw.rollback()
+                    raise
+                finally:
+                    with contextlib.suppress(Exception):
+                        cursor.close()
+
+        was_fresh = self._writer.fresh
+        try:
+            attempt()
+            return
+        except Disconnected:
+            if not committing and was_fresh:
+                raise
+            if committing and marker is not None and self._found(*marker):
+                return  # the COMMIT went through before the connection broke
+        attempt()
+
+    # The bulk writes of a group, inside its open transaction; a dialect
+    # with faster bulk paths overrides them.
+
+    def insert_events(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+        """Appends history rows (`_EVENT` order)."""
+        self._insert_event.run(cursor, rows)
+
+    def insert_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+        """Adds projection rows of new executions (`_ROW` order)."""
+        self._insert_row.run(cursor, rows)
+
+    def update_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+        """Updates projection rows (`_UPDATE` order: the id last); when an
+        execution appears twice, the later row wins."""
+        self._update_row.run(cursor, rows)
+
+    def _found(self, statement: _Statement, key: tuple[Any, ...]) -> bool:
+        """Whether the row `statement` selects by `key` exists (asked on a
+        new write connection)."""
         with self._writer.lock, self._writer.errors():
             raw = self._writer.raw()
             cursor = raw.cursor()
             try:
-                self._insert_definition.run(
-                    cursor,
-                    [
-                        (
-                            d.name,
-                            d.version,
-                            d.definition_hash,
-                            orjson.dumps(d.ir).decode(),
-                            d.created_at_ms,
-                        )
-                        for d in batch.definitions
-                    ],
-                )
-                for before, eid, run, archived in moves:
-                    self._insert_event.run(cursor, before)
-                    self._insert_event.run(cursor, archived)
-                    self._archive_run.run(cursor, [(run, eid)])
-                    self._delete_run.run(cursor, [(eid,)])
-                self._insert_row.run(cursor, new_rows)
-                self._insert_event.run(cursor, events)
-                self._update_row.run(cursor, updates)
-                for w in batch.workers:
-                    self._delete_worker.run(cursor, [(w.worker_id,)])
-                    self._insert_worker.run(
-                        cursor,
-                        [
-                            (
-                                w.worker_id,
-                                w.runtime,
-                                w.sdk,
-                                orjson.dumps(w.contracts).decode(),
-                                w.registered_at_ms,
-                                w.last_seen_ms,
-                            )
-                        ],
-                    )
-                raw.commit()
-            except BaseException:
-                raw.rollback()
-                raise
+                return bool(statement.query(cursor, key))
             finally:
-                cursor.close()
+                with contextlib.suppress(Exception):
+                    cursor.close()
+                    raw.rollback()
 
     def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
-        with self._raw_read() as cursor:
+        def read(cursor: Any) -> list[Any] | None:
             current = self._row(cursor, execution_id)
             if current is None:
                 return None
             if run is None or run == current.run:
-                rows = self._select_events.query(cursor, (execution_id,))
-            else:
-                rows = self._select_run.query(cursor, (execution_id, run))
-                if not rows:
-                    return None
-        return [ev.loads(row[0]) for row in rows]
+                return self._select_events.query(cursor, (execution_id,))
+            return self._select_run.query(cursor, (execution_id, run)) or None
+
+        rows = self._raw_read(read)
+        return None if rows is None else [ev.loads(row[0]) for row in rows]
 
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
-        with self._raw_read() as cursor:
-            return self._row(cursor, execution_id)
+        return self._raw_read(lambda cursor: self._row(cursor, execution_id))
 
     def _row(self, cursor: Any, execution_id: str) -> ExecutionRow | None:
         rows = self._select_row.query(cursor, (execution_id,))
@@ -423,13 +579,11 @@ class SqlStore(ScheduleTables):
         if workflow is not None:
             query = query.where(x.c.workflow == workflow)
         query = query.order_by(x.c.created_at_ms.desc(), x.c.execution_id.desc()).limit(limit)
-        with self._read() as conn:
-            return [_execution_row(row, 1) for row in conn.execute(query)]
+        return self._read(lambda conn: [_execution_row(row, 1) for row in conn.execute(query)])
 
     def list_workers(self) -> list[WorkerRow]:
         t = s.worker_registry
-        with self._read() as conn:
-            rows = conn.execute(select(t).order_by(t.c.worker_id)).all()
+        rows = self._read(lambda conn: conn.execute(select(t).order_by(t.c.worker_id)).all())
         return [
             WorkerRow(
                 r.worker_id,
@@ -447,6 +601,18 @@ class SqlStore(ScheduleTables):
         if self._reader is not self._writer:
             self._reader.close()
         self.engine.dispose()
+
+
+def _again_if_lost(link: _Link, attempt: Callable[[], T]) -> T:
+    """Runs `attempt`, and once more if a connection that was open before
+    it turned out to be lost (a new one is opened for the second try)."""
+    was_fresh = link.fresh
+    try:
+        return attempt()
+    except Disconnected:
+        if was_fresh:
+            raise
+    return attempt()
 
 
 def _event_row(execution_id: str, event: ev.Event) -> tuple[Any, ...]:

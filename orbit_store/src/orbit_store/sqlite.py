@@ -106,8 +106,9 @@ class SqliteStore(SqlStore):
 
     def _quick_check(self) -> None:
         try:
-            with self._read() as conn:
-                found = [row[0] for row in conn.exec_driver_sql("PRAGMA quick_check(5)")]
+            found = self._read(
+                lambda conn: [row[0] for row in conn.exec_driver_sql("PRAGMA quick_check(5)")]
+            )
         except StorageError as exc:  # a page too damaged to even check
             found = [exc.message]
         if found != ["ok"]:

@@ -52,8 +52,9 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     show_envvar=True,
     default="orbit.db",
     show_default=True,
-    metavar="PATH",
-    help="SQLite database file (created if missing).",
+    metavar="PATH|URL",
+    help="SQLite database file (created if missing), or a postgres:// URL "
+    "(ORBIT_DB_CA_CERT: extra CA certificates for its TLS).",
 )
 @click.option(
     "--addr",

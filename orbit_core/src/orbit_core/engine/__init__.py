@@ -20,7 +20,11 @@ Modules, one job each:
   long polls and dispatch; `results`: complete and fail, reconciled.
 - `reads`: histories, queries and waits; `catalog`: deployed definitions;
   `handlers`: in-process handlers; `recovery`: rebuilding memory on start;
-  `tuning`: `tune_process`.
+  `backoff`: retry delays of background threads; `tuning`: `tune_process`.
+
+Failures the engine handles without a caller to tell (a refused commit, an
+exception in a background thread, a group that had to be undone) are
+reported through the `Faults` port of `orbit_core.ports`.
 """
 
 from orbit_core.engine.control import DEFAULT_CANCEL_REASON

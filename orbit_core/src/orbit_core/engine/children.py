@@ -1,5 +1,12 @@
 """Child workflows: starting a child for a parent's unit, delivering its
-outcome to the parent, and cancelling children their parent stopped waiting for."""
+outcome to the parent, and cancelling children their parent stopped waiting for.
+
+A parent stops waiting for a child when the unit's attempt ends without the
+child (its timeout), when the parent aborts (unless the unit belongs to an
+outcome handler, which runs after the abort), and when the parent's run ends
+however it ends. `check` runs after every decision of a parent, terminal or
+not, so no path leaves a child running; `reconcile` does the same at recovery
+for children that an older process left behind."""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ from orbit_core import values as _values
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import ChildLink, Live
 from orbit_core.plan import child_id
-from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold
+from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold, is_handler_key
 
 if TYPE_CHECKING:
     from orbit_core.engine.executions import Executions
@@ -36,6 +43,13 @@ class Children:
     def tick(self, tx: Tx) -> None:
         """Starts the children queued since the last tick, if still wanted."""
         starts, self._starts = self._starts, []
+        try:
+            self._start_queued(tx, starts)
+        except BaseException:
+            self._starts = starts + self._starts  # the group is undone: start them again
+            raise
+
+    def _start_queued(self, tx: Tx, starts: list[tuple[str, str, int]]) -> None:
         for eid, key, offer in starts:
             parent = self._x.live.get(eid)
             unit = parent.state.units.get(key) if parent is not None else None
@@ -178,22 +192,43 @@ class Children:
         self._x.decide(tx, parent)
 
     def check(self, tx: Tx, parent: Live) -> None:
-        """Cancels children their parent no longer waits for."""
+        """Cancels the children their parent no longer waits for."""
         state = parent.state
         cids = self._by_parent.get(state.id)
-        if cids is None:
+        if not cids:
             return
         for cid in list(cids):
             link = self._links.get(cid)
             child = self._x.live.get(cid)
-            if link is None or child is None or child.state.abort is not None:
+            if link is None or child is None:
                 continue
             unit = state.units.get(link.unit_key)
-            waiting = unit is not None and unit.status == DISPATCHED and unit.token == link.token
-            if waiting and state.abort is None:
+            if unit is None or unit.status != DISPATCHED or unit.token != link.token:
+                reason = "parent step timed out"
+            elif state.terminal:
+                reason = "parent workflow finished"
+            elif state.abort is not None and not is_handler_key(link.unit_key):
+                # Outcome handlers' units start after the abort: it does not end them.
+                reason = "parent workflow aborted"
+            else:
                 continue
-            reason = (
-                "parent workflow aborted" if state.abort is not None else "parent step timed out"
+            self._cancel(tx, child, reason)
+
+    def reconcile(self, tx: Tx) -> None:
+        """Cancels running children that no parent unit waits for (recovery)."""
+        for live in list(self._x.live.values()):
+            parent = live.state.parent
+            if parent is None or live.state.id in self._links:
+                continue
+            owner = self._x.live.get(parent["execution_id"])
+            running = owner is not None and not owner.state.terminal
+            self._cancel(
+                tx, live, "parent step timed out" if running else "parent workflow finished"
             )
-            self._x.append(tx, child, ev.CancelRequested(child.state.last_seq + 1, tx.now, reason))
-            self._x.decide(tx, child)
+
+    def _cancel(self, tx: Tx, child: Live, reason: str) -> None:
+        state = child.state
+        if state.terminal or state.abort is not None:
+            return
+        self._x.append(tx, child, ev.CancelRequested(state.last_seq + 1, tx.now, reason))
+        self._x.decide(tx, child)

@@ -56,6 +56,7 @@ class Command:
         "event",
         "fn",
         "leads",
+        "origin",
         "parked",
         "read",
         "result",
@@ -63,9 +64,13 @@ class Command:
         "want",
     )
 
-    def __init__(self, fn: Callable[[Tx], Any], read: bool = False) -> None:
+    def __init__(
+        self, fn: Callable[[Tx], Any], read: bool = False, origin: str = "command"
+    ) -> None:
         self.fn = fn
         self.read = read
+        # Who asked (the `Faults` component named when its run raises).
+        self.origin = origin
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
@@ -85,11 +90,20 @@ class Command:
         self.connected: Callable[[], bool] | None = None
 
     def run(self, tx: Tx) -> None:
-        """Runs the request against its group's transaction."""
+        """Runs the request against its group's transaction. An `OrbitError`
+        is its caller's answer; any other exception fails the group."""
         try:
             self.result = self.fn(tx)
         except OrbitError as exc:
             self.error = exc
+
+    def reset(self) -> None:
+        """Forgets a run whose group was undone, to run it again."""
+        self.result = None
+        self.error = None
+        self.parked = None
+        self.session = None
+        self.want = None
 
 
 class Tx:
@@ -97,6 +111,7 @@ class Tx:
 
     __slots__ = (
         "after_commit",
+        "appended",
         "changes",
         "claimed",
         "definitions",
@@ -110,6 +125,9 @@ class Tx:
     def __init__(self, now: int) -> None:
         self.now = now
         self.changes: dict[str, ExecutionChange] = {}
+        # Events appended so far: tells whether a command that raised had
+        # already changed something.
+        self.appended = 0
         self.definitions: list[DefinitionRow] = []
         self.workers: list[WorkerRow] = []
         self.terminal: list[Live] = []

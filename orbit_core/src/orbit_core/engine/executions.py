@@ -67,6 +67,12 @@ class Executions:
         self.index = TaskIndex()
         self.children = Children(self)
         self._builtin_serial = 0
+        # Scheduled child and built-in units of adopted executions, routed on
+        # the next tick: (execution id, unit key, offer seq).
+        self._unrouted: list[tuple[str, str, int]] = []
+        # Executions whose decision raised on a tick: (not before, failures).
+        # They are retried later and later, so one cannot stall every timer.
+        self._held: dict[str, tuple[int, int]] = {}
 
     # ---- memory
 
@@ -132,8 +138,13 @@ class Executions:
                 self.tokens[token] = (state.id, unit.key, attempt)
             if unit.status == SCHEDULED:
                 spec = plan.spec(unit.key)
-                if spec is not None and not spec.is_child and not spec.is_builtin:
+                if spec is None:
+                    continue
+                if not spec.is_child and not spec.is_builtin:
                     self._queue(live, unit.key)
+                else:
+                    self._unrouted.append((state.id, unit.key, unit.offer_seq))
+                    heapq.heappush(self.due, (0, state.id))
             elif unit.status == DISPATCHED and (unit.worker_session or "").startswith("child:"):
                 self.children.restore(state, unit.key, unit.worker_session or "", unit.token)
         self.push_due(live)
@@ -170,40 +181,89 @@ class Executions:
                 self.tokens.pop(token, None)
                 tokens.append(token)
         self.children.forget(eid)
+        self._held.pop(eid, None)
         return tokens
 
-    def rollback(self, tx: Tx) -> None:
-        """Rebuilds the executions a failed group touched from the store."""
+    def rollback(self, tx: Tx) -> list[str]:
+        """Rebuilds the executions a failed group touched from the store;
+        returns the tokens that no longer exist."""
+        dropped: list[str] = []
         for eid, change in tx.changes.items():
             live = self.live.pop(eid, None)
-            if live is not None and live.top_level and not live.state.terminal:
+            if live is not None and live.top_level:
                 self.active_top -= 1
-            for token in [t for t, ref in self.tokens.items() if ref[0] == eid]:
+            gone = [t for t, ref in self.tokens.items() if ref[0] == eid]
+            for token in gone:
                 del self.tokens[token]
-            if change.new:
-                continue
-            events = self.store.history(eid)
+            events = None if change.new else self.store.history(eid)
             if events:
                 self.adopt(fold(events, eid))
+            dropped.extend(t for t in gone if t not in self.tokens)
+        return dropped
+
+    def route_unrouted(self, tx: Tx) -> None:
+        """Routes the scheduled child and built-in units of adopted
+        executions (at recovery, or after their group was undone)."""
+        unrouted, self._unrouted = self._unrouted, []
+        try:
+            self._route_each(tx, unrouted)
+        except BaseException:
+            self._unrouted = unrouted + self._unrouted  # the group is undone
+            raise
+
+    def _route_each(self, tx: Tx, unrouted: list[tuple[str, str, int]]) -> None:
+        for eid, key, offer in unrouted:
+            live = self.live.get(eid)
+            unit = live.state.units.get(key) if live is not None else None
+            if (
+                live is not None
+                and unit is not None
+                and unit.status == SCHEDULED
+                and unit.offer_seq == offer
+                and not live.state.terminal
+            ):
+                self.route(tx, live, key)
 
     # ---- time
 
     def tick(self, tx: Tx) -> None:
         """Decides every execution whose timer, retry or timeout fell due."""
         now = tx.now
+        if self._unrouted:
+            self.route_unrouted(tx)
         due: dict[str, None] = {}
         while self.due and self.due[0][0] <= now:
             _, eid = heapq.heappop(self.due)
             due[eid] = None
-        # Entries pushed while these are decided wait for the next tick.
-        for eid in due:
-            live = self.live.get(eid)
-            if live is None:
-                continue
-            if live.due_at is not None and live.due_at <= now:
-                live.due_at = None
-            if not live.state.terminal:
-                self.decide(tx, live)
+        held = self._held
+        current = None
+        try:
+            # Entries pushed while these are decided wait for the next tick.
+            for eid in due:
+                live = self.live.get(eid)
+                if live is None:
+                    continue
+                hold = held.get(eid) if held else None
+                if hold is not None and hold[0] > now:
+                    heapq.heappush(self.due, (hold[0], eid))
+                    continue
+                if live.due_at is not None and live.due_at <= now:
+                    live.due_at = None
+                if not live.state.terminal:
+                    current = eid
+                    self.decide(tx, live)
+                    current = None
+                if hold is not None:
+                    del held[eid]
+        except BaseException:
+            # The group is undone: what fell due is due again, except the
+            # execution whose decision raised, which waits longer each time.
+            if current is not None:
+                failures = held[current][1] + 1 if current in held else 1
+                held[current] = (now + min(60_000, 100 * 2 ** min(failures, 10)), failures)
+            for eid in due:
+                heapq.heappush(self.due, (held[eid][0] if eid in held else now, eid))
+            raise
 
     def next_due_ms(self) -> int | None:
         due = [t for t, eid in list(self.due) if eid in self.live]
@@ -223,6 +283,7 @@ class Executions:
 
     def append(self, tx: Tx, live: Live, event: ev.Event) -> None:
         apply(live.state, event)
+        tx.appended += 1
         change = tx.changes.get(live.state.id)
         if change is None:
             change = tx.changes[live.state.id] = ExecutionChange(live.state.id, NO_ROW)
@@ -248,15 +309,15 @@ class Executions:
                 # Only waiting states were entered (queued tasks, timers):
                 # nothing else can change before new input or time arrives.
                 break
+        # Before a new run replaces the state: the old run's children go too.
+        self.children.check(tx, live)
         if state.terminal:
             if state.status == CONTINUED_AS_NEW:
                 self._continue_as_new(tx, live)
             else:
                 self._finalize(tx, live)
-        else:
-            if plan.timed:
-                self.push_due(live)
-            self.children.check(tx, live)
+        elif plan.timed:
+            self.push_due(live)
 
     def route(self, tx: Tx, live: Live, key: str) -> None:
         """Sends a scheduled unit where it runs."""

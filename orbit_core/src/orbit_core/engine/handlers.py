@@ -7,6 +7,12 @@ attempts per group commit instead of waking a thread per attempt. A batch is
 sized so that running it takes about `BATCH_BUDGET_S`: fast handlers get large
 batches, slow ones one task at a time, and the results of a batch that turns
 out slow are reported as they pass the budget, not held back to its end.
+
+A handler thread never dies of a failure: results whose commit failed are
+kept and reported again after a backoff (exponential, with jitter), and after
+an unexpected exception (reported through the `Faults` port) the tasks it had
+claimed but not reported are handed back for redelivery, since a local
+session never times out.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 from orbit_core import events as ev
 from orbit_core import limits
 from orbit_core.dispatch import Session
+from orbit_core.engine.backoff import Backoff
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.ports import Faults, RandomSource
 
 if TYPE_CHECKING:
     from orbit_core.engine.service import Engine
@@ -58,6 +66,8 @@ class Handlers:
         threads: int,
         spawn: Callable[[Callable[[], None], str], None],
         stop: threading.Event,
+        faults: Faults,
+        random: RandomSource,
     ) -> None:
         self._engine = engine
         self._exchange = exchange
@@ -65,10 +75,14 @@ class Handlers:
         self.threads = threads
         self._spawn = spawn
         self._stop = stop
+        self._faults = faults
+        self._random = random
         self._started = False
         self._handlers: dict[tuple[str, str], tuple[Callable[..., Any], bool]] = {}
         # One local worker session per runtime.
         self._local: dict[str, Session] = {}
+        # Tokens `run_all` could not report, to hand back for redelivery.
+        self._lost: list[str] = []
 
     def register(self, task_name: str, version: str, fn: Callable[..., Any], runtime: str) -> None:
         takes_task = len(inspect.signature(fn).parameters) >= 2
@@ -90,19 +104,29 @@ class Handlers:
 
     def run_all(self) -> int:
         """Runs queued tasks on the calling thread, one at a time, until none
-        is left."""
+        is left (or the engine refuses). A result that cannot be recorded
+        hands its attempt back for redelivery, as a crashed worker would."""
         ran = 0
-        progress = True
-        while progress:
-            progress = False
-            for session in list(self._local.values()):
-                task = self._engine.poll(session.session_id, 0)
-                if task is not None:
-                    report = self._run(task)
-                    if report is not None:
-                        self._exchange(session.session_id, [report], 0, 0)
+        try:
+            self._hand_back(self._lost)
+            progress = True
+            while progress:
+                progress = False
+                for session in list(self._local.values()):
+                    task = self._engine.poll(session.session_id, 0)
+                    if task is None:
+                        continue
                     ran += 1
                     progress = True
+                    report = self._run(task)
+                    if report is None:
+                        continue
+                    try:
+                        self._exchange(session.session_id, [report], 0, 0)
+                    except OrbitError:
+                        self._lost.append(report[0])
+        except OrbitError:
+            pass  # reported where it failed; the next run goes on
         return ran
 
     def _loop(self) -> None:
@@ -110,6 +134,10 @@ class Handlers:
         # Results not reported yet, by session: kept when the group that
         # carried them failed to commit, since local sessions never time out.
         unreported: dict[str, list[Report]] = {}
+        # Tokens claimed and never run or reported, to hand back.
+        lost: list[str] = []
+        backoff = Backoff(self._random)
+        failed = False
         while not self._stop.is_set():
             sessions = list(self._local.values())
             wait = 1000 if len(sessions) == 1 else 100
@@ -118,21 +146,45 @@ class Handlers:
                 # there are any; with several, report and move on.
                 sid = session.session_id
                 want = limit
+                claimed: list[str] = []
                 try:
+                    if lost:
+                        self._hand_back(lost)
                     while True:
                         reports = unreported.setdefault(sid, [])
                         tasks = self._exchange(sid, reports, want, 0 if reports else wait)
                         reports.clear()
+                        backoff.reset()
+                        if failed:
+                            failed = False
+                            self._faults.recovered("handler")
                         if not tasks:
                             break
+                        claimed = [task["token"] for task in tasks]
                         per_task = self._run_batch(sid, tasks, reports)
+                        claimed = []
                         limit = _batch_size(per_task)
                         want = limit if len(sessions) == 1 else 0
                 except StorageError:
-                    continue  # the group was rolled back: report again
+                    # The group was rolled back: report again, later.
+                    self._stop.wait(backoff.next_s())
                 except OrbitError:
-                    unreported.pop(sid, None)
-                    continue
+                    # Refused for good (reported where it failed): the
+                    # attempts go back to the queue rather than stay held.
+                    lost.extend(report[0] for report in unreported.pop(sid, ()))
+                    self._stop.wait(backoff.next_s())
+                except Exception as exc:
+                    self._faults.report("handler", exc)
+                    failed = True
+                    done = {report[0] for report in unreported.get(sid, ())}
+                    lost.extend(token for token in claimed if token not in done)
+                    self._stop.wait(backoff.next_s())
+
+    def _hand_back(self, lost: list[str]) -> None:
+        """Has the attempts of tokens claimed but never run redelivered."""
+        while lost:
+            self._engine.undelivered(lost[-1])
+            lost.pop()
 
     def _run_batch(self, sid: str, tasks: list[dict[str, Any]], reports: list[Report]) -> float:
         """Runs claimed tasks into `reports`; returns the seconds per task.

@@ -9,6 +9,22 @@ the callers answered, so no caller learns of an event that is not durable. If
 a commit fails, the engine rolls back what the failed groups (and every group
 prepared on top of them) changed, and their callers get STORAGE_ERROR.
 
+Memory never runs ahead of the store, whatever fails:
+
+- A group that fails while it is prepared (any exception, from a command or
+  from the group's own work) is undone: the executions it touched are rebuilt
+  from the store (after the groups queued before it are settled, with a
+  committer thread), and the polls it claimed are answered with no task. When
+  one command's own run raised, only that caller gets the error (`INTERNAL`,
+  or the `OrbitError` it raised); the others run again as the next group.
+- If the rebuild itself fails, memory can no longer be trusted: the engine
+  stops taking commands (STORAGE_ERROR) until it is restarted.
+- An exception while a committed group is published is reported and its
+  callers are still answered; the committer thread never dies.
+
+Failures are reported through the `Faults` port; storage errors keep the
+store's exception as their cause.
+
 Parked commands (long polls and waits that found nothing) are answered later
 by the group that completes them, after that group's own commit.
 """
@@ -21,8 +37,13 @@ from collections.abc import Callable
 from typing import Any
 
 from orbit_core.engine.commands import PENDING, Command, Signal, Tx
-from orbit_core.errors import StorageError
-from orbit_core.ports import CommitBatch, ExecutionChange, Store
+from orbit_core.errors import OrbitError, StorageError
+from orbit_core.ports import CommitBatch, ExecutionChange, Faults, Store
+
+_BROKEN = (
+    "the engine stopped: a failed group could not be undone because the store "
+    "could not be read; restart it"
+)
 
 
 class Group:
@@ -30,13 +51,16 @@ class Group:
     `parked` are its long polls and waits that found nothing yet: another
     group will complete them, after that group's own commit."""
 
-    __slots__ = ("batch", "commit", "parked", "tx")
+    __slots__ = ("barrier", "batch", "commit", "parked", "tx")
 
     def __init__(self, tx: Tx, commit: CommitBatch, batch: list[Command]) -> None:
         self.tx = tx
         self.commit = commit
         self.batch = batch
         self.parked = [cmd for cmd in batch if cmd.result is PENDING]
+        # Set once every group queued before this one is settled (an empty
+        # group queued only to wait for that).
+        self.barrier: Signal | None = None
 
 
 _STOP_GROUP = Group(Tx(0), CommitBatch(), [])
@@ -44,6 +68,27 @@ _STOP_GROUP = Group(Tx(0), CommitBatch(), [])
 
 class _TwoRuns(Exception):
     """Two runs of one execution ended within one commit window."""
+
+
+class PrepareFailed(Exception):
+    """Raised by `prepare` when a group could not be prepared. `tx` holds what
+    was applied before the failure; `culprit` is the command whose own run
+    raised (None when the failure is not one command's); `error` is what its
+    caller (or, without a culprit, every caller) gets; the original exception
+    is the `__cause__`."""
+
+    def __init__(self, tx: Tx, culprit: Command | None, error: OrbitError) -> None:
+        super().__init__(error.message)
+        self.tx = tx
+        self.culprit = culprit
+        self.error = error
+
+
+def internal_error(exc: BaseException) -> OrbitError:
+    """What a caller gets for an unexpected exception inside the engine."""
+    error = OrbitError(f"internal error: {type(exc).__name__}", "INTERNAL")
+    error.__cause__ = exc
+    return error
 
 
 class GroupCommit:
@@ -58,15 +103,21 @@ class GroupCommit:
         publish: Callable[[Tx], None],
         rollback: Callable[[Tx], None],
         threaded: bool,
+        faults: Faults,
     ) -> None:
-        """`prepare` applies a batch of commands to memory and decides,
-        `publish` makes a committed group's deferred changes, and `rollback`
-        undoes a group whose commit failed (the engine side of a commit)."""
+        """`prepare` applies a batch of commands to memory and decides (and
+        raises `PrepareFailed` when it cannot), `publish` makes a committed
+        group's deferred changes, and `rollback` rebuilds from the store what
+        a group changed in memory (the engine side of a commit)."""
         self._store = store
         self._counters = counters
         self._prepare = prepare
         self._publish = publish
         self._rollback = rollback
+        self._faults = faults
+        self._store_failing = False
+        # Set when memory could not be rebuilt after a failure.
+        self.broken = False
         # Guards the pending list and the parking states of commands.
         self.lock = threading.Lock()
         # Held while memory is changed: by the group leader while it prepares
@@ -97,12 +148,12 @@ class GroupCommit:
 
     # ---- running commands
 
-    def submit(self, fn: Callable[[Tx], Any], read: bool = False) -> Any:
-        return self.run(Command(fn, read=read))
+    def submit(self, fn: Callable[[Tx], Any], read: bool = False, origin: str = "command") -> Any:
+        return self.run(Command(fn, read=read, origin=origin))
 
     def run(self, cmd: Command) -> Any:
         if self.closed:
-            raise StorageError("the engine is closed")
+            raise StorageError(_BROKEN if self.broken else "the engine is closed")
         with self.lock:
             self._pending.append(cmd)
             leads = not self._leading
@@ -130,17 +181,14 @@ class GroupCommit:
         return cmd.result
 
     def _lead(self) -> None:
-        """Prepares and commits (or queues) one group: every pending command."""
+        """Prepares and commits (or queues) one group: every pending command
+        (again without the culprit when one command's run failed it)."""
         with self.lock:
             batch = self._pending
             self._pending = []
         try:
-            with self._state_lock:
-                group = self._prepare(batch)
-            if self._committer is None:
-                self._settle_groups([group])
-            else:
-                self._commits.put(group)
+            while batch:
+                batch = self._lead_group(batch)
         except BaseException as exc:  # never leave callers hanging
             for cmd in batch:
                 if not cmd.done:
@@ -149,6 +197,91 @@ class GroupCommit:
             raise
         finally:
             self._pass_lead()
+
+    def _lead_group(self, batch: list[Command]) -> list[Command]:
+        """Runs one group; returns the commands to run again as the next one."""
+        if self.broken:
+            for cmd in batch:
+                self._fail(cmd, StorageError(_BROKEN))
+            return []
+        try:
+            with self._state_lock:
+                group = self._prepare(batch)
+                if self._committer is not None:
+                    # Queued before memory is let go of, so that a failed
+                    # commit undoing the groups queued before it finds it.
+                    self._commits.put(group)
+        except PrepareFailed as failed:
+            return self._undo(failed, batch)
+        except Exception as exc:  # a `prepare` that reports no transaction
+            self._faults.report("prepare", exc)
+            self._faults.recovered("prepare")
+            error = internal_error(exc)
+            for cmd in batch:
+                self._fail(cmd, error)
+            return []
+        if self._committer is None:
+            self._settle_groups([group])
+        return []
+
+    def _undo(self, failed: PrepareFailed, batch: list[Command]) -> list[Command]:
+        """Undoes a group that failed while prepared and answers its culprit
+        (or, without one, every caller); returns the commands to run again."""
+        cause = failed.error.__cause__ or failed.error
+        component = failed.culprit.origin if failed.culprit is not None else "prepare"
+        self._faults.report(component, cause)
+        self._faults.recovered(component)
+        if self._committer is not None:
+            # The group was prepared on top of groups not committed yet: the
+            # store shows the state to go back to once they are settled.
+            self._drain()
+        try:
+            with self._state_lock:
+                self._rollback(failed.tx)
+        except Exception as exc:
+            self._break(exc)
+            for cmd in [*batch, *failed.tx.claimed]:
+                self._fail(cmd, StorageError(_BROKEN))
+            return []
+        for cmd in failed.tx.claimed:
+            # Long polls of earlier groups: they end with no task, as at
+            # their timeout, and poll again.
+            cmd.result = None if cmd.want is None else []
+            self.finish(cmd)
+        if failed.culprit is None:
+            for cmd in batch:
+                self._fail(cmd, failed.error)
+            return []
+        self._fail(failed.culprit, failed.error)
+        again = [cmd for cmd in batch if cmd is not failed.culprit]
+        for cmd in again:
+            cmd.reset()
+        return again
+
+    def _fail(self, cmd: Command, error: BaseException) -> None:
+        if cmd.done:
+            return
+        with self.lock:
+            cmd.parked = None if cmd.parked is None else "expired"
+        cmd.error, cmd.result = error, None
+        self.finish(cmd)
+
+    def _break(self, exc: BaseException) -> None:
+        """Memory could not be rebuilt from the store: stop taking commands."""
+        self._faults.report("store", exc)
+        self.broken = True
+        self.closed = True
+
+    def _drain(self) -> None:
+        """Waits until every group queued so far is settled."""
+        signal = Signal()
+        barrier = Group(Tx(0), CommitBatch(), [])
+        barrier.barrier = signal
+        self._commits.put(barrier)
+        committer = self._committer
+        while not signal.wait(0.1):
+            if committer is None or not committer.is_alive():
+                return  # stopped (the engine closed): nothing is settled any more
 
     def _pass_lead(self) -> None:
         """Hands the next group to the oldest waiting caller, so a leader
@@ -182,13 +315,25 @@ class GroupCommit:
             try:
                 self._store.commit(commit)
             except Exception as exc:
-                self._fail_groups(groups, StorageError(str(exc)))
+                self._faults.report("store", exc)
+                self._store_failing = True
+                error = StorageError(str(exc))
+                error.__cause__ = exc
+                self._fail_groups(groups, error)
                 return False
+            if self._store_failing:
+                self._store_failing = False
+                self._faults.recovered("store")
             self._counters["commits"] += 1
         for group in groups:
             if group.tx.after_commit or group.tx.terminal:
-                with self._state_lock:
-                    self._publish(group.tx)
+                try:
+                    with self._state_lock:
+                        self._publish(group.tx)
+                except Exception as exc:
+                    # The group is durable: its callers get their answers.
+                    self._faults.report("commit", exc)
+                    self._faults.recovered("commit")
             for cmd in group.batch:
                 if group.parked and cmd in group.parked:
                     self._answer(cmd)
@@ -196,27 +341,38 @@ class GroupCommit:
                     self.finish(cmd)
             for cmd in group.tx.claimed:
                 self.finish(cmd)
+            if group.barrier is not None:
+                group.barrier.set()
         return True
 
-    def _fail_groups(self, groups: list[Group], error: StorageError) -> None:
+    def _fail_groups(self, groups: list[Group], error: OrbitError) -> None:
         """Undoes failed groups in memory and answers their callers with the
         storage error."""
+        stop = False
         with self._state_lock:
             if self._committer is not None:
                 # Later groups were prepared on top of the failed one.
                 while True:
                     try:
-                        groups.append(self._commits.get_nowait())
+                        later = self._commits.get_nowait()
                     except queue.Empty:
                         break
-            for group in groups:
-                self._rollback(group.tx)
+                    if later is _STOP_GROUP:
+                        stop = True
+                    else:
+                        groups.append(later)
+            try:
+                for group in groups:
+                    self._rollback(group.tx)
+            except Exception as exc:
+                self._break(exc)
+        if stop:
+            self._commits.put(_STOP_GROUP)
         for group in groups:
             for cmd in [*group.batch, *group.tx.claimed]:
-                with self.lock:
-                    cmd.parked = None if cmd.parked is None else "expired"
-                cmd.error, cmd.result = error, None
-                self.finish(cmd)
+                self._fail(cmd, error)
+            if group.barrier is not None:
+                group.barrier.set()
 
     def _commit_loop(self) -> None:
         while True:
@@ -229,7 +385,13 @@ class GroupCommit:
             stop = _STOP_GROUP in groups
             groups = [g for g in groups if g is not _STOP_GROUP]
             if groups:
-                self._settle_groups(groups)
+                try:
+                    self._settle_groups(groups)
+                except BaseException as exc:  # the thread outlives any failure
+                    self._faults.report("commit", exc)
+                    self._faults.recovered("commit")
+                    # Whether or not the commit happened, the store is right.
+                    self._fail_groups(groups, internal_error(exc))
             if stop:
                 return
 

@@ -9,7 +9,7 @@ from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.workers import Workers
 from orbit_core.plan import Plan
-from orbit_core.state import DISPATCHED, SCHEDULED, fold
+from orbit_core.state import DISPATCHED, fold
 
 BUILTIN_RESTART_REASON = "runtime restarted while the built-in task was running"
 
@@ -50,11 +50,9 @@ def resume(tx: Tx, executions: Executions, workers: Workers) -> None:
         for unit in list(state.units.values()):
             if unit.status == DISPATCHED and (unit.worker_session or "").startswith("builtin:"):
                 workers.make_uncertain(tx, unit.token or "", BUILTIN_RESTART_REASON)
-            elif unit.status == SCHEDULED:
-                spec = live.plan.spec(unit.key)
-                if spec is not None and (spec.is_child or spec.is_builtin):
-                    executions.route(tx, live, unit.key)
+    executions.route_unrouted(tx)
     executions.children.resume(tx)
+    executions.children.reconcile(tx)
     for live in list(executions.live.values()):
         if not live.state.terminal:
             executions.decide(tx, live)

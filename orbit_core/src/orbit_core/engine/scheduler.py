@@ -47,7 +47,7 @@ from orbit_core.engine.commands import Tx
 from orbit_core.engine.control import Control
 from orbit_core.engine.executions import Executions
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError
-from orbit_core.ports import Clock, ScheduleAdvance, ScheduleRow, Store
+from orbit_core.ports import Clock, Faults, ScheduleAdvance, ScheduleRow, Store
 from orbit_core.schedules import policy
 from orbit_core.schedules.document import (
     document,
@@ -111,8 +111,10 @@ class Scheduler:
         executions: Executions,
         submit: Submit,
         threaded: bool,
+        faults: Faults,
     ) -> None:
         self._store = store
+        self._faults = faults
         self._clock = clock
         self._catalog = catalog
         self._control = control
@@ -313,9 +315,11 @@ class Scheduler:
                     continue
                 try:
                     self.run_due()
-                except Exception:  # a storage error: the thread must live on
+                except Exception as exc:  # e.g. a storage error: the thread must live on
+                    self._faults.report("schedule", exc)
                     self._wake.wait(_BACKOFF_S)
                     continue
+                self._faults.recovered("schedule")
                 due = self._peek()
                 wait = MAX_SLEEP_S
                 if due is not None:

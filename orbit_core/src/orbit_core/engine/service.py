@@ -12,27 +12,32 @@ from orbit_core import events as ev
 from orbit_core import ir, limits
 from orbit_core.decide import Limits
 from orbit_core.engine import recovery
+from orbit_core.engine.backoff import Backoff
 from orbit_core.engine.catalog import Catalog, checked_definition
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.control import DEFAULT_CANCEL_REASON, Control
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handlers, Report
-from orbit_core.engine.pipeline import Group, GroupCommit
+from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, Reads
 from orbit_core.engine.results import Results
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.workers import Workers
-from orbit_core.errors import InvalidError, OrbitError
+from orbit_core.errors import InvalidError, OrbitError, StorageError
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import (
     BuiltinTasks,
     Clock,
     CommitBatch,
+    FaultLog,
+    Faults,
     IdSource,
+    RandomSource,
     Store,
     SystemClock,
     UuidIds,
+    system_random,
 )
 from orbit_core.state import ExecutionState
 
@@ -56,10 +61,16 @@ class Engine:
         handler_threads: int = 4,
         auto_tick: bool = True,
         pipeline: bool | None = None,
+        faults: Faults | None = None,
+        random: RandomSource | None = None,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.ids: IdSource = ids if ids is not None else UuidIds()
+        # Where failures the engine handles itself are reported (FaultLog
+        # only remembers them), and the jitter of its retry delays.
+        self.faults: Faults = faults if faults is not None else FaultLog()
+        self.random: RandomSource = random if random is not None else system_random()
         self.limits = limits or Limits()
         self.max_active_executions = max_active_executions
         self.session_timeout_ms = session_timeout_ms
@@ -78,6 +89,7 @@ class Engine:
             # less CPU than a committer thread, whose overlap with the next
             # group's preparation is eaten by GIL hand-offs (docs/embedding.md).
             threaded=bool(pipeline),
+            faults=self.faults,
         )
         self._catalog = Catalog()
         self._executions = Executions(
@@ -101,6 +113,8 @@ class Engine:
             threads=handler_threads,
             spawn=self._spawn,
             stop=self._stop,
+            faults=self.faults,
+            random=self.random,
         )
 
         self.recovered_executions, self.recovered_in_flight = recovery.load(
@@ -123,6 +137,7 @@ class Engine:
             executions=self._executions,
             submit=self._pipeline.submit,
             threaded=auto_tick,
+            faults=self.faults,
         )
 
     # ---- definitions
@@ -375,7 +390,7 @@ class Engine:
 
     def tick(self) -> None:
         """The periodic work of chapter 39 (every 100 ms, or on `advance`)."""
-        self._pipeline.submit(self._tick)
+        self._pipeline.submit(self._tick, origin="tick")
 
     def next_due_ms(self) -> int | None:
         """When the next timer, retry or timeout falls due (for time skipping)."""
@@ -425,22 +440,47 @@ class Engine:
     def _prepare(self, batch: list[Command]) -> Group:
         """Applies a group's commands to memory and decides; nothing is
         answered yet. Reads see the group's own writes, and are answered only
-        once those are durable."""
+        once those are durable. An unexpected exception raises
+        `PrepareFailed`, naming the command whose run raised it: the pipeline
+        undoes the group and runs the other commands again."""
         tx = Tx(self.clock.now_ms())
-        for cmd in batch:
-            if not cmd.read:
-                cmd.run(tx)
-        if tx.new_tasks and self._polling.waiting:
-            self._polling.match(tx)
-        for cmd in batch:
-            if cmd.read:
-                cmd.run(tx)
-        for change in tx.changes.values():
-            row = self._executions.row(change.execution_id)
-            if row is not None:
-                change.row = row
+        current: Command | None = None
+        try:
+            for cmd in batch:
+                if not cmd.read:
+                    current = cmd
+                    appended = tx.appended
+                    cmd.run(tx)
+                    if cmd.error is not None and tx.appended != appended:
+                        # It refused after it had changed executions (a store
+                        # read that failed midway): undo it like a failure.
+                        assert isinstance(cmd.error, OrbitError)
+                        raise PrepareFailed(tx, cmd, cmd.error)
+            current = None
+            if tx.new_tasks and self._polling.waiting:
+                self._polling.match(tx)
+            for cmd in batch:
+                if cmd.read:
+                    self._read(cmd, tx)
+            for change in tx.changes.values():
+                row = self._executions.row(change.execution_id)
+                if row is not None:
+                    change.row = row
+        except PrepareFailed:
+            raise
+        except Exception as exc:
+            raise PrepareFailed(tx, current, internal_error(exc)) from exc
         commit = CommitBatch(tx.definitions, list(tx.changes.values()), tx.workers)
         return Group(tx, commit, batch)
+
+    def _read(self, cmd: Command, tx: Tx) -> None:
+        """Runs a read; reads change nothing, so one that raises fails alone."""
+        try:
+            cmd.run(tx)
+        except Exception as exc:
+            self.faults.report(cmd.origin, exc)
+            self.faults.recovered(cmd.origin)
+            cmd.error = internal_error(exc)
 
     def _publish(self, tx: Tx) -> None:
         """After a commit: the deferred session and timer changes, and
@@ -452,9 +492,10 @@ class Engine:
             self._reads.finished(live)
 
     def _rollback(self, tx: Tx) -> None:
+        """Makes memory what the store holds for everything `tx` changed."""
         for plan in tx.new_plans:
             self._catalog.remove(plan)
-        self._executions.rollback(tx)
+        self._workers.drop(self._executions.rollback(tx))
 
     # ---- threads and time
 
@@ -465,17 +506,47 @@ class Engine:
         self._executions.tick(tx)
 
     def _ticker(self) -> None:
-        while not self._stop.wait(TICK_MS / 1000.0):
+        """Ticks every TICK_MS; after a failure it waits longer each time
+        (a failing store, or an execution whose decision raises) and goes on."""
+        backoff = Backoff(self.random, first_s=TICK_MS / 1000.0)
+        delay = TICK_MS / 1000.0
+        failed = False
+        while not self._stop.wait(delay):
             try:
                 self.tick()
             except OrbitError:
+                # Reported where it was caught (the store, the group).
+                delay = max(TICK_MS / 1000.0, backoff.next_s())
                 continue
+            except Exception as exc:
+                self.faults.report("tick", exc)
+                failed = True
+                delay = max(TICK_MS / 1000.0, backoff.next_s())
+                continue
+            if failed:
+                failed = False
+                self.faults.recovered("tick")
+            backoff.reset()
+            delay = TICK_MS / 1000.0
 
     def _on_clock_advance(self) -> None:
-        if not self._pipeline.closed:
+        """The ticker of a simulated clock: a failed tick is reported where
+        it failed (or here) and does not stop the clock."""
+        if self._pipeline.closed:
+            return
+        try:
             self.tick()
-            if self._handlers.threads == 0:
+        except OrbitError:
+            pass
+        except Exception as exc:
+            self.faults.report("tick", exc)
+            self.faults.recovered("tick")
+        if self._handlers.threads == 0:
+            try:
                 self.run_handlers()
+            except Exception as exc:
+                self.faults.report("handler", exc)
+                self.faults.recovered("handler")
 
     def _exchange(
         self, session_id: str, reports: list[Report], limit: int, wait_ms: int
@@ -495,7 +566,7 @@ class Engine:
                     continue  # as `complete` and `fail` answer: nothing to retry
             return self._polling.claim(tx, session_id, cmd, limit, wait_ms > 0)
 
-        cmd = Command(run)
+        cmd = Command(run, origin="handler")
         result: list[dict[str, Any]] = self._pipeline.run(cmd)
         if cmd.parked is None:
             return result
@@ -505,16 +576,31 @@ class Engine:
         return []
 
     def _report_builtin(self, token: str, output: Any, error: dict[str, Any] | None) -> None:
-        if error is None:
-            self.complete(token, output)
-        else:
-            self.fail(
-                token,
-                error["code"],
-                error.get("message", ""),
-                error.get("retryable", True),
-                error.get("details"),
-            )
+        """Records a built-in task's result, retrying while the store fails
+        (the attempt has no worker to report it again)."""
+        backoff = Backoff(self.random)
+        while True:
+            try:
+                if error is None:
+                    self.complete(token, output)
+                else:
+                    self.fail(
+                        token,
+                        error["code"],
+                        error.get("message", ""),
+                        error.get("retryable", True),
+                        error.get("details"),
+                    )
+                return
+            except StorageError:
+                if self._stop.wait(backoff.next_s()):
+                    return
+            except OrbitError:
+                return  # refused (reported where it failed): nothing to retry
+            except Exception as exc:
+                self.faults.report("builtin", exc)
+                self.faults.recovered("builtin")
+                return
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

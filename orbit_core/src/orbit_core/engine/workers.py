@@ -74,7 +74,10 @@ class Workers:
             tx.now,
             tx.now,
         )
-        self.sessions[session.session_id] = session
+        # Known once registered for good: a group undone leaves no session.
+        tx.after_commit.append(
+            functools.partial(self.sessions.__setitem__, session.session_id, session)
+        )
         tx.workers.append(
             WorkerRow(
                 worker_id,
@@ -183,6 +186,14 @@ class Workers:
             self._holders.pop(token, None)
 
         tx.after_commit.append(settle)
+
+    def drop(self, tokens: list[str]) -> None:
+        """Forgets attempts that no longer exist (their group was undone):
+        the sessions that took them stop holding them."""
+        for token in tokens:
+            holder = self.sessions.get(self._holders.pop(token, ""))
+            if holder is not None:
+                holder.held.discard(token)
 
     def forget(self, tokens: list[str]) -> None:
         for token in tokens:

@@ -1,4 +1,10 @@
-"""GET /v1/health, /v1/ready and /v1/metrics."""
+"""GET /v1/health, /v1/ready and /v1/metrics.
+
+While a part of the engine fails (the store refuses commits, the ticker keeps
+raising) `/v1/health` still answers 200 but says `"status": "degraded"` and
+adds `degraded`, each failing component with its last error, in the way the
+book adds fields for other modes. `/v1/metrics` counts every failure the
+engine handled in `orbit_engine_faults_total{component=...}`."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import falcon
 
 from orbit_core.engine import Engine
 from orbit_core.ir import IR_VERSIONS
+from orbit_core.ports import FAULT_COMPONENTS
 from orbit_server import __version__
 from orbit_server.auth import API_VERSION
 from orbit_server.resources._json import send
@@ -21,21 +28,22 @@ class Health:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         stats = self._engine.health()
-        send(
-            resp,
-            {
-                "status": "ok",
-                "api_version": API_VERSION,
-                "runtime_version": __version__,
-                "ir_versions": list(IR_VERSIONS),
-                "active_executions": stats["active_executions"],
-                "worker_sessions": stats["worker_sessions"],
-                "role": "single",
-                "node_id": None,
-                "term": None,
-                "leader": None,
-            },
-        )
+        failing = dict(self._engine.faults.failing())
+        body = {
+            "status": "degraded" if failing else "ok",
+            "api_version": API_VERSION,
+            "runtime_version": __version__,
+            "ir_versions": list(IR_VERSIONS),
+            "active_executions": stats["active_executions"],
+            "worker_sessions": stats["worker_sessions"],
+            "role": "single",
+            "node_id": None,
+            "term": None,
+            "leader": None,
+        }
+        if failing:
+            body["degraded"] = failing
+        send(resp, body)
 
 
 class Ready:
@@ -93,6 +101,14 @@ class Metrics:
             "Schedule occurrences that started nothing",
             ('{reason="overlap"}', stats.get("schedules_skipped_overlap", 0)),
             ('{reason="missed"}', stats.get("schedules_skipped_missed", 0)),
+        )
+        faults = self._engine.faults.counts()
+        components = [*FAULT_COMPONENTS, *sorted(set(faults) - set(FAULT_COMPONENTS))]
+        metric(
+            "orbit_engine_faults_total",
+            "counter",
+            "Failures the engine handled itself, by component",
+            *((f'{{component="{c}"}}', faults.get(c, 0)) for c in components),
         )
         metric(
             "orbit_active_executions",

@@ -1,0 +1,109 @@
+"""Faults the engine handles itself are visible: logged at `error` with the
+traceback, counted in `/v1/metrics`, and `/v1/health` says `degraded` while
+the store fails."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import falcon.testing
+import pytest
+
+from orbit_core.engine import Engine
+from orbit_core.errors import StorageError
+from orbit_core.memory_store import MemoryStore
+from orbit_core.ports import CommitBatch
+from orbit_server import logs
+from orbit_server.app import create_app
+from orbit_server.config import ServerConfig
+from orbit_server.faults import LoggedFaults
+
+
+class SwitchableStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def commit(self, batch: CommitBatch) -> None:
+        if self.failing:
+            raise OSError("disk I/O error (test)")
+        super().commit(batch)
+
+
+@pytest.fixture
+def store() -> SwitchableStore:
+    return SwitchableStore()
+
+
+@pytest.fixture
+def engine(store: SwitchableStore) -> Iterator[Engine]:
+    engine = Engine(store, auto_tick=False, handler_threads=0, faults=LoggedFaults())
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def client(engine: Engine) -> falcon.testing.TestClient:
+    return falcon.testing.TestClient(create_app(engine, ServerConfig()))
+
+
+def register(engine: Engine) -> None:
+    engine.register_worker("w", "python", [("t", "1.0.0")])
+
+
+def test_health_is_degraded_while_the_store_fails(
+    store: SwitchableStore,
+    engine: Engine,
+    client: falcon.testing.TestClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs.configure("text")
+    assert client.simulate_get("/v1/health").json["status"] == "ok"
+    assert "degraded" not in client.simulate_get("/v1/health").json
+    store.failing = True
+    with pytest.raises(StorageError):
+        register(engine)
+    reply = client.simulate_get("/v1/health")
+    assert reply.status_code == 200
+    assert reply.json["status"] == "degraded"
+    assert reply.json["degraded"] == {"store": "OSError: disk I/O error (test)"}
+    err = capsys.readouterr().err
+    assert " ERROR orbit: storage failed component=store" in err
+    assert "Traceback (most recent call last)" in err
+    assert "OSError: disk I/O error (test)" in err
+    metrics = client.simulate_get("/v1/metrics").text
+    assert 'orbit_engine_faults_total{component="store"} 1' in metrics
+    assert 'orbit_engine_faults_total{component="tick"} 0' in metrics
+    store.failing = False
+    register(engine)
+    reply = client.simulate_get("/v1/health")
+    assert reply.json["status"] == "ok"
+    assert "degraded" not in reply.json
+    assert "WARN orbit: storage works again" in capsys.readouterr().err
+
+
+def test_json_logs_carry_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure("json")
+    faults = LoggedFaults()
+    try:
+        raise RuntimeError("tick bug")
+    except RuntimeError as exc:
+        faults.report("tick", exc)
+    import json
+
+    record = json.loads(capsys.readouterr().err)
+    assert record["level"] == "ERROR"
+    assert record["fields"]["message"] == "tick failed"
+    assert record["fields"]["component"] == "tick"
+    assert record["fields"]["error"] == "RuntimeError: tick bug"
+    assert "Traceback" in record["fields"]["exception"]
+    assert faults.counts() == {"tick": 1}
+
+
+def test_quiet_components_are_counted_not_logged(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure("text")
+    faults = LoggedFaults(quiet=frozenset({"store"}))
+    faults.report("store", OSError("disk full"))
+    assert capsys.readouterr().err == ""
+    assert faults.counts() == {"store": 1}
+    assert faults.failing() == {"store": "OSError: disk full"}

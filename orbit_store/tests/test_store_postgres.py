@@ -1,0 +1,376 @@
+"""The PostgreSQL store against real servers: URLs and credentials, TLS as
+`sslmode` says, a database that goes away and comes back, schema versions
+(on SQLite too), and the engine on PostgreSQL."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "orbit_core" / "tests"))
+
+import pgkit
+from engine_kit import Bool, Int, inp, obj, rec, step, task, workflow
+
+from orbit_core import events as ev
+from orbit_core.engine import Engine
+from orbit_core.errors import StorageError
+from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow, Store
+from orbit_store import schema
+from orbit_store.postgres import PostgresStore
+from orbit_store.sql import Disconnected, SqlStore
+from orbit_store.sqlite import SqliteStore
+
+pytestmark = pytest.mark.postgres
+
+
+def row(eid: str, last: int = 2) -> ExecutionRow:
+    return ExecutionRow(eid, "Wf", "1.0.0", "sha256:x", "RUNNING", 1000, 1000, last)
+
+
+def start(store: Store, eid: str) -> None:
+    created = ev.WorkflowCreated(1, 1000, "Wf", "1.0.0", "sha256:x", {}, None, None, None)
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(eid, row(eid), [created, ev.WorkflowStarted(2, 1000)], new=True)
+            ]
+        )
+    )
+
+
+def step_on(store: Store, eid: str, seq: int) -> None:
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    eid, row(eid, seq), [ev.StepScheduled(seq, 1000, "a", 1, {}, "k", False)]
+                )
+            ]
+        )
+    )
+
+
+# ---- URLs, credentials, bad input
+
+
+def test_percent_encoded_passwords_and_both_schemes(pg_server: pgkit.Cluster) -> None:
+    name = pg_server.create_database()
+    for scheme in ("postgres", "postgresql"):
+        url = pg_server.url(name).replace("postgres://", f"{scheme}://", 1)
+        assert pgkit.PASSWORD not in url  # the fixture's password needs encoding
+        store = PostgresStore(url)
+        start(store, f"e-{scheme}")
+        store.close()
+
+
+def test_libpq_parameters_in_the_query(pg_server: pgkit.Cluster) -> None:
+    url = pg_server.url(pg_server.create_database(), application_name="orbit-test-app")
+    store = PostgresStore(url)
+    found = store._read(
+        lambda conn: conn.exec_driver_sql("SELECT current_setting('application_name')").scalar()
+    )
+    assert found == "orbit-test-app"
+    store.close()
+
+
+def _refusal(url: str, **kwargs: Any) -> str:
+    with pytest.raises(StorageError) as info:
+        PostgresStore(url, **kwargs)
+    message = info.value.message
+    assert "\n" not in message
+    assert pgkit.PASSWORD not in message and "secret" not in message
+    return message
+
+
+def test_bad_urls_credentials_and_servers_are_one_clear_line(pg_server: pgkit.Cluster) -> None:
+    name = pg_server.create_database()
+    port = pg_server.port
+    wrong = pgkit.url("127.0.0.1", port, name, password="secret")
+    assert _refusal(wrong) == (
+        f"cannot connect to PostgreSQL at postgres://orbit:***@127.0.0.1:{port}/{name}: "
+        'connection failed: connection to server at "127.0.0.1", '
+        f'port {port} failed: FATAL: password authentication failed for user "orbit"'
+    )
+    refused = _refusal(f"postgres://orbit:secret@127.0.0.1:{pgkit.free_port()}/db")
+    assert refused.startswith("cannot connect to PostgreSQL at postgres://orbit:***@127.0.0.1:")
+    assert "Connection refused" in refused
+    assert _refusal("postgres://orbit:secret@127.0.0.1/db?nonsense=1") == (
+        "invalid PostgreSQL URL postgres://orbit:***@127.0.0.1/db?nonsense=1: "
+        'invalid URI query parameter: "nonsense"'
+    )
+    assert "invalid integer value" in _refusal("postgres://orbit:secret@127.0.0.1:port/db")
+    assert _refusal("postgres://orbit:secret@h/db?sslmode=verify-ca").startswith(
+        "invalid PostgreSQL URL postgres://orbit:***@h/db?sslmode=verify-ca: "
+        "sslmode=verify-ca is not supported; use disable, prefer or require"
+    )
+    missing = _refusal(pg_server.url(name), ca_cert="/nonexistent/ca.pem")
+    assert missing.startswith("cannot use ORBIT_DB_CA_CERT=/nonexistent/ca.pem for postgres://")
+
+
+# ---- TLS
+
+
+@pytest.fixture(scope="module")
+def tls_server() -> Iterator[pgkit.Cluster]:
+    yield from pgkit.own_cluster(ssl=True)
+
+
+def _uses_tls(store: PostgresStore) -> bool:
+    return bool(
+        store._read(
+            lambda conn: conn.exec_driver_sql(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+            ).scalar()
+        )
+    )
+
+
+def test_tls_is_used_only_with_a_verified_certificate(tls_server: pgkit.Cluster) -> None:
+    name = tls_server.create_database()
+    ca = str(tls_server.ca_path)
+    for mode in ("prefer", "require"):
+        # libpq's prefer would take the self-signed certificate; ORBIT never does.
+        message = _refusal(tls_server.url(name, sslmode=mode))
+        assert "certificate verify failed" in message, message
+        store = PostgresStore(tls_server.url(name, sslmode=mode), ca_cert=ca)
+        assert _uses_tls(store)
+        store.close()
+    store = PostgresStore(tls_server.url(name), ca_cert=ca)  # prefer is the default
+    assert _uses_tls(store)
+    store.close()
+    store = PostgresStore(tls_server.url(name, sslmode="disable"))
+    assert not _uses_tls(store)
+    store.close()
+    # The host name is checked too: connect to 127.0.0.1 under a name the
+    # certificate does not carry.
+    misnamed = tls_server.url(name, sslmode="require", hostaddr="127.0.0.1")
+    misnamed = misnamed.replace("@127.0.0.1:", "@db.invalid:")
+    assert 'does not match host name "db.invalid"' in _refusal(misnamed, ca_cert=ca)
+
+
+def test_without_tls_on_the_server_prefer_goes_plain_and_require_refuses(
+    pg_server: pgkit.Cluster,
+) -> None:
+    name = pg_server.create_database()
+    store = PostgresStore(pg_server.url(name, sslmode="prefer"))
+    assert not _uses_tls(store)
+    store.close()
+    assert "server does not support SSL" in _refusal(pg_server.url(name, sslmode="require"))
+
+
+def test_a_ca_file_without_certificates_is_refused(
+    pg_server: pgkit.Cluster, tmp_path: Path
+) -> None:
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate\n")
+    assert "holds no PEM certificate" in _refusal(
+        pg_server.url(pg_server.create_database()), ca_cert=str(bad)
+    )
+
+
+# ---- a database that goes away and comes back
+
+
+@pytest.fixture
+def own_server() -> Iterator[pgkit.Cluster]:
+    yield from pgkit.own_cluster()
+
+
+def test_a_stopped_database_fails_calls_and_a_restarted_one_is_reconnected(
+    own_server: pgkit.Cluster,
+) -> None:
+    store = PostgresStore(own_server.url(own_server.create_database()))
+    notices: list[str] = []
+    store.on_notice = notices.append
+    start(store, "d-1")
+    assert store.history("d-1") is not None
+    own_server.stop()
+    with pytest.raises(StorageError) as info:
+        step_on(store, "d-1", 3)
+    assert info.value.message.startswith("cannot connect to PostgreSQL at postgres://orbit:***@")
+    with pytest.raises(StorageError):
+        store.history("d-1")
+    assert store.write_problem() is not None
+    own_server.start()
+    # The first statement after the restart already succeeds: the dead
+    # connection is replaced before it.
+    step_on(store, "d-1", 3)
+    history = store.history("d-1")
+    assert history is not None and [e.seq for e in history] == [1, 2, 3]
+    assert notices and set(notices) == {"reconnected to PostgreSQL"}
+    assert store.write_problem() is None
+    store.close()
+
+
+def test_a_connection_killed_between_commits_is_replaced_without_an_error(
+    pg_server: pgkit.Cluster,
+) -> None:
+    name = pg_server.create_database()
+    store = PostgresStore(pg_server.url(name))
+    start(store, "k-1")
+    assert store.execution_row("k-1") is not None
+    pg_server.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+    )
+    step_on(store, "k-1", 3)  # the write connection was dead: retried on a new one
+    assert store.execution_row("k-1") == row("k-1", 3)  # and the read connection too
+    store.close()
+
+
+class _CutAtCommit:
+    """A DBAPI connection whose COMMIT is followed (or preceded) by the loss
+    of the connection, as when the server dies at that moment."""
+
+    def __init__(self, raw: Any, lands: bool) -> None:
+        self._raw = raw
+        self._lands = lands
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def commit(self) -> None:
+        if self._lands:
+            self._raw.commit()
+        self._raw.close()  # without a COMMIT, the server rolls back
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+
+@pytest.mark.parametrize("lands", [True, False])
+def test_a_commit_cut_off_by_a_disconnect_is_checked_not_guessed(
+    pg_server: pgkit.Cluster, lands: bool, monkeypatch: Any
+) -> None:
+    store = PostgresStore(pg_server.url(pg_server.create_database()))
+    start(store, "c-1")
+    link = store._writer
+    real = type(link).raw
+    calls = iter([True])
+    monkeypatch.setattr(
+        link, "raw", lambda: _CutAtCommit(real(link), lands) if next(calls, False) else real(link)
+    )
+    step_on(store, "c-1", 3)  # either way it ends up committed exactly once
+    history = store.history("c-1")
+    assert history is not None and [e.seq for e in history] == [1, 2, 3]
+    store.close()
+
+
+def test_a_disconnect_on_a_new_connection_is_not_retried(monkeypatch: Any) -> None:
+    class Fresh:
+        fresh = True
+
+    attempts: list[int] = []
+
+    def attempt() -> None:
+        attempts.append(1)
+        raise Disconnected("gone")
+
+    from orbit_store.sql import _again_if_lost
+
+    with pytest.raises(Disconnected):
+        _again_if_lost(Fresh(), attempt)  # type: ignore[arg-type]
+    assert attempts == [1]
+
+
+# ---- schema versions, on both dialects
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def opener(request: Any, tmp_path: Path) -> Any:
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path / "v.db")
+    url = request.getfixturevalue("pg_url")
+    return lambda: PostgresStore(url)
+
+
+def test_a_database_of_a_newer_schema_is_refused(opener: Any) -> None:
+    store: SqlStore = opener()
+    assert store.found_version == 0
+    with store.engine.begin() as conn:
+        conn.execute(schema.schema_version.update().values(version=schema.SCHEMA_VERSION + 1))
+    store.close()
+    with pytest.raises(StorageError, match="schema version 2, newer than this server knows"):
+        opener()
+
+
+def test_migrations_run_once_in_order(opener: Any, monkeypatch: Any) -> None:
+    opener().close()
+    ran: list[int] = []
+
+    def step_to(version: int) -> Any:
+        return lambda conn: ran.append(version)
+
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(schema, "MIGRATIONS", [(2, step_to(2)), (3, step_to(3))])
+    store = opener()
+    assert (store.found_version, ran) == (1, [2, 3])
+    store.close()
+    store = opener()
+    assert (store.found_version, ran) == (3, [2, 3])
+    store.close()
+
+
+def test_servers_starting_together_prepare_the_schema_one_at_a_time(pg_url: str) -> None:
+    opened: list[PostgresStore] = []
+    failed: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            opened.append(PostgresStore(pg_url))
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failed
+    assert sorted(s.found_version for s in opened) == [0, 1, 1, 1]
+    for store in opened:
+        store.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_version").fetchone() == (1,)
+
+
+# ---- the engine on PostgreSQL
+
+
+def test_the_engine_commits_groups_and_recovers_on_postgres(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    engine = Engine(store, handler_threads=2)
+    engine.deploy(
+        workflow(
+            "Plain",
+            [step("work", task="demo.work", with_=obj(n=inp("n")))],
+            [task("demo.work", rec(n=Int), rec(ok=Bool))],
+            input=rec(n=Int),
+        )
+    )
+
+    def starter(k: int) -> None:
+        for i in range(10):
+            engine.start("Plain", input={"n": i}, execution_id=f"t-{k}-{i}")
+
+    threads = [threading.Thread(target=starter, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    engine.close()
+    # A new process: the 40 executions wait for their task, recovered from history.
+    engine = Engine(PostgresStore(pg_url), handler_threads=2)
+    assert engine.recovered_executions == 40
+    engine.register_handler("demo.work", "1.0.0", lambda i: {"ok": True})
+    assert engine.wait("t-3-9", 10_000)["status"] == "COMPLETED"
+    engine.close()
+    again = PostgresStore(pg_url)
+    assert len(again.list_executions(None, None, 1000)) == 40
+    assert [(d.name, d.version) for d in again.load_definitions()] == [("Plain", "1.0.0")]
+    again.close()

@@ -1,0 +1,30 @@
+"""PostgreSQL fixtures for the cross-package tests (tests/pgkit.py):
+`pg_server` (the shared server), `pg_url` (a new database on it) and
+`pg_cluster` (a server of the test's own, to stop and start)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pgkit
+import pytest
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pgkit.Cluster | pgkit.External]:
+    yield from pgkit.session_server()
+
+
+@pytest.fixture
+def pg_url(pg_server: pgkit.Cluster | pgkit.External) -> str:
+    return pg_server.url(pg_server.create_database())
+
+
+@pytest.fixture
+def pg_cluster() -> Iterator[pgkit.Cluster]:
+    yield from pgkit.own_cluster()
+
+
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    pgkit.mark_postgres_items(items)
