@@ -87,6 +87,7 @@ def serve(config: ServerConfig) -> int:
         config.log_format,
         logs.level_from_env(os.environ.get("ORBIT_LOG")),
         secret_url=config.db if config.backend == "postgres" else None,
+        secrets=tuple(t for t in (config.token, config.worker_token) if t is not None),
     )
     log = logs.logger()
     log.info(
