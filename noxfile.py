@@ -148,5 +148,6 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- http --worker-kind sdk` runs the Python SDK's workers."""
     _install(session, ALL)
     session.install("-e", "./sdks/python")
+    session.install("trustme>=1.1")  # bench_http --tls
     name = session.posargs[0] if session.posargs else "parse"
     session.run("python", f"benchmarks/bench_{name}.py", *session.posargs[1:])
