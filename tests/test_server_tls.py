@@ -15,8 +15,10 @@ import datetime
 import http.client
 import json
 import os
+import socket
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ import pytest
 import server_ir
 import trustme
 from server_harness import ORBIT, ServerProcess
+
+from orbit_server.worker import LINGER_S
 
 # Several real servers and CLI processes: slow on a loaded machine.
 pytestmark = pytest.mark.timeout(240)
@@ -262,3 +266,60 @@ def test_an_expired_server_certificate_and_a_plain_server_are_clear_errors(
             f"error: cannot reach the ORBIT runtime at {_url(plain)}: "
             "io: received corrupt message of type InvalidContentType"
         )
+
+
+def _read_response(sock: ssl.SSLSocket, buf: bytes) -> tuple[int, bytes, bytes]:
+    """(status, body, what was read beyond it) of one response."""
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        assert chunk, "closed without an answer"
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return int(head.split(b" ")[1]), rest[:length], rest[length:]
+
+
+def test_a_kept_alive_tls_connection_serves_request_after_request(
+    server: ServerProcess, certs: Certs
+) -> None:
+    """After gunicorn's first request, the worker's short path serves a TLS
+    connection: pipelined requests, a body in pieces, a pause longer than it
+    waits, all with the certificate's identity on every request."""
+    context = ssl.create_default_context(cafile=certs["ca.pem"])
+    context.load_cert_chain(certs["inventory.pem"], certs["inventory.key"])
+    host, port = server.addr.rsplit(":", 1)
+    beat = b'{"worker_session_id":"nope"}'
+    request = (
+        b"POST /v1/workers/heartbeat HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(beat), beat)
+    )
+    admin_only = b"GET /v1/workers HTTP/1.1\r\nHost: t\r\n\r\n"
+    with (
+        socket.create_connection((host, int(port))) as raw,
+        context.wrap_socket(raw, server_hostname=host) as sock,
+    ):
+        buf = b""
+        for _ in range(5):
+            sock.sendall(request)
+            status, body, buf = _read_response(sock, buf)
+            assert (status, json.loads(body)["error"]["code"]) == (404, "UNKNOWN_SESSION")
+        sock.sendall(request + admin_only + request)
+        statuses = []
+        for _ in range(3):
+            status, body, buf = _read_response(sock, buf)
+            statuses.append(status)
+        assert statuses == [404, 403, 404]
+        sock.sendall(request[:20])
+        time.sleep(4 * LINGER_S)  # longer than the short path lingers; the rest comes later
+        sock.sendall(request[20:])
+        status, body, buf = _read_response(sock, buf)
+        assert status == 404
+        time.sleep(4 * LINGER_S)  # idle: back to gunicorn's poller, then a request again
+        sock.sendall(request)
+        assert _read_response(sock, buf)[0] == 404
