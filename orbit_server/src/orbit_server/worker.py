@@ -25,8 +25,9 @@ a fragment, its limits on a head), the request goes to gunicorn, which
 answers or refuses it as on a connection's first request.
 tests/test_server_wire_fuzz.py checks this differentially.
 
-gunicorn's own refusals (400, 414, 431, ...) are answered with the API's
-JSON error envelope (`handle_error`), not gunicorn's HTML page.
+gunicorn's own refusals (400, 414, 431, ...) are answered with a one-line
+plain-text body, as chapter 67 has the HTTP layer answer (`handle_error`),
+not with gunicorn's HTML page.
 
 TLS connections take the short path too, once gunicorn has made the
 handshake and served their first request. A blocking TLS socket cannot wait
