@@ -25,8 +25,10 @@ class Results:
         self._x = executions
         self._workers = workers
 
-    def complete(self, tx: Tx, token: str, output: JsonValue) -> Accepted:
-        resolved = self._resolve(tx, token)
+    def complete(
+        self, tx: Tx, token: str, output: JsonValue, worker: str | None = None
+    ) -> Accepted:
+        resolved = self._resolve(tx, token, worker)
         if resolved is None:
             return _UNKNOWN_TOKEN.copy()
         live, key, attempt = resolved
@@ -63,8 +65,8 @@ class Results:
         self._x.decide(tx, live)
         return {"accepted": True}
 
-    def fail(self, tx: Tx, token: str, error: ev.ErrorJson) -> Accepted:
-        resolved = self._resolve(tx, token)
+    def fail(self, tx: Tx, token: str, error: ev.ErrorJson, worker: str | None = None) -> Accepted:
+        resolved = self._resolve(tx, token, worker)
         if resolved is None:
             return _UNKNOWN_TOKEN.copy()
         live, key, attempt = resolved
@@ -83,11 +85,14 @@ class Results:
         self._x.decide(tx, live)
         return {"accepted": True}
 
-    def _resolve(self, tx: Tx, token: str) -> tuple[Live, str, int] | None:
-        """The running execution, unit key and attempt of a token."""
+    def _resolve(self, tx: Tx, token: str, worker: str | None) -> tuple[Live, str, int] | None:
+        """The running execution, unit key and attempt of a token; a worker
+        bound to an id may only report the tokens issued to that id."""
         attempt = self._x.memory.attempt(token)
         if attempt is None or attempt.live.state.terminal:
             return None
+        if worker is not None:
+            self._workers.check_issued(token, worker)
         self._workers.reported(tx, token)
         return attempt.live, attempt.key, attempt.number
 

@@ -282,13 +282,18 @@ class Engine:
         session_id: str,
         wait_ms: int | None = None,
         connected: Callable[[], bool] | None = None,
+        *,
+        worker: str | None = None,
     ) -> Assignment | None:
         """A task assignment, or None when nothing arrived within `wait_ms`.
         `connected` (from the transport, cheap, never blocking) tells whether
         the worker is still waiting: a parked poll whose worker hung up gets
-        no task and ends with None."""
+        no task and ends with None. `worker`, here and in the other worker
+        calls, is the worker id the caller's credential is bound to (None
+        when it may act for any): another worker's session or task token is
+        refused with FORBIDDEN before anything changes."""
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
-        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0))
+        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
         cmd.connected = connected
         result = self._pipeline.run(cmd)
         if cmd.parked is None:
@@ -303,18 +308,20 @@ class Engine:
         redelivered. Nothing happens if the attempt is no longer in flight."""
         self._pipeline.submit(lambda tx: self._workers.undelivered(tx, token))
 
-    def heartbeat(self, session_id: str) -> HeartbeatReply:
-        return self._pipeline.submit(lambda tx: self._workers.heartbeat(tx, session_id))
+    def heartbeat(self, session_id: str, *, worker: str | None = None) -> HeartbeatReply:
+        return self._pipeline.submit(lambda tx: self._workers.heartbeat(tx, session_id, worker))
 
-    def unregister(self, session_id: str) -> Accepted:
-        return self._pipeline.submit(lambda tx: self._workers.unregister(tx, session_id))
+    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
+        return self._pipeline.submit(lambda tx: self._workers.unregister(tx, session_id, worker))
 
-    def complete(self, token: str, output: JsonValue = None) -> Accepted:
+    def complete(
+        self, token: str, output: JsonValue = None, *, worker: str | None = None
+    ) -> Accepted:
         """Reports a success: `{"accepted": bool, "reason"?}`."""
         if not token:
             raise InvalidError("token is required", "INVALID_REQUEST")
         limits.admit(output, "task output", "INVALID_REQUEST")
-        return self._pipeline.submit(lambda tx: self._results.complete(tx, token, output))
+        return self._pipeline.submit(lambda tx: self._results.complete(tx, token, output, worker))
 
     def fail(
         self,
@@ -323,6 +330,8 @@ class Engine:
         error_message: str = "",
         retryable: bool = True,
         details: JsonValue = None,
+        *,
+        worker: str | None = None,
     ) -> Accepted:
         if not token:
             raise InvalidError("token is required", "INVALID_REQUEST")
@@ -336,7 +345,7 @@ class Engine:
             error_message=error_message,
         )
         error = ev.make_error(error_code, error_message, retryable, details)
-        return self._pipeline.submit(lambda tx: self._results.fail(tx, token, error))
+        return self._pipeline.submit(lambda tx: self._results.fail(tx, token, error, worker))
 
     def list_workers(self) -> WorkerList:
         rows = self._pipeline.submit(lambda tx: self.store.list_workers(), read=True)
