@@ -10,7 +10,7 @@ history at recovery) for as long as its execution runs."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TypeVar
 
 from orbit_core import events as ev
 from orbit_core.api import Accepted, HeartbeatReply, Registered, WorkerDoc, WorkerList
@@ -21,6 +21,7 @@ from orbit_core.engine.live import aborts_with_execution
 from orbit_core.errors import InvalidError, NotFoundError, OrbitError, unknown_session
 from orbit_core.ports import WorkerRow
 
+V = TypeVar("V")
 RESTART_REASON = "runtime restarted and no worker reported the result"
 
 
@@ -286,5 +287,5 @@ def _check_owner(session: Session, worker: str | None) -> None:
         )
 
 
-def _discard(mapping: dict[str, Any], key: str) -> None:
+def _discard(mapping: dict[str, V], key: str) -> None:
     mapping.pop(key, None)
