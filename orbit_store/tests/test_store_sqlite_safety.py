@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlite_damage import corrupt_an_event_page
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
@@ -151,26 +152,6 @@ def test_a_store_may_wait_for_an_exiting_holder(tmp_path: Path) -> None:
     assert holder.wait(10) == 0
     holder.stdout.close()
     store.close()
-
-
-def corrupt_an_event_page(db: Path) -> None:
-    """Overwrites one leaf page of `execution_events` with garbage."""
-    import sqlite3
-
-    conn = sqlite3.connect(db)
-    try:
-        pages = conn.execute(
-            "SELECT pageno FROM dbstat WHERE name = 'execution_events' AND pagetype = 'leaf'"
-        ).fetchall()
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-    except sqlite3.OperationalError:
-        pytest.skip("this SQLite has no dbstat table")
-    finally:
-        conn.close()
-    page = pages[len(pages) // 2][0]
-    with db.open("r+b") as f:
-        f.seek((page - 1) * size)
-        f.write(bytes(range(256)) * (size // 256))
 
 
 def fill(db: Path, n: int = 300) -> None:
