@@ -47,3 +47,15 @@ def test_run_scoped_names() -> None:
     assert uk.default_idempotency_key("e1", 3, "a[2]") == "e1/run3/a[2]"
     assert uk.child_execution_id("p", 1, "kids[2]") == "p.kids.2"
     assert uk.child_execution_id("p", 2, "kid") == "p.run2.kid"
+
+
+def test_only_main_and_event_units_stop_with_the_execution() -> None:
+    # A compensation (or outcome-handler) attempt runs *because* the execution
+    # aborts; telling it to stop would leave the undo half done. Elements of
+    # a fanned-out compensation once matched the `step[i]` rule by their `]`.
+    from orbit_core.engine.live import aborts_with_execution
+
+    for key in ("charge", "charge[3]", "on_event:approve@7", "on_event:approve@7:notify"):
+        assert aborts_with_execution(key), key
+    for key in ("compensate:charge", "compensate:charge[1]", "on_failure:alert"):
+        assert not aborts_with_execution(key), key

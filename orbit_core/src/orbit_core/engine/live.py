@@ -37,4 +37,4 @@ class ChildLink:
 
 def aborts_with_execution(key: str) -> bool:
     """Units whose in-flight attempts are told to stop when the execution aborts."""
-    return unitkeys.is_main(key) or unitkeys.is_element(key) or unitkeys.is_event(key)
+    return unitkeys.is_main_block(key) or unitkeys.is_event(key)
