@@ -411,3 +411,46 @@ def test_an_unreachable_server(orbit: Orbit) -> None:
           hint: start it with `orbit server` or set --server / ORBIT_SERVER
         """,
     )
+
+
+def test_run_says_when_no_worker_serves_a_step(
+    orbit: Orbit, api: Http, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A misspelled `using` leaves the task queued: `orbit run` says nothing
+    polls for it and who is connected for that task; status and the API agree."""
+    from orbit_cli import execution
+
+    monkeypatch.setattr(execution, "WAIT_NOTICE_S", 0.3)
+    (tmp_path / "contracts.orbit").write_text(
+        (APPROVAL.parent / "contracts.orbit").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    source = tmp_path / "typo.orbit"
+    source.write_text(
+        'import "contracts.orbit"\n'
+        "workflow Typo {\n"
+        '    version "1.0.0"\n'
+        "    timeout 3s\n"
+        "    step notify {\n"
+        '        worker "notifications.send"\n'
+        "        using typscript\n"
+        '        with { customer_id: "c-1", message: "hi" }\n'
+        "    }\n"
+        "}\n",
+        encoding="utf-8",
+    )
+    orbit.ok("run", str(source), "--id", "typo-1", "--no-wait")
+    (entry,) = state_of(api, "typo-1")["waiting_for"]
+    assert entry["units"] == ["notify"] and entry["serving"] == 0
+    assert entry["runtime"] == "typscript"
+    status = orbit.ok("status", "typo-1").stdout
+    assert (
+        "SCHEDULED          1           no worker is polling for "
+        "notifications.send@1.0.0 on runtime typscript\n"
+    ) in status
+    result = orbit("run", str(source), "--id", "typo-1")
+    assert result.exit_code == 1, result.output
+    assert (
+        "  … notify                         no worker is polling for "
+        "notifications.send@1.0.0 on runtime typscript\n"
+        "    connected for notifications.send: orders-typescript (typescript, 1.0.0)\n"
+    ) in result.stderr

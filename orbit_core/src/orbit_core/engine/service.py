@@ -186,10 +186,18 @@ class Engine:
         return result
 
     def get(self, execution_id: str) -> dict[str, Any]:
-        """The execution state document (`GET /v1/executions/{id}`)."""
-        result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._executions.state_of(execution_id).to_json(), read=True
-        )
+        """The execution state document (`GET /v1/executions/{id}`), with
+        `waiting_for` while tasks are queued (see `Workers.waiting_for`)."""
+
+        def read(tx: Tx) -> dict[str, Any]:
+            state = self._executions.state_of(execution_id)
+            doc = state.to_json()
+            waiting = self._workers.waiting_for(state)
+            if waiting:
+                doc["waiting_for"] = waiting
+            return doc
+
+        result: dict[str, Any] = self._pipeline.submit(read, read=True)
         return result
 
     def state(self, execution_id: str) -> ExecutionState:
