@@ -73,6 +73,22 @@ def test_addresses_must_be_ip_and_port(tmp_path: Path) -> None:
     result = run_orbit("server", "--db", str(tmp_path / "x.db"), "--addr", "localhost:7233")
     assert result.returncode == 2
     assert "is not an IP address" in result.stderr
+    # A newcomer who wrote `localhost` meant this machine, not every interface.
+    assert "use 127.0.0.1:7233 to listen on this machine only" in result.stderr
+
+
+def test_address_errors_suggest_the_loopback_for_localhost() -> None:
+    from orbit_server.config import Address
+
+    with pytest.raises(ValueError) as local:
+        Address.parse("localhost:8080")
+    assert str(local.value) == (
+        "`localhost:8080` is not an ip:port address: `localhost` is not an IP address "
+        "(use 127.0.0.1:8080 to listen on this machine only, or 0.0.0.0:8080 for all interfaces)"
+    )
+    with pytest.raises(ValueError) as named:
+        Address.parse("orbit.example:7233")
+    assert "(use 0.0.0.0:7233 or [::]:7233 for all interfaces)" in str(named.value)
 
 
 def test_a_busy_port_is_reported(tmp_path: Path) -> None:

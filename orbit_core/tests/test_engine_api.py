@@ -145,7 +145,7 @@ def test_start_checks_in_order() -> None:
         engine.start("Review", "2.0.0", {"order_id": "1"}, "r-1")
     assert (exists.value.code, exists.value.message) == (
         "EXECUTION_EXISTS",
-        "execution `r-1` already exists for a different workflow",
+        "execution `r-1` already exists for Review@1.0.0, a different version",
     )
     engine.close()
 
