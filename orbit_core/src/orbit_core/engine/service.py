@@ -103,6 +103,8 @@ class Engine:
         )
         self._control = Control(self._executions, max_active_executions)
         self._workers = Workers(self._executions, session_timeout_ms)
+        # Set by drain(): polls and waits are answered without parking.
+        self._draining = False
         self._polling = Polling(self._executions, self._workers, self._pipeline)
         self._results = Results(self._executions, self._workers)
         self._reads = Reads(self._executions, self._pipeline)
@@ -234,7 +236,7 @@ class Engine:
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> dict[str, Any]:
         """Blocks until the execution is terminal (not continued-as-new) or the
         timeout passes, then returns its state document."""
-        timeout_ms = min(max(timeout_ms, 0), MAX_WAIT_MS)
+        timeout_ms = 0 if self._draining else min(max(timeout_ms, 0), MAX_WAIT_MS)
         cmd = Command(lambda tx: self._reads.park_wait(execution_id, cmd))
         result = self._pipeline.run(cmd)
         if cmd.parked is None:
@@ -300,6 +302,8 @@ class Engine:
         the worker is still waiting: a parked poll whose worker hung up gets
         no task and ends with None."""
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
+        if self._draining:
+            wait = 0
         cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0))
         cmd.connected = connected
         result = self._pipeline.run(cmd)
@@ -416,6 +420,15 @@ class Engine:
             "recovered active executions from history "
             f"executions={self.recovered_executions} in_flight={self.recovered_in_flight}"
         )
+
+    def drain(self) -> None:
+        """For a server that is shutting down: ends every parked long poll
+        (no task) and wait (the state as it is now) at once, and answers
+        later ones without parking, so no request holds the shutdown. The
+        engine keeps working otherwise (results are still recorded)."""
+        self._draining = True
+        self._polling.expire_all()
+        self._reads.expire_all()
 
     def close(self) -> None:
         self.schedules.close()
