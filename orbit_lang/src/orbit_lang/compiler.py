@@ -65,6 +65,14 @@ def check_paths(paths: Sequence[Path | str], strict: bool = False) -> CompileRes
     return _compile(program, diagnostics, strict, lowered=False)
 
 
+def compile_program(
+    program: Program, diagnostics: Sequence[Diagnostic], strict: bool = False
+) -> CompileResult:
+    """Checks and lowers a program already loaded (`loader.load_program`),
+    for tools that also read its declarations (`orbit test`)."""
+    return _compile(program, list(diagnostics), strict)
+
+
 def compile_source(text: str, path: str = "source.orbit", strict: bool = False) -> CompileResult:
     """Compiles one file given as text (imports are read from disk)."""
     program, diagnostics = load_source(text, path)
@@ -109,7 +117,8 @@ def _check_and_lower(
                 tasks.setdefault(declaration.name.value, declaration)
             elif isinstance(declaration, ast.Schema):
                 schemas.setdefault(declaration.name.name, declaration)
-        definitions = lower(checked.workflows, tasks, schemas)
+        definitions, refused = lower(checked.workflows, tasks, schemas)
+        diagnostics = sorted([*diagnostics, *refused], key=lambda d: sort_key(d, order))
     return CompileResult(definitions, diagnostics, program.sources, strict, checked.workflows)
 
 

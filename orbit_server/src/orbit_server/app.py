@@ -16,6 +16,8 @@ from orbit_core.engine import Engine
 from orbit_server import errors
 from orbit_server.auth import Access, Gate
 from orbit_server.config import ServerConfig
+from orbit_server.openapi import PATH as OPENAPI_PATH
+from orbit_server.openapi import OpenApi
 from orbit_server.resources.executions import Executions
 from orbit_server.resources.health import Health, Metrics, Ready
 from orbit_server.resources.schedules import Schedules
@@ -52,6 +54,7 @@ def create_app(engine: Engine, config: ServerConfig) -> App:
     routes.add("/v1/health", Health(engine), open_)
     routes.add("/v1/ready", Ready(engine), open_)
     routes.add("/v1/metrics", Metrics(engine), admin)
+    routes.add(OPENAPI_PATH, OpenApi(), admin)
 
     workflows = Workflows(engine, config.max_body)
     routes.add("/v1/workflows", workflows, admin)
