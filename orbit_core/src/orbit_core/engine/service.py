@@ -377,10 +377,12 @@ class Engine:
         task_name: str,
         version: str,
         fn: Callable[..., Any],
-        runtime: str = "python",
+        runtime: str | None = None,
     ) -> None:
-        """Serves `task_name@version` with `fn(input)` (or `fn(input, task)`),
-        run on the engine's handler threads through the normal dispatch path."""
+        """Serves `task_name@version` with `fn(input)` or `fn(input, ctx)` (the
+        SDK's handler shape; see `handlers.TaskContext`), run on the engine's
+        handler threads through the normal dispatch path. Without `runtime`,
+        the handler takes the task whatever runtime the step's `using` names."""
         self._handlers.register(task_name, version, fn, runtime)
         self._pipeline.submit(self._polling.match)
 

@@ -8,7 +8,7 @@ import functools
 from typing import Any
 
 from orbit_core import events as ev
-from orbit_core.dispatch import RUNTIME_ANY, Session, routing_runtime
+from orbit_core.dispatch import EVERY_RUNTIME, RUNTIME_ANY, Session, routing_runtime
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import aborts_with_execution
@@ -187,7 +187,8 @@ class Workers:
             entry["serving"] = sum(
                 1
                 for s in connected
-                if (task, version) in s.contracts and runtime in (RUNTIME_ANY, s.runtime)
+                if (task, version) in s.contracts
+                and (runtime in (RUNTIME_ANY, s.runtime) or s.runtime == EVERY_RUNTIME)
             )
             seen: dict[tuple[str, str, str], None] = {}
             for s in connected:
