@@ -54,7 +54,8 @@ LAYERS: dict[str, list[str]] = {
     "orbit_cli": ["orbit_core", "orbit_lang", "orbit_store", "orbit_server", "orbit_cli"],
 }
 ALL = LAYERS["orbit_cli"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"]
+# trustme makes the certificates of the TLS tests.
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "trustme>=1.1"]
 
 
 def _install(session: nox.Session, pkgs: list[str]) -> None:
@@ -170,6 +171,7 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- http --worker-kind sdk` runs the Python SDK's workers."""
     _install(session, ALL)
     session.install("-e", "./sdks/python")
+    session.install("trustme>=1.1")  # bench_http --tls
     name = session.posargs[0] if session.posargs else "parse"
     session.run("python", f"benchmarks/bench_{name}.py", *session.posargs[1:])
 

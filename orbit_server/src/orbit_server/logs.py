@@ -10,6 +10,8 @@ supported).
 Every line passes through `orbit_store.urls.redact` on its way out: a
 PostgreSQL URL's password never reaches the log, wherever a message or a
 field carries it (with `secret_url`, neither does that URL's bare password).
+The bearer tokens the server was given (`secrets`: the admin and shared
+worker tokens) are replaced by `***` the same way, wherever they appear.
 """
 
 from __future__ import annotations
@@ -60,13 +62,23 @@ def enabled(level: int) -> bool:
     return level >= _level_in_force
 
 
-def configure(log_format: str, level: int = logging.INFO, secret_url: str | None = None) -> None:
+def configure(
+    log_format: str,
+    level: int = logging.INFO,
+    secret_url: str | None = None,
+    secrets: tuple[str, ...] = (),
+) -> None:
     global _level_in_force
     _level_in_force = level
     render = _render_json if log_format == "json" else _render_text
+    hidden = tuple(s for s in secrets if s)
 
     def redacted(logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
-        return redact(render(logger, method, event), secret_url)
+        line = redact(render(logger, method, event), secret_url)
+        for secret in hidden:
+            if secret in line:
+                line = line.replace(secret, "***")
+        return line
 
     structlog.configure(
         processors=[redacted],
