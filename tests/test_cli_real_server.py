@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -411,3 +412,121 @@ def test_an_unreachable_server(orbit: Orbit) -> None:
           hint: start it with `orbit server` or set --server / ORBIT_SERVER
         """,
     )
+
+
+def test_run_says_when_no_worker_serves_a_step(
+    orbit: Orbit, api: Http, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A misspelled `using` leaves the task queued: `orbit run` says nothing
+    polls for it and who is connected for that task; status and the API agree."""
+    from orbit_cli import execution
+
+    monkeypatch.setattr(execution, "WAIT_NOTICE_S", 0.3)
+    (tmp_path / "contracts.orbit").write_text(
+        (APPROVAL.parent / "contracts.orbit").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    source = tmp_path / "typo.orbit"
+    source.write_text(
+        'import "contracts.orbit"\n'
+        "workflow Typo {\n"
+        '    version "1.0.0"\n'
+        "    timeout 3s\n"
+        "    step notify {\n"
+        '        worker "notifications.send"\n'
+        "        using typscript\n"
+        '        with { customer_id: "c-1", message: "hi" }\n'
+        "    }\n"
+        "}\n",
+        encoding="utf-8",
+    )
+    orbit.ok("run", str(source), "--id", "typo-1", "--no-wait")
+    (entry,) = state_of(api, "typo-1")["waiting_for"]
+    assert entry["units"] == ["notify"] and entry["serving"] == 0
+    assert entry["runtime"] == "typscript"
+    status = orbit.ok("status", "typo-1").stdout
+    assert (
+        "SCHEDULED          1           no worker is polling for "
+        "notifications.send@1.0.0 on runtime typscript\n"
+    ) in status
+    result = orbit("run", str(source), "--id", "typo-1")
+    assert result.exit_code == 1, result.output
+    assert (
+        "  … notify                         no worker is polling for "
+        "notifications.send@1.0.0 on runtime typscript\n"
+        "    connected for notifications.send: orders-typescript (typescript, 1.0.0)\n"
+    ) in result.stderr
+
+
+def test_ctrl_c_on_run_leaves_the_execution_running(
+    server: ServerProcess, credentials: Credentials, api: Http, tmp_path: Path
+) -> None:
+    """`orbit run` as a real process, interrupted while it follows: it says
+    the execution keeps running and how to find it again."""
+    import os
+    import signal
+    import subprocess
+
+    from server_harness import ORBIT
+
+    (tmp_path / "contracts.orbit").write_text(
+        (APPROVAL.parent / "contracts.orbit").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    source = tmp_path / "idle.orbit"
+    source.write_text(
+        'import "contracts.orbit"\n'
+        "workflow Idle {\n"
+        '    version "1.0.0"\n'
+        "    step notify {\n"
+        '        worker "notifications.send"\n'
+        "        using nobody\n"
+        '        with { customer_id: "c-1", message: "hi" }\n'
+        "    }\n"
+        "}\n",
+        encoding="utf-8",
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")},
+        "ORBIT_SERVER": f"http://{server.addr}",
+        "ORBIT_TOKEN": credentials.admin,
+        "NO_COLOR": "1",
+    }
+    proc = subprocess.Popen(
+        [ORBIT, "run", str(source), "--id", "idle-1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 30
+        while "started execution idle-1\n" not in lines:
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+        reader.join(10)
+        stdout = proc.stdout.read() if proc.stdout else ""
+        stderr = "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert proc.returncode == 130, stderr
+    assert stdout == ""
+    assert "Traceback" not in stderr
+    assert stderr.endswith(
+        "\nstopped following; execution idle-1 keeps running on the server\n"
+        "  where it stands:  orbit status idle-1   (its history: orbit logs idle-1)\n"
+        "  follow it again:  orbit run Idle --id idle-1\n"
+        "  stop it:          orbit cancel idle-1\n"
+    ), stderr
+    assert state_of(api, "idle-1")["status"] == "RUNNING"
+    api.post("/v1/executions/idle-1/cancel", {})

@@ -148,7 +148,13 @@ def test_root_redirects_browsers_to_the_ui(server: ServerProcess) -> None:
     reply = anonymous.get("/", headers={"accept": "text/html,application/xhtml+xml"})
     assert (reply.status, reply.headers["location"]) == (302, "/ui/")
     reply = anonymous.get("/", headers={"accept": "application/json"})
-    assert (reply.status, reply.body["error"]["code"]) == (404, "NOT_FOUND")
+    assert (reply.status, reply.body["error"]) == (
+        404,
+        {
+            "code": "NOT_FOUND",
+            "message": "no such endpoint; the API is under /v1/ and the web UI under /ui/",
+        },
+    )
     ui = anonymous.get("/ui/")
     assert ui.status == 200
     assert ui.headers["content-type"].startswith("text/html")

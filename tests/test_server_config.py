@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import server_ir
@@ -73,6 +74,22 @@ def test_addresses_must_be_ip_and_port(tmp_path: Path) -> None:
     result = run_orbit("server", "--db", str(tmp_path / "x.db"), "--addr", "localhost:7233")
     assert result.returncode == 2
     assert "is not an IP address" in result.stderr
+    # A newcomer who wrote `localhost` meant this machine, not every interface.
+    assert "use 127.0.0.1:7233 to listen on this machine only" in result.stderr
+
+
+def test_address_errors_suggest_the_loopback_for_localhost() -> None:
+    from orbit_server.config import Address
+
+    with pytest.raises(ValueError) as local:
+        Address.parse("localhost:8080")
+    assert str(local.value) == (
+        "`localhost:8080` is not an ip:port address: `localhost` is not an IP address "
+        "(use 127.0.0.1:8080 to listen on this machine only, or 0.0.0.0:8080 for all interfaces)"
+    )
+    with pytest.raises(ValueError) as named:
+        Address.parse("orbit.example:7233")
+    assert "(use 0.0.0.0:7233 or [::]:7233 for all interfaces)" in str(named.value)
 
 
 def test_a_busy_port_is_reported(tmp_path: Path) -> None:
@@ -131,16 +148,45 @@ def test_json_logs_and_environment(tmp_path: Path) -> None:
             assert api.post("/v1/executions", body).status == status
 
 
-def test_shutdown_waits_for_a_long_poll(tmp_path: Path) -> None:
+def test_shutdown_ends_long_polls_and_waits_at_once(tmp_path: Path) -> None:
+    """Ctrl-C does not wait out a worker's 60 s poll or a client's 300 s wait
+    (issue 24; the book only bounds the wait): both are answered at once, the
+    poll with 204 and the wait with the state as it is, and the server exits."""
     proc = ServerProcess(tmp_path / "orbit.db").start()
+    api = proc.http()
+    assert api.post("/v1/workflows", server_ir.review()).status == 201
+    body = {"workflow": "Review", "execution_id": "r1", "input": {"order_id": "1"}}
+    assert api.post("/v1/executions", body).status == 201
     worker = RawWorker(proc.http(), "w", [("a.b", "1.0.0")])
     worker.register()
-    answers: list[int] = []
-    poller = threading.Thread(target=lambda: answers.append(worker.poll(wait_ms=1500).status))
-    poller.start()
+    waiter = proc.http()
+    answers: dict[str, Any] = {}
+    threads = [
+        threading.Thread(target=lambda: answers.update(poll=worker.poll(wait_ms=60_000).status)),
+        threading.Thread(
+            target=lambda: answers.update(
+                wait=waiter.get("/v1/executions/r1/wait?timeout_ms=300000")
+            )
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+    # Give both time to park (if they have not, they must not park later).
     time.sleep(0.3)
     began = time.monotonic()
-    assert proc.stop(signal.SIGTERM) == 0
-    poller.join()
-    assert answers == [204]
-    assert time.monotonic() - began >= 0.9
+    assert proc.stop(signal.SIGINT) == 0
+    took = time.monotonic() - began
+    for thread in threads:
+        thread.join(10)
+    assert answers["poll"] == 204
+    assert answers["wait"].status == 200 and answers["wait"].body["status"] == "RUNNING"
+    assert took < 2, took
+    assert proc.lines[-1].endswith("INFO orbit: shutting down")
+
+
+def test_an_idle_server_stops_within_two_seconds(tmp_path: Path) -> None:
+    proc = ServerProcess(tmp_path / "orbit.db").start()
+    assert proc.http().get("/v1/health").status == 200
+    began = time.monotonic()
+    assert proc.stop(signal.SIGINT) == 0
+    assert time.monotonic() - began < 2

@@ -144,3 +144,26 @@ def test_help_lists_the_options() -> None:
     result = CliRunner().invoke(cli, ["check", "--help"])
     assert result.exit_code == 0
     assert "--strict" in result.stdout and "--format [human|json]" in result.stdout
+
+
+def test_a_folder_checks_the_orbit_files_below_it(project: Path) -> None:
+    workflows = project / "workflows"
+    (workflows / "more").mkdir(parents=True)
+    (workflows / ".hidden").mkdir()
+    (workflows / "hello.orbit").write_text(
+        (EXAMPLES / "hello.orbit").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (workflows / "more" / "contracts.orbit").write_text(
+        'task "a.b" { version "1.0.0" input { x: Int } output { y: Int } }\n', encoding="utf-8"
+    )
+    (workflows / ".hidden" / "broken.orbit").write_text("workflow {", encoding="utf-8")
+    (workflows / "notes.txt").write_text("not orbit", encoding="utf-8")
+    result = _check("workflows")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "ok Hello@1.0.0 (2 steps)\n", "")
+    (project / "empty").mkdir()
+    result = _check("empty")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        1,
+        "",
+        "error: no .orbit files in folder `empty`\n",
+    )

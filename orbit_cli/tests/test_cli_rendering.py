@@ -180,7 +180,7 @@ def test_follower_reports_each_new_status_once() -> None:
         "last_error": {"message": "server responded 503"},
     }
     assert follower.observe({"units": {"a": retry}}) == [
-        "  ↻ a                              retry_wait server responded 503"
+        "  ↻ a                              failed, retrying: server responded 503"
     ]
     assert follower.observe({"units": {"a": retry}}) == []
     again = {**retry, "attempt": 2}
@@ -209,3 +209,48 @@ def test_fixture_states_list_units_as_the_runtime_would() -> None:
         assert list(doc["states"][-1]["units"]) == expected, path.name
         checked += 1
     assert checked >= 7
+
+
+WAITING_STATE = {
+    "status": "RUNNING",
+    "units": {"compose": {"status": "SCHEDULED", "attempt": 1, "scheduled_at_ms": 5}},
+    "waiting_for": [
+        {
+            "task": "greeting.compose",
+            "contract_version": "1.0.0",
+            "runtime": "typescript",
+            "units": ["compose"],
+            "queued": 1,
+            "since_ms": 5,
+            "serving": 0,
+            "workers": [{"worker_id": "py-1", "runtime": "python", "contract_version": "1.0.0"}],
+        }
+    ],
+}
+
+
+def test_follower_reports_a_task_no_worker_serves_after_a_few_seconds() -> None:
+    now = [100.0]
+    follower = execution.Follower(clock=lambda: now[0])
+    assert follower.observe(WAITING_STATE) == ["  · compose                        scheduled "]
+    now[0] += execution.WAIT_NOTICE_S - 0.1
+    assert follower.observe(WAITING_STATE) == []
+    now[0] += 0.2
+    assert follower.observe(WAITING_STATE) == [
+        "  … compose                        no worker is polling for greeting.compose@1.0.0"
+        " on runtime typescript",
+        "    connected for greeting.compose: py-1 (python, 1.0.0)",
+    ]
+    now[0] += 10
+    assert follower.observe(WAITING_STATE) == []
+    served = {**WAITING_STATE, "waiting_for": [{**WAITING_STATE["waiting_for"][0], "serving": 1}]}  # type: ignore[dict-item]
+    assert follower.observe(served) == []
+
+
+def test_status_row_of_a_task_no_worker_serves() -> None:
+    waiting = execution.unserved(WAITING_STATE)
+    row = execution.table_row("compose", WAITING_STATE["units"]["compose"], waiting.get("compose"))  # type: ignore[index]
+    assert row.endswith("  no worker is polling for greeting.compose@1.0.0 on runtime typescript")
+    no_one = {**WAITING_STATE["waiting_for"][0], "workers": [], "runtime": "any"}  # type: ignore[index]
+    assert execution.no_worker(no_one) == "no worker is polling for greeting.compose@1.0.0"
+    assert execution.connected_workers(no_one) == "no worker connected for greeting.compose"

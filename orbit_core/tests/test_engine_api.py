@@ -145,7 +145,7 @@ def test_start_checks_in_order() -> None:
         engine.start("Review", "2.0.0", {"order_id": "1"}, "r-1")
     assert (exists.value.code, exists.value.message) == (
         "EXECUTION_EXISTS",
-        "execution `r-1` already exists for a different workflow",
+        "execution `r-1` already exists for Review@1.0.0, a different version",
     )
     engine.close()
 
@@ -281,3 +281,41 @@ def test_input_int_field(engine: Engine) -> None:
     engine.deploy(wf)
     engine.start("Count", execution_id="c-1")
     assert engine.get("c-1")["output"] == 3
+
+
+def test_waiting_for_says_whether_any_connected_worker_serves_the_task(engine: Engine) -> None:
+    defn = workflow(
+        "Greet",
+        [step("compose", task="greeting.compose", using="typescript")],
+        [task("greeting.compose")],
+    )
+    engine.deploy(defn)
+    engine.start("Greet", execution_id="g-1")
+    waiting = engine.get("g-1")["waiting_for"]
+    assert waiting == [
+        {
+            "task": "greeting.compose",
+            "contract_version": "1.0.0",
+            "runtime": "typescript",
+            "units": ["compose"],
+            "queued": 1,
+            "since_ms": waiting[0]["since_ms"],
+            "serving": 0,
+            "workers": [],
+        }
+    ]
+    # A Python worker for the task is connected, but the step asks for TypeScript.
+    engine.register_worker("py-1", "python", [("greeting.compose", "1.0.0")])
+    engine.register_worker("ts-old", "typescript", [("greeting.compose", "0.9.0")])
+    (entry,) = engine.get("g-1")["waiting_for"]
+    assert entry["serving"] == 0
+    assert entry["workers"] == [
+        {"worker_id": "py-1", "runtime": "python", "contract_version": "1.0.0"},
+        {"worker_id": "ts-old", "runtime": "typescript", "contract_version": "0.9.0"},
+    ]
+    engine.register_worker("ts-1", "TypeScript", [("greeting.compose", "1.0.0")])
+    assert engine.get("g-1")["waiting_for"][0]["serving"] == 1
+    # Once dispatched, nothing waits.
+    session = engine.register_worker("ts-2", "typescript", [("greeting.compose", "1.0.0")])
+    assert engine.poll(session["worker_session_id"], 0) is not None
+    assert "waiting_for" not in engine.get("g-1")

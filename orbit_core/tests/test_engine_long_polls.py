@@ -148,3 +148,48 @@ def test_an_assignment_that_never_reached_its_worker_is_redelivered_at_once(
     engine.undelivered(first["token"])
     engine.undelivered(again["token"])
     assert len(engine.events("u-3")) == 9
+
+
+def test_drain_ends_parked_polls_and_waits_at_once() -> None:
+    """A server shutting down drains the engine: nothing parked holds it."""
+    import threading
+    import time
+
+    from engine_kit import step, task, workflow
+
+    from orbit_core.engine import Engine
+
+    engine = Engine()
+    try:
+        engine.deploy(workflow("Drain", [step("s", task="d.t")], [task("d.t")]))
+        engine.start("Drain", execution_id="d-1")
+        session = engine.register_worker("w", "python", [("other.t", "1.0.0")])["worker_session_id"]
+        answers: dict[str, object] = {}
+        threads = [
+            threading.Thread(
+                target=lambda: answers.__setitem__("poll", engine.poll(session, 60_000))
+            ),
+            threading.Thread(
+                target=lambda: answers.__setitem__("wait", engine.wait("d-1", 300_000))
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 5
+        while not (engine._polling._pollers and engine._reads._waiters.get("d-1")):
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        started = time.monotonic()
+        engine.drain()
+        for thread in threads:
+            thread.join(5)
+        assert time.monotonic() - started < 1
+        assert answers["poll"] is None
+        assert answers["wait"]["status"] == "RUNNING"  # type: ignore[index]
+        # Later ones do not park either.
+        started = time.monotonic()
+        assert engine.poll(session, 60_000) is None
+        assert engine.wait("d-1", 300_000)["status"] == "RUNNING"
+        assert time.monotonic() - started < 1
+    finally:
+        engine.close()

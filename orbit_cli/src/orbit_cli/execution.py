@@ -7,10 +7,17 @@ knows (a unit's timestamps do not say when it failed an attempt or began a
 retry wait): the server sends `units` in that order, units changed in the same
 millisecond by key, and we keep it. Units never touched (no `status`) are left
 out.
+
+A queued unit that no connected worker serves (`waiting_for` of the state
+document, with `serving: 0`) says so in the DETAIL column, and `run` reports
+such a wait once it has lasted `WAIT_NOTICE_S`, naming the workers connected
+for that task name, so a typo in `using` or a worker not started does not
+look like a slow task.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,13 +43,16 @@ TABLE_HEADER = f"  {'STEP':<28} {'STATUS':<12} {'ATTEMPT':>7} {'TIME':>8}  DETAI
 TRANSITIONS = {
     "SUCCEEDED": ("✓", "succeeded", "green"),
     "FAILED": ("✗", "failed", "red"),
-    "RETRY_WAIT": ("↻", "retry_wait", "yellow"),
+    "RETRY_WAIT": ("↻", "failed, retrying:", "yellow"),
     "SKIPPED": ("↷", "skipped", "bright_black"),
     "CANCELLED": ("⊘", "cancelled", "yellow"),
     "SCHEDULED": ("·", "scheduled", "bright_black"),
 }
 
 Paint = Callable[[str, str | None], str]
+
+# How long a task may wait for a worker before `orbit run` says nothing serves it.
+WAIT_NOTICE_S = 3.0
 
 
 def plain(text: str, _colour: str | None) -> str:
@@ -97,7 +107,42 @@ def unit_time(unit: dict[str, Any]) -> str:
     return duration(_int(finished) - _int(start))
 
 
-def unit_detail(unit: dict[str, Any]) -> str:
+def unserved(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The `waiting_for` entries no connected worker serves, by unit key."""
+    found: dict[str, dict[str, Any]] = {}
+    entries = state.get("waiting_for")
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict) and entry.get("serving") == 0:
+            for key in entry.get("units") or ():
+                found[str(key)] = entry
+    return found
+
+
+def contract_label(entry: dict[str, Any]) -> str:
+    return f"{entry.get('task')}@{entry.get('contract_version')}"
+
+
+def no_worker(entry: dict[str, Any]) -> str:
+    """`no worker is polling for greeting.compose@1.0.0 on runtime typescript`."""
+    runtime = entry.get("runtime")
+    where = "" if runtime in (None, "any") else f" on runtime {runtime}"
+    return f"no worker is polling for {contract_label(entry)}{where}"
+
+
+def connected_workers(entry: dict[str, Any]) -> str:
+    """Which workers announce the task name, at whatever version or runtime."""
+    workers = [w for w in entry.get("workers") or () if isinstance(w, dict)]
+    if not workers:
+        return f"no worker connected for {entry.get('task')}"
+    listed = ", ".join(
+        f"{w.get('worker_id')} ({w.get('runtime')}, {w.get('contract_version')})" for w in workers
+    )
+    return f"connected for {entry.get('task')}: {listed}"
+
+
+def unit_detail(unit: dict[str, Any], waiting: dict[str, Any] | None = None) -> str:
+    if waiting is not None and unit.get("status") == "SCHEDULED":
+        return no_worker(waiting)
     error = unit.get("error")
     if unit.get("status") == "RETRY_WAIT":
         error = error or unit.get("last_error")
@@ -108,10 +153,11 @@ def unit_detail(unit: dict[str, Any]) -> str:
     return ""
 
 
-def table_row(key: str, unit: dict[str, Any]) -> str:
+def table_row(key: str, unit: dict[str, Any], waiting: dict[str, Any] | None = None) -> str:
+    """One unit's row; `waiting` is its `unserved` entry, if any."""
     return (
         f"  {key:<28} {unit.get('status', ''):<12} {unit.get('attempt', 0):>7} "
-        f"{unit_time(unit):>8}  {unit_detail(unit)}"
+        f"{unit_time(unit):>8}  {unit_detail(unit, waiting)}"
     )
 
 
@@ -132,9 +178,13 @@ def transition_line(key: str, unit: dict[str, Any], paint: Paint = plain) -> str
 class Follower:
     """Remembers what `orbit run` last saw of each unit and reports what changed."""
 
-    def __init__(self, paint: Paint = plain) -> None:
+    def __init__(self, paint: Paint = plain, clock: Callable[[], float] = time.monotonic) -> None:
         self._seen: dict[str, tuple[Any, Any]] = {}
         self._paint = paint
+        self._clock = clock
+        # Unserved contracts: when first seen, and whether reported yet.
+        self._unserved_since: dict[tuple[Any, ...], float] = {}
+        self._reported: set[tuple[Any, ...]] = set()
 
     def observe(self, state: dict[str, Any]) -> list[str]:
         lines = []
@@ -146,6 +196,29 @@ class Follower:
             line = transition_line(key, unit, self._paint)
             if line is not None:
                 lines.append(line)
+        lines.extend(self._waits(state))
+        return lines
+
+    def _waits(self, state: dict[str, Any]) -> list[str]:
+        """Reports each contract nobody serves once it has waited WAIT_NOTICE_S."""
+        now = self._clock()
+        current: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for entry in unserved(state).values():
+            current[(entry.get("task"), entry.get("contract_version"), entry.get("runtime"))] = (
+                entry
+            )
+        for gone in set(self._unserved_since) - set(current):
+            del self._unserved_since[gone]
+            self._reported.discard(gone)
+        lines = []
+        for key, entry in current.items():
+            since = self._unserved_since.setdefault(key, now)
+            if key in self._reported or now - since < WAIT_NOTICE_S:
+                continue
+            self._reported.add(key)
+            units = ", ".join(str(u) for u in entry.get("units") or ())
+            lines.append(f"  {self._paint('…', 'yellow')} {units:<30} {no_worker(entry)}")
+            lines.append(f"    {connected_workers(entry)}")
         return lines
 
 

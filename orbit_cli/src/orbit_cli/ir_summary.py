@@ -3,11 +3,14 @@
 It answers "what does this workflow do?" without reading JSON: the types it
 takes and returns, its steps in execution order with their policies and
 compensations, the signal/query/handler surface of `orbit-ir/2`, and every
-contract it calls.
+contract it calls. Timeouts are printed as the CLI prints every duration
+(`5m00s`, `10.0s`), as the book's transcript does; a sleep keeps the source
+spelling of its action (`sleep 1s`).
 """
 
 from __future__ import annotations
 
+from orbit_cli.output import duration
 from orbit_core.ir import ChildContract, Definition, Step, TaskContract
 from orbit_core.ir.types import render_type
 
@@ -42,7 +45,7 @@ def summary(defn: Definition) -> str:
         f"  output:  {render_type(defn.output)}",
     ]
     if defn.timeout_ms is not None:
-        lines.append(f"  timeout: {source_duration(defn.timeout_ms)}")
+        lines.append(f"  timeout: {duration(defn.timeout_ms)}")
     lines += ["", "steps (execution order)"]
     lines += [line for step in defn.steps for line in _step_lines(step, defn)]
     lines += _surface(defn)
@@ -79,9 +82,9 @@ def _step_lines(step: Step, defn: Definition) -> list[str]:
     if step.retry is not None and step.retry.attempts > 1:
         policies.append(f"retry {step.retry.attempts}x {step.retry.backoff}")
     if step.timeout_ms is not None:
-        policies.append(f"timeout {source_duration(step.timeout_ms)}")
+        policies.append(f"timeout {duration(step.timeout_ms)}")
     if step.queue_timeout_ms is not None:
-        policies.append(f"queue_timeout {source_duration(step.queue_timeout_ms)}")
+        policies.append(f"queue_timeout {duration(step.queue_timeout_ms)}")
     text = ", ".join(policies)
     if step.depends_on:
         text += " after " + ", ".join(step.depends_on)

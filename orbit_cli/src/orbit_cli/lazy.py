@@ -1,11 +1,13 @@
 """A click group that imports a command's module only when it is used.
 
 `orbit --version` and `orbit <command>` then load one command module, not
-all of them (click's documented LazyGroup pattern).
+all of them (click's documented LazyGroup pattern). A mistyped command name
+gets the closest names as "did you mean" (click offers that for options only).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 from typing import Any
@@ -28,6 +30,17 @@ class LazyGroup(click.Group):
         if target is not None and _exists(target):
             return _load(target)
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and self.get_command(ctx, name) is None and not name.startswith("-"):
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            if close:
+                quoted = ", ".join(f"'{c}'" for c in close)
+                ctx.fail(f"No such command '{name}'. Did you mean {quoted}?")
+        return super().resolve_command(ctx, args)
 
 
 def _exists(target: str) -> bool:

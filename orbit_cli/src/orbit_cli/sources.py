@@ -1,5 +1,7 @@
 """What the commands that read ORBIT source files (check, compile, validate,
-deploy) share: the `--policy` option and the empty FILES check."""
+deploy) share: the `--policy` option, the empty FILES check, and folders
+given as FILES (`orbit check workflows/`), which stand for the `.orbit` files
+below them."""
 
 from __future__ import annotations
 
@@ -53,3 +55,35 @@ def stderr_colour(files: Sized) -> bool:
         click.echo(error_line("no input files", color=color), nl=False, err=True)
         sys.exit(1)
     return color
+
+
+# Folders a project keeps tools and dependencies in, never its workflows.
+_SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
+
+
+def expand_folders(files: tuple[str, ...]) -> list[Path]:
+    """FILES with each folder replaced by the `.orbit` files below it (sorted,
+    hidden folders and node_modules skipped); a folder with none is an error."""
+    paths: list[Path] = []
+    for name in files:
+        path = Path(name)
+        if not path.is_dir():
+            paths.append(path)
+            continue
+        found = sorted(
+            p
+            for p in path.rglob("*.orbit")
+            if p.is_file()
+            and not any(
+                part.startswith(".") or part in _SKIPPED_DIRS
+                for part in p.relative_to(path).parts[:-1]
+            )
+        )
+        if not found:
+            from orbit_lang.render import error_line, should_color
+
+            message = f"no .orbit files in folder `{name}`"
+            click.echo(error_line(message, color=should_color(sys.stderr)), nl=False, err=True)
+            sys.exit(1)
+        paths.extend(found)
+    return paths

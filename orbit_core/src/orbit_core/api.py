@@ -103,6 +103,25 @@ class UnitDoc(TypedDict, total=False):
     dispatch_count: Required[int]
 
 
+class WaitingWorker(TypedDict):
+    worker_id: str
+    runtime: str
+    contract_version: str
+
+
+class WaitingDoc(TypedDict):
+    """One entry of `waiting_for`: queued tasks of one contract and runtime."""
+
+    task: str
+    contract_version: str
+    runtime: str | None
+    units: list[str]
+    queued: int
+    since_ms: int
+    serving: int
+    workers: list[WaitingWorker]
+
+
 class ExecutionDoc(TypedDict):
     """`GET /v1/executions/{id}`, and what `get`, `wait` and `cancel` return."""
 
@@ -126,6 +145,7 @@ class ExecutionDoc(TypedDict):
     output: NotRequired[JsonValue]
     error: NotRequired[ErrorDoc]
     handlers: NotRequired[HandlersDoc]
+    waiting_for: NotRequired[list[WaitingDoc]]
     last_seq: int
 
 

@@ -1,7 +1,8 @@
 """Task dispatch bookkeeping: the index of queued tasks and worker sessions.
 
 The index maps (task name, contract version) to one FIFO per routing runtime
-(`None` for steps without `using`, or with `using any`). Entries are checked
+(`None` for steps without `using`, or with `using any`); a session whose
+runtime is `EVERY_RUNTIME` takes from every queue of its contracts. Entries are checked
 lazily when they reach the head of their queue: an entry is valid only while
 its unit is still SCHEDULED under the same offer (`StepScheduled` seq), so
 withdrawing, resolving or rolling back a unit never has to search the index.
@@ -17,6 +18,9 @@ from collections.abc import Callable, Iterable
 import attrs
 
 RUNTIME_ANY = None
+# The runtime of a session that serves its contracts whatever the step's
+# `using` (in-process handlers registered without a runtime).
+EVERY_RUNTIME = "*"
 
 
 def routing_runtime(using: str | None) -> str | None:
@@ -79,7 +83,8 @@ class TaskIndex:
             by_runtime = self._queues.get(contract)
             if not by_runtime:
                 continue
-            for key in (RUNTIME_ANY, runtime):
+            keys = list(by_runtime) if runtime == EVERY_RUNTIME else (RUNTIME_ANY, runtime)
+            for key in keys:
                 queue = by_runtime.get(key)
                 while queue:
                     head = queue[0]

@@ -56,14 +56,20 @@ class Address:
         if match is None:
             raise ValueError(f"`{text}` is not an ip:port address (for example 127.0.0.1:7233)")
         host = match["v6"] or match["v4"]
+        port = int(match["port"])
         try:
             ipaddress.ip_address(host)
         except ValueError:
+            if host.lower() == "localhost":
+                hint = (
+                    f"use 127.0.0.1:{port} to listen on this machine only, "
+                    f"or 0.0.0.0:{port} for all interfaces"
+                )
+            else:
+                hint = f"use 0.0.0.0:{port} or [::]:{port} for all interfaces"
             raise ValueError(
-                f"`{text}` is not an ip:port address: `{host}` is not an IP address "
-                "(use 0.0.0.0:7233 or [::]:7233 for all interfaces)"
+                f"`{text}` is not an ip:port address: `{host}` is not an IP address ({hint})"
             ) from None
-        port = int(match["port"])
         if port > 65535:
             raise ValueError(f"`{text}` is not an ip:port address: port {port} is out of range")
         return cls(host, port)

@@ -27,8 +27,10 @@ gunicorn's: its `certfile`/`keyfile` settings turn it on, and its
 worker process. TLS connections take gunicorn's own path through the worker
 (`worker.OrbitWorker` keeps its short path for plain HTTP).
 
-SIGINT and SIGTERM both stop gracefully: the listener closes, in-flight
-requests (long polls included) finish, the engine closes, exit status 0. The
+SIGINT and SIGTERM both stop gracefully: the arbiter logs `shutting down`,
+the listener closes, the worker drains the engine (`Engine.drain`: parked
+long polls answer 204 and waits the current state at once, and later ones do
+not park), in-flight requests finish, the engine closes, exit status 0. The
 worker dies with the arbiter (PR_SET_PDEATHSIG), so a SIGKILL of `orbit
 server` stops everything at once, as a crash would.
 """

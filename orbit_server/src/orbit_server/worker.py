@@ -45,6 +45,7 @@ import socket
 import ssl
 import struct
 import sys
+import threading
 import time
 from email.utils import formatdate
 from typing import Any
@@ -164,6 +165,15 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         super().init_signals()
         # Ctrl+C reaches the worker too (same process group): finish requests.
         signal.signal(signal.SIGINT, self.handle_exit)
+
+    def handle_exit(self, sig: Any, frame: Any) -> None:
+        """Stops serving, and ends the engine's long polls and waits at once
+        so none holds the shutdown; on a thread, since a signal handler must
+        not wait for the engine's locks."""
+        super().handle_exit(sig, frame)
+        engine = getattr(self.app, "engine", None)
+        if engine is not None:
+            threading.Thread(target=engine.drain, name="orbit-drain", daemon=True).start()
 
     def init_process(self) -> None:
         self._date = _Date()

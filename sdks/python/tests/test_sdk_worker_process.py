@@ -155,3 +155,63 @@ def test_run_configures_logging_from_orbit_log_level(
         assert match.group(1) == "INFO"
     else:
         assert registered == []
+
+
+LONG_POLL_SCRIPT = WORKER_SCRIPT.replace("poll_wait_ms=300", "poll_wait_ms=20000")
+
+
+@pytest.fixture
+def long_poll_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "WORKER_SCRIPT", LONG_POLL_SCRIPT)
+
+
+@pytest.mark.usefixtures("long_poll_script")
+def test_ctrl_c_on_an_idle_worker_does_not_wait_for_its_long_poll(
+    tmp_path: Path, fake: FakeRuntime
+) -> None:
+    worker = WorkerProcess(tmp_path, fake)
+    try:
+        fake.wait_for(lambda: bool(fake.calls_to("/v1/workers/poll")))
+        started = time.monotonic()
+        worker.proc.send_signal(signal.SIGINT)
+        code = worker.finish(timeout=10)
+        took = time.monotonic() - started
+    finally:
+        worker.kill()
+    assert code == 0, worker.stderr
+    # The poll is open for 20 s; shutdown does not wait for it.
+    assert took < 2, took
+    assert worker.stdout == ["run returned"]
+    assert not any("Traceback" in line for line in worker.stderr), worker.stderr
+    messages = [m.group(2) for m in map(LOG_LINE.match, worker.stderr) if m]
+    assert messages[-3:] == [
+        "received SIGINT",
+        "shutting down: stopped polling; no task is running",
+        "worker proc-worker unregistered",
+    ]
+
+
+@pytest.mark.usefixtures("long_poll_script")
+def test_a_second_ctrl_c_abandons_running_tasks_without_a_traceback(
+    tmp_path: Path, fake: FakeRuntime
+) -> None:
+    fake.enqueue("a.slow", {"seconds": 30})
+    worker = WorkerProcess(tmp_path, fake)
+    try:
+        worker.wait_for_line(worker.stdout, "started")
+        worker.proc.send_signal(signal.SIGINT)
+        worker.wait_for_line(worker.stderr, "waiting for 1 running task(s) to finish")
+        started = time.monotonic()
+        worker.proc.send_signal(signal.SIGINT)
+        code = worker.finish(timeout=5)
+        took = time.monotonic() - started
+    finally:
+        worker.kill()
+    assert code == 130, worker.stderr
+    assert took < 2, took
+    assert not fake.results
+    assert not any("Traceback" in line for line in worker.stderr), worker.stderr
+    assert any(
+        "received SIGINT again: exiting now; 1 running task(s) abandoned" in line
+        for line in worker.stderr
+    ), worker.stderr

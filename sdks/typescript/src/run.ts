@@ -81,7 +81,9 @@ export class WorkerRun {
 
   stop(): void {
     if (this.#isStopping()) return;
-    this.#logger.info("[orbit] shutting down: finishing running tasks");
+    this.#logger.info(
+      "[orbit] shutting down: stopped polling; running tasks finish first (Ctrl-C again abandons them)",
+    );
     this.#stopping.abort();
   }
 

@@ -90,7 +90,18 @@ export class Worker {
       random: this.#random,
     });
     this.#current = run;
+    let signalled = false;
     const onSignal = (signal: NodeJS.Signals): void => {
+      if (signalled) {
+        // A second Ctrl-C means "now": running handlers are abandoned, and
+        // the runtime redelivers their tasks after the session timeout.
+        this.#logger.warn(
+          `[orbit] received ${signal} again: exiting now; running tasks are abandoned ` +
+            "(the runtime redelivers them after the session timeout)",
+        );
+        process.exit(128 + (signal === "SIGINT" ? 2 : 15));
+      }
+      signalled = true;
       this.#logger.info(`[orbit] received ${signal}`);
       run.stop();
     };

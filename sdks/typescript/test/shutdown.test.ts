@@ -68,3 +68,19 @@ test("SIGINT with nothing running aborts the long polls and exits at once", asyn
   assert.equal(fake.calls("/v1/workers/unregister").length, 1);
   assert.match(output(), /\[orbit\] worker signal-test registered \(1 tasks\)/);
 });
+
+test("a second SIGINT exits at once, abandoning the running task", async (t) => {
+  const { fake, child, exited, output } = await workerProcess(t);
+  fake.enqueue({ task_name: "slow.task", input: { ms: 30_000 } });
+  await eventually(() => output().includes("HANDLER STARTED"), "the handler to start");
+  child.kill("SIGINT");
+  await eventually(() => output().includes("[orbit] received SIGINT"), "the first signal");
+  const started = Date.now();
+  child.kill("SIGINT");
+  const [code] = await exitWithin(exited, 5_000);
+  assert.equal(code, 130, output());
+  assert.ok(Date.now() - started < 2000, "the second Ctrl-C waited for the handler");
+  assert.match(output(), /\[orbit\] received SIGINT again: exiting now/);
+  assert.doesNotMatch(output(), /RUN RESOLVED/);
+  assert.equal(fake.results.length, 0);
+});

@@ -1,5 +1,7 @@
 """`orbit check FILES...`: compile the files and report, writing nothing.
 
+A folder among FILES stands for the `.orbit` files below it.
+
 Human format: diagnostics on stderr, then one `ok Name@version (N steps)` line
 per workflow on stdout (children first, then load order), or `ok no workflows
 (contracts only)`. JSON format: `{"diagnostics": [...]}` on stdout only.
@@ -9,11 +11,10 @@ Exit 1 on an error, on a warning with --strict, or with no files.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
-from orbit_cli.sources import policy_option, stderr_colour
+from orbit_cli.sources import expand_folders, policy_option, stderr_colour
 from orbit_lang import CompileResult, check_paths
 from orbit_lang.render import error_line, render_json, render_report
 
@@ -32,9 +33,12 @@ from orbit_lang.render import error_line, render_json, render_report
 )
 @policy_option("Also check the workflows against an organisation policy (TOML). Repeatable.")
 def check(files: tuple[str, ...], strict: bool, output_format: str) -> None:
-    """Type-check workflow files without producing output."""
+    """Type-check workflow files without producing output.
+
+    A folder stands for every .orbit file below it.
+    """
     color = stderr_colour(files)
-    result = check_paths([Path(f) for f in files], strict=strict)
+    result = check_paths(expand_folders(files), strict=strict)
     if output_format == "json":
         click.echo(render_json(result.diagnostics), nl=False)
     else:

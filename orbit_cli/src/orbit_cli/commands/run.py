@@ -77,7 +77,8 @@ def cli(
     retry, is skipped or is cancelled is reported on stderr; at the end a
     summary follows, and a completed execution's output is printed on stdout.
     The exit status is 0 only when the execution ends COMPLETED (or with
-    --no-wait).
+    --no-wait). Ctrl-C stops only the watching (exit status 130): the
+    execution keeps running, and `orbit run WORKFLOW --id ID` follows it again.
     """
     payload = _input(input_text, input_file)
     request: dict[str, Any] = {}
@@ -108,7 +109,16 @@ def cli(
         out(run_id)
         return
 
-    state = follow(client, run_id)
+    try:
+        state = follow(client, run_id)
+    except KeyboardInterrupt:
+        # Only the watching stops: the execution is the runtime's, not ours.
+        err()
+        err(f"stopped following; execution {run_id} keeps running on the server")
+        err(f"  where it stands:  orbit status {run_id}   (its history: orbit logs {run_id})")
+        err(f"  follow it again:  orbit run {request['workflow']} --id {run_id}")
+        err(f"  stop it:          orbit cancel {run_id}")
+        sys.exit(130)
     err()
     for line in execution.header(state, _paint):
         err(line)

@@ -28,8 +28,9 @@ def cli(client: RuntimeClient, execution_id: str) -> None:
     if units:
         out()
         out(execution.TABLE_HEADER)
+        waiting = execution.unserved(state)
         for key, unit in units:
-            out(execution.table_row(key, unit))
+            out(execution.table_row(key, unit, waiting.get(key)))
     output = execution.output_line(state)
     if output is not None:
         out()

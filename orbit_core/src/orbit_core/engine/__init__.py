@@ -29,7 +29,7 @@ reported through the `Faults` port of `orbit_core.ports`.
 
 from orbit_core.engine.control import DEFAULT_CANCEL_REASON
 from orbit_core.engine.executions import ADAPTER_DISABLED
-from orbit_core.engine.handlers import TaskError
+from orbit_core.engine.handlers import TaskContext, TaskError
 from orbit_core.engine.live import RUNTIME_WORKER
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
@@ -50,6 +50,7 @@ __all__ = [
     "RUNTIME_WORKER",
     "TICK_MS",
     "Engine",
+    "TaskContext",
     "TaskError",
     "tune_process",
 ]

@@ -52,7 +52,7 @@ class Control:
                 if existing_hash == plan.defn.definition_hash:
                     return {"execution_id": execution_id, "created": False}
                 raise ConflictError(
-                    f"execution `{execution_id}` already exists for a different workflow",
+                    self._exists_message(execution_id, existing_hash, plan.defn.name),
                     "EXECUTION_EXISTS",
                 )
         limits = x.limits.effective(plan)
@@ -74,6 +74,17 @@ class Control:
         x.counters["started"] += 1
         x.decide(tx, live)
         return {"execution_id": execution_id, "created": True}
+
+    def _exists_message(self, execution_id: str, existing_hash: str, workflow: str) -> str:
+        """The book's message, naming the version when the id belongs to the
+        same workflow at another version (the usual slip after a bump)."""
+        existing = self._x.catalog.by_hash(existing_hash)
+        if existing is not None and existing.defn.name == workflow:
+            return (
+                f"execution `{execution_id}` already exists for "
+                f"{workflow}@{existing.defn.version}, a different version"
+            )
+        return f"execution `{execution_id}` already exists for a different workflow"
 
     def _existing_hash(self, execution_id: str) -> str | None:
         live = self._x.memory.get(execution_id)

@@ -13,29 +13,44 @@ kept and reported again after a backoff (exponential, with jitter), and after
 an unexpected exception (reported through the `Faults` port) the tasks it had
 claimed but not reported are handed back for redelivery, since a local
 session never times out.
+
+One handler API with the Python SDK: a handler is `fn(input)` or
+`fn(input, ctx)`, where `ctx` is a `TaskContext` with the attributes and
+methods of `orbit_sdk.Context` (and, for older handlers, item access to the
+assignment: `ctx["step_id"]`); an exception with a string `code` and a bool
+`retryable` (`orbit_sdk.TaskError`, this module's `TaskError`, or any class
+shaped alike: orbit_core cannot import the SDK) fails the attempt with that
+code, as a remote worker's report would. So the same function runs in a
+worker process and in-process, under simulated time in a user's tests.
+Registered without a runtime, a handler serves its task whatever the step's
+`using` (a session of runtime `EVERY_RUNTIME`).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from typing import Protocol, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, cast
 
 from orbit_core import events as ev
 from orbit_core import limits
 from orbit_core.api import Assignment, Registered
-from orbit_core.dispatch import Session
+from orbit_core.dispatch import EVERY_RUNTIME, Session
 from orbit_core.engine.backoff import Backoff
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.jsontypes import JsonValue
-from orbit_core.ports import Faults, RandomSource
+from orbit_core.ports import Clock, Faults, RandomSource
 
 
 class Host(Protocol):
     """The calls in-process handlers make as a worker would (the `Engine`)."""
+
+    clock: Clock
 
     def register_worker(
         self,
@@ -80,6 +95,99 @@ class TaskError(Exception):
         self.details = details
 
 
+_LOG = logging.getLogger("orbit")
+
+
+class TaskContext:
+    """The second argument of an in-process handler: what `orbit_sdk.Context`
+    tells a handler in a worker, with times on the engine's clock.
+
+    `cancelled` is an Event, as in the SDK; in-process attempts are not told
+    of cancellations (a handler runs to its end, and its result is ignored
+    if the attempt is no longer wanted).
+    """
+
+    __slots__ = (
+        "_clock",
+        "_task",
+        "attempt",
+        "cancelled",
+        "deadline_ms",
+        "execution_id",
+        "idempotency_key",
+        "redelivery",
+        "step_id",
+        "task_name",
+        "token",
+        "workflow",
+        "workflow_version",
+    )
+
+    def __init__(self, task: Mapping[str, Any], clock: Callable[[], int]) -> None:
+        self._task = task
+        self._clock = clock
+        self.token = str(task["token"])
+        self.execution_id = str(task.get("execution_id", ""))
+        self.workflow = str(task.get("workflow", ""))
+        self.workflow_version = str(task.get("workflow_version", ""))
+        self.step_id = str(task.get("step_id", ""))
+        self.task_name = str(task.get("task_name", ""))
+        self.attempt = int(task.get("attempt", 1))
+        self.idempotency_key = str(task.get("idempotency_key", ""))
+        self.redelivery = bool(task.get("redelivery", False))
+        deadline = task.get("deadline_ms")
+        self.deadline_ms = None if deadline is None else int(deadline)
+        self.cancelled = threading.Event()
+
+    @property
+    def is_cancelled(self) -> bool:
+        return self.cancelled.is_set()
+
+    def remaining_ms(self) -> int | None:
+        """Milliseconds until deadline_ms on the engine's clock, or None."""
+        if self.deadline_ms is None:
+            return None
+        return max(0, self.deadline_ms - self._clock())
+
+    def log(self, message: str, /, **fields: Any) -> None:
+        """Logs `message {json}` at INFO on the `orbit` logger, as the SDK does."""
+        if _LOG.isEnabledFor(logging.INFO):
+            identity: dict[str, Any] = {
+                "execution_id": self.execution_id,
+                "step": self.step_id,
+                "attempt": self.attempt,
+            }
+            _LOG.info("%s %s", message, json.dumps({**identity, **fields}, default=str))
+
+    def __getitem__(self, key: str) -> Any:
+        """The assignment's fields, for handlers written as `fn(input, task)`."""
+        return self._task[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._task.get(key, default)
+
+    def __repr__(self) -> str:
+        return (
+            f"TaskContext(execution_id={self.execution_id!r}, step_id={self.step_id!r}, "
+            f"attempt={self.attempt}, task_name={self.task_name!r})"
+        )
+
+
+def task_error_of(exc: BaseException) -> TaskError | None:
+    """`exc` as a TaskError when it is shaped like one (`orbit_sdk.TaskError`
+    included): a string `code` and a bool `retryable`."""
+    if isinstance(exc, TaskError):
+        return exc
+    code = getattr(exc, "code", None)
+    retryable = getattr(exc, "retryable", None)
+    if not isinstance(code, str) or not isinstance(retryable, bool):
+        return None
+    message = getattr(exc, "message", None)
+    if not isinstance(message, str):
+        message = str(exc)
+    return TaskError(code, message, retryable, getattr(exc, "details", None))
+
+
 class Handlers:
     def __init__(
         self,
@@ -108,14 +216,16 @@ class Handlers:
         # Tokens `run_all` could not report, to hand back for redelivery.
         self._lost: list[str] = []
 
-    def register(self, task_name: str, version: str, fn: Handler, runtime: str) -> None:
+    def register(self, task_name: str, version: str, fn: Handler, runtime: str | None) -> None:
         takes_task = len(inspect.signature(fn).parameters) >= 2
         self._handlers[(task_name, version)] = (fn, takes_task)
-        runtime = runtime.lower()
+        runtime = EVERY_RUNTIME if runtime is None else runtime.lower()
         session = self._local.get(runtime)
         contracts = sorted(k for k in self._handlers)
         if session is None:
-            reply = self._engine.register_worker(f"in-process-{runtime}", runtime, contracts)
+            # Python code in this process, whatever runtime the steps name.
+            name = "python" if runtime == EVERY_RUNTIME else runtime
+            reply = self._engine.register_worker(f"in-process-{name}", runtime, contracts)
             session = self._sessions[reply["worker_session_id"]]
             session.local = True
             self._local[runtime] = session
@@ -242,12 +352,16 @@ class Handlers:
         fn, takes_task = handler
         token = task["token"]
         try:
-            output = fn(task["input"], task) if takes_task else fn(task["input"])
-        except TaskError as exc:
-            if not exc.code:
-                return None  # nothing to report: the attempt is redelivered
-            return token, None, _task_error(exc)
+            if takes_task:
+                output = fn(task["input"], TaskContext(task, self._engine.clock.now_ms))
+            else:
+                output = fn(task["input"])
         except Exception as exc:
+            failure = task_error_of(exc)
+            if failure is not None:
+                if not failure.code:
+                    return None  # nothing to report: the attempt is redelivered
+                return token, None, _task_error(failure)
             error = ev.make_error(
                 "UNHANDLED_EXCEPTION",
                 _storable(f"{type(exc).__name__}: {exc}"),

@@ -85,6 +85,14 @@ class Reads:
         self._waiters[execution_id] = waiters
         return pending
 
+    def expire_all(self) -> None:
+        """Ends every parked wait; each caller answers with the state as it is."""
+        # A snapshot: the group leader owns the dict; expired entries are
+        # dropped by it later, like waits that timed out.
+        parked = [cmd for waiters in list(self._waiters.values()) for cmd in list(waiters)]
+        for cmd in parked:
+            self._pipeline.expire(cmd)
+
     def finished(self, live: Live) -> None:
         """Answers the waits of an execution whose end was committed."""
         waiters = self._waiters.pop(live.state.id, None)

@@ -119,6 +119,8 @@ class Engine:
         )
         self._control = Control(self._executions, max_active_executions)
         self._workers = Workers(self._executions, session_timeout_ms)
+        # Set by drain(): polls and waits are answered without parking.
+        self._draining = False
         self._polling = Polling(self._executions, self._workers, self._pipeline)
         self._results = Results(self._executions, self._workers)
         self._reads = Reads(self._executions, self._pipeline)
@@ -198,10 +200,18 @@ class Engine:
         )
 
     def get(self, execution_id: str) -> ExecutionDoc:
-        """The execution state document (`GET /v1/executions/{id}`)."""
-        return self._pipeline.submit(
-            lambda tx: self._executions.state_of(execution_id).to_json(), read=True
-        )
+        """The execution state document (`GET /v1/executions/{id}`), with
+        `waiting_for` while tasks are queued (see `Workers.waiting_for`)."""
+
+        def read(tx: Tx) -> ExecutionDoc:
+            state = self._executions.state_of(execution_id)
+            doc = state.to_json()
+            waiting = self._workers.waiting_for(state)
+            if waiting:
+                doc["waiting_for"] = waiting
+            return doc
+
+        return self._pipeline.submit(read, read=True)
 
     def state(self, execution_id: str) -> ExecutionState:
         """The execution's state object (a copy for finished executions)."""
@@ -228,7 +238,7 @@ class Engine:
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         """Blocks until the execution is terminal (not continued-as-new) or the
         timeout passes, then returns its state document."""
-        timeout_ms = min(max(timeout_ms, 0), MAX_WAIT_MS)
+        timeout_ms = 0 if self._draining else min(max(timeout_ms, 0), MAX_WAIT_MS)
         cmd = Command(lambda tx: self._reads.park_wait(execution_id, cmd))
         result = self._pipeline.run(cmd)
         if cmd.parked is None:
@@ -293,6 +303,8 @@ class Engine:
         when it may act for any): another worker's session or task token is
         refused with FORBIDDEN before anything changes."""
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
+        if self._draining:
+            wait = 0
         cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
         cmd.connected = connected
         result = self._pipeline.run(cmd)
@@ -358,10 +370,12 @@ class Engine:
         task_name: str,
         version: str,
         fn: Handler,
-        runtime: str = "python",
+        runtime: str | None = None,
     ) -> None:
-        """Serves `task_name@version` with `fn(input)` (or `fn(input, task)`),
-        run on the engine's handler threads through the normal dispatch path."""
+        """Serves `task_name@version` with `fn(input)` or `fn(input, ctx)` (the
+        SDK's handler shape; see `handlers.TaskContext`), run on the engine's
+        handler threads through the normal dispatch path. Without `runtime`,
+        the handler takes the task whatever runtime the step's `using` names."""
         self._handlers.register(task_name, version, fn, runtime)
         self._pipeline.submit(self._polling.match)
 
@@ -395,6 +409,15 @@ class Engine:
             "worker_sessions": len(self._workers.sessions),
             **self.counters,
         }
+
+    def drain(self) -> None:
+        """For a server that is shutting down: ends every parked long poll
+        (no task) and wait (the state as it is now) at once, and answers
+        later ones without parking, so no request holds the shutdown. The
+        engine keeps working otherwise (results are still recorded)."""
+        self._draining = True
+        self._polling.expire_all()
+        self._reads.expire_all()
 
     def close(self) -> None:
         self.schedules.close()

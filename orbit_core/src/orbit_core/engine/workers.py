@@ -13,16 +13,26 @@ import functools
 from typing import TypeVar
 
 from orbit_core import events as ev
-from orbit_core.api import Accepted, HeartbeatReply, Registered, WorkerDoc, WorkerList
-from orbit_core.dispatch import Session
+from orbit_core.api import (
+    Accepted,
+    HeartbeatReply,
+    Registered,
+    WaitingDoc,
+    WorkerDoc,
+    WorkerList,
+)
+from orbit_core.dispatch import EVERY_RUNTIME, RUNTIME_ANY, Session, routing_runtime
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import aborts_with_execution
 from orbit_core.errors import InvalidError, NotFoundError, OrbitError, unknown_session
 from orbit_core.ports import WorkerRow
+from orbit_core.state import SCHEDULED, ExecutionState
 
 V = TypeVar("V")
 RESTART_REASON = "runtime restarted and no worker reported the result"
+# Unit keys listed per `waiting_for` entry; a large fan-out says how many more.
+WAITING_UNITS_SHOWN = 20
 
 
 class Workers:
@@ -154,6 +164,61 @@ class Workers:
                 }
             )
         return {"workers": out}
+
+    def waiting_for(self, state: ExecutionState) -> list[WaitingDoc]:
+        """What the execution's queued tasks wait for (`waiting_for` of the
+        execution document): one entry per task contract and runtime, with how
+        many connected sessions could take it (`serving`: 0 means nothing
+        connected will ever poll it) and the workers connected for that task
+        name at any version or runtime, so a typo in `using`, a worker not
+        started or a wrong contract version can be told apart."""
+        live = self._x.memory.get(state.id)
+        if live is None or state.terminal:
+            return []
+        plan = live.plan
+        groups: dict[tuple[str, str, str | None], WaitingDoc] = {}
+        for unit in state.units_by_change():
+            if unit.status != SCHEDULED:
+                continue
+            spec = plan.spec(unit.key)
+            if spec is None or spec.is_child or spec.is_builtin or spec.task is None:
+                continue
+            runtime = routing_runtime(spec.using)
+            key = (spec.task, spec.contract_version or "", runtime)
+            entry = groups.get(key)
+            if entry is None:
+                entry = groups[key] = {
+                    "task": spec.task,
+                    "contract_version": spec.contract_version or "",
+                    "runtime": "any" if runtime is RUNTIME_ANY else runtime,
+                    "units": [],
+                    "queued": 0,
+                    "since_ms": unit.scheduled_at_ms or state.updated_at_ms,
+                    "serving": 0,
+                    "workers": [],
+                }
+            entry["queued"] += 1
+            if len(entry["units"]) < WAITING_UNITS_SHOWN:
+                entry["units"].append(unit.key)
+            if unit.scheduled_at_ms is not None:
+                entry["since_ms"] = min(entry["since_ms"], unit.scheduled_at_ms)
+        connected = [s for s in self.sessions.values() if not s.lost]
+        for (task, version, runtime), entry in groups.items():
+            entry["serving"] = sum(
+                1
+                for s in connected
+                if (task, version) in s.contracts
+                and (runtime in (RUNTIME_ANY, s.runtime) or s.runtime == EVERY_RUNTIME)
+            )
+            seen: dict[tuple[str, str, str], None] = {}
+            for s in connected:
+                for t, v in s.contracts:
+                    if t == task:
+                        seen[(s.worker_id, s.runtime, v)] = None
+            entry["workers"] = [
+                {"worker_id": w, "runtime": r, "contract_version": v} for w, r, v in sorted(seen)
+            ]
+        return list(groups.values())
 
     # ---- held attempts
 

@@ -35,7 +35,10 @@ class Root:
             resp.status = 302
             resp.location = "/ui/"
             return
-        raise NotFoundError("no such endpoint: GET /", "NOT_FOUND")
+        # The book's message: it points a client that guessed the root at both.
+        raise NotFoundError(
+            "no such endpoint; the API is under /v1/ and the web UI under /ui/", "NOT_FOUND"
+        )
 
 
 class Ui:

@@ -8,6 +8,7 @@ each take an idle connection from the pool, or open one, and give it back.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import select
 import socket
@@ -56,6 +57,8 @@ class Transport:
         self._ssl_context = ssl_context
         self._lock = threading.Lock()
         self._idle: list[http.client.HTTPConnection] = []
+        # Connections a request is using now, for interrupt().
+        self._busy: set[http.client.HTTPConnection] = set()
 
     def request(
         self,
@@ -79,13 +82,32 @@ class Transport:
         except _Stale as stale:
             if not (reused and replayable):
                 raise ConnectionFailure(stale.reason) from None
+            self._forget(conn)
             conn = self._new_connection(timeout)
             try:
                 response = self._exchange(conn, method, target, body, headers)
             except _Stale as again:
                 raise ConnectionFailure(again.reason) from None
+        finally:
+            self._forget(conn)
         self._release(conn)
         return response
+
+    def interrupt(self) -> None:
+        """Ends the requests in progress (a worker's open long polls at
+        shutdown): their sockets are shut down, so each fails at once with
+        ConnectionFailure in its own thread, which closes it."""
+        with self._lock:
+            busy = list(self._busy)
+        for conn in busy:
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):  # already closed by its thread
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def _forget(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._busy.discard(conn)
 
     def close(self) -> None:
         """Closes every idle connection; a later request opens a new one."""
@@ -104,6 +126,8 @@ class Transport:
             if conn.sock is not None and not _is_dropped(conn.sock):
                 conn.timeout = timeout
                 conn.sock.settimeout(timeout)
+                with self._lock:
+                    self._busy.add(conn)
                 return conn, True
             conn.close()
 
@@ -117,11 +141,16 @@ class Transport:
         conn.close()
 
     def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection
         if self._https:
-            return http.client.HTTPSConnection(
+            conn = http.client.HTTPSConnection(
                 self._host, self._port, timeout=timeout, context=self._ssl_context
             )
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        with self._lock:
+            self._busy.add(conn)
+        return conn
 
     @staticmethod
     def _exchange(

@@ -129,6 +129,11 @@ class Client:
         """Closes the kept-alive connections that are not in use."""
         self._transport.close()
 
+    def _interrupt(self) -> None:
+        """Ends the requests in progress with a connection error (the
+        worker's open long polls, at shutdown)."""
+        self._transport.interrupt()
+
     def __enter__(self) -> Client:
         return self
 

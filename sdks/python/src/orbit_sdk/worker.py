@@ -5,6 +5,16 @@ Threads of a running worker:
     caller of run()   registers, waits for stop(), drains, unregisters
     orbit-poll-<i>    concurrency of them: poll, run one task, report, repeat
     orbit-heartbeat   heartbeats at the runtime's interval; sets ctx.cancelled
+
+Shutdown (SIGINT, SIGTERM or stop()) does not wait for open long polls: the
+pollers are daemon threads, and run() waits only for the tasks already
+running (counted under `_busy`). A poll that returns a task once shutdown has
+begun does not start it; unregistering hands it back to the runtime, which
+redelivers it at once. A second SIGINT ends run() at once with SystemExit(130)
+(no traceback), abandoning running tasks, which the runtime redelivers after
+the session timeout; a second SIGTERM gets the previous handler (by default,
+the process ends). Each step is logged, so the person who pressed Ctrl-C sees
+what the worker is waiting for.
 """
 
 from __future__ import annotations
@@ -65,6 +75,9 @@ class Worker:
         self._state_lock = threading.Lock()
         self._inflight: dict[str, Context] = {}
         self._inflight_lock = threading.Lock()
+        # Tasks being run or reported; shutdown waits until it drops to 0.
+        self._busy = 0
+        self._busy_changed = threading.Condition()
         # Jitter of every retry delay; tests replace it to fix the delays.
         self._random: RandomSource = random.random
 
@@ -150,11 +163,25 @@ class Worker:
         # A timed wait keeps the main thread responsive to signals everywhere.
         while not self._stopping.wait(STOP_CHECK_INTERVAL_S):
             pass
-        LOGGER.info("shutting down: no new polls; waiting for running tasks to finish")
-        for poller in pollers:
-            poller.join()
+        with self._busy_changed:
+            running = self._busy
+        if running:
+            LOGGER.info(
+                "shutting down: stopped polling; waiting for %d running task(s) to finish "
+                "(press Ctrl-C again to abandon them)",
+                running,
+            )
+        else:
+            LOGGER.info("shutting down: stopped polling; no task is running")
+        with self._busy_changed:
+            while self._busy:
+                # Timed, so a second signal is handled at once.
+                self._busy_changed.wait(STOP_CHECK_INTERVAL_S)
         self._unregister(client, session)
-        heartbeat.join()
+        # The polls still open end now; their threads see the stop and return.
+        client._interrupt()
+        for thread in [*pollers, heartbeat]:
+            thread.join(STOP_CHECK_INTERVAL_S)
 
     @staticmethod
     def _thread(name: str, target: Callable[..., None], *args: Any) -> threading.Thread:
@@ -173,10 +200,23 @@ class Worker:
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             LOGGER.info("received %s", signal.Signals(signum).name)
-            # A second signal gets the previous behaviour, so Ctrl-C twice quits.
+            # A second signal gets the previous behaviour, so Ctrl-C twice
+            # quits; Python's own SIGINT handler would print a traceback.
             for number, handler in previous.items():
-                signal.signal(number, handler)
+                second = on_second_interrupt if handler is signal.default_int_handler else handler
+                signal.signal(number, second)
             self.stop()
+
+        def on_second_interrupt(signum: int, frame: FrameType | None) -> None:
+            with self._busy_changed:
+                running = self._busy
+            LOGGER.warning(
+                "received %s again: exiting now; %d running task(s) abandoned "
+                "(the runtime redelivers them after the session timeout)",
+                signal.Signals(signum).name,
+                running,
+            )
+            raise SystemExit(128 + signum)
 
         for signum in previous:
             signal.signal(signum, on_signal)
@@ -192,6 +232,8 @@ class Worker:
                     POLL, {"worker_session_id": session_id, "wait_ms": self.poll_wait_ms}
                 )
             except ApiError as exc:
+                if self._stopping.is_set():
+                    return  # the client was closed under a poll left open
                 if is_unknown_session(exc):
                     session.renew(session_id)
                     # A runtime that forgets every new session must not be
@@ -207,10 +249,24 @@ class Worker:
             backoff.reset()
             lost_session = False
             if task is not None:
+                with self._busy_changed:
+                    if self._stopping.is_set():
+                        log_fields(
+                            logging.INFO,
+                            "shutting down: not starting a task that arrived; "
+                            "unregistering hands it back",
+                            {"task": task.get("task_name"), "token": task.get("token")},
+                        )
+                        return
+                    self._busy += 1
                 try:
                     self._execute(reporter, task)
                 except Exception:
                     LOGGER.exception("could not process a task assignment: %r", task)
+                finally:
+                    with self._busy_changed:
+                        self._busy -= 1
+                        self._busy_changed.notify_all()
 
     def _execute(self, reporter: Reporter, task: dict[str, Any]) -> None:
         ctx = Context._from_assignment(task)
