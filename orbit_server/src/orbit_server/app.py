@@ -22,6 +22,7 @@ from orbit_server.resources.schedules import Schedules
 from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
+from orbit_server.telemetry import Telemetry
 
 App = falcon.App[falcon.Request, falcon.Response]
 
@@ -41,7 +42,13 @@ class _Routes:
         self.access[template] = access
 
 
-def create_app(engine: Engine, config: ServerConfig) -> App:
+def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None = None) -> App:
+    """`telemetry` is what the engine's store reports commits to (see
+    `storage.LoggedStore`); by default the one found on `engine.store`, or a
+    fresh one that sees no commits (event counters stay at zero)."""
+    if telemetry is None:
+        found = getattr(engine.store, "telemetry", None)
+        telemetry = found if isinstance(found, Telemetry) else Telemetry()
     app: App = falcon.App(cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = False
@@ -51,7 +58,7 @@ def create_app(engine: Engine, config: ServerConfig) -> App:
 
     routes.add("/v1/health", Health(engine), open_)
     routes.add("/v1/ready", Ready(engine), open_)
-    routes.add("/v1/metrics", Metrics(engine), admin)
+    routes.add("/v1/metrics", Metrics(engine, telemetry), admin)
 
     workflows = Workflows(engine, config.max_body)
     routes.add("/v1/workflows", workflows, admin)

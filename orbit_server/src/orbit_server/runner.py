@@ -52,6 +52,7 @@ from orbit_server.app import create_app
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
 from orbit_server.storage import LoggedStore
+from orbit_server.telemetry import Telemetry
 from orbit_server.worker import OrbitWorker
 from orbit_store.postgres import PostgresStore
 from orbit_store.sql import SqlStore
@@ -161,7 +162,7 @@ def _check_database(config: ServerConfig, log: Any) -> bool:
 def build_engine(config: ServerConfig) -> Engine:
     # The arbiter checked the database just before forking (`_check_database`).
     return Engine(
-        LoggedStore(open_store(config), config.db_display),
+        LoggedStore(open_store(config), config.db_display, Telemetry()),
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
         session_timeout_ms=config.session_timeout_ms,
