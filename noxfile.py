@@ -44,6 +44,8 @@ LAYERS: dict[str, list[str]] = {
 }
 ALL = LAYERS["orbit_cli"]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"]
+# The trace tests' OTLP receiver decodes requests with the protocol's own classes.
+TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
 
 
 def _install(session: nox.Session, pkgs: list[str]) -> None:
@@ -78,8 +80,10 @@ def tests(session: nox.Session, pkg: str) -> None:
 @nox.session(python=PYTHON)
 def repo(session: nox.Session) -> None:
     """Cross-package tests: import boundaries, book examples, golden outputs."""
-    session.install(*TEST_DEPS)
+    session.install(*TEST_DEPS, *TRACE_TEST_DEPS)
     _install(session, ALL)
+    # tests/test_server_tracing.py runs a Python SDK worker in the test process.
+    session.install("-e", "./sdks/python")
     session.run("pytest", "tests", "-m", "not e2e", *session.posargs)
 
 

@@ -23,6 +23,7 @@ from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
 from orbit_server.telemetry import Telemetry
+from orbit_server.tracing import Tracer
 
 App = falcon.App[falcon.Request, falcon.Response]
 
@@ -81,7 +82,8 @@ def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None
         routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, admin, suffix=action)
 
     routes.add("/v1/workers", Workers(engine), admin)
-    protocol = WorkerProtocol(engine, config.max_body)
+    tracer = telemetry.tracing if isinstance(telemetry.tracing, Tracer) else None
+    protocol = WorkerProtocol(engine, config.max_body, tracer)
     for action in ("register", "heartbeat", "poll", "unregister"):
         routes.add(f"/v1/workers/{action}", protocol, worker, suffix=action)
     for action in ("complete", "fail"):

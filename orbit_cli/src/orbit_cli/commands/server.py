@@ -17,7 +17,6 @@ LATER = (
     ("--tls-cert", "tls_cert"),
     ("--tls-key", "tls_key"),
     ("--tls-client-ca", "tls_client_ca"),
-    ("--otlp-endpoint", "otlp_endpoint"),
     ("--enable-http-adapter", "enable_http_adapter"),
     ("--cluster", "cluster"),
     ("--node-timeout", "node_timeout"),
@@ -129,7 +128,14 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
 @click.option("--tls-cert", envvar="ORBIT_TLS_CERT", metavar="PATH", hidden=True)
 @click.option("--tls-key", envvar="ORBIT_TLS_KEY", metavar="PATH", hidden=True)
 @click.option("--tls-client-ca", envvar="ORBIT_TLS_CLIENT_CA", metavar="PATH", hidden=True)
-@click.option("--otlp-endpoint", metavar="URL", hidden=True)
+@click.option(
+    "--otlp-endpoint",
+    envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
+    show_envvar=True,
+    metavar="URL",
+    help="Export OpenTelemetry traces over OTLP/HTTP to this collector base URL "
+    "(OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS).",
+)
 @click.option("--enable-http-adapter", is_flag=True, hidden=True)
 @click.option("--cluster", is_flag=True, envvar="ORBIT_CLUSTER", hidden=True)
 @click.option(
@@ -148,8 +154,8 @@ def cli(**options: Any) -> None:
     first.
 
     Without --token the server is open, which it allows only on a loopback
-    address (or with --insecure). gRPC, TLS, workers files, clustering,
-    OpenTelemetry and the HTTP adapter are not available in this version."""
+    address (or with --insecure). gRPC, TLS, workers files, clustering
+    and the HTTP adapter are not available in this version."""
     from orbit_server.config import ConfigError, ServerConfig, check
 
     config = ServerConfig(
@@ -169,6 +175,7 @@ def cli(**options: Any) -> None:
         insecure=options["insecure"],
         ui=not options["no_ui"],
         threads=options["threads"],
+        otlp_endpoint=options["otlp_endpoint"] or None,
         unsupported=tuple(flag for flag, key in LATER if options[key] not in (None, False)),
         workers_file=options["workers_file"] or None,
         cluster=options["cluster"],

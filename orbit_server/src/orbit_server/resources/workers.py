@@ -13,6 +13,7 @@ from orbit_server.body import Fields, read_json
 from orbit_server.logs import logger
 from orbit_server.resources._json import send
 from orbit_server.resources._peer import connection_probe, handed_over
+from orbit_server.tracing import Tracer
 
 _log = logger()
 
@@ -28,9 +29,11 @@ class Workers:
 class WorkerProtocol:
     """Every call is a POST with a JSON body; unknown fields are ignored."""
 
-    def __init__(self, engine: Engine, max_body: int) -> None:
+    def __init__(self, engine: Engine, max_body: int, tracer: Tracer | None = None) -> None:
         self._engine = engine
         self._max_body = max_body
+        # With tracing on, a task carries its attempt's span as `traceparent`.
+        self._tracer = tracer
 
     def _fields(self, req: falcon.Request) -> Fields:
         return Fields(read_json(req, self._max_body, required=True))
@@ -61,6 +64,10 @@ class WorkerProtocol:
         if task is None:
             resp.status = 204
             return
+        if self._tracer is not None:
+            parent = self._tracer.traceparent(task["execution_id"], task["step_id"])
+            if parent is not None:
+                task = {**task, "traceparent": parent}
         undelivered = functools.partial(self._undelivered, task)
         send(resp, task, stream=lambda data: handed_over(data, connected, undelivered))
 
