@@ -79,7 +79,7 @@ def serve(config: ServerConfig) -> int:
         return 1
     logs.configure(
         config.log_format,
-        logs.level_from_env(os.environ.get("ORBIT_LOG")),
+        logs.parse_filter(os.environ.get("ORBIT_LOG")),
         secret_url=config.db if config.backend == "postgres" else None,
     )
     log = logs.logger()
@@ -304,7 +304,7 @@ class GunicornLog(GunicornLogger):  # type: ignore[misc]
         self.cfg = cfg
 
     def _emit(self, level: int, msg: str, *args: Any, **kwargs: Any) -> None:
-        if level < logging.WARNING and not logs.enabled(logging.DEBUG):
+        if level < logging.WARNING and not logs.enabled(logging.DEBUG, target="gunicorn"):
             return
         text = msg % args if args else str(msg)
         log = logs.logger().bind(target="gunicorn")

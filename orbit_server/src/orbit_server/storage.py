@@ -7,7 +7,7 @@ database, whichever engine thread made it (a request, the committer, a timer
 or a handler), and then raised unchanged.
 
 The adapter's notices (`on_notice`: "reconnected to PostgreSQL") are logged
-at `info`. It also serves readiness: `write_problem` is the adapter's answer
+at `warn`. It also serves readiness: `write_problem` is the adapter's answer
 (None while writes work) when it has one. A change between writable and not
 is logged the first time anyone notices it, by a commit or by a readiness
 check. Every batch the store accepted goes on to `telemetry` (metrics, event
@@ -50,7 +50,9 @@ class LoggedStore:
             store.on_notice = self._notice
 
     def _notice(self, message: str) -> None:
-        self._log.info(message, db=self.db)
+        # A reconnection means the database went away for a moment: a
+        # warning in chapter 46's table.
+        self._log.warning(message, db=self.db)
 
     def _run(self, op: str, fn: Callable[[], T]) -> T:
         try:

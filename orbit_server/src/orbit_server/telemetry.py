@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from orbit_core import events as ev
@@ -51,7 +52,10 @@ Changes = list[tuple[str, str, list[ev.Event]]]
 class Tracing(Protocol):
     """Where committed events go to become spans (`tracing.Tracer`)."""
 
-    def committed(self, changes: Changes) -> None: ...
+    def committed(self, changes: Changes) -> Mapping[str, tuple[str, str]]:
+        """Makes the spans; returns (trace id, root span id) in hex of each
+        sampled execution of `changes`, for its log lines."""
+        ...
 
 
 def new_events(batch: CommitBatch) -> Changes:
@@ -87,9 +91,8 @@ class Telemetry:
             if not changes:
                 return
             self._count(changes)
-            self._log_events(changes)
-            if self.tracing is not None:
-                self.tracing.committed(changes)
+            ids = self.tracing.committed(changes) if self.tracing is not None else {}
+            self._log_events(changes, ids)
         except Exception as exc:  # the batch is durable: telemetry must not undo it
             self._log.error("recording telemetry of a commit failed", error=repr(exc), exc_info=exc)
 
@@ -108,17 +111,23 @@ class Telemetry:
                         continue
                     counts[family] += 1
 
-    def _log_events(self, changes: Changes) -> None:
+    def _log_events(self, changes: Changes, ids: Mapping[str, tuple[str, str]]) -> None:
         log = self._log
         debug = logs.enabled(logging.DEBUG)
         for execution_id, _workflow, events in changes:
+            traced = ids.get(execution_id)
+            if traced is not None:
+                # With tracing on, each line names the execution's trace and root span.
+                log = self._log.bind(trace_id=traced[0], span_id=traced[1])
+            else:
+                log = self._log
             for event in events:
                 if debug:
                     log.debug(
                         "event",
                         execution_id=execution_id,
                         seq=event.seq,
-                        event=logs.Quoted(event.TYPE),
+                        event_=logs.Quoted(event.TYPE),
                         **_step_field(event),
                     )
                 _log_event(log, execution_id, event)

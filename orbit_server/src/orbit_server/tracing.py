@@ -197,10 +197,11 @@ class Tracer:
 
     # ---- from commits
 
-    def committed(self, changes: Changes) -> None:
+    def committed(self, changes: Changes) -> dict[str, tuple[str, str]]:
         # Children after the rest: a child created in the same commit as its
         # parent step's dispatch needs that dispatch counted first.
         ordered = sorted(changes, key=_is_new_child)
+        ids: dict[str, tuple[str, str]] = {}
         with self._lock:
             for execution_id, _workflow, events in ordered:
                 if not events:
@@ -210,6 +211,9 @@ class Tracer:
                     x = self._rebuild(execution_id, before_seq=_first_seq(events))
                 for event in events:
                     self._apply(x, event, emit=x.sampled)
+                if x.sampled:
+                    ids[execution_id] = (f"{x.trace_id:032x}", f"{span_id_of(execution_id):016x}")
+        return ids
 
     def traceparent(self, execution_id: str, unit: str) -> str | None:
         """The W3C trace context of the attempt of `unit` dispatched last,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections import OrderedDict
 from typing import Any
 
 import falcon
@@ -16,6 +18,7 @@ from orbit_server.resources._peer import connection_probe, handed_over
 from orbit_server.tracing import Tracer
 
 _log = logger()
+_SESSIONS_KEPT = 10_000
 
 
 class Workers:
@@ -34,6 +37,8 @@ class WorkerProtocol:
         self._max_body = max_body
         # With tracing on, a task carries its attempt's span as `traceparent`.
         self._tracer = tracer
+        # Session -> worker id, for the "worker unregistered" line.
+        self._sessions: OrderedDict[str, str] = OrderedDict()
 
     def _fields(self, req: falcon.Request) -> Fields:
         return Fields(read_json(req, self._max_body, required=True))
@@ -44,6 +49,12 @@ class WorkerProtocol:
         runtime = body.required_string("runtime")
         contracts = body.objects("contracts", "task_name", "contract_version")
         answer = self._engine.register_worker(worker_id, runtime, contracts, body.string("sdk"))
+        session = answer.get("worker_session_id")
+        if isinstance(session, str):
+            if len(self._sessions) >= _SESSIONS_KEPT:  # sessions lost without unregistering
+                with contextlib.suppress(KeyError):
+                    self._sessions.popitem(last=False)
+            self._sessions[session] = worker_id
         _log.info(
             "worker registered",
             worker_id=worker_id,
@@ -88,7 +99,7 @@ class WorkerProtocol:
     def on_post_unregister(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self._fields(req).required_string("worker_session_id")
         send(resp, self._engine.unregister(session))
-        _log.info("worker unregistered", worker_session_id=session)
+        _log.info("worker unregistered", worker_id=self._sessions.pop(session, None))
 
     def on_post_complete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)
