@@ -33,3 +33,28 @@ def test_check_program_compiles_cleanly_and_is_exactly_sized() -> None:
     result = compile_source(text, "bench.orbit")
     assert [d.message for d in result.diagnostics] == []
     assert {d.ir_version for d in result.definitions} == {"orbit-ir/1", "orbit-ir/2"}
+
+
+def test_fmt_benchmark_restores_the_generated_layout() -> None:
+    from orbit_lang.formatter import format_source
+
+    tidy = _benchmark("bench_check").generate(600)
+    messy = _benchmark("bench_fmt").messy(tidy)
+    assert messy != tidy
+    assert format_source(messy, "bench.orbit").text == tidy
+
+
+def test_test_benchmark_program_passes() -> None:
+    from click.testing import CliRunner
+
+    from orbit_cli.main import cli
+
+    bench = _benchmark("bench_test")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "bench.test.orbit"
+        path.write_text(bench.generate(6), encoding="utf-8")
+        result = CliRunner().invoke(cli, ["test", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "6 passed, 0 failed" in result.stdout

@@ -14,6 +14,7 @@ COMMANDS = {
         "check",
         "validate",
         "compile",
+        "fmt",
         "server",
         "deploy",
         "run",
@@ -26,6 +27,8 @@ COMMANDS = {
         "ps",
         "token",
         "workers",
+        "test",
+        "replay",
         "schedule",
     )
 }

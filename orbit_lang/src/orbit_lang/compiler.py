@@ -65,6 +65,14 @@ def check_paths(paths: Sequence[Path | str], strict: bool = False) -> CompileRes
     return _compile(program, diagnostics, strict, lowered=False)
 
 
+def compile_program(
+    program: Program, diagnostics: Sequence[Diagnostic], strict: bool = False
+) -> CompileResult:
+    """Checks and lowers a program already loaded (`loader.load_program`),
+    for tools that also read its declarations (`orbit test`)."""
+    return _compile(program, list(diagnostics), strict)
+
+
 def compile_source(text: str, path: str = "source.orbit", strict: bool = False) -> CompileResult:
     """Compiles one file given as text (imports are read from disk)."""
     program, diagnostics = load_source(text, path)
