@@ -12,9 +12,9 @@ history does not hold.
 Identifiers are SHA-256 of the execution and unit identifiers, so a
 restarted server continues the same traces: trace id = first 16 bytes of
 `orbit-trace:<top-level id>`, root span id = first 8 of `orbit-span:<id>`,
-unit span id = first 8 of `orbit-span:<id>/<unit>#<dispatch number>`. The
-SDK's tracer is used with an id generator that hands out exactly those ids
-(every span is started under one lock). An execution first seen after a
+unit span id = first 8 of `orbit-span:<id>/<unit>#<dispatch number>`. Each
+span is made finished (the SDK's `ReadableSpan`, with those ids and the
+events' times) and handed to the processor. An execution first seen after a
 restart is rebuilt from its stored history.
 
 Export is opentelemetry-sdk's `BatchSpanProcessor` (a bounded queue and a
@@ -37,15 +37,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import Decision
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 from opentelemetry.util.re import parse_env_headers
 
@@ -106,20 +104,6 @@ class TracingSettings:
         return self.endpoint.rstrip("/") + "/v1/traces"
 
 
-class _FixedIds(IdGenerator):
-    """Hands the tracer the ids set just before each span is started."""
-
-    def __init__(self) -> None:
-        self.trace_id = 0
-        self.span_id = 0
-
-    def generate_trace_id(self) -> int:
-        return self.trace_id
-
-    def generate_span_id(self) -> int:
-        return self.span_id
-
-
 @attrs.define(slots=True)
 class _Attempt:
     start_ms: int
@@ -160,9 +144,10 @@ class Tracer:
         self._store = store
         self._lock = threading.Lock()
         self._executions: dict[str, _Execution] = {}
-        self._ids = _FixedIds()
         resource = Resource({"service.name": settings.service_name, "service.version": __version__})
-        self._provider = TracerProvider(resource=resource, id_generator=self._ids)
+        # The provider is the SDK's configuration (its sampler, read from
+        # OTEL_TRACES_SAMPLER) and owns the processor's shutdown.
+        self._provider = TracerProvider(resource=resource)
         self._sampler = self._provider.sampler
         _route_sdk_logs()
         if exporter is None:
@@ -181,7 +166,8 @@ class Tracer:
             export_timeout_millis=EXPORT_TIMEOUT_S * 1000,
         )
         self._provider.add_span_processor(self._processor)
-        self._tracer = self._provider.get_tracer(SCOPE, __version__)
+        self._resource = resource
+        self._scope = InstrumentationScope(SCOPE, __version__)
 
     def attach(self, store: Store) -> None:
         """The store histories are read from when an execution was started
@@ -367,24 +353,26 @@ class Tracer:
         end_ms: int,
         error: str | None,
     ) -> None:
-        self._ids.trace_id, self._ids.span_id = trace_id, span_id
-        if parent_id is None:
-            context = Context()
-        else:
+        # A finished span handed straight to the batch processor: its times
+        # are the events' and its sampling was decided for the whole trace,
+        # so the tracer's own span lifecycle would only cost time.
+        parent = None
+        if parent_id is not None:
             parent = SpanContext(trace_id, parent_id, is_remote=False, trace_flags=_SAMPLED)
-            context = trace.set_span_in_context(NonRecordingSpan(parent))
-        span = self._tracer.start_span(
+        status = Status(StatusCode.OK) if error is None else Status(StatusCode.ERROR, error)
+        span = ReadableSpan(
             name,
-            context=context,
-            kind=SpanKind.INTERNAL,
+            context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED),
+            parent=parent,
+            resource=self._resource,
             attributes=attributes,
+            kind=SpanKind.INTERNAL,
+            status=status,
             start_time=start_ms * 1_000_000,
+            end_time=max(end_ms, start_ms) * 1_000_000,
+            instrumentation_scope=self._scope,
         )
-        if error is None:
-            span.set_status(Status(StatusCode.OK))
-        else:
-            span.set_status(Status(StatusCode.ERROR, error))
-        span.end(end_time=max(end_ms, start_ms) * 1_000_000)
+        self._processor.on_end(span)
 
 
 def _first_seq(events: list[ev.Event]) -> int:
