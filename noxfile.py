@@ -90,7 +90,7 @@ def repo(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
     """End-to-end tests: `orbit server`, the CLI and SDK workers as real processes."""
-    session.install(*TEST_DEPS)
+    session.install(*TEST_DEPS, *TRACE_TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")
     # The TypeScript workers need the SDK's dist/ and tsx (Node 20 has no
@@ -113,7 +113,7 @@ def postgres(session: nox.Session) -> None:
     harnesses give each SQLite path of a test a database of its own
     (ORBIT_TEST_DB=postgres). `nox -s postgres -- tests/e2e` runs the
     end-to-end suite that way."""
-    session.install(*TEST_DEPS)
+    session.install(*TEST_DEPS, *TRACE_TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")
     targets = session.posargs or ON_POSTGRES
