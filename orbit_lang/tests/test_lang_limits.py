@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
+from orbit_core import ir
+from orbit_core.ir.walk import expr_depth
 from orbit_lang import ast, compile_source
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.parser import parse_source
@@ -164,3 +166,138 @@ def test_a_very_long_unknown_name_gets_no_suggestion_quickly() -> None:
     errors = _errors(text)
     assert time.process_time() - started < 2
     assert [(d.code, d.help) for d in errors] == [("E0401", None)]
+
+
+# ---------------------------------------------------------------- compiled depth
+#
+# The runtime refuses a document nested deeper than 128 levels (RULINGS §22).
+# One source level can be three IR levels (an object literal), so the source
+# limit alone lets through expressions whose IR is far too deep.
+
+
+def _objects(levels: int) -> str:
+    return "{ a: " * levels + "1" + " }" * levels
+
+
+def _deployable(text: str) -> list[ir.Definition]:
+    result = compile_source(text, "depth.orbit")
+    assert [d.message for d in result.diagnostics] == []
+    for definition in result.definitions:
+        document = ir.to_json(definition)
+        assert ir.from_json(document) == definition  # the runtime's own check
+    return result.definitions
+
+
+def test_an_expression_whose_ir_fits_compiles_and_deploys() -> None:
+    # 40 object literals: 3 levels each and the innermost `1`.
+    (definition,) = _deployable(STEP.format(_objects(40)))
+    (step,) = definition.steps
+    assert step.compute is not None and expr_depth(step.compute) == 121
+
+
+@pytest.mark.parametrize("levels", [41, 98])
+def test_an_expression_whose_ir_is_too_deep_is_e0100_at_the_expression(levels: int) -> None:
+    text = STEP.format(_objects(levels))
+    found = _only(text, "E0100", "expression nested too deeply")
+    assert found.span is not None
+    assert (found.span.line, found.span.column) == (3, 22)
+    assert found.span.end - found.span.start == len(_objects(levels))
+    assert found.notes == (
+        f"compiled, it nests {3 * levels + 1} levels deep; a compiled expression may nest at "
+        "most 122 (object literals count three levels, lists and calls two, other "
+        "expressions one)",
+    )
+    assert found.help == "compute parts of it in separate steps, or flatten the nesting"
+
+
+def test_the_deepest_place_for_an_expression_still_deploys() -> None:
+    # A handler step's `with` sits five containers down; an expression of the
+    # largest depth allowed (122) still makes a document the runtime takes.
+    lists = "[" * 59 + "1" + "]" * 59
+    text = (
+        'task "a.run" { input { n: JSON }; output JSON }\n'
+        'workflow W {\n    version "1.0.0"\n    signal go { n: Int }\n'
+        "    on event go {\n        step s {\n"
+        '            worker "a.run"\n'
+        f"            with {{ n: {lists} }}\n"
+        "        }\n    }\n}\n"
+    )
+    (definition,) = _deployable(text)
+    (handler,) = definition.events
+    assert handler.steps[0].with_ is not None and expr_depth(handler.steps[0].with_) == 122
+    deeper = text.replace(lists, "[" + lists + "]")
+    assert [(d.code, d.message) for d in _errors(deeper)] == [
+        ("E0100", "expression nested too deeply")
+    ]
+
+
+def test_long_operator_chains_fit_within_the_source_limit() -> None:
+    # One IR level per operator: the source limit (100) keeps a chain shallow
+    # enough anywhere, and a longer one is the parser's E0100.
+    _deployable(STEP.format(" + ".join(["[1]"] * (MAX_NESTING - 1))))
+    assert [d.code for d in _errors(STEP.format(" + ".join(["1"] * 120)))] == ["E0301", "E0100"]
+
+
+def test_record_types_nested_too_deeply_for_the_runtime_are_e0100_at_the_workflow() -> None:
+    # Each inline record is three IR levels; a field default is not an
+    # expression of the definition, so deep defaults are fine.
+    text = (
+        'workflow W {\n    version "1.0.0"\n'
+        "    input { x: " + "{ a: " * 45 + "Int" + " }" * 45 + " }\n"
+        "    step a { compute 1 }\n}\n"
+    )
+    found = _only(text, "E0100", "workflow `W` compiles to a definition nested too deeply")
+    assert found.span is not None and (found.span.line, found.span.column) == (1, 10)
+    assert found.notes[0].startswith("at $.input.fields[0].type.fields[0].type")
+    assert found.notes[0].endswith(
+        ": nested deeper than 128 levels, the most a runtime accepts; "
+        "inline record types count three levels per level of nesting"
+    )
+    shallow = text.replace("{ a: " * 45, "{ a: " * 30).replace(" }" * 45, " }" * 30)
+    _deployable(shallow)
+
+
+def test_a_deep_default_value_is_not_an_expression_of_the_definition() -> None:
+    text = (
+        'workflow W {\n    version "1.0.0"\n'
+        "    input { x: JSON = " + _objects(60) + " }\n"
+        "    step a { compute 1 }\n}\n"
+    )
+    (definition,) = _deployable(text)
+    value = definition.input.fields[0].default
+    for _ in range(60):
+        value = value["a"]
+    assert value == 1
+
+
+# ---------------------------------------------------------------- large integers
+
+
+def test_integers_beyond_2_53_compile_to_strings_and_round_trip() -> None:
+    text = STEP.format("[-9223372036854775807 - 1, 9223372036854775807, 9007199254740991]")
+    (definition,) = _deployable(text)
+    (step,) = ir.to_json(definition)["steps"]
+    assert [item.get("value") for item in step["compute"]["items"]] == [
+        None,
+        "9223372036854775807",
+        9007199254740991,
+    ]
+
+
+def test_a_json_default_with_an_integer_beyond_2_53_is_e0205() -> None:
+    text = (
+        'workflow W {\n    version "1.0.0"\n'
+        "    input { j: JSON = { a: [1, 9007199254740992] }, k: JSON = 9007199254740991 }\n"
+        "    step a { compute 1 }\n}\n"
+    )
+    found = _only(
+        text,
+        "E0205",
+        "invalid default value: a `JSON` value at `$.a[1]` holds an integer beyond "
+        "±9007199254740991, which a definition cannot store",
+    )
+    assert found.span is not None and (found.span.line, found.span.column) == (3, 23)
+    assert found.help == "give the field an `Int` type, or write the number as a string"
+    typed = text.replace("j: JSON = { a: [1, 9007199254740992] }", "j: List<Int> = [1, 2**53]")
+    typed = typed.replace("2**53", str(2**53))
+    _deployable(typed)

@@ -7,7 +7,9 @@ client can send (extra slashes, `%2F`, dot segments, trailing slashes, case),
 a responder runs only for a caller that chapter 67's route table allows.
 The table below is this test's own copy of the book's, keyed by responder, so
 it does not trust the app's declarations; a route the table does not know
-fails the test.
+fails the test. (Routes a client identity may use behave as admin routes for
+these credentials; test_server_permission_matrix.py covers every credential
+kind.)
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ import pytest
 
 from orbit_core.engine import Engine
 from orbit_server import app as app_module
-from orbit_server import errors
+from orbit_server import errors, openapi
 from orbit_server.app import create_app
-from orbit_server.auth import Access, Gate
+from orbit_server.auth import Access, Gate, Rule
 from orbit_server.config import ServerConfig
 from orbit_server.resources import executions, health, schedules, ui, workers, workflows
 
@@ -50,6 +52,7 @@ BOOK: dict[tuple[str, str], Access] = {
     ("Root", "on_get"): Access.OPEN,
     ("Ui", "on_get"): Access.OPEN,
     ("Metrics", "on_get"): Access.ADMIN,
+    ("OpenApi", "on_get"): Access.ADMIN,
     ("Workflows", "on_post"): Access.ADMIN,
     ("Workflows", "on_get"): Access.ADMIN,
     ("Workflows", "on_get_latest"): Access.ADMIN,
@@ -82,6 +85,7 @@ RESOURCES = (
     health.Health,
     health.Ready,
     health.Metrics,
+    openapi.OpenApi,
     ui.Root,
     ui.Ui,
     workflows.Workflows,
@@ -255,12 +259,10 @@ def test_an_undeclared_route_is_refused_at_build_time(
 ) -> None:
     original = app_module._Routes.add
 
-    def forgetful(
-        self: Any, template: str, resource: object, access: Access, suffix: str = ""
-    ) -> None:
-        original(self, template, resource, access, suffix)
+    def forgetful(self: Any, template: str, resource: object, rules: Any, suffix: str = "") -> None:
+        original(self, template, resource, rules, suffix)
         if template == "/v1/metrics":
-            del self.access[template]
+            del self.rules[(template, "GET")]
 
     monkeypatch.setattr(app_module._Routes, "add", forgetful)
     with pytest.raises(RuntimeError, match=r"routes without an access rule.*/v1/metrics"):
@@ -273,7 +275,9 @@ def test_an_undeclared_route_is_refused_at_run_time() -> None:
             resp.media = {}
 
     for token in (None, ADMIN_TOKEN):
-        app = falcon.App(middleware=[Gate(token, None, 1000, {"/declared": Access.OPEN})])
+        app = falcon.App(
+            middleware=[Gate(token, None, 1000, {("/declared", "GET"): Rule(Access.OPEN)})]
+        )
         errors.install(app)
         app.add_route("/declared", Anything())
         app.add_route("/undeclared", Anything())

@@ -4,11 +4,14 @@ TCP sockets, and a task whose worker hung up before the body was written."""
 from __future__ import annotations
 
 import socket
+import ssl
+import threading
 from collections.abc import Iterator
 
 import attrs
 import falcon.testing
 import pytest
+import trustme
 
 from orbit_core import ir
 from orbit_core.engine import Engine
@@ -16,6 +19,7 @@ from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_server.app import create_app
 from orbit_server.config import ServerConfig
+from orbit_server.resources import _peer
 from orbit_server.resources._peer import connection_probe, handed_over
 
 
@@ -44,6 +48,60 @@ def test_the_probe_tells_a_waiting_client_from_one_that_hung_up(
     client.close()
     assert connected() is False
     server.close()
+    assert connected() is False
+
+
+@pytest.fixture
+def tls_pair(
+    pair: tuple[socket.socket, socket.socket],
+) -> Iterator[tuple[ssl.SSLSocket, ssl.SSLSocket]]:
+    """The same connection after a TLS handshake."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    raw_server, raw_client = pair
+    wrapped: list[ssl.SSLSocket] = []
+    accept = threading.Thread(
+        target=lambda: wrapped.append(server_context.wrap_socket(raw_server, server_side=True))
+    )
+    accept.start()
+    client = client_context.wrap_socket(raw_client, server_hostname="127.0.0.1")
+    accept.join(10)
+    with wrapped[0] as server, client:
+        yield server, client
+
+
+@pytest.mark.parametrize("poll", [True, False], ids=["poll", "peek"])
+def test_the_probe_works_on_tls_connections(
+    tls_pair: tuple[ssl.SSLSocket, ssl.SSLSocket], poll: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not poll:
+        monkeypatch.setattr(_peer, "_RDHUP", 0)
+    server, client = tls_pair
+    connected = connection_probe({"gunicorn.socket": server})
+    assert connected is not None
+    assert connected() is True
+    # A record the client sends while it waits is no hang-up, and stays
+    # readable through TLS.
+    client.sendall(b"POST")
+    assert connected() is True
+    assert server.recv(4) == b"POST"
+    client.close()
+    assert connected() is False
+    server.close()
+    assert connected() is False
+
+
+def test_the_peek_probe_works_on_plain_connections(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_peer, "_RDHUP", 0)
+    server, client = pair
+    connected = connection_probe({"gunicorn.socket": server})
+    assert connected is not None and connected() is True
+    client.close()
     assert connected() is False
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from orbit_server.config import Address, ConfigError, ServerConfig, check
@@ -66,3 +68,58 @@ def test_derived_values() -> None:
     assert ServerConfig(db="POSTGRESQL://h/db").backend == "postgres"
     assert ServerConfig(db="postgres://u:pw@h/db").db_display == "postgres://u:***@h/db"
     assert ServerConfig(db="my:pw@file.db").db_display == "my:pw@file.db"
+
+
+def test_tls_refusals(tmp_path: Path) -> None:
+    import trustme
+
+    from orbit_server.identities import parse
+
+    root = tmp_path
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1")
+    leaf.cert_chain_pems[0].write_to_path(str(root / "server.pem"))
+    leaf.private_key_pem.write_to_path(str(root / "server.key"))
+    trustme.CA().issue_cert("x").private_key_pem.write_to_path(str(root / "other.key"))
+    ca.cert_pem.write_to_path(str(root / "ca.pem"))
+    (root / "junk.pem").write_text("not a certificate\n")
+    cert, key = str(root / "server.pem"), str(root / "server.key")
+    with_cert = parse({"worker": [{"id": "w", "client_cert": "w.internal", "tasks": ["*"]}]})
+    tokens_only = parse({"worker": [{"id": "w", "token_sha256": "a" * 64, "tasks": ["*"]}]})
+
+    assert _refusal(tls_cert=cert).startswith("--tls-cert requires --tls-key")
+    assert _refusal(tls_key=key) == "--tls-key requires --tls-cert"
+    assert _refusal(tls_client_ca=str(root / "ca.pem")).startswith(
+        "--tls-client-ca requires --tls-cert"
+    )
+    assert _refusal(
+        tls_cert=cert,
+        tls_key=key,
+        tls_client_ca=str(root / "ca.pem"),
+        token="t" * 20,
+        identities=tokens_only,
+    ) == (
+        "--tls-client-ca needs --workers-file entries with `client_cert` "
+        "to map certificates to workers"
+    )
+    assert _refusal(tls_cert=str(root / "none.pem"), tls_key=key).startswith(
+        f"--tls-cert: cannot read {root / 'none.pem'}"
+    )
+    assert "is not the private key of the certificate" in _refusal(
+        tls_cert=cert, tls_key=str(root / "other.key")
+    )
+    assert "not a PEM certificate chain" in _refusal(tls_cert=str(root / "junk.pem"), tls_key=key)
+    assert _refusal(
+        tls_cert=cert, tls_key=key, tls_client_ca=str(root / "junk.pem"), token="t" * 20,
+        identities=with_cert,
+    ).startswith(f"--tls-client-ca {root / 'junk.pem'}: not a PEM CA certificate")  # fmt: skip
+    config = check(
+        ServerConfig(
+            tls_cert=cert,
+            tls_key=key,
+            tls_client_ca=str(root / "ca.pem"),
+            token="t" * 20,
+            identities=with_cert,
+        )
+    )
+    assert config.tls

@@ -195,9 +195,10 @@ def _transport_reason(exc: Exception) -> tuple[str, bool]:
 
     for cause in _causes(exc):
         if isinstance(cause, ssl.SSLCertVerificationError):
-            return f"io: invalid peer certificate: {cause.verify_message}", False
+            name = _VERIFY_ERRORS.get(cause.verify_code, cause.verify_message)
+            return f"io: invalid peer certificate: {name}", False
         if isinstance(cause, ssl.SSLError):
-            return f"io: {cause.reason or cause}", False
+            return f"io: {_tls_reason(cause)}", False
         if isinstance(cause, ConnectionRefusedError):
             return f"io: {os_reason(cause)}", True
     if isinstance(exc, httpx.TimeoutException):
@@ -208,6 +209,45 @@ def _transport_reason(exc: Exception) -> tuple[str, bool]:
         if isinstance(cause, OSError) and cause.errno is not None:
             return f"io: {os_reason(cause)}", True
     return f"io: {exc}", isinstance(exc, httpx.ConnectError)
+
+
+# OpenSSL's verification results, named as the runtime's Rust client names them.
+_UNKNOWN_ISSUER = "UnknownIssuer"
+_VERIFY_ERRORS = {
+    2: _UNKNOWN_ISSUER,  # unable to get issuer certificate
+    18: _UNKNOWN_ISSUER,  # self-signed certificate (the server's own, given as a CA)
+    19: _UNKNOWN_ISSUER,  # self-signed certificate in the chain
+    20: _UNKNOWN_ISSUER,  # unable to get local issuer certificate
+    21: _UNKNOWN_ISSUER,  # unable to verify the first certificate
+    9: "NotValidYet",
+    10: "Expired",
+    23: "Revoked",
+    62: "NotValidForName",  # host name mismatch
+    64: "NotValidForName",  # IP address mismatch
+}
+# Alerts the server sends when it refuses the client's certificate.
+_ALERTS = {
+    "UNKNOWN_CA": "UnknownCA",
+    "BAD_CERTIFICATE": "BadCertificate",
+    "CERTIFICATE_EXPIRED": "CertificateExpired",
+    "CERTIFICATE_REVOKED": "CertificateRevoked",
+    "CERTIFICATE_REQUIRED": "CertificateRequired",
+    "UNSUPPORTED_CERTIFICATE": "UnsupportedCertificate",
+    "HANDSHAKE_FAILURE": "HandshakeFailure",
+    "PROTOCOL_VERSION": "ProtocolVersion",
+}
+
+
+def _tls_reason(error: ssl.SSLError) -> str:
+    reason = error.reason or ""
+    if reason == "WRONG_VERSION_NUMBER":
+        # What came back is not TLS: the server serves plain HTTP.
+        return "received corrupt message of type InvalidContentType"
+    for prefix in ("TLSV1_ALERT_", "SSLV3_ALERT_", "TLSV13_ALERT_"):
+        if reason.startswith(prefix):
+            alert = reason.removeprefix(prefix)
+            return f"received fatal alert: {_ALERTS.get(alert, alert.title().replace('_', ''))}"
+    return reason or str(error)
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -12,9 +12,11 @@ value can fail later, when it is serialised or canonicalised:
   the engine (validation, evaluation, canonical JSON) stay far from
   Python's recursion limit;
 - integers: payloads hold the book's `Int`, a signed 64-bit integer
-  (`INT_MIN`..`INT_MAX`); IR documents only what RFC 8785 canonical JSON
-  writes exactly, ±(2^53 − 1) (`IR_INT_MIN`..`IR_INT_MAX`), as the
-  definition hash is taken over that form;
+  (`INT_MIN`..`INT_MAX`); IR documents hold as JSON numbers only what RFC
+  8785 canonical JSON writes exactly, ±(2^53 − 1) (`IR_INT_MIN`..
+  `IR_INT_MAX`), as the definition hash is taken over that form. The IR
+  writes a larger integer as a string of its digits (docs/ir.md), which this
+  check passes like any string and the IR codec reads;
 - numbers are finite, object keys are strings, strings are valid Unicode (no
   lone surrogates), and every value is exactly a dict, list, str, int,
   float, bool or None: an embedding program's tuple, enum or NaN would
@@ -227,7 +229,10 @@ def _scalar_problem(value: Any, int_min: int, int_max: int) -> str | None:
             return None
         if int_max == INT_MAX:
             return "an integer outside the 64-bit range"
-        return f"an integer outside ±{int_max}, the range canonical JSON holds exactly"
+        return (
+            f"an integer outside ±{int_max}, the range canonical JSON holds exactly "
+            "(the IR writes larger integers as strings of digits)"
+        )
     if t is float:
         return None if math.isfinite(value) else "a number that is not finite"
     if t is bool or value is None or t is dict or t is list:

@@ -11,7 +11,8 @@
 
 A pytest fixture is one line: `@pytest.fixture` returning `simulated_engine()`
 (close it afterwards); or use the `orbit_engine` fixture this module exposes
-when loaded as a plugin (`-p orbit_core.testing`).
+as a pytest plugin, registered by orbit-core's `pytest11` entry point so a
+user's suite has it without `-p`.
 """
 
 from __future__ import annotations

@@ -117,7 +117,8 @@ def _check_and_lower(
                 tasks.setdefault(declaration.name.value, declaration)
             elif isinstance(declaration, ast.Schema):
                 schemas.setdefault(declaration.name.name, declaration)
-        definitions = lower(checked.workflows, tasks, schemas)
+        definitions, refused = lower(checked.workflows, tasks, schemas)
+        diagnostics = sorted([*diagnostics, *refused], key=lambda d: sort_key(d, order))
     return CompileResult(definitions, diagnostics, program.sources, strict, checked.workflows)
 
 

@@ -1,21 +1,27 @@
 """The WSGI application: `create_app(engine, config)` wires the resources.
 
-Every route is added together with its `Access` (chapter 67's route table);
-the table goes to the `Gate` middleware, which decides on the matched route.
-A route added to Falcon without an entry in the table stops `create_app`.
+Every route is added together with the `auth.Rule` of each method it serves
+(chapter 45's permission matrix); the table goes to the `Gate` middleware,
+which decides on the matched route and method. A route added to Falcon
+without an entry in the table stops `create_app`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 
 import falcon
+import falcon.constants
 import falcon.inspect
 
 from orbit_core.engine import Engine
 from orbit_server import errors
-from orbit_server.auth import Access, Gate
+from orbit_server.auth import ADMIN, OPEN, WORKER, Gate, Rule, Subject, for_clients
 from orbit_server.config import ServerConfig
+from orbit_server.identities import Identities
+from orbit_server.openapi import PATH as OPENAPI_PATH
+from orbit_server.openapi import OpenApi
 from orbit_server.resources.executions import Executions
 from orbit_server.resources.health import Health, Metrics, Ready
 from orbit_server.resources.schedules import Schedules
@@ -29,18 +35,30 @@ App = falcon.App[falcon.Request, falcon.Response]
 
 
 class _Routes:
-    """Adds routes to the app and records who may call each."""
+    """Adds routes to the app and records who may call each method."""
 
     def __init__(self, app: App) -> None:
         self._app = app
-        self.access: dict[str, Access] = {}
+        self.rules: dict[tuple[str, str], Rule] = {}
 
-    def add(self, template: str, resource: object, access: Access, suffix: str = "") -> None:
+    def add(
+        self,
+        template: str,
+        resource: object,
+        rules: Rule | Mapping[str, Rule],
+        suffix: str = "",
+    ) -> None:
         if suffix:
             self._app.add_route(template, resource, suffix=suffix)
         else:
             self._app.add_route(template, resource)
-        self.access[template] = access
+        for method in falcon.constants.COMBINED_METHODS:
+            name = f"on_{method.lower()}" + (f"_{suffix}" if suffix else "")
+            if hasattr(resource, name):
+                rule = rules if isinstance(rules, Rule) else rules.get(method)
+                if rule is None:
+                    raise RuntimeError(f"{method} {template} has no access rule")
+                self.rules[(template, method)] = rule
 
 
 def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None = None) -> App:
@@ -55,48 +73,80 @@ def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None
     app.req_options.keep_blank_qs_values = False
     errors.install(app)
     routes = _Routes(app)
-    open_, worker, admin = Access.OPEN, Access.WORKER, Access.ADMIN
+    execution = Subject.EXECUTION
 
-    routes.add("/v1/health", Health(engine), open_)
-    routes.add("/v1/ready", Ready(engine), open_)
-    routes.add("/v1/metrics", Metrics(engine, telemetry), admin)
+    routes.add("/v1/health", Health(engine), OPEN)
+    routes.add("/v1/ready", Ready(engine), OPEN)
+    routes.add("/v1/metrics", Metrics(engine, telemetry), ADMIN)
+    routes.add(OPENAPI_PATH, OpenApi(), ADMIN)
 
     workflows = Workflows(engine, config.max_body)
-    routes.add("/v1/workflows", workflows, admin)
-    routes.add("/v1/workflows/{name}", workflows, admin, suffix="latest")
-    routes.add("/v1/workflows/{name}/{version}", workflows, admin, suffix="version")
+    listed = for_clients("read", Subject.RESOURCE)
+    routes.add("/v1/workflows", workflows, {"POST": ADMIN, "GET": listed})
+    definition = for_clients("read", Subject.WORKFLOW)
+    routes.add("/v1/workflows/{name}", workflows, definition, suffix="latest")
+    routes.add("/v1/workflows/{name}/{version}", workflows, definition, suffix="version")
 
     executions = Executions(engine, config.max_body)
-    routes.add("/v1/executions", executions, admin)
-    routes.add("/v1/executions/{execution_id}", executions, admin, suffix="one")
-    for action in ("history", "wait", "cancel"):
-        routes.add(f"/v1/executions/{{execution_id}}/{action}", executions, admin, suffix=action)
-    routes.add("/v1/executions/{execution_id}/signals/{name}", executions, admin, suffix="signal")
-    routes.add("/v1/executions/{execution_id}/queries/{name}", executions, admin, suffix="query")
+    started = for_clients("start", Subject.RESOURCE)
+    routes.add("/v1/executions", executions, {"POST": started, "GET": listed})
+    read = for_clients("read", execution)
+    routes.add("/v1/executions/{execution_id}", executions, read, suffix="one")
+    for action in ("history", "wait"):
+        routes.add(f"/v1/executions/{{execution_id}}/{action}", executions, read, suffix=action)
+    routes.add(
+        "/v1/executions/{execution_id}/cancel",
+        executions,
+        for_clients("cancel", execution),
+        suffix="cancel",
+    )
+    routes.add(
+        "/v1/executions/{execution_id}/signals/{name}",
+        executions,
+        for_clients("signal", execution),
+        suffix="signal",
+    )
+    routes.add(
+        "/v1/executions/{execution_id}/queries/{name}",
+        executions,
+        for_clients("query", execution),
+        suffix="query",
+    )
 
-    # Client identities with the `schedule` action will need their own rule here.
     schedules = Schedules(engine, config.max_body)
-    routes.add("/v1/schedules", schedules, admin)
-    routes.add("/v1/schedules/{schedule_id}", schedules, admin, suffix="one")
+    managed = for_clients("schedule", Subject.RESOURCE)
+    routes.add("/v1/schedules", schedules, {"POST": managed, "GET": managed})
+    schedule = for_clients("schedule", Subject.SCHEDULE)
+    routes.add("/v1/schedules/{schedule_id}", schedules, schedule, suffix="one")
     for action in ("pause", "resume", "trigger"):
-        routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, admin, suffix=action)
+        routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, schedule, suffix=action)
 
-    routes.add("/v1/workers", Workers(engine), admin)
+    routes.add("/v1/workers", Workers(engine), ADMIN)
     tracer = telemetry.tracing if isinstance(telemetry.tracing, Tracer) else None
     protocol = WorkerProtocol(engine, config.max_body, tracer)
     for action in ("register", "heartbeat", "poll", "unregister"):
-        routes.add(f"/v1/workers/{action}", protocol, worker, suffix=action)
+        routes.add(f"/v1/workers/{action}", protocol, WORKER, suffix=action)
     for action in ("complete", "fail"):
-        routes.add(f"/v1/tasks/{action}", protocol, worker, suffix=action)
+        routes.add(f"/v1/tasks/{action}", protocol, WORKER, suffix=action)
 
     if config.ui:
-        routes.add("/", Root(), open_)
-        routes.add("/ui/", Ui(), open_)
+        routes.add("/", Root(), OPEN)
+        routes.add("/ui/", Ui(), OPEN)
 
-    undeclared = {r.path for r in falcon.inspect.inspect_routes(app)} - routes.access.keys()
+    declared = {template for template, _ in routes.rules}
+    undeclared = {r.path for r in falcon.inspect.inspect_routes(app)} - declared
     if undeclared:
         raise RuntimeError(f"routes without an access rule: {sorted(undeclared)}")
     app.add_middleware(
-        Gate(config.token, config.worker_token, config.max_body, MappingProxyType(routes.access))
+        Gate(
+            config.token,
+            config.worker_token,
+            config.max_body,
+            MappingProxyType(routes.rules),
+            identities=config.identities or Identities(),
+            workflow_of=lambda execution_id: engine.state(execution_id).workflow,
+            schedule_of=engine.schedules.workflow_of,
+            mtls=config.tls_client_ca is not None,
+        )
     )
     return app

@@ -10,6 +10,12 @@ refused rather than read as "no authentication"; so is a token no client
 could present (blank, surrounded by whitespace, or with characters outside
 printable ASCII, which HTTP clients encode differently or not at all).
 `startup_warnings` lists what is allowed but unwise, logged at start.
+
+The workers file is read and validated by `check`, which returns the
+configuration with its `identities`, so it is read once, before the server
+forks; TLS files are loaded into a context there too (`tls.server_context`),
+so a missing or mismatched certificate or key stops the start with a message
+naming the file.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import re
 
 import attrs
 
+from orbit_server import identities as _identities
 from orbit_store.urls import is_postgres, redact
 
 DEFAULT_ADDR = "127.0.0.1:7233"
@@ -99,12 +106,21 @@ class ServerConfig:
     # only so `check` can refuse them with a clear message.
     unsupported: tuple[str, ...] = ()
     workers_file: str | None = None
+    # The workers file's entries, once `check` has read it.
+    identities: _identities.Identities | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
     cluster: bool = False
     cluster_mode: str = "standby"
 
     @property
     def auth(self) -> bool:
         return self.token is not None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
 
     @property
     def session_timeout_ms(self) -> int:
@@ -157,10 +173,10 @@ def startup_warnings(config: ServerConfig) -> list[str]:
     ]
 
 
-def check(config: ServerConfig) -> None:
+def check(config: ServerConfig) -> ServerConfig:
     """Chapter 39's refusals, in the book's order, after the tokens' own (so
     that an empty --token is not reported as a missing one); raises
-    ConfigError."""
+    ConfigError. Returns the configuration with the workers file read."""
     for flag, _, value in _tokens(config):
         _check_token(flag, value)
     if not config.addr.is_loopback and not config.auth and not config.insecure:
@@ -179,6 +195,8 @@ def check(config: ServerConfig) -> None:
             "--workers-file requires --token: without an admin token "
             "administrative endpoints would be open"
         )
+    config = _read_workers_file(config)
+    _check_tls(config)
     if config.cluster and config.backend == "sqlite":
         raise ConfigError(
             "--cluster requires a PostgreSQL database (--db postgres://...): "
@@ -193,3 +211,39 @@ def check(config: ServerConfig) -> None:
     if unsupported:
         names = ", ".join(unsupported)
         raise ConfigError(f"{names}: not supported yet by this version of orbit server")
+    return config
+
+
+def _read_workers_file(config: ServerConfig) -> ServerConfig:
+    if config.workers_file is None or config.identities is not None:
+        return config
+    try:
+        found = _identities.load(config.workers_file)
+    except _identities.WorkersFileError as exc:
+        raise ConfigError(f"{config.workers_file}: {exc}") from None
+    return attrs.evolve(config, identities=found)
+
+
+def _check_tls(config: ServerConfig) -> None:
+    if config.tls_cert is not None and config.tls_key is None:
+        raise ConfigError("--tls-cert requires --tls-key (the certificate's private key)")
+    if config.tls_key is not None and config.tls_cert is None:
+        raise ConfigError("--tls-key requires --tls-cert")
+    if config.tls_client_ca is not None:
+        if config.tls_cert is None:
+            raise ConfigError(
+                "--tls-client-ca requires --tls-cert and --tls-key: "
+                "client certificates are only seen over TLS"
+            )
+        if config.identities is None or not config.identities.has_certificates:
+            raise ConfigError(
+                "--tls-client-ca needs --workers-file entries with `client_cert` "
+                "to map certificates to workers"
+            )
+    if config.tls_cert is not None:
+        from orbit_server import tls
+
+        try:
+            tls.server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+        except tls.TlsError as exc:
+            raise ConfigError(str(exc)) from None

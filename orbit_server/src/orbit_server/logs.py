@@ -13,6 +13,8 @@ winning; `gunicorn=...` sets gunicorn's. `parse_filter` reads it.
 Every line passes through `orbit_store.urls.redact` on its way out: a
 PostgreSQL URL's password never reaches the log, wherever a message or a
 field carries it (with `secret_url`, neither does that URL's bare password).
+The bearer tokens the server was given (`secrets`: the admin and shared
+worker tokens) are replaced by `***` the same way, wherever they appear.
 """
 
 from __future__ import annotations
@@ -110,12 +112,16 @@ def enabled(level: int, target: str = "orbit") -> bool:
 
 
 def configure(
-    log_format: str, level: int | LogFilter = logging.INFO, secret_url: str | None = None
+    log_format: str,
+    level: int | LogFilter = logging.INFO,
+    secret_url: str | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> None:
     global _filter_in_force
     filter_ = level if isinstance(level, LogFilter) else LogFilter(level)
     _filter_in_force = filter_
     render = _render_json if log_format == "json" else _render_text
+    hidden = tuple(s for s in secrets if s)
 
     def by_target(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
         target = str(event.get("target", "orbit"))
@@ -124,7 +130,11 @@ def configure(
         return event
 
     def redacted(logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
-        return redact(render(logger, method, event), secret_url)
+        line = redact(render(logger, method, event), secret_url)
+        for secret in hidden:
+            if secret in line:
+                line = line.replace(secret, "***")
+        return line
 
     processors: list[Any] = [redacted] if not filter_.targets else [by_target, redacted]
     structlog.configure(

@@ -21,6 +21,12 @@ hidden, as in every log line: `logs.configure` masks it) and exit status 1.
 The worker's store is wrapped in `storage.LoggedStore`, which logs every
 storage error and the store's notices (a reconnection to PostgreSQL).
 
+TLS (`--tls-cert`/`--tls-key`, and `--tls-client-ca` for mutual TLS) is
+gunicorn's: its `certfile`/`keyfile` settings turn it on, and its
+`ssl_context` hook hands it the context `tls.server_context` builds once per
+worker process. TLS connections take gunicorn's own path through the worker
+(`worker.OrbitWorker` keeps its short path for plain HTTP).
+
 SIGINT and SIGTERM both stop gracefully: the listener closes, in-flight
 requests (long polls included) finish, the engine closes, exit status 0. The
 worker dies with the arbiter (PR_SET_PDEATHSIG), so a SIGKILL of `orbit
@@ -34,6 +40,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +54,7 @@ from gunicorn.sock import TCP6Socket, TCPSocket
 from orbit_core.decide import Limits
 from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
 from orbit_core.errors import OrbitError
-from orbit_server import logs
+from orbit_server import logs, tls
 from orbit_server.app import create_app
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
@@ -64,6 +71,7 @@ from orbit_store.sqlite import SqliteStore
 KEEPALIVE_S = 75
 # Shutdown waits for the longest request the API allows: a /wait.
 GRACEFUL_TIMEOUT_S = MAX_WAIT_MS // 1000 + 5
+GRACEFUL_TIMEOUT_TLS_S = 10
 _PR_SET_PDEATHSIG = 1
 # A restarted server waits this long for the one it replaces to finish exiting
 # (and release the database) before it refuses to start.
@@ -73,7 +81,7 @@ LOCK_WAIT_S = 3.0
 def serve(config: ServerConfig) -> int:
     """Runs the server until it is stopped; returns the process exit status."""
     try:
-        check(config)
+        config = check(config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -81,6 +89,7 @@ def serve(config: ServerConfig) -> int:
         config.log_format,
         logs.parse_filter(os.environ.get("ORBIT_LOG")),
         secret_url=config.db if config.backend == "postgres" else None,
+        secrets=tuple(t for t in (config.token, config.worker_token) if t is not None),
     )
     log = logs.logger()
     log.info(
@@ -91,6 +100,13 @@ def serve(config: ServerConfig) -> int:
         auth=config.auth,
         ui=config.ui,
     )
+    if config.identities is not None:
+        log.info(
+            "loaded the workers file",
+            path=config.workers_file,
+            workers=len(config.identities.workers),
+            clients=len(config.identities.clients),
+        )
     for warning in startup_warnings(config):
         log.warning(warning)
     if not _check_database(config, log):
@@ -192,6 +208,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.listener = listener
         self.bound = bound
         self.engine: Engine | None = None
+        self._tls_context: ssl.SSLContext | None = None
         super().__init__(prog="orbit server")
 
     def load_config(self) -> None:
@@ -215,6 +232,12 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             "worker_exit": self._worker_exit,
             "control_socket_disable": True,
         }
+        if self.config.tls_cert is not None:
+            settings["certfile"] = self.config.tls_cert
+            settings["keyfile"] = self.config.tls_key
+            settings["ssl_context"] = self._ssl_context
+            # Shutdown gives open TLS connections this long (chapter 39).
+            settings["graceful_timeout"] = GRACEFUL_TIMEOUT_TLS_S
         for name, value in settings.items():
             if name in self.cfg.settings:
                 self.cfg.set(name, value)
@@ -235,8 +258,28 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             in_flight=self.engine.recovered_in_flight,
         )
         app = create_app(self.engine, self.config)
-        log.info("ORBIT runtime listening", addr=str(self.bound), tls=False, ui=self.config.ui)
+        if self.config.tls:
+            log.info(
+                "ORBIT runtime listening",
+                addr=str(self.bound),
+                tls=True,
+                mtls=self.config.tls_client_ca is not None,
+                ui=self.config.ui,
+            )
+        else:
+            log.info("ORBIT runtime listening", addr=str(self.bound), tls=False, ui=self.config.ui)
         return app
+
+    def _ssl_context(self, conf: Any, default_factory: Any) -> ssl.SSLContext:
+        """gunicorn asks for a context per connection: the worker's one."""
+        context = self._tls_context
+        if context is None:
+            assert self.config.tls_cert is not None
+            context = tls.server_context(
+                self.config.tls_cert, self.config.tls_key, self.config.tls_client_ca
+            )
+            self._tls_context = context
+        return context
 
     def run(self) -> None:
         arbiter = OrbitArbiter(self)

@@ -25,8 +25,15 @@ a fragment, its limits on a head), the request goes to gunicorn, which
 answers or refuses it as on a connection's first request.
 tests/test_server_wire_fuzz.py checks this differentially.
 
-gunicorn's own refusals (400, 414, 431, ...) are answered with the API's
-JSON error envelope (`handle_error`), not gunicorn's HTML page.
+gunicorn's own refusals (400, 414, 431, ...) are answered with a one-line
+plain-text body, as chapter 67 has the HTTP layer answer (`handle_error`),
+not with gunicorn's HTML page.
+
+TLS connections take the short path too, once gunicorn has made the
+handshake and served their first request. A blocking TLS socket cannot wait
+with a kernel receive timeout (Python's TLS read retries a timed-out read
+for ever), so on those the short path waits with `select`, counting the
+bytes TLS has already decrypted (`_readable`), and never sets SO_RCVTIMEO.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import io
 import select
 import signal
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -160,8 +168,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
     def init_process(self) -> None:
         self._date = _Date()
         self._server_header = f"Server: {SERVER}\r\n".encode("latin-1")
-        # TLS sockets report "no data yet" differently: gunicorn serves them.
-        self._short_path = not self.cfg.is_ssl
+        self._short_path = True
         self._set_limits()
         super().init_process()
 
@@ -208,6 +215,8 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         if data:
             unreader.buf = io.BytesIO()
         elif wait:
+            if isinstance(conn.sock, ssl.SSLSocket) and not _readable(conn.sock, LINGER_S):
+                return None
             try:
                 data = conn.sock.recv(_RECV)
             except BlockingIOError:
@@ -367,7 +376,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
                 "wsgi.multithread": True,
                 "wsgi.multiprocess": False,
                 "wsgi.run_once": False,
-                "wsgi.url_scheme": "http",
+                "wsgi.url_scheme": "https" if isinstance(conn.sock, ssl.SSLSocket) else "http",
                 "wsgi.input_terminated": True,
                 "gunicorn.socket": conn.sock,
                 "SERVER_PROTOCOL": "HTTP/1.1",
@@ -511,6 +520,10 @@ def _close(result: Any) -> None:
 def _recv(sock: Any) -> bytes:
     """The rest of a request that is arriving, however slowly (within
     `SLOW_S`): the socket's receive timeout is only for the next request."""
+    if isinstance(sock, ssl.SSLSocket):
+        if not _readable(sock, SLOW_S):
+            raise TimeoutError("the request did not arrive in time")
+        return bytes(sock.recv(_RECV))
     try:
         return bytes(sock.recv(_RECV))
     except BlockingIOError:
@@ -519,8 +532,17 @@ def _recv(sock: Any) -> bytes:
         return bytes(sock.recv(_RECV))
 
 
+def _readable(sock: ssl.SSLSocket, seconds: float) -> bool:
+    """Whether a TLS socket has something to read within `seconds`: bytes
+    TLS has already decrypted, or bytes on the connection."""
+    return sock.pending() > 0 or bool(select.select([sock], [], [], seconds)[0])
+
+
 def _receive_timeout(sock: Any, seconds: float) -> None:
-    """SO_RCVTIMEO: a blocking receive gives up after `seconds` (0: never)."""
+    """SO_RCVTIMEO: a blocking receive gives up after `seconds` (0: never).
+    Not on TLS sockets, which wait with `_readable` instead."""
+    if isinstance(sock, ssl.SSLSocket):
+        return
     whole = int(seconds)
     sock.setsockopt(
         socket.SOL_SOCKET,

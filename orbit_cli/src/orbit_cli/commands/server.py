@@ -13,10 +13,6 @@ from orbit_cli.output import CliError
 # configuration written for them is refused with a clear message.
 LATER = (
     ("--grpc-addr", "grpc_addr"),
-    ("--workers-file", "workers_file"),
-    ("--tls-cert", "tls_cert"),
-    ("--tls-key", "tls_key"),
-    ("--tls-client-ca", "tls_client_ca"),
     ("--enable-http-adapter", "enable_http_adapter"),
     ("--cluster", "cluster"),
     ("--node-timeout", "node_timeout"),
@@ -124,10 +120,36 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
 )
 @click.option("--threads", type=click.IntRange(min=4), default=128, hidden=True)
 @click.option("--grpc-addr", envvar="ORBIT_GRPC_ADDR", metavar="IP:PORT", hidden=True)
-@click.option("--workers-file", envvar="ORBIT_WORKERS_FILE", metavar="PATH", hidden=True)
-@click.option("--tls-cert", envvar="ORBIT_TLS_CERT", metavar="PATH", hidden=True)
-@click.option("--tls-key", envvar="ORBIT_TLS_KEY", metavar="PATH", hidden=True)
-@click.option("--tls-client-ca", envvar="ORBIT_TLS_CLIENT_CA", metavar="PATH", hidden=True)
+@click.option(
+    "--workers-file",
+    envvar="ORBIT_WORKERS_FILE",
+    show_envvar=True,
+    metavar="PATH",
+    help="TOML file of worker identities ([[worker]]) and client identities ([[client]]). "
+    "Requires --token.",
+)
+@click.option(
+    "--tls-cert",
+    envvar="ORBIT_TLS_CERT",
+    show_envvar=True,
+    metavar="PATH",
+    help="PEM certificate chain, leaf first: with --tls-key, serve HTTPS.",
+)
+@click.option(
+    "--tls-key",
+    envvar="ORBIT_TLS_KEY",
+    show_envvar=True,
+    metavar="PATH",
+    help="PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).",
+)
+@click.option(
+    "--tls-client-ca",
+    envvar="ORBIT_TLS_CLIENT_CA",
+    show_envvar=True,
+    metavar="PATH",
+    help="PEM CA of client certificates (mutual TLS): a verified certificate identifies "
+    "the workers-file entry whose client_cert it names. Requires --tls-cert.",
+)
 @click.option(
     "--otlp-endpoint",
     envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -154,8 +176,8 @@ def cli(**options: Any) -> None:
     first.
 
     Without --token the server is open, which it allows only on a loopback
-    address (or with --insecure). gRPC, TLS, workers files, clustering
-    and the HTTP adapter are not available in this version."""
+    address (or with --insecure). gRPC, clustering and the HTTP adapter are
+    not available in this version."""
     from orbit_server.config import ConfigError, ServerConfig, check
 
     config = ServerConfig(
@@ -178,12 +200,15 @@ def cli(**options: Any) -> None:
         otlp_endpoint=options["otlp_endpoint"] or None,
         unsupported=tuple(flag for flag, key in LATER if options[key] not in (None, False)),
         workers_file=options["workers_file"] or None,
+        tls_cert=options["tls_cert"] or None,
+        tls_key=options["tls_key"] or None,
+        tls_client_ca=options["tls_client_ca"] or None,
         cluster=options["cluster"],
         cluster_mode=options["cluster_mode"],
     )
     try:
         # Before the runner's heavy imports, so a refusal is instant.
-        check(config)
+        config = check(config)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
     from orbit_server.runner import serve

@@ -25,9 +25,11 @@ class Polling:
         self._pipeline = pipeline
         self._pollers: deque[Command] = deque()
 
-    def poll(self, tx: Tx, session_id: str, cmd: Command, may_wait: bool) -> Any:
+    def poll(
+        self, tx: Tx, session_id: str, cmd: Command, may_wait: bool, worker: str | None = None
+    ) -> Any:
         """A task for the session, or None, or PENDING once parked."""
-        session = self._workers.session(tx, session_id)
+        session = self._workers.session(tx, session_id, worker)
         task = self._next_task(session)
         if task is not None:
             return self._dispatch(tx, session, task)

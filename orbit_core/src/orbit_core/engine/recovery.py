@@ -3,6 +3,7 @@ memory, then resume what the previous process left in flight."""
 
 from __future__ import annotations
 
+from orbit_core import events as ev
 from orbit_core import ir
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
@@ -29,6 +30,9 @@ def load(executions: Executions, workers: Workers, now: int) -> tuple[int, int]:
         if executions.adopt(state) is None:
             continue
         recovered += 1
+        for event in events:
+            if isinstance(event, ev.StepDispatched):
+                workers.issued_to[event.token] = event.worker_id
         for unit in state.units.values():
             if unit.status == DISPATCHED and unit.token is not None:
                 session = unit.worker_session or ""

@@ -25,8 +25,10 @@ class Results:
         self._x = executions
         self._workers = workers
 
-    def complete(self, tx: Tx, token: str, output: Any) -> dict[str, Any]:
-        resolved = self._resolve(tx, token)
+    def complete(
+        self, tx: Tx, token: str, output: Any, worker: str | None = None
+    ) -> dict[str, Any]:
+        resolved = self._resolve(tx, token, worker)
         if resolved is None:
             return dict(_UNKNOWN_TOKEN)
         live, key, attempt = resolved
@@ -63,8 +65,10 @@ class Results:
         self._x.decide(tx, live)
         return {"accepted": True}
 
-    def fail(self, tx: Tx, token: str, error: dict[str, Any]) -> dict[str, Any]:
-        resolved = self._resolve(tx, token)
+    def fail(
+        self, tx: Tx, token: str, error: dict[str, Any], worker: str | None = None
+    ) -> dict[str, Any]:
+        resolved = self._resolve(tx, token, worker)
         if resolved is None:
             return dict(_UNKNOWN_TOKEN)
         live, key, attempt = resolved
@@ -83,12 +87,15 @@ class Results:
         self._x.decide(tx, live)
         return {"accepted": True}
 
-    def _resolve(self, tx: Tx, token: str) -> tuple[Live, str, int] | None:
-        """The running execution, unit key and attempt of a token."""
+    def _resolve(self, tx: Tx, token: str, worker: str | None) -> tuple[Live, str, int] | None:
+        """The running execution, unit key and attempt of a token; a worker
+        bound to an id may only report the tokens issued to that id."""
         ref = self._x.tokens.get(token)
         live = self._x.live.get(ref[0]) if ref is not None else None
         if ref is None or live is None or live.state.terminal:
             return None
+        if worker is not None:
+            self._workers.check_issued(token, worker)
         self._workers.reported(tx, token)
         return live, ref[1], ref[2]
 

@@ -286,13 +286,18 @@ class Engine:
         session_id: str,
         wait_ms: int | None = None,
         connected: Callable[[], bool] | None = None,
+        *,
+        worker: str | None = None,
     ) -> dict[str, Any] | None:
         """A task assignment, or None when nothing arrived within `wait_ms`.
         `connected` (from the transport, cheap, never blocking) tells whether
         the worker is still waiting: a parked poll whose worker hung up gets
-        no task and ends with None."""
+        no task and ends with None. `worker`, here and in the other worker
+        calls, is the worker id the caller's credential is bound to (None
+        when it may act for any): another worker's session or task token is
+        refused with FORBIDDEN before anything changes."""
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
-        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0))
+        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
         cmd.connected = connected
         result = self._pipeline.run(cmd)
         if cmd.parked is None:
@@ -307,25 +312,27 @@ class Engine:
         redelivered. Nothing happens if the attempt is no longer in flight."""
         self._pipeline.submit(lambda tx: self._workers.undelivered(tx, token))
 
-    def heartbeat(self, session_id: str) -> dict[str, Any]:
+    def heartbeat(self, session_id: str, *, worker: str | None = None) -> dict[str, Any]:
         result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._workers.heartbeat(tx, session_id)
+            lambda tx: self._workers.heartbeat(tx, session_id, worker)
         )
         return result
 
-    def unregister(self, session_id: str) -> dict[str, Any]:
+    def unregister(self, session_id: str, *, worker: str | None = None) -> dict[str, Any]:
         result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._workers.unregister(tx, session_id)
+            lambda tx: self._workers.unregister(tx, session_id, worker)
         )
         return result
 
-    def complete(self, token: str, output: Any = None) -> dict[str, Any]:
+    def complete(
+        self, token: str, output: Any = None, *, worker: str | None = None
+    ) -> dict[str, Any]:
         """Reports a success: `{"accepted": bool, "reason"?}`."""
         if not token:
             raise InvalidError("token is required", "INVALID_REQUEST")
         limits.admit(output, "task output", "INVALID_REQUEST")
         result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._results.complete(tx, token, output)
+            lambda tx: self._results.complete(tx, token, output, worker)
         )
         return result
 
@@ -336,6 +343,8 @@ class Engine:
         error_message: str = "",
         retryable: bool = True,
         details: Any = None,
+        *,
+        worker: str | None = None,
     ) -> dict[str, Any]:
         if not token:
             raise InvalidError("token is required", "INVALID_REQUEST")
@@ -350,7 +359,7 @@ class Engine:
         )
         error = ev.make_error(error_code, error_message, retryable, details)
         result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._results.fail(tx, token, error)
+            lambda tx: self._results.fail(tx, token, error, worker)
         )
         return result
 

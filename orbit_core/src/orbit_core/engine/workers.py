@@ -1,6 +1,11 @@
 """Worker sessions: registration, heartbeats (and the cancellations they
 carry), the attempts each session holds, and sessions that go silent or
-unregister, whose attempts become uncertain and are redelivered."""
+unregister, whose attempts become uncertain and are redelivered.
+
+A caller bound to a worker id (a per-worker identity of the server) may only
+use sessions registered under that id and report tokens issued to it: every
+dispatched token remembers its worker id (`issued_to`, rebuilt from the
+history at recovery) for as long as its execution runs."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from orbit_core.dispatch import Session
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import aborts_with_execution
-from orbit_core.errors import InvalidError, NotFoundError, unknown_session
+from orbit_core.errors import InvalidError, NotFoundError, OrbitError, unknown_session
 from orbit_core.ports import WorkerRow
 from orbit_core.state import DISPATCHED
 
@@ -26,6 +31,8 @@ class Workers:
         self.sessions: dict[str, Session] = {}
         # The session that holds each dispatched token.
         self._holders: dict[str, str] = {}
+        # The worker id each token of a running execution was dispatched to.
+        self.issued_to: dict[str, str] = {}
         # Attempts in flight at a restart: when to give up waiting for a report.
         self._recovered: dict[str, int] = {}
 
@@ -89,17 +96,18 @@ class Workers:
             "warnings": warnings,
         }
 
-    def session(self, tx: Tx, session_id: str) -> Session:
-        """The session, seen now."""
+    def session(self, tx: Tx, session_id: str, worker: str | None = None) -> Session:
+        """The session, seen now; `worker`: the id the caller is bound to."""
         session = self.sessions.get(session_id)
         if session is None:
             raise unknown_session()
+        _check_owner(session, worker)
         session.last_seen_ms = max(session.last_seen_ms, tx.now)
         session.lost = False
         return session
 
-    def heartbeat(self, tx: Tx, session_id: str) -> dict[str, Any]:
-        session = self.session(tx, session_id)
+    def heartbeat(self, tx: Tx, session_id: str, worker: str | None = None) -> dict[str, Any]:
+        session = self.session(tx, session_id, worker)
         cancel = []
         for token in list(session.held):
             if token in session.cancel_sent:
@@ -113,10 +121,11 @@ class Workers:
                     session.held.discard(token)
         return {"accepted": True, "cancel": cancel}
 
-    def unregister(self, tx: Tx, session_id: str) -> dict[str, Any]:
+    def unregister(self, tx: Tx, session_id: str, worker: str | None = None) -> dict[str, Any]:
         session = self.sessions.get(session_id)
         if session is None:
             raise NotFoundError("unknown worker session", "UNKNOWN_SESSION")
+        _check_owner(session, worker)
         self._lose(tx, session, "worker unregistered")
         tx.after_commit.append(functools.partial(_discard, self.sessions, session_id))
         return {"accepted": True}
@@ -149,7 +158,16 @@ class Workers:
 
     def hold(self, session: Session, token: str) -> None:
         self._holders[token] = session.session_id
+        self.issued_to[token] = session.worker_id
         session.held.add(token)
+
+    def check_issued(self, token: str, worker: str) -> None:
+        """Refuses a report for a token dispatched to another worker id."""
+        owner = self.issued_to.get(token)
+        if owner is not None and owner != worker:
+            raise OrbitError(
+                f"task token was issued to worker `{owner}`, not `{worker}`", "FORBIDDEN"
+            )
 
     def reported(self, tx: Tx, token: str) -> None:
         """A result arrived for the token: its holder was seen, and lets go of
@@ -180,6 +198,7 @@ class Workers:
     def forget(self, tokens: list[str]) -> None:
         for token in tokens:
             self._holders.pop(token, None)
+            self.issued_to.pop(token, None)
 
     def is_current(self, token: str) -> bool:
         """Whether the token is its unit's attempt in flight."""
@@ -266,6 +285,13 @@ class Workers:
                 if now >= deadline:
                     self.make_uncertain(tx, token, RESTART_REASON)
                     tx.after_commit.append(functools.partial(_discard, self._recovered, token))
+
+
+def _check_owner(session: Session, worker: str | None) -> None:
+    if worker is not None and session.worker_id != worker:
+        raise OrbitError(
+            f"session belongs to worker `{session.worker_id}`, not `{worker}`", "FORBIDDEN"
+        )
 
 
 def _discard(mapping: dict[str, Any], key: str) -> None:

@@ -8,11 +8,24 @@ may fail with anything else.
 Optional members that are absent (None, empty) are omitted, so adding a new
 optional member to the IR never changes the encoding, and therefore the hash,
 of a definition that does not use it.
+
+Integers: the hash is taken over RFC 8785 canonical JSON, whose numbers are
+IEEE doubles, so an integer beyond ±(2^53 − 1) has no exact JSON number.
+Every integer the layout holds (an `int` literal's `value`, a `duration`'s
+`ms`, every `*_ms`, limit and setting, and the integers of a field's
+`default` where its type says Int, Float or Duration) is therefore written as a JSON
+number when it fits and as its decimal digits in a string when it does not
+(`int_to_json`). Each integer has exactly one form, or the same definition
+could have two hashes: the reader refuses a string for an integer that fits
+in a number, and anything outside the 64-bit range (`_int`). Integers inside
+a `Json` value cannot be told from strings, so none beyond ±(2^53 − 1) may
+appear there (the compiler reports it; the reader refuses the number).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -69,9 +82,43 @@ def _str(value: Any, path: str) -> str:
     return value
 
 
+# The string form of an integer: its decimal digits, no sign but `-`, no
+# leading zero. Digits are counted before `int()` converts them.
+_INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]{0,24})", re.ASCII)
+
+
+def int_to_json(value: int) -> int | str:
+    """An IR integer as the document holds it: a number within ±(2^53 − 1)
+    (exact in canonical JSON), else a string of its decimal digits. Raises
+    IRError beyond 64 bits: a `Definition` built in Python can hold any int."""
+    if limits.IR_INT_MIN <= value <= limits.IR_INT_MAX:
+        return value
+    if not limits.INT_MIN <= value <= limits.INT_MAX:
+        raise IRError(f"the integer {value} is outside the 64-bit range")
+    return str(value)
+
+
 def _int(value: Any, path: str) -> int:
+    """An integer in either of its forms (`int_to_json`), within 64 bits."""
+    if isinstance(value, str):
+        return _int_text(value, path)
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(path, f"expected an integer, found {describe_value(value)}")
+    return value
+
+
+def _int_text(text: str, path: str) -> int:
+    if not _INT_TEXT.fullmatch(text):
+        raise _fail(path, f"expected an integer, found {describe_value(text)}")
+    value = int(text)
+    if limits.IR_INT_MIN <= value <= limits.IR_INT_MAX:
+        raise _fail(
+            path,
+            f"the integer {value} must be written as a JSON number: only integers "
+            f"beyond ±{limits.IR_INT_MAX} are written as strings",
+        )
+    if not limits.INT_MIN <= value <= limits.INT_MAX:
+        raise _fail(path, "integer out of range")
     return value
 
 
@@ -111,8 +158,61 @@ def type_to_json(t: Type) -> dict[str, Any]:
 def _field_to_json(f: Field) -> dict[str, Any]:
     out: dict[str, Any] = {"name": f.name, "type": type_to_json(f.type)}
     if f.has_default:
-        out["default"] = f.default
+        out["default"] = value_to_json(f.type, f.default)
     return out
+
+
+# The kinds whose integers a default writes in `int_to_json`'s forms (an Int
+# given where a Float is expected stays an integer).
+_INT_KINDS = ("int", "float", "duration")
+
+
+def value_to_json(t: Type, value: Any) -> Any:
+    """A constant value of type `t` (a field's default) as the document holds
+    it: the integers where `t` says Int, Float or Duration in `int_to_json`'s
+    forms, everything else as it is."""
+    match t:
+        case Primitive(kind) if kind in _INT_KINDS and type(value) is int:
+            return int_to_json(value)
+        case OptionalType(inner) if value is not None:
+            return value_to_json(inner, value)
+        case ListType(items) if type(value) is list:
+            return [value_to_json(items, v) for v in value]
+        case MapType(values) if type(value) is dict:
+            return {k: value_to_json(values, v) for k, v in value.items()}
+        case RecordType(fields) if type(value) is dict:
+            types = {f.name: f.type for f in fields}
+            return {
+                k: v if k not in types else value_to_json(types[k], v) for k, v in value.items()
+            }
+        case _:
+            return value
+
+
+def _value_from_json(t: Type, value: Any, path: str) -> Any:
+    """The inverse of `value_to_json`: reads the string form where `t` says
+    Int, Float or Duration (and refuses it where the integer fits a number)."""
+    match t:
+        case Primitive(kind) if kind in _INT_KINDS and type(value) is str:
+            return _int_text(value, path)
+        case OptionalType(inner) if value is not None:
+            return _value_from_json(inner, value, path)
+        case ListType(items) if type(value) is list:
+            return [_value_from_json(items, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        case MapType(values) if type(value) is dict:
+            return {k: _value_from_json(values, v, _member(path, k)) for k, v in value.items()}
+        case RecordType(fields) if type(value) is dict:
+            types = {f.name: f.type for f in fields}
+            return {
+                k: v if k not in types else _value_from_json(types[k], v, _member(path, k))
+                for k, v in value.items()
+            }
+        case _:
+            return value
+
+
+def _member(path: str, key: str) -> str:
+    return limits.render_path([key]).replace("$", path, 1)
 
 
 def type_from_json(value: Any, path: str = "$") -> Type:
@@ -140,12 +240,12 @@ def record_from_json(value: Any, path: str = "$") -> RecordType:
     for i, raw in enumerate(_list(obj.get("fields"), f"{path}.fields")):
         fpath = f"{path}.fields[{i}]"
         fobj = _obj(raw, fpath)
+        ftype = type_from_json(fobj.get("type"), f"{fpath}.type")
+        default = fobj.get("default", NO_DEFAULT)
+        if default is not NO_DEFAULT:
+            default = _value_from_json(ftype, default, f"{fpath}.default")
         fields.append(
-            Field(
-                name=_str(fobj.get("name"), f"{fpath}.name"),
-                type=type_from_json(fobj.get("type"), f"{fpath}.type"),
-                default=fobj.get("default", NO_DEFAULT),
-            )
+            Field(name=_str(fobj.get("name"), f"{fpath}.name"), type=ftype, default=default)
         )
     return RecordType(
         fields=tuple(fields), name=None if name is None else _str(name, f"{path}.name")
@@ -181,9 +281,10 @@ def expr_to_json(x: e.Expr) -> dict[str, Any]:
         case e.Null() | e.Input() | e.Execution() | e.Failure() | e.Event():
             return {"op": _LEAF_OPS[type(x)]}
         case e.Str(value) | e.Int(value) | e.Float(value) | e.Bool(value):
-            return {"op": _LITERAL_OPS[type(x)], "value": value}
+            written = int_to_json(x.value) if isinstance(x, e.Int) else value
+            return {"op": _LITERAL_OPS[type(x)], "value": written}
         case e.Duration(ms):
-            return {"op": "duration", "ms": ms}
+            return {"op": "duration", "ms": int_to_json(ms)}
         case e.StepRef(name):
             return {"op": "step", "name": name}
         case e.Var(name):
@@ -236,7 +337,7 @@ def _sub(obj: Mapping[str, Any], path: str, key: str) -> e.Expr:
 
 def _read_int(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
     v = _int(obj.get("value"), f"{path}.value")
-    if not -(2**63) <= v < 2**63:
+    if not limits.INT_MIN <= v <= limits.INT_MAX:
         raise _fail(f"{path}.value", "integer out of range")
     return e.Int(v)
 
@@ -307,6 +408,7 @@ def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook(str, lambda v, _: _str(v, "$"))
     conv.register_structure_hook(int, lambda v, _: _int(v, "$"))
+    conv.register_unstructure_hook(int, int_to_json)
     conv.register_structure_hook(bool, lambda v, _: _bool(v, "$"))
     conv.register_unstructure_hook_func(_is_type, type_to_json)
     conv.register_structure_hook_func(_is_type, lambda v, _: type_from_json(v))

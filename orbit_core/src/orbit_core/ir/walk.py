@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from orbit_core import limits
 from orbit_core.ir import expr as e
 from orbit_core.ir.definition import Definition, Step
+
+# The deepest an expression's encoding may go: a document may nest
+# `limits.MAX_DEPTH` levels (RULINGS §22), and an expression's object sits
+# at most 6 containers down (`$.events[i].steps[j].compensate.with`).
+MAX_EXPR_DEPTH = limits.MAX_DEPTH - 6
 
 
 def children(node: e.Expr) -> tuple[e.Expr, ...]:
@@ -38,6 +44,33 @@ def children(node: e.Expr) -> tuple[e.Expr, ...]:
             | e.Var()
         ):
             return ()
+
+
+def _child_levels(node: e.Expr) -> int:
+    """How many JSON containers the encoding of `node` puts between its own
+    object and each child's (codec.expr_to_json): `args` and `items` are a
+    list, an object's entries a list of `{key, value}` objects."""
+    match node:
+        case e.Call() | e.List():
+            return 2
+        case e.Object():
+            return 3
+        case _:
+            return 1
+
+
+def expr_depth(node: e.Expr) -> int:
+    """The nesting depth of `node`'s JSON encoding, in arrays and objects
+    (a literal is 1), without encoding it; iterative, so any tree will do."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        below = depth + _child_levels(current)
+        # The list of `args`, `items` or `entries` counts even when empty.
+        deepest = max(deepest, depth if below == depth + 1 else depth + 1)
+        stack.extend((child, below) for child in children(current))
+    return deepest
 
 
 def walk(node: e.Expr) -> Iterator[e.Expr]:

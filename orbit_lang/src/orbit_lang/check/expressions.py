@@ -8,6 +8,12 @@ expressions are inferred and then tested for assignability (E0400, E0405).
 
 After an error the sub-expression is typed JSON, which every check accepts,
 so one mistake is reported once rather than at every use.
+
+The outermost `check` or `infer` also measures the IR it returns: an
+expression whose encoding nests deeper than `MAX_EXPR_DEPTH` levels would
+make a document the runtime refuses (RULINGS §22), so it is E0100 at the
+expression (docs/ir.md, "Depth"). The source limit of 100 levels does not
+cover it, as one source level can be up to three IR levels (object literals).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import TypeAlias
 from orbit_core import values
 from orbit_core.ir import expr as e
 from orbit_core.ir.types import Field, ListType, MapType, OptionalType, RecordType
+from orbit_core.ir.walk import MAX_EXPR_DEPTH, expr_depth
 from orbit_lang import ast
 from orbit_lang.check import builtins
 from orbit_lang.check.env import Env
@@ -48,6 +55,7 @@ from orbit_lang.check.types import (
 )
 from orbit_lang.diagnostics import Label
 from orbit_lang.source import Span
+from orbit_lang.syntax import nesting
 
 COALESCE_HELP = (
     "provide a fallback with `coalesce(value, default)`, or declare the target as optional with `?`"
@@ -88,9 +96,14 @@ class Typed:
 
 
 class ExprChecker:
-    def __init__(self, report: Reporter, env: Env) -> None:
+    def __init__(self, report: Reporter, env: Env, *, bounded: bool = True) -> None:
+        """`bounded`: whether the IR becomes an expression of a definition,
+        whose depth is limited (not a default, which is evaluated)."""
         self.report = report
         self.env = env
+        self.bounded = bounded
+        # How many `check`/`infer` calls are open: the outermost measures.
+        self._open = 0
         self.params: list[tuple[str, Type]] = []
         # Set when the hidden loop variable was read (E0401 is reported by the
         # caller, over the whole condition).
@@ -138,6 +151,41 @@ class ExprChecker:
 
     def check(self, node: ast.Expr, expected: Type | None = None) -> Typed:
         """Types `node`; with `expected`, also checks it can be used there."""
+        self._open += 1
+        try:
+            typed = self._check(node, expected)
+        finally:
+            self._open -= 1
+        return typed if self._open else self._measured(typed, node)
+
+    def infer(self, node: ast.Expr) -> Typed:
+        self._open += 1
+        try:
+            typed = self._infer(node)
+        finally:
+            self._open -= 1
+        return typed if self._open else self._measured(typed, node)
+
+    def _measured(self, typed: Typed, node: ast.Expr) -> Typed:
+        if not self.bounded:
+            return typed
+        depth = expr_depth(typed.ir)
+        if depth <= MAX_EXPR_DEPTH:
+            return typed
+        self.error(
+            "E0100",
+            nesting.MESSAGE,
+            node.span,
+            notes=[
+                f"compiled, it nests {depth} levels deep; a compiled expression may nest "
+                f"at most {MAX_EXPR_DEPTH} (object literals count three levels, lists "
+                "and calls two, other expressions one)"
+            ],
+            help=nesting.HELP,
+        )
+        return self.poison()
+
+    def _check(self, node: ast.Expr, expected: Type | None) -> Typed:
         if expected is not None and not is_json(expected):
             if isinstance(node, ast.ObjectLiteral):
                 return self._object_against(node, expected)
@@ -161,7 +209,7 @@ class ExprChecker:
         self.mismatch(problem, span)
         return False
 
-    def infer(self, node: ast.Expr) -> Typed:
+    def _infer(self, node: ast.Expr) -> Typed:
         if isinstance(node, _Literal):
             return _literal(node)
         if isinstance(node, ast.Name):

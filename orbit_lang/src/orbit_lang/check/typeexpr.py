@@ -3,7 +3,10 @@
 Schemas are resolved once and inlined wherever they are used, keeping their
 name. Field defaults are checked as constants of the field's type and
 evaluated here (RULINGS §4): a reference is E0401, a wrong type E0400, an
-evaluation failure E0205; the value stored is the evaluated JSON.
+evaluation failure E0205; the value stored is the evaluated JSON. A default
+whose `JSON` part holds an integer beyond ±(2^53 − 1) is E0205 too: the IR
+writes such integers as strings only where the type says they are integers
+(docs/ir.md), and in a JSON value a string would be read back as a string.
 
 Recursive schemas (E0202) are found before anything is resolved, so
 resolution never loops: a reference into a cycle resolves to JSON.
@@ -14,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from orbit_core import limits
 from orbit_core.evaluate import EvalError, Scope, evaluate
+from orbit_core.ir.codec import value_to_json
 from orbit_core.ir.types import NO_DEFAULT, Field, ListType, MapType, OptionalType, RecordType
 from orbit_core.ir.types import Type as IRType
 from orbit_lang import ast
@@ -116,15 +121,33 @@ class TypeResolver:
         return RecordType(tuple(fields))
 
     def default(self, node: ast.Expr, type_: IRType) -> Any:
-        checker = ExprChecker(self.report, CONSTANT_DEFAULT)
+        checker = ExprChecker(self.report, CONSTANT_DEFAULT, bounded=False)
         typed = checker.check(node, type_)
         if checker.errors:
             return NO_DEFAULT
         try:
-            return evaluate(typed.ir, Scope())
+            value = evaluate(typed.ir, Scope())
         except EvalError as error:
             self.report.error("E0205", f"invalid default value: {error}", node.span)
             return NO_DEFAULT
+        try:
+            limits.check_json(
+                value_to_json(type_, value), int_min=limits.IR_INT_MIN, int_max=limits.IR_INT_MAX
+            )
+        except limits.JsonShapeError as error:
+            if not error.problem.startswith("an integer"):
+                self.report.error("E0205", f"invalid default value: {error}", node.span)
+                return NO_DEFAULT
+            where = "" if error.path == "$" else f" at `{error.path}`"
+            self.report.error(
+                "E0205",
+                f"invalid default value: a `JSON` value{where} holds an integer beyond "
+                f"±{limits.IR_INT_MAX}, which a definition cannot store",
+                node.span,
+                help="give the field an `Int` type, or write the number as a string",
+            )
+            return NO_DEFAULT
+        return value
 
 
 def _find_cycles(declarations: Declarations, report: Reporter) -> set[str]:

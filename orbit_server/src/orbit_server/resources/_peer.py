@@ -8,35 +8,66 @@ built here before it hands a task to a parked poll (and on every tick)."""
 
 from __future__ import annotations
 
+import os
+import select
 import socket
-import ssl
 from collections.abc import Callable, Generator
 from typing import Any
 
 # Without MSG_DONTWAIT a peek could block the engine on a live connection.
 _PEEK = socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0)
 _CAN_PEEK = hasattr(socket, "MSG_DONTWAIT")
+# Linux reports a peer's shutdown even while unread bytes wait before it.
+_RDHUP: int = getattr(select, "POLLRDHUP", 0) if hasattr(select, "poll") else 0
+_GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL | _RDHUP if _RDHUP else 0
 
 
 def connection_probe(environ: dict[str, Any]) -> Callable[[], bool] | None:
     """A cheap, non-blocking check that the client of this request has not
-    hung up, or None when the server gives no socket to ask."""
+    hung up, or None when the server gives no socket to ask.
+
+    The check looks at the socket's file descriptor, never through a TLS
+    layer: a TLS socket cannot peek, and bytes a client sends while it waits
+    (a pipelined request, an alert) are no sign that it left. On Linux the
+    kernel says whether the peer shut its side down (`POLLRDHUP`), whatever
+    is still unread; elsewhere a peek at the raw bytes finds the end of the
+    stream when nothing precedes it."""
     sock = environ.get("gunicorn.socket")
-    if not _CAN_PEEK or not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket):
-        # A TLS socket refuses flags on recv; such polls are taken as connected.
+    if not isinstance(sock, socket.socket):
+        return None
+    if _RDHUP:
+
+        def connected() -> bool:
+            fd = sock.fileno()
+            if fd < 0:
+                return False  # closed here
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | _RDHUP)
+            return not any(mask & _GONE for _, mask in poller.poll(0))
+
+        return connected
+    if not _CAN_PEEK:
         return None
 
-    def connected() -> bool:
+    def peeked() -> bool:
+        fd = sock.fileno()
+        if fd < 0:
+            return False
+        # A plain socket object over a copy of the descriptor, so that a TLS
+        # socket's raw stream can be peeked at without its TLS layer.
+        raw = socket.socket(sock.family, sock.type, fileno=os.dup(fd))
         try:
             # An orderly close reads as end of stream; a client that is
             # waiting for its answer has sent nothing more.
-            return sock.recv(1, _PEEK) != b""
+            return raw.recv(1, _PEEK) != b""
         except (BlockingIOError, InterruptedError):
             return True
         except OSError:
-            return False  # reset by the peer, or already closed here
+            return False  # reset by the peer
+        finally:
+            raw.close()
 
-    return connected
+    return peeked
 
 
 def handed_over(

@@ -1,13 +1,21 @@
-"""The execution API: /v1/executions and everything below it."""
+"""The execution API: /v1/executions and everything below it.
+
+For a client identity the gate has checked every route with an execution
+id; a start is checked here, where the body names the workflow, and the
+list keeps only the executions of workflows the client may read (a page
+still holds up to `limit` of them, from the most recent `SCAN` matches)."""
 
 from __future__ import annotations
 
 import falcon
 
 from orbit_core.engine import Engine
+from orbit_server.auth import client_of, require
 from orbit_server.body import ABSENT, Fields, read_json
 from orbit_server.params import query_int
 from orbit_server.resources._json import send
+
+SCAN = 1000
 
 
 class Executions:
@@ -17,8 +25,10 @@ class Executions:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = Fields(read_json(req, self._max_body, required=True))
+        workflow = body.required_string("workflow")
+        require(client_of(req), "start", workflow)
         answer = self._engine.start(
-            body.required_string("workflow"),
+            workflow,
             version=body.string("version"),
             input=body.any("input"),
             execution_id=body.string("execution_id"),
@@ -27,14 +37,16 @@ class Executions:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         limit = query_int(req, "limit")
-        send(
-            resp,
-            self._engine.list_executions(
-                status=req.get_param("status") or None,
-                workflow=req.get_param("workflow") or None,
-                limit=50 if limit is None else limit,
-            ),
-        )
+        limit = 50 if limit is None else limit
+        status = req.get_param("status") or None
+        workflow = req.get_param("workflow") or None
+        client = client_of(req)
+        if client is None:
+            send(resp, self._engine.list_executions(status, workflow, limit))
+            return
+        rows = self._engine.list_executions(status, workflow, SCAN)["executions"]
+        readable = [r for r in rows if client.may("read", r["workflow"])]
+        send(resp, {"executions": readable[: min(max(limit, 1), SCAN)]})
 
     def on_get_one(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
         send(resp, self._engine.get(execution_id))

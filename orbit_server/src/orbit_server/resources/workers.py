@@ -1,4 +1,8 @@
-"""GET /v1/workers and the worker protocol's HTTP/JSON binding (chapter 68)."""
+"""GET /v1/workers and the worker protocol's HTTP/JSON binding (chapter 68).
+
+A per-worker identity's rules (chapter 45) are checked here for a
+registration (`auth.check_register`) and by the engine for everything else:
+each call passes the worker id the credential is bound to."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import falcon
 
 from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError
+from orbit_server.auth import bound_worker, check_register
 from orbit_server.body import Fields, read_json
 from orbit_server.logs import logger
 from orbit_server.resources._json import send
@@ -48,6 +53,7 @@ class WorkerProtocol:
         worker_id = body.required_string("worker_id")
         runtime = body.required_string("runtime")
         contracts = body.objects("contracts", "task_name", "contract_version")
+        check_register(req, worker_id, runtime, (c["task_name"] for c in contracts))
         answer = self._engine.register_worker(worker_id, runtime, contracts, body.string("sdk"))
         session = answer.get("worker_session_id")
         if isinstance(session, str):
@@ -65,13 +71,15 @@ class WorkerProtocol:
 
     def on_post_heartbeat(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self._fields(req).required_string("worker_session_id")
-        send(resp, self._engine.heartbeat(session))
+        send(resp, self._engine.heartbeat(session, worker=bound_worker(req)))
 
     def on_post_poll(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)
         session = body.required_string("worker_session_id")
         connected = connection_probe(req.env)
-        task = self._engine.poll(session, body.integer("wait_ms"), connected)
+        task = self._engine.poll(
+            session, body.integer("wait_ms"), connected, worker=bound_worker(req)
+        )
         if task is None:
             resp.status = 204
             return
@@ -98,12 +106,17 @@ class WorkerProtocol:
 
     def on_post_unregister(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self._fields(req).required_string("worker_session_id")
-        send(resp, self._engine.unregister(session))
+        send(resp, self._engine.unregister(session, worker=bound_worker(req)))
         _log.info("worker unregistered", worker_id=self._sessions.pop(session, None))
 
     def on_post_complete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)
-        send(resp, self._engine.complete(body.required_string("token"), body.any("output")))
+        send(
+            resp,
+            self._engine.complete(
+                body.required_string("token"), body.any("output"), worker=bound_worker(req)
+            ),
+        )
 
     def on_post_fail(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)
@@ -115,5 +128,6 @@ class WorkerProtocol:
                 body.string("error_message") or "",
                 body.boolean("retryable", True),
                 body.any("details"),
+                worker=bound_worker(req),
             ),
         )

@@ -6,6 +6,7 @@ import falcon
 
 from orbit_core.engine import Engine
 from orbit_core.errors import InvalidError
+from orbit_server.auth import client_of
 from orbit_server.body import read_json
 from orbit_server.logs import logger
 from orbit_server.resources._json import send
@@ -33,7 +34,14 @@ class Workflows:
         send(resp, answer, 201 if answer["created"] else 200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        send(resp, self._engine.list_workflows())
+        listed = self._engine.list_workflows()
+        client = client_of(req)
+        if client is not None:
+            # A client identity sees only the workflows it may read.
+            listed = {
+                "workflows": [w for w in listed["workflows"] if client.may("read", w["name"])]
+            }
+        send(resp, listed)
 
     def on_get_latest(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         send(resp, self._engine.get_workflow(name))
