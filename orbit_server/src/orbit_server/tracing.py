@@ -54,11 +54,14 @@ from orbit_server.telemetry import Changes
 
 DEFAULT_SERVICE = "orbit-runtime"
 SCOPE = "orbit-runtime"
-# The chapter's export limits: requests of up to 512 spans, 1024 of them
-# queued at most, 10 s per request.
+# Requests of up to 512 spans, 10 s each (chapter 46). The queue holds 128
+# requests' worth: the chapter's 1024 would be half a million Python span
+# objects, far more memory than a collector outage is worth.
 BATCH_SPANS = 512
-QUEUE_SPANS = 1024 * BATCH_SPANS
+QUEUE_SPANS = 128 * BATCH_SPANS
 EXPORT_TIMEOUT_S = 10.0
+# At shutdown, what is queued gets this long to go out; then it is dropped.
+CLOSE_TIMEOUT_S = 5.0
 # Spans are sent this often (or as soon as a batch is full).
 SCHEDULE_DELAY_MS = 500
 # A full queue is reported at most this often.
@@ -158,6 +161,7 @@ class Tracer:
                     timeout=EXPORT_TIMEOUT_S,
                 )
             )
+        self._exporter = exporter
         self._processor = BatchSpanProcessor(
             exporter,
             max_queue_size=QUEUE_SPANS,
@@ -174,9 +178,17 @@ class Tracer:
         before this server did (set once the engine's store exists)."""
         self._store = store
 
-    def close(self) -> None:
-        """Sends what is queued (for at most the export timeout) and stops."""
-        self._provider.shutdown()
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Sends what is queued for at most `timeout_s`, then stops. The SDK
+        would wait for every queued request and its retries (minutes with an
+        unreachable collector): past the deadline the exporter is shut down,
+        which ends its retries and fails the rest at once."""
+        closing = threading.Thread(target=self._provider.shutdown, name="otlp-close", daemon=True)
+        closing.start()
+        closing.join(timeout_s)
+        if closing.is_alive():
+            self._exporter.shutdown()
+            closing.join(timeout_s)
 
     def flush(self, timeout_ms: int = 10_000) -> bool:
         return self._processor.force_flush(timeout_ms)
