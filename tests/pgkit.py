@@ -120,7 +120,32 @@ def url(
     return f"{scheme}://{userinfo}@{host}:{port}/{dbname}{query}"
 
 
-class Cluster:
+class _Databases:
+    """What both kinds of server offer over a superuser connection: a fresh
+    database per test and one-off statements."""
+
+    _names: itertools.count[int]
+
+    def admin(self, dbname: str = "postgres") -> Any:
+        raise NotImplementedError
+
+    def _database_name(self, prefix: str) -> str:
+        return f"{prefix}_{os.getpid()}_{next(self._names)}"
+
+    def create_database(self, prefix: str = "t") -> str:
+        """A new empty database; returns its name."""
+        name = self._database_name(prefix)
+        with self.admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return name
+
+    def sql(self, statement: str, dbname: str = "postgres") -> list[tuple[Any, ...]]:
+        with self.admin(dbname) as conn:
+            cursor = conn.execute(statement)
+            return list(cursor.fetchall()) if cursor.description else []
+
+
+class Cluster(_Databases):
     """One PostgreSQL server in its own temporary directory."""
 
     def __init__(self, settings: dict[str, str] | None = None, *, ssl: bool = False) -> None:
@@ -285,20 +310,8 @@ class Cluster:
             host=str(self.root), port=self.port, user=USER, dbname=dbname, autocommit=True
         )
 
-    def create_database(self, prefix: str = "t") -> str:
-        """A new empty database; returns its name."""
-        name = f"{prefix}_{os.getpid()}_{next(self._names)}"
-        with self.admin() as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return name
 
-    def sql(self, statement: str, dbname: str = "postgres") -> list[tuple[Any, ...]]:
-        with self.admin(dbname) as conn:
-            cursor = conn.execute(statement)
-            return list(cursor.fetchall()) if cursor.description else []
-
-
-class External:
+class External(_Databases):
     """An existing server named by ORBIT_TEST_POSTGRES_URL."""
 
     def __init__(self, base: str) -> None:
@@ -317,16 +330,9 @@ class External:
 
         return psycopg.connect(self.url(dbname), autocommit=True)
 
-    def create_database(self, prefix: str = "t") -> str:
-        name = f"{prefix}_{os.getpid()}_{int(time.time())}_{next(self._names)}"
-        with self.admin() as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return name
-
-    def sql(self, statement: str, dbname: str = "postgres") -> list[tuple[Any, ...]]:
-        with self.admin(dbname) as conn:
-            cursor = conn.execute(statement)
-            return list(cursor.fetchall()) if cursor.description else []
+    def _database_name(self, prefix: str) -> str:
+        # The server outlives this process, and a later one may get its pid.
+        return f"{prefix}_{os.getpid()}_{int(time.time())}_{next(self._names)}"
 
     def destroy(self) -> None:
         return None

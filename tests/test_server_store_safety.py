@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import server_ir
 from server_harness import ORBIT, ServerProcess
+from sqlite_damage import corrupt_an_event_page
 
 from orbit_core import events as ev
 from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow
@@ -94,7 +95,7 @@ def test_a_corrupt_database_is_refused_at_start(tmp_path: Path) -> None:
     for k in range(0, 300, 50):
         store.commit(CommitBatch(executions=[_finished(f"x-{i}") for i in range(k, k + 50)]))
     store.close()
-    _corrupt_an_event_page(db)
+    corrupt_an_event_page(db)
     rc, log = _run_server([ORBIT, "server", "--db", str(db), "--addr", "127.0.0.1:0"])
     assert rc == 1, log
     assert "ERROR orbit: cannot open the database" in log
@@ -168,24 +169,6 @@ def _finished(eid: str) -> ExecutionChange:
     created = ev.WorkflowCreated(1, 1000, "Wf", "1.0.0", "sha256:x", {"p": "y" * 200}, None, None)
     row = ExecutionRow(eid, "Wf", "1.0.0", "sha256:x", "COMPLETED", 1000, 1000, 2)
     return ExecutionChange(eid, row, [created, ev.WorkflowStarted(2, 1000)], new=True)
-
-
-def _corrupt_an_event_page(db: Path) -> None:
-    import sqlite3
-
-    conn = sqlite3.connect(db)
-    try:
-        pages = conn.execute(
-            "SELECT pageno FROM dbstat WHERE name = 'execution_events' AND pagetype = 'leaf'"
-        ).fetchall()
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-    except sqlite3.OperationalError:
-        pytest.skip("this SQLite has no dbstat table")
-    finally:
-        conn.close()
-    with db.open("r+b") as f:
-        f.seek((pages[len(pages) // 2][0] - 1) * size)
-        f.write(bytes(range(256)) * (size // 256))
 
 
 _RO_MOUNT = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'

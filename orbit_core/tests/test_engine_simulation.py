@@ -473,20 +473,23 @@ class Simulation:
     def check_memory(self) -> None:
         """Every execution in memory is what its stored history folds to."""
         executions = self.engine._executions
-        for eid, live in list(executions.live.items()):
+        running = executions.memory
+        for live in running.all():
+            eid = live.state.id
             events = self.store.clean_history(eid)
             assert events, f"{eid} is in memory but not in the store"
             if live.state.terminal and live.state.status == "CONTINUED_AS_NEW":
                 continue
             assert fold(events, eid).to_json() == live.state.to_json(), eid
-        top = sum(1 for live in executions.live.values() if live.top_level)
-        assert executions.active_top == top, (executions.active_top, top)
-        for eid, live in list(executions.live.items()):
+        top = sum(1 for live in running.all() if live.top_level)
+        assert running.active_top == top, (running.active_top, top)
+        for live in running.all():
+            eid = live.state.id
             # A running child has a parent unit waiting for it, or is cancelled.
             link = live.state.parent
             if link is None or live.state.terminal or live.state.abort is not None:
                 continue
-            parent = executions.live.get(link["execution_id"])
+            parent = running.get(link["execution_id"])
             unit = parent.state.units.get(link["step"]) if parent is not None else None
             assert (
                 parent is not None

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "orbit_core" / "tests"))
 
 import pgkit
-from engine_kit import Bool, Int, inp, obj, rec, step, task, workflow
+from test_store_recovery import one_task, start_from_threads
 
 from orbit_core import events as ev
 from orbit_core.engine import Engine
@@ -345,24 +345,8 @@ def test_servers_starting_together_prepare_the_schema_one_at_a_time(pg_url: str)
 def test_the_engine_commits_groups_and_recovers_on_postgres(pg_url: str) -> None:
     store = PostgresStore(pg_url)
     engine = Engine(store, handler_threads=2)
-    engine.deploy(
-        workflow(
-            "Plain",
-            [step("work", task="demo.work", with_=obj(n=inp("n")))],
-            [task("demo.work", rec(n=Int), rec(ok=Bool))],
-            input=rec(n=Int),
-        )
-    )
-
-    def starter(k: int) -> None:
-        for i in range(10):
-            engine.start("Plain", input={"n": i}, execution_id=f"t-{k}-{i}")
-
-    threads = [threading.Thread(target=starter, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    engine.deploy(one_task())
+    start_from_threads(engine, 10)
     engine.close()
     # A new process: the 40 executions wait for their task, recovered from history.
     engine = Engine(PostgresStore(pg_url), handler_threads=2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,31 @@ def plain() -> Any:
     )
 
 
+def one_task() -> Any:
+    """`Plain` with its task step only: an execution waits for `demo.work`."""
+    return workflow(
+        "Plain",
+        [step("work", task="demo.work", with_=obj(n=inp("n")))],
+        [task("demo.work", rec(n=Int), rec(ok=Bool))],
+        input=rec(n=Int),
+    )
+
+
+def start_from_threads(engine: Engine, each: int, threads: int = 4) -> None:
+    """Starts `each` executions of `Plain` from every one of `threads`
+    threads at once (ids `t-<thread>-<i>`), so their commits are grouped."""
+
+    def starter(k: int) -> None:
+        for i in range(each):
+            engine.start("Plain", input={"n": i}, execution_id=f"t-{k}-{i}")
+
+    started = [threading.Thread(target=starter, args=(k,)) for k in range(threads)]
+    for t in started:
+        t.start()
+    for t in started:
+        t.join()
+
+
 def reopen(path: Path, clock: SimulatedClock) -> Engine:
     return simulated_engine(SqliteStore(path), clock, session_timeout_ms=5000)
 
@@ -69,9 +95,7 @@ def test_recovery_accepts_old_tokens_and_fires_overdue_timers(tmp_path: Path) ->
     crash(first)
     clock = SimulatedClock(clock.now_ms() + 120_000)
     second = reopen(db, clock)
-    assert second.recovery_log() == (
-        "recovered active executions from history executions=2 in_flight=1"
-    )
+    assert (second.recovered_executions, second.recovered_in_flight) == (2, 1)
     assert second.get("r-2")["units"]["pause"]["status"] == "SUCCEEDED"  # overdue timer fired
     assert second.get("r-2")["status"] == "COMPLETED"
     assert second.complete(held["token"], {"ok": True}) == {"accepted": True}
@@ -143,31 +167,13 @@ def test_a_failed_commit_changes_nothing(tmp_path: Path) -> None:
 
 def test_group_commit_under_threads(tmp_path: Path) -> None:
     """Many threads at once: every start is durable and none is lost."""
-    import threading
-
     from orbit_core.engine import Engine as RealEngine
 
     store = SqliteStore(tmp_path / "orbit.db")
     engine = RealEngine(store, handler_threads=4)
-    engine.deploy(
-        workflow(
-            "Plain",
-            [step("work", task="demo.work", with_=obj(n=inp("n")))],
-            [task("demo.work", rec(n=Int), rec(ok=Bool))],
-            input=rec(n=Int),
-        )
-    )
+    engine.deploy(one_task())
     engine.register_handler("demo.work", "1.0.0", lambda i: {"ok": True})
-
-    def starter(k: int) -> None:
-        for i in range(20):
-            engine.start("Plain", input={"n": i}, execution_id=f"t-{k}-{i}")
-
-    threads = [threading.Thread(target=starter, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    start_from_threads(engine, 20)
     state = engine.wait("t-0-0", 5000)
     assert state["units"]["work"]["status"] == "SUCCEEDED"
     engine.close()

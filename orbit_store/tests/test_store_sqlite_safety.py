@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlite_damage import corrupt_an_event_page
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
@@ -26,6 +27,31 @@ def change(eid: str, status: str = "RUNNING", payload: str = "") -> ExecutionCha
 
 def start(store: SqliteStore, eid: str) -> None:
     store.commit(CommitBatch(executions=[change(eid)]))
+
+
+def hold_in_another_process(db: Path) -> subprocess.Popen[str]:
+    """A child process that opens the store at `db` and keeps it open until
+    its stdin is closed; returned once the store is open."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from orbit_store.sqlite import SqliteStore; "
+            "s = SqliteStore(sys.argv[1]); print('open', flush=True); sys.stdin.read()",
+            str(db),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    line = holder.stdout.readline()
+    if line != "open\n":
+        holder.kill()
+        holder.wait(10)
+        holder.stdout.close()
+        raise AssertionError(f"the holder did not open the store: {line!r}")
+    return holder
 
 
 @pytest.mark.parametrize("how", ["removed", "replaced"])
@@ -100,26 +126,14 @@ def test_a_second_store_on_the_same_file_in_one_process_is_refused(tmp_path: Pat
 
 def test_a_store_held_by_another_process_is_refused_naming_its_pid(tmp_path: Path) -> None:
     db = tmp_path / "orbit.db"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from orbit_store.sqlite import SqliteStore; "
-            "s = SqliteStore(sys.argv[1]); print('open', flush=True); sys.stdin.read()",
-            str(db),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = hold_in_another_process(db)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
         with pytest.raises(
             StorageError, match=rf"is in use by another process \(pid {holder.pid}\);"
         ):
             SqliteStore(db)
     finally:
-        assert holder.stdin is not None
+        assert holder.stdin is not None and holder.stdout is not None
         holder.stdin.close()
         holder.wait(10)
         holder.stdout.close()
@@ -130,45 +144,14 @@ def test_a_store_may_wait_for_an_exiting_holder(tmp_path: Path) -> None:
     """A restart while the old process is still exiting: the lock is waited
     for (`lock_wait_s`), not refused at once."""
     db = tmp_path / "orbit.db"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from orbit_store.sqlite import SqliteStore; "
-            "s = SqliteStore(sys.argv[1]); print('open', flush=True); sys.stdin.read()",
-            str(db),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+    holder = hold_in_another_process(db)
+    assert holder.stdout is not None
     assert holder.stdin is not None
     holder.stdin.close()  # it exits now, without closing the store
     store = SqliteStore(db, lock_wait_s=30)
     assert holder.wait(10) == 0
     holder.stdout.close()
     store.close()
-
-
-def corrupt_an_event_page(db: Path) -> None:
-    """Overwrites one leaf page of `execution_events` with garbage."""
-    import sqlite3
-
-    conn = sqlite3.connect(db)
-    try:
-        pages = conn.execute(
-            "SELECT pageno FROM dbstat WHERE name = 'execution_events' AND pagetype = 'leaf'"
-        ).fetchall()
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-    except sqlite3.OperationalError:
-        pytest.skip("this SQLite has no dbstat table")
-    finally:
-        conn.close()
-    page = pages[len(pages) // 2][0]
-    with db.open("r+b") as f:
-        f.seek((page - 1) * size)
-        f.write(bytes(range(256)) * (size // 256))
 
 
 def fill(db: Path, n: int = 300) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -335,7 +335,7 @@ class Simulation:
                 if self.problems:
                     return served
 
-    def _answer(self, task: dict[str, Any]) -> None:
+    def _answer(self, task: Mapping[str, Any]) -> None:
         key = (task["execution_id"], task["step_id"])
         self.calls[key] = count = self.calls.get(key, 0) + 1
         call = Call(
@@ -378,7 +378,7 @@ class Simulation:
 
     # ---- signals and stalls
 
-    def _accepts(self, state: dict[str, Any], signal: str) -> bool:
+    def _accepts(self, state: Mapping[str, Any], signal: str) -> bool:
         """Whether the execution now waits for `signal` (a step awaits it, or
         an event handler takes it)."""
         plan = self.plans.get(state["workflow"])
@@ -393,7 +393,7 @@ class Simulation:
                     return True
         return False
 
-    def _stuck(self, state: dict[str, Any], pending: deque[SignalSend]) -> str:
+    def _stuck(self, state: Mapping[str, Any], pending: deque[SignalSend]) -> str:
         plan = self.plans.get(state["workflow"])
         for key, unit in state["units"].items():
             status = unit.get("status")
@@ -419,13 +419,15 @@ class Simulation:
     def _outcome(self, start: int, pending: deque[SignalSend]) -> Outcome:
         engine = self.engine
         state = engine.get(self.execution_id)
-        main = Execution(self.execution_id, state, engine.history(self.execution_id)["events"])
+        main = Execution(
+            self.execution_id, dict(state), engine.history(self.execution_id)["events"]
+        )
         listed = engine.list_executions(limit=1000)["executions"]
         prefix = self.execution_id + "."
         children = tuple(
             Execution(
                 row["execution_id"],
-                engine.get(row["execution_id"]),
+                dict(engine.get(row["execution_id"])),
                 engine.history(row["execution_id"])["events"],
             )
             for row in sorted(listed, key=lambda r: (r["created_at_ms"], r["execution_id"]))

@@ -11,19 +11,23 @@ scheduled in the next).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import cast
 
 import attrs
 import orjson
 
 from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
+from orbit_core import unitkeys
 from orbit_core import values as _values
+from orbit_core.api import ErrorDoc
 from orbit_core.errors import payload_too_large
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import Step
-from orbit_core.plan import Plan, UnitSpec, default_key
+from orbit_core.ir.expr import Expr
+from orbit_core.jsontypes import JsonObject, JsonValue
+from orbit_core.plan import Plan, UnitSpec
 from orbit_core.state import (
     ATTEMPT_FAILED,
     DISPATCHED,
@@ -61,7 +65,7 @@ class Limits:
             _stricter(self.max_payload_bytes, plan.limits.get("max_payload_bytes")),
         )
 
-    def check_payload(self, what: str, value: Any) -> None:
+    def check_payload(self, what: str, value: JsonValue) -> None:
         """PAYLOAD_TOO_LARGE when `value` encodes to more JSON bytes than allowed."""
         limit = self.max_payload_bytes
         if limit is not None:
@@ -151,10 +155,10 @@ class _Decider:
     def _seq(self) -> int:
         return self.s.last_seq + len(self.out) + 1
 
-    def emit(self, cls: Any, *fields: Any) -> None:
+    def emit(self, cls: Callable[..., ev.Event], *fields: object) -> None:
         self.out.append(cls(self._seq(), self.now, *fields))
 
-    def fail_unit(self, key: str, code: str, message: str, details: Any = None) -> None:
+    def fail_unit(self, key: str, code: str, message: str, details: JsonValue = None) -> None:
         self.emit(ev.StepFailed, key, ev.make_error(code, message, False, details))
         self.failed = True
 
@@ -168,10 +172,10 @@ class _Decider:
 
     def scope(
         self,
-        steps: Any = None,
-        vars: dict[str, Any] | None = None,
-        failure: Any = None,
-        event: Any = None,
+        steps: JsonObject | None = None,
+        vars: JsonObject | None = None,
+        failure: JsonValue = None,
+        event: JsonValue = None,
     ) -> _evaluate.Scope:
         if steps is None and vars is None and failure is None and event is None:
             # The main scope reads the state's own (live) dicts, so one object
@@ -181,7 +185,7 @@ class _Decider:
                 cached = self.s.main_scope = _evaluate.Scope(
                     input=self.s.input, execution=self.execution(), steps=self.s.outputs
                 )
-            return cached  # type: ignore[no-any-return]
+            return cast(_evaluate.Scope, cached)
         return _evaluate.Scope(
             input=self.s.input,
             execution=self.execution(),
@@ -191,7 +195,9 @@ class _Decider:
             event=event,
         )
 
-    def eval(self, expr: Any, scope: _evaluate.Scope, what: str, key: str) -> tuple[bool, Any]:
+    def eval(
+        self, expr: Expr, scope: _evaluate.Scope, what: str, key: str
+    ) -> tuple[bool, JsonValue]:
         """(ok, value); on an error the unit fails with EXPRESSION_ERROR."""
         try:
             return True, _evaluate.evaluate(expr, scope)
@@ -226,7 +232,7 @@ class _Decider:
         can never finish that way (a handler's failed dependency)."""
         units = self.s.units
         for name in deps:
-            unit = units.get(prefix + name)
+            unit = units.get(unitkeys.scoped(prefix, name))
             status = unit.status if unit is not None else None
             if status in (SUCCEEDED, SKIPPED):
                 continue
@@ -259,7 +265,6 @@ class _Decider:
         step: Step,
         key: str,
         scope: _evaluate.Scope,
-        steps_for: Any = None,
     ) -> None:
         if step.when is not None:
             ok, value = self.eval(step.when, scope, "when", key)
@@ -303,6 +308,7 @@ class _Decider:
         step = spec.step
         kind = spec.kind
         if kind == "compute":
+            assert step.compute is not None  # a compute step has its expression
             ok, value = self.eval(step.compute, scope, "compute", key)
             if ok:
                 self.emit(ev.StepSucceeded, key, 1, value)
@@ -315,9 +321,14 @@ class _Decider:
             self.schedule(spec, key, step.with_, step.idempotency_key, scope)
 
     def schedule(
-        self, spec: UnitSpec, key: str, with_: Any, key_expr: Any, scope: _evaluate.Scope
+        self,
+        spec: UnitSpec,
+        key: str,
+        with_: Expr | None,
+        key_expr: Expr | None,
+        scope: _evaluate.Scope,
     ) -> None:
-        value: Any = {}
+        value: JsonValue = {}
         if with_ is not None:
             ok, value = self.eval(with_, scope, "with", key)
             if not ok:
@@ -348,7 +359,7 @@ class _Decider:
                 )
                 return
         if idem is None:
-            idem = default_key(self.s.id, self.s.run, key)
+            idem = unitkeys.default_idempotency_key(self.s.id, self.s.run, key)
         self.emit(ev.StepScheduled, key, 1, value, idem, False)
 
     # ------------------------------------------------------------ task units
@@ -403,7 +414,7 @@ class _Decider:
             if retry.attempts > 1 and unit.attempt >= retry.attempts:
                 final["message"] = f"{error['message']} (gave up after {retry.attempts} attempts)"
             self.emit(ev.StepFailed, key, final)
-            if not key.startswith(("compensate:", "on_failure:", "on_cancel:", "on_timeout:")):
+            if not unitkeys.is_recovery(key):
                 self.failed = True
         elif status == UNCERTAIN:
             self.emit(
@@ -440,7 +451,7 @@ class _Decider:
     # ------------------------------------------------------------ fan-out
 
     def fan_out(self, step: Step, parent: Unit, scope: _evaluate.Scope, retries: bool) -> None:
-        items = parent.input
+        items = parent.input if isinstance(parent.input, list) else []
         key = parent.key
         units = self.s.units
         if not items:
@@ -451,10 +462,10 @@ class _Decider:
             return
         active = 0
         pending: list[int] = []
-        outputs: list[Any] = []
+        outputs: list[JsonValue] = []
         failed: Unit | None = None
         for i in range(len(items)):
-            unit = units.get(f"{key}[{i}]")
+            unit = units.get(unitkeys.element(key, i))
             status = unit.status if unit is not None else None
             if unit is None or status is None:
                 pending.append(i)
@@ -486,7 +497,7 @@ class _Decider:
             if limit is not None and active >= limit:
                 break
             element_scope = attrs.evolve(scope, vars={**scope.vars, var: items[i]})
-            self.start_unit(attrs.evolve(spec, element=i), f"{key}[{i}]", element_scope)
+            self.start_unit(attrs.evolve(spec, element=i), unitkeys.element(key, i), element_scope)
             active += 1
             if self.failed:
                 return
@@ -499,15 +510,17 @@ class _Decider:
             for sig in s.signals:
                 name = sig["name"]
                 if name in plan.events and "delivered_to" not in sig:
-                    self.emit(ev.SignalDelivered, f"on_event:{name}@{sig['seq']}", sig["seq"])
+                    self.emit(
+                        ev.SignalDelivered, unitkeys.event_instance(name, sig["seq"]), sig["seq"]
+                    )
         for instance in s.instances:
-            signal = instance[len("on_event:") :].partition("@")[0]
+            signal = unitkeys.event_signal(instance)
             payload = s.units[instance].output
-            prefix = instance + ":"
+            prefix = unitkeys.instance_prefix(instance)
             block = "event:" + signal
             steps = self.instance_steps(plan.events.get(signal, ()), prefix)
             for step in plan.events.get(signal, ()):
-                key = prefix + step.name
+                key = unitkeys.scoped(prefix, step.name)
                 unit = s.units.get(key)
                 if unit is None or unit.status is None:
                     ready = self.deps_done(plan.block_deps[(block, step.name)], prefix)
@@ -520,11 +533,11 @@ class _Decider:
                 if self.failed:
                     return
 
-    def instance_steps(self, steps: Iterable[Step], prefix: str) -> dict[str, Any]:
+    def instance_steps(self, steps: Iterable[Step], prefix: str) -> JsonObject:
         merged = dict(self.s.outputs)
         units = self.s.units
         for step in steps:
-            unit = units.get(prefix + step.name)
+            unit = units.get(unitkeys.scoped(prefix, step.name))
             if unit is not None and unit.status in (SUCCEEDED, SKIPPED):
                 merged[step.name] = unit.output
         return merged
@@ -544,9 +557,9 @@ class _Decider:
             if unit is None or unit.status not in (SUCCEEDED, SKIPPED):
                 return False
         for instance in self.s.instances:
-            signal = instance[len("on_event:") :].partition("@")[0]
-            for step in self.plan.events.get(signal, ()):
-                unit = units.get(f"{instance}:{step.name}")
+            prefix = unitkeys.instance_prefix(instance)
+            for step in self.plan.events.get(unitkeys.event_signal(instance), ()):
+                unit = units.get(unitkeys.scoped(prefix, step.name))
                 if unit is None or not unit.done:
                     return False
         return True
@@ -556,7 +569,7 @@ class _Decider:
         scope = self.scope()
         can = defn.continue_as_new
         if can is not None:
-            proceed: Any = True
+            proceed: object = True
             if can.when is not None:
                 proceed = self.eval_workflow(can.when, scope, "continue_as_new")
                 if proceed is _FAILED:
@@ -588,7 +601,8 @@ class _Decider:
             return
         self.emit(ev.WorkflowCompleted, output)
 
-    def eval_workflow(self, expr: Any, scope: _evaluate.Scope, what: str) -> Any:
+    def eval_workflow(self, expr: Expr, scope: _evaluate.Scope, what: str) -> object:
+        """The value, or _FAILED once the workflow failed because of it."""
         try:
             return _evaluate.evaluate(expr, scope)
         except _evaluate.EvalError as exc:
@@ -614,9 +628,9 @@ class _Decider:
                 else:
                     self.abort_unit(step, unit)
         for instance in s.instances:
-            signal = instance[len("on_event:") :].partition("@")[0]
-            for step in plan.events.get(signal, ()):
-                key = f"{instance}:{step.name}"
+            prefix = unitkeys.instance_prefix(instance)
+            for step in plan.events.get(unitkeys.event_signal(instance), ()):
+                key = unitkeys.scoped(prefix, step.name)
                 unit = s.units.get(key)
                 if unit is None or unit.status is None:
                     self.emit(ev.StepCancelled, key)
@@ -634,7 +648,8 @@ class _Decider:
                 self.emit(ev.CompensationStarted, self.abort_reason(), targets)
                 return
         outcome = s.compensation_outcome or "none"
-        abort = s.abort or {}
+        abort = s.abort
+        assert abort is not None  # only an aborting execution winds down
         kind = HANDLER_KIND[abort["kind"]]
         steps = plan.handlers.get(kind)
         if steps:
@@ -668,9 +683,9 @@ class _Decider:
             for u in self.s.units.values()
             if u.status == SUCCEEDED
             and u.succeeded_seq is not None
-            and ":" not in u.key
-            and u.key.partition("[")[0] in plan.compensated
-            and (u.key.endswith("]") or plan.steps[u.key].for_each is None)
+            and unitkeys.is_main_block(u.key)
+            and unitkeys.step_name(u.key) in plan.compensated
+            and (unitkeys.is_element(u.key) or plan.steps[u.key].for_each is None)
         ]
         candidates.sort(key=lambda u: u.succeeded_seq or 0, reverse=True)
         return [u.key for u in candidates]
@@ -678,9 +693,9 @@ class _Decider:
     def compensate(self, order: list[str]) -> None:
         """Runs the compensations one at a time, then reports their outcome."""
         s = self.s
-        failures: list[tuple[str, Any]] = []
+        failures: list[tuple[str, ErrorDoc | None]] = []
         for target in order:
-            key = "compensate:" + target
+            key = unitkeys.compensation(target)
             unit = s.units.get(key)
             spec = self.plan.spec(key)
             if spec is None:
@@ -706,7 +721,7 @@ class _Decider:
         base = self.s.units[target]
         steps = dict(self.s.outputs)
         steps[step.name] = base.output
-        vars: dict[str, Any] = {}
+        vars: JsonObject = {}
         if spec.element is not None and step.for_each is not None:
             parent = self.s.units.get(step.name)
             items = parent.input if parent is not None else None
@@ -716,17 +731,20 @@ class _Decider:
         self.schedule(spec, key, comp.with_, comp.idempotency_key, scope)
 
     def abort_reason(self) -> str:
-        abort = self.s.abort or {}
+        abort = self.s.abort
+        if abort is None:
+            return ""
         if abort.get("kind") == "cancelled":
             return f"cancelled: {abort.get('reason', '')}"
         if abort.get("kind") == "timed_out":
             return "workflow timed out"
-        return str(abort.get("error", {}).get("message", ""))
+        error = abort.get("error")
+        return error["message"] if error is not None else ""
 
-    def failure_value(self) -> dict[str, Any]:
-        abort = self.s.abort or {}
-        kind = abort.get("kind")
-        if kind == "cancelled":
+    def failure_value(self) -> JsonObject:
+        abort = self.s.abort
+        kind = abort.get("kind") if abort is not None else None
+        if abort is not None and kind == "cancelled":
             return {"reason": "cancelled", "code": "CANCELLED", "message": abort.get("reason")}
         if kind == "timed_out":
             return {
@@ -734,22 +752,24 @@ class _Decider:
                 "code": "WORKFLOW_TIMEOUT",
                 "message": "workflow timed out",
             }
-        error = abort.get("error", {})
-        return {"reason": "failed", "code": error.get("code"), "message": error.get("message")}
+        error = abort.get("error") if abort is not None else None
+        if error is None:
+            return {"reason": "failed", "code": None, "message": None}
+        return {"reason": "failed", "code": error["code"], "message": error["message"]}
 
     def run_handlers(self, kind: str, steps: tuple[Step, ...]) -> bool:
         """Advances the handler steps; True once every one has finished."""
         s = self.s
-        prefix = f"on_{kind}:"
+        prefix = unitkeys.handler_prefix(kind)
         failure = self.failure_value()
         merged = dict(s.outputs)
         for step in steps:
-            unit = s.units.get(prefix + step.name)
+            unit = s.units.get(unitkeys.scoped(prefix, step.name))
             if unit is not None and unit.status in (SUCCEEDED, SKIPPED):
                 merged[step.name] = unit.output
         finished = True
         for step in steps:
-            key = prefix + step.name
+            key = unitkeys.scoped(prefix, step.name)
             unit = s.units.get(key)
             if unit is None or unit.status is None:
                 finished = False
@@ -770,4 +790,4 @@ class _Decider:
         return finished and not self.out
 
 
-_FAILED: Any = object()
+_FAILED = object()

@@ -14,17 +14,24 @@ message meant for people; the HTTP status mapping belongs to the server.
 
 from __future__ import annotations
 
+from orbit_core.jsontypes import JsonObject
+
 
 class OrbitError(Exception):
-    """Base of every error the engine reports to a caller."""
+    """Base of every error the engine reports to a caller: `code` (the API
+    code), `message` (for people) and `details` (JSON for programs, or None;
+    the HTTP envelope of chapter 67 carries only code and message)."""
 
     code = "INTERNAL"
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, code: str | None = None, *, details: JsonObject | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        self.details = details
 
 
 class NotFoundError(OrbitError):

@@ -7,24 +7,24 @@ queries. Semantics are those of the book's chapters 26 and 27; see
 
 from __future__ import annotations
 
-from typing import Any
-
 from orbit_core.eval.compiler import compiled
 from orbit_core.eval.scope import EvalError, Scope
 from orbit_core.ir.expr import Expr
+from orbit_core.jsontypes import JsonValue
 
 __all__ = ["EvalError", "Scope", "evaluate"]
 
 TOO_DEEP = "expression or value nested too deeply"
 
 
-def evaluate(expr: Expr, scope: Scope) -> Any:
+def evaluate(expr: Expr, scope: Scope) -> JsonValue:
     """The JSON value of `expr`; raises EvalError on a runtime error.
 
     The result may share lists and objects with the scope (a field read returns
     the stored value itself); copy before changing it.
     """
     try:
-        return compiled(expr)(scope, scope.vars)
+        value: JsonValue = compiled(expr)(scope, scope.vars)
+        return value
     except RecursionError:
         raise EvalError(TOO_DEEP) from None

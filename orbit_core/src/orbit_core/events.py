@@ -10,16 +10,20 @@ dicts `{"code", "message", "retryable", "details"?}`; payload-like fields
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeAlias
+from collections.abc import Callable
+from typing import ClassVar, TypeAlias
 
 import attrs
 import orjson
 
-Json: TypeAlias = Any
-ErrorJson: TypeAlias = dict[str, Any]
+from orbit_core.api import ErrorDoc, ParentRef
+from orbit_core.jsontypes import JsonObject, JsonValue
+
+Json: TypeAlias = JsonValue
+ErrorJson: TypeAlias = ErrorDoc
 
 
-def make_error(code: str, message: str, retryable: bool, details: Any = None) -> ErrorJson:
+def make_error(code: str, message: str, retryable: bool, details: JsonValue = None) -> ErrorJson:
     error: ErrorJson = {"code": code, "message": message, "retryable": retryable}
     if details is not None:
         error["details"] = details
@@ -35,7 +39,7 @@ class WorkflowCreated:
     version: str
     definition_hash: str
     input: Json
-    parent: dict[str, str] | None = None
+    parent: ParentRef | None = None
     schedule_id: str | None = None
     run: int | None = None
 
@@ -336,7 +340,7 @@ Event: TypeAlias = (
     | HandlersStarted
 )
 
-EVENT_TYPES: dict[str, type[Any]] = {
+EVENT_TYPES: dict[str, type[Event]] = {
     cls.TYPE: cls
     for cls in (
         WorkflowCreated,
@@ -378,15 +382,15 @@ _OPTIONAL_BY_TYPE: dict[str, frozenset[str]] = {
     "WorkflowCreated": frozenset(_OPTIONAL),
     "SignalAwaitStarted": frozenset({"deadline_ms"}),
 }
-_FIELDS: dict[type[Any], tuple[str, ...]] = {
+_FIELDS: dict[type[Event], tuple[str, ...]] = {
     cls: tuple(a.name for a in attrs.fields(cls))[2:] for cls in EVENT_TYPES.values()
 }
 
 
-def to_json(event: Event) -> dict[str, Any]:
+def to_json(event: Event) -> JsonObject:
     """The event as `orbit logs --json` prints it: seq, timestamp_ms, type, fields."""
     cls = type(event)
-    out: dict[str, Any] = {"seq": event.seq, "timestamp_ms": event.timestamp_ms, "type": cls.TYPE}
+    out: JsonObject = {"seq": event.seq, "timestamp_ms": event.timestamp_ms, "type": cls.TYPE}
     optional = _OPTIONAL_BY_TYPE.get(cls.TYPE)
     for name in _FIELDS[cls]:
         value = getattr(event, name)
@@ -396,12 +400,12 @@ def to_json(event: Event) -> dict[str, Any]:
     return out
 
 
-def from_json(data: dict[str, Any]) -> Event:
+def from_json(data: JsonObject) -> Event:
     """Reads an event written by `to_json`; raises KeyError/TypeError on a malformed one."""
-    cls = EVENT_TYPES[data["type"]]
+    cls = EVENT_TYPES[str(data["type"])]
     kwargs = {name: data.get(name) for name in _FIELDS[cls]}
-    event: Event = cls(data["seq"], data["timestamp_ms"], **kwargs)
-    return event
+    make: Callable[..., Event] = cls
+    return make(data["seq"], data["timestamp_ms"], **kwargs)
 
 
 def dumps(event: Event) -> bytes:

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import cast
 
 from orbit_core.errors import InvalidError
 from orbit_core.eval.jsonvalue import INT_MAX, INT_MIN
@@ -89,7 +89,7 @@ class JsonShapeError(ValueError):
         self.problem = problem
 
 
-def admit(value: Any, what: str, code: str, **strings: str | list[str] | None) -> None:
+def admit(value: object, what: str, code: str, **strings: str | list[str] | None) -> None:
     """`check_json` for a value arriving through the engine's API, and
     `admit_strings` for the call's other texts: the refusal is an
     `InvalidError` with `code`, worded like the engine's type errors
@@ -113,7 +113,7 @@ def admit_strings(code: str, **fields: str | list[str] | None) -> None:
 
 
 def check_json(
-    value: Any,
+    value: object,
     *,
     max_depth: int = MAX_DEPTH,
     int_min: int = INT_MIN,
@@ -134,7 +134,7 @@ def check_json(
     # A stack of iterators over (key, child) pairs; `path[i]` is the key under
     # which `stack[i + 1]`'s container sits.
     path: list[str | int] = []
-    stack: list[Iterator[tuple[Any, Any]]] = [_items(value, path)]
+    stack: list[Iterator[tuple[str | int, object]]] = [_items(value, path)]
     while stack:
         for key, child in stack[-1]:
             ct = type(child)
@@ -147,13 +147,13 @@ def check_json(
                 stack.append(_items(child, path))
                 break
             if ct is str:
-                if child.isascii() or _is_text(child):
+                if cast(str, child).isascii() or _is_text(child):
                     continue
             elif ct is int:
-                if int_min <= child <= int_max:
+                if int_min <= cast(int, child) <= int_max:
                     continue
             elif ct is float:
-                if math.isfinite(child):
+                if math.isfinite(cast(float, child)):
                     continue
             elif ct is bool or child is None:
                 continue
@@ -166,47 +166,50 @@ def check_json(
                 path.pop()
 
 
-def _flat_and_plain(container: Any, int_min: int, int_max: int) -> bool:
+def _flat_and_plain(container: object, int_min: int, int_max: int) -> bool:
     """The common case, checked without the walk's machinery: an array, or
     an object with ASCII keys, of plain scalars. False sends everything else
     (nested values, and every problem) to the walk."""
+    items: Iterable[object]
     if type(container) is list:
-        items = container
+        items = cast(list[object], container)
     else:
-        for key in container:
+        mapping = cast(dict[object, object], container)
+        for key in mapping:
             if type(key) is not str or not key.isascii():
                 return False
-        items = container.values()
+        items = mapping.values()
     for item in items:
         t = type(item)
         if t is str:
-            if not item.isascii():
+            if not cast(str, item).isascii():
                 return False
         elif t is int:
-            if not int_min <= item <= int_max:
+            if not int_min <= cast(int, item) <= int_max:
                 return False
         elif t is float:
-            if not math.isfinite(item):
+            if not math.isfinite(cast(float, item)):
                 return False
         elif t is not bool and item is not None:
             return False
     return True
 
 
-def _items(container: Any, path: list[str | int]) -> Iterator[tuple[Any, Any]]:
+def _items(container: object, path: list[str | int]) -> Iterator[tuple[str | int, object]]:
     if type(container) is list:
-        return enumerate(container)
-    for key in container:
+        return enumerate(cast(list[object], container))
+    mapping = cast(dict[str, object], container)
+    for key in mapping:
         if type(key) is not str:
             raise JsonShapeError(render_path(path), "an object key that is not a string")
         if not (key.isascii() or _is_text(key)):
             raise JsonShapeError(
                 render_path(path), "an object key that is not valid Unicode (a lone surrogate)"
             )
-    return iter(container.items())
+    return iter(mapping.items())
 
 
-def _is_text(text: Any) -> bool:
+def _is_text(text: object) -> bool:
     if type(text) is not str:
         return False
     try:
@@ -220,12 +223,12 @@ def _too_deep(max_depth: int) -> str:
     return f"nested deeper than {max_depth} levels"
 
 
-def _scalar_problem(value: Any, int_min: int, int_max: int) -> str | None:
+def _scalar_problem(value: object, int_min: int, int_max: int) -> str | None:
     t = type(value)
     if t is str:
         return None if _is_text(value) else "a string that is not valid Unicode (a lone surrogate)"
     if t is int:
-        if int_min <= value <= int_max:
+        if int_min <= cast(int, value) <= int_max:
             return None
         if int_max == INT_MAX:
             return "an integer outside the 64-bit range"
@@ -234,7 +237,7 @@ def _scalar_problem(value: Any, int_min: int, int_max: int) -> str | None:
             "(the IR writes larger integers as strings of digits)"
         )
     if t is float:
-        return None if math.isfinite(value) else "a number that is not finite"
+        return None if math.isfinite(cast(float, value)) else "a number that is not finite"
     if t is bool or value is None or t is dict or t is list:
         return None
     return f"a value of Python type `{t.__name__}`, which is not JSON"

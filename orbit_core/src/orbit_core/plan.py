@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import attrs
 
+from orbit_core import unitkeys
 from orbit_core.ir import ChildContract, Definition, Retry, Step, TaskContract
 from orbit_core.ir.walk import all_steps
 
@@ -87,9 +88,9 @@ class Plan:
             return spec
 
     def _resolve(self, key: str) -> UnitSpec | None:
-        if key.startswith("compensate:"):
-            base = key[len("compensate:") :]
-            name, element = _split_element(base)
+        base = unitkeys.compensated(key)
+        if base is not None:
+            name, element = unitkeys.split_element(base)
             step = self.steps.get(name)
             if step is None or step.compensate is None:
                 return None
@@ -109,17 +110,16 @@ class Plan:
             )
         found: Step | None
         index: int | None = None
-        if key.startswith("on_event:"):
-            rest = key[len("on_event:") :]
-            head, _, name = rest.partition(":")
-            signal = head.partition("@")[0]
+        event = unitkeys.split_event_step(key)
+        handler = unitkeys.split_handler(key)
+        if event is not None:
+            signal, name = event
             found = next((s for s in self.events.get(signal, ()) if s.name == name), None)
-        elif key.startswith("on_"):
-            prefix, _, name = key.partition(":")
-            kind = prefix[len("on_") :]
+        elif handler is not None:
+            kind, name = handler
             found = next((s for s in self.handlers.get(kind, ()) if s.name == name), None)
         else:
-            name, index = _split_element(key)
+            name, index = unitkeys.split_element(key)
             found = self.steps.get(name)
         if found is None:
             return None
@@ -160,20 +160,3 @@ class Plan:
 
     def tasks(self) -> list[str]:
         return sorted(self.defn.contracts)
-
-
-def _split_element(key: str) -> tuple[str, int | None]:
-    if key.endswith("]"):
-        name, _, index = key[:-1].partition("[")
-        return name, int(index)
-    return key, None
-
-
-def child_id(parent_id: str, run: int, unit_key: str) -> str:
-    """`<parent>.<unit>` with brackets as dots; `<parent>.run<N>.<unit>` from run 2."""
-    unit = unit_key.replace("[", ".").replace("]", "")
-    return f"{parent_id}.{unit}" if run <= 1 else f"{parent_id}.run{run}.{unit}"
-
-
-def default_key(execution_id: str, run: int, unit_key: str) -> str:
-    return f"{execution_id}/{unit_key}" if run <= 1 else f"{execution_id}/run{run}/{unit_key}"

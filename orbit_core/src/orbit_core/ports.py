@@ -16,11 +16,13 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 
+from orbit_core.api import ContractRef, ErrorDoc, ExecutionSummary
 from orbit_core.events import Event
+from orbit_core.jsontypes import JsonObject, JsonValue
 
 
 class Clock(Protocol):
@@ -51,7 +53,7 @@ class ExecutionRow:
     last_seq: int
     run: int = 1
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ExecutionSummary:
         return {
             "execution_id": self.execution_id,
             "workflow": self.workflow,
@@ -69,7 +71,7 @@ class WorkerRow:
     worker_id: str
     runtime: str
     sdk: str | None
-    contracts: list[dict[str, str]]
+    contracts: list[ContractRef]
     registered_at_ms: int
     last_seen_ms: int
 
@@ -79,7 +81,7 @@ class DefinitionRow:
     name: str
     version: str
     definition_hash: str
-    ir: dict[str, Any]
+    ir: JsonObject
     created_at_ms: int
 
 
@@ -117,7 +119,7 @@ class ScheduleRow:
     jitter, or a retry time); both are None while paused or once ended."""
 
     schedule_id: str
-    spec: dict[str, Any]
+    spec: JsonObject
     paused: bool
     next_fire_ms: int | None
     due_ms: int | None
@@ -221,9 +223,9 @@ class BuiltinTasks(Protocol):
     def run(
         self,
         task_name: str,
-        input: Any,
+        input: JsonValue,
         timeout_ms: int | None,
-        done: Callable[[Any, dict[str, Any] | None], None],
+        done: Callable[[JsonValue, ErrorDoc | None], None],
     ) -> None: ...
 
 

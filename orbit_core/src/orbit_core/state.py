@@ -10,50 +10,62 @@ both is compared by the tests).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
 from orbit_core import events as ev
+from orbit_core import unitkeys
+from orbit_core.api import (
+    AbortDoc,
+    ErrorDoc,
+    ExecutionDoc,
+    ExecutionStatus,
+    HandlersDoc,
+    ParentRef,
+    SignalDoc,
+    UnitDoc,
+    UnitStatus,
+)
+from orbit_core.jsontypes import JsonObject, JsonValue
 
 # Execution statuses.
-RUNNING = "RUNNING"
-COMPENSATING = "COMPENSATING"
-COMPLETED = "COMPLETED"
-FAILED = "FAILED"
-CANCELLED = "CANCELLED"
-TIMED_OUT = "TIMED_OUT"
-CONTINUED_AS_NEW = "CONTINUED_AS_NEW"
+RUNNING = ExecutionStatus.RUNNING
+COMPENSATING = ExecutionStatus.COMPENSATING
+COMPLETED = ExecutionStatus.COMPLETED
+FAILED = ExecutionStatus.FAILED
+CANCELLED = ExecutionStatus.CANCELLED
+TIMED_OUT = ExecutionStatus.TIMED_OUT
+CONTINUED_AS_NEW = ExecutionStatus.CONTINUED_AS_NEW
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, TIMED_OUT, CONTINUED_AS_NEW})
 
 # Unit statuses (None is PENDING).
-SCHEDULED = "SCHEDULED"
-DISPATCHED = "DISPATCHED"
-ATTEMPT_FAILED = "ATTEMPT_FAILED"
-UNCERTAIN = "UNCERTAIN"
-RETRY_WAIT = "RETRY_WAIT"
-WAITING = "WAITING"
-SUCCEEDED = "SUCCEEDED"
-SKIPPED = "SKIPPED"
-CANCELLED_UNIT = "CANCELLED"
-FAILED_UNIT = "FAILED"
+SCHEDULED = UnitStatus.SCHEDULED
+DISPATCHED = UnitStatus.DISPATCHED
+ATTEMPT_FAILED = UnitStatus.ATTEMPT_FAILED
+UNCERTAIN = UnitStatus.UNCERTAIN
+RETRY_WAIT = UnitStatus.RETRY_WAIT
+WAITING = UnitStatus.WAITING
+SUCCEEDED = UnitStatus.SUCCEEDED
+SKIPPED = UnitStatus.SKIPPED
+CANCELLED_UNIT = UnitStatus.CANCELLED
+FAILED_UNIT = UnitStatus.FAILED
 UNIT_DONE = frozenset({SUCCEEDED, SKIPPED, FAILED_UNIT, CANCELLED_UNIT})
-# A unit in one of these has work a worker (or a child) may still finish.
-IN_FLIGHT = frozenset({SCHEDULED, DISPATCHED, ATTEMPT_FAILED, UNCERTAIN, RETRY_WAIT})
 
+# Marks a value never set (None is a JSON value); typed Any to stand in any field.
 _ABSENT: Any = object()
 
 
 @attrs.define(slots=True, eq=False)
 class Unit:
     key: str
-    status: str | None = None
+    status: UnitStatus | None = None
     attempt: int = 0
-    input: Any = _ABSENT
+    input: JsonValue = _ABSENT
     idempotency_key: str | None = None
-    output: Any = _ABSENT
-    error: dict[str, Any] | None = None
-    last_error: dict[str, Any] | None = None
+    output: JsonValue = _ABSENT
+    error: ErrorDoc | None = None
+    last_error: ErrorDoc | None = None
     redelivery: bool = False
     scheduled_at_ms: int | None = None
     dispatched_at_ms: int | None = None
@@ -63,7 +75,7 @@ class Unit:
     worker_id: str | None = None
     worker_session: str | None = None
     token: str | None = None
-    tokens: list[list[Any]] | None = None
+    tokens: list[list[str | int]] | None = None
     succeeded_seq: int | None = None
     dispatch_count: int = 0
     # Not in the API document: the seq of the latest StepScheduled, which
@@ -74,12 +86,16 @@ class Unit:
     # cannot tell it (a failed attempt or a retry wait changes none of them).
     changed_at_ms: int = 0
 
+    def attempts(self) -> list[tuple[str, int]]:
+        """(token, attempt) of every attempt dispatched so far."""
+        return [(str(token), int(attempt)) for token, attempt in self.tokens or ()]
+
     @property
     def done(self) -> bool:
         return self.status in UNIT_DONE
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_json(self) -> UnitDoc:
+        out: dict[str, object] = {}
         if self.status is not None:
             out["status"] = self.status
         out["attempt"] = self.attempt
@@ -110,7 +126,8 @@ class Unit:
             if value is not None:
                 out[name] = value
         out["dispatch_count"] = self.dispatch_count
-        return out
+        # Built key by key to keep the document's order; the keys are UnitDoc's.
+        return cast(UnitDoc, out)
 
 
 @attrs.define(slots=True, eq=False)
@@ -119,32 +136,32 @@ class ExecutionState:
     workflow: str = ""
     version: str = ""
     definition_hash: str = ""
-    input: Any = None
+    input: JsonValue = None
     run: int = 1
-    parent: dict[str, str] | None = None
+    parent: ParentRef | None = None
     schedule_id: str | None = None
-    status: str = RUNNING
+    status: ExecutionStatus = RUNNING
     started: bool = False
     created_at_ms: int = 0
     updated_at_ms: int = 0
     finished_at_ms: int | None = None
     units: dict[str, Unit] = attrs.field(factory=dict)
-    abort: dict[str, Any] | None = None
+    abort: AbortDoc | None = None
     compensation_order: list[str] | None = None
-    signals: list[dict[str, Any]] = attrs.field(factory=list)
+    signals: list[SignalDoc] = attrs.field(factory=list)
     compensation: str | None = None
-    output: Any = _ABSENT
-    error: dict[str, Any] | None = None
-    handlers: dict[str, str] | None = None
+    output: JsonValue = _ABSENT
+    error: ErrorDoc | None = None
+    handlers: HandlersDoc | None = None
     last_seq: int = 0
     # Derived, for the decider: outputs of succeeded main steps, the outcome
     # of compensation once known, and the event-handler instances started.
-    outputs: dict[str, Any] = attrs.field(factory=dict)
+    outputs: JsonObject = attrs.field(factory=dict)
     compensation_outcome: str | None = None
     instances: list[str] = attrs.field(factory=list)
     next_run: int | None = None
     # A memo for the decider: the expression scope over this state's data.
-    main_scope: Any = None
+    main_scope: object = None
 
     @property
     def terminal(self) -> bool:
@@ -164,9 +181,9 @@ class ExecutionState:
         key, as the book's transcripts list them."""
         return sorted(self.units.values(), key=_change_order)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ExecutionDoc:
         """The execution state document of `GET /v1/executions/{id}`."""
-        out: dict[str, Any] = {"id": self.id}
+        out: dict[str, object] = {"id": self.id}
         if self.run > 1:
             out["run"] = self.run
         if self.parent is not None:
@@ -198,20 +215,7 @@ class ExecutionState:
         if self.handlers is not None:
             out["handlers"] = self.handlers
         out["last_seq"] = self.last_seq
-        return out
-
-
-def is_main_key(key: str) -> bool:
-    """A unit of a main step (not an element, compensation or handler unit)."""
-    return ":" not in key and "[" not in key
-
-
-def is_compensation_key(key: str) -> bool:
-    return key.startswith("compensate:")
-
-
-def is_handler_key(key: str) -> bool:
-    return key.startswith(("on_failure:", "on_cancel:", "on_timeout:"))
+        return cast(ExecutionDoc, out)
 
 
 # ---------------------------------------------------------------- apply
@@ -221,7 +225,7 @@ def _change_order(unit: Unit) -> tuple[int, str]:
     return unit.changed_at_ms, unit.key
 
 
-def _created(s: ExecutionState, e: Any) -> None:
+def _created(s: ExecutionState, e: ev.WorkflowCreated) -> None:
     s.workflow = e.workflow
     s.version = e.version
     s.definition_hash = e.definition_hash
@@ -233,59 +237,59 @@ def _created(s: ExecutionState, e: Any) -> None:
     s.status = RUNNING
 
 
-def _started(s: ExecutionState, e: Any) -> None:
+def _started(s: ExecutionState, e: ev.WorkflowStarted) -> None:
     s.started = True
 
 
-def _start_abort(s: ExecutionState, abort: dict[str, Any]) -> None:
+def _start_abort(s: ExecutionState, abort: AbortDoc) -> None:
     if s.abort is None:
         s.abort = abort
 
 
-def _timeout(s: ExecutionState, e: Any) -> None:
+def _timeout(s: ExecutionState, e: ev.WorkflowTimeoutReached) -> None:
     _start_abort(s, {"kind": "timed_out"})
 
 
-def _cancel(s: ExecutionState, e: Any) -> None:
+def _cancel(s: ExecutionState, e: ev.CancelRequested) -> None:
     _start_abort(s, {"kind": "cancelled", "reason": e.reason})
 
 
-def _limit(s: ExecutionState, e: Any) -> None:
+def _limit(s: ExecutionState, e: ev.LimitExceeded) -> None:
     _start_abort(s, {"kind": "failed", "error": ev.make_error("LIMIT_EXCEEDED", e.message, False)})
 
 
-def _finish(s: ExecutionState, e: Any, status: str) -> None:
+def _finish(s: ExecutionState, e: ev.Event, status: ExecutionStatus) -> None:
     s.status = status
     s.finished_at_ms = e.timestamp_ms
 
 
-def _completed(s: ExecutionState, e: Any) -> None:
+def _completed(s: ExecutionState, e: ev.WorkflowCompleted) -> None:
     s.output = e.output
     _finish(s, e, COMPLETED)
 
 
-def _failed(s: ExecutionState, e: Any) -> None:
+def _failed(s: ExecutionState, e: ev.WorkflowFailed) -> None:
     s.error = e.error
     s.compensation = e.compensation
     _finish(s, e, FAILED)
 
 
-def _cancelled(s: ExecutionState, e: Any) -> None:
+def _cancelled(s: ExecutionState, e: ev.WorkflowCancelled) -> None:
     s.compensation = e.compensation
     _finish(s, e, CANCELLED)
 
 
-def _timed_out(s: ExecutionState, e: Any) -> None:
+def _timed_out(s: ExecutionState, e: ev.WorkflowTimedOut) -> None:
     s.compensation = e.compensation
     _finish(s, e, TIMED_OUT)
 
 
-def _continued(s: ExecutionState, e: Any) -> None:
+def _continued(s: ExecutionState, e: ev.WorkflowContinuedAsNew) -> None:
     s.next_run = e.next_run
     _finish(s, e, CONTINUED_AS_NEW)
 
 
-def _scheduled(s: ExecutionState, e: Any) -> None:
+def _scheduled(s: ExecutionState, e: ev.StepScheduled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = SCHEDULED
     u.attempt = e.attempt
@@ -298,22 +302,22 @@ def _scheduled(s: ExecutionState, e: Any) -> None:
     u.offer_seq = e.seq
 
 
-def _skipped(s: ExecutionState, e: Any) -> None:
+def _skipped(s: ExecutionState, e: ev.StepSkipped) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = SKIPPED
     u.output = None
     u.finished_at_ms = e.timestamp_ms
 
 
-def _fan_out(s: ExecutionState, e: Any) -> None:
+def _fan_out(s: ExecutionState, e: ev.StepFanOut) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = "RUNNING"
+    u.status = UnitStatus.RUNNING
     u.attempt = 1
     u.input = e.items
     u.scheduled_at_ms = e.timestamp_ms
 
 
-def _dispatched(s: ExecutionState, e: Any) -> None:
+def _dispatched(s: ExecutionState, e: ev.StepDispatched) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = DISPATCHED
     u.token = e.token
@@ -327,65 +331,65 @@ def _dispatched(s: ExecutionState, e: Any) -> None:
     u.dispatch_count += 1
 
 
-def _succeed(s: ExecutionState, u: Unit, output: Any, e: Any) -> None:
+def _succeed(s: ExecutionState, u: Unit, output: JsonValue, e: ev.Event) -> None:
     u.status = SUCCEEDED
     u.output = output
     u.finished_at_ms = e.timestamp_ms
     u.succeeded_seq = e.seq
     u.token = None
-    if is_main_key(u.key):
+    if unitkeys.is_main(u.key):
         s.outputs[u.key] = output
 
 
-def _succeeded(s: ExecutionState, e: Any) -> None:
+def _succeeded(s: ExecutionState, e: ev.StepSucceeded) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.attempt = max(u.attempt, e.attempt)
     _succeed(s, u, e.output, e)
 
 
-def _attempt_failed(s: ExecutionState, e: Any) -> None:
+def _attempt_failed(s: ExecutionState, e: ev.StepAttemptFailed) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = ATTEMPT_FAILED
     u.last_error = e.error
     u.token = None
 
 
-def _uncertain(s: ExecutionState, e: Any) -> None:
+def _uncertain(s: ExecutionState, e: ev.StepAttemptUncertain) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = UNCERTAIN
     u.token = None
 
 
-def _retry(s: ExecutionState, e: Any) -> None:
+def _retry(s: ExecutionState, e: ev.RetryScheduled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = RETRY_WAIT
     u.wake_at_ms = e.fire_at_ms
 
 
-def _step_failed(s: ExecutionState, e: Any) -> None:
+def _step_failed(s: ExecutionState, e: ev.StepFailed) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = FAILED_UNIT
     u.error = e.error
     u.finished_at_ms = e.timestamp_ms
     u.token = None
     key = e.step
-    if is_compensation_key(key) or is_handler_key(key):
+    if unitkeys.is_recovery(key):
         return
     message = e.error["message"]
-    error = dict(e.error)
+    error = e.error.copy()
     error["message"] = f"step `{key}` failed: {message}"
     error["retryable"] = False
     _start_abort(s, {"kind": "failed", "error": error})
 
 
-def _step_cancelled(s: ExecutionState, e: Any) -> None:
+def _step_cancelled(s: ExecutionState, e: ev.StepCancelled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = CANCELLED_UNIT
     u.finished_at_ms = e.timestamp_ms
     u.token = None
 
 
-def _timer_started(s: ExecutionState, e: Any) -> None:
+def _timer_started(s: ExecutionState, e: ev.TimerStarted) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = WAITING
     u.attempt = 1
@@ -393,21 +397,21 @@ def _timer_started(s: ExecutionState, e: Any) -> None:
     u.wake_at_ms = e.fire_at_ms
 
 
-def _timer_fired(s: ExecutionState, e: Any) -> None:
+def _timer_fired(s: ExecutionState, e: ev.TimerFired) -> None:
     _succeed(s, s.changed_unit(e.step, e.timestamp_ms), {}, e)
 
 
-def _stale(s: ExecutionState, e: Any) -> None:
+def _stale(s: ExecutionState, e: ev.StaleResultIgnored) -> None:
     pass
 
 
-def _signal_received(s: ExecutionState, e: Any) -> None:
+def _signal_received(s: ExecutionState, e: ev.SignalReceived) -> None:
     s.signals.append(
         {"seq": e.seq, "name": e.name, "payload": e.payload, "received_at_ms": e.timestamp_ms}
     )
 
 
-def _await_started(s: ExecutionState, e: Any) -> None:
+def _await_started(s: ExecutionState, e: ev.SignalAwaitStarted) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
     u.status = WAITING
     u.attempt = 1
@@ -415,7 +419,7 @@ def _await_started(s: ExecutionState, e: Any) -> None:
     u.wake_at_ms = e.deadline_ms
 
 
-def _signal_delivered(s: ExecutionState, e: Any) -> None:
+def _signal_delivered(s: ExecutionState, e: ev.SignalDelivered) -> None:
     payload = None
     for sig in s.signals:
         if sig["seq"] == e.signal_seq:
@@ -430,25 +434,26 @@ def _signal_delivered(s: ExecutionState, e: Any) -> None:
     _succeed(s, u, payload, e)
 
 
-def _compensation_started(s: ExecutionState, e: Any) -> None:
+def _compensation_started(s: ExecutionState, e: ev.CompensationStarted) -> None:
     s.status = COMPENSATING
     s.compensation_order = list(e.steps)
 
 
-def _compensation_completed(s: ExecutionState, e: Any) -> None:
+def _compensation_completed(s: ExecutionState, e: ev.CompensationCompleted) -> None:
     s.compensation_outcome = "completed"
 
 
-def _compensation_failed(s: ExecutionState, e: Any) -> None:
+def _compensation_failed(s: ExecutionState, e: ev.CompensationFailed) -> None:
     s.compensation_outcome = "failed"
 
 
-def _handlers_started(s: ExecutionState, e: Any) -> None:
+def _handlers_started(s: ExecutionState, e: ev.HandlersStarted) -> None:
     s.handlers = {"kind": e.kind, "compensation": e.compensation}
     s.compensation_outcome = e.compensation
 
 
-_APPLY: dict[type[Any], Callable[[ExecutionState, Any], None]] = {
+# Each handler takes its own event type; the table is keyed by that type.
+_APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.WorkflowCreated: _created,
     ev.WorkflowStarted: _started,
     ev.WorkflowTimeoutReached: _timeout,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from orbit_core.eval.jsonvalue import INT_MAX, INT_MIN, describe_value
 from orbit_core.ir.types import (
@@ -28,6 +28,7 @@ from orbit_core.ir.types import (
     Type,
     render_type,
 )
+from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.limits import render_path
 
 __all__ = [
@@ -50,7 +51,7 @@ class ValidationError(ValueError):
         self.problem = problem
 
 
-def null_as_empty(value: Any) -> Any:
+def null_as_empty(value: JsonValue) -> JsonValue:
     """A null worker output or execution input counts as `{}`."""
     return {} if value is None else value
 
@@ -107,7 +108,9 @@ class _Invalid(Exception):
         self.segments: list[str | int] = []
 
 
-def conform(value: Any, type_: Type, *, defaults: bool = True, strict: bool = False) -> Any:
+def conform(
+    value: object, type_: Type, *, defaults: bool = True, strict: bool = False
+) -> JsonValue:
     """Returns `value` with declared defaults applied (when `defaults`), after
     checking it against `type_`. `strict` rejects record fields the type does not
     declare, at every depth (only the execution input is strict). Raises
@@ -128,15 +131,15 @@ def conform(value: Any, type_: Type, *, defaults: bool = True, strict: bool = Fa
         raise ValidationError("$", "value nested too deeply") from None
 
 
-def _expected(type_: Type, value: Any) -> _Invalid:
+def _expected(type_: Type, value: object) -> _Invalid:
     return _Invalid(f"expected {render_type(type_)}, found {describe_value(value)}")
 
 
-def _check_string(value: Any) -> bool:
+def _check_string(value: object) -> bool:
     return type(value) is str
 
 
-def _check_int(value: Any) -> bool:
+def _check_int(value: object) -> bool:
     if type(value) is not int:
         return False
     if INT_MIN <= value <= INT_MAX:
@@ -144,16 +147,16 @@ def _check_int(value: Any) -> bool:
     raise _Invalid("expected Int, found an integer outside the 64-bit range")
 
 
-def _check_float(value: Any) -> bool:
+def _check_float(value: object) -> bool:
     t = type(value)
     return t is float or t is int
 
 
-def _check_bool(value: Any) -> bool:
+def _check_bool(value: object) -> bool:
     return type(value) is bool
 
 
-def _check_duration(value: Any) -> bool:
+def _check_duration(value: object) -> bool:
     if type(value) is not int:
         return False
     if value < 0:
@@ -163,8 +166,8 @@ def _check_duration(value: Any) -> bool:
     return True
 
 
-def _string_form(name: str, test: Callable[[str], bool], form: str) -> Callable[[Any], bool]:
-    def check(value: Any) -> bool:
+def _string_form(name: str, test: Callable[[str], bool], form: str) -> Callable[[object], bool]:
+    def check(value: object) -> bool:
         if type(value) is not str:
             return False
         if test(value):
@@ -174,7 +177,7 @@ def _string_form(name: str, test: Callable[[str], bool], form: str) -> Callable[
     return check
 
 
-_PRIMITIVE_CHECKS: dict[str, Callable[[Any], bool]] = {
+_PRIMITIVE_CHECKS: dict[str, Callable[[object], bool]] = {
     "string": _check_string,
     "int": _check_int,
     "float": _check_float,
@@ -196,7 +199,7 @@ def _may_be_absent(f: Field) -> bool:
     )
 
 
-def _flat_record(value: dict[str, Any], type_: RecordType) -> dict[str, Any] | None:
+def _flat_record(value: JsonObject, type_: RecordType) -> JsonObject | None:
     """The common case of the hot path, without the general machinery: a
     record of primitive fields holding exactly its declared fields, in
     order, each valid. None sends everything else down the general path
@@ -225,12 +228,12 @@ class _Conformer:
         self.defaults = defaults
         self.strict = strict
 
-    def check(self, value: Any, type_: Type, shown: Type | None = None) -> Any:
+    def check(self, value: object, type_: Type, shown: Type | None = None) -> JsonValue:
         """`shown` is the type to name in a mismatch: `String?` rather than the
         `String` inside it."""
         if isinstance(type_, Primitive):
             if _PRIMITIVE_CHECKS[type_.kind](value):
-                return value
+                return cast(JsonValue, value)  # the check accepted a JSON scalar
             raise _expected(shown or type_, value)
         if isinstance(type_, OptionalType):
             return None if value is None else self.check(value, type_.type, shown or type_)
@@ -244,21 +247,21 @@ class _Conformer:
             raise _expected(shown or type_, value)
         return {k: self.at(k, v, type_.values) for k, v in value.items()}
 
-    def at(self, segment: str | int, value: Any, type_: Type) -> Any:
+    def at(self, segment: str | int, value: object, type_: Type) -> JsonValue:
         try:
             return self.check(value, type_)
         except _Invalid as invalid:
             invalid.segments.append(segment)
             raise
 
-    def record(self, value: Any, type_: RecordType, shown: Type | None) -> dict[str, Any]:
+    def record(self, value: object, type_: RecordType, shown: Type | None) -> JsonObject:
         if type(value) is not dict:
             raise _expected(shown or type_, value)
         fields = type_.fields
         if len(value) == len(fields):
             # The common case, checked without a lookup table: exactly the
             # declared fields, in their declared order.
-            out: dict[str, Any] = {}
+            out: JsonObject = {}
             for field, (key, item) in zip(fields, value.items(), strict=True):
                 if field.name != key:
                     break
@@ -296,7 +299,7 @@ def _at(segment: str, problem: str) -> _Invalid:
     return invalid
 
 
-def _as_declared(default: Any, type_: Type) -> Any:
+def _as_declared(default: JsonValue, type_: Type) -> JsonValue:
     """A fresh copy of a default from the IR, with integers turned into floats
     where the type says Float: the IR's canonical JSON writes `0.0` as `0`."""
     if isinstance(type_, Primitive):
@@ -317,11 +320,10 @@ def _as_declared(default: Any, type_: Type) -> Any:
     return _copy(default)
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: JsonValue) -> JsonValue:
     """A deep copy of a JSON value, so no caller can change the IR's constants."""
-    t = type(value)
-    if t is list:
+    if isinstance(value, list):
         return [_copy(item) for item in value]
-    if t is dict:
+    if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
     return value

@@ -204,7 +204,7 @@ def human(report: Report, with_state: bool) -> list[str]:
 def _state(report: Report) -> list[str]:
     last = report.last or {}
     since = int(last.get("timestamp_ms", report.first_ms)) - report.first_ms
-    state = report.state.to_json()
+    state: dict[str, Any] = dict(report.state.to_json())  # the renderers take plain dicts
     lines = ["", f"state after #{last.get('seq')} {last.get('type')} (+{since}ms):", ""]
     lines += execution.header(state)
     units = execution.touched_units(state)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from orbit_core import ir, limits
+from orbit_core.api import Deployed, WorkflowList, WorkflowSummary
 from orbit_core.engine.commands import Tx
 from orbit_core.errors import ConflictError, InvalidError, workflow_not_found
+from orbit_core.jsontypes import JsonObject
 from orbit_core.plan import Plan
 from orbit_core.ports import DefinitionRow
 from orbit_core.semver import semver_key
 
 
 def checked_definition(
-    definition: ir.Definition | dict[str, Any],
-) -> tuple[ir.Definition, dict[str, Any]]:
+    definition: ir.Definition | JsonObject,
+) -> tuple[ir.Definition, JsonObject]:
     """The definition and its IR document, once its hash and IR version check out.
 
     Whatever goes wrong reading or hashing a document is INVALID_IR: it came
@@ -53,17 +53,18 @@ class Catalog:
         # The highest version of each name (starts without a version look it up).
         self._latest: dict[str, Plan] = {}
 
-    def deploy(self, tx: Tx, defn: ir.Definition, document: dict[str, Any]) -> dict[str, Any]:
+    def deploy(self, tx: Tx, defn: ir.Definition, document: JsonObject) -> Deployed:
         key = (defn.name, defn.version)
         existing = self._plans.get(key)
-        answer = {
-            "name": defn.name,
-            "version": defn.version,
-            "definition_hash": defn.definition_hash,
-        }
+        answer = Deployed(
+            name=defn.name,
+            version=defn.version,
+            definition_hash=defn.definition_hash,
+            created=False,
+        )
         if existing is not None:
             if existing.defn.definition_hash == defn.definition_hash:
-                return {**answer, "created": False}
+                return answer
             raise ConflictError(
                 f"{defn.key} is already registered with a different definition "
                 f"({existing.defn.definition_hash}); workflow definitions are immutable, "
@@ -85,7 +86,8 @@ class Catalog:
         tx.definitions.append(
             DefinitionRow(defn.name, defn.version, defn.definition_hash, dict(document), tx.now)
         )
-        return {**answer, "created": True}
+        answer["created"] = True
+        return answer
 
     def add(self, plan: Plan) -> None:
         self._plans[(plan.defn.name, plan.defn.version)] = plan
@@ -130,8 +132,8 @@ class Catalog:
             }
         )
 
-    def list_workflows(self) -> dict[str, Any]:
-        rows = []
+    def list_workflows(self) -> WorkflowList:
+        rows: list[WorkflowSummary] = []
         for plan in sorted(
             self._plans.values(), key=lambda p: (p.defn.name, semver_key(p.defn.version))
         ):

@@ -10,25 +10,53 @@ for children that an older process left behind."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from orbit_core import events as ev
-from orbit_core import ir
+from orbit_core import ir, unitkeys
 from orbit_core import values as _values
+from orbit_core.api import ParentRef
+from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import ChildLink, Live
-from orbit_core.plan import child_id
-from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold, is_handler_key
-
-if TYPE_CHECKING:
-    from orbit_core.engine.executions import Executions
+from orbit_core.engine.running import Running
+from orbit_core.jsontypes import JsonObject, JsonValue
+from orbit_core.plan import Plan
+from orbit_core.ports import Store
+from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold
 
 _CHILD = "child:"
 
 
+class Parents(Protocol):
+    """What children need of the decider loop (`Executions` provides it)."""
+
+    def append(self, tx: Tx, live: Live, event: ev.Event) -> None: ...
+
+    def decide(self, tx: Tx, live: Live) -> None: ...
+
+    def due_now(self, tx: Tx, execution_id: str) -> None: ...
+
+    def dispatch_to_runtime(self, tx: Tx, live: Live, key: str, session: str) -> str: ...
+
+    def create(
+        self,
+        tx: Tx,
+        execution_id: str,
+        plan: Plan,
+        value: JsonValue,
+        *,
+        parent: ParentRef | None,
+        schedule_id: str | None,
+    ) -> Live: ...
+
+
 class Children:
-    def __init__(self, executions: Executions) -> None:
-        self._x = executions
+    def __init__(self, parents: Parents, running: Running, store: Store, catalog: Catalog) -> None:
+        self._x = parents
+        self._running = running
+        self._store = store
+        self._catalog = catalog
         # The running children, by child id, and the child ids of each parent.
         self._links: dict[str, ChildLink] = {}
         self._by_parent: dict[str, set[str]] = {}
@@ -51,7 +79,7 @@ class Children:
 
     def _start_queued(self, tx: Tx, starts: list[tuple[str, str, int]]) -> None:
         for eid, key, offer in starts:
-            parent = self._x.live.get(eid)
+            parent = self._running.get(eid)
             unit = parent.state.units.get(key) if parent is not None else None
             if (
                 parent is not None
@@ -74,8 +102,8 @@ class Children:
     def resume(self, tx: Tx) -> None:
         """Delivers children that finished while their parent was not in memory."""
         for cid in list(self._links):
-            if cid not in self._x.live and self._x.store.execution_row(cid) is not None:
-                self.deliver(tx, fold(self._x.store.history(cid) or [], cid))
+            if cid not in self._running and self._store.execution_row(cid) is not None:
+                self.deliver(tx, fold(self._store.history(cid) or [], cid))
 
     def forget(self, parent_id: str) -> None:
         self._by_parent.pop(parent_id, None)
@@ -87,11 +115,11 @@ class Children:
         spec = parent.plan.spec(key)
         assert spec is not None
         contract = parent.plan.contract(spec.task or "")
-        cid = child_id(state.id, state.run, key)
+        cid = unitkeys.child_execution_id(state.id, state.run, key)
         token = x.dispatch_to_runtime(tx, parent, key, f"{_CHILD}{cid}")
         name = spec.step.workflow or ""
         plan = (
-            x.catalog.by_hash(contract.definition_hash)
+            self._catalog.by_hash(contract.definition_hash)
             if isinstance(contract, ir.ChildContract)
             else None
         )
@@ -107,12 +135,12 @@ class Children:
             return
         self._links[cid] = ChildLink(state.id, key, token)
         self._by_parent.setdefault(state.id, set()).add(cid)
-        existing = x.live.get(cid)
+        existing = self._running.get(cid)
         if existing is not None:
             return
-        row = x.store.execution_row(cid)
+        row = self._store.execution_row(cid)
         if row is not None:
-            self.deliver(tx, fold(x.store.history(cid) or [], cid))
+            self.deliver(tx, fold(self._store.history(cid) or [], cid))
             return
         try:
             value = _values.conform(unit.input, plan.defn.input)
@@ -133,7 +161,7 @@ class Children:
         )
         x.decide(tx, child)
 
-    def _failed(self, tx: Tx, parent: Live, key: str, error: dict[str, Any]) -> None:
+    def _failed(self, tx: Tx, parent: Live, key: str, error: ev.ErrorJson) -> None:
         unit = parent.state.units[key]
         self._x.append(
             tx,
@@ -147,7 +175,7 @@ class Children:
         if link is None:
             return
         self._by_parent.get(link.parent_id, set()).discard(child.id)
-        parent = self._x.live.get(link.parent_id)
+        parent = self._running.get(link.parent_id)
         if parent is None or parent.state.terminal:
             return
         unit = parent.state.units.get(link.unit_key)
@@ -164,13 +192,13 @@ class Children:
             )
         else:
             if child.status == "FAILED":
-                cause = child.error or {}
-                details = cause.get("details")
-                merged = dict(details) if isinstance(details, dict) else {}
+                cause = child.error
+                details = cause.get("details") if cause is not None else None
+                merged: JsonObject = dict(details) if isinstance(details, dict) else {}
                 merged["child_execution_id"] = child.id
                 error = ev.make_error(
-                    str(cause.get("code", "CHILD_FAILED")),
-                    f"child workflow `{name}` failed: {cause.get('message', '')}",
+                    cause["code"] if cause is not None else "CHILD_FAILED",
+                    f"child workflow `{name}` failed: {cause['message'] if cause else ''}",
                     False,
                     merged,
                 )
@@ -199,7 +227,7 @@ class Children:
             return
         for cid in list(cids):
             link = self._links.get(cid)
-            child = self._x.live.get(cid)
+            child = self._running.get(cid)
             if link is None or child is None:
                 continue
             unit = state.units.get(link.unit_key)
@@ -207,7 +235,7 @@ class Children:
                 reason = "parent step timed out"
             elif state.terminal:
                 reason = "parent workflow finished"
-            elif state.abort is not None and not is_handler_key(link.unit_key):
+            elif state.abort is not None and not unitkeys.is_handler(link.unit_key):
                 # Outcome handlers' units start after the abort: it does not end them.
                 reason = "parent workflow aborted"
             else:
@@ -216,11 +244,11 @@ class Children:
 
     def reconcile(self, tx: Tx) -> None:
         """Cancels running children that no parent unit waits for (recovery)."""
-        for live in list(self._x.live.values()):
+        for live in list(self._running.all()):
             parent = live.state.parent
             if parent is None or live.state.id in self._links:
                 continue
-            owner = self._x.live.get(parent["execution_id"])
+            owner = self._running.get(parent["execution_id"])
             running = owner is not None and not owner.state.terminal
             self._cancel(
                 tx, live, "parent step timed out" if running else "parent workflow finished"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orbit_core.dispatch import Session
 from orbit_core.errors import OrbitError
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from orbit_core.plan import Plan
 
 # The result of a command that parked (a long poll or a wait that found nothing yet).
-PENDING: Any = object()
+PENDING: object = object()
 
 
 class Signal:
@@ -65,13 +65,13 @@ class Command:
     )
 
     def __init__(
-        self, fn: Callable[[Tx], Any], read: bool = False, origin: str = "command"
+        self, fn: Callable[[Tx], object], read: bool = False, origin: str = "command"
     ) -> None:
         self.fn = fn
         self.read = read
         # Who asked (the `Faults` component named when its run raises).
         self.origin = origin
-        self.result: Any = None
+        self.result: object = None
         self.error: BaseException | None = None
         self.done = False
         self.answered = False

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from orbit_core import events as ev
 from orbit_core import values as _values
+from orbit_core.api import ExecutionDoc, SignalAccepted, Started
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.errors import (
@@ -15,6 +15,7 @@ from orbit_core.errors import (
     LimitError,
     NotFoundError,
 )
+from orbit_core.jsontypes import JsonValue
 
 DEFAULT_CANCEL_REASON = "requested via API"
 _EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
@@ -31,10 +32,10 @@ class Control:
         *,
         workflow: str,
         version: str | None,
-        input: Any,
+        input: JsonValue,
         execution_id: str | None,
         schedule_id: str | None,
-    ) -> dict[str, Any]:
+    ) -> Started:
         """Checks in the order of RULINGS §18, then creates and decides."""
         x = self._x
         if execution_id is not None and not _EXECUTION_ID.match(execution_id):
@@ -64,9 +65,9 @@ class Control:
         limits.check_payload("execution input", value)
         if error is not None:
             raise InvalidError(f"workflow input is invalid at {error}", "INVALID_INPUT")
-        if self._max_active is not None and x.active_top >= self._max_active:
+        if self._max_active is not None and x.memory.active_top >= self._max_active:
             raise LimitError(
-                f"{x.active_top} executions are already running (--max-active-executions)",
+                f"{x.memory.active_top} executions are already running (--max-active-executions)",
                 "RESOURCE_EXHAUSTED",
             )
         live = x.create(tx, execution_id, plan, value, parent=None, schedule_id=schedule_id)
@@ -75,20 +76,20 @@ class Control:
         return {"execution_id": execution_id, "created": True}
 
     def _existing_hash(self, execution_id: str) -> str | None:
-        live = self._x.live.get(execution_id)
+        live = self._x.memory.get(execution_id)
         if live is not None:
             return live.state.definition_hash
         row = self._x.store.execution_row(execution_id)
         return row.definition_hash if row is not None else None
 
-    def cancel(self, tx: Tx, execution_id: str, reason: str) -> dict[str, Any]:
+    def cancel(self, tx: Tx, execution_id: str, reason: str) -> ExecutionDoc:
         live = self._x.running(execution_id)
         if live.state.abort is None:
             self._x.append(tx, live, ev.CancelRequested(live.state.last_seq + 1, tx.now, reason))
             self._x.decide(tx, live)
         return live.state.to_json()
 
-    def signal(self, tx: Tx, execution_id: str, name: str, payload: Any) -> dict[str, Any]:
+    def signal(self, tx: Tx, execution_id: str, name: str, payload: JsonValue) -> SignalAccepted:
         live = self._x.running(execution_id)
         defn = live.plan.defn
         declared = defn.signal(name)

@@ -6,19 +6,20 @@ of tasks, to a built-in, or to a child start) and handles the end of a run."""
 
 from __future__ import annotations
 
-import heapq
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from orbit_core import events as ev
+from orbit_core.api import ParentRef
 from orbit_core.decide import Limits, decide, next_due_ms
 from orbit_core.dispatch import TaskIndex
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
+from orbit_core.engine.running import Running
 from orbit_core.errors import ConflictError, not_found
+from orbit_core.jsontypes import JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import BuiltinTasks, ExecutionChange, ExecutionRow, IdSource, Store
 from orbit_core.state import (
@@ -35,7 +36,7 @@ ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable
 _WAITING_EVENTS = frozenset({ev.StepScheduled, ev.TimerStarted, ev.StepDispatched})
 
 # How a built-in task reports: (token, output, error or None).
-BuiltinReport = Callable[[str, Any, "dict[str, Any] | None"], None]
+BuiltinReport = Callable[[str, JsonValue, "ev.ErrorJson | None"], None]
 
 
 class Executions:
@@ -57,15 +58,9 @@ class Executions:
         self.counters = counters
         self.builtins = builtins
         self._report_builtin = report_builtin
-        self.live: dict[str, Live] = {}
-        # Running top-level executions (children do not count against the limit).
-        self.active_top = 0
-        # Every token of a running execution: (execution id, unit key, attempt).
-        self.tokens: dict[str, tuple[str, str, int]] = {}
-        # When executions fall due (lazy: stale entries are skipped).
-        self.due: list[tuple[int, str]] = []
+        self.memory = Running()
         self.index = TaskIndex()
-        self.children = Children(self)
+        self.children = Children(self, self.memory, store, catalog)
         self._builtin_serial = 0
         # Scheduled child and built-in units of adopted executions, routed on
         # the next tick: (execution id, unit key, offer seq).
@@ -81,17 +76,15 @@ class Executions:
         tx: Tx,
         execution_id: str,
         plan: Plan,
-        value: Any,
+        value: JsonValue,
         *,
-        parent: dict[str, str] | None,
+        parent: ParentRef | None,
         schedule_id: str | None,
     ) -> Live:
         d = plan.defn
         state = ExecutionState(execution_id)
         live = Live(state, plan, self.limits.effective(plan), parent is None)
-        self.live[execution_id] = live
-        if live.top_level:
-            self.active_top += 1
+        self.memory.add(live)
         tx.changes[execution_id] = ExecutionChange(execution_id, NO_ROW, new=True)
         self.append(
             tx,
@@ -105,7 +98,7 @@ class Executions:
 
     def running(self, execution_id: str) -> Live:
         """The execution, which must still be running."""
-        live = self.live.get(execution_id)
+        live = self.memory.get(execution_id)
         if live is None:
             row = self.store.execution_row(execution_id)
             if row is None:
@@ -116,7 +109,7 @@ class Executions:
         return live
 
     def state_of(self, execution_id: str) -> ExecutionState:
-        live = self.live.get(execution_id)
+        live = self.memory.get(execution_id)
         if live is not None:
             return live.state
         events = self.store.history(execution_id)
@@ -130,12 +123,10 @@ class Executions:
         if plan is None:
             return None
         live = Live(state, plan, self.limits.effective(plan), state.parent is None)
-        self.live[state.id] = live
-        if live.top_level:
-            self.active_top += 1
+        self.memory.add(live)
         for unit in state.units.values():
-            for token, attempt in unit.tokens or ():
-                self.tokens[token] = (state.id, unit.key, attempt)
+            for token, attempt in unit.attempts():
+                self.memory.hold(token, state.id, unit.key, attempt)
             if unit.status == SCHEDULED:
                 spec = plan.spec(unit.key)
                 if spec is None:
@@ -144,7 +135,7 @@ class Executions:
                     self._queue(live, unit.key)
                 else:
                     self._unrouted.append((state.id, unit.key, unit.offer_seq))
-                    heapq.heappush(self.due, (0, state.id))
+                    self.memory.due_at(0, state.id)
             elif unit.status == DISPATCHED and (unit.worker_session or "").startswith("child:"):
                 self.children.restore(state, unit.key, unit.worker_session or "", unit.token)
         self.push_due(live)
@@ -152,7 +143,7 @@ class Executions:
 
     def row(self, execution_id: str) -> ExecutionRow | None:
         """The projection row of a running execution, as it stands."""
-        live = self.live.get(execution_id)
+        live = self.memory.get(execution_id)
         if live is None:
             return None
         s = live.state
@@ -171,14 +162,11 @@ class Executions:
     def forget(self, live: Live) -> list[str]:
         """Drops a finished execution; returns the tokens it held."""
         eid = live.state.id
-        if self.live.get(eid) is live:
-            del self.live[eid]
-            if live.top_level:
-                self.active_top -= 1
+        self.memory.remove(live)
         tokens = []
         for unit in live.state.units.values():
-            for token, _attempt in unit.tokens or ():
-                self.tokens.pop(token, None)
+            for token, _attempt in unit.attempts():
+                self.memory.release(token)
                 tokens.append(token)
         self.children.forget(eid)
         self._held.pop(eid, None)
@@ -189,16 +177,11 @@ class Executions:
         returns the tokens that no longer exist."""
         dropped: list[str] = []
         for eid, change in tx.changes.items():
-            live = self.live.pop(eid, None)
-            if live is not None and live.top_level:
-                self.active_top -= 1
-            gone = [t for t, ref in self.tokens.items() if ref[0] == eid]
-            for token in gone:
-                del self.tokens[token]
+            gone = self.memory.discard(eid)
             events = None if change.new else self.store.history(eid)
             if events:
                 self.adopt(fold(events, eid))
-            dropped.extend(t for t in gone if t not in self.tokens)
+            dropped.extend(t for t in gone if not self.memory.knows(t))
         return dropped
 
     def route_unrouted(self, tx: Tx) -> None:
@@ -213,7 +196,7 @@ class Executions:
 
     def _route_each(self, tx: Tx, unrouted: list[tuple[str, str, int]]) -> None:
         for eid, key, offer in unrouted:
-            live = self.live.get(eid)
+            live = self.memory.get(eid)
             unit = live.state.units.get(key) if live is not None else None
             if (
                 live is not None
@@ -231,21 +214,18 @@ class Executions:
         now = tx.now
         if self._unrouted:
             self.route_unrouted(tx)
-        due: dict[str, None] = {}
-        while self.due and self.due[0][0] <= now:
-            _, eid = heapq.heappop(self.due)
-            due[eid] = None
+        due = self.memory.pop_due(now)
         held = self._held
         current = None
         try:
             # Entries pushed while these are decided wait for the next tick.
             for eid in due:
-                live = self.live.get(eid)
+                live = self.memory.get(eid)
                 if live is None:
                     continue
                 hold = held.get(eid) if held else None
                 if hold is not None and hold[0] > now:
-                    heapq.heappush(self.due, (hold[0], eid))
+                    self.memory.due_at(hold[0], eid)
                     continue
                 if live.due_at is not None and live.due_at <= now:
                     live.due_at = None
@@ -262,22 +242,21 @@ class Executions:
                 failures = held[current][1] + 1 if current in held else 1
                 held[current] = (now + min(60_000, 100 * 2 ** min(failures, 10)), failures)
             for eid in due:
-                heapq.heappush(self.due, (held[eid][0] if eid in held else now, eid))
+                self.memory.due_at(held[eid][0] if eid in held else now, eid)
             raise
 
     def next_due_ms(self) -> int | None:
-        due = [t for t, eid in list(self.due) if eid in self.live]
-        return min(due) if due else None
+        return self.memory.next_due_ms()
 
     def push_due(self, live: Live) -> None:
         due = next_due_ms(live.state, live.plan)
         if due is not None and (live.due_at is None or due < live.due_at):
             live.due_at = due
-            heapq.heappush(self.due, (due, live.state.id))
+            self.memory.due_at(due, live.state.id)
 
     def due_now(self, tx: Tx, execution_id: str) -> None:
         """Has the next tick decide the execution."""
-        heapq.heappush(self.due, (tx.now, execution_id))
+        self.memory.due_at(tx.now, execution_id)
 
     # ---- deciding
 
@@ -362,7 +341,7 @@ class Executions:
                 state.last_seq + 1, tx.now, key, attempt, token, RUNTIME_WORKER, session, deadline
             ),
         )
-        self.tokens[token] = (state.id, key, attempt)
+        self.memory.hold(token, state.id, key, attempt)
         return token
 
     def _run_builtin(self, tx: Tx, live: Live, key: str) -> None:
@@ -382,7 +361,7 @@ class Executions:
             )
             return
 
-        def done(output: Any, error: dict[str, Any] | None) -> None:
+        def done(output: JsonValue, error: ev.ErrorJson | None) -> None:
             self._report_builtin(token, output, error)
 
         task, value, timeout = spec.task or "", unit.input, spec.timeout_ms
@@ -406,8 +385,8 @@ class Executions:
         change.archived = change.events
         change.events = []
         for unit in old.units.values():
-            for token, _attempt in unit.tokens or ():
-                self.tokens.pop(token, None)
+            for token, _attempt in unit.attempts():
+                self.memory.release(token)
         new = ExecutionState(old.id)
         live.state = new
         self.counters["continued_as_new"] += 1
@@ -441,7 +420,7 @@ class Executions:
         self.due_now(tx, old.id)
 
 
-def _next_input(archived: list[ev.Event]) -> Any:
+def _next_input(archived: list[ev.Event]) -> JsonValue:
     for event in reversed(archived):
         if isinstance(event, ev.WorkflowContinuedAsNew):
             return event.input

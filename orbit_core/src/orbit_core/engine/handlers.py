@@ -22,32 +22,56 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Protocol, cast
 
 from orbit_core import events as ev
 from orbit_core import limits
+from orbit_core.api import Assignment, Registered
 from orbit_core.dispatch import Session
 from orbit_core.engine.backoff import Backoff
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.jsontypes import JsonValue
 from orbit_core.ports import Faults, RandomSource
 
-if TYPE_CHECKING:
-    from orbit_core.engine.service import Engine
+
+class Host(Protocol):
+    """The calls in-process handlers make as a worker would (the `Engine`)."""
+
+    def register_worker(
+        self,
+        worker_id: str,
+        runtime: str,
+        contracts: list[dict[str, str]] | list[tuple[str, str]],
+        sdk: str | None = None,
+    ) -> Registered: ...
+
+    def poll(
+        self,
+        session_id: str,
+        wait_ms: int | None = None,
+        connected: Callable[[], bool] | None = None,
+    ) -> Assignment | None: ...
+
+    def undelivered(self, token: str) -> None: ...
+
 
 BATCH_BUDGET_S = 0.002
 MAX_BATCH = 128
 
 # A task's result: (token, output, error or None).
-Report = tuple[str, Any, "dict[str, Any] | None"]
+Report = tuple[str, JsonValue, "ev.ErrorJson | None"]
 # Reports results and claims up to `limit` tasks, waiting up to `wait_ms`.
-Exchange = Callable[[str, list[Report], int, int], list[dict[str, Any]]]
+Exchange = Callable[[str, list[Report], int, int], list[Assignment]]
+# An in-process handler: `fn(input)` or `fn(input, task)`; it returns the
+# task's output (checked as any worker's output is).
+Handler = Callable[..., object]
 
 
 class TaskError(Exception):
     """Raised by an in-process handler to fail its attempt with a code."""
 
     def __init__(
-        self, code: str, message: str = "", retryable: bool = True, details: Any = None
+        self, code: str, message: str = "", retryable: bool = True, details: JsonValue = None
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -60,7 +84,7 @@ class Handlers:
     def __init__(
         self,
         *,
-        engine: Engine,
+        engine: Host,
         exchange: Exchange,
         sessions: dict[str, Session],
         threads: int,
@@ -78,13 +102,13 @@ class Handlers:
         self._faults = faults
         self._random = random
         self._started = False
-        self._handlers: dict[tuple[str, str], tuple[Callable[..., Any], bool]] = {}
+        self._handlers: dict[tuple[str, str], tuple[Handler, bool]] = {}
         # One local worker session per runtime.
         self._local: dict[str, Session] = {}
         # Tokens `run_all` could not report, to hand back for redelivery.
         self._lost: list[str] = []
 
-    def register(self, task_name: str, version: str, fn: Callable[..., Any], runtime: str) -> None:
+    def register(self, task_name: str, version: str, fn: Handler, runtime: str) -> None:
         takes_task = len(inspect.signature(fn).parameters) >= 2
         self._handlers[(task_name, version)] = (fn, takes_task)
         runtime = runtime.lower()
@@ -186,7 +210,7 @@ class Handlers:
             self._engine.undelivered(lost[-1])
             lost.pop()
 
-    def _run_batch(self, sid: str, tasks: list[dict[str, Any]], reports: list[Report]) -> float:
+    def _run_batch(self, sid: str, tasks: list[Assignment], reports: list[Report]) -> float:
         """Runs claimed tasks into `reports`; returns the seconds per task.
         When a batch turns out slow, what is done is reported at once rather
         than after the rest of the batch."""
@@ -211,8 +235,8 @@ class Handlers:
                 since_report = 0.0
         return spent / len(tasks)
 
-    def _run(self, task: dict[str, Any]) -> Report | None:
-        handler = self._handlers.get((task["task_name"], task["contract_version"]))
+    def _run(self, task: Assignment) -> Report | None:
+        handler = self._handlers.get((task["task_name"] or "", task["contract_version"] or ""))
         if handler is None:
             return None
         fn, takes_task = handler
@@ -238,7 +262,7 @@ class Handlers:
         except limits.JsonShapeError as bad:
             message = f"task output is invalid at {bad}"
             return token, None, ev.make_error("OUTPUT_CONTRACT_VIOLATION", message, False)
-        return token, output, None
+        return token, cast(JsonValue, output), None
 
 
 def _storable(text: str) -> str:

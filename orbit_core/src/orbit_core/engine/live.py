@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import attrs
 
+from orbit_core import unitkeys
 from orbit_core.decide import Limits
 from orbit_core.plan import Plan
 from orbit_core.ports import ExecutionRow
-from orbit_core.state import ExecutionState, is_main_key
+from orbit_core.state import ExecutionState
 
 # The worker id of attempts the runtime runs itself (children, built-in tasks).
 RUNTIME_WORKER = "orbit-runtime"
@@ -36,4 +37,4 @@ class ChildLink:
 
 def aborts_with_execution(key: str) -> bool:
     """Units whose in-flight attempts are told to stop when the execution aborts."""
-    return is_main_key(key) or key.endswith("]") or key.startswith("on_event:")
+    return unitkeys.is_main_block(key) or unitkeys.is_event(key)

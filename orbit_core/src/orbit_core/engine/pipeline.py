@@ -34,11 +34,13 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar, cast
 
 from orbit_core.engine.commands import PENDING, Command, Signal, Tx
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.ports import CommitBatch, ExecutionChange, Faults, Store
+
+T = TypeVar("T")
 
 _BROKEN = (
     "the engine stopped: a failed group could not be undone because the store "
@@ -148,10 +150,11 @@ class GroupCommit:
 
     # ---- running commands
 
-    def submit(self, fn: Callable[[Tx], Any], read: bool = False, origin: str = "command") -> Any:
-        return self.run(Command(fn, read=read, origin=origin))
+    def submit(self, fn: Callable[[Tx], T], read: bool = False, origin: str = "command") -> T:
+        """Runs `fn` as one command and returns what it returned."""
+        return cast(T, self.run(Command(fn, read=read, origin=origin)))
 
-    def run(self, cmd: Command) -> Any:
+    def run(self, cmd: Command) -> object:
         if self.closed:
             raise StorageError(_BROKEN if self.broken else "the engine is closed")
         with self.lock:
@@ -413,7 +416,7 @@ class GroupCommit:
         if event is not None:
             event.set()
 
-    def park(self, cmd: Command) -> Any:
+    def park(self, cmd: Command) -> object:
         """Parks a command until a later group completes it or it expires."""
         with self.lock:
             cmd.parked = "waiting"

@@ -4,9 +4,9 @@ polls until a group queues a matching task, and the dispatch of an attempt."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from orbit_core import events as ev
+from orbit_core.api import Assignment
 from orbit_core.dispatch import QueuedTask, Session
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.executions import Executions
@@ -27,7 +27,7 @@ class Polling:
 
     def poll(
         self, tx: Tx, session_id: str, cmd: Command, may_wait: bool, worker: str | None = None
-    ) -> Any:
+    ) -> object:
         """A task for the session, or None, or PENDING once parked."""
         session = self._workers.session(tx, session_id, worker)
         task = self._next_task(session)
@@ -38,7 +38,7 @@ class Polling:
         cmd.session = session
         return self._park(cmd)
 
-    def _park(self, cmd: Command) -> Any:
+    def _park(self, cmd: Command) -> object:
         pending = self._pipeline.park(cmd)
         pollers = self._pollers
         while pollers and pollers[0].parked != "waiting":
@@ -46,7 +46,7 @@ class Polling:
         pollers.append(cmd)
         return pending
 
-    def claim(self, tx: Tx, session_id: str, cmd: Command, limit: int, may_wait: bool) -> Any:
+    def claim(self, tx: Tx, session_id: str, cmd: Command, limit: int, may_wait: bool) -> object:
         """Up to `limit` tasks for the session (a list, oldest first), or
         PENDING once parked until a group queues some."""
         if limit <= 0:
@@ -131,8 +131,8 @@ class Polling:
         for cmd in parked:
             self._pipeline.expire(cmd)
 
-    def _take(self, tx: Tx, session: Session, limit: int) -> list[dict[str, Any]]:
-        tasks: list[dict[str, Any]] = []
+    def _take(self, tx: Tx, session: Session, limit: int) -> list[Assignment]:
+        tasks: list[Assignment] = []
         while len(tasks) < limit:
             task = self._next_task(session)
             if task is None:
@@ -144,15 +144,16 @@ class Polling:
         return self._x.index.pop(session.contracts, session.runtime, self._valid_task)
 
     def _valid_task(self, task: QueuedTask) -> bool:
-        live = self._x.live.get(task.execution_id)
+        live = self._x.memory.get(task.execution_id)
         if live is None or live.state.terminal:
             return False
         unit = live.state.units.get(task.unit_key)
         return unit is not None and unit.status == SCHEDULED and unit.offer_seq == task.offer_seq
 
-    def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> dict[str, Any]:
+    def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> Assignment:
         x = self._x
-        live = x.live[task.execution_id]
+        live = x.memory.get(task.execution_id)
+        assert live is not None  # _valid_task checked it
         state = live.state
         unit = state.units[task.unit_key]
         spec = live.plan.spec(task.unit_key)
@@ -174,11 +175,11 @@ class Polling:
                 deadline,
             ),
         )
-        x.tokens[token] = (state.id, unit.key, unit.attempt)
+        x.memory.hold(token, state.id, unit.key, unit.attempt)
         self._workers.hold(session, token)
         if live.plan.timed:
             x.push_due(live)
-        assignment = {
+        assignment: Assignment = {
             "token": token,
             "execution_id": state.id,
             "workflow": state.workflow,
@@ -191,7 +192,7 @@ class Polling:
             "attempt": unit.attempt,
             "redelivery": unit.redelivery,
         }
-        if deadline is not None:
+        if deadline is not None and timeout is not None:
             assignment["deadline_ms"] = deadline
             assignment["timeout_ms"] = timeout
         return assignment

@@ -4,10 +4,9 @@ so they only ever see committed state."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
+from orbit_core.api import HistoryPage, QueryAnswer
 from orbit_core.engine.commands import Command
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
@@ -38,9 +37,9 @@ class Reads:
             )
         return store.history(execution_id, run) or []
 
-    def history(self, execution_id: str, run: int | None) -> dict[str, Any]:
+    def history(self, execution_id: str, run: int | None) -> HistoryPage:
         events = self.events(execution_id, run)
-        out: dict[str, Any] = {
+        out: HistoryPage = {
             "execution_id": execution_id,
             "events": [ev.to_json(e) for e in events],
         }
@@ -49,7 +48,7 @@ class Reads:
             out["run"] = run if run is not None else current
         return out
 
-    def query(self, execution_id: str, name: str) -> dict[str, Any]:
+    def query(self, execution_id: str, name: str) -> QueryAnswer:
         state = self._x.state_of(execution_id)
         plan = self._x.catalog.by_hash(state.definition_hash)
         if plan is None:
@@ -75,9 +74,9 @@ class Reads:
             raise InvalidError(f"evaluating query `{name}`: {exc}", "QUERY_FAILED") from None
         return {"execution_id": execution_id, "query": name, "value": value}
 
-    def park_wait(self, execution_id: str, cmd: Command) -> Any:
+    def park_wait(self, execution_id: str, cmd: Command) -> object:
         """The state document of a finished execution, or PENDING once parked."""
-        live = self._x.live.get(execution_id)
+        live = self._x.memory.get(execution_id)
         if live is None or (live.state.terminal and live.state.status != CONTINUED_AS_NEW):
             return self._x.state_of(execution_id).to_json()
         pending = self._pipeline.park(cmd)

@@ -45,7 +45,7 @@ def load(executions: Executions, workers: Workers, now: int) -> tuple[int, int]:
 def resume(tx: Tx, executions: Executions, workers: Workers) -> None:
     """Built-in attempts died with the process; children and built-ins that
     were scheduled start again; every execution is decided once."""
-    for live in list(executions.live.values()):
+    for live in executions.memory.all():
         state = live.state
         for unit in list(state.units.values()):
             if unit.status == DISPATCHED and (unit.worker_session or "").startswith("builtin:"):
@@ -53,6 +53,6 @@ def resume(tx: Tx, executions: Executions, workers: Workers) -> None:
     executions.route_unrouted(tx)
     executions.children.resume(tx)
     executions.children.reconcile(tx)
-    for live in list(executions.live.values()):
+    for live in executions.memory.all():
         if not live.state.terminal:
             executions.decide(tx, live)

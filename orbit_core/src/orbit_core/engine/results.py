@@ -4,17 +4,17 @@ ignored)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from orbit_core import events as ev
 from orbit_core import values as _values
+from orbit_core.api import Accepted
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
 from orbit_core.engine.workers import Workers
+from orbit_core.jsontypes import JsonValue
 from orbit_core.state import DISPATCHED
 
-_UNKNOWN_TOKEN = {
+_UNKNOWN_TOKEN: Accepted = {
     "accepted": False,
     "reason": "unknown token (execution finished or token invalid)",
 }
@@ -26,11 +26,11 @@ class Results:
         self._workers = workers
 
     def complete(
-        self, tx: Tx, token: str, output: Any, worker: str | None = None
-    ) -> dict[str, Any]:
+        self, tx: Tx, token: str, output: JsonValue, worker: str | None = None
+    ) -> Accepted:
         resolved = self._resolve(tx, token, worker)
         if resolved is None:
-            return dict(_UNKNOWN_TOKEN)
+            return _UNKNOWN_TOKEN.copy()
         live, key, attempt = resolved
         state = live.state
         unit = state.units[key]
@@ -65,12 +65,10 @@ class Results:
         self._x.decide(tx, live)
         return {"accepted": True}
 
-    def fail(
-        self, tx: Tx, token: str, error: dict[str, Any], worker: str | None = None
-    ) -> dict[str, Any]:
+    def fail(self, tx: Tx, token: str, error: ev.ErrorJson, worker: str | None = None) -> Accepted:
         resolved = self._resolve(tx, token, worker)
         if resolved is None:
-            return dict(_UNKNOWN_TOKEN)
+            return _UNKNOWN_TOKEN.copy()
         live, key, attempt = resolved
         unit = live.state.units[key]
         if unit.done:
@@ -90,14 +88,13 @@ class Results:
     def _resolve(self, tx: Tx, token: str, worker: str | None) -> tuple[Live, str, int] | None:
         """The running execution, unit key and attempt of a token; a worker
         bound to an id may only report the tokens issued to that id."""
-        ref = self._x.tokens.get(token)
-        live = self._x.live.get(ref[0]) if ref is not None else None
-        if ref is None or live is None or live.state.terminal:
+        attempt = self._x.memory.attempt(token)
+        if attempt is None or attempt.live.state.terminal:
             return None
         if worker is not None:
             self._workers.check_issued(token, worker)
         self._workers.reported(tx, token)
-        return live, ref[1], ref[2]
+        return attempt.live, attempt.key, attempt.number
 
     def _stale(self, tx: Tx, live: Live, key: str, token: str, outcome: str) -> None:
         self._x.append(

@@ -23,9 +23,8 @@ id is a no-op (`created: false`), so an occurrence never runs twice. A start
 that fails leaves the occurrence pending, retried every 5 s with the error
 in `last_error`; the catch-up policy applies once it is late.
 
-Single fire across servers: `set_fire_gate(owner, may_fire)` names this
-server in its claims and decides whether it fires at all (a cluster's
-standby answers False). A single server drops every claim when it starts.
+Claims name their owner (`local`: one server owns a store); a server drops
+every claim when it starts.
 
 Every public method takes the scheduler's lock, so API calls and fires are
 serialised; a fire holds it while its engine command commits.
@@ -47,6 +46,7 @@ from orbit_core.engine.commands import Tx
 from orbit_core.engine.control import Control
 from orbit_core.engine.executions import Executions
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError
+from orbit_core.jsontypes import JsonObject
 from orbit_core.ports import Clock, Faults, ScheduleAdvance, ScheduleRow, Store
 from orbit_core.schedules import policy
 from orbit_core.schedules.document import (
@@ -70,6 +70,8 @@ BATCH = 2_000
 MAX_SLEEP_S = 60.0
 # A stored schedule this server fails to read again: when to look again.
 _BACKOFF_S = 1.0
+# The owner named in claims: one server owns a store.
+_OWNER = "local"
 
 Submit = Callable[[Callable[[Tx], Any]], Any]
 
@@ -128,8 +130,6 @@ class Scheduler:
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[int, str]] = []
         self._closed = False
-        self._owner = "local"
-        self._may_fire: Callable[[], bool] = lambda: True
         self._thread: threading.Thread | None = None
 
         store.release_schedule_claims()
@@ -145,19 +145,9 @@ class Scheduler:
             self._thread = threading.Thread(target=self._loop, name="orbit-schedules", daemon=True)
             self._thread.start()
 
-    # ---- configuration
-
-    def set_fire_gate(self, owner: str, may_fire: Callable[[], bool]) -> None:
-        """Names this server in its claims, and asks `may_fire` before each
-        fire (a cluster fires on its leader only)."""
-        with self._lock:
-            self._owner = owner
-            self._may_fire = may_fire
-            self._wake.notify_all()
-
     # ---- the API
 
-    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, body: JsonObject) -> JsonObject:
         compiled, paused = parse_create(body)
         self._check_start(compiled.spec)
         with self._lock:
@@ -185,7 +175,7 @@ class Scheduler:
             self._set(row, compiled)
             return document(row, compiled)
 
-    def get(self, schedule_id: str) -> dict[str, Any]:
+    def get(self, schedule_id: str) -> JsonObject:
         with self._lock:
             entry = self._entry(schedule_id)
             return document(entry.row, entry.compiled)
@@ -195,7 +185,7 @@ class Scheduler:
         with self._lock:
             return str(self._entry(schedule_id).row.spec.get("workflow", ""))
 
-    def list_schedules(self, visible: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    def list_schedules(self, visible: Callable[[str], bool] | None = None) -> JsonObject:
         """Every schedule by id; `visible(workflow)` filters them."""
         with self._lock:
             entries = [self._entries[sid] for sid in sorted(self._entries)]
@@ -207,7 +197,7 @@ class Scheduler:
                 ]
             }
 
-    def update(self, schedule_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def update(self, schedule_id: str, body: JsonObject) -> JsonObject:
         """A PATCH: the settings changed, the next occurrence recomputed from
         now, counters and the last fire kept, `last_error` cleared."""
         with self._lock:
@@ -222,13 +212,13 @@ class Scheduler:
                 self._check_start(compiled.spec)
             return self._change(entry, compiled, entry.row.paused if paused is None else paused)
 
-    def pause(self, schedule_id: str) -> dict[str, Any]:
+    def pause(self, schedule_id: str) -> JsonObject:
         return self.update(schedule_id, {"paused": True})
 
-    def resume(self, schedule_id: str) -> dict[str, Any]:
+    def resume(self, schedule_id: str) -> JsonObject:
         return self.update(schedule_id, {"paused": False})
 
-    def delete(self, schedule_id: str) -> dict[str, Any]:
+    def delete(self, schedule_id: str) -> JsonObject:
         with self._lock:
             self._entry(schedule_id)
             found = self._store.delete_schedule(schedule_id)
@@ -237,7 +227,7 @@ class Scheduler:
                 raise not_found(schedule_id)
             return {"schedule_id": schedule_id, "deleted": True}
 
-    def trigger(self, schedule_id: str) -> dict[str, Any]:
+    def trigger(self, schedule_id: str) -> JsonObject:
         """Starts an execution now, applying the overlap policy."""
         with self._lock:
             entry = self._entry(schedule_id)
@@ -282,7 +272,7 @@ class Scheduler:
         """Fires every schedule due now; returns how many occurrences were handled."""
         handled = 0
         with self._lock:
-            while not self._closed and self._may_fire():
+            while not self._closed:
                 now = self._clock.now_ms()
                 batch = self._pop_due(now)
                 if not batch:
@@ -310,9 +300,6 @@ class Scheduler:
     def _loop(self) -> None:
         with self._lock:
             while not self._closed:
-                if not self._may_fire():
-                    self._wake.wait(_BACKOFF_S)  # e.g. a standby: look again soon
-                    continue
                 try:
                     self.run_due()
                 except Exception as exc:  # e.g. a storage error: the thread must live on
@@ -370,7 +357,7 @@ class Scheduler:
             )
         claims = [(sid, e.row.next_fire_ms or 0) for sid, (e, _) in plans.items()]
         try:
-            claimed = set(self._store.claim_schedules(claims, self._owner, now + CLAIM_MS, now))
+            claimed = set(self._store.claim_schedules(claims, _OWNER, now + CLAIM_MS, now))
         except OrbitError:
             for entry, _ in plans.values():
                 self._retry_later(entry, now)
@@ -390,7 +377,7 @@ class Scheduler:
 
         advances = [self._advance(e, d, outcomes.get(sid), now) for sid, (e, d) in plans.items()]
         try:
-            applied = set(self._store.advance_schedules(advances, self._owner))
+            applied = set(self._store.advance_schedules(advances, _OWNER))
         except OrbitError:
             # The claims stay and expire; memory retries after the pause.
             for entry, _ in plans.values():
@@ -465,7 +452,7 @@ class Scheduler:
     def _running(self, execution_id: str | None) -> bool:
         if execution_id is None:
             return False
-        live = self._executions.live.get(execution_id)
+        live = self._executions.memory.get(execution_id)
         return live is not None and not live.state.terminal
 
     def _advance(
@@ -526,7 +513,7 @@ class Scheduler:
                 f"the schedule input is invalid for {defn.key} at {exc}", "INVALID_INPUT"
             ) from None
 
-    def _change(self, entry: _Entry, compiled: Compiled, paused: bool) -> dict[str, Any]:
+    def _change(self, entry: _Entry, compiled: Compiled, paused: bool) -> JsonObject:
         now = self._clock.now_ms()
         pending = None if paused else compiled.timing.next_after(now)
         row = attrs.evolve(

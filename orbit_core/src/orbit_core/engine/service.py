@@ -6,10 +6,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from orbit_core import events as ev
 from orbit_core import ir, limits
+from orbit_core.api import (
+    Accepted,
+    Assignment,
+    Deployed,
+    ExecutionDoc,
+    ExecutionList,
+    HeartbeatReply,
+    HistoryPage,
+    QueryAnswer,
+    Registered,
+    SignalAccepted,
+    Started,
+    WorkerList,
+    WorkflowList,
+)
 from orbit_core.decide import Limits
 from orbit_core.engine import recovery
 from orbit_core.engine.backoff import Backoff
@@ -17,7 +32,7 @@ from orbit_core.engine.catalog import Catalog, checked_definition
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.control import DEFAULT_CANCEL_REASON, Control
 from orbit_core.engine.executions import Executions
-from orbit_core.engine.handlers import Handlers, Report
+from orbit_core.engine.handlers import Handler, Handlers, Report
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, Reads
@@ -25,6 +40,7 @@ from orbit_core.engine.results import Results
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.workers import Workers
 from orbit_core.errors import InvalidError, OrbitError, StorageError
+from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import (
     BuiltinTasks,
@@ -75,7 +91,7 @@ class Engine:
         self.max_active_executions = max_active_executions
         self.session_timeout_ms = session_timeout_ms
         self.builtins = builtins
-        self.counters = {"started": 0, "continued_as_new": 0, "commits": 0, "events": 0}
+        self.counters = {"started": 0, "continued_as_new": 0, "commits": 0}
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
 
@@ -120,7 +136,7 @@ class Engine:
         self.recovered_executions, self.recovered_in_flight = recovery.load(
             self._executions, self._workers, self.clock.now_ms()
         )
-        if self._executions.live:
+        if len(self._executions.memory):
             self._pipeline.submit(lambda tx: recovery.resume(tx, self._executions, self._workers))
         subscribe = getattr(self.clock, "subscribe", None)
         if subscribe is not None:
@@ -142,18 +158,15 @@ class Engine:
 
     # ---- definitions
 
-    def deploy(self, definition: ir.Definition | dict[str, Any]) -> dict[str, Any]:
+    def deploy(self, definition: ir.Definition | JsonObject) -> Deployed:
         """Registers a definition (a `Definition` or its IR JSON document)."""
         defn, document = checked_definition(definition)
-        result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._catalog.deploy(tx, defn, document)
-        )
-        return result
+        return self._pipeline.submit(lambda tx: self._catalog.deploy(tx, defn, document))
 
-    def list_workflows(self) -> dict[str, Any]:
+    def list_workflows(self) -> WorkflowList:
         return self._catalog.list_workflows()
 
-    def get_workflow(self, name: str, version: str | None = None) -> dict[str, Any]:
+    def get_workflow(self, name: str, version: str | None = None) -> JsonObject:
         """The IR document of `name@version`, or of the highest version."""
         return ir.to_json(self._catalog.find(name, version).defn)
 
@@ -166,14 +179,14 @@ class Engine:
         self,
         workflow: str,
         version: str | None = None,
-        input: Any = None,
+        input: JsonValue = None,
         execution_id: str | None = None,
         *,
         schedule_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Started:
         """Starts an execution: `{"execution_id", "created"}` (RULINGS §18's check order)."""
         limits.admit(input, "workflow input", "INVALID_INPUT", schedule_id=schedule_id)
-        result: dict[str, Any] = self._pipeline.submit(
+        return self._pipeline.submit(
             lambda tx: self._control.start(
                 tx,
                 workflow=workflow,
@@ -183,37 +196,26 @@ class Engine:
                 schedule_id=schedule_id,
             )
         )
-        return result
 
-    def get(self, execution_id: str) -> dict[str, Any]:
+    def get(self, execution_id: str) -> ExecutionDoc:
         """The execution state document (`GET /v1/executions/{id}`)."""
-        result: dict[str, Any] = self._pipeline.submit(
+        return self._pipeline.submit(
             lambda tx: self._executions.state_of(execution_id).to_json(), read=True
         )
-        return result
 
     def state(self, execution_id: str) -> ExecutionState:
         """The execution's state object (a copy for finished executions)."""
-        result: ExecutionState = self._pipeline.submit(
-            lambda tx: self._executions.state_of(execution_id), read=True
-        )
-        return result
+        return self._pipeline.submit(lambda tx: self._executions.state_of(execution_id), read=True)
 
-    def history(self, execution_id: str, run: int | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._reads.history(execution_id, run), read=True
-        )
-        return result
+    def history(self, execution_id: str, run: int | None = None) -> HistoryPage:
+        return self._pipeline.submit(lambda tx: self._reads.history(execution_id, run), read=True)
 
     def events(self, execution_id: str, run: int | None = None) -> list[ev.Event]:
-        result: list[ev.Event] = self._pipeline.submit(
-            lambda tx: self._reads.events(execution_id, run), read=True
-        )
-        return result
+        return self._pipeline.submit(lambda tx: self._reads.events(execution_id, run), read=True)
 
     def list_executions(
         self, status: str | None = None, workflow: str | None = None, limit: int = 50
-    ) -> dict[str, Any]:
+    ) -> ExecutionList:
         limit = min(max(limit, 1), 1000)
         rows = self._pipeline.submit(
             lambda tx: self.store.list_executions(
@@ -223,38 +225,33 @@ class Engine:
         )
         return {"executions": [r.to_json() for r in rows]}
 
-    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> dict[str, Any]:
+    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         """Blocks until the execution is terminal (not continued-as-new) or the
         timeout passes, then returns its state document."""
         timeout_ms = min(max(timeout_ms, 0), MAX_WAIT_MS)
         cmd = Command(lambda tx: self._reads.park_wait(execution_id, cmd))
         result = self._pipeline.run(cmd)
         if cmd.parked is None:
-            return dict(result)
+            return cast(ExecutionDoc, result).copy()
         if self._pipeline.await_parked(cmd, timeout_ms):
-            return dict(cmd.result)
+            return cast(ExecutionDoc, cmd.result).copy()
         return self.get(execution_id)
 
-    def cancel(self, execution_id: str, reason: str | None = None) -> dict[str, Any]:
+    def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
         limits.admit_strings("INVALID_REQUEST", reason=reason)
-        result: dict[str, Any] = self._pipeline.submit(
+        return self._pipeline.submit(
             lambda tx: self._control.cancel(tx, execution_id, reason or DEFAULT_CANCEL_REASON)
         )
-        return result
 
-    def signal(self, execution_id: str, name: str, payload: Any = None) -> dict[str, Any]:
+    def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
         """Records a signal: `{"execution_id", "signal", "accepted", "seq"}`."""
         limits.admit(payload, f"payload for signal `{name}`", "SIGNAL_PAYLOAD_INVALID")
-        result: dict[str, Any] = self._pipeline.submit(
+        return self._pipeline.submit(
             lambda tx: self._control.signal(tx, execution_id, name, payload)
         )
-        return result
 
-    def query(self, execution_id: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._reads.query(execution_id, name), read=True
-        )
-        return result
+    def query(self, execution_id: str, name: str) -> QueryAnswer:
+        return self._pipeline.submit(lambda tx: self._reads.query(execution_id, name), read=True)
 
     # ---- workers
 
@@ -264,7 +261,7 @@ class Engine:
         runtime: str,
         contracts: list[dict[str, str]] | list[tuple[str, str]],
         sdk: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Registered:
         pairs = [
             (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
             for c in contracts
@@ -276,10 +273,9 @@ class Engine:
             sdk=sdk,
             contracts=[s for pair in pairs for s in pair],
         )
-        result: dict[str, Any] = self._pipeline.submit(
+        return self._pipeline.submit(
             lambda tx: self._workers.register(tx, worker_id, runtime, pairs, sdk)
         )
-        return result
 
     def poll(
         self,
@@ -288,7 +284,7 @@ class Engine:
         connected: Callable[[], bool] | None = None,
         *,
         worker: str | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> Assignment | None:
         """A task assignment, or None when nothing arrived within `wait_ms`.
         `connected` (from the transport, cheap, never blocking) tells whether
         the worker is still waiting: a parked poll whose worker hung up gets
@@ -301,9 +297,9 @@ class Engine:
         cmd.connected = connected
         result = self._pipeline.run(cmd)
         if cmd.parked is None:
-            return dict(result) if result is not None else None
+            return cast(Assignment, result).copy() if result is not None else None
         if self._pipeline.await_parked(cmd, wait):
-            return dict(cmd.result)
+            return cast(Assignment, cmd.result).copy()
         return None
 
     def undelivered(self, token: str) -> None:
@@ -312,29 +308,20 @@ class Engine:
         redelivered. Nothing happens if the attempt is no longer in flight."""
         self._pipeline.submit(lambda tx: self._workers.undelivered(tx, token))
 
-    def heartbeat(self, session_id: str, *, worker: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._workers.heartbeat(tx, session_id, worker)
-        )
-        return result
+    def heartbeat(self, session_id: str, *, worker: str | None = None) -> HeartbeatReply:
+        return self._pipeline.submit(lambda tx: self._workers.heartbeat(tx, session_id, worker))
 
-    def unregister(self, session_id: str, *, worker: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._workers.unregister(tx, session_id, worker)
-        )
-        return result
+    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
+        return self._pipeline.submit(lambda tx: self._workers.unregister(tx, session_id, worker))
 
     def complete(
-        self, token: str, output: Any = None, *, worker: str | None = None
-    ) -> dict[str, Any]:
+        self, token: str, output: JsonValue = None, *, worker: str | None = None
+    ) -> Accepted:
         """Reports a success: `{"accepted": bool, "reason"?}`."""
         if not token:
             raise InvalidError("token is required", "INVALID_REQUEST")
         limits.admit(output, "task output", "INVALID_REQUEST")
-        result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._results.complete(tx, token, output, worker)
-        )
-        return result
+        return self._pipeline.submit(lambda tx: self._results.complete(tx, token, output, worker))
 
     def fail(
         self,
@@ -342,10 +329,10 @@ class Engine:
         error_code: str,
         error_message: str = "",
         retryable: bool = True,
-        details: Any = None,
+        details: JsonValue = None,
         *,
         worker: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Accepted:
         if not token:
             raise InvalidError("token is required", "INVALID_REQUEST")
         if not error_code:
@@ -358,12 +345,9 @@ class Engine:
             error_message=error_message,
         )
         error = ev.make_error(error_code, error_message, retryable, details)
-        result: dict[str, Any] = self._pipeline.submit(
-            lambda tx: self._results.fail(tx, token, error, worker)
-        )
-        return result
+        return self._pipeline.submit(lambda tx: self._results.fail(tx, token, error, worker))
 
-    def list_workers(self) -> dict[str, Any]:
+    def list_workers(self) -> WorkerList:
         rows = self._pipeline.submit(lambda tx: self.store.list_workers(), read=True)
         return self._workers.describe(rows, self.clock.now_ms())
 
@@ -373,7 +357,7 @@ class Engine:
         self,
         task_name: str,
         version: str,
-        fn: Callable[..., Any],
+        fn: Handler,
         runtime: str = "python",
     ) -> None:
         """Serves `task_name@version` with `fn(input)` (or `fn(input, task)`),
@@ -405,18 +389,12 @@ class Engine:
         ]
         return min(candidates) if candidates else None
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, int]:
         return {
-            "active_executions": len(self._executions.live),
+            "active_executions": len(self._executions.memory),
             "worker_sessions": len(self._workers.sessions),
             **self.counters,
         }
-
-    def recovery_log(self) -> str:
-        return (
-            "recovered active executions from history "
-            f"executions={self.recovered_executions} in_flight={self.recovered_in_flight}"
-        )
 
     def close(self) -> None:
         self.schedules.close()
@@ -550,12 +528,12 @@ class Engine:
 
     def _exchange(
         self, session_id: str, reports: list[Report], limit: int, wait_ms: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[Assignment]:
         """One command that reports results and claims up to `limit` tasks
         for the session, waiting up to `wait_ms` for some to be queued: the
         batched path of the in-process handlers."""
 
-        def run(tx: Tx) -> Any:
+        def run(tx: Tx) -> object:
             for token, output, error in reports:
                 try:
                     if error is None:
@@ -567,15 +545,14 @@ class Engine:
             return self._polling.claim(tx, session_id, cmd, limit, wait_ms > 0)
 
         cmd = Command(run, origin="handler")
-        result: list[dict[str, Any]] = self._pipeline.run(cmd)
+        result = self._pipeline.run(cmd)
         if cmd.parked is None:
-            return result
+            return cast(list[Assignment], result)
         if self._pipeline.await_parked(cmd, wait_ms):
-            tasks: list[dict[str, Any]] = cmd.result
-            return tasks
+            return cast(list[Assignment], cmd.result)
         return []
 
-    def _report_builtin(self, token: str, output: Any, error: dict[str, Any] | None) -> None:
+    def _report_builtin(self, token: str, output: JsonValue, error: ev.ErrorJson | None) -> None:
         """Records a built-in task's result, retrying while the store fails
         (the attempt has no worker to report it again)."""
         backoff = Backoff(self.random)

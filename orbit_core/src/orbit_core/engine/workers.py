@@ -10,17 +10,18 @@ history at recovery) for as long as its execution runs."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TypeVar
 
 from orbit_core import events as ev
+from orbit_core.api import Accepted, HeartbeatReply, Registered, WorkerDoc, WorkerList
 from orbit_core.dispatch import Session
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import aborts_with_execution
 from orbit_core.errors import InvalidError, NotFoundError, OrbitError, unknown_session
 from orbit_core.ports import WorkerRow
-from orbit_core.state import DISPATCHED
 
+V = TypeVar("V")
 RESTART_REASON = "runtime restarted and no worker reported the result"
 
 
@@ -45,7 +46,7 @@ class Workers:
         runtime: str,
         contracts: list[tuple[str, str]],
         sdk: str | None,
-    ) -> dict[str, Any]:
+    ) -> Registered:
         if not worker_id or not worker_id.strip():
             raise InvalidError("worker_id is required", "INVALID_REQUEST")
         if not contracts:
@@ -106,12 +107,12 @@ class Workers:
         session.lost = False
         return session
 
-    def heartbeat(self, tx: Tx, session_id: str, worker: str | None = None) -> dict[str, Any]:
+    def heartbeat(self, tx: Tx, session_id: str, worker: str | None = None) -> HeartbeatReply:
         session = self.session(tx, session_id, worker)
         cancel = []
         for token in list(session.held):
             if token in session.cancel_sent:
-                if token not in self._x.tokens:
+                if not self._x.memory.knows(token):
                     session.held.discard(token)
                 continue
             if not self._still_wanted(token):
@@ -121,7 +122,7 @@ class Workers:
                     session.held.discard(token)
         return {"accepted": True, "cancel": cancel}
 
-    def unregister(self, tx: Tx, session_id: str, worker: str | None = None) -> dict[str, Any]:
+    def unregister(self, tx: Tx, session_id: str, worker: str | None = None) -> Accepted:
         session = self.sessions.get(session_id)
         if session is None:
             raise NotFoundError("unknown worker session", "UNKNOWN_SESSION")
@@ -130,9 +131,9 @@ class Workers:
         tx.after_commit.append(functools.partial(_discard, self.sessions, session_id))
         return {"accepted": True}
 
-    def describe(self, rows: list[WorkerRow], now: int) -> dict[str, Any]:
+    def describe(self, rows: list[WorkerRow], now: int) -> WorkerList:
         """`GET /v1/workers`: the registry rows with their live sessions."""
-        out = []
+        out: list[WorkerDoc] = []
         for row in rows:
             live = [
                 s for s in self.sessions.values() if s.worker_id == row.worker_id and not s.lost
@@ -202,26 +203,14 @@ class Workers:
 
     def is_current(self, token: str) -> bool:
         """Whether the token is its unit's attempt in flight."""
-        ref = self._x.tokens.get(token)
-        if ref is None:
-            return False
-        live = self._x.live.get(ref[0])
-        if live is None:
-            return False
-        unit = live.state.units.get(ref[1])
-        return unit is not None and unit.status == DISPATCHED and unit.token == token
+        attempt = self._x.memory.attempt(token)
+        return attempt is not None and attempt.in_flight
 
     def _still_wanted(self, token: str) -> bool:
-        ref = self._x.tokens.get(token)
-        if ref is None:
+        attempt = self._x.memory.attempt(token)
+        if attempt is None or attempt.live.state.terminal or not attempt.in_flight:
             return False
-        live = self._x.live.get(ref[0])
-        if live is None or live.state.terminal:
-            return False
-        unit = live.state.units.get(ref[1])
-        if unit is None or unit.status != DISPATCHED or unit.token != token:
-            return False
-        return not (live.state.abort is not None and aborts_with_execution(unit.key))
+        return not (attempt.live.state.abort is not None and aborts_with_execution(attempt.key))
 
     # ---- lost attempts
 
@@ -235,12 +224,16 @@ class Workers:
         return min(self._recovered.values()) if self._recovered else None
 
     def make_uncertain(self, tx: Tx, token: str, reason: str) -> None:
-        if not self.is_current(token):
+        attempt = self._x.memory.attempt(token)
+        if attempt is None or not attempt.in_flight:
             return
-        eid, key, attempt = self._x.tokens[token]
-        live = self._x.live[eid]
+        live = attempt.live
         self._x.append(
-            tx, live, ev.StepAttemptUncertain(live.state.last_seq + 1, tx.now, key, attempt, reason)
+            tx,
+            live,
+            ev.StepAttemptUncertain(
+                live.state.last_seq + 1, tx.now, attempt.key, attempt.number, reason
+            ),
         )
         self._x.decide(tx, live)
 
@@ -294,5 +287,5 @@ def _check_owner(session: Session, worker: str | None) -> None:
         )
 
 
-def _discard(mapping: dict[str, Any], key: str) -> None:
+def _discard(mapping: dict[str, V], key: str) -> None:
     mapping.pop(key, None)

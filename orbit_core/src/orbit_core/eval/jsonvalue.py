@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 import orjson
 
@@ -17,7 +17,7 @@ INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
 
 
-def describe_value(value: Any) -> str:
+def describe_value(value: object) -> str:
     """The kind of a JSON value as messages name it: `a string`, `an integer`, ..."""
     t = type(value)
     if t is str:
@@ -35,21 +35,24 @@ def describe_value(value: Any) -> str:
     return "an object"
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: object) -> bool:
     t = type(value)
     return t is int or t is float
 
 
-def json_equal(a: Any, b: Any) -> bool:
+def json_equal(a: object, b: object) -> bool:
     """Structural equality: numbers by value (`1 == 1.0`), booleans never equal
     numbers, objects key by key regardless of order."""
     ta = type(a)
     tb = type(b)
     if ta is tb:
+        # `type(..) is` (not isinstance) for speed; the casts only tell mypy.
         if ta is list:
-            return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+            la, lb = cast(list[object], a), cast(list[object], b)
+            return len(la) == len(lb) and all(json_equal(x, y) for x, y in zip(la, lb, strict=True))
         if ta is dict:
-            return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
+            da, db = cast(dict[str, object], a), cast(dict[str, object], b)
+            return da.keys() == db.keys() and all(json_equal(v, db[k]) for k, v in da.items())
         return bool(a == b)
     if (ta is int and tb is float) or (ta is float and tb is int):
         return bool(a == b)
@@ -91,7 +94,7 @@ def format_float(value: float) -> str:
     return sign + body
 
 
-def to_json_text(value: Any) -> str:
+def to_json_text(value: object) -> str:
     """Compact JSON text of a runtime value, keys in their order, non-ASCII
     characters written as they are."""
     try:
@@ -107,7 +110,7 @@ def to_json_text(value: Any) -> str:
     return "".join(parts)
 
 
-def _write(value: Any, out: Callable[[str], object]) -> None:
+def _write(value: object, out: Callable[[str], object]) -> None:
     t = type(value)
     if t is str:
         out(json.dumps(value, ensure_ascii=False))
@@ -116,19 +119,19 @@ def _write(value: Any, out: Callable[[str], object]) -> None:
     elif t is int:
         out(str(value))
     elif t is float:
-        out(format_float(value))
+        out(format_float(cast(float, value)))
     elif value is None:
         out("null")
     elif t is list or t is tuple:
         out("[")
-        for i, item in enumerate(value):
+        for i, item in enumerate(cast(list[object], value)):
             if i:
                 out(",")
             _write(item, out)
         out("]")
     else:
         out("{")
-        for i, (key, item) in enumerate(value.items()):
+        for i, (key, item) in enumerate(cast(dict[str, object], value).items()):
             if i:
                 out(",")
             out(json.dumps(str(key), ensure_ascii=False))

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
+
+from orbit_core.jsontypes import JsonValue
 
 
 class EvalError(Exception):
@@ -23,9 +24,9 @@ class Scope:
     `execution` is `{"id": ..., "workflow": ..., "version": ...}`.
     """
 
-    input: Any = attrs.field(factory=dict)
-    execution: Mapping[str, Any] = attrs.field(factory=dict)
-    steps: Mapping[str, Any] = attrs.field(factory=dict)
-    vars: Mapping[str, Any] = attrs.field(factory=dict)
-    failure: Any = None
-    event: Any = None
+    input: JsonValue = attrs.field(factory=dict)
+    execution: Mapping[str, str] = attrs.field(factory=dict)
+    steps: Mapping[str, JsonValue] = attrs.field(factory=dict)
+    vars: Mapping[str, JsonValue] = attrs.field(factory=dict)
+    failure: JsonValue = None
+    event: JsonValue = None

@@ -9,21 +9,21 @@ comments, source positions and tests never reach the IR body, so only
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import rfc8785
 
 from orbit_core.ir.codec import to_json
 from orbit_core.ir.definition import Definition
+from orbit_core.jsontypes import JsonObject, JsonValue
 
 UNHASHED = ("definition_hash", "source_map")
 
 
-def canonical_bytes(value: Any) -> bytes:
+def canonical_bytes(value: JsonValue) -> bytes:
     return rfc8785.dumps(value)
 
 
-def hash_document(document: dict[str, Any]) -> str:
+def hash_document(document: JsonObject) -> str:
     body = {k: v for k, v in document.items() if k not in UNHASHED}
     return "sha256:" + hashlib.sha256(canonical_bytes(body)).hexdigest()
 

@@ -57,6 +57,7 @@ from orbit_core.ir.types import (
     RecordType,
     Type,
 )
+from orbit_core.jsontypes import JsonObject, JsonValue
 
 
 class IRError(ValueError):
@@ -70,13 +71,13 @@ def _fail(path: str, message: str) -> IRError:
     return IRError(f"{path}: {message}" if path else message)
 
 
-def _obj(value: Any, path: str) -> Mapping[str, Any]:
+def _obj(value: object, path: str) -> Mapping[str, object]:
     if not isinstance(value, Mapping):
         raise _fail(path, f"expected an object, found {describe_value(value)}")
     return value
 
 
-def _str(value: Any, path: str) -> str:
+def _str(value: object, path: str) -> str:
     if not isinstance(value, str):
         raise _fail(path, f"expected a string, found {describe_value(value)}")
     return value
@@ -98,7 +99,7 @@ def int_to_json(value: int) -> int | str:
     return str(value)
 
 
-def _int(value: Any, path: str) -> int:
+def _int(value: object, path: str) -> int:
     """An integer in either of its forms (`int_to_json`), within 64 bits."""
     if isinstance(value, str):
         return _int_text(value, path)
@@ -122,13 +123,13 @@ def _int_text(text: str, path: str) -> int:
     return value
 
 
-def _bool(value: Any, path: str) -> bool:
+def _bool(value: object, path: str) -> bool:
     if not isinstance(value, bool):
         raise _fail(path, f"expected a boolean, found {describe_value(value)}")
     return value
 
 
-def _list(value: Any, path: str) -> list[Any]:
+def _list(value: object, path: str) -> list[object]:
     if not isinstance(value, list):
         raise _fail(path, f"expected an array, found {describe_value(value)}")
     return value
@@ -137,7 +138,7 @@ def _list(value: Any, path: str) -> list[Any]:
 # ---------------------------------------------------------------- types
 
 
-def type_to_json(t: Type) -> dict[str, Any]:
+def type_to_json(t: Type) -> JsonObject:
     match t:
         case Primitive(kind):
             return {"kind": kind}
@@ -148,15 +149,15 @@ def type_to_json(t: Type) -> dict[str, Any]:
         case OptionalType(inner):
             return {"kind": "optional", "type": type_to_json(inner)}
         case RecordType(fields, name):
-            out: dict[str, Any] = {"kind": "record"}
+            out: JsonObject = {"kind": "record"}
             if name is not None:
                 out["name"] = name
             out["fields"] = [_field_to_json(f) for f in fields]
             return out
 
 
-def _field_to_json(f: Field) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": f.name, "type": type_to_json(f.type)}
+def _field_to_json(f: Field) -> JsonObject:
+    out: JsonObject = {"name": f.name, "type": type_to_json(f.type)}
     if f.has_default:
         out["default"] = value_to_json(f.type, f.default)
     return out
@@ -215,7 +216,7 @@ def _member(path: str, key: str) -> str:
     return limits.render_path([key]).replace("$", path, 1)
 
 
-def type_from_json(value: Any, path: str = "$") -> Type:
+def type_from_json(value: object, path: str = "$") -> Type:
     obj = _obj(value, path)
     kind = _str(obj.get("kind"), f"{path}.kind")
     if kind in PRIMITIVES:
@@ -231,7 +232,7 @@ def type_from_json(value: Any, path: str = "$") -> Type:
     raise _fail(f"{path}.kind", f"unknown type kind `{kind}`")
 
 
-def record_from_json(value: Any, path: str = "$") -> RecordType:
+def record_from_json(value: object, path: str = "$") -> RecordType:
     obj = _obj(value, path)
     if obj.get("kind") != "record":
         raise _fail(f"{path}.kind", "expected a record type")
@@ -276,7 +277,7 @@ _LITERAL_OPS: dict[type[e.Expr], str] = {
 }
 
 
-def expr_to_json(x: e.Expr) -> dict[str, Any]:
+def expr_to_json(x: e.Expr) -> JsonObject:
     match x:
         case e.Null() | e.Input() | e.Execution() | e.Failure() | e.Event():
             return {"op": _LEAF_OPS[type(x)]}
@@ -318,7 +319,7 @@ def expr_to_json(x: e.Expr) -> dict[str, Any]:
             return {"op": "list", "items": [expr_to_json(i) for i in items]}
 
 
-def expr_from_json(value: Any, path: str = "$") -> e.Expr:
+def expr_from_json(value: object, path: str = "$") -> e.Expr:
     obj = _obj(value, path)
     op = _str(obj.get("op"), f"{path}.op")
     read = _READERS.get(op)
@@ -328,28 +329,28 @@ def expr_from_json(value: Any, path: str = "$") -> e.Expr:
 
 
 # A reader gets the node's object, its path and its `op` (several ops share a reader).
-_Reader = Callable[[Mapping[str, Any], str, str], e.Expr]
+_Reader = Callable[[Mapping[str, object], str, str], e.Expr]
 
 
-def _sub(obj: Mapping[str, Any], path: str, key: str) -> e.Expr:
+def _sub(obj: Mapping[str, object], path: str, key: str) -> e.Expr:
     return expr_from_json(obj.get(key), f"{path}.{key}")
 
 
-def _read_int(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+def _read_int(obj: Mapping[str, object], path: str, _op: str) -> e.Expr:
     v = _int(obj.get("value"), f"{path}.value")
     if not limits.INT_MIN <= v <= limits.INT_MAX:
         raise _fail(f"{path}.value", "integer out of range")
     return e.Int(v)
 
 
-def _read_float(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+def _read_float(obj: Mapping[str, object], path: str, _op: str) -> e.Expr:
     raw = obj.get("value")
     if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
         raise _fail(f"{path}.value", f"expected a finite number, found {describe_value(raw)}")
     return e.Float(float(raw))
 
 
-def _read_call(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+def _read_call(obj: Mapping[str, object], path: str, _op: str) -> e.Expr:
     args = _list(obj.get("args"), f"{path}.args")
     float_sum = _bool(obj.get("float_sum", False), f"{path}.float_sum")
     return e.Call(
@@ -359,7 +360,7 @@ def _read_call(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
     )
 
 
-def _read_object(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+def _read_object(obj: Mapping[str, object], path: str, _op: str) -> e.Expr:
     entries = []
     for i, raw in enumerate(_list(obj.get("entries"), f"{path}.entries")):
         epath = f"{path}.entries[{i}]"
@@ -368,7 +369,7 @@ def _read_object(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
     return e.Object(tuple(entries))
 
 
-def _read_list(obj: Mapping[str, Any], path: str, _op: str) -> e.Expr:
+def _read_list(obj: Mapping[str, object], path: str, _op: str) -> e.Expr:
     items = _list(obj.get("items"), f"{path}.items")
     return e.List(tuple(expr_from_json(x, f"{path}.items[{i}]") for i, x in enumerate(items)))
 
@@ -426,6 +427,7 @@ def _make_converter() -> cattrs.Converter:
     renames = {"with_": "with", "for_each": "for", "over": "in"}
     for cls in DOCUMENT_CLASSES:
         names = {a.name for a in attrs.fields(cls)}
+        # Keyword arguments of cattrs' factories, whose other options are typed apart.
         overrides: dict[str, Any] = {
             k: override(rename=v) for k, v in renames.items() if k in names
         }
@@ -444,18 +446,18 @@ def _make_converter() -> cattrs.Converter:
     return conv
 
 
-def _is_type(t: Any) -> bool:
+def _is_type(t: object) -> bool:
     return t is Type or t in (Primitive, ListType, MapType, OptionalType)
 
 
 _EXPR_CLASSES = frozenset(typing.get_args(e.Expr))
 
 
-def _is_expr(t: Any) -> bool:
+def _is_expr(t: object) -> bool:
     return t is e.Expr or (t in _EXPR_CLASSES)
 
 
-def _is_optional_expr(t: Any) -> bool:
+def _is_optional_expr(t: object) -> bool:
     args = set(typing.get_args(t))
     return type(None) in args and args - {type(None)} == _EXPR_CLASSES
 
@@ -485,7 +487,7 @@ _ORDER = (
 )
 
 
-def to_json(defn: Definition) -> dict[str, Any]:
+def to_json(defn: Definition) -> JsonObject:
     """The IR document. `description` and `timeout_ms` are always written (null when absent)."""
     raw = _CONVERTER.unstructure(defn)
     raw.setdefault("description", None)
@@ -494,7 +496,7 @@ def to_json(defn: Definition) -> dict[str, Any]:
     return {k: raw[k] for k in _ORDER if k in raw}
 
 
-def from_json(document: Any) -> Definition:
+def from_json(document: object) -> Definition:
     """Reads an IR document; raises IRError (never anything else) when it is malformed."""
     _check_shape(document)
     obj = _obj(document, "$")
@@ -512,7 +514,7 @@ def from_json(document: Any) -> Definition:
     return defn
 
 
-def _check_shape(document: Any) -> None:
+def _check_shape(document: object) -> None:
     """Depth, integer range and JSON types, before anything recursive reads
     the document (`orbit_core.limits`): IR integers must survive the
     canonical JSON of the definition hash."""
@@ -541,7 +543,7 @@ def _place(message: str) -> str:
     return f"{path}: {detail}"
 
 
-def _format_leaf(exc: BaseException, type_: Any) -> str:
+def _format_leaf(exc: BaseException, type_: object) -> str:
     if isinstance(exc, IRError):
         # Raised by our own hooks, whose paths start afresh at `$`.
         sub, _, detail = str(exc).partition(": ")
@@ -567,10 +569,11 @@ def _check_enums(defn: Definition) -> None:
             raise IRError(f"unknown handler kind `{kind}`")
 
 
-def structure(value: Any, cls: type[T]) -> T:
+def structure(value: object, cls: type[T]) -> T:
     """Structures any IR class (used for parts stored separately, e.g. in events)."""
     return _CONVERTER.structure(value, cls)
 
 
-def unstructure(value: Any) -> Any:
-    return _CONVERTER.unstructure(value)
+def unstructure(value: object) -> JsonValue:
+    unstructured: JsonValue = _CONVERTER.unstructure(value)
+    return unstructured

@@ -155,6 +155,7 @@ class Definition:
     continue_as_new: ContinueAsNew | None = None
     # Not hashed.
     definition_hash: str = ""
+    # Left loose for cattrs, which has no structure hook for `object`.
     source_map: dict[str, Any] = attrs.field(factory=dict)
 
     @property

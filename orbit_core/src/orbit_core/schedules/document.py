@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from orbit_core.ports import ScheduleRow
+from orbit_core.jsontypes import JsonObject
 from orbit_core.schedules.spec import Compiled
 from orbit_core.schedules.times import format_time
+
+if TYPE_CHECKING:
+    from orbit_core.ports import ScheduleRow
 
 UPCOMING = 5
 
 
-def document(row: ScheduleRow, compiled: Compiled | None) -> dict[str, Any]:
+def document(row: ScheduleRow, compiled: Compiled | None) -> JsonObject:
     """`compiled` is None for a stored schedule whose settings no longer
     compile (for example a zone that left the database): shown as stored."""
     out = dict(compiled.spec.to_json()) if compiled is not None else dict(row.spec)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import re
-from typing import Any
+from collections.abc import Callable
 from zoneinfo import ZoneInfo
 
 import attrs
 
 from orbit_core.errors import InvalidError
+from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.schedules.cron import CronError, parse_cron
 from orbit_core.schedules.times import (
     TimeFormatError,
@@ -63,7 +64,7 @@ class ScheduleSpec:
     schedule_id: str
     workflow: str
     version: str | None = None
-    input: Any = attrs.field(factory=dict)
+    input: JsonValue = attrs.field(factory=dict)
     cron: str | None = None
     interval: str | None = None
     timezone: str | None = None
@@ -74,9 +75,9 @@ class ScheduleSpec:
     jitter: str | None = None
     description: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The specification fields, in the API's order; unset optional ones absent."""
-        out: dict[str, Any] = {"schedule_id": self.schedule_id, "workflow": self.workflow}
+        out: JsonObject = {"schedule_id": self.schedule_id, "workflow": self.workflow}
         if self.version is not None:
             out["version"] = self.version
         out["input"] = self.input
@@ -102,14 +103,14 @@ class Compiled:
     jitter_ms: int
 
 
-def spec_from_json(document: dict[str, Any]) -> ScheduleSpec:
+def spec_from_json(document: JsonObject) -> ScheduleSpec:
     """A stored spec (already validated when it was stored)."""
-    return ScheduleSpec(
-        **{k: document[k] for k in attrs.fields_dict(ScheduleSpec) if k in document}
-    )
+    fields = {k: document[k] for k in attrs.fields_dict(ScheduleSpec) if k in document}
+    make: Callable[..., ScheduleSpec] = ScheduleSpec  # the fields were checked when stored
+    return make(**fields)
 
 
-def parse_create(body: dict[str, Any]) -> tuple[Compiled, bool]:
+def parse_create(body: JsonObject) -> tuple[Compiled, bool]:
     """The schedule of a POST /v1/schedules body, and whether it starts paused."""
     _known_fields(body)
     sid = body.get("schedule_id")
@@ -117,14 +118,15 @@ def parse_create(body: dict[str, Any]) -> tuple[Compiled, bool]:
         raise invalid("schedule_id is required")
     if not isinstance(sid, str) or not _SCHEDULE_ID.match(sid):
         raise invalid(f"schedule_id {_show(sid)} must be 1 to 100 letters, digits, `-`, `_` or `.`")
-    values: dict[str, Any] = {"schedule_id": sid}
+    values: JsonObject = {"schedule_id": sid}
     _apply(values, body)
     if "workflow" not in values:
         raise invalid("workflow is required")
-    return compile_spec(ScheduleSpec(**values)), _paused(body, False)
+    make: Callable[..., ScheduleSpec] = ScheduleSpec  # `_apply` checked every field
+    return compile_spec(make(**values)), _paused(body, False)
 
 
-def parse_patch(current: ScheduleSpec, body: dict[str, Any]) -> tuple[Compiled, bool | None]:
+def parse_patch(current: ScheduleSpec, body: JsonObject) -> tuple[Compiled, bool | None]:
     """`current` changed by a PATCH body, and the requested pause state (None: unchanged)."""
     _known_fields(body)
     sid = body.get("schedule_id")
@@ -136,13 +138,13 @@ def parse_patch(current: ScheduleSpec, body: dict[str, Any]) -> tuple[Compiled, 
     return compile_spec(ScheduleSpec(**values)), paused
 
 
-def _known_fields(body: dict[str, Any]) -> None:
+def _known_fields(body: JsonObject) -> None:
     for name in body:
         if name not in FIELDS:
             raise invalid(f"unknown field `{name}` (expected one of {', '.join(FIELDS)})")
 
 
-def _apply(values: dict[str, Any], body: dict[str, Any]) -> None:
+def _apply(values: JsonObject, body: JsonObject) -> None:
     for name in FIELDS:
         if name in ("schedule_id", "paused") or name not in body:
             continue
@@ -165,7 +167,7 @@ def _apply(values: dict[str, Any], body: dict[str, Any]) -> None:
         values[name] = value
 
 
-def _paused(body: dict[str, Any], default: bool) -> bool:
+def _paused(body: JsonObject, default: bool) -> bool:
     value = body.get("paused")
     if value is None:
         return default
@@ -275,11 +277,11 @@ def _one_of(options: tuple[str, ...]) -> str:
     return ", ".join(options[:-1]) + f" or {options[-1]}"
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     return f"`{value}`" if isinstance(value, str) else _kind(value)
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):

@@ -38,7 +38,7 @@ class Health:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         stats = self._engine.health()
         failing = dict(self._engine.faults.failing())
-        body = {
+        body: dict[str, object] = {
             "status": "degraded" if failing else "ok",
             "api_version": API_VERSION,
             "runtime_version": __version__,

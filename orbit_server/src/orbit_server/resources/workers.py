@@ -9,10 +9,11 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Mapping
 
 import falcon
 
+from orbit_core.api import Assignment
 from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError
 from orbit_server.auth import bound_worker, check_register
@@ -83,14 +84,15 @@ class WorkerProtocol:
         if task is None:
             resp.status = 204
             return
+        document: Mapping[str, object] = task
         if self._tracer is not None:
             parent = self._tracer.traceparent(task["execution_id"], task["step_id"])
             if parent is not None:
-                task = {**task, "traceparent": parent}
+                document = {**task, "traceparent": parent}
         undelivered = functools.partial(self._undelivered, task)
-        send(resp, task, stream=lambda data: handed_over(data, connected, undelivered))
+        send(resp, document, stream=lambda data: handed_over(data, connected, undelivered))
 
-    def _undelivered(self, task: dict[str, Any]) -> None:
+    def _undelivered(self, task: Assignment) -> None:
         """The worker hung up before its task reached it: the attempt is
         redelivered now rather than after the session timeout."""
         _log.warning(

@@ -1,0 +1,255 @@
+"""The types of the `Engine` API (docs/embedding.md): statuses and documents.
+
+Statuses are `StrEnum`s, equal to (and serialised as) their strings. The
+documents are `TypedDict`s: at run time they are the plain dicts the HTTP API
+sends, key order included, so a caller may treat them as JSON; mypy knows
+each key's type. `JsonValue` (from `jsontypes`) types what workflows and
+workers put in them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import NotRequired, Required, TypedDict
+
+from orbit_core.jsontypes import JsonObject, JsonValue
+
+
+class ExecutionStatus(StrEnum):
+    RUNNING = "RUNNING"
+    COMPENSATING = "COMPENSATING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMED_OUT = "TIMED_OUT"
+    CONTINUED_AS_NEW = "CONTINUED_AS_NEW"
+
+
+class UnitStatus(StrEnum):
+    """A unit without a status (not yet offered) is pending."""
+
+    # A fan-out step whose elements run.
+    RUNNING = "RUNNING"
+    SCHEDULED = "SCHEDULED"
+    DISPATCHED = "DISPATCHED"
+    ATTEMPT_FAILED = "ATTEMPT_FAILED"
+    UNCERTAIN = "UNCERTAIN"
+    RETRY_WAIT = "RETRY_WAIT"
+    WAITING = "WAITING"
+    SUCCEEDED = "SUCCEEDED"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+
+
+# ---------------------------------------------------------------- execution documents
+
+
+class ErrorDoc(TypedDict):
+    """A failure as histories and documents carry it."""
+
+    code: str
+    message: str
+    retryable: bool
+    details: NotRequired[JsonValue]
+
+
+class ParentRef(TypedDict):
+    execution_id: str
+    step: str
+
+
+class AbortDoc(TypedDict):
+    """Why an execution is winding down: `failed` (with the error),
+    `cancelled` (with the reason) or `timed_out`."""
+
+    kind: str
+    error: NotRequired[ErrorDoc]
+    reason: NotRequired[str]
+
+
+class SignalDoc(TypedDict):
+    seq: int
+    name: str
+    payload: JsonValue
+    received_at_ms: int
+    delivered_to: NotRequired[str]
+
+
+class HandlersDoc(TypedDict):
+    kind: str
+    compensation: str
+
+
+class UnitDoc(TypedDict, total=False):
+    status: UnitStatus
+    attempt: Required[int]
+    input: JsonValue
+    idempotency_key: str
+    output: JsonValue
+    error: ErrorDoc
+    last_error: ErrorDoc
+    redelivery: Required[bool]
+    scheduled_at_ms: int
+    dispatched_at_ms: int
+    deadline_ms: int
+    wake_at_ms: int
+    finished_at_ms: int
+    worker_id: str
+    worker_session: str
+    token: str
+    # [token, attempt] of every attempt dispatched so far.
+    tokens: list[list[str | int]]
+    succeeded_seq: int
+    dispatch_count: Required[int]
+
+
+class ExecutionDoc(TypedDict):
+    """`GET /v1/executions/{id}`, and what `get`, `wait` and `cancel` return."""
+
+    id: str
+    run: NotRequired[int]
+    parent: NotRequired[ParentRef]
+    schedule_id: NotRequired[str]
+    workflow: str
+    version: str
+    definition_hash: str
+    input: JsonValue
+    status: ExecutionStatus
+    created_at_ms: int
+    updated_at_ms: int
+    finished_at_ms: NotRequired[int]
+    units: dict[str, UnitDoc]
+    abort: NotRequired[AbortDoc]
+    compensation_order: NotRequired[list[str]]
+    signals: NotRequired[list[SignalDoc]]
+    compensation: NotRequired[str]
+    output: NotRequired[JsonValue]
+    error: NotRequired[ErrorDoc]
+    handlers: NotRequired[HandlersDoc]
+    last_seq: int
+
+
+class ExecutionSummary(TypedDict):
+    execution_id: str
+    workflow: str
+    version: str
+    status: str
+    created_at_ms: int
+    updated_at_ms: int
+
+
+class ExecutionList(TypedDict):
+    executions: list[ExecutionSummary]
+
+
+class HistoryPage(TypedDict):
+    """`GET /v1/executions/{id}/history`: the events of one run as JSON;
+    `run` is there when asked for, or when the current run is not the first."""
+
+    execution_id: str
+    events: list[JsonObject]
+    run: NotRequired[int | None]
+
+
+class Started(TypedDict):
+    execution_id: str
+    created: bool
+
+
+class SignalAccepted(TypedDict):
+    execution_id: str
+    signal: str
+    accepted: bool
+    seq: int
+
+
+class QueryAnswer(TypedDict):
+    execution_id: str
+    query: str
+    value: JsonValue
+
+
+# ---------------------------------------------------------------- workers
+
+
+class ContractRef(TypedDict):
+    task_name: str
+    contract_version: str
+
+
+class Registered(TypedDict):
+    accepted: bool
+    worker_session_id: str
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+    warnings: list[str]
+
+
+class HeartbeatReply(TypedDict):
+    accepted: bool
+    # Tokens of attempts the worker should stop.
+    cancel: list[str]
+
+
+class Accepted(TypedDict):
+    """The answer to a result, a failure or an unregistration."""
+
+    accepted: bool
+    reason: NotRequired[str]
+
+
+class Assignment(TypedDict):
+    """A task handed to a worker by `poll`."""
+
+    token: str
+    execution_id: str
+    workflow: str
+    workflow_version: str
+    step_id: str
+    task_name: str | None
+    contract_version: str | None
+    input: JsonValue
+    idempotency_key: str | None
+    attempt: int
+    redelivery: bool
+    deadline_ms: NotRequired[int]
+    timeout_ms: NotRequired[int]
+
+
+class WorkerDoc(TypedDict):
+    worker_id: str
+    runtime: str
+    sdk: str | None
+    contracts: list[ContractRef]
+    last_seen_ms: int
+    registered_at_ms: int
+    online: bool
+    sessions: int
+    inflight: int
+
+
+class WorkerList(TypedDict):
+    workers: list[WorkerDoc]
+
+
+# ---------------------------------------------------------------- definitions
+
+
+class Deployed(TypedDict):
+    name: str
+    version: str
+    definition_hash: str
+    created: bool
+
+
+class WorkflowSummary(TypedDict):
+    name: str
+    version: str
+    description: str | None
+    definition_hash: str
+    steps: list[str]
+    tasks: list[str]
+
+
+class WorkflowList(TypedDict):
+    workflows: list[WorkflowSummary]

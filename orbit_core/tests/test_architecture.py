@@ -1,0 +1,228 @@
+"""Structural rules of orbit_core, read from the source with `ast`.
+
+- The modules of `orbit_core.engine` import each other without cycles (counting
+  imports under `TYPE_CHECKING` too: a cycle there is still two components that
+  each know the other).
+- The pure kernel does no I/O: it imports no module that reaches the world
+  (files, sockets, threads, the clock, randomness, processes), calls no
+  `open`/`print`/`input`, reads no wall clock, and at run time imports only
+  kernel modules (type-only imports under `TYPE_CHECKING` do not count)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import orbit_core
+
+ROOT = Path(orbit_core.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports (for `from a import b`: `a.b` if that is a module, else `a`)."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path.parent)
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            out.add(base)
+            out.update(f"{base}.{alias.name}" for alias in node.names)
+    return out
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    folder = ROOT.parent.joinpath(*package.split("."))
+    modules = {_module_name(p): p for p in folder.rglob("*.py")}
+    return {name: _imports(path) & modules.keys() - {name} for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                found.append([*path[path.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_engine_modules_import_without_cycles() -> None:
+    graph = _graph("orbit_core.engine")
+    assert "orbit_core.engine.executions" in graph
+    # The package's __init__ re-exports the façade; it is not a component.
+    graph.pop("orbit_core.engine", None)
+    for deps in graph.values():
+        deps.discard("orbit_core.engine")
+    assert _cycles(graph) == []
+
+
+# ---------------------------------------------------------------- the pure kernel
+
+KERNEL = (
+    "orbit_core.decide",
+    "orbit_core.state",
+    "orbit_core.events",
+    "orbit_core.evaluate",
+    "orbit_core.eval",
+    "orbit_core.values",
+    "orbit_core.plan",
+    "orbit_core.ir",
+    "orbit_core.limits",
+    "orbit_core.schedules",
+    "orbit_core.unitkeys",
+    "orbit_core.api",
+    "orbit_core.jsontypes",
+    "orbit_core.errors",
+    "orbit_core.semver",
+)
+IO_MODULES = frozenset(
+    [
+        "os",
+        "io",
+        "sys",
+        "socket",
+        "ssl",
+        "select",
+        "selectors",
+        "threading",
+        "_thread",
+        "multiprocessing",
+        "concurrent",
+        "asyncio",
+        "subprocess",
+        "signal",
+        "time",
+        "random",
+        "secrets",
+        "uuid",
+        "pathlib",
+        "shutil",
+        "tempfile",
+        "glob",
+        "fcntl",
+        "mmap",
+        "sqlite3",
+        "logging",
+        "urllib",
+        "http",
+        "ftplib",
+        "smtplib",
+        "importlib",
+        "zoneinfo",
+        "builtins",
+        "ctypes",
+        "atexit",
+    ]
+)
+IO_CALLS = frozenset({"open", "print", "input", "exec", "eval", "__import__", "breakpoint"})
+CLOCK_METHODS = frozenset({"now", "utcnow", "today"})
+# Time-zone rules are data shipped in the tzdata package (or the system's
+# zoneinfo when it is missing), read once per zone and cached: the one read
+# the kernel makes, as deterministic as the code itself.
+ALLOWED = {
+    "orbit_core.schedules.spec": frozenset({"importlib", "zoneinfo", "open"}),
+    "orbit_core.schedules.cron": frozenset({"zoneinfo"}),
+    "orbit_core.schedules.timing": frozenset({"zoneinfo"}),
+}
+
+
+def _in_kernel(module: str) -> bool:
+    return any(module == k or module.startswith(k + ".") for k in KERNEL)
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the nodes under `if TYPE_CHECKING:` blocks."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                out.update(id(n) for n in ast.walk(child))
+    return out
+
+
+def _kernel_problems(module: str, path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    type_only = _type_checking_nodes(tree)
+    allowed = ALLOWED.get(module, frozenset())
+    problems: list[str] = []
+    for node in ast.walk(tree):
+        where = f"{module}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif node.module == "orbit_core":
+                names = [f"orbit_core.{alias.name}" for alias in node.names]
+            else:
+                names = [node.module or ""] if not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in IO_MODULES and top not in allowed:
+                    problems.append(f"{where} imports {name}")
+                elif top == "orbit_core" and not _in_kernel(name) and id(node) not in type_only:
+                    problems.append(f"{where} imports {name}, outside the kernel")
+        elif isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Name) and fn.id in IO_CALLS and fn.id not in allowed:
+                problems.append(f"{where} calls {fn.id}()")
+            if isinstance(fn, ast.Attribute):
+                if fn.attr in CLOCK_METHODS:
+                    problems.append(f"{where} reads the clock ({fn.attr}())")
+                if fn.attr == "open" and "open" not in allowed:
+                    problems.append(f"{where} calls .open()")
+    return problems
+
+
+def _kernel_modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for path in ROOT.rglob("*.py"):
+        name = _module_name(path)
+        if _in_kernel(name):
+            out[name] = path
+    return out
+
+
+def test_the_kernel_check_finds_io(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import os\nimport time as t\nfrom orbit_core.engine import Engine\n"
+        "from datetime import datetime\nopen('x')\ndatetime.now()\n"
+    )
+    found = _kernel_problems("orbit_core.decide", bad)
+    assert len(found) == 5, found
+
+
+def test_the_pure_kernel_does_no_io() -> None:
+    modules = _kernel_modules()
+    assert {"orbit_core.decide", "orbit_core.ir.codec", "orbit_core.schedules.cron"} <= set(modules)
+    problems = [p for name, path in sorted(modules.items()) for p in _kernel_problems(name, path)]
+    assert problems == []
