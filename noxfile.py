@@ -56,6 +56,8 @@ LAYERS: dict[str, list[str]] = {
 ALL = LAYERS["orbit_cli"]
 # trustme makes the certificates of the TLS tests.
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "trustme>=1.1"]
+# The trace tests' OTLP receiver decodes requests with the protocol's own classes.
+TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
 
 
 def _install(session: nox.Session, pkgs: list[str]) -> None:
@@ -90,15 +92,17 @@ def tests(session: nox.Session, pkg: str) -> None:
 @nox.session(python=PYTHON)
 def repo(session: nox.Session) -> None:
     """Cross-package tests: import boundaries, book examples, golden outputs."""
-    session.install(*TEST_DEPS)
+    session.install(*TEST_DEPS, *TRACE_TEST_DEPS)
     _install(session, ALL)
+    # tests/test_server_tracing.py runs a Python SDK worker in the test process.
+    session.install("-e", "./sdks/python")
     session.run("pytest", "tests", "-m", "not e2e", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def e2e(session: nox.Session) -> None:
     """End-to-end tests: `orbit server`, the CLI and SDK workers as real processes."""
-    session.install(*TEST_DEPS)
+    session.install(*TEST_DEPS, *TRACE_TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")
     # The TypeScript workers need the SDK's dist/ and tsx (Node 20 has no
@@ -121,7 +125,7 @@ def postgres(session: nox.Session) -> None:
     harnesses give each SQLite path of a test a database of its own
     (ORBIT_TEST_DB=postgres). `nox -s postgres -- tests/e2e` runs the
     end-to-end suite that way."""
-    session.install(*TEST_DEPS)
+    session.install(*TEST_DEPS, *TRACE_TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")
     targets = session.posargs or ON_POSTGRES

@@ -145,5 +145,5 @@ def test_a_database_that_disappears_and_returns(pg_cluster: pgkit.Cluster) -> No
         proc.stop()
     log = proc.log()
     assert re.search(r"ERROR orbit: storage error op=commit db=postgres://orbit:\*\*\*@", log), log
-    assert re.search(r"INFO orbit: reconnected to PostgreSQL db=postgres://orbit:\*\*\*@", log), log
+    assert re.search(r"WARN orbit: reconnected to PostgreSQL db=postgres://orbit:\*\*\*@", log), log
     _assert_no_password(log)

@@ -279,7 +279,7 @@ def test_credentials(server: ServerProcess) -> None:
 
 def metric(api: Http, name: str) -> int:
     text = api.get("/v1/metrics").text
-    found = re.search(rf"^{re.escape(name)} (\d+)$", text, re.MULTILINE)
+    found = re.search(rf"^{re.escape(name)} (\d+)\.0$", text, re.MULTILINE)
     assert found, text
     return int(found[1])
 

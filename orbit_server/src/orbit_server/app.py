@@ -28,6 +28,8 @@ from orbit_server.resources.schedules import Schedules
 from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
+from orbit_server.telemetry import Telemetry
+from orbit_server.tracing import Tracer
 
 App = falcon.App[falcon.Request, falcon.Response]
 
@@ -59,7 +61,13 @@ class _Routes:
                 self.rules[(template, method)] = rule
 
 
-def create_app(engine: Engine, config: ServerConfig) -> App:
+def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None = None) -> App:
+    """`telemetry` is what the engine's store reports commits to (see
+    `storage.LoggedStore`); by default the one found on `engine.store`, or a
+    fresh one that sees no commits (event counters stay at zero)."""
+    if telemetry is None:
+        found = getattr(engine.store, "telemetry", None)
+        telemetry = found if isinstance(found, Telemetry) else Telemetry()
     app: App = falcon.App(cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = False
@@ -69,7 +77,7 @@ def create_app(engine: Engine, config: ServerConfig) -> App:
 
     routes.add("/v1/health", Health(engine), OPEN)
     routes.add("/v1/ready", Ready(engine), OPEN)
-    routes.add("/v1/metrics", Metrics(engine), ADMIN)
+    routes.add("/v1/metrics", Metrics(engine, telemetry), ADMIN)
     routes.add(OPENAPI_PATH, OpenApi(), ADMIN)
 
     workflows = Workflows(engine, config.max_body)
@@ -114,7 +122,8 @@ def create_app(engine: Engine, config: ServerConfig) -> App:
         routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, schedule, suffix=action)
 
     routes.add("/v1/workers", Workers(engine), ADMIN)
-    protocol = WorkerProtocol(engine, config.max_body)
+    tracer = telemetry.tracing if isinstance(telemetry.tracing, Tracer) else None
+    protocol = WorkerProtocol(engine, config.max_body, tracer)
     for action in ("register", "heartbeat", "poll", "unregister"):
         routes.add(f"/v1/workers/{action}", protocol, WORKER, suffix=action)
     for action in ("complete", "fail"):

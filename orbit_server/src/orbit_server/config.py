@@ -106,6 +106,8 @@ class ServerConfig:
     insecure: bool = False
     ui: bool = True
     threads: int = 128
+    # --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT): trace export is on when set.
+    otlp_endpoint: str | None = None
     # Options of features that later releases of this server add; set here
     # only so `check` can refuse them with a clear message.
     unsupported: tuple[str, ...] = ()

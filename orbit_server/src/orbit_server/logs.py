@@ -3,9 +3,12 @@
 `--log-format text` prints `<time>  INFO orbit: <message> key=value ...` as the
 book's examples do; `--log-format json` prints one JSON object per line with
 `timestamp`, `level`, `fields` (holding `message`) and `target`. `ORBIT_LOG`
-sets the level (`error`, `warn`, `info`, `debug` or `trace`; the first bare
-level among comma-separated directives wins, per-target directives are not
-supported).
+is the filter, in the spirit of tracing-subscriber's EnvFilter: comma-separated
+directives, each a bare level (`error`, `warn`, `info`, `debug`, `trace`; the
+default for every target) or `target=level`. The server's own lines have the
+target `orbit` and every directive naming a target that starts with `orbit`
+(the book's `orbit_runtime::engine` too) applies to them, the most verbose
+winning; `gunicorn=...` sets gunicorn's. `parse_filter` reads it.
 
 Every line passes through `orbit_store.urls.redact` on its way out: a
 PostgreSQL URL's password never reaches the log, wherever a message or a
@@ -23,6 +26,7 @@ from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any, TextIO, cast
 
+import attrs
 import orjson
 import structlog
 
@@ -45,33 +49,85 @@ class Quoted(str):
     __slots__ = ()
 
 
-def level_from_env(value: str | None) -> int:
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+
+
+@attrs.frozen
+class LogFilter:
+    """A parsed ORBIT_LOG: the default level and per-target levels."""
+
+    default: int = logging.INFO
+    targets: tuple[tuple[str, int], ...] = ()
+
+    def level_for(self, target: str) -> int:
+        family = "orbit" if target.startswith("orbit") else target
+        levels = [
+            level
+            for name, level in self.targets
+            if (name.startswith("orbit") and family == "orbit") or name == family
+        ]
+        return min(levels) if levels else self.default
+
+    @property
+    def lowest(self) -> int:
+        return min([self.default, *(level for _, level in self.targets)])
+
+
+def parse_filter(value: str | None) -> LogFilter:
+    """ORBIT_LOG's directives; unknown levels are ignored (info stays)."""
+    default: int | None = None
+    targets: list[tuple[str, int]] = []
     for directive in (value or "").split(","):
-        name = directive.strip().lower()
-        if name in LEVELS:
-            return LEVELS[name]
-    return logging.INFO
+        text = directive.strip().lower()
+        target, _, name = text.rpartition("=")
+        if name not in LEVELS:
+            continue
+        if target:
+            targets.append((target, LEVELS[name]))
+        elif default is None:
+            default = LEVELS[name]
+    return LogFilter(logging.INFO if default is None else default, tuple(targets))
 
 
-_level_in_force = logging.INFO
+def level_from_env(value: str | None) -> int:
+    """The default level of an ORBIT_LOG value."""
+    return parse_filter(value).default
 
 
-def enabled(level: int) -> bool:
+_filter_in_force = LogFilter()
+
+
+def enabled(level: int, target: str = "orbit") -> bool:
     """Whether `configure` lets lines of this level through (cheap checks
     before formatting a message nobody will see)."""
-    return level >= _level_in_force
+    return level >= _filter_in_force.level_for(target)
 
 
 def configure(
     log_format: str,
-    level: int = logging.INFO,
+    level: int | LogFilter = logging.INFO,
     secret_url: str | None = None,
     secrets: tuple[str, ...] = (),
 ) -> None:
-    global _level_in_force
-    _level_in_force = level
+    global _filter_in_force
+    filter_ = level if isinstance(level, LogFilter) else LogFilter(level)
+    _filter_in_force = filter_
     render = _render_json if log_format == "json" else _render_text
     hidden = tuple(s for s in secrets if s)
+
+    def by_target(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        target = str(event.get("target", "orbit"))
+        if _METHOD_LEVELS.get(method, logging.INFO) < filter_.level_for(target):
+            raise structlog.DropEvent
+        return event
 
     def redacted(logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
         line = redact(render(logger, method, event), secret_url)
@@ -80,9 +136,10 @@ def configure(
                 line = line.replace(secret, "***")
         return line
 
+    processors: list[Any] = [redacted] if not filter_.targets else [by_target, redacted]
     structlog.configure(
-        processors=[redacted],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(filter_.lowest),
         logger_factory=structlog.PrintLoggerFactory(cast(TextIO, _Stderr())),
         cache_logger_on_first_use=False,
     )
@@ -117,6 +174,12 @@ def _split(
     event: MutableMapping[str, Any],
 ) -> tuple[str, str, str | None, MutableMapping[str, Any]]:
     message = str(event.pop("event", ""))
+    if "event_" in event:
+        # structlog takes `event` for the message: a field of that name
+        # (the debug line's event type) is passed as `event_`.
+        renamed = [("event" if key == "event_" else key, value) for key, value in event.items()]
+        event.clear()
+        event.update(renamed)
     target = str(event.pop("target", "orbit"))
     exc_info = event.pop("exc_info", None)
     trace = None

@@ -61,6 +61,8 @@ from orbit_server.app import create_app
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
 from orbit_server.storage import LoggedStore
+from orbit_server.telemetry import Telemetry
+from orbit_server.tracing import Tracer, TracingSettings
 from orbit_server.worker import OrbitWorker
 from orbit_store.postgres import PostgresStore
 from orbit_store.sql import SqlStore
@@ -87,7 +89,7 @@ def serve(config: ServerConfig) -> int:
         return 1
     logs.configure(
         config.log_format,
-        logs.level_from_env(os.environ.get("ORBIT_LOG")),
+        logs.parse_filter(os.environ.get("ORBIT_LOG")),
         secret_url=config.db if config.backend == "postgres" else None,
         secrets=tuple(t for t in (config.token, config.worker_token) if t is not None),
     )
@@ -178,8 +180,20 @@ def _check_database(config: ServerConfig, log: Any) -> bool:
 
 def build_engine(config: ServerConfig) -> Engine:
     # The arbiter checked the database just before forking (`_check_database`).
+    tracer = None
+    settings = TracingSettings.from_env(config.otlp_endpoint, os.environ)
+    if settings is not None:
+        tracer = Tracer(settings)
+        logs.logger().info(
+            "exporting OpenTelemetry traces",
+            endpoint=settings.endpoint,
+            service=settings.service_name,
+        )
+    store = open_store(config)
+    if tracer is not None:
+        tracer.attach(store)
     return Engine(
-        LoggedStore(open_store(config), config.db_display),
+        LoggedStore(store, config.db_display, Telemetry(tracer)),
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
         session_timeout_ms=config.session_timeout_ms,
@@ -279,6 +293,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
     def _worker_exit(self, server: Any, worker: Any) -> None:
         if self.engine is not None:
             self.engine.close()
+            telemetry = getattr(self.engine.store, "telemetry", None)
+            if isinstance(telemetry, Telemetry) and isinstance(telemetry.tracing, Tracer):
+                telemetry.tracing.close()  # what is queued goes out (10 s at most)
             self.engine = None
 
 
@@ -332,7 +349,7 @@ class GunicornLog(GunicornLogger):  # type: ignore[misc]
         self.cfg = cfg
 
     def _emit(self, level: int, msg: str, *args: Any, **kwargs: Any) -> None:
-        if level < logging.WARNING and not logs.enabled(logging.DEBUG):
+        if level < logging.WARNING and not logs.enabled(logging.DEBUG, target="gunicorn"):
             return
         text = msg % args if args else str(msg)
         log = logs.logger().bind(target="gunicorn")

@@ -7,10 +7,11 @@ database, whichever engine thread made it (a request, the committer, a timer
 or a handler), and then raised unchanged.
 
 The adapter's notices (`on_notice`: "reconnected to PostgreSQL") are logged
-at `info`. It also serves readiness: `write_problem` is the adapter's answer
+at `warn`. It also serves readiness: `write_problem` is the adapter's answer
 (None while writes work) when it has one. A change between writable and not
 is logged the first time anyone notices it, by a commit or by a readiness
-check.
+check. Every batch the store accepted goes on to `telemetry` (metrics, event
+logs, traces), after the commit and before any caller hears of it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from orbit_core.ports import (
     WorkerRow,
 )
 from orbit_server.logs import logger
+from orbit_server.telemetry import Telemetry
 
 T = TypeVar("T")
 
@@ -37,8 +39,10 @@ T = TypeVar("T")
 class LoggedStore:
     """A `Store` that logs the storage errors of the one it wraps."""
 
-    def __init__(self, store: Store, db: str) -> None:
+    def __init__(self, store: Store, db: str, telemetry: Telemetry | None = None) -> None:
         self.inner = store
+        # Told of every batch once the store has it (telemetry.py).
+        self.telemetry = telemetry
         self.db = getattr(store, "path", db)
         self._problem: str | None = None
         self._log = logger()
@@ -46,7 +50,9 @@ class LoggedStore:
             store.on_notice = self._notice
 
     def _notice(self, message: str) -> None:
-        self._log.info(message, db=self.db)
+        # A reconnection means the database went away for a moment: a
+        # warning in chapter 46's table.
+        self._log.warning(message, db=self.db)
 
     def _run(self, op: str, fn: Callable[[], T]) -> T:
         try:
@@ -64,6 +70,8 @@ class LoggedStore:
             raise
         if self._problem is not None:
             self._writable_again()
+        if self.telemetry is not None:
+            self.telemetry.committed(batch)
 
     def write_problem(self) -> str | None:
         """Why the database cannot be written now, or None."""

@@ -21,6 +21,8 @@ export interface TaskAssignment {
   redelivery: boolean;
   deadline_ms?: number;
   timeout_ms?: number;
+  /** The attempt's span (W3C trace context) when the runtime exports traces. */
+  traceparent?: string;
 }
 
 export interface Contract {

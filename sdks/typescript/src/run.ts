@@ -10,6 +10,7 @@ import { explain, hasCode, isTransient, TaskError } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 import { describeTask, Reporter } from "./delivery.ts";
 import { runHandler, type Outcome } from "./outcome.ts";
+import { inTaskSpan } from "./tracing.ts";
 import * as protocol from "./protocol.ts";
 import { Session } from "./session.ts";
 import { Backoff, sleep, type RandomSource } from "./timing.ts";
@@ -187,7 +188,7 @@ export class WorkerRun {
       ctx.log("executing", { task: task.task_name, redelivery: task.redelivery });
       const registered = this.#config.tasks.get(task.task_name);
       if (registered?.version === task.contract_version) {
-        outcome = await runHandler(registered.handler, task.input, ctx);
+        outcome = await inTaskSpan(task, () => runHandler(registered.handler, task.input, ctx));
       } else {
         const message = `this worker does not serve ${task.task_name}@${task.contract_version}`;
         outcome = { kind: "fail", error: new TaskError("UNKNOWN_TASK", message) };

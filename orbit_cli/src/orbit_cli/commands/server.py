@@ -13,7 +13,6 @@ from orbit_cli.output import CliError
 # configuration written for them is refused with a clear message.
 LATER = (
     ("--grpc-addr", "grpc_addr"),
-    ("--otlp-endpoint", "otlp_endpoint"),
     ("--enable-http-adapter", "enable_http_adapter"),
     ("--cluster", "cluster"),
     ("--node-timeout", "node_timeout"),
@@ -151,7 +150,14 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     help="PEM CA of client certificates (mutual TLS): a verified certificate identifies "
     "the workers-file entry whose client_cert it names. Requires --tls-cert.",
 )
-@click.option("--otlp-endpoint", metavar="URL", hidden=True)
+@click.option(
+    "--otlp-endpoint",
+    envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
+    show_envvar=True,
+    metavar="URL",
+    help="Export OpenTelemetry traces over OTLP/HTTP to this collector base URL "
+    "(OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS).",
+)
 @click.option("--enable-http-adapter", is_flag=True, hidden=True)
 @click.option("--cluster", is_flag=True, envvar="ORBIT_CLUSTER", hidden=True)
 @click.option(
@@ -170,8 +176,8 @@ def cli(**options: Any) -> None:
     first.
 
     Without --token the server is open, which it allows only on a loopback
-    address (or with --insecure). gRPC, clustering, OpenTelemetry and the
-    HTTP adapter are not available in this version."""
+    address (or with --insecure). gRPC, clustering and the HTTP adapter are
+    not available in this version."""
     from orbit_server.config import ConfigError, ServerConfig, check
 
     config = ServerConfig(
@@ -191,6 +197,7 @@ def cli(**options: Any) -> None:
         insecure=options["insecure"],
         ui=not options["no_ui"],
         threads=options["threads"],
+        otlp_endpoint=options["otlp_endpoint"] or None,
         unsupported=tuple(flag for flag, key in LATER if options[key] not in (None, False)),
         workers_file=options["workers_file"] or None,
         tls_cert=options["tls_cert"] or None,

@@ -3,14 +3,22 @@
 While a part of the engine fails (the store refuses commits, the ticker keeps
 raising) `/v1/health` still answers 200 but says `"status": "degraded"` and
 adds `degraded`, each failing component with its last error, in the way the
-book adds fields for other modes. `/v1/metrics` counts every failure the
-engine handled in `orbit_engine_faults_total{component=...}`."""
+book adds fields for other modes.
+
+`/v1/metrics` is every family of chapter 46 through prometheus-client: a
+collector reads the counters at each scrape (events from `Telemetry`, which
+counts committed events; schedules and gauges from the engine), and counts
+every failure the engine handled in `orbit_engine_faults_total{component=...}`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import falcon
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from orbit_core.engine import Engine
 from orbit_core.ir import IR_VERSIONS
@@ -18,6 +26,7 @@ from orbit_core.ports import FAULT_COMPONENTS
 from orbit_server import __version__
 from orbit_server.auth import API_VERSION
 from orbit_server.resources._json import send
+from orbit_server.telemetry import Telemetry
 
 PROMETHEUS = "text/plain; version=0.0.4"
 
@@ -62,65 +71,84 @@ class Ready:
         send(resp, {"role": "single", "ready": ready}, 200 if ready else 503)
 
 
-class Metrics:
-    """Prometheus text exposition of the engine's counters (reset at start)."""
+# HELP text of each family (the chapter's example words where it shows them).
+HELP: dict[str, str] = {
+    "orbit_executions_started": "Executions started",
+    "orbit_executions_completed": "Executions completed",
+    "orbit_executions_failed": "Executions failed",
+    "orbit_executions_cancelled": "Executions cancelled",
+    "orbit_executions_timed_out": "Executions timed out",
+    "orbit_tasks_dispatched": "Task attempts dispatched, redeliveries included",
+    "orbit_tasks_succeeded": "Units that succeeded, compensations included",
+    "orbit_task_attempts_failed": "Task attempts that failed, retried or not",
+    "orbit_task_attempts_uncertain": "Task attempts whose outcome is unknown",
+    "orbit_retries_scheduled": "Retries scheduled",
+    "orbit_steps_skipped": "Steps skipped by their when condition",
+    "orbit_stale_results": "Late or duplicate task results ignored",
+    "orbit_compensations_started": "Executions that started compensating",
+    "orbit_compensations_failed": "Compensations that failed for good",
+    "orbit_events_committed": "History events committed",
+    "orbit_executions_continued_as_new": "Runs ended by continue_as_new",
+}
 
-    def __init__(self, engine: Engine) -> None:
+
+class EngineCollector(Collector):
+    """The families of chapter 46 (and `orbit_engine_faults_total`), read at
+    each scrape: event counters from `Telemetry`, schedule counters and the
+    gauges from the engine, fault counts from its `Faults` port."""
+
+    def __init__(self, engine: Engine, telemetry: Telemetry) -> None:
         self._engine = engine
+        self._telemetry = telemetry
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def collect(self) -> Iterator[Metric]:
+        counts = self._telemetry.counts()
+        for family, text in HELP.items():
+            yield CounterMetricFamily(family, text, value=counts.get(family, 0))
         stats = self._engine.health()
-        lines: list[str] = []
-
-        def metric(name: str, kind: str, text: str, *samples: tuple[str, int]) -> None:
-            lines.append(f"# HELP {name} {text}")
-            lines.append(f"# TYPE {name} {kind}")
-            lines.extend(f"{name}{labels} {value}" for labels, value in samples)
-
-        metric(
-            "orbit_executions_started_total",
-            "counter",
-            "Executions started",
-            ("", stats["started"]),
+        yield CounterMetricFamily(
+            "orbit_schedules_fired",
+            "Executions this server started for a schedule",
+            value=stats.get("schedules_fired", 0),
         )
-        metric(
-            "orbit_executions_continued_as_new_total",
-            "counter",
-            "Runs ended by continue_as_new",
-            ("", stats["continued_as_new"]),
+        skipped = CounterMetricFamily(
+            "orbit_schedules_skipped",
+            "Schedule starts that did not happen",
+            labels=["reason"],
         )
-        metric(
-            "orbit_schedules_fired_total",
-            "counter",
-            "Schedule occurrences that started an execution",
-            ("", stats.get("schedules_fired", 0)),
-        )
-        metric(
-            "orbit_schedules_skipped_total",
-            "counter",
-            "Schedule occurrences that started nothing",
-            ('{reason="overlap"}', stats.get("schedules_skipped_overlap", 0)),
-            ('{reason="missed"}', stats.get("schedules_skipped_missed", 0)),
-        )
+        skipped.add_metric(["overlap"], stats.get("schedules_skipped_overlap", 0))
+        skipped.add_metric(["missed"], stats.get("schedules_skipped_missed", 0))
+        yield skipped
         faults = self._engine.faults.counts()
         components = [*FAULT_COMPONENTS, *sorted(set(faults) - set(FAULT_COMPONENTS))]
-        metric(
-            "orbit_engine_faults_total",
-            "counter",
+        by_component = CounterMetricFamily(
+            "orbit_engine_faults",
             "Failures the engine handled itself, by component",
-            *((f'{{component="{c}"}}', faults.get(c, 0)) for c in components),
+            labels=["component"],
         )
-        metric(
+        for component in components:
+            by_component.add_metric([component], faults.get(component, 0))
+        yield by_component
+        yield GaugeMetricFamily(
             "orbit_active_executions",
-            "gauge",
             "Executions not yet finished",
-            ("", stats["active_executions"]),
+            value=stats["active_executions"],
         )
-        metric(
+        yield GaugeMetricFamily(
             "orbit_worker_sessions",
-            "gauge",
-            "Worker sessions the runtime remembers",
-            ("", stats["worker_sessions"]),
+            "Registered worker sessions",
+            value=stats["worker_sessions"],
         )
+
+
+class Metrics:
+    """Prometheus text exposition (format 0.0.4) through prometheus-client,
+    from a registry of this app's own: counters reset when the server starts."""
+
+    def __init__(self, engine: Engine, telemetry: Telemetry) -> None:
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(EngineCollector(engine, telemetry))
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = PROMETHEUS
-        resp.text = "\n".join(lines) + "\n"
+        resp.data = generate_latest(self._registry)

@@ -6,7 +6,10 @@ each call passes the worker id the credential is bound to."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections import OrderedDict
+from collections.abc import Mapping
 
 import falcon
 
@@ -18,8 +21,10 @@ from orbit_server.body import Fields, read_json
 from orbit_server.logs import logger
 from orbit_server.resources._json import send
 from orbit_server.resources._peer import connection_probe, handed_over
+from orbit_server.tracing import Tracer
 
 _log = logger()
+_SESSIONS_KEPT = 10_000
 
 
 class Workers:
@@ -33,9 +38,13 @@ class Workers:
 class WorkerProtocol:
     """Every call is a POST with a JSON body; unknown fields are ignored."""
 
-    def __init__(self, engine: Engine, max_body: int) -> None:
+    def __init__(self, engine: Engine, max_body: int, tracer: Tracer | None = None) -> None:
         self._engine = engine
         self._max_body = max_body
+        # With tracing on, a task carries its attempt's span as `traceparent`.
+        self._tracer = tracer
+        # Session -> worker id, for the "worker unregistered" line.
+        self._sessions: OrderedDict[str, str] = OrderedDict()
 
     def _fields(self, req: falcon.Request) -> Fields:
         return Fields(read_json(req, self._max_body, required=True))
@@ -47,6 +56,12 @@ class WorkerProtocol:
         contracts = body.objects("contracts", "task_name", "contract_version")
         check_register(req, worker_id, runtime, (c["task_name"] for c in contracts))
         answer = self._engine.register_worker(worker_id, runtime, contracts, body.string("sdk"))
+        session = answer.get("worker_session_id")
+        if isinstance(session, str):
+            if len(self._sessions) >= _SESSIONS_KEPT:  # sessions lost without unregistering
+                with contextlib.suppress(KeyError):
+                    self._sessions.popitem(last=False)
+            self._sessions[session] = worker_id
         _log.info(
             "worker registered",
             worker_id=worker_id,
@@ -69,8 +84,13 @@ class WorkerProtocol:
         if task is None:
             resp.status = 204
             return
+        document: Mapping[str, object] = task
+        if self._tracer is not None:
+            parent = self._tracer.traceparent(task["execution_id"], task["step_id"])
+            if parent is not None:
+                document = {**task, "traceparent": parent}
         undelivered = functools.partial(self._undelivered, task)
-        send(resp, task, stream=lambda data: handed_over(data, connected, undelivered))
+        send(resp, document, stream=lambda data: handed_over(data, connected, undelivered))
 
     def _undelivered(self, task: Assignment) -> None:
         """The worker hung up before its task reached it: the attempt is
@@ -89,7 +109,7 @@ class WorkerProtocol:
     def on_post_unregister(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self._fields(req).required_string("worker_session_id")
         send(resp, self._engine.unregister(session, worker=bound_worker(req)))
-        _log.info("worker unregistered", worker_session_id=session)
+        _log.info("worker unregistered", worker_id=self._sessions.pop(session, None))
 
     def on_post_complete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable
 from typing import Any, Callable
 
 from orbit_sdk._log import log_fields
+from orbit_sdk._tracing import mark_failed, task_span
 from orbit_sdk.context import Context
 from orbit_sdk.errors import TaskError
 
@@ -37,6 +38,16 @@ class Outcome:
 
 
 def run_handler(handler: Handler | None, task: dict[str, Any], ctx: Context) -> Outcome:
+    """Runs the handler (inside the attempt's trace when the task carries one
+    and OpenTelemetry is installed: _tracing.py)."""
+    with task_span(task, ctx.task_name) as span:
+        outcome = _run(handler, task, ctx)
+        if outcome.path == FAIL:
+            mark_failed(span, outcome.body["error_code"], outcome.body["error_message"])
+    return outcome
+
+
+def _run(handler: Handler | None, task: dict[str, Any], ctx: Context) -> Outcome:
     if handler is None:
         message = f"this worker has no handler for task `{ctx.task_name}`"
         return _failure(ctx, "UNKNOWN_TASK", message, True, None)

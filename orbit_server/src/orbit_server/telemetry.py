@@ -1,0 +1,201 @@
+"""What the server derives from committed history: metric counters, the
+per-event log lines and (with `--otlp-endpoint`) trace spans.
+
+The hook is the store: `storage.LoggedStore` hands every batch the store
+accepted to `Telemetry.committed`, after the commit returned and before any
+caller is answered. So every count, line and span describes events that are
+durable, and the engine itself knows nothing of any of it (orbit_core stays
+free of Prometheus and OpenTelemetry). A failure in here is logged and
+swallowed: the batch is committed whatever telemetry thinks of it.
+
+Counters live in memory and start at zero with the process (chapter 46), one
+per metric family of `COUNTED`; `/v1/metrics` reads them through
+`resources/health.py`'s collector.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from orbit_core import events as ev
+from orbit_core.ports import CommitBatch
+from orbit_server import logs
+
+# Metric family (without `_total`) -> the event type that increments it.
+COUNTED: dict[str, str] = {
+    "orbit_executions_started": "WorkflowCreated",
+    "orbit_executions_completed": "WorkflowCompleted",
+    "orbit_executions_failed": "WorkflowFailed",
+    "orbit_executions_cancelled": "WorkflowCancelled",
+    "orbit_executions_timed_out": "WorkflowTimedOut",
+    "orbit_executions_continued_as_new": "WorkflowContinuedAsNew",
+    "orbit_tasks_dispatched": "StepDispatched",
+    "orbit_tasks_succeeded": "StepSucceeded",
+    "orbit_task_attempts_failed": "StepAttemptFailed",
+    "orbit_task_attempts_uncertain": "StepAttemptUncertain",
+    "orbit_retries_scheduled": "RetryScheduled",
+    "orbit_steps_skipped": "StepSkipped",
+    "orbit_stale_results": "StaleResultIgnored",
+    "orbit_compensations_started": "CompensationStarted",
+    "orbit_compensations_failed": "CompensationFailed",
+}
+_FAMILY_OF = {event: family for family, event in COUNTED.items()}
+EVENTS_COMMITTED = "orbit_events_committed"
+
+
+Changes = list[tuple[str, str, list[ev.Event]]]
+
+
+class Tracing(Protocol):
+    """Where committed events go to become spans (`tracing.Tracer`)."""
+
+    def committed(self, changes: Changes) -> Mapping[str, tuple[str, str]]:
+        """Makes the spans; returns (trace id, root span id) in hex of each
+        sampled execution of `changes`, for its log lines."""
+        ...
+
+
+def new_events(batch: CommitBatch) -> Changes:
+    """(execution id, workflow, events) of each execution the batch adds to.
+    A run that ended with continue_as_new has its last events in `archived`,
+    before the next run's."""
+    return [
+        (change.execution_id, change.row.workflow, [*change.archived, *change.events])
+        for change in batch.executions
+        if change.archived or change.events
+    ]
+
+
+class Telemetry:
+    """Counts, logs and traces committed events. Thread-safe: commits arrive
+    from whichever engine thread leads a group."""
+
+    def __init__(self, tracing: Tracing | None = None) -> None:
+        self.tracing = tracing
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = dict.fromkeys([*COUNTED, EVENTS_COMMITTED], 0)
+        self._log = logs.logger()
+
+    def counts(self) -> dict[str, int]:
+        """A snapshot of the event counters, by family name without `_total`."""
+        with self._lock:
+            return dict(self._counts)
+
+    def committed(self, batch: CommitBatch) -> None:
+        """Called once per committed batch; never raises."""
+        try:
+            changes = new_events(batch)
+            if not changes:
+                return
+            self._count(changes)
+            ids = self.tracing.committed(changes) if self.tracing is not None else {}
+            self._log_events(changes, ids)
+        except Exception as exc:  # the batch is durable: telemetry must not undo it
+            self._log.error("recording telemetry of a commit failed", error=repr(exc), exc_info=exc)
+
+    def _count(self, changes: Changes) -> None:
+        with self._lock:
+            counts = self._counts
+            for _id, _workflow, events in changes:
+                counts[EVENTS_COMMITTED] += len(events)
+                for event in events:
+                    family = _FAMILY_OF.get(event.TYPE)
+                    if family is None:
+                        continue
+                    # The first event of a run after continue_as_new is a
+                    # WorkflowCreated too; it starts no new execution.
+                    if isinstance(event, ev.WorkflowCreated) and (event.run or 1) > 1:
+                        continue
+                    counts[family] += 1
+
+    def _log_events(self, changes: Changes, ids: Mapping[str, tuple[str, str]]) -> None:
+        log = self._log
+        debug = logs.enabled(logging.DEBUG)
+        for execution_id, _workflow, events in changes:
+            traced = ids.get(execution_id)
+            if traced is not None:
+                # With tracing on, each line names the execution's trace and root span.
+                log = self._log.bind(trace_id=traced[0], span_id=traced[1])
+            else:
+                log = self._log
+            for event in events:
+                if debug:
+                    log.debug(
+                        "event",
+                        execution_id=execution_id,
+                        seq=event.seq,
+                        event_=logs.Quoted(event.TYPE),
+                        **_step_field(event),
+                    )
+                _log_event(log, execution_id, event)
+
+
+def _step_field(event: ev.Event) -> dict[str, Any]:
+    step = getattr(event, "step", None)
+    return {} if step is None else {"step": logs.Quoted(step)}
+
+
+def _log_event(log: Any, execution_id: str, event: ev.Event) -> None:
+    """The chapter's per-event lines (never inputs, outputs or error details)."""
+    match event:
+        case ev.WorkflowCreated() if (event.run or 1) == 1:
+            log.info(
+                "execution started",
+                execution_id=execution_id,
+                workflow=event.workflow,
+                version=event.version,
+            )
+        case ev.WorkflowCompleted():
+            log.info("execution completed", execution_id=execution_id)
+        case ev.WorkflowCancelled():
+            log.info("execution cancelled", execution_id=execution_id)
+        case ev.WorkflowFailed():
+            log.warning(
+                "execution failed",
+                execution_id=execution_id,
+                code=event.error.get("code"),
+                error=event.error.get("message"),
+                compensation=event.compensation,
+            )
+        case ev.WorkflowTimedOut():
+            log.warning("execution timed out", execution_id=execution_id)
+        case ev.StepFailed():
+            log.warning(
+                "step failed",
+                execution_id=execution_id,
+                step=event.step,
+                code=event.error.get("code"),
+                error=event.error.get("message"),
+            )
+        case ev.RetryScheduled():
+            log.info(
+                "retry scheduled",
+                execution_id=execution_id,
+                step=event.step,
+                attempt=event.next_attempt,
+                delay_ms=event.delay_ms,
+            )
+        case ev.StepAttemptUncertain():
+            log.warning(
+                "attempt outcome uncertain; redelivering",
+                execution_id=execution_id,
+                step=event.step,
+                attempt=event.attempt,
+                reason=event.reason,
+            )
+        case ev.CancelRequested() if event.reason in CHILD_NOT_NEEDED:
+            log.info(
+                "cancelling child workflow because its parent no longer needs it",
+                execution_id=execution_id,
+            )
+        case _:
+            pass
+
+
+# The reasons orbit_core's children component gives when it cancels a child.
+CHILD_NOT_NEEDED = frozenset(
+    {"parent step timed out", "parent workflow finished", "parent workflow aborted"}
+)
