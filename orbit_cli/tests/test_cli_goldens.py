@@ -85,9 +85,13 @@ def test_status(fake: FakeRuntime, orbit: Orbit, golden, execution: str, name: s
 
 
 def test_status_of_an_execution_waiting_for_a_signal(
-    fake: FakeRuntime, orbit: Orbit, golden
+    fake: FakeRuntime, orbit: Orbit, golden, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake.add_execution("order-A-100")
+    execution = fake.add_execution("order-A-100")
+    # A running execution's elapsed time runs to now: the book's `status`
+    # came 1 ms after the start.
+    now_ms = int(execution.states[-1]["created_at_ms"]) + 1
+    monkeypatch.setattr("orbit_cli.execution.wall_ms", lambda: now_ms)
     result = orbit("status", "order-A-100")
     golden("status_order_A_100_waiting", result.stdout)
 

@@ -254,3 +254,15 @@ def test_status_row_of_a_task_no_worker_serves() -> None:
     no_one = {**WAITING_STATE["waiting_for"][0], "workers": [], "runtime": "any"}  # type: ignore[index]
     assert execution.no_worker(no_one) == "no worker is polling for greeting.compose@1.0.0"
     assert execution.connected_workers(no_one) == "no worker connected for greeting.compose"
+
+
+def test_a_running_execution_has_been_running_until_now() -> None:
+    # Issue 24: `elapsed` once stopped at the last change (6ms for an
+    # execution running for 20 s).
+    running = {"status": "RUNNING", "created_at_ms": 1_000, "updated_at_ms": 1_006}
+    assert execution.elapsed_ms(running, now_ms=21_000) == 20_000
+    assert execution.elapsed_ms({**running, "status": "COMPENSATING"}, now_ms=5_000) == 4_000
+    done = {**running, "status": "COMPLETED", "finished_at_ms": 1_500}
+    assert execution.elapsed_ms(done, now_ms=21_000) == 500
+    failed = {**running, "status": "FAILED"}
+    assert execution.elapsed_ms(failed, now_ms=21_000) == 6

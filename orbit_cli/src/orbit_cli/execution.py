@@ -79,10 +79,28 @@ def header(state: dict[str, Any], paint: Paint = plain) -> list[str]:
     return lines
 
 
-def elapsed_ms(state: dict[str, Any]) -> int:
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# Statuses in which an execution is still under way: its elapsed time runs to now.
+UNDER_WAY = frozenset({"RUNNING", "COMPENSATING"})
+
+
+def elapsed_ms(state: dict[str, Any], now_ms: int | None = None) -> int:
+    """From creation to the end, or to `now_ms` (the wall clock by default)
+    while the execution is under way: its last change says nothing of how
+    long it has been running."""
     created = _int(state.get("created_at_ms"))
-    last = state.get("finished_at_ms", state.get("updated_at_ms"))
-    return _int(last) - created if created else 0
+    if not created:
+        return 0
+    if "finished_at_ms" in state:
+        last = _int(state["finished_at_ms"])
+    elif state.get("status") in UNDER_WAY:
+        last = wall_ms() if now_ms is None else now_ms
+    else:
+        last = _int(state.get("updated_at_ms"))
+    return max(0, last - created)
 
 
 def output_line(state: dict[str, Any]) -> str | None:
