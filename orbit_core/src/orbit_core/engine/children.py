@@ -23,7 +23,7 @@ from orbit_core.engine.running import Running
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import Store
-from orbit_core.state import DISPATCHED, SCHEDULED, ExecutionState, fold
+from orbit_core.state import DISPATCHED, ExecutionState, fold
 
 _CHILD = "child:"
 
@@ -79,15 +79,8 @@ class Children:
 
     def _start_queued(self, tx: Tx, starts: list[tuple[str, str, int]]) -> None:
         for eid, key, offer in starts:
-            parent = self._running.get(eid)
-            unit = parent.state.units.get(key) if parent is not None else None
-            if (
-                parent is not None
-                and unit is not None
-                and unit.status == SCHEDULED
-                and unit.offer_seq == offer
-                and not parent.state.terminal
-            ):
+            parent = self._running.offered(eid, key, offer)
+            if parent is not None:
                 self._start(tx, parent, key)
                 self._x.decide(tx, parent)
 

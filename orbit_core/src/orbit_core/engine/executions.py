@@ -196,15 +196,8 @@ class Executions:
 
     def _route_each(self, tx: Tx, unrouted: list[tuple[str, str, int]]) -> None:
         for eid, key, offer in unrouted:
-            live = self.memory.get(eid)
-            unit = live.state.units.get(key) if live is not None else None
-            if (
-                live is not None
-                and unit is not None
-                and unit.status == SCHEDULED
-                and unit.offer_seq == offer
-                and not live.state.terminal
-            ):
+            live = self.memory.offered(eid, key, offer)
+            if live is not None:
                 self.route(tx, live, key)
 
     # ---- time

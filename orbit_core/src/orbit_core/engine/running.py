@@ -15,7 +15,7 @@ import heapq
 import attrs
 
 from orbit_core.engine.live import Live
-from orbit_core.state import DISPATCHED, Unit
+from orbit_core.state import DISPATCHED, SCHEDULED, Unit
 
 
 @attrs.frozen(slots=True)
@@ -62,6 +62,18 @@ class Running:
     def all(self) -> list[Live]:
         """A snapshot, safe to iterate while executions come and go."""
         return list(self._live.values())
+
+    def offered(self, execution_id: str, key: str, offer: int) -> Live | None:
+        """The execution, if its unit `key` is still scheduled under offer
+        `offer` and the execution has not ended: work queued for that offer
+        (routing a task, starting a child) is still wanted."""
+        live = self._live.get(execution_id)
+        if live is None or live.state.terminal:
+            return None
+        unit = live.state.units.get(key)
+        if unit is None or unit.status != SCHEDULED or unit.offer_seq != offer:
+            return None
+        return live
 
     @property
     def active_top(self) -> int:
