@@ -29,6 +29,9 @@ class SwitchableStore(MemoryStore):
             raise OSError("disk I/O error (test)")
         super().commit(batch)
 
+    def write_problem(self) -> str | None:
+        return "disk I/O error (test)" if self.failing else None
+
 
 @pytest.fixture
 def store() -> SwitchableStore:
@@ -80,6 +83,20 @@ def test_health_is_degraded_while_the_store_fails(
     assert reply.json["status"] == "ok"
     assert "degraded" not in reply.json
     assert "WARN orbit: storage works again" in capsys.readouterr().err
+
+
+def test_an_idle_server_is_healthy_again_once_the_store_writes(
+    store: SwitchableStore, engine: Engine, client: falcon.testing.TestClient
+) -> None:
+    store.failing = True
+    with pytest.raises(StorageError):
+        register(engine)
+    assert client.simulate_get("/v1/health").json["status"] == "degraded"
+    store.failing = False
+    # No commit happens in between: the server is idle.
+    reply = client.simulate_get("/v1/health")
+    assert reply.json["status"] == "ok"
+    assert "degraded" not in reply.json
 
 
 def test_json_logs_carry_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,12 +32,22 @@ PROMETHEUS = "text/plain; version=0.0.4"
 
 
 class Health:
+    """The store's fault would otherwise last until the next commit, which an
+    idle server never makes: while it is reported, each call asks the store
+    whether a write succeeds now (the store rate-limits its trial writes)."""
+
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self._problem: Callable[[], str | None] | None = getattr(
+            engine.store, "write_problem", None
+        )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         stats = self._engine.health()
-        failing = dict(self._engine.faults.failing())
+        faults = self._engine.faults
+        if "store" in faults.failing() and self._problem is not None and self._problem() is None:
+            faults.recovered("store")
+        failing = dict(faults.failing())
         body: dict[str, object] = {
             "status": "degraded" if failing else "ok",
             "api_version": API_VERSION,
