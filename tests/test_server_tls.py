@@ -323,3 +323,58 @@ def test_a_kept_alive_tls_connection_serves_request_after_request(
         time.sleep(4 * LINGER_S)  # idle: back to gunicorn's poller, then a request again
         sock.sendall(request)
         assert _read_response(sock, buf)[0] == 404
+
+
+class _RawTls:
+    """A TLS client over memory buffers, so that a test can put on the wire
+    any part of the records it makes."""
+
+    def __init__(self, addr: str, context: ssl.SSLContext) -> None:
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self._in, self._out, server_hostname=host)
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self._out.read())
+                self._in.write(self.sock.recv(65536))
+        self.sock.sendall(self._out.read())
+
+    def records(self, data: bytes) -> bytes:
+        """`data` encrypted, not sent."""
+        self.tls.write(data)
+        return self._out.read()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_half_a_tls_record_does_not_hold_a_server_thread(certs: Certs, tmp_path: Path) -> None:
+    """The short path reads a TLS connection once it is readable; readable
+    means some bytes of a record came, so a peer that sends half a record
+    (and nothing more) must not keep the thread waiting for the rest. With
+    every thread of a 4-thread server held that way, a fifth client is
+    served once the short path gives up on them."""
+    tls = ("--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"])
+    context = ssl.create_default_context(cafile=certs["ca.pem"])
+    request = b"GET /v1/health HTTP/1.1\r\nHost: t\r\n\r\n"
+    with ServerProcess(tmp_path / "orbit.db", "--insecure", "--threads", "4", *tls) as proc:
+        stalled = [_RawTls(proc.addr, context) for _ in range(4)]
+        try:
+            for peer in stalled:
+                # A whole request, so the short path takes the connection,
+                # then the first half of the next request's record.
+                first, second = peer.records(request), peer.records(request)
+                peer.sock.sendall(first + second[: len(second) // 2])
+            client = _https(proc, certs)
+            started = time.monotonic()
+            status, body = client.request("GET", "/v1/health")
+            client.close()
+            assert (status, body["status"]) == (200, "ok")
+            assert time.monotonic() - started < 25
+        finally:
+            for peer in stalled:
+                peer.close()

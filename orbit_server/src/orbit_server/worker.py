@@ -225,12 +225,17 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         if data:
             unreader.buf = io.BytesIO()
         elif wait:
-            if isinstance(conn.sock, ssl.SSLSocket) and not _readable(conn.sock, LINGER_S):
-                return None
             try:
-                data = conn.sock.recv(_RECV)
+                if isinstance(conn.sock, ssl.SSLSocket):
+                    if not _readable(conn.sock, LINGER_S):
+                        return None
+                    data = _recv_tls(conn.sock)
+                else:
+                    data = conn.sock.recv(_RECV)
             except BlockingIOError:
                 return None
+            except OSError:
+                return False
             if not data:
                 return False
         try:
@@ -533,13 +538,27 @@ def _recv(sock: Any) -> bytes:
     if isinstance(sock, ssl.SSLSocket):
         if not _readable(sock, SLOW_S):
             raise TimeoutError("the request did not arrive in time")
-        return bytes(sock.recv(_RECV))
+        return _recv_tls(sock)
     try:
         return bytes(sock.recv(_RECV))
     except BlockingIOError:
         if not select.select([sock], [], [], SLOW_S)[0]:
             raise TimeoutError("the request did not arrive in time") from None
         return bytes(sock.recv(_RECV))
+
+
+def _recv_tls(sock: ssl.SSLSocket) -> bytes:
+    """What a readable TLS socket has. Readable means some bytes of a record
+    came, not the whole record, and a blocking read waits for the rest for
+    ever: a peer that sends half a record would hold this thread. So the
+    read waits at most `SLOW_S` (TimeoutError, an OSError, after that). The
+    timeout is set for the read only, because a response to a slow reader
+    may take longer than that to send."""
+    sock.settimeout(SLOW_S)
+    try:
+        return bytes(sock.recv(_RECV))
+    finally:
+        sock.settimeout(None)
 
 
 def _readable(sock: ssl.SSLSocket, seconds: float) -> bool:
