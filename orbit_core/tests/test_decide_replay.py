@@ -93,7 +93,7 @@ def test_every_recorded_decision_is_reproduced(scenario: Callable[[Engine], None
         eid = row["execution_id"]
         plan = Plan(engine.definition(row["workflow"], row["version"]))
         limits = engine.limits.effective(plan)
-        runs = engine.history(eid).get("run", 1)
+        runs = engine.history(eid).get("run") or 1
         for run in range(1, runs + 1):
             decided, external, problems = replay(eid, engine.events(eid, run), plan, limits)
             assert not problems, f"{eid} run {run}:\n" + "\n".join(problems)
