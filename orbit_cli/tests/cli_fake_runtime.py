@@ -23,7 +23,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def load_fixture(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    document: dict[str, Any] = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    return document
 
 
 class FakeExecution:

@@ -12,9 +12,8 @@ diff before committing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cli_fake_runtime import FakeRuntime
@@ -45,8 +44,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite the CLI golden files")
 
 
+# Compares a command's output with a golden file (the `golden` fixture).
+Golden = Callable[[str, str], None]
+
+
 @pytest.fixture
-def golden(request: pytest.FixtureRequest) -> Any:
+def golden(request: pytest.FixtureRequest) -> Golden:
     update = request.config.getoption("--update-golden")
 
     def check(name: str, actual: str) -> None:

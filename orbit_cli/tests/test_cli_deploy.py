@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import cli_ir
+import pytest
 from cli_fake_runtime import FakeRuntime
 from conftest import Orbit
 
@@ -110,7 +111,9 @@ def test_inspect_summarises_an_ir_file(orbit: Orbit, tmp_path: Path) -> None:
     )
 
 
-def test_orbit_sources_need_the_compiler(orbit: Orbit, tmp_path: Path, monkeypatch) -> None:
+def test_orbit_sources_need_the_compiler(
+    orbit: Orbit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import orbit_lang
 
     # orbit_lang loads its compiler on first use (a module __getattr__), so
@@ -136,7 +139,7 @@ class _Diagnostic:
 
 
 def test_orbit_sources_are_compiled_with_orbit_lang(
-    fake: FakeRuntime, orbit: Orbit, tmp_path: Path, monkeypatch
+    fake: FakeRuntime, orbit: Orbit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import orbit_lang
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import cli_ir
 import pytest
 from cli_fake_runtime import FakeRuntime
-from conftest import Orbit
+from conftest import Golden, Orbit
 
 from orbit_cli import output
 
@@ -16,7 +16,7 @@ FLAKY = "d599b57e-eee0-412e-b679-df8276005035"
 
 
 def test_run_follows_the_quick_start_execution(
-    fake: FakeRuntime, orbit: Orbit, golden, tmp_path: Path
+    fake: FakeRuntime, orbit: Orbit, golden: Golden, tmp_path: Path
 ) -> None:
     fake.bind_start("Hello", HELLO)
     ir = cli_ir.write(tmp_path / "hello.json", cli_ir.hello())
@@ -29,7 +29,7 @@ def test_run_follows_the_quick_start_execution(
 
 
 def test_run_reports_a_failed_execution_and_exits_1(
-    fake: FakeRuntime, orbit: Orbit, golden, tmp_path: Path
+    fake: FakeRuntime, orbit: Orbit, golden: Golden, tmp_path: Path
 ) -> None:
     defn = cli_ir.hello("1.1.0")
     fake.register("Hello", "1.1.0", defn.definition_hash)
@@ -42,7 +42,7 @@ def test_run_reports_a_failed_execution_and_exits_1(
 
 
 def test_run_by_name_shows_scheduled_and_cancelled_units(
-    fake: FakeRuntime, orbit: Orbit, golden
+    fake: FakeRuntime, orbit: Orbit, golden: Golden
 ) -> None:
     fake.register("Demo", "1.0.0", "sha256:d5f75dbf860e")
     fake.bind_start("Demo", "timeout-1")
@@ -51,7 +51,9 @@ def test_run_by_name_shows_scheduled_and_cancelled_units(
     golden("run_timeout_1", result.output)
 
 
-def test_run_by_name_with_a_short_input_flag(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_run_by_name_with_a_short_input_flag(
+    fake: FakeRuntime, orbit: Orbit, golden: Golden
+) -> None:
     fake.register("HttpPing", "1.0.0", "sha256:0c0d025d4d99")
     fake.bind_start("HttpPing", "ping-1")
     result = orbit("run", "HttpPing", "--id", "ping-1", "-i", '{"url":"http://example.invalid"}')
@@ -77,7 +79,7 @@ def test_run_by_name_with_a_short_input_flag(fake: FakeRuntime, orbit: Orbit, go
         ("inbox-1", "status_inbox_1"),
     ],
 )
-def test_status(fake: FakeRuntime, orbit: Orbit, golden, execution: str, name: str) -> None:
+def test_status(fake: FakeRuntime, orbit: Orbit, golden: Golden, execution: str, name: str) -> None:
     fake.add_execution(execution).polls = 99  # the final state
     result = orbit("status", execution)
     assert result.exit_code == 0, result.output
@@ -85,7 +87,7 @@ def test_status(fake: FakeRuntime, orbit: Orbit, golden, execution: str, name: s
 
 
 def test_status_of_an_execution_waiting_for_a_signal(
-    fake: FakeRuntime, orbit: Orbit, golden, monkeypatch: pytest.MonkeyPatch
+    fake: FakeRuntime, orbit: Orbit, golden: Golden, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     execution = fake.add_execution("order-A-100")
     # A running execution's elapsed time runs to now: the book's `status`
@@ -107,14 +109,14 @@ def test_status_of_an_execution_waiting_for_a_signal(
         ("order-A-100", "logs_order_A_100"),
     ],
 )
-def test_logs(fake: FakeRuntime, orbit: Orbit, golden, execution: str, name: str) -> None:
+def test_logs(fake: FakeRuntime, orbit: Orbit, golden: Golden, execution: str, name: str) -> None:
     fake.add_execution(execution)
     result = orbit("logs", execution)
     assert result.exit_code == 0, result.output
     golden(name, result.stdout)
 
 
-def test_logs_of_earlier_runs(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_logs_of_earlier_runs(fake: FakeRuntime, orbit: Orbit, golden: Golden) -> None:
     fake.add_execution("inbox-1")
     golden("logs_inbox_1_run_1", orbit("logs", "inbox-1", "--run", "1").stdout)
     golden("logs_inbox_1_run_2", orbit("logs", "inbox-1", "--run", "2").stdout)
@@ -132,7 +134,7 @@ def test_logs_of_a_run_that_does_not_exist(fake: FakeRuntime, orbit: Orbit) -> N
     )
 
 
-def test_logs_json_prints_the_raw_events(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_logs_json_prints_the_raw_events(fake: FakeRuntime, orbit: Orbit, golden: Golden) -> None:
     fake.add_execution("order-1002")
     lines = orbit("logs", "order-1002", "--json").stdout.splitlines()
     assert len(lines) == 27
@@ -147,7 +149,7 @@ def test_logs_json_prints_the_raw_events(fake: FakeRuntime, orbit: Orbit, golden
 
 
 def test_ps_lists_newest_first_with_ages(
-    fake: FakeRuntime, orbit: Orbit, golden, monkeypatch: pytest.MonkeyPatch
+    fake: FakeRuntime, orbit: Orbit, golden: Golden, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake.add_execution("order-1001")
     fake.add_execution("order-1002")
@@ -158,7 +160,7 @@ def test_ps_lists_newest_first_with_ages(
 
 
 def test_ps_filters(
-    fake: FakeRuntime, orbit: Orbit, golden, monkeypatch: pytest.MonkeyPatch
+    fake: FakeRuntime, orbit: Orbit, golden: Golden, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake.add_execution(HELLO).polls = 99
     fake.add_execution("order-1002")
@@ -168,7 +170,7 @@ def test_ps_filters(
     assert fake.requests[-1]["query"] == {"status": "COMPLETED", "workflow": "Hello", "limit": "3"}
 
 
-def test_workers_list(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_workers_list(fake: FakeRuntime, orbit: Orbit, golden: Golden) -> None:
     from cli_fake_runtime import load_fixture
 
     fake.workers = load_fixture("workers.json")
@@ -177,7 +179,7 @@ def test_workers_list(fake: FakeRuntime, orbit: Orbit, golden) -> None:
     golden("workers_list", result.stdout)
 
 
-def test_cancel_then_cancel_again(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_cancel_then_cancel_again(fake: FakeRuntime, orbit: Orbit, golden: Golden) -> None:
     fake.add_execution("c-1")
     first = orbit("cancel", "c-1", "--reason", "duplicate order")
     assert first.exit_code == 0
@@ -190,7 +192,7 @@ def test_cancel_then_cancel_again(fake: FakeRuntime, orbit: Orbit, golden) -> No
 
 
 def test_signal_prints_the_sequence_number_alone_on_stdout(
-    fake: FakeRuntime, orbit: Orbit, golden
+    fake: FakeRuntime, orbit: Orbit, golden: Golden
 ) -> None:
     fake.add_execution("order-A-100")
     data = '{"approved": true, "reviewer": "dana", "comment": "verified by phone"}'
@@ -200,7 +202,7 @@ def test_signal_prints_the_sequence_number_alone_on_stdout(
     golden("signal_review", result.stderr)
 
 
-def test_signal_errors(fake: FakeRuntime, orbit: Orbit, golden, tmp_path: Path) -> None:
+def test_signal_errors(fake: FakeRuntime, orbit: Orbit, golden: Golden, tmp_path: Path) -> None:
     fake.add_execution("order-A-100")
     cases = {
         "signal_unknown": ("reveiw", "{}"),
@@ -234,7 +236,7 @@ def test_signals_before_the_await(fake: FakeRuntime, orbit: Orbit) -> None:
     )
 
 
-def test_query(fake: FakeRuntime, orbit: Orbit, golden) -> None:
+def test_query(fake: FakeRuntime, orbit: Orbit, golden: Golden) -> None:
     fake.add_execution("order-A-100")
     result = orbit("query", "order-A-100", "status")
     assert result.exit_code == 0

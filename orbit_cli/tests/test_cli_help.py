@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
+from conftest import Orbit
 
 from orbit_cli.main import cli
 
@@ -118,7 +121,9 @@ def test_a_mistyped_command_gets_did_you_mean() -> None:
 
 
 @pytest.mark.parametrize("command", ["check", "compile", "deploy"])
-def test_a_policy_is_refused_rather_than_ignored(orbit, tmp_path, command: str) -> None:
+def test_a_policy_is_refused_rather_than_ignored(
+    orbit: Orbit, tmp_path: Path, command: str
+) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text("[workflow]\n")
     source = tmp_path / "a.orbit"

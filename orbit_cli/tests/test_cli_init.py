@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import Golden
 
 from orbit_cli.main import cli
 
@@ -26,7 +27,7 @@ def _init(name: str = "hello-orbit") -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_init_reports_every_file_and_the_next_step(golden) -> None:
+def test_init_reports_every_file_and_the_next_step(golden: Golden) -> None:
     code, stdout, _ = _init()
     assert code == 0
     golden("init", stdout)

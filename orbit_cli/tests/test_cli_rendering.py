@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -211,7 +212,7 @@ def test_fixture_states_list_units_as_the_runtime_would() -> None:
     assert checked >= 7
 
 
-WAITING_STATE = {
+WAITING_STATE: dict[str, Any] = {  # JSON
     "status": "RUNNING",
     "units": {"compose": {"status": "SCHEDULED", "attempt": 1, "scheduled_at_ms": 5}},
     "waiting_for": [
@@ -243,15 +244,15 @@ def test_follower_reports_a_task_no_worker_serves_after_a_few_seconds() -> None:
     ]
     now[0] += 10
     assert follower.observe(WAITING_STATE) == []
-    served = {**WAITING_STATE, "waiting_for": [{**WAITING_STATE["waiting_for"][0], "serving": 1}]}  # type: ignore[dict-item]
+    served = {**WAITING_STATE, "waiting_for": [{**WAITING_STATE["waiting_for"][0], "serving": 1}]}
     assert follower.observe(served) == []
 
 
 def test_status_row_of_a_task_no_worker_serves() -> None:
     waiting = execution.unserved(WAITING_STATE)
-    row = execution.table_row("compose", WAITING_STATE["units"]["compose"], waiting.get("compose"))  # type: ignore[index]
+    row = execution.table_row("compose", WAITING_STATE["units"]["compose"], waiting.get("compose"))
     assert row.endswith("  no worker is polling for greeting.compose@1.0.0 on runtime typescript")
-    no_one = {**WAITING_STATE["waiting_for"][0], "workers": [], "runtime": "any"}  # type: ignore[index]
+    no_one = {**WAITING_STATE["waiting_for"][0], "workers": [], "runtime": "any"}
     assert execution.no_worker(no_one) == "no worker is polling for greeting.compose@1.0.0"
     assert execution.connected_workers(no_one) == "no worker connected for greeting.compose"
 

@@ -194,13 +194,13 @@ def test_a_history_the_fold_cannot_take_is_located(
     # The fold accepts anything well-typed; should it ever refuse an event,
     # the replay names it instead of failing with a traceback.
     import orbit_cli.replay
+    from orbit_core.events import Event
+    from orbit_core.state import ExecutionState, apply
 
-    original = orbit_cli.replay.apply
-
-    def refusing(state: Any, event: Any) -> None:
+    def refusing(state: ExecutionState, event: Event) -> None:
         if event.seq == 4:
             raise KeyError("ghost")
-        original(state, event)
+        apply(state, event)
 
     monkeypatch.setattr(orbit_cli.replay, "apply", refusing)
     _write(project, "h.json", history_of(project))

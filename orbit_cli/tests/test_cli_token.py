@@ -8,6 +8,7 @@ import tomllib
 
 import pytest
 from click.testing import CliRunner
+from conftest import Golden
 
 from orbit_cli.commands import token
 from orbit_cli.main import cli
@@ -75,7 +76,7 @@ def test_redirected_stderr_is_a_valid_workers_file() -> None:
     ],
 )
 def test_on_a_terminal_the_book_transcript(
-    monkeypatch: pytest.MonkeyPatch, golden, args: list[str], secret: str, name: str
+    monkeypatch: pytest.MonkeyPatch, golden: Golden, args: list[str], secret: str, name: str
 ) -> None:
     monkeypatch.setattr(token, "new_token", lambda: secret)
     monkeypatch.setattr(token, "stderr_is_terminal", lambda: True)

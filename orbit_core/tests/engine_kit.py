@@ -3,14 +3,13 @@ mirroring the book's workflows, and `orbit logs`-style rendering of events."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from evalkit import b as binop
-from evalkit import call, inp, path, var
-from evalkit import step as ref
-from evalkit import x as lit
+import evalkit as _evalkit
 
 from orbit_core import events as ev
+from orbit_core.api import Accepted, Assignment
 from orbit_core.engine import Engine
 from orbit_core.ir import (
     IR_V1,
@@ -24,12 +23,14 @@ from orbit_core.ir import (
 )
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
+from orbit_core.jsontypes import JsonValue
 
 Str, Int, Float, Bool, Json = t.STRING, t.INT, t.FLOAT, t.BOOL, t.JSON
 EMPTY = t.EMPTY_RECORD
 # The expression builders are the evaluator tests' (`evalkit`), under the names
 # the engine tests use.
-EXPRESSIONS = (binop, call, inp, lit, path, ref, var)
+binop, call, inp, lit = _evalkit.b, _evalkit.call, _evalkit.inp, _evalkit.x
+path, ref, var = _evalkit.path, _evalkit.step, _evalkit.var
 
 
 def opt(ty: t.Type) -> t.OptionalType:
@@ -85,7 +86,7 @@ def _refs(x: e.Expr) -> set[str]:
 def workflow(
     name: str,
     steps: list[Step],
-    contracts: list[TaskContract | ChildContract],
+    contracts: Sequence[TaskContract | ChildContract],
     *,
     input: t.RecordType = EMPTY,
     output: t.Type | None = None,
@@ -202,25 +203,25 @@ class Worker:
         reply = engine.register_worker(worker_id, runtime, [(c, "1.0.0") for c in contracts])
         self.session = reply["worker_session_id"]
 
-    def take(self) -> dict[str, Any]:
+    def take(self) -> Assignment:
         task = self.engine.poll(self.session, 0)
         assert task is not None, f"{self.worker_id} found no task"
         return task
 
-    def ok(self, task: dict[str, Any], output: Any = None) -> dict[str, Any]:
+    def ok(self, task: Assignment, output: JsonValue = None) -> Accepted:
         return self.engine.complete(task["token"], output)
 
     def err(
         self,
-        task: dict[str, Any],
+        task: Assignment,
         code: str,
         message: str = "",
         retryable: bool = True,
-        details: Any = None,
-    ) -> dict[str, Any]:
+        details: JsonValue = None,
+    ) -> Accepted:
         return self.engine.fail(task["token"], code, message, retryable, details)
 
-    def run(self, output: Any = None) -> dict[str, Any]:
+    def run(self, output: JsonValue = None) -> Assignment:
         """Takes the next task and completes it."""
         task = self.take()
         self.ok(task, output)

@@ -15,10 +15,11 @@ import test_engine_timelines_flow as flow
 import test_engine_timelines_tasks as tasks
 
 from orbit_core import events as ev
+from orbit_core.api import UnitStatus
 from orbit_core.decide import Limits, decide
 from orbit_core.engine import Engine
 from orbit_core.plan import Plan
-from orbit_core.state import DISPATCHED, RETRY_WAIT, SCHEDULED, UNCERTAIN, ExecutionState, apply
+from orbit_core.state import ExecutionState, apply
 from orbit_core.testing import simulated_engine
 
 EXTERNAL = (
@@ -32,7 +33,12 @@ EXTERNAL = (
 )
 # A worker's (or child's, or built-in task's) result: external while the unit waits for one.
 RESULTS = (ev.StepSucceeded, ev.StepAttemptFailed)
-AWAITING_RESULT = (DISPATCHED, SCHEDULED, RETRY_WAIT, UNCERTAIN)
+AWAITING_RESULT = (
+    UnitStatus.DISPATCHED,
+    UnitStatus.SCHEDULED,
+    UnitStatus.RETRY_WAIT,
+    UnitStatus.UNCERTAIN,
+)
 
 
 def comparable(event: ev.Event) -> dict[str, Any]:
@@ -87,7 +93,7 @@ def test_every_recorded_decision_is_reproduced(scenario: Callable[[Engine], None
         eid = row["execution_id"]
         plan = Plan(engine.definition(row["workflow"], row["version"]))
         limits = engine.limits.effective(plan)
-        runs = engine.history(eid).get("run", 1)
+        runs = engine.history(eid).get("run") or 1
         for run in range(1, runs + 1):
             decided, external, problems = replay(eid, engine.events(eid, run), plan, limits)
             assert not problems, f"{eid} run {run}:\n" + "\n".join(problems)

@@ -3,6 +3,7 @@ caller to caller, and in-process handlers claiming and reporting in batches."""
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 from collections.abc import Iterator
@@ -13,12 +14,14 @@ from engine_kit import Int, inp, obj, rec, ref, step, task, workflow
 
 from orbit_core import events as ev
 from orbit_core import ir
+from orbit_core.api import Assignment
 from orbit_core.dispatch import QueuedTask, TaskIndex
 from orbit_core.engine import Engine, TaskError
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.handlers import MAX_BATCH, _batch_size
 from orbit_core.engine.pipeline import Group, GroupCommit
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.jsontypes import JsonValue
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import CommitBatch, FaultLog
 
@@ -90,7 +93,8 @@ def test_handler_failures_are_reported_per_task_within_a_batch(engine: Engine) -
             assert (state["status"], state["output"]) == ("COMPLETED", {"n": i})
             continue
         assert state["status"] == "FAILED"
-        failed = [e for e in engine.history(f"f-{i}")["events"] if e["type"] == "StepAttemptFailed"]
+        events: list[Any] = engine.history(f"f-{i}")["events"]  # JSON
+        failed = [e for e in events if e["type"] == "StepAttemptFailed"]
         assert len(failed) == 1  # no retry policy
         if i % 3 == 1:
             assert failed[0]["error"]["code"] == "ODD"
@@ -113,7 +117,8 @@ def test_every_caller_is_answered_when_many_threads_share_the_lead(engine: Engin
             engine.get(eid)
             task_ = engine.poll(session, 0)
             if task_ is not None:
-                engine.complete(task_["token"], {"n": task_["input"]["n"] + 1})
+                given: Any = task_["input"]  # JSON
+                engine.complete(task_["token"], {"n": given["n"] + 1})
             with lock:
                 answered.append(eid)
 
@@ -127,6 +132,10 @@ def test_batch_size_follows_the_time_handlers_take() -> None:
     assert _batch_size(1e-6) == MAX_BATCH
     assert _batch_size(0.0005) == 4
     assert _batch_size(0.5) == 1
+
+
+def _same(n: int, tx: object) -> int:
+    return n
 
 
 def _inline_pipeline() -> GroupCommit:
@@ -191,7 +200,7 @@ def test_the_lead_passes_safely_under_frequent_thread_switches() -> None:
 
         def caller(k: int) -> None:
             for i in range(200):
-                results.append(pipeline.submit(lambda tx, n=k * 1000 + i: n))
+                results.append(pipeline.submit(functools.partial(_same, k * 1000 + i)))
 
         run_threads(32, caller)
     finally:
@@ -268,9 +277,26 @@ def test_a_slow_batch_reports_what_is_done_as_it_goes() -> None:
         faults=FaultLog(),
         random=random.Random(0),
     )
-    handlers.register("slow.task", "1.0.0", lambda i: time.sleep(0.003) or {}, "python")
+
+    def slow(given: JsonValue) -> JsonValue:
+        time.sleep(0.003)
+        return {}
+
+    handlers.register("slow.task", "1.0.0", slow, "python")
     tasks = [
-        {"task_name": "slow.task", "contract_version": "1.0.0", "token": f"t-{i}", "input": {}}
+        Assignment(
+            token=f"t-{i}",
+            execution_id=f"e-{i}",
+            workflow="W",
+            workflow_version="1.0.0",
+            step_id="s",
+            task_name="slow.task",
+            contract_version="1.0.0",
+            input={},
+            idempotency_key=None,
+            attempt=1,
+            redelivery=False,
+        )
         for i in range(5)
     ]
     reports: list[Any] = []

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from engine_kit import Int, inp, obj, plain, rec, step, workflow
 
+from orbit_core import decide as decide_module
+from orbit_core import events as ev
 from orbit_core.engine import Engine
 from orbit_core.engine import executions as executions_module
 from orbit_core.engine.backoff import Backoff
@@ -42,7 +44,7 @@ class SwitchableStore(MemoryStore):
 
 def poison(monkeypatch: pytest.MonkeyPatch, ids: set[str]) -> None:
     """Makes the decider raise for the executions whose id is in `ids`."""
-    real = executions_module.decide
+    real = decide_module.decide
 
     def flaky(state: Any, plan: Any, now: int, limits: Any) -> Any:
         if state.id in ids:
@@ -184,7 +186,9 @@ def test_a_poll_in_a_failed_group_runs_again_and_its_task_is_durable(
     assert isinstance(bad, OrbitError)
     assert polled["execution_id"] == "queued"
     history = store.history("queued") or []
-    assert history[-1].token == polled["token"]  # type: ignore[attr-defined]
+    dispatched = history[-1]
+    assert isinstance(dispatched, ev.StepDispatched)
+    assert dispatched.token == polled["token"]
     engine.close()
 
 
@@ -337,7 +341,7 @@ def test_the_committer_thread_outlives_an_exception_while_publishing(
     quick = workflow("Quick", [step("c", "compute", compute=obj(v=1))], [])
     engine.deploy(quick)
     pipeline = engine._pipeline
-    pipeline._publish = once(pipeline._publish, RuntimeError("publish bug"))  # type: ignore[method-assign]
+    pipeline._publish = once(pipeline._publish, RuntimeError("publish bug"))
     answers: list[Any] = []
     caller = threading.Thread(
         target=lambda: answers.append(engine.start("Quick", execution_id="q-1"))

@@ -8,12 +8,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from engine_kit import Worker, plain, timeline
 
 from orbit_core import events as ev
+from orbit_core.api import Assignment
 from orbit_core.engine import Engine
 from orbit_core.testing import SimulatedClock, simulated_engine
 
@@ -43,7 +43,7 @@ class ParkedPoll:
     def __init__(self, engine: Engine, worker: Worker, wait_ms: int = 10_000) -> None:
         self.engine = engine
         self.alive = True
-        self.result: dict[str, Any] | None = None
+        self.result: Assignment | None = None
         self.thread = threading.Thread(target=self._poll, args=(worker.session, wait_ms))
         self.thread.start()
         time.sleep(0.2)
@@ -55,7 +55,7 @@ class ParkedPoll:
     def _poll(self, session: str, wait_ms: int) -> None:
         self.result = self.engine.poll(session, wait_ms, self.connected)
 
-    def answer(self) -> dict[str, Any] | None:
+    def answer(self) -> Assignment | None:
         self.thread.join(timeout=5)
         assert not self.thread.is_alive(), "the poll was not answered"
         return self.result

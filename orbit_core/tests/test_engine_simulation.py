@@ -46,6 +46,7 @@ from engine_kit import (
     workflow,
 )
 
+from orbit_core import decide as decide_module
 from orbit_core import events as ev
 from orbit_core import ir
 from orbit_core.engine import Engine, TaskError
@@ -135,7 +136,7 @@ class FaultyStore(MemoryStore):
 
 
 _CURRENT: list[Faults] = [Faults()]
-_REAL_DECIDE = executions_module.decide
+_REAL_DECIDE = decide_module.decide
 
 
 def _chaotic_decide(state: Any, plan: Any, now: int, limits: Any) -> list[ev.Event]:
@@ -166,7 +167,7 @@ def random_workflow(rng: random.Random, name: str) -> ir.Definition:
             if rng.random() < 0.5
             else None
         )
-        policy = {
+        policy: dict[str, Any] = {  # keyword arguments of `step`
             "retry": Retry(
                 attempts=rng.randint(1, 3),
                 backoff=rng.choice(["fixed", "exponential"]),
@@ -546,7 +547,8 @@ class Simulation:
             base = key.partition("[")[0]
             if ":" in key or base not in compensable or unit.get("status") != "SUCCEEDED":
                 continue
-            if "[" not in key and defn.step(base).for_each is not None:
+            spec = defn.step(base)
+            if "[" not in key and spec is not None and spec.for_each is not None:
                 continue  # the aggregate; its elements are compensated
             comp = units.get(f"compensate:{key}")
             assert comp is not None and comp.get("status") in ("SUCCEEDED", "FAILED"), (

@@ -16,7 +16,6 @@ from engine_kit import (
     binop,
     call,
     child_contract,
-    e,
     inp,
     lit,
     lst,
@@ -37,6 +36,8 @@ from orbit_core.decide import Limits
 from orbit_core.engine import Engine
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError
 from orbit_core.ir import Compensation, ContinueAsNew, EventHandler, ForEach, Query, Signal
+from orbit_core.ir import expr as e
+from orbit_core.jsontypes import JsonValue
 from orbit_core.state import fold
 from orbit_core.testing import run_until_idle, simulated_engine
 
@@ -194,7 +195,7 @@ def test_await_timeout_compensates(engine: Engine) -> None:
 +    2.0s  #13  WorkflowFailed            error=SIGNAL_TIMEOUT step `confirmation` failed: no `confirm` signal arrived before the step's timeout
 """
     )
-    events = engine.history("confirm-1")["events"]
+    events: list[Any] = engine.history("confirm-1")["events"]  # JSON
     assert events[5]["deadline_ms"] == events[5]["timestamp_ms"] + 2000
     assert (
         engine.get("confirm-1")["units"]["confirmation"]["wake_at_ms"] == events[5]["deadline_ms"]
@@ -343,7 +344,8 @@ def test_approval_with_compute_await_signal_and_query(engine: Engine) -> None:
             "delivered_to": "decision",
         }
     ]
-    assert engine.query("order-A-100", "status")["value"]["charged"] is True
+    status: Any = engine.query("order-A-100", "status")["value"]  # JSON
+    assert status["charged"] is True
 
     engine.start(
         "OrderApproval",
@@ -352,7 +354,8 @@ def test_approval_with_compute_await_signal_and_query(engine: Engine) -> None:
     )
     engine.signal("order-A-101", "review", {"approved": False, "reviewer": "lee"})
     notify = ts.take()
-    assert notify["input"]["message"] == "Your order was not approved"
+    message: Any = notify["input"]  # JSON
+    assert message["message"] == "Your order was not approved"
     ts.ok(notify, {"delivered": True})
     doc = engine.get("order-A-101")
     assert doc["units"]["charge"]["status"] == "SKIPPED"
@@ -424,7 +427,8 @@ def test_compute_fan_out_order_and_expression_errors(engine: Engine) -> None:
         ),
         "WorkflowCompleted",
     ]
-    assert engine.get("totals-1")["output"]["line_totals"] == [
+    output: Any = engine.get("totals-1")["output"]  # JSON
+    assert output["line_totals"] == [
         {"sku": "A", "total": 12},
         {"sku": "B", "total": 1},
     ]
@@ -611,7 +615,8 @@ def test_outcome_handlers_run_after_compensation(engine: Engine) -> None:
     ts.run({"released": True})
     tell = ts.take()
     assert tell["step_id"] == "on_failure:tell_customer"
-    assert tell["input"]["message"] == (
+    told: Any = tell["input"]  # JSON
+    assert told["message"] == (
         "We could not complete: step `charge` failed: charge of 9000.0 USD declined"
     )
     ts.ok(tell, {"delivered": True})
@@ -954,7 +959,7 @@ def fulfilment() -> tuple[Any, Any]:
     return shipping, parent
 
 
-ITEMS = [{"sku": "BOOK-1", "quantity": 1}, {"sku": "PEN-2", "quantity": 3}]
+ITEMS: list[JsonValue] = [{"sku": "BOOK-1", "quantity": 1}, {"sku": "PEN-2", "quantity": 3}]
 
 
 def test_fan_out_and_child_workflow(engine: Engine) -> None:

@@ -31,6 +31,7 @@ from orbit_core import events as ev
 from orbit_core.engine import Engine
 from orbit_core.errors import ConflictError
 from orbit_core.ir import Compensation, Retry
+from orbit_core.jsontypes import JsonObject
 from orbit_core.state import fold
 from orbit_core.testing import SimulatedClock, simulated_engine
 
@@ -101,7 +102,7 @@ def order_processing(charge_compensated: bool = False) -> Any:
     )
 
 
-ORDER_INPUT = {
+ORDER_INPUT: JsonObject = {
     "order_id": "1002",
     "customer_id": "c-42",
     "amount": 99.5,
@@ -171,7 +172,7 @@ def test_order_1002_retry_duplicate_decline_and_compensation(engine: Engine) -> 
 +    1.6s  #27  WorkflowFailed            error=CARD_DECLINED step `process_payment` failed: card was declined
 """
     )
-    events = [ev.to_json(x) for x in engine.events("order-1002")]
+    events: list[Any] = [ev.to_json(x) for x in engine.events("order-1002")]  # JSON
     base = events[0]["timestamp_ms"]
     assert {k: v for k, v in events[10].items() if k != "timestamp_ms"} == {
         "seq": 11,
@@ -193,7 +194,7 @@ def test_order_1002_retry_duplicate_decline_and_compensation(engine: Engine) -> 
         "details": {"decline_code": "insufficient_funds"},
     }
     assert events[26]["compensation"] == "completed"
-    doc = engine.get("order-1002")
+    doc: Any = engine.get("order-1002")  # JSON, looked into below
     assert doc["status"] == "FAILED"
     assert doc["compensation"] == "completed"
     assert doc["compensation_order"] == ["reserve_inventory"]

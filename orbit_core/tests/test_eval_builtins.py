@@ -10,6 +10,7 @@ from evalkit import INT_MAX, INT_MIN, b, call, error_of, inp, lam, run, same, va
 from orbit_core.eval.compiler import LAMBDA_OUTSIDE_CALL
 from orbit_core.evaluate import Scope
 from orbit_core.ir import expr as e
+from orbit_core.jsontypes import JsonValue
 
 DATA: dict[str, Any] = {
     "nothing": None,
@@ -329,7 +330,7 @@ def test_error(expr: Any, message: str) -> None:
 
 
 def test_the_totals_example_of_chapter_21() -> None:
-    lines = [
+    lines: list[JsonValue] = [
         {"sku": "A", "quantity": 12, "unit_price": 2.5},
         {"sku": "B", "quantity": 1, "unit_price": 0.0},
     ]
@@ -380,7 +381,10 @@ def test_the_discount_example_of_chapter_21_fails_with_division_by_zero() -> Non
 
 
 def test_the_notify_example_of_chapter_27() -> None:
-    users = [{"email": "a@x", "active": True}, {"email": "b@x", "active": False}]
+    users: list[JsonValue] = [
+        {"email": "a@x", "active": True},
+        {"email": "b@x", "active": False},
+    ]
     active = lam("u", var("u", "active"))
     when = call("any", inp("users"), active)
     with_ = {"to": call("map", call("filter", inp("users"), active), lam("u", var("u", "email")))}

@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -75,7 +76,8 @@ def test_a_definition_survives_a_json_round_trip() -> None:
 
 
 def test_absent_optional_members_are_not_written() -> None:
-    step = to_json(hello())["steps"][1]
+    steps: Any = to_json(hello())["steps"]  # JSON, navigated by the test
+    step = steps[1]
     assert set(step) == {"name", "kind", "task", "depends_on", "with", "using", "timeout_ms"}
 
 
@@ -150,7 +152,7 @@ def test_v2_features_are_detected() -> None:
         ({"limits": {"max_fan_out": "x"}}, "$.limits['max_fan_out']: expected an integer"),
     ],
 )
-def test_malformed_documents_are_rejected_with_a_path(patch: dict, message: str) -> None:
+def test_malformed_documents_are_rejected_with_a_path(patch: dict[str, Any], message: str) -> None:
     document = {**to_json(hello()), **patch}
     with pytest.raises(IRError) as info:
         from_json(document)
@@ -218,7 +220,7 @@ def test_every_integer_member_takes_the_string_form() -> None:
         timeout_ms=big + 5,
         limits={"max_payload_bytes": big + 6},
     )
-    document = to_json(defn)
+    document: Any = to_json(defn)
     assert document["steps"][0] == {
         "name": "nap",
         "kind": "sleep",
@@ -250,7 +252,7 @@ def test_defaults_take_the_string_form_where_their_type_says_integer() -> None:
         t.Field("j", t.JSON, {"n": SAFE, "s": "9223372036854775807"}),
     )
     defn = attrs.evolve(hello(), input=t.RecordType(fields))
-    document = to_json(defn)
+    document: Any = to_json(defn)
     assert [f["default"] for f in document["input"]["fields"]] == [
         "9223372036854775807",
         "-1152921504606846976",
@@ -294,7 +296,7 @@ def test_non_canonical_integer_strings_are_refused(text: str, problem: str) -> N
         with pytest.raises(IRError) as refused:
             from_json({**to_json(hello()), member: value})
         assert str(refused.value).startswith(f"{path}: {problem}"), str(refused.value)
-    document = to_json(hello())
+    document: Any = to_json(hello())
     document["input"]["fields"][1]["default"] = text
     with pytest.raises(IRError) as refused:
         from_json(document)
@@ -311,7 +313,7 @@ def test_a_json_default_keeps_strings_and_refuses_big_numbers() -> None:
     import attrs
 
     defn = attrs.evolve(hello(), input=t.RecordType((t.Field("j", t.JSON, [SAFE + 2]),)))
-    document = to_json(defn)
+    document: Any = to_json(defn)
     # A JSON value cannot tell a string of digits from a number, so the number
     # is written as it is, and refused: the compiler reports it first (E0205).
     assert document["input"]["fields"][0]["default"] == [SAFE + 2]
@@ -338,7 +340,8 @@ def _json_depth(value: object) -> int:
 
 
 def _exprs() -> st.SearchStrategy[e.Expr]:
-    leaves = st.sampled_from([e.Int(1), e.Null(), e.Input(), e.StepRef("a"), e.Var("x")])
+    simple: list[e.Expr] = [e.Int(1), e.Null(), e.Input(), e.StepRef("a"), e.Var("x")]
+    leaves = st.sampled_from(simple)
 
     def extend(inner: st.SearchStrategy[e.Expr]) -> st.SearchStrategy[e.Expr]:
         return st.one_of(

@@ -20,6 +20,7 @@ from orbit_core.engine import Engine, TaskError
 from orbit_core.errors import InvalidError
 from orbit_core.ir import Signal
 from orbit_core.ir import expr as e
+from orbit_core.jsontypes import JsonValue
 from orbit_core.limits import MAX_DEPTH, JsonShapeError, check_json
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import CommitBatch
@@ -336,7 +337,8 @@ def test_bad_commands_never_fail_the_commit_group_of_good_ones() -> None:
         def bad(i: int) -> None:
             barrier.wait()
             for _ in range(40):
-                for payload in ({"data": nested(300)}, {"data": 2**63}):
+                payloads: list[JsonValue] = [{"data": nested(300)}, {"data": 2**63}]
+                for payload in payloads:
                     try:
                         eng.signal(f"c-{i}", "note", payload)
                         failures.append("an unstorable signal was accepted")
@@ -353,6 +355,7 @@ def test_bad_commands_never_fail_the_commit_group_of_good_ones() -> None:
         assert failures == []
         for i in range(4):
             signals = [x for x in eng.events(f"c-{i}") if isinstance(x, ev.SignalReceived)]
-            assert [s.payload["data"] for s in signals] == [[n] for n in range(40)]
+            payloads = [s.payload for s in signals]
+            assert payloads == [{"data": [n]} for n in range(40)]
     finally:
         eng.close()

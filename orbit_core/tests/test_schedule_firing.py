@@ -426,7 +426,7 @@ def test_a_bad_change_changes_nothing(world: World) -> None:
 def test_listing_is_by_id_and_filterable(world: World) -> None:
     world.create(schedule_id="b", interval="1h")
     world.create(schedule_id="a", cron="0 2 * * *", timezone="Europe/Berlin")
-    listed = world.engine.schedules.list_schedules()["schedules"]
+    listed: Any = world.engine.schedules.list_schedules()["schedules"]  # JSON
     assert [s["schedule_id"] for s in listed] == ["a", "b"]
     assert listed[0]["next_fire_at"] == "2026-11-16T01:00:00Z"
     assert world.engine.schedules.list_schedules(lambda wf: wf != "Plain") == {"schedules": []}

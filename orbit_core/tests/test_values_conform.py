@@ -356,10 +356,10 @@ def test_a_missing_json_field_is_allowed_because_json_may_be_null() -> None:
 
 
 def test_defaults_are_fresh_copies() -> None:
-    first = conform({}, RETRY_OPTIONS)
+    first: Any = conform({}, RETRY_OPTIONS)  # a JSON value
     first["labels"]["team"] = "changed"
     first["tags"].append("x")
-    second = conform({}, RETRY_OPTIONS)
+    second: Any = conform({}, RETRY_OPTIONS)
     assert second["labels"] == {"team": "payments"}
     assert second["tags"] == []
     assert RETRY_OPTIONS.field("labels").default == {"team": "payments"}  # type: ignore[union-attr]

@@ -250,10 +250,9 @@ VERBS = {
 
 
 def _body(responder: tuple[str, str], credential: Credential) -> Any:
-    body = BODIES.get(responder)
     if responder == ("WorkerProtocol", "on_post_register"):
-        body = {**body, "worker_id": credential.worker_id}
-    return body
+        return {**BODIES[responder], "worker_id": credential.worker_id}
+    return BODIES.get(responder)
 
 
 def _definition(name: str) -> ir.Definition:

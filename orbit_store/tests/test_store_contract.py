@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from orbit_core import events as ev
+from orbit_core.jsontypes import JsonObject
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import (
     CommitBatch,
@@ -74,7 +75,7 @@ def start(store: Store, eid: str, ts: int = 1000) -> None:
 
 def test_events_round_trip_in_order(store: Store) -> None:
     start(store, "e-1")
-    more = [
+    more: list[ev.Event] = [
         ev.StepScheduled(3, 1001, "a", 1, {"x": [1, 2.5]}, "e-1/a", False),
         ev.StepDispatched(4, 1002, "a", 1, "tok", "w", "s", None),
         ev.StepAttemptFailed(4 + 1, 1003, "a", 1, ev.make_error("X", "m", True, {"d": 1})),
@@ -149,11 +150,15 @@ def test_listing_is_newest_first_with_filters(store: Store) -> None:
 
 
 def test_definitions_and_workers(store: Store) -> None:
-    ir = {"ir_version": "orbit-ir/1", "name": "Wf", "steps": []}
+    ir: JsonObject = {"ir_version": "orbit-ir/1", "name": "Wf", "steps": []}
     store.commit(
         CommitBatch(
             definitions=[DefinitionRow("Wf", "1.0.0", "sha256:x", ir, 5)],
-            workers=[WorkerRow("w", "python", None, [{"task_name": "t"}], 1, 1)],
+            workers=[
+                WorkerRow(
+                    "w", "python", None, [{"task_name": "t", "contract_version": "1.0.0"}], 1, 1
+                )
+            ],
         )
     )
     store.commit(CommitBatch(workers=[WorkerRow("w", "go", "sdk", [], 2, 3)]))

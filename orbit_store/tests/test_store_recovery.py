@@ -26,6 +26,7 @@ from engine_kit import (
 
 from orbit_core.engine import Engine
 from orbit_core.errors import StorageError
+from orbit_core.jsontypes import JsonObject
 from orbit_core.ports import CommitBatch
 from orbit_core.state import fold
 from orbit_core.testing import SimulatedClock, simulated_engine
@@ -187,7 +188,12 @@ def test_schedules_and_their_state_survive_a_restart(tmp_path: Path) -> None:
     clock = SimulatedClock(1_794_768_660_347)  # 2026-11-15T18:51:00.347Z
     first = reopen(db, clock)
     first.deploy(plain())
-    body = {"schedule_id": "s", "workflow": "Plain", "input": {"n": 1}, "interval": "10s"}
+    body: JsonObject = {
+        "schedule_id": "s",
+        "workflow": "Plain",
+        "input": {"n": 1},
+        "interval": "10s",
+    }
     first.schedules.create({**body, "description": "kept"})
     clock.advance(9_653)  # 18:51:10: the first occurrence fires
     crash(first)

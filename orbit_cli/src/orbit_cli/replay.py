@@ -35,10 +35,11 @@ from typing import Any
 import attrs
 
 from orbit_core import events as ev
+from orbit_core.api import UnitStatus
 from orbit_core.decide import Limits, decide
 from orbit_core.ir import Definition
 from orbit_core.plan import Plan
-from orbit_core.state import DISPATCHED, ExecutionState, apply
+from orbit_core.state import ExecutionState, apply
 
 EXTERNAL = frozenset(
     {
@@ -251,7 +252,7 @@ def _awaits_result(state: ExecutionState, event: ev.Event) -> bool:
     unit = state.units.get(step) if isinstance(step, str) else None
     return (
         unit is not None
-        and unit.status == DISPATCHED
+        and unit.status == UnitStatus.DISPATCHED
         and unit.attempt == getattr(event, "attempt", None)
     )
 

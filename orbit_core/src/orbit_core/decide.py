@@ -21,26 +21,14 @@ from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
 from orbit_core import unitkeys
 from orbit_core import values as _values
-from orbit_core.api import ErrorDoc
+from orbit_core.api import ErrorDoc, UnitStatus
 from orbit_core.errors import payload_too_large
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import Step
 from orbit_core.ir.expr import Expr
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.plan import Plan, UnitSpec
-from orbit_core.state import (
-    ATTEMPT_FAILED,
-    DISPATCHED,
-    FAILED_UNIT,
-    RETRY_WAIT,
-    SCHEDULED,
-    SKIPPED,
-    SUCCEEDED,
-    UNCERTAIN,
-    WAITING,
-    ExecutionState,
-    Unit,
-)
+from orbit_core.state import ExecutionState, Unit
 
 WHEN_FALSE = "`when` condition was false"
 HANDLER_KIND = {"failed": "failure", "cancelled": "cancel", "timed_out": "timeout"}
@@ -128,11 +116,11 @@ def next_due_ms(state: ExecutionState, plan: Plan) -> int | None:
         consider(state.created_at_ms + plan.defn.timeout_ms)
     for key, unit in state.units.items():
         status = unit.status
-        if status == DISPATCHED:
+        if status == UnitStatus.DISPATCHED:
             consider(unit.deadline_ms)
-        elif status in (RETRY_WAIT, WAITING):
+        elif status in (UnitStatus.RETRY_WAIT, UnitStatus.WAITING):
             consider(unit.wake_at_ms)
-        elif status == SCHEDULED and not unit.redelivery:
+        elif status == UnitStatus.SCHEDULED and not unit.redelivery:
             spec = plan.spec(key)
             if spec is not None and spec.queue_timeout_ms is not None:
                 consider((unit.scheduled_at_ms or 0) + spec.queue_timeout_ms)
@@ -234,7 +222,7 @@ class _Decider:
         for name in deps:
             unit = units.get(unitkeys.scoped(prefix, name))
             status = unit.status if unit is not None else None
-            if status in (SUCCEEDED, SKIPPED):
+            if status in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
                 continue
             if status in ("FAILED", "CANCELLED"):
                 return None
@@ -253,9 +241,14 @@ class _Decider:
         status = unit.status
         if status == "RUNNING":
             self.fan_out(step, unit, self.scope(), retries)
-        elif status == WAITING:
+        elif status == UnitStatus.WAITING:
             self.waiting(step, unit)
-        elif status is not None and status not in (SUCCEEDED, SKIPPED, FAILED_UNIT, "CANCELLED"):
+        elif status is not None and status not in (
+            UnitStatus.SUCCEEDED,
+            UnitStatus.SKIPPED,
+            UnitStatus.FAILED,
+            "CANCELLED",
+        ):
             spec = self.plan.spec(unit.key)
             if spec is not None:
                 self.progress(unit, spec, retries)
@@ -368,7 +361,7 @@ class _Decider:
         """One step of a task-like unit's attempt cycle."""
         status = unit.status
         key = unit.key
-        if status == SCHEDULED:
+        if status == UnitStatus.SCHEDULED:
             qt = spec.queue_timeout_ms
             if (
                 qt is not None
@@ -384,7 +377,7 @@ class _Decider:
                         "QUEUE_TIMEOUT", "no worker picked up the task before queue_timeout", False
                     ),
                 )
-        elif status == DISPATCHED:
+        elif status == UnitStatus.DISPATCHED:
             if self.due(unit.deadline_ms, unit.dispatched_at_ms):
                 message = (
                     f"child workflow did not finish within {spec.timeout_ms}ms"
@@ -397,7 +390,7 @@ class _Decider:
                     unit.attempt,
                     ev.make_error("TIMEOUT", message, True),
                 )
-        elif status == ATTEMPT_FAILED:
+        elif status == UnitStatus.ATTEMPT_FAILED:
             error = unit.last_error or ev.make_error("UNKNOWN", "", False)
             retry = spec.retry
             if (
@@ -416,11 +409,11 @@ class _Decider:
             self.emit(ev.StepFailed, key, final)
             if not unitkeys.is_recovery(key):
                 self.failed = True
-        elif status == UNCERTAIN:
+        elif status == UnitStatus.UNCERTAIN:
             self.emit(
                 ev.StepScheduled, key, unit.attempt, unit.input, unit.idempotency_key or "", True
             )
-        elif status == RETRY_WAIT and self.due(unit.wake_at_ms, None):
+        elif status == UnitStatus.RETRY_WAIT and self.due(unit.wake_at_ms, None):
             self.emit(
                 ev.StepScheduled,
                 key,
@@ -469,9 +462,9 @@ class _Decider:
             status = unit.status if unit is not None else None
             if unit is None or status is None:
                 pending.append(i)
-            elif status == SUCCEEDED:
+            elif status == UnitStatus.SUCCEEDED:
                 outputs.append(unit.output)
-            elif status == FAILED_UNIT:
+            elif status == UnitStatus.FAILED:
                 failed = failed or unit
             elif status != "CANCELLED":
                 active += 1
@@ -538,12 +531,12 @@ class _Decider:
         units = self.s.units
         for step in steps:
             unit = units.get(unitkeys.scoped(prefix, step.name))
-            if unit is not None and unit.status in (SUCCEEDED, SKIPPED):
+            if unit is not None and unit.status in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
                 merged[step.name] = unit.output
         return merged
 
     def instance_progress(self, step: Step, unit: Unit) -> None:
-        if unit.status == WAITING:
+        if unit.status == UnitStatus.WAITING:
             self.waiting(step, unit)
         elif not unit.done:
             spec = self.plan.spec(unit.key)
@@ -554,7 +547,7 @@ class _Decider:
         units = self.s.units
         for step in self.plan.defn.steps:
             unit = units.get(step.name)
-            if unit is None or unit.status not in (SUCCEEDED, SKIPPED):
+            if unit is None or unit.status not in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
                 return False
         for instance in self.s.instances:
             prefix = unitkeys.instance_prefix(instance)
@@ -668,7 +661,10 @@ class _Decider:
     def abort_unit(self, step: Step, unit: Unit) -> None:
         """Withdraws work that has not started; lets in-flight work finish."""
         status = unit.status
-        if (status == SCHEDULED and not unit.redelivery) or status in (WAITING, RETRY_WAIT):
+        if (status == UnitStatus.SCHEDULED and not unit.redelivery) or status in (
+            UnitStatus.WAITING,
+            UnitStatus.RETRY_WAIT,
+        ):
             self.emit(ev.StepCancelled, unit.key)
             return
         spec = self.plan.spec(unit.key)
@@ -681,7 +677,7 @@ class _Decider:
         candidates = [
             u
             for u in self.s.units.values()
-            if u.status == SUCCEEDED
+            if u.status == UnitStatus.SUCCEEDED
             and u.succeeded_seq is not None
             and unitkeys.is_main_block(u.key)
             and unitkeys.step_name(u.key) in plan.compensated
@@ -706,7 +702,7 @@ class _Decider:
             if not unit.done:
                 self.progress(unit, spec, retries=True)
                 return
-            if unit.status == FAILED_UNIT:
+            if unit.status == UnitStatus.FAILED:
                 failures.append((target, unit.error))
         if failures:
             for target, error in failures:
@@ -765,7 +761,7 @@ class _Decider:
         merged = dict(s.outputs)
         for step in steps:
             unit = s.units.get(unitkeys.scoped(prefix, step.name))
-            if unit is not None and unit.status in (SUCCEEDED, SKIPPED):
+            if unit is not None and unit.status in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
                 merged[step.name] = unit.output
         finished = True
         for step in steps:
@@ -780,7 +776,7 @@ class _Decider:
                     self.emit(ev.StepCancelled, key)
             elif not unit.done:
                 finished = False
-                if unit.status == WAITING:
+                if unit.status == UnitStatus.WAITING:
                     self.waiting(step, unit)
                 else:
                     spec = self.plan.spec(key)

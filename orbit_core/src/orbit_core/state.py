@@ -29,28 +29,20 @@ from orbit_core.api import (
 )
 from orbit_core.jsontypes import JsonObject, JsonValue
 
-# Execution statuses.
-RUNNING = ExecutionStatus.RUNNING
-COMPENSATING = ExecutionStatus.COMPENSATING
-COMPLETED = ExecutionStatus.COMPLETED
-FAILED = ExecutionStatus.FAILED
-CANCELLED = ExecutionStatus.CANCELLED
-TIMED_OUT = ExecutionStatus.TIMED_OUT
-CONTINUED_AS_NEW = ExecutionStatus.CONTINUED_AS_NEW
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, TIMED_OUT, CONTINUED_AS_NEW})
-
-# Unit statuses (None is PENDING).
-SCHEDULED = UnitStatus.SCHEDULED
-DISPATCHED = UnitStatus.DISPATCHED
-ATTEMPT_FAILED = UnitStatus.ATTEMPT_FAILED
-UNCERTAIN = UnitStatus.UNCERTAIN
-RETRY_WAIT = UnitStatus.RETRY_WAIT
-WAITING = UnitStatus.WAITING
-SUCCEEDED = UnitStatus.SUCCEEDED
-SKIPPED = UnitStatus.SKIPPED
-CANCELLED_UNIT = UnitStatus.CANCELLED
-FAILED_UNIT = UnitStatus.FAILED
-UNIT_DONE = frozenset({SUCCEEDED, SKIPPED, FAILED_UNIT, CANCELLED_UNIT})
+# The statuses an execution ends in, and those a unit is done in (a pending
+# unit has no status: None).
+TERMINAL = frozenset(
+    {
+        ExecutionStatus.COMPLETED,
+        ExecutionStatus.FAILED,
+        ExecutionStatus.CANCELLED,
+        ExecutionStatus.TIMED_OUT,
+        ExecutionStatus.CONTINUED_AS_NEW,
+    }
+)
+UNIT_DONE = frozenset(
+    {UnitStatus.SUCCEEDED, UnitStatus.SKIPPED, UnitStatus.FAILED, UnitStatus.CANCELLED}
+)
 
 # Marks a value never set (None is a JSON value); typed Any to stand in any field.
 _ABSENT: Any = object()
@@ -140,7 +132,7 @@ class ExecutionState:
     run: int = 1
     parent: ParentRef | None = None
     schedule_id: str | None = None
-    status: ExecutionStatus = RUNNING
+    status: ExecutionStatus = ExecutionStatus.RUNNING
     started: bool = False
     created_at_ms: int = 0
     updated_at_ms: int = 0
@@ -234,7 +226,7 @@ def _created(s: ExecutionState, e: ev.WorkflowCreated) -> None:
     s.schedule_id = e.schedule_id
     s.run = e.run or 1
     s.created_at_ms = e.timestamp_ms
-    s.status = RUNNING
+    s.status = ExecutionStatus.RUNNING
 
 
 def _started(s: ExecutionState, e: ev.WorkflowStarted) -> None:
@@ -265,33 +257,33 @@ def _finish(s: ExecutionState, e: ev.Event, status: ExecutionStatus) -> None:
 
 def _completed(s: ExecutionState, e: ev.WorkflowCompleted) -> None:
     s.output = e.output
-    _finish(s, e, COMPLETED)
+    _finish(s, e, ExecutionStatus.COMPLETED)
 
 
 def _failed(s: ExecutionState, e: ev.WorkflowFailed) -> None:
     s.error = e.error
     s.compensation = e.compensation
-    _finish(s, e, FAILED)
+    _finish(s, e, ExecutionStatus.FAILED)
 
 
 def _cancelled(s: ExecutionState, e: ev.WorkflowCancelled) -> None:
     s.compensation = e.compensation
-    _finish(s, e, CANCELLED)
+    _finish(s, e, ExecutionStatus.CANCELLED)
 
 
 def _timed_out(s: ExecutionState, e: ev.WorkflowTimedOut) -> None:
     s.compensation = e.compensation
-    _finish(s, e, TIMED_OUT)
+    _finish(s, e, ExecutionStatus.TIMED_OUT)
 
 
 def _continued(s: ExecutionState, e: ev.WorkflowContinuedAsNew) -> None:
     s.next_run = e.next_run
-    _finish(s, e, CONTINUED_AS_NEW)
+    _finish(s, e, ExecutionStatus.CONTINUED_AS_NEW)
 
 
 def _scheduled(s: ExecutionState, e: ev.StepScheduled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = SCHEDULED
+    u.status = UnitStatus.SCHEDULED
     u.attempt = e.attempt
     u.input = e.input
     u.idempotency_key = e.idempotency_key
@@ -304,7 +296,7 @@ def _scheduled(s: ExecutionState, e: ev.StepScheduled) -> None:
 
 def _skipped(s: ExecutionState, e: ev.StepSkipped) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = SKIPPED
+    u.status = UnitStatus.SKIPPED
     u.output = None
     u.finished_at_ms = e.timestamp_ms
 
@@ -319,7 +311,7 @@ def _fan_out(s: ExecutionState, e: ev.StepFanOut) -> None:
 
 def _dispatched(s: ExecutionState, e: ev.StepDispatched) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = DISPATCHED
+    u.status = UnitStatus.DISPATCHED
     u.token = e.token
     u.worker_id = e.worker_id
     u.worker_session = e.worker_session
@@ -332,7 +324,7 @@ def _dispatched(s: ExecutionState, e: ev.StepDispatched) -> None:
 
 
 def _succeed(s: ExecutionState, u: Unit, output: JsonValue, e: ev.Event) -> None:
-    u.status = SUCCEEDED
+    u.status = UnitStatus.SUCCEEDED
     u.output = output
     u.finished_at_ms = e.timestamp_ms
     u.succeeded_seq = e.seq
@@ -349,26 +341,26 @@ def _succeeded(s: ExecutionState, e: ev.StepSucceeded) -> None:
 
 def _attempt_failed(s: ExecutionState, e: ev.StepAttemptFailed) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = ATTEMPT_FAILED
+    u.status = UnitStatus.ATTEMPT_FAILED
     u.last_error = e.error
     u.token = None
 
 
 def _uncertain(s: ExecutionState, e: ev.StepAttemptUncertain) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UNCERTAIN
+    u.status = UnitStatus.UNCERTAIN
     u.token = None
 
 
 def _retry(s: ExecutionState, e: ev.RetryScheduled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = RETRY_WAIT
+    u.status = UnitStatus.RETRY_WAIT
     u.wake_at_ms = e.fire_at_ms
 
 
 def _step_failed(s: ExecutionState, e: ev.StepFailed) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = FAILED_UNIT
+    u.status = UnitStatus.FAILED
     u.error = e.error
     u.finished_at_ms = e.timestamp_ms
     u.token = None
@@ -384,14 +376,14 @@ def _step_failed(s: ExecutionState, e: ev.StepFailed) -> None:
 
 def _step_cancelled(s: ExecutionState, e: ev.StepCancelled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = CANCELLED_UNIT
+    u.status = UnitStatus.CANCELLED
     u.finished_at_ms = e.timestamp_ms
     u.token = None
 
 
 def _timer_started(s: ExecutionState, e: ev.TimerStarted) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = WAITING
+    u.status = UnitStatus.WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
     u.wake_at_ms = e.fire_at_ms
@@ -413,7 +405,7 @@ def _signal_received(s: ExecutionState, e: ev.SignalReceived) -> None:
 
 def _await_started(s: ExecutionState, e: ev.SignalAwaitStarted) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = WAITING
+    u.status = UnitStatus.WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
     u.wake_at_ms = e.deadline_ms
@@ -435,7 +427,7 @@ def _signal_delivered(s: ExecutionState, e: ev.SignalDelivered) -> None:
 
 
 def _compensation_started(s: ExecutionState, e: ev.CompensationStarted) -> None:
-    s.status = COMPENSATING
+    s.status = ExecutionStatus.COMPENSATING
     s.compensation_order = list(e.steps)
 
 

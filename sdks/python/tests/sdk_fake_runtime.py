@@ -74,7 +74,7 @@ class FakeRuntime:
         """Listens on the same port as before (a fresh one the first time)."""
         server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler_for(self))
         server.daemon_threads = True
-        server.handle_error = lambda request, address: None  # type: ignore[method-assign]
+        server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
         self._server = server
         self.port = server.server_address[1]
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})

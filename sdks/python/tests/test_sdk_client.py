@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import socket
-import time
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sdk_fake_runtime import Call, FakeRuntime
+from sdk_fake_runtime import Answer, Call, FakeRuntime
 
 from orbit_sdk import ApiError, Client
 
@@ -178,9 +178,18 @@ def test_a_server_that_hangs_up_is_a_connection_error(fake: FakeRuntime, client:
 
 
 def test_a_socket_timeout_is_a_connection_error(fake: FakeRuntime) -> None:
-    fake.routes["GET", "/v1/slow"] = lambda call: (time.sleep(1), (200, {}))[1]
-    with Client(server=fake.url, timeout=0.2) as client, pytest.raises(ApiError) as caught:
-        client.get("/v1/slow")
+    answered = threading.Event()
+
+    def slow(call: Call) -> Answer:
+        answered.wait(5)  # set once the client has given up
+        return 200, {}
+
+    fake.routes["GET", "/v1/slow"] = slow
+    try:
+        with Client(server=fake.url, timeout=0.2) as client, pytest.raises(ApiError) as caught:
+            client.get("/v1/slow")
+    finally:
+        answered.set()
     assert caught.value.is_connection_error
     assert caught.value.message.endswith(": timed out")
 

@@ -15,7 +15,7 @@ from typing import Protocol
 from orbit_core import events as ev
 from orbit_core import ir, unitkeys
 from orbit_core import values as _values
-from orbit_core.api import ParentRef
+from orbit_core.api import ParentRef, UnitStatus
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import ChildLink, Live
@@ -23,7 +23,7 @@ from orbit_core.engine.running import Running
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import Store
-from orbit_core.state import DISPATCHED, ExecutionState, fold
+from orbit_core.state import ExecutionState, fold
 
 _CHILD = "child:"
 
@@ -172,7 +172,7 @@ class Children:
         if parent is None or parent.state.terminal:
             return
         unit = parent.state.units.get(link.unit_key)
-        if unit is None or unit.status != DISPATCHED or unit.token != link.token:
+        if unit is None or unit.status != UnitStatus.DISPATCHED or unit.token != link.token:
             return
         name = child.workflow
         if child.status == "COMPLETED":
@@ -224,7 +224,7 @@ class Children:
             if link is None or child is None:
                 continue
             unit = state.units.get(link.unit_key)
-            if unit is None or unit.status != DISPATCHED or unit.token != link.token:
+            if unit is None or unit.status != UnitStatus.DISPATCHED or unit.token != link.token:
                 reason = "parent step timed out"
             elif state.terminal:
                 reason = "parent workflow finished"

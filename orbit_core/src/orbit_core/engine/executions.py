@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 
 from orbit_core import events as ev
-from orbit_core.api import ParentRef
+from orbit_core.api import ExecutionStatus, ParentRef, UnitStatus
 from orbit_core.decide import Limits, decide, next_due_ms
 from orbit_core.dispatch import TaskIndex
 from orbit_core.engine.catalog import Catalog
@@ -22,14 +22,7 @@ from orbit_core.errors import ConflictError, not_found
 from orbit_core.jsontypes import JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import BuiltinTasks, ExecutionChange, ExecutionRow, IdSource, Store
-from orbit_core.state import (
-    CONTINUED_AS_NEW,
-    DISPATCHED,
-    SCHEDULED,
-    ExecutionState,
-    apply,
-    fold,
-)
+from orbit_core.state import ExecutionState, apply, fold
 
 ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable-http-adapter"
 # Events after which the decider has nothing more to do in the same batch.
@@ -127,7 +120,7 @@ class Executions:
         for unit in state.units.values():
             for token, attempt in unit.attempts():
                 self.memory.hold(token, state.id, unit.key, attempt)
-            if unit.status == SCHEDULED:
+            if unit.status == UnitStatus.SCHEDULED:
                 spec = plan.spec(unit.key)
                 if spec is None:
                     continue
@@ -136,7 +129,9 @@ class Executions:
                 else:
                     self._unrouted.append((state.id, unit.key, unit.offer_seq))
                     self.memory.due_at(0, state.id)
-            elif unit.status == DISPATCHED and (unit.worker_session or "").startswith("child:"):
+            elif unit.status == UnitStatus.DISPATCHED and (unit.worker_session or "").startswith(
+                "child:"
+            ):
                 self.children.restore(state, unit.key, unit.worker_session or "", unit.token)
         self.push_due(live)
         return live
@@ -284,7 +279,7 @@ class Executions:
         # Before a new run replaces the state: the old run's children go too.
         self.children.check(tx, live)
         if state.terminal:
-            if state.status == CONTINUED_AS_NEW:
+            if state.status == ExecutionStatus.CONTINUED_AS_NEW:
                 self._continue_as_new(tx, live)
             else:
                 self._finalize(tx, live)
@@ -294,7 +289,7 @@ class Executions:
     def route(self, tx: Tx, live: Live, key: str) -> None:
         """Sends a scheduled unit where it runs."""
         unit = live.state.units[key]
-        if unit.status != SCHEDULED:
+        if unit.status != UnitStatus.SCHEDULED:
             return
         spec = live.plan.spec(key)
         if spec is None:

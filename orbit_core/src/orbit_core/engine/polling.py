@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections import deque
 
 from orbit_core import events as ev
-from orbit_core.api import Assignment
+from orbit_core.api import Assignment, UnitStatus
 from orbit_core.dispatch import QueuedTask, Session
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.engine.workers import Workers
-from orbit_core.state import SCHEDULED
 
 DEFAULT_POLL_MS = 20_000
 MAX_POLL_MS = 60_000
@@ -148,7 +147,11 @@ class Polling:
         if live is None or live.state.terminal:
             return False
         unit = live.state.units.get(task.unit_key)
-        return unit is not None and unit.status == SCHEDULED and unit.offer_seq == task.offer_seq
+        return (
+            unit is not None
+            and unit.status == UnitStatus.SCHEDULED
+            and unit.offer_seq == task.offer_seq
+        )
 
     def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> Assignment:
         x = self._x

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
-from orbit_core.api import HistoryPage, QueryAnswer
+from orbit_core.api import ExecutionStatus, HistoryPage, QueryAnswer
 from orbit_core.engine.commands import Command
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
 from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.errors import InvalidError, NotFoundError, not_found
-from orbit_core.state import CONTINUED_AS_NEW
 
 DEFAULT_WAIT_MS = 30_000
 MAX_WAIT_MS = 300_000
@@ -77,7 +76,9 @@ class Reads:
     def park_wait(self, execution_id: str, cmd: Command) -> object:
         """The state document of a finished execution, or PENDING once parked."""
         live = self._x.memory.get(execution_id)
-        if live is None or (live.state.terminal and live.state.status != CONTINUED_AS_NEW):
+        if live is None or (
+            live.state.terminal and live.state.status != ExecutionStatus.CONTINUED_AS_NEW
+        ):
             return self._x.state_of(execution_id).to_json()
         pending = self._pipeline.park(cmd)
         waiters = [c for c in self._waiters.get(execution_id, ()) if c.parked == "waiting"]

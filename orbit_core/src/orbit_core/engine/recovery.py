@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from orbit_core import events as ev
 from orbit_core import ir
+from orbit_core.api import UnitStatus
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.workers import Workers
 from orbit_core.plan import Plan
-from orbit_core.state import DISPATCHED, fold
+from orbit_core.state import fold
 
 BUILTIN_RESTART_REASON = "runtime restarted while the built-in task was running"
 
@@ -34,7 +35,7 @@ def load(executions: Executions, workers: Workers, now: int) -> tuple[int, int]:
             if isinstance(event, ev.StepDispatched):
                 workers.issued_to[event.token] = event.worker_id
         for unit in state.units.values():
-            if unit.status == DISPATCHED and unit.token is not None:
+            if unit.status == UnitStatus.DISPATCHED and unit.token is not None:
                 session = unit.worker_session or ""
                 if not session.startswith(("child:", "builtin:")):
                     in_flight.append(unit.token)
@@ -48,7 +49,9 @@ def resume(tx: Tx, executions: Executions, workers: Workers) -> None:
     for live in executions.memory.all():
         state = live.state
         for unit in list(state.units.values()):
-            if unit.status == DISPATCHED and (unit.worker_session or "").startswith("builtin:"):
+            if unit.status == UnitStatus.DISPATCHED and (unit.worker_session or "").startswith(
+                "builtin:"
+            ):
                 workers.make_uncertain(tx, unit.token or "", BUILTIN_RESTART_REASON)
     executions.route_unrouted(tx)
     executions.children.resume(tx)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from orbit_core import events as ev
 from orbit_core import values as _values
-from orbit_core.api import Accepted
+from orbit_core.api import Accepted, UnitStatus
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
 from orbit_core.engine.workers import Workers
 from orbit_core.jsontypes import JsonValue
-from orbit_core.state import DISPATCHED
 
 _UNKNOWN_TOKEN: Accepted = {
     "accepted": False,
@@ -51,7 +50,7 @@ class Results:
                     f"contract at {exc}",
                     False,
                 )
-                if unit.status == DISPATCHED and unit.token == token:
+                if unit.status == UnitStatus.DISPATCHED and unit.token == token:
                     self._x.append(
                         tx,
                         live,
@@ -74,7 +73,7 @@ class Results:
         if unit.done:
             self._stale(tx, live, key, token, "duplicate")
             return {"accepted": False, "reason": "duplicate result; step already resolved"}
-        if unit.status != DISPATCHED or unit.token != token:
+        if unit.status != UnitStatus.DISPATCHED or unit.token != token:
             self._stale(tx, live, key, token, "failure")
             return {"accepted": False, "reason": "stale attempt"}
         self._x.append(

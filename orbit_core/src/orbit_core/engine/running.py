@@ -14,8 +14,9 @@ import heapq
 
 import attrs
 
+from orbit_core.api import UnitStatus
 from orbit_core.engine.live import Live
-from orbit_core.state import DISPATCHED, SCHEDULED, Unit
+from orbit_core.state import Unit
 
 
 @attrs.frozen(slots=True)
@@ -35,7 +36,9 @@ class Attempt:
     def in_flight(self) -> bool:
         """Whether the token is still its unit's dispatched attempt."""
         unit = self.unit
-        return unit is not None and unit.status == DISPATCHED and unit.token == self.token
+        return (
+            unit is not None and unit.status == UnitStatus.DISPATCHED and unit.token == self.token
+        )
 
 
 class Running:
@@ -71,7 +74,7 @@ class Running:
         if live is None or live.state.terminal:
             return None
         unit = live.state.units.get(key)
-        if unit is None or unit.status != SCHEDULED or unit.offer_seq != offer:
+        if unit is None or unit.status != UnitStatus.SCHEDULED or unit.offer_seq != offer:
             return None
         return live
 

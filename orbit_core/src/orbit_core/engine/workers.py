@@ -17,6 +17,7 @@ from orbit_core.api import (
     Accepted,
     HeartbeatReply,
     Registered,
+    UnitStatus,
     WaitingDoc,
     WorkerDoc,
     WorkerList,
@@ -27,7 +28,7 @@ from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import aborts_with_execution
 from orbit_core.errors import InvalidError, NotFoundError, OrbitError, unknown_session
 from orbit_core.ports import WorkerRow
-from orbit_core.state import SCHEDULED, ExecutionState
+from orbit_core.state import ExecutionState
 
 V = TypeVar("V")
 RESTART_REASON = "runtime restarted and no worker reported the result"
@@ -178,7 +179,7 @@ class Workers:
         plan = live.plan
         groups: dict[tuple[str, str, str | None], WaitingDoc] = {}
         for unit in state.units_by_change():
-            if unit.status != SCHEDULED:
+            if unit.status != UnitStatus.SCHEDULED:
                 continue
             spec = plan.spec(unit.key)
             if spec is None or spec.is_child or spec.is_builtin or spec.task is None:
