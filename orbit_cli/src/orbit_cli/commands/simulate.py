@@ -14,8 +14,8 @@ call), the signal names (against the workflow's signals) and the JSON of
 every value. Results on stdout; the generated-results note and warnings
 (a run that could not finish, a signal never sent) on stderr.
 
-Exit status: 0 when the execution ends COMPLETED; 1 when it ends otherwise,
-cannot finish, or the input is wrong (compile errors, unknown names, bad
+Exit status: 0 for a COMPLETED execution; 1 for any other end, a run
+stopped before the end, or wrong input (compile errors, unknown names, bad
 JSON, a value the runtime refuses); 2 for usage errors (a malformed
 --fail or --signal, --input with --input-file).
 """
@@ -87,8 +87,8 @@ def _pair(
     "signals",
     multiple=True,
     metavar="NAME=JSON",
-    help="Send signal NAME once the execution waits for it; NAME=@file.json reads the payload "
-    "from a file, NAME alone sends {} (repeatable, sent in order).",
+    help="Send signal NAME as soon as a step awaits it; NAME=@file.json takes the payload from "
+    "that file, a bare NAME sends {} (repeatable, in the order given).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the result, state, history and children as JSON."
