@@ -359,3 +359,13 @@ def test_a_mistyped_command_gets_a_suggestion(project: Path) -> None:
     result = CliRunner().invoke(cli, ["simulat"])
     assert result.exit_code == 2
     assert "No such command 'simulat'. Did you mean 'simulate'?" in result.stderr
+
+
+def test_the_http_built_in_is_simulated_like_a_task(project: Path) -> None:
+    ping = (
+        HERE.parents[1] / "tests" / "book" / "examples" / "62-calling-http-services" / "0073.orbit"
+    )
+    result = simulate(str(ping), "-i", '{"url":"http://example.invalid"}', "--json")
+    report = json.loads(result.stdout)
+    assert report["status"] == "COMPLETED", result.output
+    assert report["sampled_tasks"] == ["orbit.http.request"]
