@@ -102,3 +102,17 @@ def test_a_replacement_that_fails_to_commit_leaves_the_old_definition() -> None:
         assert engine.deploy(old)["created"] is False
     finally:
         engine.close()
+
+
+def test_an_execution_id_of_a_replaced_definition(engine: Engine) -> None:
+    engine.deploy(review())
+    engine.start("Review", "1.0.0", {"order_id": "A"}, "ex-1")
+    Worker(engine, "w", ["review.do"]).run({"ok": True})
+    engine.deploy(review(steps=2), replace=True)
+    with pytest.raises(ConflictError) as exists:
+        engine.start("Review", "1.0.0", {"order_id": "A"}, "ex-1")
+    assert (exists.value.code, exists.value.message) == (
+        "EXECUTION_EXISTS",
+        "execution `ex-1` already exists for an earlier definition of Review@1.0.0, "
+        "since replaced (orbit server --dev)",
+    )
