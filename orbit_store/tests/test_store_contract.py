@@ -166,6 +166,30 @@ def test_definitions_and_workers(store: Store) -> None:
     assert store.list_workers() == [WorkerRow("w", "go", "sdk", [], 2, 3)]
 
 
+def test_a_replacing_definition_takes_the_rows_place(store: Store) -> None:
+    """A development server's replacement (DefinitionRow.replaces): the
+    version keeps one row, the newest; twice in one group works too."""
+    old = {"ir_version": "orbit-ir/1", "name": "Wf", "steps": []}
+    new = {**old, "description": "edited"}
+    newer = {**old, "description": "edited again"}
+    store.commit(CommitBatch(definitions=[DefinitionRow("Wf", "1.0.0", "sha256:a", old, 5)]))
+    store.commit(
+        CommitBatch(definitions=[DefinitionRow("Wf", "1.0.0", "sha256:b", new, 6, replaces=True)])
+    )
+    [row] = store.load_definitions()
+    assert (row.definition_hash, row.ir, row.created_at_ms) == ("sha256:b", new, 6)
+    store.commit(
+        CommitBatch(
+            definitions=[
+                DefinitionRow("Wf", "1.0.0", "sha256:c", new, 7, replaces=True),
+                DefinitionRow("Wf", "1.0.0", "sha256:d", newer, 7, replaces=True),
+            ]
+        )
+    )
+    [row] = store.load_definitions()
+    assert (row.definition_hash, row.ir) == ("sha256:d", newer)
+
+
 def test_a_large_group_and_repeated_updates(store: Store) -> None:
     """Enough rows for a backend's bulk paths (COPY and one UPDATE on
     PostgreSQL); an execution changed twice in one group keeps the later."""

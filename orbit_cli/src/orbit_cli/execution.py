@@ -59,8 +59,9 @@ def plain(text: str, _colour: str | None) -> str:
     return text
 
 
-def header(state: dict[str, Any], paint: Paint = plain) -> list[str]:
-    """`COMPLETED <id>  <Wf>@<v>` and the indented facts below it."""
+def header(state: dict[str, Any], paint: Paint = plain, now_ms: int | None = None) -> list[str]:
+    """`COMPLETED <id>  <Wf>@<v>` and the indented facts below it; `now_ms`
+    ends the elapsed time of an execution under way (default: the wall clock)."""
     status = str(state.get("status", "?"))
     lines = [
         f"{paint(status, STATUS_COLOURS.get(status))} {state.get('id')}  "
@@ -70,7 +71,7 @@ def header(state: dict[str, Any], paint: Paint = plain) -> list[str]:
         lines.append(f"  run: {state['run']} (continue-as-new)")
     if state.get("schedule_id") is not None:
         lines.append(f"  schedule: {state['schedule_id']}")
-    lines.append(f"  elapsed: {duration(elapsed_ms(state))}")
+    lines.append(f"  elapsed: {duration(elapsed_ms(state, now_ms))}")
     if state.get("compensation") is not None:
         lines.append(f"  compensation: {state['compensation']}")
     error = state.get("error")

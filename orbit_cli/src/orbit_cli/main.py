@@ -28,6 +28,7 @@ COMMANDS = {
         "token",
         "workers",
         "test",
+        "simulate",
         "replay",
         "schedule",
     )

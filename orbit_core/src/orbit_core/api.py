@@ -260,6 +260,9 @@ class Deployed(TypedDict):
     version: str
     definition_hash: str
     created: bool
+    # Present (true) only when a development server replaced the definition
+    # registered for this version.
+    replaced: NotRequired[bool]
 
 
 class WorkflowSummary(TypedDict):

@@ -46,7 +46,10 @@ class MemoryStore:
     def commit(self, batch: CommitBatch) -> None:
         with self._lock:
             for d in batch.definitions:
-                self._definitions.setdefault((d.name, d.version), d)
+                if d.replaces:
+                    self._definitions[(d.name, d.version)] = d
+                else:
+                    self._definitions.setdefault((d.name, d.version), d)
             for change in batch.executions:
                 eid = change.execution_id
                 current = self._events.setdefault(eid, [])

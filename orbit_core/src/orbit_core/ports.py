@@ -83,6 +83,9 @@ class DefinitionRow:
     definition_hash: str
     ir: JsonObject
     created_at_ms: int
+    # The row takes the place of the one stored for (name, version): a
+    # development server's replacement (Engine.deploy(replace=True)).
+    replaces: bool = False
 
 
 @attrs.define(slots=True)

@@ -80,7 +80,7 @@ def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None
     routes.add("/v1/metrics", Metrics(engine, telemetry), ADMIN)
     routes.add(OPENAPI_PATH, OpenApi(), ADMIN)
 
-    workflows = Workflows(engine, config.max_body)
+    workflows = Workflows(engine, config.max_body, replace=config.dev)
     listed = for_clients("read", Subject.RESOURCE)
     routes.add("/v1/workflows", workflows, {"POST": ADMIN, "GET": listed})
     definition = for_clients("read", Subject.WORKFLOW)

@@ -119,6 +119,9 @@ class ServerConfig:
     tls_client_ca: str | None = None
     cluster: bool = False
     cluster_mode: str = "standby"
+    # --dev: a deploy may replace a definition of the same version that no
+    # unfinished execution uses (beyond the book; off by default).
+    dev: bool = False
 
     @property
     def auth(self) -> bool:

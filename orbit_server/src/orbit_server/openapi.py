@@ -78,7 +78,9 @@ SCHEMAS: dict[str, Schema] = {
         "description": "A compiled definition as `orbit compile` writes it (chapter 29 and docs/ir.md).",
     },
     "WorkflowRegistered": _object(
-        {"name": STRING, "version": STRING, "definition_hash": STRING, "created": BOOLEAN}
+        {"name": STRING, "version": STRING, "definition_hash": STRING, "created": BOOLEAN},
+        # Only from a server started with --dev, when it replaced the version's definition.
+        {"replaced": BOOLEAN},
     ),
     "WorkflowList": _object(
         {

@@ -260,6 +260,11 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             in_flight=self.engine.recovered_in_flight,
         )
         app = create_app(self.engine, self.config)
+        if self.config.dev:
+            log.warning(
+                "development server: a deploy may replace a definition of the same version "
+                "while no unfinished execution uses it"
+            )
         if self.config.tls:
             log.info(
                 "ORBIT runtime listening",

@@ -276,7 +276,16 @@ class SqlStore(ScheduleTables):
         d = s.workflow_definitions
         self._find_definition = _Statement(
             dialect,
-            select(d.c.name).where(d.c.name == bindparam("n"), d.c.version == bindparam("v")),
+            select(d.c.name).where(
+                d.c.name == bindparam("n"),
+                d.c.version == bindparam("v"),
+                d.c.definition_hash == bindparam("h"),
+            ),
+            ("n", "v", "h"),
+        )
+        self._delete_definition = _Statement(
+            dialect,
+            d.delete().where(d.c.name == bindparam("n"), d.c.version == bindparam("v")),
             ("n", "v"),
         )
         self._select_events = _Statement(
@@ -442,8 +451,18 @@ class SqlStore(ScheduleTables):
             for d in batch.definitions
         ]
 
+        # A development server's replacement takes the old row's place, one
+        # at a time: a group may replace the same version twice.
+        replacing = [d.replaces for d in batch.definitions]
+
         def statements(cursor: Any) -> None:
-            self._insert_definition.run(cursor, definitions)
+            if any(replacing):
+                for row, replaces in zip(definitions, replacing, strict=True):
+                    if replaces:
+                        self._delete_definition.run(cursor, [row[:2]])
+                    self._insert_definition.run(cursor, [row])
+            else:
+                self._insert_definition.run(cursor, definitions)
             for before, eid, run, archived in moves:
                 self.insert_events(cursor, before)
                 self.insert_events(cursor, archived)
@@ -475,7 +494,7 @@ class SqlStore(ScheduleTables):
         if events:
             marker = (self._find_event, (events[-1][0], events[-1][1]))
         elif definitions:
-            marker = (self._find_definition, definitions[0][:2])
+            marker = (self._find_definition, definitions[0][:3])
         self._write(statements, marker)
 
     def _write(

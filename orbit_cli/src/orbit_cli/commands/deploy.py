@@ -17,13 +17,20 @@ if TYPE_CHECKING:
 
 
 def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:
-    """POSTs each definition (children first) and reports `deployed` or `up to date`."""
+    """POSTs each definition (children first) and reports `deployed`, `up to
+    date`, or (from a development server) `replaced`."""
     from orbit_core.ir import to_json
 
     for defn in definitions:
         answer = client.post("/v1/workflows", to_json(defn))
-        verb = "deployed" if answer.get("created") else "up to date"
         short = defn.definition_hash.removeprefix("sha256:")[:12]
+        if answer.get("replaced"):
+            err(
+                f"replaced {defn.name}@{defn.version} (sha256:{short}): the development server "
+                "swapped the definition of this version, which no unfinished execution used"
+            )
+            continue
+        verb = "deployed" if answer.get("created") else "up to date"
         err(f"{verb} {defn.name}@{defn.version} (sha256:{short})")
 
 
@@ -43,7 +50,9 @@ def cli(client: RuntimeClient, files: tuple[Path, ...]) -> None:
     workflows are registered before the workflows that start them. Each
     definition is reported as `deployed` when the runtime did not know it and
     `up to date` when the same content was already registered; a changed
-    definition under an existing version is refused (DEFINITION_CONFLICT).
+    definition under an existing version is refused (DEFINITION_CONFLICT),
+    except by a server started with --dev, which replaces it while no
+    unfinished execution uses it and says `replaced`.
     """
     if not files:
         return

@@ -118,6 +118,14 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     show_envvar=True,
     help="Do not serve the web UI at /ui/.",
 )
+@click.option(
+    "--dev",
+    is_flag=True,
+    envvar="ORBIT_DEV",
+    show_envvar=True,
+    help="Development server: deploying a changed definition without a version bump replaces "
+    "the registered one while no unfinished execution uses it (never in production).",
+)
 @click.option("--threads", type=click.IntRange(min=4), default=128, hidden=True)
 @click.option("--grpc-addr", envvar="ORBIT_GRPC_ADDR", metavar="IP:PORT", hidden=True)
 @click.option(
@@ -205,6 +213,7 @@ def cli(**options: Any) -> None:
         tls_client_ca=options["tls_client_ca"] or None,
         cluster=options["cluster"],
         cluster_mode=options["cluster_mode"],
+        dev=options["dev"],
     )
     try:
         # Before the runner's heavy imports, so a refusal is instant.

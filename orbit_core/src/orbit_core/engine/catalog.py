@@ -1,6 +1,16 @@
-"""Deployed workflow definitions, found by name and version or by hash."""
+"""Deployed workflow definitions, found by name and version or by hash.
+
+A definition is immutable once deployed (DEFINITION_CONFLICT), except on a
+development server: `deploy(replace_unless=...)` then puts a new definition
+in place of the one of the same version, when no unfinished execution uses
+the old one. The old plan stays reachable by hash in memory (finished
+executions and parents that pinned it still find it until a restart), and
+a rolled-back replacement puts it back under its name and version.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from orbit_core import ir, limits
 from orbit_core.api import Deployed, WorkflowList, WorkflowSummary
@@ -52,8 +62,19 @@ class Catalog:
         self._by_hash: dict[str, Plan] = {}
         # The highest version of each name (starts without a version look it up).
         self._latest: dict[str, Plan] = {}
+        # Replacements not yet undone, by the new hash: the plan each replaced.
+        self._replaced: dict[str, Plan] = {}
 
-    def deploy(self, tx: Tx, defn: ir.Definition, document: JsonObject) -> Deployed:
+    def deploy(
+        self,
+        tx: Tx,
+        defn: ir.Definition,
+        document: JsonObject,
+        replace_unless: Callable[[str], list[str]] | None = None,
+    ) -> Deployed:
+        """Registers `defn`. With `replace_unless` (a development server), a
+        different definition of the same version is replaced unless the
+        function, given the old hash, names unfinished executions using it."""
         key = (defn.name, defn.version)
         existing = self._plans.get(key)
         answer = Deployed(
@@ -65,12 +86,23 @@ class Catalog:
         if existing is not None:
             if existing.defn.definition_hash == defn.definition_hash:
                 return answer
-            raise ConflictError(
-                f"{defn.key} is already registered with a different definition "
-                f"({existing.defn.definition_hash}); workflow definitions are immutable, "
-                "bump the version",
-                "DEFINITION_CONFLICT",
-            )
+            if replace_unless is not None:
+                users = replace_unless(existing.defn.definition_hash)
+                if users:
+                    shown = ", ".join(users[:3]) + (", ..." if len(users) > 3 else "")
+                    raise ConflictError(
+                        f"{defn.key} cannot be replaced: {len(users)} unfinished "
+                        f"execution(s) use it ({shown}); let them finish or cancel them, "
+                        "or bump the version",
+                        "DEFINITION_CONFLICT",
+                    )
+            else:
+                raise ConflictError(
+                    f"{defn.key} is already registered with a different definition "
+                    f"({existing.defn.definition_hash}); workflow definitions are immutable, "
+                    "bump the version",
+                    "DEFINITION_CONFLICT",
+                )
         for contract in defn.contracts.values():
             if isinstance(contract, ir.ChildContract):
                 child = self._by_hash.get(contract.definition_hash)
@@ -81,12 +113,23 @@ class Catalog:
                         "CHILD_NOT_REGISTERED",
                     )
         plan = Plan(defn)
+        if existing is not None:
+            self._replaced[defn.definition_hash] = existing
         self.add(plan)
         tx.new_plans.append(plan)
         tx.definitions.append(
-            DefinitionRow(defn.name, defn.version, defn.definition_hash, dict(document), tx.now)
+            DefinitionRow(
+                defn.name,
+                defn.version,
+                defn.definition_hash,
+                dict(document),
+                tx.now,
+                replaces=existing is not None,
+            )
         )
         answer["created"] = True
+        if existing is not None:
+            answer["replaced"] = True
         return answer
 
     def add(self, plan: Plan) -> None:
@@ -95,8 +138,12 @@ class Catalog:
         self._find_latest(plan.defn.name)
 
     def remove(self, plan: Plan) -> None:
+        """Undoes `plan`'s deployment (its group was rolled back)."""
         self._plans.pop((plan.defn.name, plan.defn.version), None)
         self._by_hash.pop(plan.defn.definition_hash, None)
+        previous = self._replaced.pop(plan.defn.definition_hash, None)
+        if previous is not None:
+            self._plans[(previous.defn.name, previous.defn.version)] = previous
         self._find_latest(plan.defn.name)
 
     def _find_latest(self, name: str) -> None:

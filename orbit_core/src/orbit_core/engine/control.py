@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from orbit_core import events as ev
+from orbit_core import ir
 from orbit_core import values as _values
 from orbit_core.api import ExecutionDoc, SignalAccepted, Started
 from orbit_core.engine.commands import Tx
@@ -52,7 +53,7 @@ class Control:
                 if existing_hash == plan.defn.definition_hash:
                     return {"execution_id": execution_id, "created": False}
                 raise ConflictError(
-                    self._exists_message(execution_id, existing_hash, plan.defn.name),
+                    self._exists_message(execution_id, existing_hash, plan.defn),
                     "EXECUTION_EXISTS",
                 )
         limits = x.limits.effective(plan)
@@ -75,10 +76,17 @@ class Control:
         x.decide(tx, live)
         return {"execution_id": execution_id, "created": True}
 
-    def _exists_message(self, execution_id: str, existing_hash: str, workflow: str) -> str:
+    def _exists_message(self, execution_id: str, existing_hash: str, wanted: ir.Definition) -> str:
         """The book's message, naming the version when the id belongs to the
-        same workflow at another version (the usual slip after a bump)."""
+        same workflow at another version (the usual slip after a bump), or
+        to the definition a development server replaced."""
         existing = self._x.catalog.by_hash(existing_hash)
+        workflow = wanted.name
+        if existing is not None and existing.defn.key == wanted.key:
+            return (
+                f"execution `{execution_id}` already exists for an earlier definition of "
+                f"{wanted.key}, since replaced (orbit server --dev)"
+            )
         if existing is not None and existing.defn.name == workflow:
             return (
                 f"execution `{execution_id}` already exists for "

@@ -160,10 +160,22 @@ class Engine:
 
     # ---- definitions
 
-    def deploy(self, definition: ir.Definition | JsonObject) -> Deployed:
-        """Registers a definition (a `Definition` or its IR JSON document)."""
+    def deploy(self, definition: ir.Definition | JsonObject, *, replace: bool = False) -> Deployed:
+        """Registers a definition (a `Definition` or its IR JSON document).
+        `replace` (a development server only) lets it take the place of a
+        different definition of the same version that no unfinished
+        execution uses; the answer then carries `replaced: true`."""
         defn, document = checked_definition(definition)
-        return self._pipeline.submit(lambda tx: self._catalog.deploy(tx, defn, document))
+        users = self._users if replace else None
+        return self._pipeline.submit(lambda tx: self._catalog.deploy(tx, defn, document, users))
+
+    def _users(self, definition_hash: str) -> list[str]:
+        """The unfinished executions (all are in memory) running `definition_hash`."""
+        return sorted(
+            live.state.id
+            for live in self._executions.memory.all()
+            if live.state.definition_hash == definition_hash and not live.state.terminal
+        )
 
     def list_workflows(self) -> WorkflowList:
         return self._catalog.list_workflows()

@@ -1,4 +1,10 @@
-"""POST/GET /v1/workflows, GET /v1/workflows/{name}[/{version}]."""
+"""POST/GET /v1/workflows, GET /v1/workflows/{name}[/{version}].
+
+On a development server (`orbit server --dev`) a POST may replace the
+definition registered for the same version when no unfinished execution
+uses it (`Engine.deploy(replace=True)`); the answer then says
+`"replaced": true` and the log says which hash gave way to which.
+"""
 
 from __future__ import annotations
 
@@ -15,16 +21,24 @@ _log = logger()
 
 
 class Workflows:
-    def __init__(self, engine: Engine, max_body: int) -> None:
+    def __init__(self, engine: Engine, max_body: int, *, replace: bool = False) -> None:
         self._engine = engine
         self._max_body = max_body
+        self._replace = replace
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         document = read_json(req, self._max_body, required=True)
         if not isinstance(document, dict):
             raise InvalidError("the IR document must be a JSON object", "INVALID_IR")
-        answer = self._engine.deploy(document)
-        if answer["created"]:
+        answer = self._engine.deploy(document, replace=self._replace)
+        if answer.get("replaced"):
+            _log.info(
+                "replaced workflow definition (development server)",
+                workflow=answer["name"],
+                version=answer["version"],
+                hash=answer["definition_hash"],
+            )
+        elif answer["created"]:
             _log.info(
                 "registered workflow definition",
                 workflow=answer["name"],
