@@ -4,8 +4,8 @@ task contract inputs and outputs (chapter 56, `orbit schema` and `orbit docs
 --json-schema`).
 
 Built from the compiled IR types, so a schema says what the runtime's own
-payload check says: a field is required unless it is optional or has a
-default; workflow inputs are checked strictly by the runtime, so their
+payload check says: a field is required unless it is optional, has a
+default or is JSON (which may be null, so may be absent); workflow inputs are checked strictly by the runtime, so their
 records (nested ones too) have `"additionalProperties": false`, while every
 other payload allows extra fields. Int carries the signed 64-bit range and
 Duration is a count of milliseconds. Documents are plain dicts in a fixed key
@@ -20,7 +20,15 @@ from typing import Any
 import attrs
 
 from orbit_core.ir import ChildContract, Definition, TaskContract
-from orbit_core.ir.types import ListType, MapType, OptionalType, Primitive, RecordType, Type
+from orbit_core.ir.types import (
+    Field,
+    ListType,
+    MapType,
+    OptionalType,
+    Primitive,
+    RecordType,
+    Type,
+)
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 INT_MIN = -(2**63)
@@ -67,7 +75,7 @@ def type_schema(t: Type, *, strict: bool = False) -> Any:
                         else {**prop, "default": field.default}
                     )
                 properties[field.name] = prop
-                if not field.has_default and not isinstance(field.type, OptionalType):
+                if not _may_be_absent(field):
                     required.append(field.name)
             schema["properties"] = properties
             if required:
@@ -75,6 +83,14 @@ def type_schema(t: Type, *, strict: bool = False) -> Any:
             if strict:
                 schema["additionalProperties"] = False
             return schema
+
+
+def _may_be_absent(field: Field) -> bool:
+    # As the runtime (orbit_core.values): a JSON field may hold null, so it
+    # may also be left out.
+    return (
+        field.has_default or isinstance(field.type, OptionalType) or field.type == Primitive("json")
+    )
 
 
 def document(name: str, version: str, title: str, t: Type, *, strict: bool = False) -> Any:
