@@ -390,3 +390,35 @@ def test_schema_without_files(book: Path) -> None:
 
 def test_schema_output_is_deterministic(book: Path) -> None:
     assert orbit("schema", *ALL).stdout == orbit("schema", *ALL).stdout
+
+
+def test_doc_comment_rules(book: Path) -> None:
+    Path("rules.orbit").write_text(
+        "//// Four slashes: an ordinary comment.\n"
+        "workflow Rules {\n"
+        '    version "1.0.0"\n'
+        "    input {\n"
+        "        /// Kept.\n"
+        "        kept: String\n"
+        "        /// Cut off by the blank line.\n"
+        "\n"
+        "        blank: String\n"
+        "        /// Cut off by an ordinary comment.\n"
+        "        // ordinary\n"
+        "        plain: String\n"
+        "    }\n"
+        "    /// First line\n"
+        "    /// second line.\n"
+        "    step s { sleep 1s }\n"
+        "}\n",
+        encoding="utf-8",
+    )
+    result = orbit("docs", "rules.orbit", "-o", "out")
+    assert result.exit_code == 0, result.output
+    page = Path("out/Rules.md").read_text()
+    assert "Four slashes" not in page
+    assert "| `kept` | `String` | yes |  | Kept. |" in page
+    assert "| `blank` | `String` | yes |  |  |" in page
+    assert "| `plain` | `String` | yes |  |  |" in page
+    # In a table cell the lines of a doc comment are joined with spaces.
+    assert "| First line second line. |" in page

@@ -46,6 +46,12 @@ TRANSCRIPTS = [
     ("graph_shipment_dot", ["shipment.orbit", "--format", "dot"]),
     ("graph_approval_sequence", ["approval.orbit", "--sequence"]),
     ("graph_refund", ["refunds.orbit"]),
+    # Beyond the chapter's transcripts: the other formats of the same examples.
+    ("graph_checkout_dot", ["checkout.orbit", "--format", "dot"]),
+    ("graph_checkout_sequence", ["checkout.orbit", "--sequence"]),
+    ("graph_order_processing_dot", ["order_processing.orbit", "--format", "dot"]),
+    ("graph_shipment_sequence", ["shipment.orbit", "--sequence"]),
+    ("graph_fulfilment_sequence", ["fulfilment.orbit", "--sequence"]),
     ("graph_subscription_svg", ["subscription.orbit", "--format", "svg"]),
     ("graph_checkout_svg", ["checkout.orbit", "--format", "svg"]),
     ("graph_order_processing_svg", ["order_processing.orbit", "--format", "svg"]),
