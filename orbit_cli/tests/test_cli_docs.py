@@ -422,3 +422,23 @@ def test_doc_comment_rules(book: Path) -> None:
     assert "| `plain` | `String` | yes |  |  |" in page
     # In a table cell the lines of a doc comment are joined with spaces.
     assert "| First line second line. |" in page
+
+
+def test_built_in_tasks_a_workflow_uses_are_documented(book: Path) -> None:
+    Path("http.orbit").write_text(
+        "workflow Fetch {\n"
+        '    version "1.0.0"\n'
+        "    input { url: String, extra: JSON }\n"
+        '    step get { worker "orbit.http.request" with { url: input.url } }\n'
+        "}\n",
+        encoding="utf-8",
+    )
+    result = orbit("docs", "http.orbit", "-o", "out")
+    assert result.exit_code == 0, result.output
+    contracts = Path("out/contracts.md").read_text()
+    assert '<a id="task-orbit-http-request"></a>' in contracts
+    assert "| Source | built-in |" in contracts
+    assert "| `body` | `JSON` | no | `null` |  |" in contracts
+    # A JSON field may be left out, as in the schema and the runtime.
+    assert "| `extra` | `JSON` | no |  |  |" in Path("out/Fetch.md").read_text()
+    assert "task.orbit.http.request.input" in schemas("http.orbit")

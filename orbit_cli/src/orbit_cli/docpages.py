@@ -200,7 +200,8 @@ def _field_row(field: Field, path: str, doc: str, with_required: bool) -> tuple[
     type_text = code(render_type(field.type))
     if not with_required:
         return (code(path), type_text, doc)
-    optional = isinstance(field.type, OptionalType)
+    # As the runtime checks it: a JSON field may be null, so it may be absent.
+    optional = isinstance(field.type, OptionalType) or render_type(field.type) == "JSON"
     required = "no" if optional or field.has_default else "yes"
     default = code(json_literal(field.default)) if field.default is not NO_DEFAULT else ""
     return (code(path), type_text, required, default, doc)
@@ -513,8 +514,8 @@ class Builder:
             facts = [("Version", code(c.version))]
             if c.compensated_by:
                 facts.append(("Compensated by", task_link(c.compensated_by, self.ext)))
-            source = f"{contract.file}:{contract.line}" if contract.file else "built-in"
-            facts.append(("Source", code(source)))
+            source = code(f"{contract.file}:{contract.line}") if contract.file else "built-in"
+            facts.append(("Source", source))
             facts.append(("Used by", ", ".join(users) or "no workflow"))
             blocks.append(Table(("", ""), tuple(facts)))
             blocks.append(Heading(3, "Input"))
