@@ -171,7 +171,7 @@ def continue_lines(definition: Definition) -> tuple[str, ...]:
 
 
 def _steps_block(
-    definition: Definition, block_id: str, title: str, steps: tuple[Step, ...]
+    definition: Definition, block_id: str, steps: tuple[Step, ...]
 ) -> list[Node | Edge]:
     prefix = f"{block_id}__" if block_id else ""
     names = {step.name for step in steps}
@@ -214,7 +214,7 @@ def first_steps(steps: tuple[Step, ...]) -> list[str]:
 
 
 def build(definition: Definition) -> Graph:
-    items = _steps_block(definition, "", "", definition.steps)
+    items = _steps_block(definition, "", definition.steps)
     if definition.continue_as_new is not None:
         items.append(Node(CONTINUE_ID, continue_lines(definition), "continue"))
         for name in sorted(final_steps(definition.steps)):
@@ -227,14 +227,12 @@ def build(definition: Definition) -> Graph:
         if steps:
             block_id = f"on_{kind}"
             title = f"on {kind}"
-            panels.append(
-                Block(block_id, title, tuple(_steps_block(definition, block_id, title, steps)))
-            )
+            panels.append(Block(block_id, title, tuple(_steps_block(definition, block_id, steps))))
     for event in sorted(definition.events, key=lambda ev: ev.signal):
         block_id = f"on_event_{event.signal}"
         title = f"on event {event.signal}"
         panels.append(
-            Block(block_id, title, tuple(_steps_block(definition, block_id, title, event.steps)))
+            Block(block_id, title, tuple(_steps_block(definition, block_id, event.steps)))
         )
     return Graph(definition, header_lines(definition), Block("", "", tuple(items)), tuple(panels))
 

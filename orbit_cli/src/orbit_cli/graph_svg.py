@@ -26,7 +26,7 @@ from xml.sax.saxutils import escape
 
 import attrs
 
-from orbit_cli.graph import CONTINUE_ID, Block, Node, build, first_steps
+from orbit_cli.graph import CONTINUE_ID, Block, Node, build
 from orbit_core.ir import Definition
 
 _TITLE_CHAR = 7.4
@@ -281,4 +281,4 @@ def svg(definition: Definition) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["first_steps", "svg"]
+__all__ = ["svg"]

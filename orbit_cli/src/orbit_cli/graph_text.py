@@ -9,8 +9,6 @@ from __future__ import annotations
 from orbit_cli.graph import (
     CONTINUE_ID,
     Block,
-    Edge,
-    Graph,
     Node,
     build,
     child_output,
@@ -230,4 +228,4 @@ def sequence(definition: Definition) -> str:
     return "\n".join([*lines, *seq.body]) + "\n"
 
 
-__all__ = ["Edge", "Graph", "dot", "mermaid", "mermaid_label", "sequence"]
+__all__ = ["dot", "mermaid", "mermaid_label", "sequence"]

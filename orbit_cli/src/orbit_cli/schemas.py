@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from orbit_core.ir import ChildContract, Definition, TaskContract
+from orbit_core.ir import Definition, TaskContract
 from orbit_core.ir.types import (
     Field,
     ListType,
@@ -173,4 +173,4 @@ def all_payloads(
     return found
 
 
-__all__ = ["ChildContract", "Payload", "all_payloads", "document", "type_schema"]
+__all__ = ["Payload", "all_payloads", "document", "type_schema"]
