@@ -442,3 +442,11 @@ def test_built_in_tasks_a_workflow_uses_are_documented(book: Path) -> None:
     # A JSON field may be left out, as in the schema and the runtime.
     assert "| `extra` | `JSON` | no |  |  |" in Path("out/Fetch.md").read_text()
     assert "task.orbit.http.request.input" in schemas("http.orbit")
+
+
+def test_docs_page_with_handlers_events_children_and_queries(book: Path, golden) -> None:
+    result = orbit("docs", "labels.orbit", "approval.orbit", "-o", "out")
+    assert result.exit_code == 0, result.output
+    golden("docs_labels_Labels_md", Path("out/Labels.md").read_text())
+    golden("docs_approval_OrderApproval_md", Path("out/OrderApproval.md").read_text())
+    golden("docs_labels_index_md", Path("out/index.md").read_text())
