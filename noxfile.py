@@ -54,8 +54,15 @@ LAYERS: dict[str, list[str]] = {
     "orbit_cli": ["orbit_core", "orbit_lang", "orbit_store", "orbit_server", "orbit_cli"],
 }
 ALL = LAYERS["orbit_cli"]
-# trustme makes the certificates of the TLS tests.
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "trustme>=1.1"]
+# trustme makes the certificates of the TLS tests; jsonschema checks the
+# schemas `orbit schema` writes against the draft 2020-12 meta-schema.
+TEST_DEPS = [
+    "pytest>=8",
+    "hypothesis>=6.100",
+    "pytest-timeout>=2.3",
+    "trustme>=1.1",
+    "jsonschema>=4.18",
+]
 # The trace tests' OTLP receiver decodes requests with the protocol's own classes.
 TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
 

@@ -15,6 +15,9 @@ COMMANDS = {
         "validate",
         "compile",
         "fmt",
+        "graph",
+        "docs",
+        "schema",
         "server",
         "deploy",
         "run",
@@ -33,6 +36,8 @@ COMMANDS = {
         "schedule",
     )
 }
+# `help` comes last in the command list, as chapter 66 lists it.
+COMMANDS["help"] = "orbit_cli.commands.help.cli"
 
 
 @click.group(
