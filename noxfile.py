@@ -41,6 +41,7 @@ nox.options.sessions = [
     "wheels",
     "api",
     "deploy",
+    "docs",
 ]
 
 PYTHON = "3.11"
@@ -185,6 +186,25 @@ def bench(session: nox.Session) -> None:
     session.install("trustme>=1.1")  # bench_http --tls
     name = session.posargs[0] if session.posargs else "parse"
     session.run("python", f"benchmarks/bench_{name}.py", *session.posargs[1:])
+
+
+# The user guide's tools, pinned: a new release of any of them can change the
+# strict build's warnings, so upgrades are deliberate.
+DOCS_DEPS = ["mkdocs==1.6.1", "mkdocs-click==0.9.0", "neoteroi-mkdocs==1.2.0"]
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The user guide (mkdocs.yml, docs/): `mkdocs build --strict` into
+    build/site. The CLI reference is rendered from orbit_cli's click commands,
+    so the packages are installed. The pages' code blocks run in `repo`
+    (tests/test_docs_examples.py); `nox -s docs -- serve` previews the guide."""
+    session.install(*DOCS_DEPS)
+    _install(session, ALL)
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", *session.posargs)
+    else:
+        session.run("mkdocs", "build", "--strict", *session.posargs)
 
 
 # Every distribution `nox -s build` makes, by directory and by name.
