@@ -210,3 +210,15 @@ def test_mermaid_labels_escape_what_mermaid_reads(book: Path) -> None:
     assert "#gt; 1" in label and "#35;" in label and "#quot;" in label and "#lt;y#gt;" in label
     dot = orbit("graph", "odd.orbit", "--format", "dot").stdout
     assert '\\"#\\\\\\"x\\"' in dot
+
+
+def test_a_step_named_end_does_not_end_the_mermaid_diagram(book: Path) -> None:
+    Path("ends.orbit").write_text(
+        'workflow Ends {\n    version "1.0.0"\n    step end { sleep 1s }\n'
+        "    step after_end { sleep 1s after end }\n}\n",
+        encoding="utf-8",
+    )
+    lines = orbit("graph", "ends.orbit").stdout.splitlines()
+    assert '    end__["end<br/><small>sleep 1s</small>"]' in lines
+    assert "    end__ --> after_end" in lines
+    assert not any(line.strip().startswith("end") for line in lines)
