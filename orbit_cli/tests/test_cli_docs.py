@@ -450,3 +450,13 @@ def test_docs_page_with_handlers_events_children_and_queries(book: Path, golden)
     golden("docs_labels_Labels_md", Path("out/Labels.md").read_text())
     golden("docs_approval_OrderApproval_md", Path("out/OrderApproval.md").read_text())
     golden("docs_labels_index_md", Path("out/index.md").read_text())
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_docs_output_is_the_same_every_time(book: Path, fmt: str) -> None:
+    """What the chapter's CI recipe relies on: regenerate, then `git diff --exit-code`."""
+    for out in ("one", "two"):
+        assert orbit("docs", *ALL, "-o", out, "--format", fmt, "--json-schema").exit_code == 0
+    one = {p.relative_to("one"): p.read_bytes() for p in Path("one").rglob("*") if p.is_file()}
+    two = {p.relative_to("two"): p.read_bytes() for p in Path("two").rglob("*") if p.is_file()}
+    assert one == two
