@@ -56,13 +56,15 @@ LAYERS: dict[str, list[str]] = {
 }
 ALL = LAYERS["orbit_cli"]
 # trustme makes the certificates of the TLS tests; jsonschema checks the
-# schemas `orbit schema` writes against the draft 2020-12 meta-schema.
+# schemas `orbit schema` writes against the draft 2020-12 meta-schema (its
+# stubs let mypy check those tests).
 TEST_DEPS = [
     "pytest>=8",
     "hypothesis>=6.100",
     "pytest-timeout>=2.3",
     "trustme>=1.1",
     "jsonschema>=4.18",
+    "types-jsonschema",
 ]
 # The trace tests' OTLP receiver decodes requests with the protocol's own classes.
 TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
