@@ -393,3 +393,21 @@ def test_input_from_a_file(project: Path) -> None:
     result = simulate("family.orbit", "--input-file", "input.json", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["execution"]["input"] == {"sku": "CUP"}
+
+
+def test_fail_wins_over_mocks(project: Path) -> None:
+    (project / "mocks.json").write_text('{"shipping.book": {"tracking": "T-1"}}')
+    result = simulate(
+        "family.orbit",
+        "-i",
+        '{"sku":"MUG"}',
+        "--mocks",
+        "mocks.json",
+        "--fail",
+        "shipping.book=NO_CARRIER",
+        "--json",
+    )
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["error"]["code"] == "NO_CARRIER"
+    assert report["sampled_tasks"] == ["catalog.describe"]
