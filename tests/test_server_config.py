@@ -180,7 +180,8 @@ def test_shutdown_ends_long_polls_and_waits_at_once(tmp_path: Path) -> None:
         thread.join(10)
     assert answers["poll"] == 204
     assert answers["wait"].status == 200 and answers["wait"].body["status"] == "RUNNING"
-    assert took < 2, took
+    # Far below the poll's 60 s; the figure itself is scripts/measure-shutdown's.
+    assert took < 15, took
     assert proc.lines[-1].endswith("INFO orbit: shutting down")
 
 
