@@ -1,93 +1,22 @@
 """The conformance suite's fixtures: one runtime per worker program
-(`conf_server`, module scope, so each program's scenarios share it), the
-program's running worker (`conf_worker`), and programs of a test's own for
-the scenarios that stop, freeze or restart things (`program`).
-
-PROGRAMS is the hook where a binding or SDK joins the suite: a name, the
-runtime it announces, and a function that builds its command line (see
-README.md). Every test of test_sdk_conformance.py runs once per entry.
+(`conf`, module scope, parametrized over conformance_kit.PROGRAMS, so each
+program's scenarios share it), the program's long-lived instance
+(`conf_worker`), and a stack of a test's own (`own_stack`) for the scenarios
+that stop, freeze or restart processes. conformance_kit.py is imported
+first, which puts tests/e2e (e2e_processes) on the import path.
 """
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
+from conformance_kit import PROGRAMS, Conformance, new_server
+from e2e_processes import LIVE, TS_SDK, TSX_LOADER, Stack, Worker
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from e2e_processes import (  # noqa: E402
-    LIVE,
-    REPO,
-    TS_SDK,
-    TSX_LOADER,
-    Server,
-    Stack,
-    Worker,
-    link_orbit_lang,
-)
-
-HERE = Path(__file__).resolve().parent
-WORKERS = HERE / "workers"
-CONTRACTS = HERE / "conformance.orbit"
-GO_SDK = REPO / "sdks" / "go"
-# Short enough for the session scenarios to be quick, long enough for a
-# loaded machine: heartbeats come every sixth of it (500 ms).
-SESSION_TIMEOUT_S = 3
-POLL_WAIT_MS = 5000
 LOG_TAIL = 120
-
-
-class Program(NamedTuple):
-    """A conformance worker program: `argv(workdir)` is its command line."""
-
-    runtime: str
-    argv: Callable[[Path], list[str]]
-
-
-def _python(_: Path) -> list[str]:
-    return [sys.executable, str(WORKERS / "conf_worker.py")]
-
-
-def _raw_http(_: Path) -> list[str]:
-    return [sys.executable, str(WORKERS / "raw_http_worker.py")]
-
-
-def _typescript(workdir: Path) -> list[str]:
-    target = workdir / "conf_worker.ts"
-    if not target.exists():
-        shutil.copy(WORKERS / "conf_worker.ts", target)
-        shutil.copy(WORKERS / "package.json", workdir / "package.json")
-        link_orbit_lang(workdir)
-    return ["node", "--import", TSX_LOADER.as_uri(), str(target)]
-
-
-def _go(workdir: Path) -> list[str]:
-    binary = workdir / "conf-worker-go"
-    if not binary.exists():
-        subprocess.run(
-            ["go", "build", "-o", str(binary), "./conformance"],
-            cwd=GO_SDK,
-            check=True,
-            timeout=300,
-        )
-    return [str(binary)]
-
-
-PROGRAMS: dict[str, Program] = {
-    "python": Program("python", _python),
-    "typescript": Program("typescript", _typescript),
-    "go": Program("go", _go),
-    "raw_http": Program("raw", _raw_http),
-    # A raw gRPC client joins with an entry here, e.g.
-    # "raw_grpc": Program("raw", lambda _: [sys.executable, str(WORKERS / "raw_grpc_worker.py")]),
-    # once the program exists; nothing else in the suite changes.
-}
 
 
 @pytest.fixture(scope="session")
@@ -119,60 +48,6 @@ def sdk(request: pytest.FixtureRequest, requirements: Callable[[str], None]) -> 
     name = str(request.param)
     requirements(name)
     return name
-
-
-class Conformance:
-    """What a scenario gets: the program under test and its runtime."""
-
-    def __init__(self, name: str, stack: Stack, server: Server, workdir: Path) -> None:
-        self.name = name
-        self.program = PROGRAMS[name]
-        self.stack = stack
-        self.server = server
-        self.workdir = workdir
-        self._count = 0
-
-    def worker(self, server: Server | None = None, concurrency: int = 1) -> Worker:
-        """Starts a new instance of the program against `server` (default:
-        the module's runtime); returns once it registered."""
-        self._count += 1
-        worker_id = f"conf-{self.name}-{self._count}"
-        env = {
-            "CONF_WORKER_ID": worker_id,
-            "CONF_POLL_WAIT_MS": str(POLL_WAIT_MS),
-            "CONF_CONCURRENCY": str(concurrency),
-        }
-        target = server or self.server
-        worker = Worker(
-            worker_id,
-            self.program.argv(self.workdir),
-            self.stack.logs,
-            self.workdir,
-            target,
-            env=env,
-        )
-        return self.stack._own(worker).start()
-
-    def start(self, workflow: str, execution_id: str, body: dict[str, object] | None = None,
-              server: Server | None = None) -> str:
-        target = server or self.server
-        status, answer = target.api(
-            "POST",
-            "/v1/executions",
-            {"workflow": workflow, "input": body or {}, "execution_id": execution_id},
-        )
-        assert status in (200, 201), answer
-        return execution_id
-
-
-def deploy(stack: Stack, server: Server) -> None:
-    stack.cli(server).ok("deploy", str(CONTRACTS))
-
-
-def new_server(stack: Stack, name: str, session_timeout_s: int = SESSION_TIMEOUT_S) -> Server:
-    server = stack.server("--session-timeout", str(session_timeout_s), name=name)
-    deploy(stack, server)
-    return server
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import SESSION_TIMEOUT_S, Conformance, new_server
+from conformance_kit import SESSION_TIMEOUT_S, Conformance, new_server
 from e2e_processes import Server, Stack, Worker, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -34,8 +34,7 @@ def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def worker_row(server: Server, worker_id: str) -> dict[str, Any]:
     status, body = server.api("GET", "/v1/workers")
     assert status == 200, body
-    rows = body["workers"] if isinstance(body, dict) else body
-    return next(row for row in rows if row["worker_id"] == worker_id)
+    return next(row for row in body["workers"] if row["worker_id"] == worker_id)
 
 
 def event_line(worker: Worker, name: str, execution_id: str, timeout: float = 30) -> None:
@@ -48,9 +47,7 @@ def test_register(conf: Conformance, conf_worker: Worker) -> None:
     assert row["online"] is True
     assert row["sessions"] == 1
     assert row["sdk"]
-    announced = {f"{c['task_name']}@{c['contract_version']}" for c in row["contracts"]} if isinstance(
-        row["contracts"][0], dict
-    ) else set(row["contracts"])
+    announced = {f"{c['task_name']}@{c['contract_version']}" for c in row["contracts"]}
     assert announced == {f"{name}@1.0.0" for name in CONTRACT_NAMES}
 
 
@@ -105,12 +102,16 @@ def test_local_deadline_stops_the_handler(conf: Conformance, conf_worker: Worker
     # The SDK's deadline or the runtime's cancellation, whichever comes first.
     conf_worker.wait_for_log(rf"CONF (deadline|cancelled) {execution} ", timeout=15)
     state = conf.server.wait_for_status(execution, {"FAILED"}, timeout=30)
-    codes = {f["error"]["code"] for f in of_type(conf.server.events(execution), "StepAttemptFailed")}
+    codes = {
+        f["error"]["code"] for f in of_type(conf.server.events(execution), "StepAttemptFailed")
+    }
     assert codes <= {"TIMEOUT", "CONF_DEADLINE", "CANCELLED"}, codes
     assert state["status"] == "FAILED"
     # The one poll slot is free again.
     after = conf.start("ConfEcho", "after-deadline", {"text": "free"})
-    assert conf.server.wait_for_status(after, {"COMPLETED"}, timeout=30)["output"] == {"text": "free"}
+    assert conf.server.wait_for_status(after, {"COMPLETED"}, timeout=30)["output"] == {
+        "text": "free"
+    }
 
 
 def test_permanent_failure(conf: Conformance, conf_worker: Worker) -> None:

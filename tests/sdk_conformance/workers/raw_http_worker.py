@@ -97,10 +97,15 @@ class RawWorker:
             backoff = Backoff()
             while True:
                 try:
-                    answer = call("/v1/workers/register", {
-                        "worker_id": WORKER_ID, "runtime": "raw", "sdk": "orbit-raw-http/1",
-                        "contracts": CONTRACTS,
-                    })
+                    answer = call(
+                        "/v1/workers/register",
+                        {
+                            "worker_id": WORKER_ID,
+                            "runtime": "raw",
+                            "sdk": "orbit-raw-http/1",
+                            "contracts": CONTRACTS,
+                        },
+                    )
                     break
                 except CallError as error:
                     if lost is None and error.status and error.status < 500:
@@ -203,8 +208,12 @@ def event(name: str, task: dict[str, Any]) -> None:
 
 
 def failure(task: dict[str, Any], code: str, message: str, retryable: bool, details: Any = None):
-    body = {"token": task["token"], "error_code": code, "error_message": message,
-            "retryable": retryable}
+    body = {
+        "token": task["token"],
+        "error_code": code,
+        "error_message": message,
+        "retryable": retryable,
+    }
     if details is not None:
         body["details"] = details
     return "/v1/tasks/fail", body
@@ -222,8 +231,9 @@ def run(task: dict[str, Any], cancelled: threading.Event) -> tuple[str, dict[str
             return failure(task, "CONF_RETRYABLE", f"attempt {attempt} fails", True)
         output = {"attempt": attempt}
     elif name == "conf.fail_permanent":
-        return failure(task, "CONF_PERMANENT", "permanent failure", False,
-                       {"source": "conformance"})
+        return failure(
+            task, "CONF_PERMANENT", "permanent failure", False, {"source": "conformance"}
+        )
     elif name == "conf.bad_output":
         output = {"wrong": True}
     elif name == "conf.sleep":
