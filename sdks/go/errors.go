@@ -38,8 +38,11 @@ var ErrShutdown = errors.New("orbit: the worker is shutting down")
 
 // APIError is a call to the runtime that did not succeed.
 type APIError struct {
-	Status  int    // HTTP status; 0 when the runtime could not be reached
-	Code    string // the runtime's error code, CONNECTION, or HTTP_ERROR
+	// Status is the answer's HTTP status, or 0 when no answer arrived.
+	Status int
+	// Code is the code of the runtime's error body; CONNECTION without an
+	// answer; HTTP_ERROR for an answer without an ORBIT error body.
+	Code    string
 	Message string
 }
 
