@@ -68,7 +68,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		client:   newClient(w.settings),
 		logger:   w.settings.logger,
 		random:   w.random,
-		inflight: map[string]context.CancelCauseFunc{},
+		inflight: map[string]held{},
 	}
 	run.session = &session{run: run, announcement: w.announcement()}
 	if err := run.session.open(ctx); err != nil {
@@ -105,7 +105,13 @@ type runState struct {
 	session *session
 
 	mu       sync.Mutex
-	inflight map[string]context.CancelCauseFunc
+	inflight map[string]held
+}
+
+// held is an attempt a handler is running, and how to cancel it.
+type held struct {
+	task   *Task
+	cancel context.CancelCauseFunc
 }
 
 func (r *runState) serve(ctx context.Context) {
@@ -194,7 +200,7 @@ func (r *runState) execute(runCtx context.Context, rep *reporter, t *Task) {
 	ctx = context.WithValue(ctx, attemptKey{}, &attemptInfo{task: t, logger: r.logger})
 
 	r.mu.Lock()
-	r.inflight[t.Token] = cancel
+	r.inflight[t.Token] = held{task: t, cancel: cancel}
 	r.mu.Unlock()
 	var o outcome
 	if reg, ok := r.worker.handlers[t.TaskName]; ok && reg.version == t.ContractVersion {
@@ -238,11 +244,11 @@ func (r *runState) heartbeatLoop(ctx context.Context) {
 
 func (r *runState) cancel(token string) {
 	r.mu.Lock()
-	cancel, ok := r.inflight[token]
+	h, ok := r.inflight[token]
 	r.mu.Unlock()
-	if ok {
-		r.logger.Printf("the runtime cancelled the attempt of token %s", token)
-		cancel(ErrCancelledByRuntime)
+	if ok && h.task != nil {
+		r.logger.Printf("the runtime cancelled %s", describe(h.task))
+		h.cancel(ErrCancelledByRuntime)
 	}
 }
 
