@@ -37,6 +37,13 @@ type request struct {
 }
 
 func newFakeRuntime(t *testing.T) *fakeRuntime {
+	f := unstartedFakeRuntime(t)
+	f.server.Start()
+	return f
+}
+
+// unstartedFakeRuntime lets a test configure TLS before starting it.
+func unstartedFakeRuntime(t *testing.T) *fakeRuntime {
 	f := &fakeRuntime{
 		t:         t,
 		tasks:     make(chan map[string]any, 16),
@@ -44,7 +51,7 @@ func newFakeRuntime(t *testing.T) *fakeRuntime {
 		results:   make(chan request, 16),
 		unregistd: make(chan string, 4),
 	}
-	f.server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.server.Close)
 	return f
 }
@@ -242,3 +249,5 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func logged(s *started, text string) func() bool {
 	return func() bool { return strings.Contains(s.logs.String(), text) }
 }
+
+func newLogger(w io.Writer) *log.Logger { return log.New(w, "[orbit] ", 0) }
