@@ -36,7 +36,9 @@ nox.options.sessions = [
     "repo",
     "sdk_python",
     "sdk_typescript",
+    "sdk_go",
     "e2e",
+    "conformance",
     "postgres",
     "wheels",
     "api",
@@ -119,6 +121,8 @@ def e2e(session: nox.Session) -> None:
     # type stripping), both of which `npm ci` provides.
     with session.chdir("sdks/typescript"):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    # The Go workers' programs are built with the Go toolchain (sdks/go has
+    # no dependencies, so nothing is downloaded).
     session.run("pytest", "tests/e2e", "-m", "e2e", *session.posargs)
 
 
@@ -177,6 +181,31 @@ def sdk_typescript(session: nox.Session) -> None:
     with session.chdir("sdks/typescript"):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
         session.run("npm", "test", external=True)
+
+
+@nox.session(python=False)
+def sdk_go(session: nox.Session) -> None:
+    """The Go SDK (standard library only): gofmt, go vet, and its tests and
+    examples under the race detector."""
+    with session.chdir("sdks/go"):
+        unformatted = session.run("gofmt", "-l", ".", external=True, silent=True)
+        if unformatted and str(unformatted).strip():
+            session.error(f"gofmt would change:\n{unformatted}")
+        session.run("go", "vet", "./...", external=True)
+        session.run("go", "test", "-race", "-count=1", "./...", *session.posargs, external=True)
+
+
+@nox.session(python=PYTHON)
+def conformance(session: nox.Session) -> None:
+    """The worker protocol conformance suite (tests/sdk_conformance): every
+    scenario against the Python, TypeScript and Go SDKs' programs and the raw
+    HTTP client, each with a real `orbit server`."""
+    session.install(*TEST_DEPS)
+    _install(session, ALL)
+    session.install("-e", "./sdks/python")
+    with session.chdir("sdks/typescript"):  # the SDK's dist/ and tsx
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    session.run("pytest", "tests/sdk_conformance", "-m", "e2e", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -6,7 +6,8 @@ threads as fast as they can (or at `--rate` executions/s), and serves the
 tasks with `--workers` worker processes of `--concurrency` threads each.
 `--worker-kind raw` (the default) workers are minimal raw-protocol clients,
 one keep-alive socket per thread writing prebuilt requests: register, poll,
-complete; `sdk` workers are the Python SDK's `Worker`. Prints executions/s,
+complete; `sdk` workers are the Python SDK's `Worker`; `go` workers run the
+Go SDK (sdks/go/internal/benchworker, built with `go build` first). Prints executions/s,
 steps/s, the p50/p90/p99 latency from each execution's creation to its
 completion, as its history records them, and the CPU time per step of the
 server and of the benchmark's own processes (Linux), which share the machine.
@@ -186,7 +187,33 @@ def sdk_worker(server: str, token: str, index: int, threads: int, stop: Any) -> 
     worker.stop()
 
 
-WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker}
+GO_SDK = Path(__file__).resolve().parents[1] / "sdks" / "go"
+GO_WORKER = Path(tempfile.gettempdir()) / f"orbit-bench-go-worker-{os.getpid()}"
+
+
+def build_go_worker() -> None:
+    subprocess.run(
+        ["go", "build", "-o", str(GO_WORKER), "./internal/benchworker"], cwd=GO_SDK, check=True
+    )
+
+
+def go_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+    """One Go SDK worker process with `threads` poll goroutines."""
+    env = {
+        **os.environ,
+        "ORBIT_SERVER": server,
+        "ORBIT_WORKER_TOKEN": token,
+        "ORBIT_BENCH_WORKER_ID": f"bench-go-{index}",
+        "ORBIT_BENCH_CONCURRENCY": str(threads),
+        "ORBIT_BENCH_QUIET": "1",
+    }
+    proc = subprocess.Popen([str(GO_WORKER)], env=env)
+    stop.wait()
+    proc.terminate()
+    proc.wait(30)
+
+
+WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker, "go": go_worker}
 
 
 def wait_for(admin: Any, eid: str, workers: list[Any]) -> dict[str, Any]:
@@ -305,6 +332,8 @@ def main() -> None:
     status, reply = admin.call("POST", "/v1/workflows", definition(args.steps))
     assert status in (200, 201), reply
 
+    if args.worker_kind == "go":
+        build_go_worker()
     ctx = multiprocessing.get_context("fork")
     stop = ctx.Event()
     workers = [
@@ -359,6 +388,7 @@ def main() -> None:
     if proc is not None:
         proc.terminate()
         proc.wait(30)
+    GO_WORKER.unlink(missing_ok=True)
 
     total = (last_finished - (first_created or 0)) / 1000
     print(f"runtime      {server}")

@@ -32,3 +32,16 @@ def test_bench_http_smoke(tls: bool) -> None:
         assert re.search(
             r"cpu          server \d+\.\d{3} ms/step, benchmark \d+\.\d{3} ms/step", out
         )
+
+
+def test_bench_http_with_go_workers() -> None:
+    """--worker-kind go builds the Go SDK's bench worker and serves with it."""
+    small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
+    result = subprocess.run(
+        [sys.executable, str(_PATH), *small, "--store", "memory", "--worker-kind", "go"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)
