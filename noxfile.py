@@ -54,8 +54,16 @@ LAYERS: dict[str, list[str]] = {
     "orbit_cli": ["orbit_core", "orbit_lang", "orbit_store", "orbit_server", "orbit_cli"],
 }
 ALL = LAYERS["orbit_cli"]
-# trustme makes the certificates of the TLS tests.
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "trustme>=1.1"]
+# trustme makes the certificates of the TLS tests. grpcio-tools is protoc, for
+# the check that orbit_server's generated gRPC code is current
+# (protocol/generate.py): pinned, since its output names its version.
+TEST_DEPS = [
+    "pytest>=8",
+    "hypothesis>=6.100",
+    "pytest-timeout>=2.3",
+    "trustme>=1.1",
+    "grpcio-tools==1.85.1",
+]
 # The trace tests' OTLP receiver decodes requests with the protocol's own classes.
 TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
 

@@ -59,7 +59,6 @@ from server_harness import RawWorker, ServerProcess, run_orbit
             "refusing to serve gRPC on 0.0.0.0:7234 without authentication; "
             "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks",
         ),
-        (["--grpc-addr", "localhost:7234"], {}, "`localhost:7234` is not an ip:port address"),
         (
             ["--cluster", "--db", "postgres://u:p@h/db"],
             {},
