@@ -59,7 +59,9 @@ LAYERS: dict[str, list[str]] = {
 ALL = LAYERS["orbit_cli"]
 # trustme makes the certificates of the TLS tests; jsonschema checks the
 # schemas `orbit schema` writes against the draft 2020-12 meta-schema (its
-# stubs let mypy check those tests).
+# stubs let mypy check those tests). grpcio-tools is protoc, for the check
+# that orbit_server's generated gRPC code is current (protocol/generate.py):
+# pinned, since its output names its version.
 TEST_DEPS = [
     "pytest>=8",
     "hypothesis>=6.100",
@@ -67,6 +69,7 @@ TEST_DEPS = [
     "trustme>=1.1",
     "jsonschema>=4.18",
     "types-jsonschema",
+    "grpcio-tools==1.85.1",
 ]
 # The trace tests' OTLP receiver decodes requests with the protocol's own classes.
 TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
