@@ -279,6 +279,25 @@ def grpc_worker(target: str, token: str, index: int, threads: int, stop: Any) ->
 WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker, "go": go_worker}
 
 
+def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
+    """The worker processes (forked) and the event that stops them."""
+    if args.worker_kind == "go":
+        build_go_worker()
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    workers = [
+        ctx.Process(
+            target=grpc_worker if grpc else WORKER_KINDS[args.worker_kind],
+            args=(target, args.worker_token, i, args.concurrency, stop),
+            daemon=True,
+        )
+        for i in range(args.workers)
+    ]
+    for worker in workers:
+        worker.start()
+    return workers, stop
+
+
 def worker_prefix(kind: str, grpc: bool) -> str:
     """How the ids of the bench's workers of a kind start."""
     if grpc:
@@ -440,20 +459,7 @@ def main() -> None:
     status, reply = admin.call("POST", "/v1/workflows", definition(args.steps))
     assert status in (200, 201), reply
 
-    if args.worker_kind == "go":
-        build_go_worker()
-    ctx = multiprocessing.get_context("fork")
-    stop = ctx.Event()
-    workers = [
-        ctx.Process(
-            target=grpc_worker if grpc else WORKER_KINDS[args.worker_kind],
-            args=(grpc_addr if grpc else server, args.worker_token, i, args.concurrency, stop),
-            daemon=True,
-        )
-        for i in range(args.workers)
-    ]
-    for worker in workers:
-        worker.start()
+    workers, stop = start_workers(args, grpc_addr if grpc else server, grpc)
     prefix = worker_prefix(args.worker_kind, grpc)
     wait_registered(admin, {f"{prefix}{i}" for i in range(args.workers)}, workers)
 
