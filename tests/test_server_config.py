@@ -55,9 +55,20 @@ from server_harness import RawWorker, ServerProcess, run_orbit
         (["--cluster-mode", "shared"], {}, "--cluster-mode shared requires --cluster"),
         (["--grpc-addr", "127.0.0.1:7234"], {}, "--grpc-addr: not supported yet"),
         (
-            ["--cluster", "--db", "postgres://u:p@h/db"],
+            ["--cluster", "--cluster-mode", "shared", "--db", "postgres://u:p@h/db"],
             {},
-            "--cluster: not supported yet by this version of orbit server",
+            "--cluster-mode shared: not supported yet by this version of orbit server",
+        ),
+        (["--node-id", "a"], {}, "--node-id requires --cluster"),
+        (
+            ["--advertise-addr", "http://10.0.0.1:7233"],
+            {},
+            "--advertise-addr requires --cluster",
+        ),
+        (
+            ["--cluster", "--db", "postgres://u:p@h/db", "--node-id", "a b"],
+            {},
+            "--node-id `a b` must be 1 to 63 letters, digits, '.', '_' or '-'",
         ),
     ],
 )

@@ -23,7 +23,7 @@ from orbit_server.identities import Identities
 from orbit_server.openapi import PATH as OPENAPI_PATH
 from orbit_server.openapi import OpenApi
 from orbit_server.resources.executions import Executions
-from orbit_server.resources.health import Health, Metrics, Ready
+from orbit_server.resources.health import ClusterView, Health, Metrics, Ready
 from orbit_server.resources.schedules import Schedules
 from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
@@ -61,10 +61,16 @@ class _Routes:
                 self.rules[(template, method)] = rule
 
 
-def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None = None) -> App:
+def create_app(
+    engine: Engine,
+    config: ServerConfig,
+    telemetry: Telemetry | None = None,
+    cluster: ClusterView | None = None,
+) -> App:
     """`telemetry` is what the engine's store reports commits to (see
     `storage.LoggedStore`); by default the one found on `engine.store`, or a
-    fresh one that sees no commits (event counters stay at zero)."""
+    fresh one that sees no commits (event counters stay at zero). `cluster`:
+    the role a cluster server reports in health and readiness."""
     if telemetry is None:
         found = getattr(engine.store, "telemetry", None)
         telemetry = found if isinstance(found, Telemetry) else Telemetry()
@@ -75,8 +81,8 @@ def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None
     routes = _Routes(app)
     execution = Subject.EXECUTION
 
-    routes.add("/v1/health", Health(engine), OPEN)
-    routes.add("/v1/ready", Ready(engine), OPEN)
+    routes.add("/v1/health", Health(engine, cluster), OPEN)
+    routes.add("/v1/ready", Ready(engine, cluster), OPEN)
     routes.add("/v1/metrics", Metrics(engine, telemetry), ADMIN)
     routes.add(OPENAPI_PATH, OpenApi(), ADMIN)
 

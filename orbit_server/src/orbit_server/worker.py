@@ -171,7 +171,8 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         so none holds the shutdown; on a thread, since a signal handler must
         not wait for the engine's locks."""
         super().handle_exit(sig, frame)
-        engine = getattr(self.app, "engine", None)
+        # A cluster server drains its current engine (orbit_server/cluster.py).
+        engine = getattr(self.app, "cluster", None) or getattr(self.app, "engine", None)
         if engine is not None:
             threading.Thread(target=engine.drain, name="orbit-drain", daemon=True).start()
 

@@ -1,0 +1,257 @@
+"""Standby mode (`orbit server --cluster`, chapter 44) on a real PostgreSQL.
+
+In-process: the fenced store and engine of a deposed leader have every
+write refused by the database. With real processes: two or three servers
+on one database, a real Python SDK worker behind a load balancer that
+follows /v1/ready (tests/cluster_proxy.py), the leader killed with SIGKILL
+mid-workflow (the workflow completes once, through the other server), and
+a leader frozen with SIGSTOP past its lease (a standby takes over; resumed,
+the old one cannot write and steps down). The election runs every 100 ms
+here (ORBIT_CLUSTER_INTERVAL_MS), so failovers take a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import server_ir
+from cluster_proxy import Proxy
+from server_harness import ServerProcess, run_orbit
+
+from orbit_core.engine import Engine
+from orbit_core.errors import StorageError
+from orbit_store.cluster import Election
+from orbit_store.postgres import Fenced, PostgresStore
+
+pytestmark = pytest.mark.postgres
+
+INTERVAL_MS = 100
+ENV = {"ORBIT_CLUSTER_INTERVAL_MS": str(INTERVAL_MS)}
+HERE = Path(__file__).resolve().parent
+
+
+def _wait(check: Callable[[], Any], timeout: float, what: str, *logs: ServerProcess) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            shown = "\n".join(p.log() for p in logs)
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{shown}")
+        time.sleep(0.02)
+
+
+# ---- in process: fencing
+
+
+def test_a_deposed_leaders_store_and_engine_cannot_write(pg_url: str) -> None:
+    url = pg_url
+    keep = PostgresStore(url)
+    a_election = Election(keep, "a", "http://a", idle_timeout_ms=60_000)
+    b_election = Election(keep, "b", "http://b", idle_timeout_ms=60_000)
+    try:
+        term = a_election.try_lead()
+        assert term == 1
+        assert b_election.try_lead() is None  # one leader at a time
+        a_engine = Engine(PostgresStore(url, fence_term=term), auto_tick=False)
+        a_engine.deploy(server_ir.chain(1))
+        assert a_engine.start("Chain", execution_id="before")["created"]
+        # A partition: the database ends a's election session (so its lock),
+        # but a's engine and store know nothing of it yet.
+        with keep.session("test-admin") as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'orbit-cluster:a'"
+            )
+        new_term = _wait(b_election.try_lead, 5, "b to be elected")
+        assert new_term == 2
+        with pytest.raises(StorageError) as refused:
+            a_engine.start("Chain", execution_id="after")
+        assert refused.value.message == (
+            "fenced: this server led term 1, but the cluster is at term 2; "
+            "another server is the leader"
+        )
+        # Memory did not run ahead of the store, and the store has nothing.
+        assert [e["execution_id"] for e in a_engine.list_executions()["executions"]] == ["before"]
+        assert a_engine.health()["active_executions"] == 1
+        assert keep.execution_row("after") is None
+        # The new leader's store writes; the old one's check says why it lost.
+        b_store = PostgresStore(url, fence_term=new_term)
+        b_engine = Engine(b_store, auto_tick=False)
+        assert b_engine.recovered_executions == 1
+        assert b_engine.start("Chain", execution_id="after")["created"]
+        reason = a_election.check(term)
+        assert reason is not None and "election session" in reason
+        with pytest.raises(Fenced):
+            PostgresStore(url, fence_term=term).probe_write()
+        a_engine.close()
+        b_engine.close()
+    finally:
+        a_election.close()
+        b_election.close()
+        keep.close()
+
+
+# ---- real processes
+
+
+def _server(url: str, node: str, *args: str) -> ServerProcess:
+    return ServerProcess(url, "--cluster", "--node-id", node, *args, env=ENV)
+
+
+def _role(proc: ServerProcess) -> str:
+    return str(proc.http().get("/v1/health").body["role"])
+
+
+@pytest.fixture
+def pair(pg_url: str) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    a = _server(pg_url, "a", "--session-timeout", "2").start()
+    _wait(lambda: _role(a) == "leader", 10, "a to lead", a)
+    b = _server(pg_url, "b", "--session-timeout", "2").start()
+    _wait(lambda: "following the leader" in b.log(), 10, "b to follow a", b)
+    try:
+        yield a, b
+    finally:
+        for proc in (a, b):
+            if proc.proc is not None:
+                proc.stop(signal.SIGKILL)
+
+
+def test_one_leader_serves_and_the_standby_refuses_writes(
+    pair: tuple[ServerProcess, ServerProcess],
+) -> None:
+    a, b = pair
+    log = a.log()
+    assert re.search(
+        r'cluster mode: standby until elected node_id=a advertise_addr="http://127\.0\.0\.1:\d+"',
+        log,
+    ), log
+    assert "cluster: elected leader; recovering executions from history node_id=a term=1" in log
+    assert re.search(r"cluster: leader is serving node_id=a term=1 active_executions=0", log)
+    assert 'cluster: standby; following the leader term=1 leader="a"' in b.log(), a.log()
+    leader = {"node_id": "a", "addr": f"http://{a.addr}"}
+    health = b.http().get("/v1/health").body
+    assert {k: health[k] for k in ("role", "node_id", "term", "leader")} == {
+        "role": "standby",
+        "node_id": "b",
+        "term": 1,
+        "leader": leader,
+    }
+    ready = b.http().get("/v1/ready")
+    assert ready.status == 503
+    assert ready.body == {
+        "role": "standby",
+        "node_id": "b",
+        "term": 1,
+        "leader": leader,
+        "ready": False,
+    }
+    assert a.http().get("/v1/ready").body == {
+        "role": "leader",
+        "node_id": "a",
+        "term": 1,
+        "leader": leader,
+        "ready": True,
+    }
+    refused = b.http().post("/v1/executions", {"workflow": "x"})
+    assert refused.status == 503
+    assert refused.headers["retry-after"] == "1"
+    assert refused.headers["x-orbit-leader"] == leader["addr"]
+    assert refused.body == {
+        "error": {
+            "code": "NOT_LEADER",
+            "message": f"this server is a standby; the leader is `a` at {leader['addr']}",
+            "leader_node": "a",
+            "leader_addr": leader["addr"],
+        }
+    }
+    # Writes through the leader are read back through the standby (its
+    # definitions are read again once they change).
+    api = a.http()
+    assert api.post("/v1/workflows", server_ir.chain(1)).status == 201
+    assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": "c-1"}).status == 201
+    assert b.http().get("/v1/executions/c-1").body["status"] == "RUNNING"
+    _wait(lambda: b.http().get("/v1/workflows/Chain").status == 200, 5, "the standby to see Chain")
+    # The CLI repeats a refused request once at the leader it names.
+    cli = run_orbit("cancel", "c-1", "--server", f"http://{b.addr}")
+    assert cli.returncode == 0, cli.stderr
+    assert a.http().get("/v1/executions/c-1").body["status"] == "CANCELLED"
+
+
+def _start_worker(tmp_path: Path, proxy: Proxy, hold: str | None = None) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORBIT_", "OTEL_"))}
+    env.update(
+        ORBIT_SERVER=proxy.url,
+        CLUSTER_RUNS=str(tmp_path / "runs.txt"),
+        CLUSTER_RELEASE=str(tmp_path / "release"),
+        CLUSTER_HOLD_STEP=hold or "",
+        PYTHONUNBUFFERED="1",
+    )
+    with open(tmp_path / "worker.log", "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, str(HERE / "cluster_worker.py")],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+
+def _runs(tmp_path: Path) -> list[str]:
+    path = tmp_path / "runs.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _succeeded(api: Any, eid: str) -> list[str]:
+    events = api.get(f"/v1/executions/{eid}/history").body["events"]
+    return [e["step"] for e in events if e["type"] == "StepSucceeded"]
+
+
+def test_the_leader_killed_mid_workflow_the_standby_finishes_it_once(
+    pair: tuple[ServerProcess, ServerProcess], tmp_path: Path
+) -> None:
+    a, b = pair
+    proxy = Proxy(lambda: [a.addr if a.proc else "", b.addr if b.proc else ""])
+    worker = _start_worker(tmp_path, proxy, hold="s1")
+    try:
+        api = a.http()
+        assert api.post("/v1/workflows", server_ir.chain(3)).status == 201
+        assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": "k-1"}).status
+        # The worker holds s1 (dispatched by a) when a is killed.
+        _wait(lambda: any(" s1 " in r for r in _runs(tmp_path)), 10, "s1 to be running")
+        killed = time.monotonic()
+        a.stop(signal.SIGKILL)
+        _wait(lambda: _role(b) == "leader", 10, "b to lead")
+        failover_s = time.monotonic() - killed
+        assert "cluster: elected leader; recovering executions from history node_id=b term=2" in (
+            b.log()
+        )
+        assert "recovered active executions from history executions=1 in_flight=1" in b.log()
+        (tmp_path / "release").touch()  # the late result reaches b through the proxy
+        done = _wait(
+            lambda: (d := b.http().get("/v1/executions/k-1").body)["status"] != "RUNNING" and d,
+            20,
+            "k-1 to finish",
+        )
+        assert done["status"] == "COMPLETED", done
+        assert done["output"] == {} or done["status"] == "COMPLETED"
+        api = b.http()
+        assert _succeeded(api, "k-1") == ["s0", "s1", "s2"]
+        # s1's result, reported after the failover, was accepted: no step ran twice.
+        steps = [r.split()[1] for r in _runs(tmp_path)]
+        assert steps == ["s0", "s1", "s2"], _runs(tmp_path)
+        assert failover_s < 5, failover_s
+    finally:
+        worker.terminate()
+        worker.wait(10)
+        proxy.close()
