@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import server_ir
 from cluster_proxy import Proxy
-from server_harness import ServerProcess, run_orbit
+from server_harness import RawWorker, ServerProcess, _parent_of, _pids, run_orbit
 
 from orbit_core.engine import Engine
 from orbit_core.errors import StorageError
@@ -255,3 +255,57 @@ def test_the_leader_killed_mid_workflow_the_standby_finishes_it_once(
         worker.terminate()
         worker.wait(10)
         proxy.close()
+
+
+def _processes(proc: ServerProcess) -> list[int]:
+    """The arbiter and its worker (which holds the engine)."""
+    assert proc.proc is not None
+    root = proc.proc.pid
+    return [root, *(p for p in _pids() if _parent_of(p) == root)]
+
+
+def test_a_leader_paused_past_its_lease_cannot_write_when_it_resumes(
+    pair: tuple[ServerProcess, ServerProcess],
+) -> None:
+    a, b = pair
+    api = a.http()
+    assert api.post("/v1/workflows", server_ir.chain(2)).status == 201
+    assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": "f-1"}).status == 201
+    held = RawWorker(api, "w-held", [("bench.step", "1.0.0")])
+    assert held.register().status == 200
+    token = held.task()["token"]  # s0, dispatched by a in term 1
+    frozen = _processes(a)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        # a's election session goes silent; PostgreSQL ends it, b is elected.
+        _wait(lambda: _role(b) == "leader", 20, "b to take over", b)
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    assert "cluster: elected leader; recovering executions from history node_id=b term=2" in (
+        b.log()
+    )
+    # Resumed, a may still believe it leads for a moment: whatever it does,
+    # the result is refused (by its lease, or by the database's fence).
+    late = held.complete(token, {"i": 1})
+    assert late.status in (500, 503), late
+    if late.status == 500:
+        assert late.body["error"]["code"] == "STORAGE_ERROR"
+        assert late.body["error"]["message"].startswith("fenced: this server led term 1")
+    else:
+        assert late.body["error"]["code"] == "NOT_LEADER"
+    _wait(lambda: "cluster: lost leadership; stepped down to standby" in a.log(), 10, "a", a)
+    _wait(lambda: a.http().get("/v1/health").body["term"] == 2, 10, "a to follow b", a)
+    assert a.http().get("/v1/health").body["leader"]["node_id"] == "b"
+    # Nothing a did after b's election reached the history; b finishes it.
+    now = b.http()
+    assert RawWorker(now, "w-held", []).complete(token, {"i": 1}).body["accepted"] is True
+    worker = RawWorker(now, "w-new", [("bench.step", "1.0.0")])
+    assert worker.register().status == 200
+    task = worker.task()
+    assert task["step_id"] == "s1"
+    assert worker.complete(task["token"], {"i": 2}).status == 200
+    done = now.get("/v1/executions/f-1/wait?timeout_ms=5000").body
+    assert done["status"] == "COMPLETED", done
+    assert _succeeded(now, "f-1") == ["s0", "s1"]
