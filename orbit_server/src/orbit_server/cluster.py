@@ -7,7 +7,7 @@ election every `interval_s`:
 
 - A standby holds a read-only engine (`StandbyStore`: it loads no
   execution, and refuses every write), so it answers GET routes from the
-  database. Every other request is answered here, before Falcon and so
+  database (`StandbyEngine`: a wait reads it again every second). Every other request is answered here, before Falcon and so
   before authentication, with 503 NOT_LEADER naming the leader
   (`orbit_cluster`). Each round it tries for the leader lock
   (`orbit_store.cluster.Election`), follows the recorded leader, and builds
@@ -43,7 +43,8 @@ from typing import Any
 import orjson
 
 from orbit_core import events as ev
-from orbit_core.engine import Engine
+from orbit_core.api import ExecutionDoc
+from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.ports import (
     CommitBatch,
@@ -67,6 +68,7 @@ IDLE_TIMEOUT_ROUNDS = 5
 MIN_IDLE_TIMEOUT_MS = 2000
 # Methods a standby serves (from the database); every other one is refused.
 READ_METHODS = frozenset({"GET", "HEAD"})
+WAIT_REREAD_S = 1.0
 LEADER = "leader"
 STANDBY = "standby"
 
@@ -171,6 +173,21 @@ class StandbyStore:
         self.inner.close()
 
 
+class StandbyEngine(Engine):
+    """A standby's engine: an execution's wait cannot park on commits this
+    server never makes, so it reads the database again every second."""
+
+    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
+        deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
+        while True:
+            doc = self.get(execution_id)
+            remaining = deadline - time.monotonic()
+            if self.state(execution_id).terminal or remaining <= 0 or self._draining:
+                return doc
+            if self._stop.wait(min(WAIT_REREAD_S, remaining)):
+                return doc
+
+
 class ClusterNode:
     """One server of a standby-mode cluster: the WSGI app and the election
     loop (module docstring)."""
@@ -181,7 +198,7 @@ class ClusterNode:
         *,
         node_id: str,
         advertise_addr: str | None,
-        build_engine: Callable[[Store], Engine],
+        build_engine: Callable[[Store, type[Engine]], Engine],
         make_app: Callable[[Engine, ClusterNode], App],
         interval: float | None = None,
     ) -> None:
@@ -202,6 +219,7 @@ class ClusterNode:
         self._thread: threading.Thread | None = None
         self._draining = False
         self._definitions: tuple[int, int] | None = None
+        self._stale = False
         self._unreachable: str | None = None
         # The election's own store: it only lends its URL and TLS rules.
         self._election_store = PostgresStore(config.db, ca_cert=self._ca_cert)
@@ -330,16 +348,24 @@ class ClusterNode:
                 leader=logs.Quoted(seen.leader_node),
             )
         mark = self.election.definitions_mark()
-        if self._definitions is not None and mark != self._definitions:
-            # Definitions deployed through the leader: read them again.
-            old, self.engine = self.engine, self._standby_engine()
-            self._app = self._make_app(self.engine, self)
-            _retire(old)
+        if self._stale or (self._definitions is not None and mark != self._definitions):
+            # Definitions deployed through the leader, or no standby engine
+            # since a step-down the database was gone for: (re)build it.
+            self._install_standby()
         self._definitions = mark
+
+    def _install_standby(self) -> None:
+        """A new read-only engine in place of the current one; on failure
+        (the database is gone), `_stale` makes the next round try again."""
+        self._stale = True
+        old, self.engine = self.engine, self._standby_engine()
+        self._app = self._make_app(self.engine, self)
+        self._stale = False
+        _retire(old)
 
     def _standby_engine(self) -> Engine:
         store = PostgresStore(self.config.db, ca_cert=self._ca_cert)
-        return self._build_engine(StandbyStore(store))
+        return self._build_engine(StandbyStore(store), StandbyEngine)
 
     def _become_leader(self, term: int) -> None:
         self._log.info(
@@ -353,7 +379,7 @@ class ClusterNode:
         try:
             self.election.suspend_idle_timeout(True)
             store = PostgresStore(self.config.db, ca_cert=self._ca_cert, fence_term=term)
-            engine = self._build_engine(store)
+            engine = self._build_engine(store, Engine)
         except OrbitError as exc:
             self._log.error("cluster: could not take over; standing by", error=exc.message)
             self.election.close()  # frees the lock for another server
@@ -389,13 +415,12 @@ class ClusterNode:
             node_id=self.node_id,
             reason=reason,
         )
-        old = self.engine
+        self.election.close()
         try:
-            self.engine = self._standby_engine()
-            self._app = self._make_app(self.engine, self)
-        finally:
-            self.election.close()
-            _retire(old)
+            self._install_standby()
+        except OrbitError as exc:
+            # Reads keep going to the old engine until a round rebuilds it.
+            self._log.warning("cluster: no read-only engine yet", error=exc.message)
 
     # ---- shutdown
 

@@ -180,9 +180,11 @@ def _check_database(config: ServerConfig, log: Any) -> bool:
     return True
 
 
-def build_engine(config: ServerConfig, store: Store | None = None) -> Engine:
-    """The engine on `store`, or on the store `--db` names (the arbiter
-    checked it just before forking: `_check_database`)."""
+def build_engine(
+    config: ServerConfig, store: Store | None = None, engine_class: type[Engine] = Engine
+) -> Engine:
+    """The engine (of `engine_class`) on `store`, or on the store `--db`
+    names (the arbiter checked it just before forking: `_check_database`)."""
     tracer = None
     settings = TracingSettings.from_env(config.otlp_endpoint, os.environ)
     if settings is not None:
@@ -196,7 +198,7 @@ def build_engine(config: ServerConfig, store: Store | None = None) -> Engine:
         store = open_store(config)
     if tracer is not None:
         tracer.attach(store)
-    return Engine(
+    return engine_class(
         LoggedStore(store, config.db_display, Telemetry(tracer)),
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
@@ -279,7 +281,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
                 config,
                 node_id=config.node_id or node_id_default(),
                 advertise_addr=advertise_default(config, self.bound),
-                build_engine=lambda store: build_engine(config, store),
+                build_engine=lambda store, kind: build_engine(config, store, kind),
                 make_app=lambda engine, view: create_app(engine, config, cluster=view),
             )
         except OrbitError as exc:
