@@ -343,49 +343,78 @@ def _start_through(proxy: Proxy, eid: str) -> None:
     _wait(started, 30, f"{eid} to start")
 
 
-def _kill_and_return(leader: ServerProcess, standby: ServerProcess, tmp_path: Path) -> float:
-    """Kills the leader once the worker is busy; returns how long the
-    standby took to be ready, and restarts the killed one as a standby."""
-    before = len(_runs(tmp_path))
-    _wait(lambda: len(_runs(tmp_path)) > before, 10, "the worker to run a step")
-    killed = time.monotonic()
-    leader.stop(signal.SIGKILL)
-    _wait(lambda: ready(standby.addr), 10, "the standby to take over", standby)
-    took = time.monotonic() - killed
-    seen = len(leader.lines)
-    leader.start()
-    _wait(
-        lambda: any("following the leader" in line for line in leader.lines[seen:]),
-        20,
-        "the killed server to come back as a standby",
-        leader,
-    )
-    return took
+class _Restart:
+    """Starts a killed server again on a thread of its own, so the test goes
+    on with the others meanwhile; `up` once it follows the leader."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        self.seen = len(server.lines)
+        self.thread = threading.Thread(target=server.start, daemon=True)
+        self.thread.start()
+
+    def up(self) -> bool:
+        return not self.thread.is_alive() and any(
+            "following the leader" in line for line in self.server.lines[self.seen :]
+        )
 
 
-@pytest.mark.timeout(120 + 15 * FAILOVERS)
+def _leader_and_standby(servers: list[ServerProcess]) -> tuple[ServerProcess, ServerProcess]:
+    def found() -> tuple[ServerProcess, ServerProcess] | None:
+        up = [s for s in servers if s.proc is not None and s.addr]
+        roles = {id(s): _role(s) for s in up}
+        leaders = [s for s in up if roles[id(s)] == "leader"]
+        standbys = [s for s in up if roles[id(s)] == "standby"]
+        return (leaders[0], standbys[0]) if leaders and standbys else None
+
+    return _wait(found, 30, "a leader and a standby", *servers)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def trio(pair: tuple[ServerProcess, ServerProcess], pg_url: str) -> Iterator[list[ServerProcess]]:
+    c = _server(pg_url, "c", "--session-timeout", "2").start()
+    try:
+        _wait(lambda: "following the leader" in c.log(), 10, "c to follow", c)
+        yield [*pair, c]
+    finally:
+        if c.proc is not None:
+            c.stop(signal.SIGKILL)
+
+
+@pytest.mark.timeout(120 + 10 * FAILOVERS)
 def test_repeated_leader_kills_under_load_lose_and_fork_nothing(
-    pair: tuple[ServerProcess, ServerProcess], tmp_path: Path
+    trio: list[ServerProcess], tmp_path: Path
 ) -> None:
-    """The leader is SIGKILLed FAILOVERS times (ORBIT_TEST_FAILOVERS, 20 by
-    default) while a Python worker runs executions through the load
-    balancer; each time the survivor takes over and the killed server comes
-    back as a standby. Every execution completes with each step succeeding
-    exactly once and an unbroken history."""
+    """Three servers; the leader is SIGKILLed FAILOVERS times
+    (ORBIT_TEST_FAILOVERS, 20 by default) while a Python worker runs
+    executions through the load balancer. Each time a standby takes over,
+    and the killed server is started again (as a standby) while the test
+    goes on. Every execution completes with each step succeeding exactly
+    once and an unbroken history."""
     rounds = FAILOVERS
-    servers = list(pair)
+    servers = trio
     proxy = Proxy(lambda: [s.addr if s.proc else "" for s in servers])
     worker = _start_worker(tmp_path, proxy)
     started: list[str] = []
     failovers: list[float] = []
+    restarts: list[_Restart] = []
     try:
         assert servers[0].http().post("/v1/workflows", server_ir.chain(3)).status == 201
         for i in range(rounds):
-            leader, standby = servers if _role(servers[0]) == "leader" else servers[::-1]
+            leader, _ = _leader_and_standby(servers)
             for j in range(2):
                 _start_through(proxy, f"r{i}-{j}")
                 started.append(f"r{i}-{j}")
-            failovers.append(_kill_and_return(leader, standby, tmp_path))
+            before = len(_runs(tmp_path))
+            _wait(lambda before=before: len(_runs(tmp_path)) > before, 10, "a step to run")
+            killed = time.monotonic()
+            leader.stop(signal.SIGKILL)
+            others = [s for s in servers if s is not leader and s.proc is not None and s.addr]
+            _wait(lambda others=others: any(ready(s.addr) for s in others), 10, "a takeover")
+            failovers.append(time.monotonic() - killed)
+            restarts.append(_Restart(leader))
+        for restart in restarts:
+            _wait(restart.up, 30, "a restarted server to stand by", restart.server)
         current = next(s for s in servers if _role(s) == "leader")
         api = current.http()
         for eid in started:
