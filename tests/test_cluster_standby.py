@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import falcon.testing
 import pytest
 import server_ir
 from cluster_proxy import Proxy, ready
@@ -31,6 +32,9 @@ from server_harness import Http, RawWorker, ServerProcess, _parent_of, _pids, ru
 
 from orbit_core.engine import Engine
 from orbit_core.errors import StorageError
+from orbit_server.app import create_app
+from orbit_server.cluster import ClusterNode
+from orbit_server.config import ServerConfig
 from orbit_store.cluster import Election
 from orbit_store.postgres import Fenced, PostgresStore
 
@@ -105,6 +109,67 @@ def test_a_deposed_leaders_store_and_engine_cannot_write(pg_url: str) -> None:
         a_election.close()
         b_election.close()
         keep.close()
+
+
+def _node(url: str, name: str) -> ClusterNode:
+    """A cluster server's app in this process; its election rounds are run
+    by the test (`round()`), so the order of events is the test's."""
+    config = ServerConfig(db=url, cluster=True, node_id=name)
+    return ClusterNode(
+        config,
+        node_id=name,
+        advertise_addr=f"http://{name}",
+        build_engine=lambda store, kind: kind(store, auto_tick=False),
+        make_app=lambda engine, view: create_app(engine, config, cluster=view),
+        interval=60.0,  # a lease of 3 minutes: only the database can stop a
+    )
+
+
+def test_a_deposed_leader_that_still_believes_it_leads_gets_fenced(pg_url: str) -> None:
+    a, b = _node(pg_url, "a"), _node(pg_url, "b")
+    to_a, to_b = falcon.testing.TestClient(a), falcon.testing.TestClient(b)
+    try:
+        a.round()
+        b.round()
+        assert (a.role, a.term, b.role, b.term) == ("leader", 1, "standby", 1)
+        assert to_a.simulate_post("/v1/workflows", json=server_ir.chain(1)).status_code == 201
+        refused = to_b.simulate_post("/v1/executions", json={"workflow": "Chain"})
+        assert refused.status_code == 503
+        assert refused.json["error"]["leader_node"] == "a"
+        # A partition: the database ends a's election session; b is elected
+        # at once, while a has not run a round since and is within its lease.
+        with a.election._store.session("test-admin") as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'orbit-cluster:a'"
+            )
+        b.round()
+        assert (b.role, b.term) == ("leader", 2)
+        assert a.serving()
+        late = to_a.simulate_post("/v1/executions", json={"workflow": "Chain", "execution_id": "x"})
+        assert late.status_code == 500
+        assert late.json["error"] == {
+            "code": "STORAGE_ERROR",
+            "message": "fenced: this server led term 1, but the cluster is at term 2; "
+            "another server is the leader",
+        }
+        assert to_b.simulate_get("/v1/executions/x").status_code == 404
+        # Its next round notices, and it steps down and follows b.
+        a.round()
+        assert a.role == "standby"
+        a.round()
+        assert (a.term, a.fields()["leader"]) == (2, {"node_id": "b", "addr": "http://b"})
+        moved = to_a.simulate_post("/v1/executions", json={"workflow": "Chain"})
+        assert moved.status_code == 503
+        assert moved.headers["x-orbit-leader"] == "http://b"
+        started = to_b.simulate_post(
+            "/v1/executions", json={"workflow": "Chain", "execution_id": "x"}
+        )
+        assert started.status_code == 201
+        assert to_a.simulate_get("/v1/executions/x").json["status"] == "RUNNING"
+    finally:
+        a.close()
+        b.close()
 
 
 # ---- real processes

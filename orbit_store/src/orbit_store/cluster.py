@@ -95,7 +95,7 @@ class Election:
                 keepalives=1,
                 keepalives_idle=idle_s,
                 keepalives_interval=1,
-                keepalives_count=max(1, idle_s),
+                keepalives_count=3,
             )
             try:
                 conn.execute(f"SET idle_session_timeout = {int(self.idle_timeout_ms)}")
