@@ -185,10 +185,10 @@ def _role(proc: ServerProcess) -> str:
 
 @pytest.fixture
 def pair(pg_url: str) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    a = _server(pg_url, "a", "--session-timeout", "2").start()
-    _wait(lambda: _role(a) == "leader", 10, "a to lead", a)
-    b = _server(pg_url, "b", "--session-timeout", "2").start()
-    _wait(lambda: "following the leader" in b.log(), 10, "b to follow a", b)
+    a = _server(pg_url, "a", "--session-timeout", "2").start(timeout=90)
+    _wait(lambda: _role(a) == "leader", 30, "a to lead", a)
+    b = _server(pg_url, "b", "--session-timeout", "2").start(timeout=90)
+    _wait(lambda: "following the leader" in b.log(), 30, "b to follow a", b)
     try:
         yield a, b
     finally:
@@ -254,10 +254,9 @@ def test_one_leader_serves_and_the_standby_refuses_writes(
     _wait(lambda: b.http().get("/v1/workflows/Chain").status == 200, 5, "the standby to see Chain")
     # A wait on the standby sees the end the leader commits (it re-reads).
     waited: list[Any] = []
+    waiting = Http(b.addr)
     waiter = threading.Thread(
-        target=lambda: waited.append(
-            Http(b.addr).get("/v1/executions/c-1/wait?timeout_ms=20000").body
-        )
+        target=lambda: waited.append(waiting.get("/v1/executions/c-1/wait?timeout_ms=20000").body)
     )
     waiter.start()
     # The CLI repeats a refused request once at the leader it names.
@@ -265,6 +264,7 @@ def test_one_leader_serves_and_the_standby_refuses_writes(
     assert cli.returncode == 0, cli.stderr
     assert a.http().get("/v1/executions/c-1").body["status"] == "CANCELLED"
     waiter.join(10)
+    waiting.close()
     assert waited and waited[0]["status"] == "CANCELLED", waited
 
 
@@ -415,7 +415,7 @@ class _Restart:
     def __init__(self, server: ServerProcess) -> None:
         self.server = server
         self.seen = len(server.lines)
-        self.thread = threading.Thread(target=server.start, daemon=True)
+        self.thread = threading.Thread(target=server.start, args=(90,), daemon=True)
         self.thread.start()
 
     def up(self) -> bool:
@@ -437,16 +437,16 @@ def _leader_and_standby(servers: list[ServerProcess]) -> tuple[ServerProcess, Se
 
 @pytest.fixture
 def trio(pair: tuple[ServerProcess, ServerProcess], pg_url: str) -> Iterator[list[ServerProcess]]:
-    c = _server(pg_url, "c", "--session-timeout", "2").start()
+    c = _server(pg_url, "c", "--session-timeout", "2").start(timeout=90)
     try:
-        _wait(lambda: "following the leader" in c.log(), 10, "c to follow", c)
+        _wait(lambda: "following the leader" in c.log(), 30, "c to follow", c)
         yield [*pair, c]
     finally:
         if c.proc is not None:
             c.stop(signal.SIGKILL)
 
 
-@pytest.mark.timeout(120 + 10 * FAILOVERS)
+@pytest.mark.timeout(180 + 20 * FAILOVERS)
 def test_repeated_leader_kills_under_load_lose_and_fork_nothing(
     trio: list[ServerProcess], tmp_path: Path
 ) -> None:
@@ -504,3 +504,33 @@ def test_repeated_leader_kills_under_load_lose_and_fork_nothing(
         f"max {ordered[-1] * 1000:.0f} ms"
     )
     assert ordered[-1] < 5
+
+
+def _fired(proc: ServerProcess) -> float:
+    text = proc.http().get("/v1/metrics").text
+    match = re.search(r"^orbit_schedules_fired_total (\S+)$", text, re.M)
+    assert match, text
+    return float(match[1])
+
+
+def test_only_the_leader_fires_schedules_and_a_new_leader_carries_on(
+    pair: tuple[ServerProcess, ServerProcess],
+) -> None:
+    a, b = pair
+    api = a.http()
+    assert api.post("/v1/workflows", server_ir.chain(1)).status == 201
+    # Chain's task never runs here: overlap "allow" starts every occurrence.
+    body = {"schedule_id": "tick", "workflow": "Chain", "interval": "1s", "overlap": "allow"}
+    assert api.post("/v1/schedules", body).status == 201
+    _wait(lambda: _fired(a) >= 2, 20, "a to fire twice", a)
+    assert _fired(b) == 0
+    _wait(lambda: b.http().get("/v1/schedules/tick").status == 200, 10, "b to see it", b)
+    a.stop()  # graceful: its session ends, b takes over at once
+    _wait(lambda: _role(b) == "leader", 20, "b to lead", b)
+    _wait(lambda: _fired(b) >= 2, 20, "b to fire", b)
+    runs = b.http().get("/v1/executions?workflow=Chain&limit=1000").body["executions"]
+    schedule = b.http().get("/v1/schedules/tick").body
+    ids = [e["execution_id"] for e in runs]
+    assert len(ids) == len(set(ids))
+    # Every fire started one execution (the latest may not be counted yet).
+    assert schedule["fired"] <= len(ids) <= schedule["fired"] + 1, (schedule, ids)

@@ -7,7 +7,10 @@ election every `interval_s`:
 
 - A standby holds a read-only engine (`StandbyStore`: it loads no
   execution, and refuses every write), so it answers GET routes from the
-  database (`StandbyEngine`: a wait reads it again every second). Every other request is answered here, before Falcon and so
+  database (`StandbyEngine`: a wait reads it again every second). What
+  that engine keeps in memory (definitions, the schedules' mirror) is
+  rebuilt when the database's differs (`Election.definitions_mark`); it
+  never fires a schedule (its claims are refused). Every other request is answered here, before Falcon and so
   before authentication, with 503 NOT_LEADER naming the leader
   (`orbit_cluster`). Each round it tries for the leader lock
   (`orbit_store.cluster.Election`), follows the recorded leader, and builds
@@ -69,6 +72,7 @@ MIN_IDLE_TIMEOUT_MS = 2000
 # Methods a standby serves (from the database); every other one is refused.
 READ_METHODS = frozenset({"GET", "HEAD"})
 WAIT_REREAD_S = 1.0
+CLAIM_PAUSE_S = 0.25
 LEADER = "leader"
 STANDBY = "standby"
 
@@ -155,7 +159,11 @@ class StandbyStore:
     def claim_schedules(
         self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
     ) -> list[str]:
-        return []  # only the leader fires schedules
+        # Only the leader fires schedules. The scheduler reads a refused
+        # occurrence again and, while the leader has not advanced it (the
+        # leader is gone), would ask again at once: pace it.
+        time.sleep(CLAIM_PAUSE_S)
+        return []
 
     def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
         return []
@@ -218,7 +226,7 @@ class ClusterNode:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._draining = False
-        self._definitions: tuple[int, int] | None = None
+        self._definitions: tuple[int, ...] | None = None
         self._stale = False
         self._unreachable: str | None = None
         # The election's own store: it only lends its URL and TLS rules.
@@ -349,8 +357,8 @@ class ClusterNode:
             )
         mark = self.election.definitions_mark()
         if self._stale or (self._definitions is not None and mark != self._definitions):
-            # Definitions deployed through the leader, or no standby engine
-            # since a step-down the database was gone for: (re)build it.
+            # Definitions or schedules changed through the leader, or no
+            # standby engine since a step-down the database was gone for.
             self._install_standby()
         self._definitions = mark
 

@@ -48,6 +48,13 @@ _RAISE_TERM = (
     "UPDATE orbit_cluster SET term = term + 1, leader_node = %s, leader_addr = %s, since_ms = %s "
     "WHERE id = 1 RETURNING term"
 )
+_MARK = (
+    "SELECT (SELECT count(*) FROM workflow_definitions), "
+    "(SELECT coalesce(max(created_at_ms), 0) FROM workflow_definitions), "
+    "(SELECT count(*) FROM orbit_schedules), "
+    "(SELECT coalesce(max(updated_at_ms), 0) FROM orbit_schedules), "
+    "(SELECT coalesce(sum(fired_count + skipped_count), 0) FROM orbit_schedules)"
+)
 _READ = "SELECT term, leader_node, leader_addr FROM orbit_cluster WHERE id = 1"
 _CHECK = (
     "SELECT (SELECT term FROM orbit_cluster WHERE id = 1), EXISTS ("
@@ -156,13 +163,13 @@ class Election:
         timeout = 0 if suspended else int(self.idle_timeout_ms)
         self._run(f"SET idle_session_timeout = {timeout}")
 
-    def definitions_mark(self) -> tuple[int, int]:
-        """(count, newest created_at_ms) of the workflow definitions: a
-        standby reloads them when this changes."""
-        row = self._run(
-            "SELECT count(*), coalesce(max(created_at_ms), 0) FROM workflow_definitions"
-        )
-        return int(row[0]), int(row[1])
+    def definitions_mark(self) -> tuple[int, ...]:
+        """What a standby's read-only engine keeps in memory, in a few
+        numbers: the definitions (count, newest) and the schedules (count,
+        latest change, fires). The standby builds its engine again when
+        they change."""
+        row = self._run(_MARK)
+        return tuple(int(x) for x in row)
 
     def close(self) -> None:
         """Ends the session (which releases the lock if it held it)."""
