@@ -111,7 +111,8 @@ def repo(session: nox.Session) -> None:
     _install(session, ALL)
     # tests/test_server_tracing.py runs a Python SDK worker in the test process.
     session.install("-e", "./sdks/python")
-    session.run("pytest", "tests", "-m", "not e2e", *session.posargs)
+    # The cluster tests run in `postgres` (ON_POSTGRES), with their servers.
+    session.run("pytest", "tests", "-m", "not e2e", f"--ignore={CLUSTER_TESTS}", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -132,8 +133,10 @@ def e2e(session: nox.Session) -> None:
 # What the `postgres` session runs on PostgreSQL unless given test paths: the
 # book's CLI timelines against a real server (tests/test_server_postgres.py,
 # in `repo`, already runs a server on PostgreSQL through a crash and
-# recovery). Kept short: CI runs it on every change.
-ON_POSTGRES = ["tests/test_cli_real_server.py"]
+# recovery). Kept short: CI runs it on every change. The cluster tests
+# (several servers on one database, chapter 44) are PostgreSQL-only.
+CLUSTER_TESTS = "tests/test_cluster_standby.py"
+ON_POSTGRES = ["tests/test_cli_real_server.py", CLUSTER_TESTS]
 
 
 @nox.session(python=PYTHON)

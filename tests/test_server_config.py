@@ -60,9 +60,20 @@ from server_harness import RawWorker, ServerProcess, run_orbit
             "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks",
         ),
         (
-            ["--cluster", "--db", "postgres://u:p@h/db"],
+            ["--cluster", "--cluster-mode", "shared", "--db", "postgres://u:p@h/db"],
             {},
-            "--cluster: not supported yet by this version of orbit server",
+            "--cluster-mode shared: not supported yet by this version of orbit server",
+        ),
+        (["--node-id", "a"], {}, "--node-id requires --cluster"),
+        (
+            ["--advertise-addr", "http://10.0.0.1:7233"],
+            {},
+            "--advertise-addr requires --cluster",
+        ),
+        (
+            ["--cluster", "--db", "postgres://u:p@h/db", "--node-id", "a b"],
+            {},
+            "--node-id `a b` must be 1 to 63 letters, digits, '.', '_' or '-'",
         ),
     ],
 )
