@@ -112,15 +112,18 @@ class Telemetry:
                     counts[family] += 1
 
     def _log_events(self, changes: Changes, ids: Mapping[str, tuple[str, str]]) -> None:
-        log = self._log
+        # One concrete logger per batch: the lazy proxy would build a new one
+        # for every line (it follows `logs.configure`, which a batch outlives
+        # no more than a line does).
+        plain = self._log.bind()
         debug = logs.enabled(logging.DEBUG)
         for execution_id, _workflow, events in changes:
             traced = ids.get(execution_id)
             if traced is not None:
                 # With tracing on, each line names the execution's trace and root span.
-                log = self._log.bind(trace_id=traced[0], span_id=traced[1])
+                log = plain.bind(trace_id=traced[0], span_id=traced[1])
             else:
-                log = self._log
+                log = plain
             for event in events:
                 if debug:
                     log.debug(
