@@ -105,12 +105,18 @@ def level_from_env(value: str | None) -> int:
 
 
 _filter_in_force = LogFilter()
+# The filter's level for each target asked about: `enabled` runs for every
+# committed batch. Emptied by `configure`.
+_target_levels: dict[str, int] = {}
 
 
 def enabled(level: int, target: str = "orbit") -> bool:
     """Whether `configure` lets lines of this level through (cheap checks
     before formatting a message nobody will see)."""
-    return level >= _filter_in_force.level_for(target)
+    threshold = _target_levels.get(target)
+    if threshold is None:
+        threshold = _target_levels[target] = _filter_in_force.level_for(target)
+    return level >= threshold
 
 
 def configure(
@@ -122,6 +128,7 @@ def configure(
     global _filter_in_force
     filter_ = level if isinstance(level, LogFilter) else LogFilter(level)
     _filter_in_force = filter_
+    _target_levels.clear()
     render = _render_json if log_format == "json" else _render_text
     hidden = tuple(s for s in secrets if s)
 
