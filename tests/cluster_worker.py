@@ -9,13 +9,13 @@ leader while the worker holds that task."""
 import os
 import time
 
-from orbit_sdk import Worker
+from orbit_sdk import Context, Worker
 
 worker = Worker("cluster-python", concurrency=2, poll_wait_ms=2000)
 
 
 @worker.task("bench.step", version="1.0.0")
-def step(input, ctx):
+def step(input: dict[str, int], ctx: Context) -> dict[str, int]:
     with open(os.environ["CLUSTER_RUNS"], "a") as f:
         f.write(f"{ctx.execution_id} {ctx.step_id} {ctx.attempt} {ctx.redelivery}\n")
     if ctx.step_id == os.environ.get("CLUSTER_HOLD_STEP"):

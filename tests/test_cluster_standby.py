@@ -13,6 +13,7 @@ and again under load. The election runs every 200 ms here
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -287,6 +288,20 @@ def _start_worker(tmp_path: Path, proxy: Proxy, hold: str | None = None) -> subp
         )
 
 
+def _more_runs(tmp_path: Path, before: int) -> bool:
+    return len(_runs(tmp_path)) > before
+
+
+def _any_ready(servers: list[ServerProcess]) -> bool:
+    return any(ready(s.addr) for s in servers)
+
+
+def _finished(api: Http, eid: str) -> Any:
+    """The execution's document once it is no longer running, else False."""
+    document = api.get(f"/v1/executions/{eid}").body
+    return document["status"] != "RUNNING" and document
+
+
 def _runs(tmp_path: Path) -> list[str]:
     path = tmp_path / "runs.txt"
     return path.read_text().splitlines() if path.exists() else []
@@ -471,11 +486,11 @@ def test_repeated_leader_kills_under_load_lose_and_fork_nothing(
                 _start_through(proxy, f"r{i}-{j}")
                 started.append(f"r{i}-{j}")
             before = len(_runs(tmp_path))
-            _wait(lambda before=before: len(_runs(tmp_path)) > before, 10, "a step to run")
+            _wait(functools.partial(_more_runs, tmp_path, before), 10, "a step to run")
             killed = time.monotonic()
             leader.stop(signal.SIGKILL)
             others = [s for s in servers if s is not leader and s.proc is not None and s.addr]
-            _wait(lambda others=others: any(ready(s.addr) for s in others), 10, "a takeover")
+            _wait(functools.partial(_any_ready, others), 10, "a takeover")
             failovers.append(time.monotonic() - killed)
             restarts.append(_Restart(leader))
         for restart in restarts:
@@ -484,9 +499,7 @@ def test_repeated_leader_kills_under_load_lose_and_fork_nothing(
         api = current.http()
         for eid in started:
             done = _wait(
-                lambda eid=eid: (
-                    (d := api.get(f"/v1/executions/{eid}").body)["status"] != "RUNNING" and d
-                ),
+                functools.partial(_finished, api, eid),
                 30,
                 f"{eid} to finish",
             )
