@@ -164,7 +164,8 @@ def _output_change(kind: str, old: Type | None, new: Type | None) -> bool:
     if kind == "added":
         return False
     if kind == "removed":
-        return not isinstance(old, OptionalType)
+        # JSON admits null, so a JSON field is optional in the language's sense too.
+        return not isinstance(old, OptionalType) and old != JSON
     assert old is not None and new is not None
     if old == JSON:
         return False

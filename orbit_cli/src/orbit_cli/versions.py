@@ -41,7 +41,7 @@ def load_side(name: str) -> Side:
             definition = load_ir_file(path)
         except CliError as exc:
             raise BadInput(exc.format_message()) from None
-        return Side((definition,), task_contracts([definition]))
+        return Side((definition,), task_contracts([definition]), declares_all=False)
     return _compile(path)
 
 

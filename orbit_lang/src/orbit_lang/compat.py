@@ -43,6 +43,23 @@ class Side:
 
     definitions: tuple[Definition, ...]
     contracts: tuple[TaskContract, ...]
+    # False for compiled IR, which carries only the contracts its workflows
+    # pin: contracts declared but unused are then unknown on that side.
+    declares_all: bool = True
+
+    def used(self) -> tuple[TaskContract, ...]:
+        return task_contracts(self.definitions)
+
+
+def comparable_contracts(
+    old: Side, new: Side
+) -> tuple[tuple[TaskContract, ...], tuple[TaskContract, ...]]:
+    """Both sides' contracts; only those the workflows use when either side
+    cannot list the contracts it declares, so that mixing source and IR does
+    not report every unused contract as added or removed."""
+    if old.declares_all and new.declares_all:
+        return old.contracts, new.contracts
+    return old.used(), new.used()
 
 
 @attrs.frozen
@@ -563,7 +580,7 @@ def compare(old: Side, new: Side, *, workflow: str | None = None) -> Report:
             findings.append(
                 Finding("info", "workflow", name, None, after.version, "workflow added")
             )
-    findings += compare_contracts(old.contracts, new.contracts)
+    findings += compare_contracts(*comparable_contracts(old, new))
     return Report(tuple(findings))
 
 
