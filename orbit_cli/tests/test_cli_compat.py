@@ -181,11 +181,11 @@ class Step:
 
 
 def _retype(t: Type, draw: st.DrawFn) -> Type:
-    choices: list[Type] = [p for p in PRIMITIVES if p != t] + [JSON]
-    if not isinstance(t, OptionalType):
-        choices.append(OptionalType(t))
-    else:
+    choices: list[Type] = [p for p in [*PRIMITIVES, JSON] if p != t]
+    if isinstance(t, OptionalType):
         choices.append(t.type)
+    elif t != JSON:
+        choices.append(OptionalType(t))
     return draw(st.sampled_from(choices))
 
 
@@ -237,11 +237,9 @@ def _change(definition: Definition, draw: st.DrawFn, serial: int) -> tuple[Defin
             if target.has_default:
                 kind, fields[index] = "default removed", Field(name, target.type)
             else:
-                kind, fields[index] = "default added", Field(name, STRING, "x")
                 # A default needs a value of the field's type: keep it simple.
-                old_type = new_type = STRING
-                if target.type != STRING:
-                    kind, new_type = "retyped", STRING
+                kind = "default added" if target.type == STRING else "retyped"
+                fields[index] = Field(name, STRING, "x")
             new_type = fields[index].type
     if area == "input":
         breaking = _input_change(kind, old_type, new_type)
