@@ -9,10 +9,10 @@ A workflow's changes come in a fixed order: the workflow's own settings,
 input and output fields, the result, signals, queries, the steps added,
 removed or renamed, then each step's fields in the order of `STEP_AREAS`
 (main steps, then handler and event blocks), the limits and
-continue_as_new. Steps are matched by scope and name; an unmatched old step
-and an unmatched new step in the same scope are one rename when they run the
-same thing and are the only such pair, and dependencies on the old name are
-then read under the new one.
+continue_as_new. Steps pair up by scope and name. Of the leftovers, a step
+that vanished and one that appeared within a scope count as a rename if they
+execute the same kind of work (`runs`) and no other leftover there does; the
+old name is then translated in dependencies before they are compared.
 
 Declared task contracts are compared too (only without --workflow); the
 compatibility verdict is `orbit_lang.compat`'s report.
