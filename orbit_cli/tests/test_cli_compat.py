@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -317,3 +318,56 @@ def test_pre_release_suffixes_are_ignored_for_the_bump(base: Definition) -> None
     new = attrs.evolve(base, version="2.0.0-rc.1", input=RecordType(()))
     findings = compare(Side((old,), ()), Side((new,), ())).findings
     assert {f.severity for f in findings} == {"info"}
+
+
+# ---------------------------------------------------------------- contract rules
+
+
+def _contract(version: str, inputs: tuple[Field, ...], outputs: tuple[Field, ...]) -> Any:
+    from orbit_core.ir import TaskContract
+
+    return TaskContract("payments.charge", version, RecordType(inputs), RecordType(outputs))
+
+
+AMOUNT = Field("amount", FLOAT)
+
+
+def test_a_new_major_contract_version_old_workers_cannot_serve_is_info() -> None:
+    old = _contract("1.0.0", (AMOUNT,), ())
+    new = _contract("2.0.0", (AMOUNT,), (Field("settled_at", STRING),))
+    findings = compare(Side((), (old,)), Side((), (new,))).findings
+    assert [(f.severity, f.path) for f in findings] == [
+        ("info", "output.settled_at"),
+        ("info", None),
+    ]
+    assert "deploy workers for the new version before the workflows" in findings[0].message
+    assert findings[1].message.startswith("contract version no longer declared or used")
+
+
+def test_a_new_contract_version_is_compared_with_the_closest_lower_one() -> None:
+    one = _contract("1.0.0", (AMOUNT,), ())
+    two = _contract("1.2.0", (AMOUNT, Field("note", STRING)), ())
+    new = _contract("1.3.0", (AMOUNT,), ())
+    findings = compare(Side((), (one, two)), Side((), (new,))).findings
+    # 1.2.0 → 1.3.0 drops an input field an old worker requires.
+    assert findings[0].old_version == "1.2.0"
+    assert findings[0].severity == "warning"
+    assert findings[0].hint == "bump the major version (1.2.0 → 2.0.0)"
+
+
+def test_same_contract_version_allows_only_optional_fields_to_come_and_go() -> None:
+    old = _contract("1.0.0", (AMOUNT, Field("memo", OptionalType(STRING))), ())
+    new = _contract("1.0.0", (AMOUNT,), (Field("receipt", OptionalType(STRING)),))
+    findings = compare(Side((), (old,)), Side((), (new,))).findings
+    assert {f.severity for f in findings} == {"ok"}
+    retyped = _contract("1.0.0", (Field("amount", INT),), ())
+    (finding,) = compare(Side((), (old,)), Side((), (retyped,))).findings[:1]
+    assert finding.severity == "error"
+    assert finding.hint == "give the changed contract a new version (1.0.0 → 2.0.0)"
+
+
+def test_contracts_only_on_one_side_are_info() -> None:
+    added = compare(Side((), ()), Side((), (_contract("1.0.0", (), ()),))).findings
+    assert [(f.severity, f.line()) for f in added] == [
+        ("info", "info    contract payments.charge@1.0.0: contract version added")
+    ]
