@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orbit_cli.main import cli
-from orbit_core.ir import Definition, Signal
+from orbit_core.ir import Definition, Query, Signal
+from orbit_core.ir import expr as e
 from orbit_core.ir.types import (
     BOOL,
     FLOAT,
@@ -191,7 +192,9 @@ def _retype(t: Type, draw: st.DrawFn) -> Type:
 
 
 def _change(definition: Definition, draw: st.DrawFn, serial: int) -> tuple[Definition, Step]:
-    area = draw(st.sampled_from(["input", "output", "signal"]))
+    area = draw(st.sampled_from(["input", "output", "signal", "query"]))
+    if area == "query":
+        return _query_change(definition, draw, serial)
     if area == "signal":
         if definition.signals and draw(st.booleans()):
             signal = definition.signals[0]
@@ -251,6 +254,25 @@ def _change(definition: Definition, draw: st.DrawFn, serial: int) -> tuple[Defin
     return changed, Step(f"{area}.{name}", breaking)
 
 
+def _query_change(definition: Definition, draw: st.DrawFn, serial: int) -> tuple[Definition, Step]:
+    """A query added (not reported), removed (breaking) or given a new result type
+    (judged as an output)."""
+    queries = list(definition.queries)
+    op = draw(st.sampled_from(["add", "remove", "retype"] if queries else ["add"]))
+    if op == "add":
+        queries.append(Query(f"q{serial}", e.Bool(True), BOOL))
+        return attrs.evolve(definition, queries=tuple(queries)), Step("", False)
+    index = draw(st.integers(0, len(queries) - 1))
+    query = queries[index]
+    if op == "remove":
+        del queries[index]
+        return attrs.evolve(definition, queries=tuple(queries)), Step(f"query {query.name}", True)
+    new_type = _retype(query.type, draw)
+    queries[index] = attrs.evolve(query, type=new_type)
+    breaking = _output_change("retyped", query.type, new_type)
+    return attrs.evolve(definition, queries=tuple(queries)), Step(f"query {query.name}", breaking)
+
+
 def _bump(version: str, how: str) -> str:
     major, minor, patch = (int(p) for p in version.split("."))
     return {
@@ -286,7 +308,7 @@ def test_each_change_in_a_history_is_classified_as_the_tables_say(
             assert finding.severity == "error"
             assert "DEFINITION_CONFLICT" in finding.message
         elif not step.path:
-            # An added signal is not reported.
+            # An added signal or query is not reported.
             (finding,) = findings
             assert finding.severity in ("ok", "info")
             assert finding.path is None
