@@ -170,6 +170,12 @@ def test_policies_do_not_run_on_files_with_compile_errors(book: Path) -> None:
             "exemption 1 (`forbid_tasks`): reason is required",
         ),
         ('[policy]\nnmae = "x"\n', "[policy] unknown key `nmae`"),
+        ("[[rule]]\ntype = [1]\n", "rule 1: unknown type `[1]`"),
+        ("exemption = 1\n", "`exemption` must be an array of tables"),
+        ("rule = 1\n", "`rule` must be an array of tables"),
+        ("policy = 1\n", "`policy` must be a table"),
+        ('[[rule]]\ntype = "forbid_tasks"\ntasks = "a"\n', "`tasks` must be a list of strings"),
+        ('[[rule]]\ntype = "max_fan_out"\nmax = true\n', "`max` must be a positive integer"),
         (
             '[[rule]]\ntype = "forbid_tasks"\ntaks = ["a"]\n',
             "rule forbid_tasks: unknown key `taks`",

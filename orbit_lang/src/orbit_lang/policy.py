@@ -174,9 +174,12 @@ def load_policy(path: str | Path) -> Policy:
         if any(r.id == rule.id for r in rules):
             raise fail(f"rule {number}: duplicate id `{rule.id}`")
         rules.append(rule)
+    listed = document.get("exemption", [])
+    if not isinstance(listed, list):
+        raise fail("`exemption` must be an array of tables (`[[exemption]]`)")
     exemptions = [
         _exemption(number, table, {r.id for r in rules}, fail)
-        for number, table in enumerate(document.get("exemption", []), 1)
+        for number, table in enumerate(listed, 1)
     ]
     return Policy(name, description, shown, tuple(rules), tuple(exemptions))
 
@@ -225,7 +228,7 @@ def _rule(  # noqa: C901
     kind = table.get("type")
     if kind is None:
         raise fail(f"rule {number}: `type` is required")
-    if kind not in CODES:
+    if not isinstance(kind, str) or kind not in CODES:
         raise fail(f"rule {number}: unknown type `{kind}`; known types: {', '.join(CODES)}")
     rule_id = table.get("id", kind)
     if not isinstance(rule_id, str) or not rule_id or any(c.isspace() for c in rule_id):
