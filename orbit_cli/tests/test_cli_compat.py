@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 from click.testing import CliRunner, Result
-from conftest import Golden
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +33,10 @@ from orbit_core.ir.types import (
 from orbit_lang import compile_paths
 from orbit_lang.compat import Side, compare
 
+# What `st.data().draw` is, as the generators take it.
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+# The golden fixture of conftest.py: (name, actual text).
+Golden = Callable[[str, str], None]
 FIXTURES = Path(__file__).parent / "fixtures" / "compat"
 
 
@@ -182,16 +186,17 @@ class Step:
     breaking: bool
 
 
-def _retype(t: Type, draw: st.DrawFn) -> Type:
+def _retype(t: Type, draw: Draw) -> Type:
     choices: list[Type] = [p for p in [*PRIMITIVES, JSON] if p != t]
     if isinstance(t, OptionalType):
         choices.append(t.type)
     elif t != JSON:
         choices.append(OptionalType(t))
-    return draw(st.sampled_from(choices))
+    chosen: Type = draw(st.sampled_from(choices))
+    return chosen
 
 
-def _change(definition: Definition, draw: st.DrawFn, serial: int) -> tuple[Definition, Step]:
+def _change(definition: Definition, draw: Draw, serial: int) -> tuple[Definition, Step]:
     area = draw(st.sampled_from(["input", "output", "signal", "query"]))
     if area == "query":
         return _query_change(definition, draw, serial)
@@ -200,8 +205,7 @@ def _change(definition: Definition, draw: st.DrawFn, serial: int) -> tuple[Defin
             signal = definition.signals[0]
             step = Step(f"signal {signal.name}", True)
             return attrs.evolve(definition, signals=definition.signals[1:]), step
-        fields = (Field("approved", BOOL),)
-        added = Signal(f"s{serial}", RecordType(fields))
+        added = Signal(f"s{serial}", RecordType((Field("approved", BOOL),)))
         return attrs.evolve(definition, signals=(*definition.signals, added)), Step("", False)
     record = definition.input if area == "input" else definition.output
     assert isinstance(record, RecordType)
@@ -254,7 +258,7 @@ def _change(definition: Definition, draw: st.DrawFn, serial: int) -> tuple[Defin
     return changed, Step(f"{area}.{name}", breaking)
 
 
-def _query_change(definition: Definition, draw: st.DrawFn, serial: int) -> tuple[Definition, Step]:
+def _query_change(definition: Definition, draw: Draw, serial: int) -> tuple[Definition, Step]:
     """A query added (not reported), removed (breaking) or given a new result type
     (judged as an output)."""
     queries = list(definition.queries)

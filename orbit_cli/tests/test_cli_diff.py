@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import Golden
 
 from orbit_cli.main import cli
 
+# The golden fixture of conftest.py: (name, actual text).
+Golden = Callable[[str, str], None]
 FIXTURES = Path(__file__).parent / "fixtures" / "diff"
 
 
