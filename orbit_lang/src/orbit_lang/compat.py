@@ -428,20 +428,18 @@ def _symmetric_changes(old: Type, new: Type, path: str) -> Iterator[Change]:
             else:
                 message = "field removed" if harmless else "required field removed"
             yield attrs.evolve(change, message=message, breaking=not harmless)
-        elif change.message in ("default added", "default removed"):
-            yield attrs.evolve(change, breaking=True)
         else:
+            # A retyped field, or a default added or removed: one of the two
+            # sides no longer fits the other.
             yield attrs.evolve(change, breaking=True)
 
 
 def _provider_changes(old: TaskContract, new: TaskContract) -> list[Change]:
     """Can an implementation of `old` serve `new`? It reads the new input and returns the old output."""
-    changes: list[Change] = []
-    for change in type_changes(old.input, new.input, "input", "out"):
-        changes.append(change)
-    for change in type_changes(old.output, new.output, "output", "in"):
-        changes.append(change)
-    return changes
+    return [
+        *type_changes(old.input, new.input, "input", "out"),
+        *type_changes(old.output, new.output, "output", "in"),
+    ]
 
 
 def compare_contract_versions(old: TaskContract, new: TaskContract) -> list[Finding]:
