@@ -57,11 +57,15 @@ fn main() {
             }
             Ok(json!({ "attempt": ctx.attempt() }))
         })
-        .task("conf.fail_permanent", "1.0.0", |_: Value, ctx| -> Result<(), TaskError> {
-            event("start", ctx);
-            Err(TaskError::permanent("CONF_PERMANENT", "permanent failure")
-                .with_details(json!({ "source": "conformance" })))
-        })
+        .task(
+            "conf.fail_permanent",
+            "1.0.0",
+            |_: Value, ctx| -> Result<(), TaskError> {
+                event("start", ctx);
+                Err(TaskError::permanent("CONF_PERMANENT", "permanent failure")
+                    .with_details(json!({ "source": "conformance" })))
+            },
+        )
         .task("conf.bad_output", "1.0.0", |_: Value, ctx| {
             event("start", ctx);
             Ok(json!({ "wrong": true }))
@@ -78,7 +82,10 @@ fn main() {
             while Instant::now() < until {
                 if ctx.is_cancelled() {
                     event("cancelled", ctx);
-                    return Err(TaskError::permanent("CANCELLED", "cancelled by the runtime"));
+                    return Err(TaskError::permanent(
+                        "CANCELLED",
+                        "cancelled by the runtime",
+                    ));
                 }
                 if ctx.remaining_ms() == Some(0) {
                     event("deadline", ctx);
