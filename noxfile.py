@@ -17,6 +17,7 @@ PostgreSQL (ORBIT_TEST_DB=postgres).
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import shutil
 import subprocess
 import tomllib
@@ -36,6 +37,7 @@ nox.options.sessions = [
     "repo",
     "sdk_python",
     "sdk_typescript",
+    "sdk_rust",
     "e2e",
     "postgres",
     "wheels",
@@ -45,6 +47,11 @@ nox.options.sessions = [
 ]
 
 PYTHON = "3.11"
+
+# One cargo target directory outside the clone, so that CI's fresh clones on
+# the same machine reuse what an earlier run compiled (the Rust SDK, and its
+# examples that the e2e and conformance tests build). Every session inherits it.
+os.environ.setdefault("CARGO_TARGET_DIR", str(Path.home() / ".cache" / "orbit" / "cargo-target"))
 
 # Each package and the ORBIT packages it depends on, lowest layer first.
 LAYERS: dict[str, list[str]] = {
@@ -175,6 +182,38 @@ def sdk_typescript(session: nox.Session) -> None:
     with session.chdir("sdks/typescript"):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
         session.run("npm", "test", external=True)
+
+
+def _cargo() -> str:
+    """cargo from PATH, else rustup's default place (a shell that did not
+    source ~/.cargo/env)."""
+    found = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not Path(found).exists():
+        raise RuntimeError("cargo is not installed: install Rust (rustup) to test sdks/rust")
+    return found
+
+
+@nox.session(python=False)
+def sdk_rust(session: nox.Session) -> None:
+    """The Rust SDK (sdks/rust): dependencies fetched from crates.io at the
+    versions in Cargo.lock, then clippy with warnings as errors, the tests
+    (the examples' included), and the docs with warnings as errors."""
+    cargo = _cargo()
+    with session.chdir("sdks/rust"):
+        session.run(cargo, "fetch", "--locked", external=True)
+        session.run(cargo, "fmt", "--check", external=True)
+        session.run(
+            cargo, "clippy", "--locked", "--all-targets", "--", "-D", "warnings", external=True
+        )
+        session.run(cargo, "test", "--locked", *session.posargs, external=True)
+        session.run(
+            cargo,
+            "doc",
+            "--locked",
+            "--no-deps",
+            env={"RUSTDOCFLAGS": "-D warnings"},
+            external=True,
+        )
 
 
 @nox.session(python=PYTHON)
