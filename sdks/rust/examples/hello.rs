@@ -42,7 +42,7 @@ fn main() {
                 message: input.message + &"!".repeat(count),
             })
         });
-    let stopper = worker.clone();
-    ctrlc::set_handler(move || stopper.stop()).expect("cannot install the signal handler");
-    worker.run().expect("worker failed");
+    let handle = worker.clone();
+    ctrlc::set_handler(move || handle.stop()).expect("cannot install the signal handler");
+    worker.run().expect("the worker stopped with an error");
 }
