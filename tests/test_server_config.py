@@ -53,7 +53,12 @@ from server_harness import RawWorker, ServerProcess, run_orbit
             "the servers share it for leader election and history",
         ),
         (["--cluster-mode", "shared"], {}, "--cluster-mode shared requires --cluster"),
-        (["--grpc-addr", "127.0.0.1:7234"], {}, "--grpc-addr: not supported yet"),
+        (
+            ["--grpc-addr", "0.0.0.0:7234"],
+            {},
+            "refusing to serve gRPC on 0.0.0.0:7234 without authentication; "
+            "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks",
+        ),
         (
             ["--cluster", "--db", "postgres://u:p@h/db"],
             {},
@@ -180,7 +185,8 @@ def test_shutdown_ends_long_polls_and_waits_at_once(tmp_path: Path) -> None:
         thread.join(10)
     assert answers["poll"] == 204
     assert answers["wait"].status == 200 and answers["wait"].body["status"] == "RUNNING"
-    assert took < 2, took
+    # Far below the poll's 60 s; the figure itself is scripts/measure-shutdown's.
+    assert took < 15, took
     assert proc.lines[-1].endswith("INFO orbit: shutting down")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html.parser
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from jsonschema import Draft202012Validator
 
 from orbit_cli.main import cli
 
+# The golden fixture of conftest.py: (name, actual text).
+Golden = Callable[[str, str], None]
 FIXTURES = Path(__file__).parent / "fixtures" / "graphs"
 ALL = [
     "approval.orbit",
@@ -53,7 +56,7 @@ def schemas(*files: str) -> dict[str, Any]:
 # --- orbit docs ---------------------------------------------------------------
 
 
-def test_docs_example_writes_the_pages_and_schemas(book: Path, golden) -> None:
+def test_docs_example_writes_the_pages_and_schemas(book: Path, golden: Golden) -> None:
     result = orbit("docs", "refunds.orbit", "--output", "ref", "--json-schema")
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
@@ -70,7 +73,7 @@ def test_docs_example_writes_the_pages_and_schemas(book: Path, golden) -> None:
     ]
 
 
-def test_docs_continue_as_new_section(book: Path, golden) -> None:
+def test_docs_continue_as_new_section(book: Path, golden: Golden) -> None:
     result = orbit("docs", "subscription.orbit", "--output", "reference")
     assert result.exit_code == 0, result.output
     golden("docs_subscription", result.stderr)
@@ -98,7 +101,7 @@ def test_docs_continue_as_new_lists_defaults_and_always(book: Path) -> None:
     assert "| `n` | `input.n + 1` |" in page
 
 
-def test_docs_html_pages_are_self_contained(book: Path, golden) -> None:
+def test_docs_html_pages_are_self_contained(book: Path, golden: Golden) -> None:
     result = orbit("docs", *ALL, "-o", "site", "--format", "html", "--json-schema")
     assert result.exit_code == 0, result.output
     pages = sorted(p.name for p in Path("site").glob("*.html"))
@@ -233,7 +236,7 @@ def test_docs_unwritable_output_is_a_clear_error(book: Path) -> None:
 # --- orbit schema ----------------------------------------------------------------
 
 
-def test_schema_example(book: Path, golden) -> None:
+def test_schema_example(book: Path, golden: Golden) -> None:
     result = orbit("schema", "refunds.orbit", "-o", "schemas")
     assert result.exit_code == 0, result.output
     golden("schema_refunds", result.stderr)
@@ -444,9 +447,19 @@ def test_built_in_tasks_a_workflow_uses_are_documented(book: Path) -> None:
     assert "task.orbit.http.request.input" in schemas("http.orbit")
 
 
-def test_docs_page_with_handlers_events_children_and_queries(book: Path, golden) -> None:
+def test_docs_page_with_handlers_events_children_and_queries(book: Path, golden: Golden) -> None:
     result = orbit("docs", "labels.orbit", "approval.orbit", "-o", "out")
     assert result.exit_code == 0, result.output
     golden("docs_labels_Labels_md", Path("out/Labels.md").read_text())
     golden("docs_approval_OrderApproval_md", Path("out/OrderApproval.md").read_text())
     golden("docs_labels_index_md", Path("out/index.md").read_text())
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_docs_output_is_the_same_every_time(book: Path, fmt: str) -> None:
+    """What the chapter's CI recipe relies on: regenerate, then `git diff --exit-code`."""
+    for out in ("one", "two"):
+        assert orbit("docs", *ALL, "-o", out, "--format", fmt, "--json-schema").exit_code == 0
+    one = {p.relative_to("one"): p.read_bytes() for p in Path("one").rglob("*") if p.is_file()}
+    two = {p.relative_to("two"): p.read_bytes() for p in Path("two").rglob("*") if p.is_file()}
+    assert one == two

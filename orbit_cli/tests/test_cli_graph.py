@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ from click.testing import CliRunner, Result
 from orbit_cli.main import cli
 from orbit_core.ir import to_json
 
+# The golden fixture of conftest.py: (name, actual text).
+Golden = Callable[[str, str], None]
 FIXTURES = Path(__file__).parent / "fixtures" / "graphs"
 
 
@@ -66,7 +69,7 @@ TRANSCRIPTS = [
 
 
 @pytest.mark.parametrize(("name", "args"), TRANSCRIPTS, ids=[t[0] for t in TRANSCRIPTS])
-def test_the_chapter_transcripts(book: Path, golden, name: str, args: list[str]) -> None:
+def test_the_chapter_transcripts(book: Path, golden: Golden, name: str, args: list[str]) -> None:
     result = orbit("graph", *args)
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
@@ -93,11 +96,12 @@ def test_svg_draws_continue_as_new_below_the_final_steps(book: Path) -> None:
     text = orbit("graph", "subscription.orbit", "--format", "svg").stdout
     ns = {"s": "http://www.w3.org/2000/svg"}
     root = ET.fromstring(text.encode())
-    boxes = {
-        g.get("id"): float(g.find("s:rect", ns).get("y"))  # type: ignore[union-attr]
-        for g in root.iter("{http://www.w3.org/2000/svg}g")
-        if g.get("id")
-    }
+    boxes: dict[str, float] = {}
+    for g in root.iter("{http://www.w3.org/2000/svg}g"):
+        rect = g.find("s:rect", ns)
+        node_id = g.get("id")
+        if node_id and rect is not None:
+            boxes[node_id] = float(rect.get("y", "0"))
     assert boxes["charge"] < boxes["receipt"] < boxes["next_period"] < boxes["continue_as_new"]
     can = next(
         g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("id") == "continue_as_new"
@@ -145,7 +149,7 @@ def test_a_parent_file_renders_the_parent(book: Path) -> None:
     )
 
 
-def test_unknown_workflow_lists_the_available_ones(book: Path, golden) -> None:
+def test_unknown_workflow_lists_the_available_ones(book: Path, golden: Golden) -> None:
     result = orbit("graph", "fulfilment.orbit", "--workflow", "Nope")
     assert result.exit_code == 1
     assert result.stdout == ""
@@ -210,3 +214,15 @@ def test_mermaid_labels_escape_what_mermaid_reads(book: Path) -> None:
     assert "#gt; 1" in label and "#35;" in label and "#quot;" in label and "#lt;y#gt;" in label
     dot = orbit("graph", "odd.orbit", "--format", "dot").stdout
     assert '\\"#\\\\\\"x\\"' in dot
+
+
+def test_a_step_named_end_does_not_end_the_mermaid_diagram(book: Path) -> None:
+    Path("ends.orbit").write_text(
+        'workflow Ends {\n    version "1.0.0"\n    step end { sleep 1s }\n'
+        "    step after_end { sleep 1s after end }\n}\n",
+        encoding="utf-8",
+    )
+    lines = orbit("graph", "ends.orbit").stdout.splitlines()
+    assert '    end__["end<br/><small>sleep 1s</small>"]' in lines
+    assert "    end__ --> after_end" in lines
+    assert not any(line.split("[")[0].split()[:1] == ["end"] for line in lines)

@@ -72,3 +72,15 @@ def test_help_of_a_subcommand_of_a_plain_command_is_a_usage_error() -> None:
     code, _, err = orbit("help", "check", "extra")
     assert code == 2
     assert "has no subcommands" in err
+
+
+def test_the_listing_has_the_chapters_one_line_summaries() -> None:
+    # Long summaries wrap at the terminal's width; compare the words.
+    words = " ".join(orbit("--help")[1].split())
+    for summary in (
+        "graph Render a workflow as a diagram (Mermaid, Graphviz DOT or SVG)",
+        "docs Generate reference documentation for workflows and task contracts",
+        "schema Export JSON Schema (draft 2020-12) for workflow inputs, outputs, signals,"
+        " queries and task contracts",
+    ):
+        assert summary in words

@@ -369,3 +369,45 @@ def test_the_http_built_in_is_simulated_like_a_task(project: Path) -> None:
     report = json.loads(result.stdout)
     assert report["status"] == "COMPLETED", result.output
     assert report["sampled_tasks"] == ["orbit.http.request"]
+
+
+def test_several_unrelated_workflows_need_workflow(project: Path) -> None:
+    (project / "two.orbit").write_text(
+        (project / "stuck.orbit").read_text()
+        + '\nworkflow Other {\n    version "1.0.0"\n    input {}\n    output {}\n'
+        "    return {}\n}\n"
+    )
+    result = simulate("two.orbit")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: two.orbit defines several unrelated workflows (Stuck, Other); "
+        "choose one with --workflow"
+    )
+    chosen = simulate("two.orbit", "--workflow", "Other")
+    assert chosen.exit_code == 0, chosen.output
+    assert chosen.stdout.startswith("simulated Other@1.0.0 (0ms simulated")
+
+
+def test_input_from_a_file(project: Path) -> None:
+    (project / "input.json").write_text('{"sku": "CUP"}')
+    result = simulate("family.orbit", "--input-file", "input.json", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["execution"]["input"] == {"sku": "CUP"}
+
+
+def test_fail_wins_over_mocks(project: Path) -> None:
+    (project / "mocks.json").write_text('{"shipping.book": {"tracking": "T-1"}}')
+    result = simulate(
+        "family.orbit",
+        "-i",
+        '{"sku":"MUG"}',
+        "--mocks",
+        "mocks.json",
+        "--fail",
+        "shipping.book=NO_CARRIER",
+        "--json",
+    )
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["error"]["code"] == "NO_CARRIER"
+    assert report["sampled_tasks"] == ["catalog.describe"]

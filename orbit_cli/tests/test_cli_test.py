@@ -170,6 +170,32 @@ def test_the_failure_report(project: Path) -> None:
     assert unwalled(result.stdout) == DECLINED_REPORT
 
 
+def test_a_junit_xml_report_for_ci(project: Path) -> None:
+    from xml.etree import ElementTree
+
+    write(project, "orders.test.orbit", DECLINED)
+    result = orbit_test(
+        "examples/approval.test.orbit", "orders.test.orbit", "--junit-xml", "report.xml"
+    )
+    assert result.exit_code == 1
+    root = ElementTree.parse(project / "report.xml").getroot()
+    assert (root.tag, root.get("tests"), root.get("failures")) == ("testsuites", "6", "1")
+    [suite] = root
+    cases = {case.get("name"): case for case in suite}
+    assert len(cases) == 6
+    passed = cases["small orders are charged without review"]
+    assert passed.get("classname") == "OrderApproval@1.0.0"
+    assert passed.get("file", "").endswith("approval.test.orbit") and passed.find("failure") is None
+    [failed] = [case for case in suite if case.find("failure") is not None]
+    failure = failed.find("failure")
+    assert failure is not None and failure.text is not None
+    assert failure.get("message") == failure.text.splitlines()[1].removeprefix("  ✗ ")
+    assert failure.text.startswith(f"---- {failed.get('name')} (")
+    unwritable = orbit_test("examples/approval.test.orbit", "--junit-xml", "no/such/dir/r.xml")
+    assert unwritable.exit_code == 1
+    assert unwritable.stderr.startswith("error: cannot write no/such/dir/r.xml: ")
+
+
 def test_the_json_report(project: Path) -> None:
     write(project, "orders.test.orbit", DECLINED)
     write(

@@ -207,6 +207,11 @@ def _field_row(field: Field, path: str, doc: str, with_required: bool) -> tuple[
     return (code(path), type_text, required, default, doc)
 
 
+def fields_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Block:
+    """A field table, or a sentence for a record without fields."""
+    return Table(header, tuple(rows)) if rows else Para("No fields.")
+
+
 INPUT_HEADER = ("Field", "Type", "Required", "Default", "Description")
 OUTPUT_HEADER = ("Field", "Type", "Description")
 
@@ -329,17 +334,15 @@ class Builder:
         blocks.append(Table(("", ""), facts))
         blocks.append(Heading(2, "Input"))
         blocks.append(
-            Table(
+            fields_table(
                 INPUT_HEADER,
-                tuple(
-                    self.field_docs.rows(definition.input, smap.get("input"), with_required=True)
-                ),
+                self.field_docs.rows(definition.input, smap.get("input"), with_required=True),
             )
         )
         blocks.append(Heading(2, "Output"))
         if isinstance(definition.output, RecordType):
             rows = self.field_docs.rows(definition.output, smap.get("output"), with_required=False)
-            blocks.append(Table(OUTPUT_HEADER, tuple(rows)))
+            blocks.append(fields_table(OUTPUT_HEADER, rows))
         else:
             blocks.append(Para(f"Type {code(render_type(definition.output))}."))
         blocks.append(Code("orbit", f"return {render_expr(definition.result)}"))
@@ -406,7 +409,7 @@ class Builder:
             if receivers:
                 yield Para(f"Received by {', '.join(receivers)}.")
             rows = self.field_docs.rows(signal.payload, position.get("fields"), with_required=True)
-            yield Table(INPUT_HEADER, tuple(rows))
+            yield fields_table(INPUT_HEADER, rows)
 
     def queries(self, definition: Definition) -> Iterator[Block]:
         if not definition.queries:
@@ -528,7 +531,7 @@ class Builder:
         if not isinstance(t, RecordType):
             return Para(f"Type {code(render_type(t))}.")
         header = INPUT_HEADER if with_required else OUTPUT_HEADER
-        return Table(header, tuple(self.field_docs.rows(t, positions, with_required=with_required)))
+        return fields_table(header, self.field_docs.rows(t, positions, with_required=with_required))
 
     def index_page(self) -> Page:
         blocks: list[Block] = [Heading(1, "Reference"), Heading(2, "Workflows")]

@@ -52,14 +52,23 @@ def mermaid(definition: Definition) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _mermaid_id(node_id: str) -> str:
+    # Mermaid reads a bare `end` as the end of a subgraph, so a step named
+    # `end` is drawn as `end__` (its label still says `end`). Handler ids
+    # carry a prefix and never need this.
+    return "end__" if node_id == "end" else node_id
+
+
 def _mermaid_items(block: Block, indent: str) -> list[str]:
     lines = []
     for item in block.items:
         if isinstance(item, Node):
             opening, closing = _MERMAID_SHAPES[item.kind]
-            lines.append(f"{indent}{item.id}{opening}{mermaid_label(item.lines)}{closing}")
+            node_id = _mermaid_id(item.id)
+            lines.append(f"{indent}{node_id}{opening}{mermaid_label(item.lines)}{closing}")
         else:
-            lines.append(f"{indent}{item.source} {_MERMAID_ARROWS[item.kind]} {item.target}")
+            arrow = _MERMAID_ARROWS[item.kind]
+            lines.append(f"{indent}{_mermaid_id(item.source)} {arrow} {_mermaid_id(item.target)}")
     return lines
 
 

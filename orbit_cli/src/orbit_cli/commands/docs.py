@@ -16,7 +16,10 @@ from orbit_cli.commands.schema import compile_reference, write_schemas
 from orbit_cli.output import CliError, err, os_reason
 
 
-@click.command("docs")
+@click.command(
+    "docs",
+    short_help="Generate reference documentation for workflows and task contracts",
+)
 @click.argument("files", nargs=-1)
 @click.option(
     "-o",

@@ -68,7 +68,11 @@ def write_schemas(schemas: dict[str, Any], directory: Path) -> None:
             raise CliError(f"cannot write {path}: {os_reason(exc)}") from None
 
 
-@click.command("schema")
+@click.command(
+    "schema",
+    short_help="Export JSON Schema (draft 2020-12) for workflow inputs, outputs, signals, "
+    "queries and task contracts",
+)
 @click.argument("files", nargs=-1)
 @click.option(
     "--workflow", metavar="WORKFLOW", help="Only this workflow (and the contracts it uses)."

@@ -8,6 +8,10 @@ line per test, the failures with the execution timelines, and the summary
 on stdout. Exit 0 when every selected test passed (also when none was
 selected), 1 when one failed, the files do not compile, or no files were
 given.
+
+`--junit-xml PATH` (beyond the book, for CI systems that read JUnit XML
+reports, as `pytest --junitxml` writes them) also writes one <testcase> per
+selected test, a failed one carrying its failure report.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import click
 
-from orbit_cli.output import pretty_json
+from orbit_cli.output import CliError, os_reason, pretty_json
 from orbit_cli.simulator import Deployment
 from orbit_cli.sources import stderr_colour
 from orbit_cli.testrun import TestResult, execution_json, run_test, simulated
@@ -43,7 +48,16 @@ from orbit_cli.timeline import timeline
     metavar="FILTER",
     help="Select the tests whose name includes this text; the rest count as filtered out.",
 )
-def test(files: tuple[str, ...], output_format: str, name_filter: str | None) -> None:
+@click.option(
+    "--junit-xml",
+    "junit_xml",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the results as a JUnit XML report to PATH, for CI systems.",
+)
+def test(
+    files: tuple[str, ...], output_format: str, name_filter: str | None, junit_xml: Path | None
+) -> None:
     """Compile FILES and run every `test` declaration of the compilation on an
     in-memory engine whose clock jumps from one due time to the next."""
     from orbit_lang.render import render_json, render_report
@@ -68,15 +82,20 @@ def test(files: tuple[str, ...], output_format: str, name_filter: str | None) ->
         noun = "test" if len(selected) == 1 else "tests"
         click.echo(f"running {len(selected)} {noun}")
     results = []
+    walls: list[float] = []
     deployment = Deployment(plan.definitions) if selected else None
     for case in selected:
         assert deployment is not None
+        started = time.perf_counter()
         result = run_test(case, deployment)
+        walls.append(time.perf_counter() - started)
         results.append(result)
         if output_format == "human":
             word = "ok" if result.passed else "FAILED"
             click.echo(f"{word:<8}{case.name} ({simulated(result.outcome.simulated_ms)} simulated)")
     elapsed = time.perf_counter() - began
+    if junit_xml is not None:
+        _write_junit(junit_xml, results, walls, filtered_out, elapsed)
     if output_format == "json":
         click.echo(pretty_json(_report(results, filtered_out)))
     else:
@@ -136,6 +155,39 @@ def _report(results: list[TestResult], filtered_out: int) -> dict[str, Any]:
         "failed": len(results) - passed,
         "filtered_out": filtered_out,
     }
+
+
+def _write_junit(
+    path: Path, results: list[TestResult], walls: list[float], filtered_out: int, elapsed: float
+) -> None:
+    failed = sum(1 for r in results if not r.passed)
+    counts = {"tests": str(len(results)), "failures": str(failed), "errors": "0"}
+    root = ElementTree.Element("testsuites", {**counts, "time": f"{elapsed:.3f}"})
+    suite = ElementTree.SubElement(
+        root,
+        "testsuite",
+        {"name": "orbit test", **counts, "skipped": str(filtered_out), "time": f"{elapsed:.3f}"},
+    )
+    for result, wall in zip(results, walls, strict=True):
+        case = result.case
+        element = ElementTree.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": f"{case.workflow}@{case.version}",
+                "name": case.name,
+                "file": case.file,
+                "line": str(case.line),
+                "time": f"{wall:.3f}",
+            },
+        )
+        if not result.passed:
+            failure = ElementTree.SubElement(element, "failure", {"message": result.failures[0]})
+            failure.text = "\n".join(failure_report(result))
+    try:
+        ElementTree.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {os_reason(exc)}") from None
 
 
 # The lazy command table imports each command module as `cli`.
