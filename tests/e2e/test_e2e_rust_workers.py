@@ -7,32 +7,20 @@ the conformance suite's, which runs the crate's `conformance` example."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
-from e2e_processes import REPO, Server, Stack, Worker
+from e2e_processes import REPO, Server, Stack, Worker, rust_example
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-RUST_SDK = REPO / "sdks" / "rust"
 HELLO = REPO / "orbit_cli" / "src" / "orbit_cli" / "templates" / "hello" / "hello.orbit"
 
 
-def rust_example(stack: Stack, name: str, worker_id: str, server: Server) -> Worker:
-    """Builds the crate's example `name` in cargo's target directory (reused
-    between runs) and starts it as `worker_id`; returns once it registered."""
-    if shutil.which("cargo") is None:
-        pytest.fail("cargo is not on PATH")
-    subprocess.run(
-        ["cargo", "build", "--quiet", "--example", name], cwd=RUST_SDK, check=True, timeout=900
-    )
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or RUST_SDK / "target")
-    binary = stack.root / f"{worker_id}-bin"
-    shutil.copy(target / "debug" / "examples" / name, binary)
+def rust_worker(stack: Stack, name: str, worker_id: str, server: Server) -> Worker:
+    """Builds the crate's example `name` and starts it as `worker_id`;
+    returns once it registered."""
+    binary = rust_example(name, stack.root / f"{worker_id}-bin")
     env = {"ORBIT_WORKER_ID": worker_id}
     worker = Worker(worker_id, [str(binary)], stack.logs, stack.root, server, env=env)
     return stack._own(worker).start()
@@ -46,7 +34,7 @@ def test_the_quick_start_served_by_a_rust_worker(stack: Stack) -> None:
     routed = source.replace("using python", "using rust").replace("using typescript", "using rust")
     (project / "hello.orbit").write_text(routed)
     server = stack.server()
-    worker = rust_example(stack, "hello", "hello-rust", server)
+    worker = rust_worker(stack, "hello", "hello-rust", server)
     cli = stack.cli(server, project)
 
     listing = cli.ok("workers", "list").stdout
