@@ -1,6 +1,7 @@
 """Rust workers end to end (chapter 36): the quick start's Hello workflow
 served entirely by the orbit-worker crate's `hello` example, a real
-`orbit server` and the CLI, over plain HTTP. The protocol's harder cases
+`orbit server` and the CLI, over plain HTTP and over mutual TLS as a
+certificate identity of a workers file. The protocol's harder cases
 (outage while a task runs, cancellation, deadline, graceful shutdown) are
 the conformance suite's, which runs the crate's `conformance` example."""
 
@@ -8,9 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
+import subprocess
+import urllib.request
 
 import pytest
-from e2e_processes import REPO, Server, Stack, Worker, rust_example
+import trustme
+from e2e_processes import ORBIT, REPO, Server, Stack, Worker, clean_env, rust_example
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -69,3 +74,88 @@ def test_the_quick_start_served_by_a_rust_worker(stack: Stack) -> None:
 
     assert worker.stop() == 0
     assert "worker hello-rust unregistered" in worker.log()
+
+
+ADMIN = "admin-token-rust-0123456789abcdef"
+WORKERS_FILE = """
+[[worker]]
+id = "hello-rust"
+client_cert = "hello-rust.workers.internal"
+tasks = ["greeting.*"]
+runtime = "rust"
+"""
+
+
+def test_a_rust_worker_serves_over_mutual_tls(stack: Stack) -> None:
+    """HTTPS with a client CA and a workers file: the worker trusts the
+    runtime's private CA through ORBIT_CA_CERT (the only root it then
+    trusts) and presents the certificate of its workers-file identity
+    through ORBIT_CLIENT_CERT and ORBIT_CLIENT_KEY."""
+    certs = stack.root / "certs"
+    certs.mkdir()
+    ca, workers_ca = trustme.CA(), trustme.CA()
+    ca.cert_pem.write_to_path(str(certs / "ca.pem"))
+    workers_ca.cert_pem.write_to_path(str(certs / "workers-ca.pem"))
+    for name, leaf in {
+        "server": ca.issue_cert("127.0.0.1"),
+        "hello-rust": workers_ca.issue_cert("hello-rust.workers.internal"),
+    }.items():
+        (certs / f"{name}.pem").write_bytes(b"".join(b.bytes() for b in leaf.cert_chain_pems))
+        leaf.private_key_pem.write_to_path(str(certs / f"{name}.key"))
+    (certs / "workers.toml").write_text(WORKERS_FILE)
+    hello = stack.root / "hello.orbit"
+    hello.write_text(
+        HELLO.read_text()
+        .replace("using python", "using rust")
+        .replace("using typescript", "using rust")
+    )
+
+    server = Server(
+        stack.logs,
+        stack.root / "tls.db",
+        "--token", ADMIN, "--workers-file", str(certs / "workers.toml"),
+        "--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server.key"),
+        "--tls-client-ca", str(certs / "workers-ca.pem"),
+        name="tls-server",
+    )  # fmt: skip
+    server.url = server.url.replace("http://", "https://")
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+
+    def api(method: str, path: str, body: object = None) -> tuple[int, dict[str, object]]:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"content-type": "application/json", "authorization": f"Bearer {ADMIN}"}
+        request = urllib.request.Request(
+            server.url + path, data=data, method=method, headers=headers
+        )
+        with urllib.request.urlopen(request, timeout=60, context=context) as reply:
+            return reply.status, json.loads(reply.read())
+
+    server.api = api  # type: ignore[method-assign]
+    stack._own(server).start()
+    tls_env = {"ORBIT_CA_CERT": str(certs / "ca.pem")}
+    deployed = subprocess.run(
+        [ORBIT, "deploy", str(hello), "--server", server.url],
+        env=clean_env({"ORBIT_TOKEN": ADMIN, **tls_env}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert deployed.returncode == 0, deployed.stderr
+
+    binary = rust_example("hello", stack.root / "hello-rust-bin")
+    env = {
+        **tls_env,
+        "ORBIT_WORKER_ID": "hello-rust",
+        "ORBIT_CLIENT_CERT": str(certs / "hello-rust.pem"),
+        "ORBIT_CLIENT_KEY": str(certs / "hello-rust.key"),
+    }
+    worker = Worker("hello-rust", [str(binary)], stack.logs, stack.root, server, env=env)
+    stack._own(worker).start()
+    start = {"workflow": "Hello", "execution_id": "tls-ada", "input": {"name": "Ada"}}
+    assert api("POST", "/v1/executions", start)[0] == 201
+    status, state = api("GET", "/v1/executions/tls-ada/wait?timeout_ms=60000")
+    assert status == 200
+    assert state["status"] == "COMPLETED", state
+    assert state["output"] == {"greeting": "Hello, Ada!!!"}
+    assert worker.stop() == 0
