@@ -17,6 +17,7 @@ PostgreSQL (ORBIT_TEST_DB=postgres).
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import shutil
 import subprocess
 import tomllib
@@ -37,6 +38,7 @@ nox.options.sessions = [
     "sdk_python",
     "sdk_typescript",
     "sdk_go",
+    "sdk_rust",
     "e2e",
     "conformance",
     "postgres",
@@ -47,6 +49,11 @@ nox.options.sessions = [
 ]
 
 PYTHON = "3.11"
+
+# One cargo target directory outside the clone, so that CI's fresh clones on
+# the same machine reuse what an earlier run compiled (the Rust SDK, and its
+# examples that the e2e and conformance tests build). Every session inherits it.
+os.environ.setdefault("CARGO_TARGET_DIR", str(Path.home() / ".cache" / "orbit" / "cargo-target"))
 
 # Each package and the ORBIT packages it depends on, lowest layer first.
 LAYERS: dict[str, list[str]] = {
@@ -241,14 +248,46 @@ def sdk_go(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
     """The worker protocol conformance suite (tests/sdk_conformance): every
-    scenario against the Python, TypeScript and Go SDKs' programs and the raw
-    HTTP client, each with a real `orbit server`."""
+    scenario against the Python, TypeScript, Go and Rust SDKs' programs and
+    the raw HTTP client, each with a real `orbit server`."""
     session.install(*TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")
     with session.chdir("sdks/typescript"):  # the SDK's dist/ and tsx
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     session.run("pytest", "tests/sdk_conformance", "-m", "e2e", *session.posargs)
+
+
+def _cargo() -> str:
+    """cargo from PATH, else rustup's default place (a shell that did not
+    source ~/.cargo/env)."""
+    found = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not Path(found).exists():
+        raise RuntimeError("cargo is not installed: install Rust (rustup) to test sdks/rust")
+    return found
+
+
+@nox.session(python=False)
+def sdk_rust(session: nox.Session) -> None:
+    """The Rust SDK (sdks/rust): dependencies fetched from crates.io at the
+    versions in Cargo.lock, then clippy with warnings as errors, the tests
+    (the examples' included), and the docs with warnings as errors."""
+    cargo = _cargo()
+    with session.chdir("sdks/rust"):
+        session.run(cargo, "fetch", "--locked", external=True)
+        session.run(cargo, "fmt", "--check", external=True)
+        session.run(
+            cargo, "clippy", "--locked", "--all-targets", "--", "-D", "warnings", external=True
+        )
+        session.run(cargo, "test", "--locked", *session.posargs, external=True)
+        session.run(
+            cargo,
+            "doc",
+            "--locked",
+            "--no-deps",
+            env={"RUSTDOCFLAGS": "-D warnings"},
+            external=True,
+        )
 
 
 @nox.session(python=PYTHON)
