@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+import pytest
 from book_programs import BOOK, book_programs
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -48,6 +49,9 @@ FUZZ = settings(
     # The explain phase traces every line, which would distort the timings.
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
 )
+# 600 inputs take 10-20 s on a quiet machine; the per-test default (60 s) is
+# too short when the machine is loaded, and each input has its own bound.
+pytestmark = pytest.mark.timeout(600)
 
 
 def _corpus() -> list[str]:

@@ -150,9 +150,9 @@ def test_only_the_member_that_nests_too_deeply_is_dropped() -> None:
 def test_brackets_closed_by_the_wrong_kind_take_linear_time() -> None:
     # Pairing each `]` used to scan every open `(`: quadratic, hours here.
     text = "workflow W {\n    return " + "(" * 50_000 + "]" * 50_000 + "\n}\n"
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a loaded machine does not count
     diagnostics = parse_source(text, "brackets.orbit")[1]
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert diagnostics and all(d.span is not None for d in diagnostics)
 
 
