@@ -29,6 +29,7 @@ class Session:
         self.client = LanguageClient("orbit-lsp-tests", "1")
         self.diagnostics: dict[str, list[lsp.Diagnostic]] = {}
         self.arrivals: dict[str, float] = {}
+        self.publications = 0
         self._changed = asyncio.Condition()
         self.versions: dict[str, int] = {}
         self.result: lsp.InitializeResult | None = None
@@ -38,6 +39,7 @@ class Session:
             async with self._changed:
                 self.diagnostics[params.uri] = list(params.diagnostics)
                 self.arrivals[params.uri] = time.perf_counter()
+                self.publications += 1
                 self._changed.notify_all()
 
     async def start(self) -> None:
@@ -95,6 +97,13 @@ class Session:
                 timeout,
             )
             return self.diagnostics[target]
+
+    async def wait_publication(self, after: int, timeout: float = 30.0) -> None:
+        """Waits until more than `after` diagnostics notifications arrived."""
+        async with self._changed:
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: self.publications > after), timeout
+            )
 
     def position(self, target: str, line: int, character: int) -> dict[str, Any]:
         return {
