@@ -4,8 +4,8 @@ Starts `orbit lsp` as an editor does and drives it with a real LSP client
 (pygls's, over stdio) on the generated program of bench_check (2,000 lines
 by default), then reports the median of R runs of:
 
-- diagnostics after a one-character edit (a character typed into a string,
-  or deleted): from sending `didChange` to the `publishDiagnostics` that
+- diagnostics after a one-character edit (a character typed into a string
+  in the middle of the file): from sending `didChange` to the `publishDiagnostics` that
   follows it (target: under 150 ms);
 - completion after `.`: the document gains `input.` inside a workflow and
   the completion request is answered (target: under 50 ms).
@@ -40,12 +40,13 @@ async def measure(text: str, repeat: int) -> tuple[list[float], list[float]]:
             path.write_text(text)
             target = session.open(path)
             await session.wait_diagnostics(target, timeout=120)
-            # The edit: a character typed into a string, then deleted again.
-            anchor = text.index('version "1.0.0"') + len('version "1.0.0')
-            typed = text[:anchor] + "1" + text[anchor:]
+            # The edits: a word typed into a string in the middle of the
+            # file, one character at a time, so every text is new to the
+            # server (nothing is answered from a cache of whole files).
+            middle = text.index('version "1.0.0"', len(text) // 2) + len('version "1.0.0')
             diagnostics = []
             for i in range(repeat):
-                edited = typed if i % 2 == 0 else text
+                edited = text[:middle] + "-rc" + "x" * (i + 1) + text[middle:]
                 seen = session.publications
                 start = time.perf_counter()
                 session.change(target, edited)

@@ -5,7 +5,8 @@ Three layers, each testable on its own:
 - `workspace.py` owns the unsaved buffers and turns one document into an
   `Analysis`: the loader reads open buffers before the disk (its `read`
   port) and parses through a cache keyed by path and content (its `parse`
-  port), so an edit re-parses only the file that changed; the program is
+  port), so an edit re-parses only the file that changed, and within it only
+  the declarations the edit touched (`orbit_lang.incremental`); the program is
   then checked (not lowered) by the real compiler.
 - `features.py` answers hover, definition, completion and outline from an
   analysis and the current text; it never raises on odd input (a position

@@ -15,8 +15,9 @@ from orbit_lang import ast
 from orbit_lang.check import CheckedWorkflow
 from orbit_lang.compiler import CompileResult, compile_program
 from orbit_lang.diagnostics import Diagnostic
+from orbit_lang.incremental import IncrementalParser
 from orbit_lang.loader import Program, load_program
-from orbit_lang.parser import Unreadable, parse, read_source
+from orbit_lang.parser import Unreadable, read_source
 from orbit_lang.source import SourceFile
 
 # Parsed files kept: the open documents and their imports, many times over.
@@ -33,7 +34,9 @@ def identity(path: str) -> str:
 
 class ParseCache:
     """The loader's `parse` port with memory: a file whose path and text were
-    parsed before is not parsed again (least recently used entries go)."""
+    parsed before is not parsed again (least recently used entries go), and a
+    changed file is parsed again declaration by declaration
+    (`orbit_lang.incremental`)."""
 
     def __init__(self, size: int = _CACHE_SIZE) -> None:
         self._entries: OrderedDict[tuple[str, bytes], tuple[ast.Module, list[Diagnostic]]] = (
@@ -41,6 +44,7 @@ class ParseCache:
         )
         self._size = size
         self._lock = threading.Lock()
+        self._incremental = IncrementalParser()
         self.misses = 0
 
     def __call__(self, source: SourceFile) -> tuple[ast.Module, list[Diagnostic]]:
@@ -51,7 +55,7 @@ class ParseCache:
                 self._entries.move_to_end(key)
                 return hit[0], list(hit[1])
         self.misses += 1
-        module, diagnostics = parse(source)
+        module, diagnostics = self._incremental(source)
         with self._lock:
             self._entries[key] = (module, list(diagnostics))
             while len(self._entries) > self._size:
