@@ -39,6 +39,7 @@ nox.options.sessions = [
     "sdk_typescript",
     "sdk_go",
     "sdk_rust",
+    "vscode",
     "e2e",
     "conformance",
     "postgres",
@@ -231,6 +232,18 @@ def sdk_typescript(session: nox.Session) -> None:
     with session.chdir("sdks/typescript"):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
         session.run("npm", "test", external=True)
+
+
+@nox.session(python=False)
+def vscode(session: nox.Session) -> None:
+    """The VS Code extension: npm ci, compile, eslint, the grammar's snapshot
+    tests over the book's examples, and a .vsix package."""
+    with session.chdir("editors/vscode"):
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+        session.run("npm", "run", "compile", external=True)
+        session.run("npm", "run", "lint", external=True)
+        session.run("npm", "run", "test:grammar", external=True)
+        session.run("npm", "run", "package", external=True)
 
 
 @nox.session(python=False)

@@ -17,6 +17,7 @@ FLAGS = {
     "compile": ["--strict", "-o, --out-dir", "--stdout", "--policy"],
     "validate": [],
     "fmt": ["--check"],
+    "lsp": [],
     "test": ["--format", "--filter"],
     "replay": ["--history", "--definition", "--workflow", "--at", "--run", "--json", *CONNECTION],
     "deploy": ["--policy", *CONNECTION],

@@ -15,6 +15,7 @@ COMMANDS = {
         "validate",
         "compile",
         "fmt",
+        "lsp",
         "graph",
         "docs",
         "schema",

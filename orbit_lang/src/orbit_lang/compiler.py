@@ -66,11 +66,15 @@ def check_paths(paths: Sequence[Path | str], strict: bool = False) -> CompileRes
 
 
 def compile_program(
-    program: Program, diagnostics: Sequence[Diagnostic], strict: bool = False
+    program: Program,
+    diagnostics: Sequence[Diagnostic],
+    strict: bool = False,
+    lowered: bool = True,
 ) -> CompileResult:
     """Checks and lowers a program already loaded (`loader.load_program`),
-    for tools that also read its declarations (`orbit test`)."""
-    return _compile(program, list(diagnostics), strict)
+    for tools that also read its declarations (`orbit test`, `orbit lsp`,
+    which does not lower)."""
+    return _compile(program, list(diagnostics), strict, lowered)
 
 
 def compile_source(text: str, path: str = "source.orbit", strict: bool = False) -> CompileResult:

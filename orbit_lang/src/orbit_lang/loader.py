@@ -13,12 +13,18 @@ Paths are kept as the user would write them, for diagnostics: a file named on
 the command line keeps its spelling, and an import is joined to the directory
 of the importing file's path and normalised (`workflows/../contracts/x.orbit`
 prints as `contracts/x.orbit`).
+
+Two ports let an editor reuse the loader (`orbit lsp`): `read` supplies a
+file's text (the language server answers with an unsaved buffer before the
+disk) and `parse` parses one file (the language server passes a cache keyed
+by content, so an import that did not change is not parsed again). Both
+default to what the command line uses.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -28,6 +34,11 @@ from orbit_lang.diagnostics import Diagnostic, sort_key
 from orbit_lang.parser import Unreadable, parse, read_source
 from orbit_lang.prelude import PRELUDE_PATH, PRELUDE_SOURCE
 from orbit_lang.source import SourceFile
+
+# Gives the text of a file, or why it cannot be read (`parser.read_source`).
+SourceReader = Callable[[str], "SourceFile | Unreadable"]
+# Parses one file and never raises (`parser.parse`).
+SourceParser = Callable[[SourceFile], "tuple[ast.Module, list[Diagnostic]]"]
 
 
 @attrs.frozen
@@ -51,10 +62,15 @@ class Program:
         return [d for d in self.declarations() if isinstance(d, ast.Workflow)]
 
 
-def load_program(paths: Iterable[str | Path]) -> tuple[Program, list[Diagnostic]]:
+def load_program(
+    paths: Iterable[str | Path],
+    *,
+    read: SourceReader = read_source,
+    parse: SourceParser = parse,
+) -> tuple[Program, list[Diagnostic]]:
     """Loads and parses every file; never raises. Diagnostics are sorted by
     file (load order), line and column."""
-    loader = _Loader()
+    loader = _Loader(read, parse)
     loader.load_prelude()
     for path in paths:
         loader.load_root(str(path))
@@ -64,7 +80,7 @@ def load_program(paths: Iterable[str | Path]) -> tuple[Program, list[Diagnostic]
 def load_source(text: str, path: str) -> tuple[Program, list[Diagnostic]]:
     """Like `load_program` for one file whose text is given rather than read
     (its imports are read from disk, relative to `path`)."""
-    loader = _Loader()
+    loader = _Loader(read_source, parse)
     loader.load_prelude()
     loader.seen.add(_identity(path))
     loader._load_tree(SourceFile(path, text))
@@ -72,7 +88,9 @@ def load_source(text: str, path: str) -> tuple[Program, list[Diagnostic]]:
 
 
 class _Loader:
-    def __init__(self) -> None:
+    def __init__(self, read: SourceReader, parse: SourceParser) -> None:
+        self.read = read
+        self.parse = parse
         self.modules: list[ast.Module] = []
         self.sources: dict[str, SourceFile] = {}
         self.diagnostics: list[Diagnostic] = []
@@ -85,7 +103,7 @@ class _Loader:
 
     def load_prelude(self) -> None:
         source = SourceFile(PRELUDE_PATH, PRELUDE_SOURCE)
-        module, diagnostics = parse(source)
+        module, diagnostics = self.parse(source)
         self.sources[source.path] = source
         self.modules.append(module)
         self.diagnostics.extend(diagnostics)
@@ -95,14 +113,14 @@ class _Loader:
         if key in self.seen:
             return
         self.seen.add(key)
-        source = read_source(path)
+        source = self.read(path)
         if isinstance(source, Unreadable):
             self.diagnostics.append(source.diagnostic(f"cannot read `{path}`", None))
             return
         self._load_tree(source)
 
     def _parse(self, source: SourceFile) -> ast.Module:
-        module, diagnostics = parse(source)
+        module, diagnostics = self.parse(source)
         self.sources[source.path] = source
         self.diagnostics.extend(diagnostics)
         return module
@@ -129,7 +147,7 @@ class _Loader:
             if key in self.seen:
                 continue
             self.seen.add(key)
-            source = read_source(path)
+            source = self.read(path)
             if isinstance(source, Unreadable):
                 message = f"cannot import `{declaration.path.value}`"
                 self.diagnostics.append(source.diagnostic(message, declaration.span))

@@ -1,0 +1,149 @@
+"""Parsing again after an edit, one top-level declaration at a time.
+
+An editor re-parses a file on every keystroke; parsing a 2,000-line file
+whole takes far longer than one declaration. `IncrementalParser` is a
+`parse` port for the loader (`loader.load_program(parse=...)`) that cuts the
+text into chunks at the lines where a top-level declaration starts (with the
+comment and blank lines just above it, so doc comments stay with their
+declaration), parses each chunk on its own and remembers the result by the
+chunk's text. A chunk that moved (an edit above it) is not parsed again: its
+tree is copied with every span moved by the same number of lines and
+characters; columns never change because chunks start at line starts.
+
+The result must be the one `parser.parse` gives for the whole text, so any
+doubt falls back to `parser.parse`: a chunk with a diagnostic (an error can
+recover differently when the parser sees the rest of the file), or a text
+with no declaration start at all. Only error-free texts, cut at declaration
+boundaries, are put together from chunks, and a sequence of complete
+declarations parses the same alone as in the whole file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import OrderedDict
+from typing import Any
+
+import attrs
+
+from orbit_lang import ast
+from orbit_lang.diagnostics import Diagnostic
+from orbit_lang.parser import parse
+from orbit_lang.source import SourceFile, Span
+
+_DECLARATION = re.compile(r"^(?:import|schema|task|workflow|test)\b", re.MULTILINE)
+_ABOVE = re.compile(r"[ \t]*(?://.*)?\r?\n?\Z")
+# Chunks remembered: a few large files' worth.
+_CACHE_SIZE = 4096
+
+
+def chunks(text: str) -> list[tuple[int, int, str]]:
+    """The chunks of `text` as (offset, line index, text); their texts add up to `text`."""
+    starts = [0]
+    for match in _DECLARATION.finditer(text):
+        start = match.start()
+        # Move up over the comment and blank lines right above the keyword.
+        while start > 0:
+            previous = text.rfind("\n", 0, start - 1) + 1
+            if not _ABOVE.fullmatch(text, previous, start):
+                break
+            start = previous
+        if start > starts[-1]:
+            starts.append(start)
+    starts.append(len(text))
+    found = []
+    line = 0
+    for begin, end in itertools.pairwise(starts):
+        if end > begin:
+            piece = text[begin:end]
+            found.append((begin, line, piece))
+            line += piece.count("\n")
+    return found
+
+
+class IncrementalParser:
+    """`parser.parse` with memory of the declarations it parsed (see the module
+    docstring); thread-safe for one caller at a time."""
+
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        self._chunks: OrderedDict[tuple[str, str], tuple[tuple[ast.Declaration, ...], bool]] = (
+            OrderedDict()
+        )
+        self._size = size
+        self.parsed_chunks = 0
+        # The chunks of the last text of each path, where they were: an edit
+        # leaves the chunks above it in place, so they are reused as they are.
+        self._placed: dict[str, dict[tuple[str, int, int], tuple[ast.Declaration, ...]]] = {}
+
+    def __call__(self, source: SourceFile) -> tuple[ast.Module, list[Diagnostic]]:
+        pieces = chunks(source.text)
+        if len(pieces) < 2:
+            return parse(source)
+        declarations: list[ast.Declaration] = []
+        before = self._placed.get(source.path, {})
+        placed: dict[tuple[str, int, int], tuple[ast.Declaration, ...]] = {}
+        for offset, line, text in pieces:
+            key = (text, line, offset)
+            here = before.get(key)
+            if here is None:
+                parsed = self._chunk(source.path, text)
+                if parsed is None:
+                    return parse(source)
+                here = parsed if offset == 0 else tuple(_shift(d, line, offset) for d in parsed)
+            placed[key] = here
+            declarations.extend(here)
+        self._placed[source.path] = placed
+        span = source.span(0, len(source.text))
+        return ast.Module(source.path, tuple(declarations), span), []
+
+    def _chunk(self, path: str, text: str) -> tuple[ast.Declaration, ...] | None:
+        key = (path, text)
+        hit = self._chunks.get(key)
+        if hit is None:
+            self.parsed_chunks += 1
+            module, diagnostics = parse(SourceFile(path, text))
+            hit = (module.declarations, not diagnostics)
+            self._chunks[key] = hit
+            while len(self._chunks) > self._size:
+                self._chunks.popitem(last=False)
+        else:
+            self._chunks.move_to_end(key)
+        declarations, clean = hit
+        return declarations if clean else None
+
+
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+# Field types that never hold a span: copied without a look inside.
+_PLAIN = {"str", "int", "float", "bool", "str | None", "int | None", "float | None"}
+
+
+def _shift(node: Any, lines: int, offset: int) -> Any:
+    """A copy of `node` with every span moved down `lines` lines and `offset` characters."""
+    if isinstance(node, Span):
+        return Span(
+            node.file,
+            node.line + lines,
+            node.column,
+            node.end_line + lines,
+            node.end_column,
+            node.start + offset,
+            node.end + offset,
+        )
+    if isinstance(node, tuple):
+        return tuple([_shift(item, lines, offset) for item in node])
+    cls = type(node)
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = ()
+        if attrs.has(cls):
+            fields = tuple((f.name, str(f.type) not in _PLAIN) for f in attrs.fields(cls))
+        _FIELDS[cls] = fields
+    if not fields:
+        return node
+    return cls(
+        *[
+            _shift(getattr(node, name), lines, offset) if deep else getattr(node, name)
+            for name, deep in fields
+        ]
+    )
