@@ -601,3 +601,37 @@ def test_real_server_runs_the_chapter_15_timeline_and_chapter_62_ping(
             if m and "step=broken" in m[1]
         ]
         assert lines == _book_lines(BOOK_15)
+
+
+# ---- the option
+
+
+def test_the_server_option_turns_the_adapter_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from orbit_cli.main import cli
+    from orbit_server import runner
+
+    configs: list[Any] = []
+    monkeypatch.setattr(runner, "serve", lambda config: configs.append(config) or 0)
+    runner_ = CliRunner(env=dict.fromkeys(("ORBIT_DB", "ORBIT_ADDR", "ORBIT_TOKEN")))
+    for args, expected in (([], False), (["--enable-http-adapter"], True)):
+        result = runner_.invoke(cli, ["server", *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert configs.pop().http_adapter is expected
+    help_text = runner_.invoke(cli, ["server", "--help"]).output
+    assert "--enable-http-adapter" in help_text
+    assert "adapter are not available" not in " ".join(help_text.split())
+
+
+def test_the_engine_gets_the_adapter_only_with_the_option(tmp_path: Path) -> None:
+    from orbit_server.config import ServerConfig
+    from orbit_server.runner import build_engine
+
+    for enabled in (False, True):
+        config = ServerConfig(db=str(tmp_path / f"{enabled}.db"), http_adapter=enabled)
+        engine = build_engine(config)
+        try:
+            assert isinstance(engine.builtins, HttpAdapter) is enabled
+        finally:
+            engine.close()
