@@ -635,3 +635,21 @@ def test_the_engine_gets_the_adapter_only_with_the_option(tmp_path: Path) -> Non
             assert isinstance(engine.builtins, HttpAdapter) is enabled
         finally:
             engine.close()
+
+
+def test_text_bodies_follow_the_charset_and_always_store(
+    server: LocalServer, adapter: HttpAdapter
+) -> None:
+    server.routes["/latin"] = reply(
+        200, "café".encode("latin-1"), [("Content-Type", "text/plain; charset=iso-8859-1")]
+    )
+    server.routes["/bogus"] = reply(
+        200, b"caf\xe9", [("Content-Type", "text/plain; charset=no-such")]
+    )
+    server.routes["/huge"] = reply(
+        200, b"[123456789012345678901234567890]", [("Content-Type", "application/json")]
+    )
+    assert run(adapter, {"url": server.url + "/latin"})[0]["body"] == "café"
+    assert run(adapter, {"url": server.url + "/bogus"})[0]["body"] == "caf\ufffd"
+    # An integer beyond 64 bits is read as a Float, as JSON parsers commonly do.
+    assert run(adapter, {"url": server.url + "/huge"})[0]["body"] == [1.2345678901234568e29]

@@ -247,11 +247,13 @@ def _body(raw: bytes, charset: str | None) -> JsonValue:
         value: JsonValue = orjson.loads(raw)
         check_json(value)
         return value
-    except (orjson.JSONDecodeError, JsonShapeError):
+    except (ValueError, JsonShapeError):  # orjson's errors are ValueErrors
         pass
     try:
-        return raw.decode(charset or "utf-8", errors="replace")
-    except LookupError:  # an unknown charset
+        text = raw.decode(charset or "utf-8", errors="replace")
+        check_json(text)  # a few codecs can yield lone surrogates
+        return text
+    except (LookupError, JsonShapeError):  # an unknown charset, or that
         return raw.decode("utf-8", errors="replace")
 
 
