@@ -27,7 +27,7 @@ from orbit_core.engine import Engine
 from orbit_core.jsontypes import JsonValue
 from orbit_core.testing import SimulatedClock, simulated_engine
 from orbit_lang.compiler import compile_source
-from orbit_server.http_adapter import MAX_RESPONSE_BYTES, HttpAdapter
+from orbit_server.http_adapter import MAX_RESPONSE_BYTES, HttpAdapter, request_timeout_s
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -183,7 +183,7 @@ def test_a_record_body_is_sent_as_json(
     server: LocalServer, adapter: HttpAdapter, method: str
 ) -> None:
     server.routes["/in"] = json_reply(201, {"id": "r-1"})
-    body = {"event": "order.completed", "order_id": "A-1"}
+    body: JsonValue = {"event": "order.completed", "order_id": "A-1"}
     output, error = run(adapter, {"method": method, "url": server.url + "/in", "body": body})
     assert error is None
     assert output["status"] == 201 and output["body"] == {"id": "r-1"}
@@ -301,7 +301,8 @@ def test_a_header_that_cannot_be_sent_fails_without_retry(
     server: LocalServer, adapter: HttpAdapter
 ) -> None:
     server.routes["/x"] = reply(200)
-    for headers in ({"x-a": "line\r\nbreak"}, {"x-a": "caf\u00e9"}, {"bad name": "v"}):
+    bad: list[JsonValue] = [{"x-a": "line\r\nbreak"}, {"x-a": "caf\u00e9"}, {"bad name": "v"}]
+    for headers in bad:
         _, error = run(adapter, {"url": server.url + "/x", "headers": headers})
         assert error["code"] == "HTTP_ERROR" and error["retryable"] is False, headers
     assert server.seen == []
@@ -350,24 +351,9 @@ def test_the_timeout_covers_reading_the_body(server: LocalServer, adapter: HttpA
     assert error is not None and error["message"] == "request failed: timed out after 300ms"
 
 
-def test_without_a_step_timeout_the_request_has_30_seconds(adapter: HttpAdapter) -> None:
-    from orbit_server import http_adapter
-
-    assert http_adapter.DEFAULT_TIMEOUT_MS == 30_000
-    started: list[float] = []
-
-    class Timer(threading.Timer):
-        def __init__(self, interval: float, function: Callable[[], None]) -> None:
-            started.append(interval)
-            super().__init__(interval, function)
-
-    real = http_adapter.threading.Timer
-    http_adapter.threading.Timer = Timer  # type: ignore[misc]
-    try:
-        run(adapter, {"url": "ftp://x"}, timeout_ms=None)
-    finally:
-        http_adapter.threading.Timer = real  # type: ignore[misc]
-    assert started == [30.0]
+def test_without_a_step_timeout_the_request_has_30_seconds() -> None:
+    assert request_timeout_s(None) == 30.0
+    assert request_timeout_s(10_000) == 10.0
 
 
 def test_at_most_8_mib_of_the_body_is_read(server: LocalServer, adapter: HttpAdapter) -> None:
@@ -523,7 +509,11 @@ def test_chapter_62_webhook_retries_503_with_the_same_idempotency_key(
     engine = simulated_engine(clock=clock, builtins=adapter)
     try:
         engine.deploy(_definition(WEBHOOK))
-        value = {"order_id": "A-1", "webhook_url": server.url + "/orders", "api_key": "k-123"}
+        value: JsonValue = {
+            "order_id": "A-1",
+            "webhook_url": server.url + "/orders",
+            "api_key": "k-123",
+        }
         engine.start("NotifyWebhook", input=value, execution_id="wh-4")
         _retry_until_done(engine, clock, "wh-4")
         doc = engine.get("wh-4")
@@ -613,7 +603,12 @@ def test_the_server_option_turns_the_adapter_on(monkeypatch: pytest.MonkeyPatch)
     from orbit_server import runner
 
     configs: list[Any] = []
-    monkeypatch.setattr(runner, "serve", lambda config: configs.append(config) or 0)
+
+    def serve(config: Any) -> int:
+        configs.append(config)
+        return 0
+
+    monkeypatch.setattr(runner, "serve", serve)
     runner_ = CliRunner(env=dict.fromkeys(("ORBIT_DB", "ORBIT_ADDR", "ORBIT_TOKEN")))
     for args, expected in (([], False), (["--enable-http-adapter"], True)):
         result = runner_.invoke(cli, ["server", *args], catch_exceptions=False)

@@ -106,7 +106,7 @@ class HttpAdapter:
 
     def run(self, task_name: str, input: JsonValue, timeout_ms: int | None, done: Done) -> None:
         once = _Once(done)
-        timeout_s = (timeout_ms if timeout_ms is not None else DEFAULT_TIMEOUT_MS) / 1000
+        timeout_s = request_timeout_s(timeout_ms)
         watchdog = threading.Timer(timeout_s, lambda: once(None, _timed_out(timeout_s)))
         watchdog.daemon = True
         watchdog.start()
@@ -212,6 +212,11 @@ class HttpAdapter:
             if size >= self.max_response_bytes:
                 break
         return b"".join(chunks)
+
+
+def request_timeout_s(timeout_ms: int | None) -> float:
+    """The whole request's time limit: the step's timeout, else 30 s."""
+    return (timeout_ms if timeout_ms is not None else DEFAULT_TIMEOUT_MS) / 1000
 
 
 class _Once:
