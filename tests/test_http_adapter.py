@@ -648,3 +648,44 @@ def test_text_bodies_follow_the_charset_and_always_store(
     assert run(adapter, {"url": server.url + "/bogus"})[0]["body"] == "caf\ufffd"
     # An integer beyond 64 bits is read as a Float, as JSON parsers commonly do.
     assert run(adapter, {"url": server.url + "/huge"})[0]["body"] == [1.2345678901234568e29]
+
+
+SLOW = """
+workflow Slow {
+    version "1.0.0"
+    input { url: String }
+    step call {
+        worker "orbit.http.request"
+        with { url: input.url }
+        timeout 300ms
+        retry { attempts: 2, backoff: fixed, initial_delay: 10ms }
+    }
+    return { status: call.status }
+}
+"""
+
+
+def test_a_slow_request_fails_with_http_error_or_timeout_and_is_retried(
+    server: LocalServer, adapter: HttpAdapter
+) -> None:
+    """Real time: the engine's step deadline and the adapter's watchdog race;
+    whichever is recorded first fails the attempt, and both are retryable."""
+
+    def hang(handler: BaseHTTPRequestHandler, _body: bytes) -> None:
+        server.release.wait(30)
+
+    server.routes["/slow"] = hang
+    engine = Engine(builtins=adapter)
+    try:
+        engine.deploy(_definition(SLOW))
+        engine.start("Slow", input={"url": server.url + "/slow"}, execution_id="slow-1")
+        doc = engine.wait("slow-1", timeout_ms=20_000)
+        assert doc["status"] == "FAILED", doc
+        failed = [e for e in engine.events("slow-1") if isinstance(e, ev.StepAttemptFailed)]
+        assert len(failed) == 2
+        for event in failed:
+            assert event.error["code"] in ("HTTP_ERROR", "TIMEOUT")
+            if event.error["code"] == "HTTP_ERROR":
+                assert event.error["message"] == "request failed: timed out after 300ms"
+    finally:
+        engine.close()
