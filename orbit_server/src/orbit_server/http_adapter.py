@@ -156,24 +156,9 @@ class HttpAdapter:
     def _build(self, input: JsonValue, timeout_s: float) -> httpx.Request:
         if not isinstance(input, dict):
             raise _Refused("missing url")
-        method = input.get("method", "GET")
-        if method is None:
-            method = "GET"
-        if not isinstance(method, str) or method.upper() not in METHODS:
-            shown = method if isinstance(method, str) else orjson.dumps(method).decode()
-            raise _Refused(f"unsupported method {shown.upper()}")
-        method = method.upper()
-        url = input.get("url")
-        if url is None or url == "":
-            raise _Refused("missing url")
-        if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
-            raise _Refused("only http:// and https:// URLs are allowed")
-        headers = input.get("headers") or {}
-        if not isinstance(headers, dict):
-            raise _Refused("headers must be a map of strings")
-        for name, value in headers.items():
-            if not isinstance(value, str):
-                raise _Refused(f"header `{name}` must be a string")
+        method = _method(input.get("method"))
+        url = _url(input.get("url"))
+        headers = _headers(input.get("headers"))
         content: bytes | None = None
         if method in WITH_BODY:
             body = input.get("body")
@@ -184,10 +169,10 @@ class HttpAdapter:
                 if not any(name.lower() == "content-type" for name in headers):
                     headers = {**headers, "content-type": "application/json"}
         try:
-            return self._client.build_request(
+            request = self._client.build_request(
                 method,
                 url,
-                headers=headers,  # type: ignore[arg-type]
+                headers=headers,
                 content=content,
                 timeout=httpx.Timeout(timeout_s),
             )
@@ -195,6 +180,14 @@ class HttpAdapter:
             raise _Refused(f"invalid url: {exc}") from None
         except (ValueError, TypeError) as exc:  # a header httpx cannot encode
             raise _Refused(f"invalid request: {exc}") from None
+        # Refused here, as no retry can mend them (httpx would only notice
+        # while sending, as a transport error).
+        if not request.url.host:
+            raise _Refused("invalid url: no host")
+        port = request.url.port
+        if port is not None and not 0 < port < 65536:
+            raise _Refused(f"invalid url: port {port} is out of range")
+        return request
 
     def _read(
         self, response: httpx.Response, timeout_s: float, abandoned: Callable[[], bool]
@@ -212,6 +205,34 @@ class HttpAdapter:
             if size >= self.max_response_bytes:
                 break
         return b"".join(chunks)
+
+
+def _method(method: JsonValue) -> str:
+    if method is None:
+        return "GET"
+    if not isinstance(method, str) or method.upper() not in METHODS:
+        shown = method if isinstance(method, str) else orjson.dumps(method).decode()
+        raise _Refused(f"unsupported method {shown.upper()}")
+    return method.upper()
+
+
+def _url(url: JsonValue) -> str:
+    if url is None or url == "":
+        raise _Refused("missing url")
+    if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
+        raise _Refused("only http:// and https:// URLs are allowed")
+    return url
+
+
+def _headers(headers: JsonValue) -> dict[str, str]:
+    if headers is None:
+        return {}
+    if not isinstance(headers, dict):
+        raise _Refused("headers must be a map of strings")
+    for name, value in headers.items():
+        if not isinstance(value, str):
+            raise _Refused(f"header `{name}` must be a string")
+    return {name: str(value) for name, value in headers.items()}
 
 
 def request_timeout_s(timeout_ms: int | None) -> float:
