@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_real import Orbit
+from cli_real import Orbit, same_run
 from server_harness import ServerProcess
 
 from orbit_core import events as ev
@@ -554,16 +554,7 @@ def test_real_server_runs_the_chapter_15_timeline_and_chapter_62_ping(
     server.routes["/v1/health"] = json_reply(200, {"status": "ok"})
     broken = tmp_path / "broken.orbit"
     broken.write_text(CHAPTER_15, encoding="utf-8")
-    ping = tmp_path / "http_ping.orbit"
-    ping.write_text(
-        'workflow HttpPing {\n    version "1.0.0"\n    input { url: String }\n'
-        '    step probe {\n        worker "orbit.http.request"\n'
-        '        with { url: input.url, headers: { accept: "application/json" } }\n'
-        "        timeout 5s\n"
-        "        retry { attempts: 3, backoff: exponential, initial_delay: 200ms }\n    }\n"
-        "    return { status: probe.status, healthy: probe.status == 200 }\n}\n",
-        encoding="utf-8",
-    )
+    ping = Path(__file__).resolve().parents[1] / "examples" / "http_ping.orbit"
     with ServerProcess(tmp_path / "orbit.db", "--enable-http-adapter") as proc:
         assert any("http_adapter=true" in line for line in proc.lines)
         orbit = Orbit(f"http://{proc.addr}")
@@ -578,6 +569,36 @@ def test_real_server_runs_the_chapter_15_timeline_and_chapter_62_ping(
         assert ok.exit_code == 0, ok.output
         assert '"healthy": true' in ok.output
         assert server.seen[0]["headers"]["accept"] == "application/json"
+        same_run(
+            ok.output,
+            """
+            deployed HttpPing@1.0.0 (sha256:0c0d025d4d99)
+            started execution ping-1
+              ✓ probe                          succeeded 4ms
+
+            COMPLETED ping-1  HttpPing@1.0.0
+              elapsed: 9ms
+            {
+              "status": 200,
+              "healthy": true
+            }
+            """,
+        )
+        with refusing_port() as port:
+            value = json.dumps({"url": f"http://127.0.0.1:{port}/"})
+            down = orbit("run", str(ping), "--id", "ping-down", "--input", value)
+        assert down.exit_code != 0
+        same_run(
+            down.output[down.output.index("  ✗") :],
+            """
+              ✗ probe                          failed request failed: io: Connection refused (os error 111) (gave up after 3 attempts)
+
+            FAILED ping-down  HttpPing@1.0.0
+              elapsed: 888ms
+              compensation: none
+              error: HTTP_ERROR step `probe` failed: request failed: io: Connection refused (os error 111) (gave up after 3 attempts)
+            """,
+        )
         with refusing_port() as port:
             value = json.dumps({"url": f"http://127.0.0.1:{port}/"})
             failed = orbit("run", str(broken), "--id", "broken-1", "--input", value)
