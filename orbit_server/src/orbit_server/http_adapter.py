@@ -21,7 +21,8 @@ What the task does (docs/http-adapter.md):
 - 429 and 5xx fail the attempt with a retryable HTTP_ERROR `server responded
   N` whose details hold the status and body; a transport failure is a
   retryable `request failed: ...`; a bad request (scheme, method, missing
-  url, a header httpx cannot send) is a non-retryable HTTP_ERROR. Anything
+  url, a URL without a host or with a bad port, a header httpx cannot send)
+  is a non-retryable HTTP_ERROR. Anything
   else raised while handling the task is a non-retryable HTTP_ERROR too, so
   a workflow's input can never take down the engine's thread;
 - limits: the whole request, connecting and reading the body included, has
