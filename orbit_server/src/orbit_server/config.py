@@ -111,6 +111,8 @@ class ServerConfig:
     threads: int = 128
     # --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT): trace export is on when set.
     otlp_endpoint: str | None = None
+    # --enable-http-adapter: run `orbit.http.request` steps in the runtime.
+    http_adapter: bool = False
     # Options of features that later releases of this server add; set here
     # only so `check` can refuse them with a clear message.
     unsupported: tuple[str, ...] = ()

@@ -68,6 +68,7 @@ from orbit_server.app import create_app, worker_calls
 from orbit_server.cluster import ClusterNode, advertise_default, node_id_default
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
+from orbit_server.http_adapter import HttpAdapter
 from orbit_server.storage import LoggedStore
 from orbit_server.telemetry import Telemetry
 from orbit_server.tracing import Tracer, TracingSettings
@@ -110,7 +111,7 @@ def serve(config: ServerConfig) -> int:
         "starting ORBIT runtime",
         db=config.db_display,
         backend=logs.Quoted(config.backend),
-        http_adapter=False,
+        http_adapter=config.http_adapter,
         auth=config.auth,
         ui=config.ui,
     )
@@ -223,6 +224,7 @@ def build_engine(
         session_timeout_ms=config.session_timeout_ms,
         # LoggedStore logs storage errors already; faults still counts them.
         faults=LoggedFaults(quiet=frozenset({"store"})),
+        builtins=HttpAdapter() if config.http_adapter else None,
     )
 
 

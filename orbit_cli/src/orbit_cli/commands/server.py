@@ -11,10 +11,7 @@ from orbit_cli.output import CliError
 
 # Options of features this server does not have yet: accepted so that a
 # configuration written for them is refused with a clear message.
-LATER = (
-    ("--enable-http-adapter", "enable_http_adapter"),
-    ("--node-timeout", "node_timeout"),
-)
+LATER = (("--node-timeout", "node_timeout"),)
 
 
 def _address(ctx: click.Context, param: click.Parameter, value: str) -> Any:
@@ -170,7 +167,13 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     help="Export OpenTelemetry traces over OTLP/HTTP to this collector base URL "
     "(OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS).",
 )
-@click.option("--enable-http-adapter", is_flag=True, hidden=True)
+@click.option(
+    "--enable-http-adapter",
+    is_flag=True,
+    help="Let the runtime itself send the requests of `orbit.http.request` steps "
+    "(off: they fail with ADAPTER_DISABLED). Anyone who can deploy can then make "
+    "this host send HTTP requests.",
+)
 @click.option(
     "--cluster",
     is_flag=True,
@@ -212,8 +215,8 @@ def cli(**options: Any) -> None:
     first.
 
     Without --token the server is open, which it allows only on a loopback
-    address (or with --insecure). Shared cluster mode and the HTTP
-    adapter are not available in this version."""
+    address (or with --insecure). Shared cluster mode is not available in
+    this version."""
     from orbit_server.config import ConfigError, ServerConfig, check
 
     config = ServerConfig(
@@ -235,6 +238,7 @@ def cli(**options: Any) -> None:
         ui=not options["no_ui"],
         threads=options["threads"],
         otlp_endpoint=options["otlp_endpoint"] or None,
+        http_adapter=options["enable_http_adapter"],
         unsupported=tuple(flag for flag, key in LATER if options[key] not in (None, False)),
         workers_file=options["workers_file"] or None,
         tls_cert=options["tls_cert"] or None,
