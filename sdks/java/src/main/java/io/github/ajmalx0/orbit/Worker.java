@@ -209,15 +209,23 @@ public final class Worker {
      * @throws ApiException when the runtime refuses the registration
      */
     public void run() {
+        claimStart();
+        runClaimed();
+    }
+
+    private void claimStart() {
         synchronized (stateLock) {
             if (handlers.isEmpty()) {
-                throw new IllegalStateException("no task is registered: call task(...) before run()");
+                throw new IllegalStateException("no task is registered: call task(...) before starting the worker");
             }
             if (started) {
                 throw new IllegalStateException("this worker already started");
             }
             started = true;
         }
+    }
+
+    private void runClaimed() {
         try {
             session = new Session();
             if (!session.open()) {
@@ -231,17 +239,10 @@ public final class Worker {
 
     /** Runs {@link #run()} on a new thread named {@code orbit-worker} and returns it. */
     public Thread start() {
-        synchronized (stateLock) {
-            if (handlers.isEmpty()) {
-                throw new IllegalStateException("no task is registered: call task(...) before start()");
-            }
-            if (started) {
-                throw new IllegalStateException("this worker already started");
-            }
-        }
+        claimStart();
         Thread thread = new Thread(() -> {
             try {
-                run();
+                runClaimed();
             } catch (RuntimeException e) {
                 logger.log(Level.ERROR, "worker " + workerId + " stopped: " + e.getMessage(), e);
             }
@@ -318,13 +319,15 @@ public final class Worker {
                 }
             }
         }
-        unregister();
+        // Heartbeats went on while tasks finished; they end before the session does.
         heartbeatStop.countDown();
+        heartbeat.interrupt();
+        joinQuietly(heartbeat);
+        unregister();
         deadlines.shutdownNow();
         for (Thread t : pollers) {
             joinQuietly(t);
         }
-        joinQuietly(heartbeat);
         if (interrupted) {
             Thread.currentThread().interrupt();
         }
