@@ -36,7 +36,9 @@ nox.options.sessions = [
     "repo",
     "sdk_python",
     "sdk_typescript",
+    "sdk_go",
     "e2e",
+    "conformance",
     "postgres",
     "wheels",
     "api",
@@ -57,7 +59,9 @@ LAYERS: dict[str, list[str]] = {
 ALL = LAYERS["orbit_cli"]
 # trustme makes the certificates of the TLS tests; jsonschema checks the
 # schemas `orbit schema` writes against the draft 2020-12 meta-schema (its
-# stubs let mypy check those tests).
+# stubs let mypy check those tests). grpcio-tools is protoc, for the check
+# that orbit_server's generated gRPC code is current (protocol/generate.py):
+# pinned, since its output names its version.
 TEST_DEPS = [
     "pytest>=8",
     "hypothesis>=6.100",
@@ -65,6 +69,7 @@ TEST_DEPS = [
     "trustme>=1.1",
     "jsonschema>=4.18",
     "types-jsonschema",
+    "grpcio-tools==1.85.1",
 ]
 # The trace tests' OTLP receiver decodes requests with the protocol's own classes.
 TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
@@ -119,6 +124,8 @@ def e2e(session: nox.Session) -> None:
     # type stripping), both of which `npm ci` provides.
     with session.chdir("sdks/typescript"):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    # The Go workers' programs are built with the Go toolchain (sdks/go has
+    # no dependencies, so nothing is downloaded).
     session.run("pytest", "tests/e2e", "-m", "e2e", *session.posargs)
 
 
@@ -177,6 +184,31 @@ def sdk_typescript(session: nox.Session) -> None:
     with session.chdir("sdks/typescript"):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
         session.run("npm", "test", external=True)
+
+
+@nox.session(python=False)
+def sdk_go(session: nox.Session) -> None:
+    """The Go SDK (standard library only): gofmt, go vet, and its tests and
+    examples under the race detector."""
+    with session.chdir("sdks/go"):
+        unformatted = session.run("gofmt", "-l", ".", external=True, silent=True)
+        if unformatted and str(unformatted).strip():
+            session.error(f"gofmt would change:\n{unformatted}")
+        session.run("go", "vet", "./...", external=True)
+        session.run("go", "test", "-race", "-count=1", "./...", *session.posargs, external=True)
+
+
+@nox.session(python=PYTHON)
+def conformance(session: nox.Session) -> None:
+    """The worker protocol conformance suite (tests/sdk_conformance): every
+    scenario against the Python, TypeScript and Go SDKs' programs and the raw
+    HTTP client, each with a real `orbit server`."""
+    session.install(*TEST_DEPS)
+    _install(session, ALL)
+    session.install("-e", "./sdks/python")
+    with session.chdir("sdks/typescript"):  # the SDK's dist/ and tsx
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    session.run("pytest", "tests/sdk_conformance", "-m", "e2e", *session.posargs)
 
 
 @nox.session(python=PYTHON)

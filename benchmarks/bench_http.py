@@ -6,16 +6,21 @@ threads as fast as they can (or at `--rate` executions/s), and serves the
 tasks with `--workers` worker processes of `--concurrency` threads each.
 `--worker-kind raw` (the default) workers are minimal raw-protocol clients,
 one keep-alive socket per thread writing prebuilt requests: register, poll,
-complete; `sdk` workers are the Python SDK's `Worker`. Prints executions/s,
+complete; `sdk` workers are the Python SDK's `Worker`; `go` workers run the
+Go SDK (sdks/go/internal/benchworker, built with `go build` first). Prints executions/s,
 steps/s, the p50/p90/p99 latency from each execution's creation to its
 completion, as its history records them, and the CPU time per step of the
 server and of the benchmark's own processes (Linux), which share the machine.
 `--tls` serves HTTPS with a certificate made for the run (trustme), and
-every client and worker connects over TLS.
+every client and worker connects over TLS. `--protocol grpc` has the
+workers speak the worker protocol's gRPC binding instead (the server runs
+with `--grpc-addr`; raw workers only): one channel, thus one HTTP/2
+connection, per poll thread, with the stub generated from protocol/.
 
     python benchmarks/bench_http.py --executions 2000 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --rate 250 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --store postgres://orbit:pw@127.0.0.1/bench
+    python benchmarks/bench_http.py --executions 2000 --protocol grpc
 """
 
 from __future__ import annotations
@@ -186,7 +191,118 @@ def sdk_worker(server: str, token: str, index: int, threads: int, stop: Any) -> 
     worker.stop()
 
 
-WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker}
+GO_SDK = Path(__file__).resolve().parents[1] / "sdks" / "go"
+GO_WORKER = Path(tempfile.gettempdir()) / f"orbit-bench-go-worker-{os.getpid()}"
+
+
+def build_go_worker() -> None:
+    subprocess.run(
+        ["go", "build", "-o", str(GO_WORKER), "./internal/benchworker"], cwd=GO_SDK, check=True
+    )
+
+
+def go_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+    """One Go SDK worker process with `threads` poll goroutines."""
+    env = {
+        **os.environ,
+        "ORBIT_SERVER": server,
+        "ORBIT_WORKER_TOKEN": token,
+        "ORBIT_BENCH_WORKER_ID": f"bench-go-{index}",
+        "ORBIT_BENCH_CONCURRENCY": str(threads),
+        "ORBIT_BENCH_QUIET": "1",
+    }
+    proc = subprocess.Popen([str(GO_WORKER)], env=env)
+    stop.wait()
+    proc.terminate()
+    proc.wait(30)
+
+
+def grpc_worker(target: str, token: str, index: int, threads: int, stop: Any) -> None:
+    """A raw worker over gRPC: the same loop as `raw_worker`, as the
+    generated stub's calls. grpc is imported here, after the fork."""
+    import grpc
+    from google.protobuf import struct_pb2
+
+    from orbit_server.grpc_proto import worker_pb2 as pb
+    from orbit_server.grpc_proto import worker_pb2_grpc
+
+    metadata = (("authorization", f"Bearer {token}"),)
+    ca = os.environ.get("ORBIT_CA_CERT")
+
+    def stub() -> Any:
+        # Its own subchannel pool: a connection per channel, as raw_worker
+        # has a socket per thread.
+        options = [("grpc.use_local_subchannel_pool", 1)]
+        if ca:
+            credentials = grpc.ssl_channel_credentials(Path(ca).read_bytes())
+            channel = grpc.secure_channel(target, credentials, options=options)
+        else:
+            channel = grpc.insecure_channel(target, options=options)
+        return worker_pb2_grpc.WorkerServiceStub(channel)
+
+    client = stub()
+    reply = client.RegisterWorker(
+        pb.RegisterWorkerRequest(
+            worker_id=f"bench-grpc-{index}",
+            runtime="python",
+            sdk="bench_http",
+            contracts=[pb.TaskContract(task_name=TASK, contract_version="1.0.0")],
+        ),
+        metadata=metadata,
+    )
+    session = reply.worker_session_id
+
+    def loop() -> None:
+        conn = stub()
+        poll = pb.PollTaskRequest(worker_session_id=session, wait_ms=1000)
+        while not stop.is_set():
+            task = conn.PollTask(poll, metadata=metadata)
+            if not task.token:
+                continue
+            i = task.input.struct_value.fields["i"].number_value
+            output = struct_pb2.Value()
+            output.struct_value.fields["i"].number_value = i + 1
+            conn.CompleteTask(
+                pb.CompleteTaskRequest(token=task.token, output=output), metadata=metadata
+            )
+
+    pool = [threading.Thread(target=loop, daemon=True) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    client.UnregisterWorker(
+        pb.UnregisterWorkerRequest(worker_session_id=session), metadata=metadata
+    )
+
+
+WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker, "go": go_worker}
+
+
+def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
+    """The worker processes (forked) and the event that stops them."""
+    if args.worker_kind == "go":
+        build_go_worker()
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    workers = [
+        ctx.Process(
+            target=grpc_worker if grpc else WORKER_KINDS[args.worker_kind],
+            args=(target, args.worker_token, i, args.concurrency, stop),
+            daemon=True,
+        )
+        for i in range(args.workers)
+    ]
+    for worker in workers:
+        worker.start()
+    return workers, stop
+
+
+def worker_prefix(kind: str, grpc: bool) -> str:
+    """How the ids of the bench's workers of a kind start."""
+    if grpc:
+        return "bench-grpc-"
+    return {"raw": "bench-", "sdk": "bench-sdk-", "go": "bench-go-"}[kind]
 
 
 def wait_for(admin: Any, eid: str, workers: list[Any]) -> dict[str, Any]:
@@ -204,6 +320,21 @@ def wait_for(admin: Any, eid: str, workers: list[Any]) -> dict[str, Any]:
         dead = [w.name for w in workers if not w.is_alive()]
         if dead:
             sys.exit(f"bench_http: worker process {', '.join(dead)} died; stopping")
+
+
+def wait_registered(admin: Any, expected: set[str], workers: list[Any]) -> None:
+    """Returns once every worker has a session, so that the clock starts
+    with all of them serving (a gRPC worker takes longer to start)."""
+    deadline = time.monotonic() + 60
+    while True:
+        status, reply = admin.call("GET", "/v1/workers")
+        assert status == 200, reply
+        live = {w["worker_id"] for w in reply["workers"] if w["sessions"]}
+        if expected <= live:
+            return
+        if time.monotonic() > deadline or not all(w.is_alive() for w in workers):
+            sys.exit(f"bench_http: workers {sorted(expected - live)} did not register")
+        time.sleep(0.05)
 
 
 def cpu_split(proc: subprocess.Popen[str] | None) -> tuple[float, float] | None:
@@ -246,8 +377,9 @@ def make_certificates() -> list[str]:
 
 
 def start_server(
-    store: str, token: str, worker_token: str, tls: list[str]
-) -> tuple[subprocess.Popen[str], str]:
+    store: str, token: str, worker_token: str, tls: list[str], grpc: bool = False
+) -> tuple[subprocess.Popen[str], str, str | None]:
+    """The server process, its URL and, with `grpc`, its gRPC address."""
     if store == "memory":
         db = ":memory:"
     else:
@@ -258,16 +390,23 @@ def start_server(
     orbit = str(Path(sys.executable).with_name("orbit"))
     credentials = ["--token", token, "--worker-token", worker_token]
     proc = subprocess.Popen(
-        [orbit, "server", "--db", db, "--addr", "127.0.0.1:0", *credentials, *tls],
+        [
+            orbit, "server", "--db", db, "--addr", "127.0.0.1:0", *credentials, *tls,
+            *(["--grpc-addr", "127.0.0.1:0"] if grpc else []),
+        ],
         stderr=subprocess.PIPE,
         text=True,
-    )
+    )  # fmt: skip
     assert proc.stderr is not None
+    grpc_addr = None
     for line in proc.stderr:
+        on_grpc = re.search(r"gRPC \S+ protocol listening addr=(\S+)", line)
+        if on_grpc:
+            grpc_addr = on_grpc[1]
         found = re.search(r"ORBIT runtime listening addr=(\S+)", line)
         if found:
             threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return proc, f"{'https' if tls else 'http'}://{found[1]}"
+            return proc, f"{'https' if tls else 'http'}://{found[1]}", grpc_addr
     raise SystemExit("orbit server did not start")
 
 
@@ -294,29 +433,35 @@ def main() -> None:
     parser.add_argument(
         "--tls", action="store_true", help="serve HTTPS with a certificate made for the run"
     )
+    parser.add_argument(
+        "--protocol",
+        choices=["http", "grpc"],
+        default="http",
+        help="the workers' binding of the worker protocol (grpc: raw workers only)",
+    )
+    parser.add_argument(
+        "--grpc-addr", help="with --server and --protocol grpc: the runtime's gRPC address"
+    )
     args = parser.parse_args()
+    grpc = args.protocol == "grpc"
+    if grpc and args.worker_kind != "raw":
+        parser.error("--protocol grpc runs raw workers only")
 
     proc = None
     server = args.server
+    grpc_addr = args.grpc_addr
     if server == "none":
         tls = make_certificates() if args.tls else []
-        proc, server = start_server(args.store, args.token, args.worker_token, tls)
+        proc, server, grpc_addr = start_server(args.store, args.token, args.worker_token, tls, grpc)
+    if grpc and not grpc_addr:
+        parser.error("--protocol grpc needs the runtime's --grpc-addr")
     admin = Client(server, args.token)
     status, reply = admin.call("POST", "/v1/workflows", definition(args.steps))
     assert status in (200, 201), reply
 
-    ctx = multiprocessing.get_context("fork")
-    stop = ctx.Event()
-    workers = [
-        ctx.Process(
-            target=WORKER_KINDS[args.worker_kind],
-            args=(server, args.worker_token, i, args.concurrency, stop),
-            daemon=True,
-        )
-        for i in range(args.workers)
-    ]
-    for worker in workers:
-        worker.start()
+    workers, stop = start_workers(args, grpc_addr if grpc else server, grpc)
+    prefix = worker_prefix(args.worker_kind, grpc)
+    wait_registered(admin, {f"{prefix}{i}" for i in range(args.workers)}, workers)
 
     cpu_before = cpu_split(proc)
     prefix = f"bench-{os.getpid()}-{int(time.time())}"
@@ -359,9 +504,12 @@ def main() -> None:
     if proc is not None:
         proc.terminate()
         proc.wait(30)
+    GO_WORKER.unlink(missing_ok=True)
 
     total = (last_finished - (first_created or 0)) / 1000
     print(f"runtime      {server}")
+    if grpc:
+        print(f"protocol     gRPC at {grpc_addr}")
     print(f"executions   {args.executions} ({args.steps} task steps each)")
     print(
         f"workers      {args.workers} x {args.concurrency} handler threads, "

@@ -12,18 +12,34 @@ import pytest
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_http.py"
 
 
-@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
-def test_bench_http_smoke(tls: bool) -> None:
+@pytest.mark.parametrize(
+    ("tls", "protocol"),
+    [(False, "http"), (True, "http"), (False, "grpc"), (True, "grpc")],
+    ids=["http", "https", "grpc", "grpc-tls"],
+)
+def test_bench_http_smoke(tls: bool, protocol: str) -> None:
     small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
     result = subprocess.run(
-        [sys.executable, str(_PATH), *small, "--store", "memory", *(["--tls"] if tls else [])],
+        [
+            sys.executable,
+            str(_PATH),
+            *small,
+            "--store",
+            "memory",
+            *(["--tls"] if tls else []),
+            "--protocol",
+            protocol,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
-        check=True,
+        check=False,
     )
+    assert result.returncode == 0, result.stderr
     out = result.stdout
     assert re.search(rf"runtime      {'https' if tls else 'http'}://127.0.0.1:\d+", out)
+    if protocol == "grpc":
+        assert re.search(r"protocol     gRPC at 127.0.0.1:\d+", out)
     assert "executions   20 (3 task steps each)" in out
     assert "workers      1 x 2 handler threads, 2 client threads" in out
     assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", out)
@@ -32,3 +48,16 @@ def test_bench_http_smoke(tls: bool) -> None:
         assert re.search(
             r"cpu          server \d+\.\d{3} ms/step, benchmark \d+\.\d{3} ms/step", out
         )
+
+
+def test_bench_http_with_go_workers() -> None:
+    """--worker-kind go builds the Go SDK's bench worker and serves with it."""
+    small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
+    result = subprocess.run(
+        [sys.executable, str(_PATH), *small, "--store", "memory", "--worker-kind", "go"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)

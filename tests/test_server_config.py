@@ -53,7 +53,12 @@ from server_harness import RawWorker, ServerProcess, run_orbit
             "the servers share it for leader election and history",
         ),
         (["--cluster-mode", "shared"], {}, "--cluster-mode shared requires --cluster"),
-        (["--grpc-addr", "127.0.0.1:7234"], {}, "--grpc-addr: not supported yet"),
+        (
+            ["--grpc-addr", "0.0.0.0:7234"],
+            {},
+            "refusing to serve gRPC on 0.0.0.0:7234 without authentication; "
+            "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks",
+        ),
         (
             ["--cluster", "--db", "postgres://u:p@h/db"],
             {},

@@ -30,6 +30,7 @@ from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
 from orbit_server.telemetry import Telemetry
 from orbit_server.tracing import Tracer
+from orbit_server.worker_calls import WorkerCalls
 
 App = falcon.App[falcon.Request, falcon.Response]
 
@@ -61,13 +62,30 @@ class _Routes:
                 self.rules[(template, method)] = rule
 
 
-def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None = None) -> App:
-    """`telemetry` is what the engine's store reports commits to (see
-    `storage.LoggedStore`); by default the one found on `engine.store`, or a
-    fresh one that sees no commits (event counters stay at zero)."""
+def telemetry_of(engine: Engine) -> Telemetry:
+    """What the engine's store reports commits to (see `storage.LoggedStore`),
+    or a fresh one that sees no commits (event counters stay at zero)."""
+    found = getattr(engine.store, "telemetry", None)
+    return found if isinstance(found, Telemetry) else Telemetry()
+
+
+def worker_calls(engine: Engine, telemetry: Telemetry | None = None) -> WorkerCalls:
+    """The worker protocol's calls, for the HTTP routes and the gRPC binding."""
+    tracing = (telemetry or telemetry_of(engine)).tracing
+    return WorkerCalls(engine, tracing if isinstance(tracing, Tracer) else None)
+
+
+def create_app(
+    engine: Engine,
+    config: ServerConfig,
+    telemetry: Telemetry | None = None,
+    *,
+    calls: WorkerCalls | None = None,
+) -> App:
+    """`telemetry`: by default `telemetry_of(engine)`. `calls`: the worker
+    protocol's calls when another binding shares them."""
     if telemetry is None:
-        found = getattr(engine.store, "telemetry", None)
-        telemetry = found if isinstance(found, Telemetry) else Telemetry()
+        telemetry = telemetry_of(engine)
     app: App = falcon.App(cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = False
@@ -122,8 +140,7 @@ def create_app(engine: Engine, config: ServerConfig, telemetry: Telemetry | None
         routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, schedule, suffix=action)
 
     routes.add("/v1/workers", Workers(engine), ADMIN)
-    tracer = telemetry.tracing if isinstance(telemetry.tracing, Tracer) else None
-    protocol = WorkerProtocol(engine, config.max_body, tracer)
+    protocol = WorkerProtocol(calls or worker_calls(engine, telemetry), config.max_body)
     for action in ("register", "heartbeat", "poll", "unregister"):
         routes.add(f"/v1/workers/{action}", protocol, WORKER, suffix=action)
     for action in ("complete", "fail"):

@@ -113,6 +113,61 @@ class Caller:
 ANYONE = Caller(Kind.ADMIN)
 
 
+class Credentials:
+    """Who presents a credential: the part of authentication that does not
+    depend on the transport, shared by the HTTP gate and the gRPC binding."""
+
+    def __init__(
+        self,
+        token: str | None,
+        worker_token: str | None,
+        identities: Identities | None = None,
+        *,
+        mtls: bool = False,
+    ) -> None:
+        self._admin = token.encode() if token is not None else None
+        self._worker = worker_token.encode() if worker_token is not None else None
+        self._identities = identities or Identities()
+        self.mtls = mtls
+
+    @property
+    def required(self) -> bool:
+        """Whether calls need a credential at all (the admin token is set)."""
+        return self._admin is not None
+
+    def certified(self, names: list[str] | None) -> WorkerIdentity | ClientIdentity | None:
+        """The entry a verified client certificate with these names is;
+        None without a certificate; FORBIDDEN when it matches no entry."""
+        if names is None:
+            return None
+        identity = self._identities.by_certificate(names)
+        if identity is None:
+            raise OrbitError(UNMATCHED_CERTIFICATE, "FORBIDDEN")
+        return identity
+
+    def caller(
+        self,
+        authorization: str | None,
+        certified: WorkerIdentity | ClientIdentity | None = None,
+    ) -> Caller:
+        """The caller an `authorization` header (or gRPC metadata entry)
+        names, else the `certified` entry under mutual TLS; 401 otherwise.
+        Only called when `required`."""
+        presented = _bearer(authorization)
+        if presented is not None:
+            assert self._admin is not None
+            if hmac.compare_digest(presented, self._admin):
+                return ANYONE
+            if self._worker is not None and hmac.compare_digest(presented, self._worker):
+                return Caller(Kind.SHARED_WORKER)
+            identity = self._identities.by_token(presented)
+            if identity is not None:
+                return _caller(identity)
+        elif self.mtls and certified is not None:
+            return _caller(certified)
+        raise OrbitError(UNAUTHENTICATED, "UNAUTHENTICATED")
+
+
 class Gate:
     """Falcon middleware: authenticate, authorise by matched route, stamp
     the API version, limit the body."""
@@ -129,9 +184,7 @@ class Gate:
         schedule_of: Callable[[str], str] | None = None,
         mtls: bool = False,
     ) -> None:
-        self._admin = token.encode() if token is not None else None
-        self._worker = worker_token.encode() if worker_token is not None else None
-        self._identities = identities or Identities()
+        self.credentials = Credentials(token, worker_token, identities, mtls=mtls)
         self._max_body = max_body
         self._routes = routes
         self._templates = {template for template, _ in routes}
@@ -143,11 +196,8 @@ class Gate:
         # A certificate that identifies nobody is refused before routing, so
         # on every path; a bearer token, when sent, decides instead.
         if self._mtls and _bearer(req.get_header("authorization")) is None:
-            names = _peer_names(req.env)
-            if names is not None:
-                identity = self._identities.by_certificate(names)
-                if identity is None:
-                    raise OrbitError(UNMATCHED_CERTIFICATE, "FORBIDDEN")
+            identity = self.credentials.certified(_peer_names(req.env))
+            if identity is not None:
                 req.context.certified = identity
 
     def process_resource(
@@ -161,7 +211,7 @@ class Gate:
                 raise OrbitError("this endpoint has no access rule", "FORBIDDEN")
             rule = ADMIN  # a method the route does not serve: its 405 is for the admin
         if rule.access is not Access.OPEN:
-            caller = self._authenticate(req) if self._admin is not None else ANYONE
+            caller = self._authenticate(req) if self.credentials.required else ANYONE
             req.context.caller = caller
             if caller.kind is not Kind.ADMIN:
                 self._authorise(caller, rule, params)
@@ -179,21 +229,9 @@ class Gate:
             resp.set_header(_VERSION_HEADER, API_VERSION)
 
     def _authenticate(self, req: falcon.Request) -> Caller:
-        presented = _bearer(req.get_header("authorization"))
-        if presented is not None:
-            assert self._admin is not None
-            if hmac.compare_digest(presented, self._admin):
-                return ANYONE
-            if self._worker is not None and hmac.compare_digest(presented, self._worker):
-                return Caller(Kind.SHARED_WORKER)
-            identity = self._identities.by_token(presented)
-            if identity is not None:
-                return _caller(identity)
-        elif self._mtls:
-            certified = getattr(req.context, "certified", None)
-            if certified is not None:
-                return _caller(certified)
-        raise OrbitError(UNAUTHENTICATED, "UNAUTHENTICATED")
+        return self.credentials.caller(
+            req.get_header("authorization"), getattr(req.context, "certified", None)
+        )
 
     def _authorise(self, caller: Caller, rule: Rule, params: Mapping[str, Any]) -> None:
         if caller.kind is not Kind.CLIENT:
@@ -261,10 +299,10 @@ def client_of(req: falcon.Request) -> ClientIdentity | None:
     return identity if isinstance(identity, ClientIdentity) else None
 
 
-def bound_worker(req: falcon.Request) -> str | None:
+def bound_worker(who: Caller) -> str | None:
     """The worker id the caller's credential is bound to; None when it may
     act for any worker (admin, shared worker token, no authentication)."""
-    identity = caller(req).identity
+    identity = who.identity
     return identity.id if isinstance(identity, WorkerIdentity) else None
 
 
@@ -286,10 +324,10 @@ def require(client: ClientIdentity | None, action: str, workflow: str, what: str
     raise OrbitError(f"client `{client.id}` may not {verb} `{workflow}`", "FORBIDDEN")
 
 
-def check_register(req: falcon.Request, worker_id: str, runtime: str, tasks: Iterable[str]) -> None:
+def check_register(who: Caller, worker_id: str, runtime: str, tasks: Iterable[str]) -> None:
     """A worker identity registers under its own id, with its runtime, for
     tasks its patterns allow; 403 FORBIDDEN otherwise."""
-    identity = caller(req).identity
+    identity = who.identity
     if not isinstance(identity, WorkerIdentity) or not worker_id.strip():
         return
     if worker_id != identity.id:

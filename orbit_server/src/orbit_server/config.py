@@ -94,6 +94,8 @@ class ServerConfig:
 
     db: str = DEFAULT_DB
     addr: Address = attrs.field(factory=lambda: Address.parse(DEFAULT_ADDR))
+    # --grpc-addr: also serve the worker protocol over gRPC there.
+    grpc_addr: Address | None = None
     token: str | None = None
     worker_token: str | None = None
     session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S
@@ -191,6 +193,12 @@ def check(config: ServerConfig) -> ServerConfig:
     if not config.addr.is_loopback and not config.auth and not config.insecure:
         raise ConfigError(
             f"refusing to listen on {config.addr} without authentication; "
+            "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks"
+        )
+    grpc = config.grpc_addr
+    if grpc is not None and not grpc.is_loopback and not config.auth and not config.insecure:
+        raise ConfigError(
+            f"refusing to serve gRPC on {grpc} without authentication; "
             "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks"
         )
     if config.worker_token is not None and config.token is None:

@@ -27,10 +27,16 @@ gunicorn's: its `certfile`/`keyfile` settings turn it on, and its
 worker process. TLS connections take gunicorn's own path through the worker
 (`worker.OrbitWorker` keeps its short path for plain HTTP).
 
+With `--grpc-addr` the worker also starts the gRPC binding of the worker
+protocol (`grpc_server.GrpcServer`, grpcio's own threads) over the same
+engine and `WorkerCalls` as the HTTP routes, after recovery and before the
+HTTP listening line; the arbiter checks its port first, as for `--addr`.
+
 SIGINT and SIGTERM both stop gracefully: the arbiter logs `shutting down`,
 the listener closes, the worker drains the engine (`Engine.drain`: parked
 long polls answer 204 and waits the current state at once, and later ones do
-not park), in-flight requests finish, the engine closes, exit status 0. The
+not park; the gRPC server takes no new calls), in-flight requests and
+calls finish, the engine closes, exit status 0. The
 worker dies with the arbiter (PR_SET_PDEATHSIG), so a SIGKILL of `orbit
 server` stops everything at once, as a crash would.
 """
@@ -45,7 +51,7 @@ import socket
 import ssl
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import falcon
 from gunicorn.app.base import BaseApplication
@@ -57,13 +63,17 @@ from orbit_core.decide import Limits
 from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
 from orbit_core.errors import OrbitError
 from orbit_server import logs, tls
-from orbit_server.app import create_app
+from orbit_server.app import create_app, worker_calls
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
 from orbit_server.storage import LoggedStore
 from orbit_server.telemetry import Telemetry
 from orbit_server.tracing import Tracer, TracingSettings
 from orbit_server.worker import OrbitWorker
+from orbit_server.worker_calls import WorkerCalls
+
+if TYPE_CHECKING:
+    from orbit_server.grpc_server import GrpcServer
 from orbit_store.postgres import PostgresStore
 from orbit_store.sql import SqlStore
 from orbit_store.sqlite import SqliteStore
@@ -118,6 +128,14 @@ def serve(config: ServerConfig) -> int:
     except OSError as exc:
         log.error(f"cannot listen on {config.addr}: {exc.strerror or exc}")
         return 1
+    if config.grpc_addr is not None and config.grpc_addr.port != 0:
+        # The worker binds it; a busy port is reported now, before the fork.
+        try:
+            _listen(config.grpc_addr).close()
+        except OSError as exc:
+            log.error(f"cannot listen on {config.grpc_addr}: {exc.strerror or exc}")
+            listener.close()
+            return 1
     host, port = listener.getsockname()[:2]
     bound = Address(host, port)
     try:
@@ -210,6 +228,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.listener = listener
         self.bound = bound
         self.engine: Engine | None = None
+        self.grpc: GrpcServer | None = None
         self._tls_context: ssl.SSLContext | None = None
         super().__init__(prog="orbit server")
 
@@ -259,12 +278,15 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             executions=self.engine.recovered_executions,
             in_flight=self.engine.recovered_in_flight,
         )
-        app = create_app(self.engine, self.config)
+        calls = worker_calls(self.engine)
+        app = create_app(self.engine, self.config, calls=calls)
         if self.config.dev:
             log.warning(
                 "development server: a deploy may replace a definition of the same version "
                 "while no unfinished execution uses it"
             )
+        if self.config.grpc_addr is not None:
+            self._start_grpc(calls, log)
         if self.config.tls:
             log.info(
                 "ORBIT runtime listening",
@@ -276,6 +298,26 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         else:
             log.info("ORBIT runtime listening", addr=str(self.bound), tls=False, ui=self.config.ui)
         return app
+
+    def _start_grpc(self, calls: WorkerCalls, log: Any) -> None:
+        # Imported here: grpcio is only loaded by servers that serve gRPC.
+        from orbit_server.grpc_server import GrpcServer
+
+        self.grpc = GrpcServer(self.config, calls)
+        try:
+            bound = self.grpc.start()
+        except OSError as exc:
+            log.error(f"cannot listen on {self.config.grpc_addr}: {exc}")
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
+        log.info("gRPC worker protocol listening", addr=str(bound), tls=self.config.tls)
+
+    def drain(self) -> None:
+        """Shutdown has begun: parked polls and waits end at once (HTTP and
+        gRPC), and the gRPC server takes no new calls."""
+        if self.engine is not None:
+            self.engine.drain()
+        if self.grpc is not None:
+            self.grpc.stop()
 
     def _ssl_context(self, conf: Any, default_factory: Any) -> ssl.SSLContext:
         """gunicorn asks for a context per connection: the worker's one."""
@@ -296,6 +338,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         arbiter.run()
 
     def _worker_exit(self, server: Any, worker: Any) -> None:
+        if self.grpc is not None:
+            self.grpc.wait_stopped()
+            self.grpc = None
         if self.engine is not None:
             self.engine.close()
             telemetry = getattr(self.engine.store, "telemetry", None)

@@ -171,9 +171,9 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         so none holds the shutdown; on a thread, since a signal handler must
         not wait for the engine's locks."""
         super().handle_exit(sig, frame)
-        engine = getattr(self.app, "engine", None)
-        if engine is not None:
-            threading.Thread(target=engine.drain, name="orbit-drain", daemon=True).start()
+        drain = getattr(self.app, "drain", None)
+        if drain is not None:
+            threading.Thread(target=drain, name="orbit-drain", daemon=True).start()
 
     def init_process(self) -> None:
         self._date = _Date()

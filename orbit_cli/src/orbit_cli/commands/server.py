@@ -12,7 +12,6 @@ from orbit_cli.output import CliError
 # Options of features this server does not have yet: accepted so that a
 # configuration written for them is refused with a clear message.
 LATER = (
-    ("--grpc-addr", "grpc_addr"),
     ("--enable-http-adapter", "enable_http_adapter"),
     ("--cluster", "cluster"),
     ("--node-timeout", "node_timeout"),
@@ -127,7 +126,15 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     "the registered one while no unfinished execution uses it (never in production).",
 )
 @click.option("--threads", type=click.IntRange(min=4), default=128, hidden=True)
-@click.option("--grpc-addr", envvar="ORBIT_GRPC_ADDR", metavar="IP:PORT", hidden=True)
+@click.option(
+    "--grpc-addr",
+    envvar="ORBIT_GRPC_ADDR",
+    show_envvar=True,
+    metavar="IP:PORT",
+    callback=lambda ctx, param, value: None if not value else _address(ctx, param, value),
+    help="Also serve the worker protocol over gRPC on this address, with the HTTP API's "
+    "credentials and TLS settings.",
+)
 @click.option(
     "--workers-file",
     envvar="ORBIT_WORKERS_FILE",
@@ -184,13 +191,14 @@ def cli(**options: Any) -> None:
     first.
 
     Without --token the server is open, which it allows only on a loopback
-    address (or with --insecure). gRPC, clustering and the HTTP adapter are
-    not available in this version."""
+    address (or with --insecure). Clustering and the HTTP adapter are not
+    available in this version."""
     from orbit_server.config import ConfigError, ServerConfig, check
 
     config = ServerConfig(
         db=options["db"],
         addr=options["addr"],
+        grpc_addr=options["grpc_addr"],
         # click reads an empty environment variable as unset (chapter 39);
         # an empty --token on the command line stays "" so `check` refuses it.
         token=options["token"],

@@ -1,0 +1,393 @@
+"""The worker protocol's gRPC binding: `orbit.worker.v1.WorkerService` (chapter 68).
+
+`orbit server --grpc-addr` (ORBIT_GRPC_ADDR) starts a grpcio server in the
+worker process, beside the HTTP app and over the same engine. Each RPC
+authenticates its caller with the HTTP API's `auth.Credentials` (the bearer
+token in the `authorization` metadata, else the verified client certificate
+under mutual TLS), then makes the same `WorkerCalls` call as the HTTP route:
+this module only translates messages and errors.
+
+The binding's own rules, as the chapter lists them:
+- PollTask answers an ExecuteTaskRequest with an empty token when no task
+  came, and a wait_ms of 0 means the default wait (20 s);
+- FailTask's retryable is false when unset (proto3 has no absent bool);
+- numbers cross as doubles (`grpc_values`);
+- an error is a status whose message is `CODE: message`, with the code in
+  the `orbit-error-code` trailing metadata, except for a missing or invalid
+  credential and an empty token or error_code (the message only). The
+  status follows the code's HTTP status (`errors.STATUS`) through `_STATUS`.
+- a client identity may not use the binding at all (PERMISSION_DENIED).
+
+Requests are decoded here, not by grpcio (`_decoder`): grpcio answers a
+message it cannot parse with INTERNAL, where a malformed request is the
+caller's error (INVALID_ARGUMENT); and a request larger than --max-body is
+PAYLOAD_TOO_LARGE with its metadata (grpcio's own limit, set to twice that,
+refuses anything larger still, with RESOURCE_EXHAUSTED).
+
+TLS uses the HTTP port's files. With --tls-client-ca, grpcio can only
+require a client certificate (it has no "optional" mode as the HTTP port
+has), so every gRPC client then presents one; a bearer token sent with it
+still decides who the caller is. There is no server reflection.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from concurrent import futures
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import attrs
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from orbit_core.errors import OrbitError
+from orbit_server.auth import ANYONE, Caller, Credentials, Kind
+from orbit_server.config import Address, ServerConfig
+from orbit_server.errors import STATUS
+from orbit_server.grpc_proto import worker_pb2 as pb
+from orbit_server.grpc_values import from_value, to_value
+from orbit_server.identities import Identities
+from orbit_server.logs import logger
+from orbit_server.worker_calls import WorkerCalls
+
+SERVICE = "orbit.worker.v1.WorkerService"
+ERROR_CODE_KEY = "orbit-error-code"
+# How long a stopping server lets running calls finish (a poll is drained
+# at once by the engine, so only short calls remain).
+STOP_GRACE_S = 10.0
+
+_log = logger()
+_HTTP_TO_GRPC = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.NOT_FOUND,
+    409: grpc.StatusCode.FAILED_PRECONDITION,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+}
+
+
+def status_of(code: str) -> grpc.StatusCode:
+    """The gRPC status of an ORBIT error code: through its HTTP status."""
+    return _HTTP_TO_GRPC.get(STATUS.get(code, 500), grpc.StatusCode.INTERNAL)
+
+
+@attrs.frozen
+class _Refused:
+    """A request refused while it was decoded."""
+
+    code: str
+    message: str
+
+
+class _Failure(Exception):
+    """An error answered as a status; `tagged`: with the metadata."""
+
+    def __init__(self, code: str, message: str, *, tagged: bool = True) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.tagged = tagged
+
+
+_M = TypeVar("_M", bound=Message)
+
+
+def _decoder(kind: type[_M], max_body: int) -> Callable[[bytes], _M | _Refused]:
+    name = kind.DESCRIPTOR.name
+
+    def decode(data: bytes) -> _M | _Refused:
+        if len(data) > max_body:
+            return _Refused(
+                "PAYLOAD_TOO_LARGE",
+                f"{name} is {len(data)} bytes; the limit is {max_body} (--max-body)",
+            )
+        try:
+            message: _M = kind.FromString(data)
+        except DecodeError as exc:
+            return _Refused("INVALID_REQUEST", f"malformed {name}: {exc}")
+        return message
+
+    return decode
+
+
+class WorkerService:
+    """The six RPCs over `WorkerCalls`; `handler()` is what grpcio serves."""
+
+    def __init__(
+        self,
+        calls: WorkerCalls,
+        credentials: Credentials,
+        max_body: int,
+    ) -> None:
+        self._calls = calls
+        self._credentials = credentials
+        self._max_body = max_body
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        methods: dict[str, tuple[Callable[[Any, Caller, Any], Message], type[Message]]] = {
+            "RegisterWorker": (self._register, pb.RegisterWorkerRequest),
+            "Heartbeat": (self._heartbeat, pb.HeartbeatRequest),
+            "PollTask": (self._poll, pb.PollTaskRequest),
+            "CompleteTask": (self._complete, pb.CompleteTaskRequest),
+            "FailTask": (self._fail, pb.FailTaskRequest),
+            "UnregisterWorker": (self._unregister, pb.UnregisterWorkerRequest),
+        }
+        return grpc.method_handlers_generic_handler(
+            SERVICE,
+            {
+                name: grpc.unary_unary_rpc_method_handler(
+                    self._rpc(call),
+                    request_deserializer=_decoder(kind, self._max_body),
+                    response_serializer=_serialize,
+                )
+                for name, (call, kind) in methods.items()
+            },
+        )
+
+    def _rpc(
+        self, call: Callable[[Any, Caller, Any], Message]
+    ) -> Callable[[Any, grpc.ServicerContext], Message]:
+        def rpc(request: Any, context: grpc.ServicerContext) -> Message:
+            try:
+                if isinstance(request, _Refused):
+                    raise _Failure(request.code, request.message)
+                return call(request, self._caller(context), context)
+            except _Failure as failure:
+                _abort(context, failure.code, failure.message, tagged=failure.tagged)
+            except OrbitError as exc:
+                _abort(context, exc.code, exc.message, tagged=exc.code != "UNAUTHENTICATED")
+            except Exception as exc:
+                _log.error("gRPC call failed", exc_info=exc)
+                _abort(context, "INTERNAL", f"internal error: {type(exc).__name__}")
+
+        return rpc
+
+    def _caller(self, context: grpc.ServicerContext) -> Caller:
+        """The HTTP gate's authentication, from the call's metadata and
+        certificate; a client identity is refused here, since every RPC is
+        a worker call."""
+        credentials = self._credentials
+        if not credentials.required:
+            return ANYONE
+        authorization = None
+        for key, value in context.invocation_metadata():
+            if key == "authorization":
+                authorization = value if isinstance(value, str) else None
+                break
+        certified = None
+        if credentials.mtls and authorization is None:
+            certified = credentials.certified(_certificate_names(context))
+        caller = credentials.caller(authorization, certified)
+        if caller.kind is Kind.CLIENT:
+            assert caller.identity is not None
+            raise OrbitError(
+                f"client `{caller.identity.id}` may not use the worker protocol", "FORBIDDEN"
+            )
+        return caller
+
+    # ---- the RPCs: message in, `WorkerCalls`, message out
+
+    def _register(
+        self, request: pb.RegisterWorkerRequest, who: Caller, context: Any
+    ) -> pb.RegisterWorkerResponse:
+        contracts = [
+            {"task_name": c.task_name, "contract_version": c.contract_version}
+            for c in request.contracts
+        ]
+        answer = self._calls.register(
+            who, request.worker_id, request.runtime, contracts, request.sdk or None
+        )
+        return pb.RegisterWorkerResponse(
+            accepted=answer["accepted"],
+            worker_session_id=answer["worker_session_id"],
+            heartbeat_interval_ms=answer["heartbeat_interval_ms"],
+            session_timeout_ms=answer["session_timeout_ms"],
+            warnings=answer["warnings"],
+        )
+
+    def _heartbeat(
+        self, request: pb.HeartbeatRequest, who: Caller, context: Any
+    ) -> pb.HeartbeatResponse:
+        answer = self._calls.heartbeat(who, request.worker_session_id)
+        return pb.HeartbeatResponse(accepted=answer["accepted"], cancel=answer["cancel"])
+
+    def _poll(
+        self, request: pb.PollTaskRequest, who: Caller, context: grpc.ServicerContext
+    ) -> pb.ExecuteTaskRequest:
+        task = self._calls.poll(
+            who, request.worker_session_id, request.wait_ms or None, context.is_active
+        )
+        if task is None:
+            return pb.ExecuteTaskRequest()
+        return _assignment(task)
+
+    def _complete(
+        self, request: pb.CompleteTaskRequest, who: Caller, context: Any
+    ) -> pb.TaskResultAck:
+        if not request.token:
+            return self._untagged(lambda: self._calls.complete(who, "", None))
+        output = _json(request, "output")
+        return _ack(self._calls.complete(who, request.token, output))
+
+    def _fail(self, request: pb.FailTaskRequest, who: Caller, context: Any) -> pb.TaskResultAck:
+        def fail() -> Mapping[str, Any]:
+            return self._calls.fail(
+                who,
+                request.token,
+                error_code=request.error_code,
+                error_message=request.error_message,
+                retryable=request.retryable,
+                details=_json(request, "details"),
+            )
+
+        if not request.token or not request.error_code:
+            return self._untagged(fail)
+        return _ack(fail())
+
+    def _untagged(self, call: Callable[[], Mapping[str, Any]]) -> pb.TaskResultAck:
+        """An empty token or error_code: the engine refuses it, and the
+        chapter has that refusal carry its code in the message only."""
+        try:
+            return _ack(call())
+        except OrbitError as exc:
+            raise _Failure(exc.code, exc.message, tagged=False) from None
+
+    def _unregister(
+        self, request: pb.UnregisterWorkerRequest, who: Caller, context: Any
+    ) -> pb.UnregisterWorkerResponse:
+        answer = self._calls.unregister(who, request.worker_session_id)
+        return pb.UnregisterWorkerResponse(accepted=answer["accepted"])
+
+
+def _serialize(message: Message) -> bytes:
+    data: bytes = message.SerializeToString()
+    return data
+
+
+def _abort(
+    context: grpc.ServicerContext, code: str, message: str, *, tagged: bool = True
+) -> NoReturn:
+    if tagged:
+        context.set_trailing_metadata(((ERROR_CODE_KEY, code),))
+    context.abort(status_of(code), f"{code}: {message}")
+    raise AssertionError("abort returned")  # pragma: no cover - grpcio raises
+
+
+def _json(request: Message, field: str) -> Any:
+    if not request.HasField(field):
+        return None
+    try:
+        return from_value(getattr(request, field), field)
+    except ValueError as exc:
+        raise _Failure("INVALID_REQUEST", str(exc)) from None
+
+
+def _ack(answer: Mapping[str, Any]) -> pb.TaskResultAck:
+    return pb.TaskResultAck(accepted=answer["accepted"], reason=answer.get("reason") or "")
+
+
+def _assignment(task: Mapping[str, Any]) -> pb.ExecuteTaskRequest:
+    message = pb.ExecuteTaskRequest(
+        token=task["token"],
+        execution_id=task["execution_id"],
+        workflow=task["workflow"],
+        workflow_version=task["workflow_version"],
+        step_id=task["step_id"],
+        task_name=task["task_name"],
+        contract_version=task["contract_version"],
+        input=to_value(task["input"]),
+        idempotency_key=task["idempotency_key"],
+        attempt=task["attempt"],
+        redelivery=task["redelivery"],
+        traceparent=task.get("traceparent") or "",
+    )
+    deadline = task.get("deadline_ms")
+    if deadline is not None:
+        message.deadline_ms = deadline
+    timeout = task.get("timeout_ms")
+    if timeout is not None:
+        message.timeout_ms = timeout
+    return message
+
+
+def _certificate_names(context: grpc.ServicerContext) -> list[str] | None:
+    """The DNS names and common name of the verified client certificate
+    (what `identities.certificate_names` reads from an HTTP peer), or None
+    without one."""
+    found = context.auth_context()
+    if not found.get("x509_pem_cert"):
+        return None
+    names = [*found.get("peer_dns", ()), *found.get("x509_common_name", ())]
+    return [n.decode("utf-8", "replace") for n in names if n]
+
+
+class GrpcServer:
+    """The grpcio server of one `orbit server` process."""
+
+    def __init__(self, config: ServerConfig, calls: WorkerCalls) -> None:
+        assert config.grpc_addr is not None
+        self._config = config
+        # One thread per call in progress: long polls each hold one, as on
+        # the HTTP side.
+        self._pool = futures.ThreadPoolExecutor(config.threads, thread_name_prefix="orbit-grpc")
+        options = [
+            # A busy port is an error, not a port shared with another server.
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", min(2 * config.max_body, 2**31 - 1)),
+        ]
+        self._server = grpc.server(self._pool, options=options)
+        credentials = Credentials(
+            config.token,
+            config.worker_token,
+            config.identities or Identities(),
+            mtls=config.tls_client_ca is not None,
+        )
+        service = WorkerService(calls, credentials, config.max_body)
+        self._server.add_generic_rpc_handlers((service.handler(),))
+        self._stopped: threading.Event | None = None
+        self.bound: Address | None = None
+
+    def start(self) -> Address:
+        """Binds and serves; returns the address bound (its port chosen when
+        0 was asked). OSError when the address cannot be bound."""
+        addr = self._config.grpc_addr
+        assert addr is not None
+        target = str(addr)
+        try:
+            if self._config.tls_cert is not None:
+                port = self._server.add_secure_port(target, self._tls())
+            else:
+                port = self._server.add_insecure_port(target)
+        except RuntimeError as exc:
+            raise OSError(str(exc)) from None
+        if not port:
+            raise OSError("the address is in use or not available")
+        self._server.start()
+        self.bound = Address(addr.host, port)
+        return self.bound
+
+    def _tls(self) -> grpc.ServerCredentials:
+        config = self._config
+        assert config.tls_cert is not None and config.tls_key is not None
+        client_ca = config.tls_client_ca
+        return grpc.ssl_server_credentials(
+            [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())],
+            root_certificates=Path(client_ca).read_bytes() if client_ca else None,
+            require_client_auth=client_ca is not None,
+        )
+
+    def stop(self) -> None:
+        """Stops taking calls; those running get `STOP_GRACE_S` to finish."""
+        if self._stopped is None:
+            self._stopped = self._server.stop(STOP_GRACE_S)
+
+    def wait_stopped(self) -> None:
+        self.stop()
+        assert self._stopped is not None
+        self._stopped.wait(STOP_GRACE_S + 1)
+        self._pool.shutdown(wait=False)

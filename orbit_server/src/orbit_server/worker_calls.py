@@ -1,0 +1,119 @@
+"""The worker protocol's calls, whatever the binding (chapter 68).
+
+HTTP/JSON (`resources/workers.py`) and gRPC (`grpc_server.py`) each read a
+request their own way, authenticate the caller, and then make the same call
+here; what a call does (the per-worker identity's registration rules, the
+engine call with the worker id the credential is bound to, the log lines,
+the trace context of a task) is written once. A binding only translates
+values and errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered
+from orbit_core.engine import Engine
+from orbit_core.errors import OrbitError
+from orbit_core.jsontypes import JsonValue
+from orbit_server.auth import Caller, bound_worker, check_register
+from orbit_server.logs import logger
+from orbit_server.tracing import Tracer
+
+_log = logger()
+_SESSIONS_KEPT = 10_000
+
+
+class WorkerCalls:
+    """One per server, shared by its bindings."""
+
+    def __init__(self, engine: Engine, tracer: Tracer | None = None) -> None:
+        self.engine = engine
+        # With tracing on, a task carries its attempt's span as `traceparent`.
+        self._tracer = tracer
+        # Session -> worker id, for the "worker unregistered" line.
+        self._sessions: OrderedDict[str, str] = OrderedDict()
+
+    def register(
+        self,
+        who: Caller,
+        worker_id: str,
+        runtime: str,
+        contracts: list[dict[str, str]],
+        sdk: str | None,
+    ) -> Registered:
+        check_register(who, worker_id, runtime, (c["task_name"] for c in contracts))
+        answer = self.engine.register_worker(worker_id, runtime, contracts, sdk)
+        session = answer.get("worker_session_id")
+        if isinstance(session, str):
+            if len(self._sessions) >= _SESSIONS_KEPT:  # sessions lost without unregistering
+                with contextlib.suppress(KeyError):
+                    self._sessions.popitem(last=False)
+            self._sessions[session] = worker_id
+        _log.info(
+            "worker registered",
+            worker_id=worker_id,
+            runtime=runtime.lower(),
+            tasks=",".join(c["task_name"] for c in contracts),
+        )
+        return answer
+
+    def heartbeat(self, who: Caller, session: str) -> HeartbeatReply:
+        return self.engine.heartbeat(session, worker=bound_worker(who))
+
+    def poll(
+        self,
+        who: Caller,
+        session: str,
+        wait_ms: int | None,
+        connected: Callable[[], bool] | None,
+    ) -> Mapping[str, Any] | None:
+        """The task (with its `traceparent` when traces are exported), or
+        None when none came within the wait."""
+        task = self.engine.poll(session, wait_ms, connected, worker=bound_worker(who))
+        if task is None:
+            return None
+        if self._tracer is not None:
+            parent = self._tracer.traceparent(task["execution_id"], task["step_id"])
+            if parent is not None:
+                return {**task, "traceparent": parent}
+        return task
+
+    def undelivered(self, task: Assignment | Mapping[str, Any]) -> None:
+        """The worker hung up before its task reached it: the attempt is
+        redelivered now rather than after the session timeout."""
+        _log.warning(
+            "task not delivered: the worker hung up",
+            execution_id=task["execution_id"],
+            step=task["step_id"],
+            attempt=task["attempt"],
+        )
+        try:
+            self.engine.undelivered(task["token"])
+        except OrbitError as exc:  # closing down: the session timeout covers it
+            _log.warning("cannot mark the attempt uncertain", error=exc.message)
+
+    def unregister(self, who: Caller, session: str) -> Accepted:
+        answer = self.engine.unregister(session, worker=bound_worker(who))
+        _log.info("worker unregistered", worker_id=self._sessions.pop(session, None))
+        return answer
+
+    def complete(self, who: Caller, token: str, output: JsonValue) -> Accepted:
+        return self.engine.complete(token, output, worker=bound_worker(who))
+
+    def fail(
+        self,
+        who: Caller,
+        token: str,
+        *,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+    ) -> Accepted:
+        return self.engine.fail(
+            token, error_code, error_message, retryable, details, worker=bound_worker(who)
+        )

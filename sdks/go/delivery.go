@@ -1,0 +1,136 @@
+package orbit
+
+import (
+	"context"
+	"time"
+)
+
+// Result delivery. The runtime reconciles results by token, so a report sent
+// twice is harmless and one held through an outage or a restart is still
+// accepted afterwards. Not every error is worth waiting out, though:
+//
+//   - no answer, 408, 429, 502, 503 and 504 mean the runtime (or a proxy in
+//     front of it) is restarting or overloaded: retried with backoff for up
+//     to resultRetryWindow, shutdown included (Run's context is not the
+//     delivery's);
+//   - any other 5xx may be an outage, or the runtime failing on this very
+//     result: tried serverErrorAttempts times in all, then taken as refused;
+//   - any other 4xx is the runtime refusing the report, which sending it
+//     again cannot change.
+//
+// A refused report would leave the attempt in flight until its timeout
+// (forever without one), so the attempt is reported as failed instead, once:
+// INVALID_RESULT (not retryable) when the runtime refused the result, and
+// RESULT_UNDELIVERABLE (retryable) when it kept failing to record it. A
+// refusal of the credentials (401, 403) gets no fallback: it would be refused
+// the same way. The Python and TypeScript SDKs follow the same rules.
+
+// resultRetryWindow matches the other SDKs: the runtime redelivers an attempt
+// whose worker went silent for a session timeout (30 s by default), so a
+// result held for much longer is rarely the one that counts. Tests shorten it.
+var resultRetryWindow = 10 * time.Minute
+
+const (
+	serverErrorAttempts = 3
+	maxMessageChars     = 2000
+)
+
+func unavailable(status int) bool {
+	switch status {
+	case 0, 408, 429, 502, 503, 504:
+		return true
+	}
+	return false
+}
+
+type reporter struct {
+	client *client
+	run    *runState
+}
+
+type ack struct {
+	Accepted bool   `json:"accepted"`
+	Reason   string `json:"reason"`
+}
+
+// deliver reports o; if the runtime refuses it, it reports a failure instead.
+func (r *reporter) deliver(t *Task, o outcome) {
+	refusal := r.send(t, o)
+	if refusal == nil {
+		return
+	}
+	if fb, ok := fallbackFor(t, o, refusal); ok {
+		r.run.logger.Printf("result for %s refused: %v; reporting the attempt as failed", describe(t), refusal)
+		refusal = r.send(t, fb)
+	}
+	if refusal != nil {
+		r.run.logger.Printf("result for %s refused: %v", describe(t), refusal)
+	}
+}
+
+// send posts until answered: the refusal, or nil once answered or given up.
+func (r *reporter) send(t *Task, o outcome) *APIError {
+	// Detached from Run's context: a result finished during shutdown is
+	// still worth delivering.
+	ctx := context.Background()
+	b := newBackoff(r.run.random)
+	giveUpAt := time.Now().Add(resultRetryWindow)
+	serverErrors := 0
+	for {
+		var answer ack
+		_, err := r.client.post(ctx, o.path, o.body, callTimeout, &answer)
+		if err == nil {
+			if !answer.Accepted {
+				r.run.logger.Printf("result for %s not accepted: %s", describe(t), answer.Reason)
+			}
+			return nil
+		}
+		apiErr := err.(*APIError)
+		if apiErr.Status >= 500 && !unavailable(apiErr.Status) {
+			serverErrors++
+			if serverErrors >= serverErrorAttempts {
+				return apiErr
+			}
+		} else if !unavailable(apiErr.Status) {
+			return apiErr
+		}
+		delay := b.next()
+		if time.Now().Add(delay).After(giveUpAt) {
+			r.run.logger.Printf("result for %s not delivered after %v of retries: %v", describe(t), resultRetryWindow, apiErr)
+			return nil
+		}
+		r.run.logger.Printf("cannot deliver the result for %s: %v; retrying in %v", describe(t), apiErr, delay.Round(time.Millisecond))
+		time.Sleep(delay)
+	}
+}
+
+func fallbackFor(t *Task, refused outcome, err *APIError) (outcome, bool) {
+	if err.Status == 401 || err.Status == 403 || refused.fallback {
+		return outcome{}, false
+	}
+	details := map[string]any{"refused": "complete"}
+	if refused.path == pathFail {
+		details["refused"] = "fail"
+		details["error_code"] = refused.body["error_code"]
+	}
+	details["status"] = err.Status
+	details["code"] = err.Code
+	details["message"] = clip(err.Message)
+	code, retryable := "INVALID_RESULT", false
+	message := "the runtime refused the task's result: " + clip(err.Error())
+	if err.Status >= 500 {
+		code, retryable = "RESULT_UNDELIVERABLE", true
+		message = "the runtime failed to record the task's result: " + clip(err.Error())
+	}
+	fb := failed(t.Token, code, message, retryable, details)
+	fb.fallback = true
+	return fb, true
+}
+
+func clip(text string) string {
+	runes := []rune(text)
+	if len(runes) <= maxMessageChars {
+		return text
+	}
+	return string(runes[:maxMessageChars-1]) + "…"
+}

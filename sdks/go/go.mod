@@ -1,0 +1,3 @@
+module github.com/AjmalX0/Orbit/sdks/go
+
+go 1.21

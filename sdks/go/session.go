@@ -1,0 +1,98 @@
+package orbit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+const defaultHeartbeatInterval = 5 * time.Second
+
+// session holds the worker session every goroutine of a run uses. After a
+// runtime restart they all get UNKNOWN_SESSION at about the same time; renew
+// lets the first register again and the others pick up its session.
+type session struct {
+	run          *runState
+	announcement map[string]any
+
+	mu       sync.Mutex // held while registering
+	id       string
+	interval time.Duration
+}
+
+type registration struct {
+	WorkerSessionID     string   `json:"worker_session_id"`
+	HeartbeatIntervalMs int64    `json:"heartbeat_interval_ms"`
+	Warnings            []string `json:"warnings"`
+}
+
+func (s *session) current() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+func (s *session) heartbeatInterval() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.interval <= 0 {
+		return defaultHeartbeatInterval
+	}
+	return s.interval
+}
+
+// open registers for the first time: outages are waited out, refusals
+// returned, and ctx ending first is an *APIError too.
+func (s *session) open(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.register(ctx, true)
+}
+
+// renew registers again unless another goroutine already replaced lostID.
+func (s *session) renew(ctx context.Context, lostID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.id != lostID {
+		return
+	}
+	s.run.logger.Printf("worker session is unknown to the runtime; registering again")
+	_ = s.register(ctx, false)
+}
+
+func (s *session) register(ctx context.Context, refusalsAreFatal bool) error {
+	b := newBackoff(s.run.random)
+	var last *APIError
+	for {
+		if ctx.Err() != nil {
+			message := "the context ended before the worker registered"
+			if last != nil {
+				message += ": " + last.Error()
+			}
+			return &APIError{Code: "CONNECTION", Message: message}
+		}
+		var answer registration
+		_, err := s.run.client.post(ctx, pathRegister, s.announcement, callTimeout, &answer)
+		if err == nil {
+			s.id = answer.WorkerSessionID
+			s.interval = time.Duration(answer.HeartbeatIntervalMs) * time.Millisecond
+			contracts := s.announcement["contracts"].([]map[string]string)
+			s.run.logger.Printf("worker %s registered (%d tasks)", s.announcement["worker_id"], len(contracts))
+			for _, warning := range answer.Warnings {
+				s.run.logger.Printf("runtime: %s", warning)
+			}
+			return nil
+		}
+		last = err.(*APIError)
+		if refusalsAreFatal && !last.transient() && ctx.Err() == nil {
+			return last
+		}
+		// A refusal after a restart may be a configuration being fixed on
+		// the runtime's side, so once running it is retried like an outage.
+		delay := b.next()
+		if ctx.Err() == nil {
+			s.run.logger.Printf("registration failed: %v; retrying in %v", last, delay.Round(time.Millisecond))
+		}
+		sleep(ctx, delay)
+	}
+}

@@ -1,0 +1,88 @@
+"""The conformance suite's fixtures: one runtime per worker program
+(`conf`, module scope, parametrized over conformance_kit.PROGRAMS, so each
+program's scenarios share it), the program's long-lived instance
+(`conf_worker`), and a stack of a test's own (`own_stack`) for the scenarios
+that stop, freeze or restart processes. conformance_kit.py is imported
+first, which puts tests/e2e (e2e_processes) on the import path.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conformance_kit import PROGRAMS, Conformance, new_server
+from e2e_processes import LIVE, TS_SDK, TSX_LOADER, Stack, Worker
+
+LOG_TAIL = 120
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where programs are built or copied (once per session)."""
+    return tmp_path_factory.mktemp("programs")
+
+
+@pytest.fixture(scope="session")
+def requirements() -> Callable[[str], None]:
+    def check(name: str) -> None:
+        if name == "typescript":
+            missing = [p for p in (TSX_LOADER, TS_SDK / "dist" / "index.js") if not p.exists()]
+            if missing:
+                pytest.fail(f"missing {missing}: run `npm ci` in sdks/typescript")
+        if name == "go" and shutil.which("go") is None:
+            pytest.fail("the Go toolchain is not on PATH")
+        if name == "python":
+            try:
+                import orbit_sdk  # noqa: F401
+            except ImportError:
+                pytest.fail("orbit_sdk is not installed: pip install -e sdks/python")
+
+    return check
+
+
+@pytest.fixture(scope="module", params=sorted(PROGRAMS))
+def sdk(request: pytest.FixtureRequest, requirements: Callable[[str], None]) -> str:
+    name = str(request.param)
+    requirements(name)
+    return name
+
+
+@pytest.fixture(scope="module")
+def conf_stack(tmp_path_factory: pytest.TempPathFactory, sdk: str) -> Iterator[Stack]:
+    stack = Stack(tmp_path_factory.mktemp(f"conf-{sdk}"))
+    yield stack
+    stack.close()
+
+
+@pytest.fixture(scope="module")
+def conf(conf_stack: Stack, sdk: str, workdir: Path) -> Conformance:
+    server = new_server(conf_stack, f"server-{sdk}")
+    return Conformance(sdk, conf_stack, server, workdir)
+
+
+@pytest.fixture(scope="module")
+def conf_worker(conf: Conformance) -> Worker:
+    """The module's long-lived instance of the program, shared by the
+    scenarios that do not stop it."""
+    return conf.worker()
+
+
+@pytest.fixture
+def own_stack(tmp_path: Path) -> Iterator[Stack]:
+    """Processes of one test, stopped at its end."""
+    stack = Stack(tmp_path)
+    yield stack
+    stack.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    report = yield
+    if report.failed:
+        for process in LIVE:
+            lines = process.log().splitlines()[-LOG_TAIL:]
+            report.sections.append((f"log of {process.name}", "\n".join(lines)))
+    return report
