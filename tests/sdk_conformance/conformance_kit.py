@@ -14,11 +14,13 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from e2e_processes import (
+    JAVA_SDK,
     REPO,
     TSX_LOADER,
     Server,
     Stack,
     Worker,
+    java_classpath,
     link_orbit_lang,
 )
 
@@ -26,8 +28,6 @@ HERE = Path(__file__).resolve().parent
 WORKERS = HERE / "workers"
 CONTRACTS = HERE / "conformance.orbit"
 GO_SDK = REPO / "sdks" / "go"
-JAVA_SDK = REPO / "sdks" / "java"
-MAVEN_REPO = REPO / ".cache" / "m2"
 # Short enough for the session scenarios to be quick, long enough for a
 # loaded machine: heartbeats come every sixth of it (500 ms).
 SESSION_TIMEOUT_S = 3
@@ -71,32 +71,8 @@ def _go(workdir: Path) -> list[str]:
 
 
 def _java(workdir: Path) -> list[str]:
-    """Packages the SDK with Maven (into the repository's .cache/m2, as the
-    sdk_java nox session does) and runs the program as a single source file."""
-    classpath = workdir / "java-classpath.txt"
-    if not classpath.exists():
-        maven = ["mvn", "-q", "-B", f"-Dmaven.repo.local={MAVEN_REPO}"]
-        subprocess.run([*maven, "package", "-DskipTests"], cwd=JAVA_SDK, check=True, timeout=600)
-        listed = workdir / "java-dependencies.txt"
-        subprocess.run(
-            [
-                *maven,
-                "dependency:build-classpath",
-                "-DincludeScope=runtime",
-                f"-Dmdep.outputFile={listed}",
-            ],
-            cwd=JAVA_SDK,
-            check=True,
-            timeout=600,
-        )
-        jar = JAVA_SDK / "target" / "orbit-sdk-0.1.0.jar"
-        classpath.write_text(f"{jar}:{listed.read_text().strip()}")
-    return [
-        "java",
-        "-cp",
-        classpath.read_text(),
-        str(JAVA_SDK / "conformance" / "ConfWorker.java"),
-    ]
+    program = JAVA_SDK / "conformance" / "ConfWorker.java"
+    return ["java", "-cp", java_classpath(workdir), str(program)]
 
 
 PROGRAMS: dict[str, Program] = {
