@@ -112,7 +112,7 @@ public final class TaskContext {
         return redelivery;
     }
 
-    /** The attempt's absolute deadline in Unix epoch milliseconds, when the step has a timeout. */
+    /** When the step has a timeout: the end of this attempt, in milliseconds since the Unix epoch. */
     public OptionalLong deadlineMs() {
         return deadlineMs;
     }
