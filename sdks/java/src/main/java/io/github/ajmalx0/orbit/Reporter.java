@@ -95,8 +95,8 @@ final class Reporter {
                 }
                 long delay = backoff.nextDelayMs();
                 if (System.nanoTime() + delay * 1_000_000L - giveUpAt > 0) {
-                    logger.log(Level.ERROR, "result not delivered after " + window.toSeconds()
-                            + "s of retries (" + e.getMessage() + ") " + ctx.identity());
+                    logger.log(Level.ERROR, "result not delivered after " + Worker.seconds(window.toMillis())
+                            + " of retries (" + e.getMessage() + ") " + ctx.identity());
                     return null;
                 }
                 logger.log(Level.WARNING, "result delivery failed: " + e.getMessage() + "; retrying in "
