@@ -17,6 +17,7 @@ PostgreSQL (ORBIT_TEST_DB=postgres).
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import shutil
 import subprocess
 import tomllib
@@ -38,6 +39,7 @@ nox.options.sessions = [
     "sdk_typescript",
     "sdk_go",
     "sdk_java",
+    "sdk_rust",
     "e2e",
     "conformance",
     "postgres",
@@ -48,6 +50,11 @@ nox.options.sessions = [
 ]
 
 PYTHON = "3.11"
+
+# One cargo target directory outside the clone, so that CI's fresh clones on
+# the same machine reuse what an earlier run compiled (the Rust SDK, and its
+# examples that the e2e and conformance tests build). Every session inherits it.
+os.environ.setdefault("CARGO_TARGET_DIR", str(Path.home() / ".cache" / "orbit" / "cargo-target"))
 
 # Each package and the ORBIT packages it depends on, lowest layer first.
 LAYERS: dict[str, list[str]] = {
@@ -60,8 +67,9 @@ LAYERS: dict[str, list[str]] = {
 ALL = LAYERS["orbit_cli"]
 # trustme makes the certificates of the TLS tests; jsonschema checks the
 # schemas `orbit schema` writes against the draft 2020-12 meta-schema (its
-# stubs let mypy check those tests). grpcio-tools is protoc, for the check
-# that orbit_server's generated gRPC code is current (protocol/generate.py):
+# stubs let mypy check those tests); pytest-xdist runs the long suites on
+# every CPU (XDIST). grpcio-tools is protoc, for the check that
+# orbit_server's generated gRPC code is current (protocol/generate.py):
 # pinned, since its output names its version.
 TEST_DEPS = [
     "pytest>=8",
@@ -70,8 +78,18 @@ TEST_DEPS = [
     "trustme>=1.1",
     "jsonschema>=4.18",
     "types-jsonschema",
+    "pytest-xdist>=3.6",
     "grpcio-tools==1.85.1",
 ]
+# The suites whose tests wait on real processes and servers, or burn CPU, run
+# on one pytest worker per CPU (pass `-- -n0` to run in one process).
+# `loadscope` keeps a module's tests on one worker, so that a module-scoped
+# server starts once.
+XDIST = ["-n", "auto", "--dist", "loadscope"]
+# The unit-test sessions that gain from it: orbit_core's simulation is one
+# module of eight shards, which `load` deals out one test at a time. (The
+# other packages finish in less time than starting the workers takes.)
+XDIST_PACKAGES = {"orbit_core": ["-n", "auto", "--dist", "load"]}
 # The trace tests' OTLP receiver decodes requests with the protocol's own classes.
 TRACE_TEST_DEPS = ["opentelemetry-proto>=1.27"]
 
@@ -88,12 +106,29 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
+# The test folders mypy checks besides the packages, in runs of their own: the
+# helpers they import are top-level modules (pyproject.toml puts each folder
+# on mypy's path), and several folders have a `conftest` module, which one run
+# could hold only once.
+TYPED_TESTS = [
+    ["orbit_core/tests", "orbit_lang/tests", "orbit_server/tests"],
+    ["orbit_store/tests"],
+    ["orbit_cli/tests"],
+    ["tests", "--exclude", "^tests/(e2e|sdk_conformance)/"],
+    ["tests/e2e"],
+    ["tests/sdk_conformance"],
+]
+
+
 @nox.session(python=PYTHON)
 def types(session: nox.Session) -> None:
-    """mypy --strict over the five packages."""
-    session.install("mypy>=1.11", *TEST_DEPS)
+    """mypy --strict over the five packages and their tests."""
+    session.install("mypy>=1.11", *TEST_DEPS, *TRACE_TEST_DEPS)
     _install(session, ALL)
+    session.install("-e", "./sdks/python")  # the tests' SDK workers
     session.run("mypy", *[f"{p}/src/{p}" for p in ALL])
+    for run in TYPED_TESTS:
+        session.run("mypy", *run)
 
 
 @nox.session(python=PYTHON)
@@ -102,7 +137,8 @@ def tests(session: nox.Session, pkg: str) -> None:
     """Unit tests of one package, in a virtualenv holding only its layers."""
     session.install(*TEST_DEPS)
     _install(session, LAYERS[pkg])
-    session.run("pytest", f"{pkg}/tests", *session.posargs)
+    xdist = XDIST_PACKAGES.get(pkg, [])
+    session.run("pytest", f"{pkg}/tests", *xdist, *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -112,7 +148,10 @@ def repo(session: nox.Session) -> None:
     _install(session, ALL)
     # tests/test_server_tracing.py runs a Python SDK worker in the test process.
     session.install("-e", "./sdks/python")
-    session.run("pytest", "tests", "-m", "not e2e", *session.posargs)
+    # The cluster tests run in `postgres` (ON_POSTGRES), with their servers.
+    session.run(
+        "pytest", "tests", "-m", "not e2e", f"--ignore={CLUSTER_TESTS}", *XDIST, *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)
@@ -133,8 +172,10 @@ def e2e(session: nox.Session) -> None:
 # What the `postgres` session runs on PostgreSQL unless given test paths: the
 # book's CLI timelines against a real server (tests/test_server_postgres.py,
 # in `repo`, already runs a server on PostgreSQL through a crash and
-# recovery). Kept short: CI runs it on every change.
-ON_POSTGRES = ["tests/test_cli_real_server.py"]
+# recovery). Kept short: CI runs it on every change. The cluster tests
+# (several servers on one database, chapter 44) are PostgreSQL-only.
+CLUSTER_TESTS = "tests/test_cluster_standby.py"
+ON_POSTGRES = ["tests/test_cli_real_server.py", CLUSTER_TESTS]
 
 
 @nox.session(python=PYTHON)
@@ -176,6 +217,12 @@ def sdk_python(session: nox.Session) -> None:
     session.run(
         "mypy", "--config-file", "sdks/python/pyproject.toml", "--strict", "sdks/python/src"
     )
+    # The tests run on the session's Python, not the SDK's oldest, and mypy
+    # reads pytest's own source, which needs 3.10.
+    session.run(
+        "mypy", "--config-file", "sdks/python/pyproject.toml", "--strict",
+        "--python-version", PYTHON, "sdks/python/tests",
+    )  # fmt: skip
     session.run("pytest", "sdks/python/tests", *session.posargs)
 
 
@@ -218,7 +265,7 @@ def sdk_java(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
     """The worker protocol conformance suite (tests/sdk_conformance): every
-    scenario against the Python, TypeScript, Go and Java SDKs' programs and
+    scenario against the Python, TypeScript, Go, Rust and Java SDKs' programs and
     the raw HTTP client, each with a real `orbit server`."""
     session.install(*TEST_DEPS)
     _install(session, ALL)
@@ -226,6 +273,38 @@ def conformance(session: nox.Session) -> None:
     with session.chdir("sdks/typescript"):  # the SDK's dist/ and tsx
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     session.run("pytest", "tests/sdk_conformance", "-m", "e2e", *session.posargs)
+
+
+def _cargo() -> str:
+    """cargo from PATH, else rustup's default place (a shell that did not
+    source ~/.cargo/env)."""
+    found = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not Path(found).exists():
+        raise RuntimeError("cargo is not installed: install Rust (rustup) to test sdks/rust")
+    return found
+
+
+@nox.session(python=False)
+def sdk_rust(session: nox.Session) -> None:
+    """The Rust SDK (sdks/rust): dependencies fetched from crates.io at the
+    versions in Cargo.lock, then clippy with warnings as errors, the tests
+    (the examples' included), and the docs with warnings as errors."""
+    cargo = _cargo()
+    with session.chdir("sdks/rust"):
+        session.run(cargo, "fetch", "--locked", external=True)
+        session.run(cargo, "fmt", "--check", external=True)
+        session.run(
+            cargo, "clippy", "--locked", "--all-targets", "--", "-D", "warnings", external=True
+        )
+        session.run(cargo, "test", "--locked", *session.posargs, external=True)
+        session.run(
+            cargo,
+            "doc",
+            "--locked",
+            "--no-deps",
+            env={"RUSTDOCFLAGS": "-D warnings"},
+            external=True,
+        )
 
 
 @nox.session(python=PYTHON)

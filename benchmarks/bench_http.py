@@ -7,9 +7,11 @@ tasks with `--workers` worker processes of `--concurrency` threads each.
 `--worker-kind raw` (the default) workers are minimal raw-protocol clients,
 one keep-alive socket per thread writing prebuilt requests: register, poll,
 complete; `sdk` workers are the Python SDK's `Worker`; `go` workers run the
-Go SDK (sdks/go/internal/benchworker, built with `go build` first); `java`
-workers run the Java SDK (sdks/java/bench/BenchWorker.java, with the SDK
-packaged by Maven first). Prints executions/s,
+Go SDK (sdks/go/internal/benchworker, built with `go build` first); `rust`
+workers run the Rust SDK (sdks/rust/examples/bench_worker.rs, built with
+`cargo build --release` first); `java` workers run the Java SDK
+(sdks/java/bench/BenchWorker.java, with the SDK packaged by Maven first).
+Prints executions/s,
 steps/s, the p50/p90/p99 latency from each execution's creation to its
 completion, as its history records them, and the CPU time per step of the
 server and of the benchmark's own processes (Linux), which share the machine.
@@ -32,6 +34,7 @@ import http.client
 import multiprocessing
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -219,6 +222,37 @@ def go_worker(server: str, token: str, index: int, threads: int, stop: Any) -> N
     proc.wait(30)
 
 
+RUST_SDK = Path(__file__).resolve().parents[1] / "sdks" / "rust"
+RUST_TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or RUST_SDK / "target")
+RUST_WORKER = RUST_TARGET / "release" / "examples" / "bench_worker"
+
+
+def build_rust_worker() -> None:
+    """Builds the Rust SDK's bench worker, optimised, in cargo's target
+    directory (CARGO_TARGET_DIR when set, so nox's builds are reused)."""
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    subprocess.run(
+        [cargo, "build", "--quiet", "--release", "--example", "bench_worker"],
+        cwd=RUST_SDK,
+        check=True,
+    )
+
+
+def rust_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+    """One Rust SDK worker process with `threads` poll threads."""
+    env = {
+        **os.environ,
+        "ORBIT_SERVER": server,
+        "ORBIT_WORKER_TOKEN": token,
+        "ORBIT_BENCH_WORKER_ID": f"bench-rust-{index}",
+        "ORBIT_BENCH_CONCURRENCY": str(threads),
+    }
+    proc = subprocess.Popen([str(RUST_WORKER)], env=env)
+    stop.wait()
+    proc.terminate()
+    proc.wait(30)
+
+
 JAVA_SDK = Path(__file__).resolve().parents[1] / "sdks" / "java"
 JAVA_BUILD = Path(tempfile.gettempdir()) / f"orbit-bench-java-{os.getpid()}"
 
@@ -326,13 +360,21 @@ def grpc_worker(target: str, token: str, index: int, threads: int, stop: Any) ->
     )
 
 
-WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker, "go": go_worker, "java": java_worker}
+WORKER_KINDS = {
+    "raw": raw_worker,
+    "sdk": sdk_worker,
+    "go": go_worker,
+    "rust": rust_worker,
+    "java": java_worker,
+}
 
 
 def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
     """The worker processes (forked) and the event that stops them."""
     if args.worker_kind == "go":
         build_go_worker()
+    if args.worker_kind == "rust":
+        build_rust_worker()
     if args.worker_kind == "java":
         build_java_worker()
     ctx = multiprocessing.get_context("fork")
@@ -354,7 +396,14 @@ def worker_prefix(kind: str, grpc: bool) -> str:
     """How the ids of the bench's workers of a kind start."""
     if grpc:
         return "bench-grpc-"
-    return {"raw": "bench-", "sdk": "bench-sdk-", "go": "bench-go-", "java": "bench-java-"}[kind]
+    prefixes = {
+        "raw": "bench-",
+        "sdk": "bench-sdk-",
+        "go": "bench-go-",
+        "rust": "bench-rust-",
+        "java": "bench-java-",
+    }
+    return prefixes[kind]
 
 
 def wait_for(admin: Any, eid: str, workers: list[Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ FRAGMENT_GROUPS: list[dict[str, Any]] = json.loads(
 
 def wrapped(entry: dict[str, Any]) -> str:
     """The example's text; fragments wrapped in a minimal workflow or step."""
-    text = (BOOK / entry["source"]).read_text(encoding="utf-8")
+    text: str = (BOOK / entry["source"]).read_text(encoding="utf-8")
     wrap = entry.get("wrap")
     if wrap == "workflow":
         return f"workflow Fragment {{\n{text}}}\n"

@@ -13,8 +13,10 @@
 RULINGS §1 changed one example: chapter 26's `broken.orbit` starts a line
 with `+`, which now continues the expression, so the file is valid. The same
 file with `- input.b` still shows the book's three-error recovery. Chapter
-58's outputs are policy diagnostics (`--policy`, a later issue) and chapter
-50's are `orbit compat` output: those files must simply check cleanly.
+58's outputs are policy diagnostics and chapters 50 and 57 print `orbit
+compat` and `orbit diff` reports: here those files must simply check
+cleanly; their transcripts are golden tests in orbit_cli/tests
+(test_cli_policy.py, test_cli_compat.py, test_cli_diff.py).
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_real import Orbit, TaskFailure, TaskWorker, golden, one_error_line, same, same_run
+from cli_real import Orbit, TaskFailure, TaskWorker, golden, one_error_line, same_run
 from click.testing import Result
+from e2e.e2e_transcripts import same
 from server_harness import Http, ServerProcess
 
 pytestmark = pytest.mark.timeout(120)

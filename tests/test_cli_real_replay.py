@@ -6,6 +6,7 @@ execution id the server does not know."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_real import REPO, Orbit, TaskWorker, one_error_line, same
+from cli_real import REPO, Orbit, TaskWorker, one_error_line
+from e2e.e2e_transcripts import same
 from server_harness import Http, ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -79,6 +81,10 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "reminder-v2.orbit").write_text(REMINDER.replace("sleep 1s", "sleep 10s"))
     (root / "inbox.orbit").write_text(INBOX)
     return root
+
+
+def _in_run(run: int, state: dict[str, Any]) -> bool:
+    return bool(state.get("run", 1) == run)
 
 
 def wait_until(api: Http, execution: str, done: Callable[[dict[str, Any]], bool]) -> None:
@@ -270,8 +276,7 @@ def test_every_run_after_continue_as_new(orbit: Orbit, api: Http, sources: Path)
         wait_until(api, "inbox-1", waits_for("take"))
         orbit.ok("signal", "inbox-1", "message", "--data", json.dumps({"text": text}))
         if text != "stop":
-            run = {"a": 2, "b": 3}[text]
-            wait_until(api, "inbox-1", lambda s, r=run: s.get("run", 1) == r)
+            wait_until(api, "inbox-1", functools.partial(_in_run, {"a": 2, "b": 3}[text]))
     wait_until(api, "inbox-1", finished)
     latest = orbit("replay", "inbox-1")
     assert latest.exit_code == 0, latest.output

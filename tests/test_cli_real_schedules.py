@@ -11,7 +11,8 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from cli_real import REPO, Orbit, one_error_line, same
+from cli_real import REPO, Orbit, one_error_line
+from e2e.e2e_transcripts import same
 from server_harness import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)

@@ -22,8 +22,9 @@ from typing import Any
 
 import attrs
 import pytest
-from cli_real import REPO, Orbit, TaskWorker, golden, one_error_line, same, same_run
+from cli_real import REPO, Handler, Orbit, TaskWorker, golden, one_error_line, same_run
 from click.testing import Result
+from e2e.e2e_transcripts import same
 from server_harness import Http, ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -99,8 +100,8 @@ def server(
     db = tmp_path_factory.mktemp("cli-real") / "orbit.db"
     tokens = ("--token", credentials.admin, "--worker-token", credentials.worker)
     with ServerProcess(db, *tokens) as proc:
-        python = {"payments.charge": charge, "payments.refund": refund}
-        typescript = {"notifications.send": send}
+        python: dict[str, Handler] = {"payments.charge": charge, "payments.refund": refund}
+        typescript: dict[str, Handler] = {"notifications.send": send}
         workers = [
             TaskWorker(proc, "orders-python", "python", python, credentials.worker),
             TaskWorker(proc, "orders-typescript", "typescript", typescript, credentials.worker),
@@ -144,7 +145,7 @@ def finished(api: Http, execution: str) -> dict[str, Any]:
 
 
 def waiting_for_review(state: dict[str, Any]) -> bool:
-    return state["units"].get("decision", {}).get("status") == "WAITING"
+    return bool(state["units"].get("decision", {}).get("status") == "WAITING")
 
 
 def start_big_order(orbit: Orbit, api: Http, execution: str) -> Result:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from server_harness import ServerProcess
 
 from orbit_core import ir
+from orbit_core.jsontypes import JsonObject
 from orbit_core.testing import simulated_engine
 from orbit_lang import compile_source
 
@@ -52,7 +54,7 @@ def _compiled() -> ir.Definition:
 
 def test_the_ir_writes_integers_beyond_2_53_as_strings_and_hashes_them() -> None:
     definition = _compiled()
-    document = ir.to_json(definition)
+    document: Any = ir.to_json(definition)  # JSON, looked into below
     steps = {s["name"]: s["compute"] for s in document["steps"]}
     assert steps["low"] == {
         "op": "sub",
@@ -78,7 +80,7 @@ def test_an_engine_deploys_and_runs_it_with_the_exact_values() -> None:
         state = engine.get("x-1")
         assert state["status"] == "COMPLETED", state
         assert state["output"] == OUTPUT
-        given = {"big": INT_MIN, "small": []}
+        given: JsonObject = {"big": INT_MIN, "small": []}
         engine.start("Extremes", input=given, execution_id="x-2")
         assert engine.get("x-2")["output"] == {**OUTPUT, **given}
     finally:
@@ -115,7 +117,7 @@ def test_a_real_server_deploys_and_runs_it(server: ServerProcess) -> None:
 
 
 def test_a_real_server_refuses_a_string_for_an_integer_that_fits(server: ServerProcess) -> None:
-    document = ir.to_json(_compiled())
+    document: Any = ir.to_json(_compiled())  # JSON, changed below
     document["version"] = "2.0.0"
     document["steps"][3]["compute"]["value"] = "9007199254740991"
     reply = server.http().post("/v1/workflows", document)

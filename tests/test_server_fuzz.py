@@ -28,7 +28,7 @@ import urllib.parse
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import pytest
@@ -164,7 +164,12 @@ class GoodClient(threading.Thread):
 # ---------------------------------------------------------------- hostile values
 
 
-def mostly(common: st.SearchStrategy[Any], rare: st.SearchStrategy[Any], tenths: int) -> Any:
+T = TypeVar("T")
+
+
+def mostly(
+    common: st.SearchStrategy[T], rare: st.SearchStrategy[T], tenths: int
+) -> st.SearchStrategy[T]:
     """`common` in `tenths` tenths of the examples, else `rare`. (Hypothesis
     picks the branches of `one_of` evenly and merges identical ones.)"""
     choices = [True] * tenths + [False] * (10 - tenths)

@@ -101,7 +101,7 @@ def find(records: list[dict[str, Any]], message: str, **fields: Any) -> dict[str
 
 
 # (message, level, fields that identify the line, every field it carries)
-EXPECTED = [
+EXPECTED: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     (
         "execution started",
         "INFO",

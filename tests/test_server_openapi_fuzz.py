@@ -91,7 +91,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         ]:
             body = {"workflow": workflow, "execution_id": execution_id, "input": payload}
             assert api.post("/v1/executions", body).status == 201
-        schedule = {"schedule_id": "greet-hourly", "workflow": "Greet", "cron": "@hourly"}
+        schedule: dict[str, Any] = {
+            "schedule_id": "greet-hourly",
+            "workflow": "Greet",
+            "cron": "@hourly",
+        }
         schedule["input"] = {"name": "Ada"}
         assert api.post("/v1/schedules", schedule).status == 201, "schedule"
         yield proc

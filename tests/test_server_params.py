@@ -94,9 +94,9 @@ def test_bad_content_lengths_are_400(client: falcon.testing.TestClient, length: 
         "/v1/workflows", method="POST", headers={"content-type": "application/json"}
     )
     environ["CONTENT_LENGTH"] = length
-    answer: list[str] = []
-    body = b"".join(client.app(environ, lambda status, headers: answer.append(status)))
-    assert answer[0].startswith("400 ")
+    answer = falcon.testing.StartResponseMock()
+    body = b"".join(client.app(environ, answer))
+    assert answer.status is not None and answer.status.startswith("400 ")
     assert body.startswith(b"invalid `content-length` header: ")
 
 

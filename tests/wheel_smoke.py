@@ -19,6 +19,10 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # not imported when run: orbit-lang-sdk has no orbit_core
+    from orbit_core.jsontypes import JsonObject
 
 HELLO = """
 task "greeting.compose" {
@@ -53,18 +57,18 @@ BRINGS = {
 ALL = {name for names in BRINGS.values() for name in names}
 
 
-def _compile_hello() -> dict[str, object]:
+def _compile_hello() -> JsonObject:
     from orbit_core import ir
     from orbit_lang import compile_source
 
     result = compile_source(HELLO, "hello.orbit")
     assert result.errors == 0, result.diagnostics
     (definition,) = result.definitions
-    document: dict[str, object] = ir.to_json(definition)
+    document: JsonObject = ir.to_json(definition)
     return document
 
 
-def _run_hello(engine: object, document: dict[str, object]) -> None:
+def _run_hello(engine: object, document: JsonObject) -> None:
     from orbit_core.engine import Engine
 
     assert isinstance(engine, Engine)

@@ -121,7 +121,7 @@ def test_a_mistyped_command_gets_did_you_mean() -> None:
 
 
 @pytest.mark.parametrize("command", ["check", "compile", "deploy"])
-def test_a_policy_is_refused_rather_than_ignored(
+def test_a_bad_policy_stops_the_command_before_anything_else(
     orbit: Orbit, tmp_path: Path, command: str
 ) -> None:
     policy = tmp_path / "policy.toml"
@@ -129,5 +129,5 @@ def test_a_policy_is_refused_rather_than_ignored(
     source = tmp_path / "a.orbit"
     source.write_text("schema A { x: Int }\n")
     result = orbit(command, "--policy", str(policy), str(source))
-    assert result.exit_code == 2
-    assert "policy checks are not supported yet" in result.stderr
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: policy {policy}: unknown key `workflow`")

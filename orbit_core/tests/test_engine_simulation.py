@@ -18,7 +18,9 @@ rebuilt from its store). The invariants:
   running engine answered.
 
 `ORBIT_SIM_SEEDS` (default 10000) sets how many seeds run; any failure names
-its seed, and `ORBIT_SIM_SEED=<n>` replays just that one.
+its seed, and `ORBIT_SIM_SEED=<n>` replays just that one. The seeds are dealt
+out to eight shards (`test_simulation[0]` to `[7]`), so that `pytest -n`
+spreads them over the CPUs.
 """
 
 from __future__ import annotations
@@ -614,9 +616,19 @@ def chaos(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _CURRENT[0] = Faults()
 
 
+# The seeds are dealt out to shards (seed % SHARDS), which pytest-xdist runs
+# side by side.
+SHARDS = 8
+
+
 @pytest.mark.timeout(900)
-def test_simulation(chaos: None) -> None:
-    seeds = [int(ONLY)] if ONLY else range(SEEDS)
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_simulation(chaos: None, shard: int) -> None:
+    if ONLY and int(ONLY) % SHARDS != shard:
+        pytest.skip(f"ORBIT_SIM_SEED={ONLY} runs in shard {int(ONLY) % SHARDS}")
+    seeds = [int(ONLY)] if ONLY else range(shard, SEEDS, SHARDS)
+    if not seeds:
+        pytest.skip(f"ORBIT_SIM_SEEDS={SEEDS} leaves shard {shard} empty")
     executions = 0
     for seed in seeds:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -276,7 +277,8 @@ def test_a_deep_default_value_is_not_an_expression_of_the_definition() -> None:
 def test_integers_beyond_2_53_compile_to_strings_and_round_trip() -> None:
     text = STEP.format("[-9223372036854775807 - 1, 9223372036854775807, 9007199254740991]")
     (definition,) = _deployable(text)
-    (step,) = ir.to_json(definition)["steps"]
+    steps: Any = ir.to_json(definition)["steps"]  # JSON, looked into below
+    (step,) = steps
     assert [item.get("value") for item in step["compute"]["items"]] == [
         None,
         "9223372036854775807",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orbit_lang import ast
-from orbit_lang.loader import load_program
+from orbit_lang.loader import Program, load_program
 from orbit_lang.prelude import PRELUDE_PATH
 from orbit_lang.render import render_report
 
@@ -19,8 +19,8 @@ def _write(root: Path, files: dict[str, str]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def _paths(program: ast.Module | object) -> list[str]:
-    return [m.path for m in program.modules]  # type: ignore[attr-defined]
+def _paths(program: Program) -> list[str]:
+    return [m.path for m in program.modules]
 
 
 @pytest.fixture

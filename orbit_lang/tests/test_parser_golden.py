@@ -76,11 +76,12 @@ def dump(node: object, indent: str = "") -> list[str]:
         for item in node:
             lines += dump(item, indent)
         return [line for line in lines if line]
-    if not attrs.has(type(node)):
+    kind = type(node)
+    if not attrs.has(kind):
         return [f"{indent}{node!r}"]
     span = getattr(node, "span", None)
     lines = [f"{indent}{type(node).__name__} {_where(span) if span else ''}".rstrip()]
-    for field in attrs.fields(type(node)):
+    for field in attrs.fields(kind):
         if field.name in _HIDDEN:
             continue
         value = getattr(node, field.name)

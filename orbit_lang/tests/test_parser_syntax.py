@@ -156,8 +156,12 @@ def test_after_needs_commas_between_steps() -> None:
         "workflow W { step a { after b, c\n after d } }\n", "a.orbit"
     )
     assert diagnostics == []
-    step = module.declarations[0].members[0]  # type: ignore[union-attr]
-    assert [[s.name for s in m.steps] for m in step.members] == [["b", "c"], ["d"]]
+    workflow = module.declarations[0]
+    assert isinstance(workflow, ast.Workflow)
+    step = workflow.members[0]
+    assert isinstance(step, ast.Step)
+    afters = [m for m in step.members if isinstance(m, ast.After)]
+    assert [[s.name for s in m.steps] for m in afters] == [["b", "c"], ["d"]]
     assert _codes("workflow W { step a { after b c } }\n") == ["E0102"]
 
 

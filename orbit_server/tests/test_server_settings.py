@@ -54,10 +54,16 @@ def test_refusals() -> None:
     assert _refusal(unsupported=("--grpc-addr", "--tls-cert")) == (
         "--grpc-addr, --tls-cert: not supported yet by this version of orbit server"
     )
-    # PostgreSQL is accepted; running several servers on it is not, yet.
+    # PostgreSQL is accepted, and standby clusters on it; shared mode is not, yet.
     check(ServerConfig(db="postgresql://h/db"))
-    assert _refusal(db="postgres://h/db", cluster=True) == (
-        "--cluster: not supported yet by this version of orbit server"
+    check(ServerConfig(db="postgres://h/db", cluster=True, node_id="n-1"))
+    assert _refusal(db="postgres://h/db", cluster=True, cluster_mode="shared") == (
+        "--cluster-mode shared: not supported yet by this version of orbit server"
+    )
+    assert _refusal(node_id="n-1") == "--node-id requires --cluster"
+    grpc = Address.parse("127.0.0.1:7234")
+    assert _refusal(db="postgres://h/db", cluster=True, grpc_addr=grpc) == (
+        "--grpc-addr with --cluster: not supported yet by this version of orbit server"
     )
 
 

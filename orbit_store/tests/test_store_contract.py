@@ -169,9 +169,9 @@ def test_definitions_and_workers(store: Store) -> None:
 def test_a_replacing_definition_takes_the_rows_place(store: Store) -> None:
     """A development server's replacement (DefinitionRow.replaces): the
     version keeps one row, the newest; twice in one group works too."""
-    old = {"ir_version": "orbit-ir/1", "name": "Wf", "steps": []}
-    new = {**old, "description": "edited"}
-    newer = {**old, "description": "edited again"}
+    old: JsonObject = {"ir_version": "orbit-ir/1", "name": "Wf", "steps": []}
+    new: JsonObject = {**old, "description": "edited"}
+    newer: JsonObject = {**old, "description": "edited again"}
     store.commit(CommitBatch(definitions=[DefinitionRow("Wf", "1.0.0", "sha256:a", old, 5)]))
     store.commit(
         CommitBatch(definitions=[DefinitionRow("Wf", "1.0.0", "sha256:b", new, 6, replaces=True)])

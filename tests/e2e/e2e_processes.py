@@ -432,3 +432,22 @@ class Stack:
     def close(self) -> None:
         stop_all(self._owned)
         self._owned.clear()
+
+
+RUST_SDK = REPO / "sdks" / "rust"
+
+
+def rust_example(name: str, destination: Path) -> Path:
+    """Builds the orbit-worker crate's example `name` and copies the binary to
+    `destination`. The build goes to cargo's target directory
+    (CARGO_TARGET_DIR when nox sets it), so one that CI already made is reused;
+    cargo is looked up on PATH, then where rustup puts it."""
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not Path(cargo).exists():
+        raise RuntimeError("cargo is not installed: install Rust (rustup) to run Rust workers")
+    subprocess.run(
+        [cargo, "build", "--quiet", "--example", name], cwd=RUST_SDK, check=True, timeout=900
+    )
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or RUST_SDK / "target")
+    shutil.copy(target / "debug" / "examples" / name, destination)
+    return destination

@@ -22,6 +22,7 @@ from e2e_processes import (
     Worker,
     java_classpath,
     link_orbit_lang,
+    rust_example,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -75,11 +76,19 @@ def _java(workdir: Path) -> list[str]:
     return ["java", "-cp", java_classpath(workdir), str(program)]
 
 
+def _rust(workdir: Path) -> list[str]:
+    binary = workdir / "conf-worker-rust"
+    if not binary.exists():
+        rust_example("conformance", binary)
+    return [str(binary)]
+
+
 PROGRAMS: dict[str, Program] = {
     "python": Program("python", _python),
     "typescript": Program("typescript", _typescript),
     "go": Program("go", _go),
     "java": Program("java", _java),
+    "rust": Program("rust", _rust),
     "raw_http": Program("raw", _raw_http),
     # A raw gRPC client joins with an entry here, e.g.
     # "raw_grpc": Program("raw", lambda _: [sys.executable, str(WORKERS / "raw_grpc_worker.py")]),

@@ -35,10 +35,10 @@ def requirements() -> Callable[[str], None]:
         if name == "go" and shutil.which("go") is None:
             pytest.fail("the Go toolchain is not on PATH")
         if name == "java":
-            missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
-            if missing:
+            tools = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+            if tools:
                 pytest.fail(
-                    f"{' and '.join(missing)} not on PATH: the Java program needs a JDK 17+ and Maven"
+                    f"{' and '.join(tools)} not on PATH: the Java program needs a JDK 17+ and Maven"
                 )
         if name == "python":
             try:

@@ -19,9 +19,12 @@ from orbit_cli.output import CliError, colour_enabled, err, json_error, read_tex
 from orbit_core.ir import ChildContract, Definition, IRError, definition_hash, from_json
 
 
-def load_definitions(paths: Sequence[Path], *, strict: bool = False) -> list[Definition]:
+def load_definitions(
+    paths: Sequence[Path], *, strict: bool = False, policies: Sequence[Any] = ()
+) -> list[Definition]:
+    """`policies` (`orbit_lang.policy.Policy`) are checked on the sources once they compile."""
     sources = [p for p in paths if p.suffix != ".json"]
-    compiled = _compile(sources, strict) if sources else []
+    compiled = _compile(sources, strict, policies) if sources else []
     loaded = [load_ir_file(p) for p in paths if p.suffix == ".json"]
     return children_first([*compiled, *loaded])
 
@@ -45,7 +48,7 @@ def load_ir_file(path: Path) -> Definition:
     return defn
 
 
-def _compile(paths: Sequence[Path], strict: bool) -> list[Definition]:
+def _compile(paths: Sequence[Path], strict: bool, policies: Sequence[Any]) -> list[Definition]:
     lang: Any = importlib.import_module("orbit_lang")
     compile_paths = getattr(lang, "compile_paths", None)
     if compile_paths is None:
@@ -53,11 +56,23 @@ def _compile(paths: Sequence[Path], strict: bool) -> list[Definition]:
             "this installation cannot compile .orbit files yet; pass compiled IR (.json) instead"
         )
     result = compile_paths(list(paths), strict=strict)
+    if policies:
+        from orbit_cli.sources import print_notices
+        from orbit_lang.policy import apply_policies
+
+        result, notices = apply_policies(result, policies)
+        print_notices(notices)
     if result.diagnostics:
         err(lang.render_diagnostics(result.diagnostics, colour_enabled(sys.stderr)).rstrip("\n"))
     if not result.ok:
         errors, warnings = _count(result.diagnostics)
-        raise CliError(f"compilation failed: {errors} error(s), {warnings} warning(s)")
+        policy_only = all(
+            str(getattr(d, "code", "")).startswith("P")
+            for d in result.diagnostics
+            if getattr(d, "is_error", True)
+        )
+        what = "policy check" if policy_only else "compilation"
+        raise CliError(f"{what} failed: {errors} error(s), {warnings} warning(s)")
     return list(result.definitions)
 
 

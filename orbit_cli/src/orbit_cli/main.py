@@ -18,6 +18,8 @@ COMMANDS = {
         "graph",
         "docs",
         "schema",
+        "diff",
+        "compat",
         "server",
         "deploy",
         "run",

@@ -1,12 +1,13 @@
 """What the commands that read ORBIT source files (check, compile, validate,
-deploy) share: the `--policy` option, the empty FILES check, and folders
+deploy) share: the `--policy` option (chapter 58, loaded here and checked by
+`orbit_lang.policy`), the empty FILES check, and folders
 given as FILES (`orbit check workflows/`), which stand for the `.orbit` files
 below them."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Iterable, Sized
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,31 +18,40 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def policy_option(help: str) -> Callable[[_F], _F]:
     """`--policy FILE`, repeatable; each command says in `help` what it will do
-    with the policy.
-
-    Policy checks (chapter 58) are not built yet. Accepting the option and
-    ignoring it would let a policy pass that was never applied, so a run that
-    names one stops with an error instead.
-    """
+    with the policy. The command receives `policies`: the loaded
+    `orbit_lang.policy.Policy` values. A file that cannot be loaded stops the
+    command with `error: policy <file>: ...` and exit 1 before anything is
+    compiled or sent."""
     return click.option(
         "--policy",
         "policies",
         multiple=True,
         type=click.Path(path_type=Path),
         metavar="FILE",
-        help=f"{help} Not supported yet.",
-        callback=_refuse_policies,
-        expose_value=False,
+        help=help,
+        callback=_load_policies,
     )
 
 
-def _refuse_policies(_ctx: click.Context, _param: click.Parameter, value: tuple[Path, ...]) -> None:
-    if value:
-        from orbit_lang.render import error_line, should_color
+def _load_policies(
+    _ctx: click.Context, _param: click.Parameter, value: tuple[Path, ...]
+) -> tuple[Any, ...]:
+    if not value:
+        return ()
+    from orbit_lang.policy import PolicyError, load_policy
+    from orbit_lang.render import error_line, should_color
 
-        message = "--policy: policy checks are not supported yet by this version of orbit"
-        click.echo(error_line(message, color=should_color(sys.stderr)), nl=False, err=True)
-        sys.exit(2)
+    try:
+        return tuple(load_policy(path) for path in value)
+    except PolicyError as exc:
+        click.echo(error_line(str(exc), color=should_color(sys.stderr)), nl=False, err=True)
+        sys.exit(1)
+
+
+def print_notices(lines: Iterable[str]) -> None:
+    """Policy warnings that are not diagnostics (exemptions that matched nothing)."""
+    for line in lines:
+        click.echo(f"warning: {line}", err=True)
 
 
 def stderr_colour(files: Sized) -> bool:

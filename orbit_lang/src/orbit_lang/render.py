@@ -117,12 +117,17 @@ def render_report(
     diagnostics: Iterable[Diagnostic], sources: Mapping[str, SourceFile], *, color: bool = False
 ) -> str:
     """What a compiling command prints on stderr: every diagnostic, then the
-    closing `error: compilation failed: ...` line when there are errors."""
+    closing `error: compilation failed: ...` line when there are errors
+    (`policy check failed` when every error is a policy's P code)."""
     diagnostics = list(diagnostics)
     text = render_human_all(diagnostics, sources, color=color)
     errors, warnings = count(diagnostics)
     if errors:
-        text += error_line(summary(errors, warnings), color=color)
+        if all(d.code.startswith("P") for d in diagnostics if d.is_error):
+            message = f"policy check failed: {errors} error(s), {warnings} warning(s)"
+        else:
+            message = summary(errors, warnings)
+        text += error_line(message, color=color)
     return text
 
 

@@ -23,7 +23,7 @@ from orbit_server.identities import Identities
 from orbit_server.openapi import PATH as OPENAPI_PATH
 from orbit_server.openapi import OpenApi
 from orbit_server.resources.executions import Executions
-from orbit_server.resources.health import Health, Metrics, Ready
+from orbit_server.resources.health import ClusterView, Health, Metrics, Ready
 from orbit_server.resources.schedules import Schedules
 from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
@@ -81,9 +81,11 @@ def create_app(
     telemetry: Telemetry | None = None,
     *,
     calls: WorkerCalls | None = None,
+    cluster: ClusterView | None = None,
 ) -> App:
     """`telemetry`: by default `telemetry_of(engine)`. `calls`: the worker
-    protocol's calls when another binding shares them."""
+    protocol's calls when another binding shares them. `cluster`: the role a
+    cluster server reports in health and readiness."""
     if telemetry is None:
         telemetry = telemetry_of(engine)
     app: App = falcon.App(cors_enable=False)
@@ -93,8 +95,8 @@ def create_app(
     routes = _Routes(app)
     execution = Subject.EXECUTION
 
-    routes.add("/v1/health", Health(engine), OPEN)
-    routes.add("/v1/ready", Ready(engine), OPEN)
+    routes.add("/v1/health", Health(engine, cluster), OPEN)
+    routes.add("/v1/ready", Ready(engine, cluster), OPEN)
     routes.add("/v1/metrics", Metrics(engine, telemetry), ADMIN)
     routes.add(OPENAPI_PATH, OpenApi(), ADMIN)
 

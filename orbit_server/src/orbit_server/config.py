@@ -36,6 +36,7 @@ DEFAULT_SESSION_TIMEOUT_S = 30.0
 # than generated: 16 random characters carry 64 bits even as hex, beyond any
 # online guessing; `orbit token` prints 64.
 MIN_TOKEN_LENGTH = 16
+_NODE_ID = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
 _ADDR = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>[0-9]{1,5})$")
 
 
@@ -124,6 +125,10 @@ class ServerConfig:
     # --dev: a deploy may replace a definition of the same version that no
     # unfinished execution uses (beyond the book; off by default).
     dev: bool = False
+    # --node-id and --advertise-addr (None: the host name, and the --addr
+    # the server bound when it is not a wildcard address).
+    node_id: str | None = None
+    advertise_addr: str | None = None
 
     @property
     def auth(self) -> bool:
@@ -214,6 +219,23 @@ def check(config: ServerConfig) -> ServerConfig:
         )
     config = _read_workers_file(config)
     _check_tls(config)
+    _check_cluster(config)
+    unsupported = config.unsupported
+    if config.cluster and config.cluster_mode == "shared":
+        # Shared mode (every server active) comes in a later release.
+        unsupported = ("--cluster-mode shared", *unsupported)
+    if config.cluster and config.grpc_addr is not None:
+        # The gRPC binding serves one engine; a cluster server changes its
+        # engine as it gains and loses the lead.
+        unsupported = ("--grpc-addr with --cluster", *unsupported)
+    if unsupported:
+        names = ", ".join(unsupported)
+        raise ConfigError(f"{names}: not supported yet by this version of orbit server")
+    return config
+
+
+def _check_cluster(config: ServerConfig) -> None:
+    """The cluster options' refusals (chapter 44)."""
     if config.cluster and config.backend == "sqlite":
         raise ConfigError(
             "--cluster requires a PostgreSQL database (--db postgres://...): "
@@ -221,14 +243,19 @@ def check(config: ServerConfig) -> ServerConfig:
         )
     if config.cluster_mode == "shared" and not config.cluster:
         raise ConfigError("--cluster-mode shared requires --cluster")
-    unsupported = config.unsupported
-    if config.cluster and "--cluster" not in unsupported:
-        # Running several servers (chapter 44) comes in a later release.
-        unsupported = ("--cluster", *unsupported)
-    if unsupported:
-        names = ", ".join(unsupported)
-        raise ConfigError(f"{names}: not supported yet by this version of orbit server")
-    return config
+    for flag, given in (("--node-id", config.node_id), ("--advertise-addr", config.advertise_addr)):
+        if given is not None and not config.cluster:
+            raise ConfigError(f"{flag} requires --cluster")
+    if config.node_id is not None and not _NODE_ID.match(config.node_id):
+        raise ConfigError(
+            f"--node-id `{config.node_id}` must be 1 to 63 letters, digits, '.', '_' or '-'"
+        )
+    if config.advertise_addr is not None and not config.advertise_addr.startswith(
+        ("http://", "https://")
+    ):
+        raise ConfigError(
+            f"--advertise-addr `{config.advertise_addr}` must be an http:// or https:// URL"
+        )
 
 
 def _read_workers_file(config: ServerConfig) -> ServerConfig:

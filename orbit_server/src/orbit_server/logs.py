@@ -20,7 +20,9 @@ worker tokens) are replaced by `***` the same way, wherever they appear.
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import time
 import traceback
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
@@ -103,12 +105,18 @@ def level_from_env(value: str | None) -> int:
 
 
 _filter_in_force = LogFilter()
+# The filter's level for each target asked about: `enabled` runs for every
+# committed batch. Emptied by `configure`.
+_target_levels: dict[str, int] = {}
 
 
 def enabled(level: int, target: str = "orbit") -> bool:
     """Whether `configure` lets lines of this level through (cheap checks
     before formatting a message nobody will see)."""
-    return level >= _filter_in_force.level_for(target)
+    threshold = _target_levels.get(target)
+    if threshold is None:
+        threshold = _target_levels[target] = _filter_in_force.level_for(target)
+    return level >= threshold
 
 
 def configure(
@@ -120,6 +128,7 @@ def configure(
     global _filter_in_force
     filter_ = level if isinstance(level, LogFilter) else LogFilter(level)
     _filter_in_force = filter_
+    _target_levels.clear()
     render = _render_json if log_format == "json" else _render_text
     hidden = tuple(s for s in secrets if s)
 
@@ -162,8 +171,19 @@ def logger() -> Any:
     return structlog.get_logger(target="orbit")
 
 
+# The formatted second of the last line: lines come many per second, and
+# formatting a whole timestamp costs more than the rest of a short line.
+_second: tuple[int, str] = (-1, "")
+
+
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    global _second
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    cached = _second
+    if cached[0] != seconds:
+        stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        cached = _second = (seconds, stamp)
+    return f"{cached[1]}.{nanos // 1000:06d}Z"
 
 
 def _level(method: str) -> str:
@@ -198,13 +218,17 @@ def _render_text(_logger: Any, method: str, event: MutableMapping[str, Any]) -> 
     return f"{line}\n{trace}" if trace else line
 
 
+# What makes a field's text ambiguous unquoted (`\s` matches what `str.isspace` does).
+_NEEDS_QUOTES = re.compile(r'[\s"]')
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "null"
     text = str(value)
-    if isinstance(value, Quoted) or not text or any(c.isspace() or c == '"' for c in text):
+    if isinstance(value, Quoted) or not text or _NEEDS_QUOTES.search(text):
         return orjson.dumps(text).decode()
     return text
 

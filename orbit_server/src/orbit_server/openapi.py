@@ -72,7 +72,14 @@ SCHEMAS: dict[str, Schema] = {
             "leader": {"type": ["object", "null"]},
         }
     ),
-    "Ready": _object({"role": STRING, "ready": BOOLEAN}),
+    "Ready": _object(
+        {"role": STRING, "ready": BOOLEAN},
+        {
+            "node_id": NULLABLE_STRING,
+            "term": NULLABLE_INTEGER,
+            "leader": {"type": ["object", "null"]},
+        },
+    ),
     "IrDocument": {
         **_object({"ir_version": STRING, "name": STRING, "version": STRING}),
         "description": "A compiled definition as `orbit compile` writes it (chapter 29 and docs/ir.md).",
@@ -469,9 +476,12 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         "/v1/ready": {
             "get": _operation(
-                "Readiness: 200 while the store can write.",
+                "Readiness: 200 while the store can write (in a cluster, only on the leader).",
                 "open",
-                {200: _ok("Ready"), 503: _ok("Ready", "The store cannot write.")},
+                {
+                    200: _ok("Ready"),
+                    503: _ok("Ready", "The store cannot write, or a cluster standby."),
+                },
                 tag="health",
             )
         },

@@ -29,6 +29,10 @@ class NotANumber(ValueError):
 
 def non_negative(text: str) -> int:
     """`text` as a non-negative integer up to `MAX`, or NotANumber."""
+    if len(text) < _MAX_DIGITS and text.isascii() and text.isdigit():
+        # The usual case, checked cheaply: ASCII digits only, and too few of
+        # them to exceed MAX.
+        return int(text)
     if not text:
         raise NotANumber("cannot parse integer from empty string")
     if _DIGITS.fullmatch(text) is None:

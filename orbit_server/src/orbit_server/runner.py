@@ -62,8 +62,10 @@ from gunicorn.sock import TCP6Socket, TCPSocket
 from orbit_core.decide import Limits
 from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
 from orbit_core.errors import OrbitError
+from orbit_core.ports import Store
 from orbit_server import logs, tls
 from orbit_server.app import create_app, worker_calls
+from orbit_server.cluster import ClusterNode, advertise_default, node_id_default
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
 from orbit_server.storage import LoggedStore
@@ -196,8 +198,11 @@ def _check_database(config: ServerConfig, log: Any) -> bool:
     return True
 
 
-def build_engine(config: ServerConfig) -> Engine:
-    # The arbiter checked the database just before forking (`_check_database`).
+def build_engine(
+    config: ServerConfig, store: Store | None = None, engine_class: type[Engine] = Engine
+) -> Engine:
+    """The engine (of `engine_class`) on `store`, or on the store `--db`
+    names (the arbiter checked it just before forking: `_check_database`)."""
     tracer = None
     settings = TracingSettings.from_env(config.otlp_endpoint, os.environ)
     if settings is not None:
@@ -207,10 +212,11 @@ def build_engine(config: ServerConfig) -> Engine:
             endpoint=settings.endpoint,
             service=settings.service_name,
         )
-    store = open_store(config)
+    if store is None:
+        store = open_store(config)
     if tracer is not None:
         tracer.attach(store)
-    return Engine(
+    return engine_class(
         LoggedStore(store, config.db_display, Telemetry(tracer)),
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
@@ -229,6 +235,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.bound = bound
         self.engine: Engine | None = None
         self.grpc: GrpcServer | None = None
+        self.cluster: ClusterNode | None = None
         self._tls_context: ssl.SSLContext | None = None
         super().__init__(prog="orbit server")
 
@@ -263,11 +270,13 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             if name in self.cfg.settings:
                 self.cfg.set(name, value)
 
-    def load(self) -> falcon.App[falcon.Request, falcon.Response]:
+    def load(self) -> falcon.App[falcon.Request, falcon.Response] | ClusterNode:
         """Runs in the worker, after the fork: open, recover, then serve."""
         log = logs.logger()
         tune_process()
         _pin_to_one_cpu()
+        if self.config.cluster:
+            return self._load_cluster()
         try:
             self.engine = build_engine(self.config)
         except OrbitError as exc:
@@ -280,13 +289,38 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         )
         calls = worker_calls(self.engine)
         app = create_app(self.engine, self.config, calls=calls)
+        if self.config.grpc_addr is not None:
+            self._start_grpc(calls, log)
+        self._log_listening()
+        return app
+
+    def _load_cluster(self) -> ClusterNode:
+        """A cluster server (orbit_server/cluster.py) starts as a standby,
+        listens at once and joins the election."""
+        config = self.config
+        try:
+            node = ClusterNode(
+                config,
+                node_id=config.node_id or node_id_default(),
+                advertise_addr=advertise_default(config, self.bound),
+                build_engine=lambda store, kind: build_engine(config, store, kind),
+                make_app=lambda engine, view: create_app(engine, config, cluster=view),
+            )
+        except OrbitError as exc:
+            logs.logger().error("cannot start the runtime", error=exc.message)
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
+        self.cluster = node
+        node.start()
+        self._log_listening()
+        return node
+
+    def _log_listening(self) -> None:
+        log = logs.logger()
         if self.config.dev:
             log.warning(
                 "development server: a deploy may replace a definition of the same version "
                 "while no unfinished execution uses it"
             )
-        if self.config.grpc_addr is not None:
-            self._start_grpc(calls, log)
         if self.config.tls:
             log.info(
                 "ORBIT runtime listening",
@@ -297,7 +331,6 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             )
         else:
             log.info("ORBIT runtime listening", addr=str(self.bound), tls=False, ui=self.config.ui)
-        return app
 
     def _start_grpc(self, calls: WorkerCalls, log: Any) -> None:
         # Imported here: grpcio is only loaded by servers that serve gRPC.
@@ -316,6 +349,8 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         gRPC), and the gRPC server takes no new calls."""
         if self.engine is not None:
             self.engine.drain()
+        if self.cluster is not None:
+            self.cluster.drain()
         if self.grpc is not None:
             self.grpc.stop()
 
@@ -341,6 +376,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         if self.grpc is not None:
             self.grpc.wait_stopped()
             self.grpc = None
+        if self.cluster is not None:
+            self.cluster.close()
+            self.cluster = None
         if self.engine is not None:
             self.engine.close()
             telemetry = getattr(self.engine.store, "telemetry", None)

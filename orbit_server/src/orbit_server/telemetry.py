@@ -112,15 +112,24 @@ class Telemetry:
                     counts[family] += 1
 
     def _log_events(self, changes: Changes, ids: Mapping[str, tuple[str, str]]) -> None:
-        log = self._log
+        # One concrete logger per batch: the lazy proxy would build a new one
+        # for every line (it follows `logs.configure`, which a batch outlives
+        # no more than a line does).
         debug = logs.enabled(logging.DEBUG)
-        for execution_id, _workflow, events in changes:
+        plain = None
+        for execution_id, _workflow, all_events in changes:
+            # Most events make no line at info: they are passed over at once.
+            events = all_events if debug else [e for e in all_events if type(e) in _LOGGED]
+            if not events:
+                continue
+            if plain is None:
+                plain = self._log.bind()
             traced = ids.get(execution_id)
             if traced is not None:
                 # With tracing on, each line names the execution's trace and root span.
-                log = self._log.bind(trace_id=traced[0], span_id=traced[1])
+                log = plain.bind(trace_id=traced[0], span_id=traced[1])
             else:
-                log = self._log
+                log = plain
             for event in events:
                 if debug:
                     log.debug(
@@ -136,6 +145,22 @@ class Telemetry:
 def _step_field(event: ev.Event) -> dict[str, Any]:
     step = getattr(event, "step", None)
     return {} if step is None else {"step": logs.Quoted(step)}
+
+
+# The event types `_log_event` writes a line for (keep the two in step).
+_LOGGED: frozenset[type] = frozenset(
+    {
+        ev.WorkflowCreated,
+        ev.WorkflowCompleted,
+        ev.WorkflowCancelled,
+        ev.WorkflowFailed,
+        ev.WorkflowTimedOut,
+        ev.StepFailed,
+        ev.RetryScheduled,
+        ev.StepAttemptUncertain,
+        ev.CancelRequested,
+    }
+)
 
 
 def _log_event(log: Any, execution_id: str, event: ev.Event) -> None:

@@ -24,6 +24,18 @@ connection; the pool pings a connection before handing it out), and the
 store's `notice` reports "reconnected to PostgreSQL". Servers starting
 together on one database create the schema one at a time (an advisory lock
 in `schema.prepare`).
+
+Fenced mode (`fence_term`, the store of a cluster's leader, chapter 44):
+every write transaction first reads the `orbit_cluster` row with `FOR
+SHARE` and aborts with `Fenced` unless its term is still the one this
+server was elected with. The row lock orders a write and an election: the
+next leader's term increment waits for a write in progress, and a write that
+starts after it sees the new term. So a deposed leader (paused, cut off)
+cannot commit anything once a successor exists, whatever it believes. Its
+sessions also end a transaction left open for `IDLE_IN_TRANSACTION_MS`, so a
+leader frozen inside a write cannot hold the successor's increment for ever.
+`session()` opens a plain autocommit connection with the store's URL and TLS
+rules (the election session of `orbit_store.cluster`).
 """
 
 from __future__ import annotations
@@ -31,18 +43,20 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import certifi
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 from sqlalchemy.pool import QueuePool
 
 from orbit_core.errors import StorageError
 from orbit_store.sql import SqlStore
 from orbit_store.urls import is_postgres, redact
 
+T = TypeVar("T")
 SSLMODES = ("disable", "prefer", "require")
 CONNECT_TIMEOUT_S = 10
 # Bulk statements for at least this many rows of a group.
@@ -62,15 +76,33 @@ _UPDATE_ROWS = (
 )
 # What libpq says when verify-full meets a server without TLS.
 _NO_TLS = "does not support SSL"
+# A fenced store's sessions abort a transaction idle this long.
+IDLE_IN_TRANSACTION_MS = 5000
+_FENCE = "SELECT term FROM orbit_cluster WHERE id = 1 FOR SHARE"
+
+
+class Fenced(StorageError):
+    """A fenced store's write was refused: another server leads a later term."""
+
+
+def fenced_message(held: int, found: int | None) -> str:
+    now = "has no leadership row" if found is None else f"is at term {found}"
+    return (
+        f"fenced: this server led term {held}, but the cluster {now}; another server is the leader"
+    )
 
 
 class PostgresStore(SqlStore):
     reconnected_notice = "reconnected to PostgreSQL"
 
-    def __init__(self, url: str, *, ca_cert: str | None = None) -> None:
+    def __init__(
+        self, url: str, *, ca_cert: str | None = None, fence_term: int | None = None
+    ) -> None:
         """`ca_cert`: a PEM bundle trusted besides the web PKI roots (the
-        server passes ORBIT_DB_CA_CERT)."""
+        server passes ORBIT_DB_CA_CERT). `fence_term`: fenced mode (module
+        docstring), for the leader elected at that term."""
         self.url = url
+        self.fence_term = fence_term
         self.display = redact(url)
         self._bundle: str | None = None
         if not is_postgres(url):
@@ -92,6 +124,11 @@ class PostgresStore(SqlStore):
             self._defaults["connect_timeout"] = CONNECT_TIMEOUT_S
         if "application_name" not in params:
             self._defaults["application_name"] = "orbit"
+        self._options = str(params.get("options") or "")
+        if fence_term is not None:
+            self._defaults["options"] = (
+                f"{self._options} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+            ).strip()
         if self.sslmode != "disable":
             self._bundle = _trust_bundle(ca_cert, self.display)
         engine = create_engine(
@@ -109,18 +146,60 @@ class PostgresStore(SqlStore):
             engine.dispose()
             raise
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self, **extra: Any) -> psycopg.Connection[Any]:
         """A new connection, with TLS as `sslmode` says (module docstring)."""
+        options = {**self._defaults, **extra}
         if self.sslmode == "disable":
-            return psycopg.connect(self.url, **self._defaults, sslmode="disable")
+            return psycopg.connect(self.url, **options, sslmode="disable")
         try:
             return psycopg.connect(
-                self.url, **self._defaults, sslmode="verify-full", sslrootcert=self._bundle
+                self.url, **options, sslmode="verify-full", sslrootcert=self._bundle
             )
         except psycopg.OperationalError as exc:
             if self.sslmode == "prefer" and _NO_TLS in str(exc):
-                return psycopg.connect(self.url, **self._defaults, sslmode="disable")
+                return psycopg.connect(self.url, **options, sslmode="disable")
             raise
+
+    def session(self, application_name: str, **params: Any) -> psycopg.Connection[Any]:
+        """A new autocommit connection of its own (not from the pool), named
+        `application_name` in pg_stat_activity; `params` are more libpq
+        parameters. Raises StorageError naming the redacted URL."""
+        try:
+            conn = self._connect(application_name=application_name, **params)
+        except psycopg.Error as exc:
+            raise StorageError(self.describe_connect_error(exc)) from exc
+        conn.autocommit = True
+        return conn
+
+    # Fenced mode: the term check opens every write transaction.
+
+    def _write(self, statements: Any, marker: Any) -> None:
+        if self.fence_term is None:
+            super()._write(statements, marker)
+            return
+
+        def fenced(cursor: Any) -> None:
+            cursor.execute(_FENCE)
+            self._check_term(cursor.fetchone())
+            statements(cursor)
+
+        super()._write(fenced, marker)
+
+    def _transaction(self, fn: Callable[[Connection], T]) -> T:
+        if self.fence_term is None:
+            return super()._transaction(fn)
+
+        def fenced(conn: Connection) -> T:
+            self._check_term(conn.exec_driver_sql(_FENCE).first())
+            return fn(conn)
+
+        return super()._transaction(fenced)
+
+    def _check_term(self, row: Any) -> None:
+        assert self.fence_term is not None
+        found = None if row is None else int(row[0])
+        if found != self.fence_term:
+            raise Fenced(fenced_message(self.fence_term, found))
 
     # A group's bulk writes: COPY for appends (measured about 4x faster than
     # an executemany of INSERTs on a busy 2-core machine) and one UPDATE fed

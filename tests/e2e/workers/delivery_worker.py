@@ -9,8 +9,9 @@ E2E_WORKER_ID, with one poll slot.
 
 import os
 import threading
+from typing import Any
 
-from orbit_sdk import TaskError, Worker
+from orbit_sdk import Context, TaskError, Worker
 
 worker = Worker(
     os.environ["E2E_WORKER_ID"],
@@ -20,7 +21,7 @@ worker = Worker(
 
 
 @worker.task("demo.work", version="1.0.0")
-def work(input, ctx):
+def work(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     ctx.log(f"working on n={input['n']}")
     if os.environ.get("E2E_HANG") == "1":
         threading.Event().wait()
@@ -28,7 +29,7 @@ def work(input, ctx):
 
 
 @worker.task("demo.wait", version="1.0.0")
-def wait(input, ctx):
+def wait(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     ctx.log("waiting for the runtime to cancel")
     if ctx.cancelled.wait(input["seconds"]):
         ctx.log("cancelled by the runtime")

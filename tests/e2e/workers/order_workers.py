@@ -14,17 +14,18 @@ order gets the first charge back instead of a new one.
 
 import os
 import time
+from typing import Any
 
-from orbit_sdk import TaskError, Worker
+from orbit_sdk import Context, TaskError, Worker
 
 POLL_WAIT_MS = int(os.environ.get("E2E_POLL_WAIT_MS", "3000"))
 
 worker = Worker("orders-python", poll_wait_ms=POLL_WAIT_MS)
-_charges = {}  # idempotency key -> result; a payment provider's memory
+_charges: dict[str, dict[str, Any]] = {}  # idempotency key -> result; a payment provider's memory
 
 
 @worker.task("risk.analyze", version="1.0.0")
-def analyze(input, ctx):
+def analyze(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if os.environ.get("ORBIT_FLAKY") == "1" and ctx.attempt == 1:
         raise TaskError("RISK_SERVICE_UNAVAILABLE", "upstream timed out", retryable=True)
     if input["customer_id"].startswith("risky"):
@@ -33,7 +34,7 @@ def analyze(input, ctx):
 
 
 @worker.task("payments.charge", version="1.0.0")
-def charge(input, ctx):
+def charge(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     if ctx.idempotency_key in _charges:
         ctx.log("duplicate charge request; returning the original result")
         return _charges[ctx.idempotency_key]
@@ -53,7 +54,7 @@ def charge(input, ctx):
 
 
 @worker.task("payments.refund", version="1.0.0")
-def refund(input, ctx):
+def refund(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     ctx.log(f"refunded {input['transaction_id']}")
     return {"refunded": True}
 

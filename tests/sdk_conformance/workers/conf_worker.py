@@ -3,8 +3,9 @@
 import os
 import sys
 import time
+from typing import Any
 
-from orbit_sdk import TaskError, Worker
+from orbit_sdk import Context, TaskError, Worker
 
 worker = Worker(
     os.environ["CONF_WORKER_ID"],
@@ -13,18 +14,18 @@ worker = Worker(
 )
 
 
-def event(name, ctx):
+def event(name: str, ctx: Context) -> None:
     print(f"CONF {name} {ctx.execution_id} {ctx.step_id}", flush=True, file=sys.stderr)
 
 
 @worker.task("conf.echo", version="1.0.0")
-def echo(input, ctx):
+def echo(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     event("start", ctx)
     return {"text": input["text"]}
 
 
 @worker.task("conf.flaky", version="1.0.0")
-def flaky(input, ctx):
+def flaky(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     event("start", ctx)
     if ctx.attempt < input["succeed_on"]:
         raise TaskError("CONF_RETRYABLE", f"attempt {ctx.attempt} fails", retryable=True)
@@ -32,7 +33,7 @@ def flaky(input, ctx):
 
 
 @worker.task("conf.fail_permanent", version="1.0.0")
-def fail_permanent(input, ctx):
+def fail_permanent(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     event("start", ctx)
     raise TaskError(
         "CONF_PERMANENT", "permanent failure", retryable=False, details={"source": "conformance"}
@@ -40,13 +41,13 @@ def fail_permanent(input, ctx):
 
 
 @worker.task("conf.bad_output", version="1.0.0")
-def bad_output(input, ctx):
+def bad_output(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     event("start", ctx)
     return {"wrong": True}
 
 
 @worker.task("conf.sleep", version="1.0.0")
-def sleep(input, ctx):
+def sleep(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     event("start", ctx)
     time.sleep(input["ms"] / 1000)
     event("done", ctx)
@@ -54,7 +55,7 @@ def sleep(input, ctx):
 
 
 @worker.task("conf.sleep_until_cancelled", version="1.0.0")
-def sleep_until_cancelled(input, ctx):
+def sleep_until_cancelled(input: dict[str, Any], ctx: Context) -> dict[str, Any]:
     event("start", ctx)
     end = time.monotonic() + input["seconds"]
     while time.monotonic() < end:

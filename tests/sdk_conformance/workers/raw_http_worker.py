@@ -207,8 +207,10 @@ def event(name: str, task: dict[str, Any]) -> None:
     print(f"CONF {name} {task['execution_id']} {task['step_id']}", file=sys.stderr, flush=True)
 
 
-def failure(task: dict[str, Any], code: str, message: str, retryable: bool, details: Any = None):
-    body = {
+def failure(
+    task: dict[str, Any], code: str, message: str, retryable: bool, details: Any = None
+) -> tuple[str, dict[str, Any]]:
+    body: dict[str, Any] = {
         "token": task["token"],
         "error_code": code,
         "error_message": message,

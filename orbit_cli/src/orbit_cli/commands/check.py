@@ -14,8 +14,9 @@ import sys
 
 import click
 
-from orbit_cli.sources import expand_folders, policy_option, stderr_colour
+from orbit_cli.sources import expand_folders, policy_option, print_notices, stderr_colour
 from orbit_lang import CompileResult, check_paths
+from orbit_lang.policy import Policy, apply_policies
 from orbit_lang.render import error_line, render_json, render_report
 
 
@@ -32,16 +33,19 @@ from orbit_lang.render import error_line, render_json, render_report
     'json: {"diagnostics": [...]} on stdout.',
 )
 @policy_option("Also check the workflows against an organisation policy (TOML). Repeatable.")
-def check(files: tuple[str, ...], strict: bool, output_format: str) -> None:
+def check(
+    files: tuple[str, ...], strict: bool, output_format: str, policies: tuple[Policy, ...]
+) -> None:
     """Type-check workflow files without producing output.
 
     A folder stands for every .orbit file below it.
     """
     color = stderr_colour(files)
-    result = check_paths(expand_folders(files), strict=strict)
+    result, notices = apply_policies(check_paths(expand_folders(files), strict=strict), policies)
     if output_format == "json":
         click.echo(render_json(result.diagnostics), nl=False)
     else:
+        print_notices(notices)
         report(result, color=color)
     sys.exit(0 if result.ok else 1)
 

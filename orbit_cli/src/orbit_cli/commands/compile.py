@@ -17,9 +17,10 @@ import click
 
 from orbit_cli.commands.check import report
 from orbit_cli.output import CliError, err, os_reason, out, pretty_json
-from orbit_cli.sources import policy_option, stderr_colour
+from orbit_cli.sources import policy_option, print_notices, stderr_colour
 from orbit_core.ir import Definition, to_json
 from orbit_lang import compile_paths
+from orbit_lang.policy import Policy, apply_policies
 from orbit_lang.render import render_report
 
 
@@ -45,10 +46,12 @@ def compile_command(
     strict: bool,
     out_dir: Path,
     to_stdout: bool,
+    policies: tuple[Policy, ...],
 ) -> None:
     """Compile workflow files to orbit-ir JSON."""
     color = stderr_colour(files)
-    result = compile_paths(list(files), strict=strict)
+    result, notices = apply_policies(compile_paths(list(files), strict=strict), policies)
+    print_notices(notices)
     if not result.ok:
         report(result, color=color)
         sys.exit(1)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from orbit_cli.client import RuntimeClient, connection_options
-from orbit_cli.output import err
+from orbit_cli.output import CliError, err
 from orbit_cli.sources import policy_option
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:
     "Check .orbit sources against this organisation policy before registering (repeatable)."
 )
 @connection_options
-def cli(client: RuntimeClient, files: tuple[Path, ...]) -> None:
+def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Any, ...]) -> None:
     """Register the workflows in FILES with the runtime.
 
     FILES are ORBIT sources (compiled first) or compiled IR (.json). Child
@@ -59,4 +59,10 @@ def cli(client: RuntimeClient, files: tuple[Path, ...]) -> None:
     # The IR codec is heavy; load it only when there is something to deploy.
     from orbit_cli.definitions import load_definitions
 
-    register(client, load_definitions(list(files)))
+    compiled = [f for f in files if f.suffix == ".json"]
+    if policies and compiled:
+        raise CliError(
+            f"--policy needs .orbit sources, and {compiled[0]} is compiled IR: "
+            "violations and waivers are located in the source"
+        )
+    register(client, load_definitions(list(files), policies=policies))

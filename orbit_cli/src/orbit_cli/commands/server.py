@@ -13,10 +13,7 @@ from orbit_cli.output import CliError
 # configuration written for them is refused with a clear message.
 LATER = (
     ("--enable-http-adapter", "enable_http_adapter"),
-    ("--cluster", "cluster"),
     ("--node-timeout", "node_timeout"),
-    ("--node-id", "node_id"),
-    ("--advertise-addr", "advertise_addr"),
 )
 
 
@@ -174,25 +171,49 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     "(OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS).",
 )
 @click.option("--enable-http-adapter", is_flag=True, hidden=True)
-@click.option("--cluster", is_flag=True, envvar="ORBIT_CLUSTER", hidden=True)
+@click.option(
+    "--cluster",
+    is_flag=True,
+    envvar="ORBIT_CLUSTER",
+    show_envvar=True,
+    help="Run as one of several servers on the same PostgreSQL database. By default one "
+    "leader serves and the others stand by and take over if it fails; see --cluster-mode.",
+)
 @click.option(
     "--cluster-mode",
     envvar="ORBIT_CLUSTER_MODE",
+    show_envvar=True,
     type=click.Choice(["standby", "shared"]),
     default="standby",
-    hidden=True,
+    show_default=True,
+    help="With --cluster: `standby` (one leader serves, the others stand by) or `shared` "
+    "(every server is active; not available in this version).",
 )
 @click.option("--node-timeout", envvar="ORBIT_NODE_TIMEOUT", type=float, hidden=True)
-@click.option("--node-id", envvar="ORBIT_NODE_ID", hidden=True)
-@click.option("--advertise-addr", envvar="ORBIT_ADVERTISE_ADDR", hidden=True)
+@click.option(
+    "--node-id",
+    envvar="ORBIT_NODE_ID",
+    show_envvar=True,
+    metavar="NODE_ID",
+    help="This server's name in the cluster (default: the host name). Must be unique "
+    "among running servers. Requires --cluster.",
+)
+@click.option(
+    "--advertise-addr",
+    envvar="ORBIT_ADVERTISE_ADDR",
+    show_envvar=True,
+    metavar="URL",
+    help="URL other servers give out to reach this one while it leads (default: from "
+    "--addr unless it is a wildcard address). Requires --cluster.",
+)
 def cli(**options: Any) -> None:
     """Run the ORBIT runtime: the HTTP API and the worker protocol over one
     durable engine. Stop it with Ctrl+C or SIGTERM; in-flight requests finish
     first.
 
     Without --token the server is open, which it allows only on a loopback
-    address (or with --insecure). Clustering and the HTTP adapter are not
-    available in this version."""
+    address (or with --insecure). Shared cluster mode and the HTTP
+    adapter are not available in this version."""
     from orbit_server.config import ConfigError, ServerConfig, check
 
     config = ServerConfig(
@@ -222,6 +243,8 @@ def cli(**options: Any) -> None:
         cluster=options["cluster"],
         cluster_mode=options["cluster_mode"],
         dev=options["dev"],
+        node_id=options["node_id"] or None,
+        advertise_addr=options["advertise_addr"] or None,
     )
     try:
         # Before the runner's heavy imports, so a refusal is instant.

@@ -9,6 +9,13 @@ the callers answered, so no caller learns of an event that is not durable. If
 a commit fails, the engine rolls back what the failed groups (and every group
 prepared on top of them) changed, and their callers get STORAGE_ERROR.
 
+With a committer thread, a group that prepares cleanly never waits for the
+groups queued before it: only undoing a failed prepare does (`_drain`),
+because the store must hold everything before it to rebuild from. The
+server runs without one (`pipeline` off, the default): the leader commits
+its own group before it hands the lead on, so the commands that arrive while
+a group is written make up the next, larger group.
+
 Memory never runs ahead of the store, whatever fails:
 
 - A group that fails while it is prepared (any exception, from a command or

@@ -41,9 +41,14 @@ def connection_probe(environ: dict[str, Any]) -> Callable[[], bool] | None:
             fd = sock.fileno()
             if fd < 0:
                 return False  # closed here
+            # A poller per call: the engine's threads and the request's may
+            # ask at once, and one poller refuses concurrent polls.
             poller = select.poll()
             poller.register(fd, select.POLLIN | _RDHUP)
-            return not any(mask & _GONE for _, mask in poller.poll(0))
+            # One descriptor, so at most one answer (no generator: this runs
+            # for every poll).
+            events = poller.poll(0)
+            return not (events and events[0][1] & _GONE)
 
         return connected
     if not _CAN_PEEK:

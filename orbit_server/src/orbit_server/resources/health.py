@@ -1,5 +1,8 @@
 """GET /v1/health, /v1/ready and /v1/metrics.
 
+A cluster server (`ClusterView`) adds its role, node id, term and leader to
+both health and readiness, and is ready only while it leads (chapter 44).
+
 While a part of the engine fails (the store refuses commits, the ticker keeps
 raising) `/v1/health` still answers 200 but says `"status": "degraded"` and
 adds `degraded`, each failing component with its last error, in the way the
@@ -13,6 +16,7 @@ every failure the engine handled in `orbit_engine_faults_total{component=...}`."
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import falcon
 from prometheus_client import CollectorRegistry, generate_latest
@@ -31,13 +35,26 @@ from orbit_server.telemetry import Telemetry
 PROMETHEUS = "text/plain; version=0.0.4"
 
 
+class ClusterView(Protocol):
+    """What a cluster server adds to health and readiness (orbit_server/cluster.py)."""
+
+    def fields(self) -> dict[str, object]:
+        """`role`, `node_id`, `term` and `leader` as this server sees them."""
+        ...
+
+    def serving(self) -> bool:
+        """Whether this server accepts writes now (the leader within its lease)."""
+        ...
+
+
 class Health:
     """The store's fault would otherwise last until the next commit, which an
     idle server never makes: while it is reported, each call asks the store
     whether a write succeeds now (the store rate-limits its trial writes)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, cluster: ClusterView | None = None) -> None:
         self._engine = engine
+        self._cluster = cluster
         self._problem: Callable[[], str | None] | None = getattr(
             engine.store, "write_problem", None
         )
@@ -60,6 +77,8 @@ class Health:
             "term": None,
             "leader": None,
         }
+        if self._cluster is not None:
+            body.update(self._cluster.fields())
         if failing:
             body["degraded"] = failing
         send(resp, body)
@@ -71,14 +90,22 @@ class Ready:
     the last commit failed and a trial write fails too. A store without a
     `write_problem` check (the in-memory one) is always ready."""
 
-    def __init__(self, engine: Engine | None = None) -> None:
+    def __init__(self, engine: Engine | None = None, cluster: ClusterView | None = None) -> None:
         self._problem: Callable[[], str | None] | None = getattr(
             getattr(engine, "store", None), "write_problem", None
         )
+        self._cluster = cluster
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        ready = self._problem is None or self._problem() is None
-        send(resp, {"role": "single", "ready": ready}, 200 if ready else 503)
+        body: dict[str, object] = {"role": "single"}
+        ready = True
+        if self._cluster is not None:
+            # A standby is alive but not ready: only the leader takes writes.
+            body = self._cluster.fields()
+            ready = self._cluster.serving()
+        ready = ready and (self._problem is None or self._problem() is None)
+        body["ready"] = ready
+        send(resp, body, 200 if ready else 503)
 
 
 # HELP text of each family (the chapter's example words where it shows them).
