@@ -38,6 +38,7 @@ nox.options.sessions = [
     "sdk_python",
     "sdk_typescript",
     "sdk_go",
+    "sdk_java",
     "sdk_rust",
     "vscode",
     "e2e",
@@ -258,10 +259,26 @@ def sdk_go(session: nox.Session) -> None:
         session.run("go", "test", "-race", "-count=1", "./...", *session.posargs, external=True)
 
 
+# Maven's local repository: inside the checkout (git-ignored) so that CI can
+# cache one folder; a clean machine fills it from Maven Central.
+MAVEN_REPO = Path(__file__).resolve().parent / ".cache" / "m2"
+
+
+@nox.session(python=False)
+def sdk_java(session: nox.Session) -> None:
+    """The Java SDK (jackson-databind only): compiles with -Xlint and runs its
+    JUnit 5 tests, the chapter's examples among them."""
+    with session.chdir("sdks/java"):
+        session.run(
+            "mvn", "-q", "-B", f"-Dmaven.repo.local={MAVEN_REPO}", "verify", *session.posargs,
+            external=True,
+        )  # fmt: skip
+
+
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
     """The worker protocol conformance suite (tests/sdk_conformance): every
-    scenario against the Python, TypeScript, Go and Rust SDKs' programs and
+    scenario against the Python, TypeScript, Go, Rust and Java SDKs' programs and
     the raw HTTP client, each with a real `orbit server`."""
     session.install(*TEST_DEPS)
     _install(session, ALL)

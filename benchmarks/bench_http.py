@@ -9,7 +9,9 @@ one keep-alive socket per thread writing prebuilt requests: register, poll,
 complete; `sdk` workers are the Python SDK's `Worker`; `go` workers run the
 Go SDK (sdks/go/internal/benchworker, built with `go build` first); `rust`
 workers run the Rust SDK (sdks/rust/examples/bench_worker.rs, built with
-`cargo build --release` first). Prints executions/s,
+`cargo build --release` first); `java` workers run the Java SDK
+(sdks/java/bench/BenchWorker.java, with the SDK packaged by Maven first).
+Prints executions/s,
 steps/s, the p50/p90/p99 latency from each execution's creation to its
 completion, as its history records them, and the CPU time per step of the
 server and of the benchmark's own processes (Linux), which share the machine.
@@ -251,6 +253,54 @@ def rust_worker(server: str, token: str, index: int, threads: int, stop: Any) ->
     proc.wait(30)
 
 
+JAVA_SDK = Path(__file__).resolve().parents[1] / "sdks" / "java"
+JAVA_BUILD = Path(tempfile.gettempdir()) / f"orbit-bench-java-{os.getpid()}"
+
+
+def build_java_worker() -> None:
+    """Packages the Java SDK into JAVA_BUILD and writes the class path of the
+    SDK and Jackson next to it, with the Maven repository of nox -s sdk_java."""
+    maven = [
+        "mvn",
+        "-q",
+        "-B",
+        f"-Dmaven.repo.local={JAVA_SDK.parents[1] / '.cache' / 'm2'}",
+        f"-Dorbit.build.dir={JAVA_BUILD}",
+    ]
+    subprocess.run([*maven, "package", "-DskipTests"], cwd=JAVA_SDK, check=True)
+    listed = JAVA_BUILD / "dependencies.txt"
+    subprocess.run(
+        [
+            *maven,
+            "dependency:build-classpath",
+            "-DincludeScope=runtime",
+            f"-Dmdep.outputFile={listed}",
+        ],
+        cwd=JAVA_SDK,
+        check=True,
+    )
+    jar = JAVA_BUILD / "orbit-sdk-0.1.0.jar"
+    (JAVA_BUILD / "classpath.txt").write_text(f"{jar}{os.pathsep}{listed.read_text().strip()}")
+
+
+def java_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+    """One Java SDK worker process with `threads` poll threads."""
+    env = {
+        **os.environ,
+        "ORBIT_SERVER": server,
+        "ORBIT_WORKER_TOKEN": token,
+        "ORBIT_BENCH_WORKER_ID": f"bench-java-{index}",
+        "ORBIT_BENCH_CONCURRENCY": str(threads),
+        "ORBIT_BENCH_QUIET": "1",
+    }
+    classpath = (JAVA_BUILD / "classpath.txt").read_text()
+    program = JAVA_SDK / "bench" / "BenchWorker.java"
+    proc = subprocess.Popen(["java", "-cp", classpath, str(program)], env=env)
+    stop.wait()
+    proc.terminate()
+    proc.wait(30)
+
+
 def grpc_worker(target: str, token: str, index: int, threads: int, stop: Any) -> None:
     """A raw worker over gRPC: the same loop as `raw_worker`, as the
     generated stub's calls. grpc is imported here, after the fork."""
@@ -310,7 +360,13 @@ def grpc_worker(target: str, token: str, index: int, threads: int, stop: Any) ->
     )
 
 
-WORKER_KINDS = {"raw": raw_worker, "sdk": sdk_worker, "go": go_worker, "rust": rust_worker}
+WORKER_KINDS = {
+    "raw": raw_worker,
+    "sdk": sdk_worker,
+    "go": go_worker,
+    "rust": rust_worker,
+    "java": java_worker,
+}
 
 
 def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
@@ -319,6 +375,8 @@ def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
         build_go_worker()
     if args.worker_kind == "rust":
         build_rust_worker()
+    if args.worker_kind == "java":
+        build_java_worker()
     ctx = multiprocessing.get_context("fork")
     stop = ctx.Event()
     workers = [
@@ -338,7 +396,13 @@ def worker_prefix(kind: str, grpc: bool) -> str:
     """How the ids of the bench's workers of a kind start."""
     if grpc:
         return "bench-grpc-"
-    prefixes = {"raw": "bench-", "sdk": "bench-sdk-", "go": "bench-go-", "rust": "bench-rust-"}
+    prefixes = {
+        "raw": "bench-",
+        "sdk": "bench-sdk-",
+        "go": "bench-go-",
+        "rust": "bench-rust-",
+        "java": "bench-java-",
+    }
     return prefixes[kind]
 
 

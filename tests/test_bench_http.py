@@ -75,3 +75,17 @@ def test_bench_http_with_rust_workers() -> None:
         check=True,
     )
     assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)
+
+
+@pytest.mark.timeout(600)  # Maven packages the SDK first
+def test_bench_http_with_java_workers() -> None:
+    """--worker-kind java packages the Java SDK and serves with its bench worker."""
+    small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
+    result = subprocess.run(
+        [sys.executable, str(_PATH), *small, "--store", "memory", "--worker-kind", "java"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)

@@ -34,6 +34,9 @@ WORKERS = Path(__file__).resolve().parent / "workers"
 ORBIT = str(Path(sys.executable).with_name("orbit"))
 TS_SDK = REPO / "sdks" / "typescript"
 TSX_LOADER = TS_SDK / "node_modules" / "tsx" / "dist" / "esm" / "index.mjs"
+JAVA_SDK = REPO / "sdks" / "java"
+# Maven's local repository, shared with the sdk_java nox session.
+MAVEN_REPO = REPO / ".cache" / "m2"
 
 LIVE: list[Process] = []
 
@@ -339,6 +342,38 @@ def link_orbit_lang(project: Path) -> None:
     link = modules / "orbit-lang"
     if not link.exists():
         link.symlink_to(TS_SDK, target_is_directory=True)
+
+
+def java_classpath(workdir: Path) -> str:
+    """The class path of the Java SDK and Jackson, for running a Java worker
+    as a single source file (`java -cp CP Worker.java`). The SDK is packaged
+    by Maven into `workdir` once, leaving sdks/java untouched."""
+    saved = workdir / "java-classpath.txt"
+    if not saved.exists():
+        build = workdir / "java-build"
+        maven = [
+            "mvn",
+            "-q",
+            "-B",
+            f"-Dmaven.repo.local={MAVEN_REPO}",
+            f"-Dorbit.build.dir={build}",
+        ]
+        subprocess.run([*maven, "package", "-DskipTests"], cwd=JAVA_SDK, check=True, timeout=900)
+        listed = workdir / "java-dependencies.txt"
+        subprocess.run(
+            [
+                *maven,
+                "dependency:build-classpath",
+                "-DincludeScope=runtime",
+                f"-Dmdep.outputFile={listed}",
+            ],
+            cwd=JAVA_SDK,
+            check=True,
+            timeout=900,
+        )
+        jar = build / "orbit-sdk-0.1.0.jar"
+        saved.write_text(os.pathsep.join([str(jar), listed.read_text().strip()]))
+    return saved.read_text()
 
 
 P = TypeVar("P", bound=Process)

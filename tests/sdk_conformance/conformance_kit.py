@@ -14,11 +14,13 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from e2e_processes import (
+    JAVA_SDK,
     REPO,
     TSX_LOADER,
     Server,
     Stack,
     Worker,
+    java_classpath,
     link_orbit_lang,
     rust_example,
 )
@@ -69,6 +71,11 @@ def _go(workdir: Path) -> list[str]:
     return [str(binary)]
 
 
+def _java(workdir: Path) -> list[str]:
+    program = JAVA_SDK / "conformance" / "ConfWorker.java"
+    return ["java", "-cp", java_classpath(workdir), str(program)]
+
+
 def _rust(workdir: Path) -> list[str]:
     binary = workdir / "conf-worker-rust"
     if not binary.exists():
@@ -80,6 +87,7 @@ PROGRAMS: dict[str, Program] = {
     "python": Program("python", _python),
     "typescript": Program("typescript", _typescript),
     "go": Program("go", _go),
+    "java": Program("java", _java),
     "rust": Program("rust", _rust),
     "raw_http": Program("raw", _raw_http),
     # A raw gRPC client joins with an entry here, e.g.

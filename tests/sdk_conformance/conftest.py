@@ -34,6 +34,12 @@ def requirements() -> Callable[[str], None]:
                 pytest.fail(f"missing {missing}: run `npm ci` in sdks/typescript")
         if name == "go" and shutil.which("go") is None:
             pytest.fail("the Go toolchain is not on PATH")
+        if name == "java":
+            tools = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+            if tools:
+                pytest.fail(
+                    f"{' and '.join(tools)} not on PATH: the Java program needs a JDK 17+ and Maven"
+                )
         if name == "python":
             try:
                 import orbit_sdk  # noqa: F401

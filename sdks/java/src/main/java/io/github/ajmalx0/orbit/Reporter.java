@@ -1,0 +1,143 @@
+package io.github.ajmalx0.orbit;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.lang.System.Logger.Level;
+import java.time.Duration;
+import java.util.Set;
+
+/**
+ * Reports attempts' results, with the same rules as the Python SDK.
+ *
+ * <p>The runtime reconciles results by token, so sending one again is
+ * harmless and a result held through an outage is still accepted afterwards.
+ * Which answers are waited out:
+ *
+ * <ul>
+ *   <li>no answer, 408, 429, 502, 503 and 504 (a restarting or overloaded
+ *       runtime or proxy): retried with jittered backoff for up to the
+ *       result retry timeout (10 minutes by default), and once more at most
+ *       after shutdown began;
+ *   <li>any other 5xx: tried {@value #SERVER_ERROR_ATTEMPTS} times in all,
+ *       then treated as a refusal;
+ *   <li>any other 4xx: a refusal, which sending again cannot change.
+ * </ul>
+ *
+ * <p>A refused result would leave the attempt in flight until its timeout, so
+ * a failure is reported in its place, once: INVALID_RESULT (not retryable)
+ * after a 4xx, RESULT_UNDELIVERABLE (retryable) after 5xx answers. Refused
+ * credentials (401, 403) get no stand-in: it would be refused the same way.
+ */
+final class Reporter {
+    static final int SERVER_ERROR_ATTEMPTS = 3;
+    private static final Set<Integer> UNAVAILABLE = Set.of(408, 429, 502, 503, 504);
+    private static final Set<Integer> CREDENTIALS = Set.of(401, 403);
+    private static final int MAX_MESSAGE_CHARS = 2000;
+
+    private final Worker worker;
+    private final Http http;
+    private final System.Logger logger;
+    private final Duration window;
+
+    Reporter(Worker worker, Http http, System.Logger logger, Duration window) {
+        this.worker = worker;
+        this.http = http;
+        this.logger = logger;
+        this.window = window;
+    }
+
+    void deliver(TaskContext ctx, Worker.Outcome outcome) {
+        ApiException refusal = send(ctx, outcome);
+        if (refusal == null) {
+            return;
+        }
+        Worker.Outcome fallback = fallback(ctx, outcome, refusal);
+        if (fallback != null) {
+            logger.log(Level.WARNING, "result refused (" + refusal.getMessage()
+                    + "); reporting the attempt as failed " + ctx.identity());
+            refusal = send(ctx, fallback);
+        }
+        if (refusal != null) {
+            logger.log(Level.ERROR, "result refused (" + refusal.getMessage() + ") " + ctx.identity());
+        }
+    }
+
+    /** Sends until answered: the error if refused, null once answered or given up. */
+    private ApiException send(TaskContext ctx, Worker.Outcome outcome) {
+        Backoff backoff = new Backoff(worker.random);
+        long giveUpAt = System.nanoTime() + window.toNanos();
+        int serverErrors = 0;
+        boolean lastChance = false;
+        while (true) {
+            String sessionId = worker.session().id();
+            JsonNode answer;
+            try {
+                answer = http.post(outcome.path(), outcome.body());
+            } catch (InterruptedException e) {
+                // Nothing in the SDK interrupts a reporting thread; someone else wants it to end.
+                Thread.currentThread().interrupt();
+                logger.log(Level.WARNING, "result delivery interrupted " + ctx.identity());
+                return null;
+            } catch (ApiException e) {
+                if (e.isUnknownSession()) {
+                    worker.session().renew(sessionId);
+                } else if (e.status() >= 500 && !UNAVAILABLE.contains(e.status())) {
+                    if (++serverErrors >= SERVER_ERROR_ATTEMPTS) {
+                        return e;
+                    }
+                } else if (!(e.isConnectionError() || UNAVAILABLE.contains(e.status()))) {
+                    return e;
+                }
+                if (lastChance) {
+                    logger.log(Level.WARNING, "result not delivered before shutdown (" + e.getMessage() + ") "
+                            + ctx.identity());
+                    return null;
+                }
+                long delay = backoff.nextDelayMs();
+                if (System.nanoTime() + delay * 1_000_000L - giveUpAt > 0) {
+                    logger.log(Level.ERROR, "result not delivered after " + Worker.seconds(window.toMillis())
+                            + " of retries (" + e.getMessage() + ") " + ctx.identity());
+                    return null;
+                }
+                logger.log(Level.WARNING, "result delivery failed: " + e.getMessage() + "; retrying in "
+                        + Worker.seconds(delay) + " " + ctx.identity());
+                lastChance = worker.awaitStop(delay);
+                continue;
+            }
+            if (answer != null && answer.path("accepted").isBoolean() && !answer.path("accepted").asBoolean()) {
+                logger.log(Level.INFO, "result ignored: " + answer.path("reason").asText("") + " " + ctx.identity());
+            }
+            return null;
+        }
+    }
+
+    private static Worker.Outcome fallback(TaskContext ctx, Worker.Outcome refused, ApiException error) {
+        if (CREDENTIALS.contains(error.status()) || refused.fallback()) {
+            return null;
+        }
+        ObjectNode body = refused.body().objectNode();
+        body.put("token", ctx.token());
+        ObjectNode details = body.objectNode();
+        boolean wasFailure = Worker.FAIL.equals(refused.path());
+        details.put("refused", wasFailure ? "fail" : "complete");
+        if (wasFailure) {
+            details.set("error_code", refused.body().get("error_code"));
+        }
+        details.put("status", error.status()).put("code", error.code()).put("message", clip(error.detail()));
+        if (error.status() >= 500) {
+            body.put("error_code", "RESULT_UNDELIVERABLE")
+                    .put("error_message", "the runtime failed to record the task's result: " + clip(error.getMessage()))
+                    .put("retryable", true);
+        } else {
+            body.put("error_code", "INVALID_RESULT")
+                    .put("error_message", "the runtime refused the task's result: " + clip(error.getMessage()))
+                    .put("retryable", false);
+        }
+        body.set("details", details);
+        return new Worker.Outcome(Worker.FAIL, body, true);
+    }
+
+    private static String clip(String text) {
+        return text.length() <= MAX_MESSAGE_CHARS ? text : text.substring(0, MAX_MESSAGE_CHARS - 1) + "…";
+    }
+}

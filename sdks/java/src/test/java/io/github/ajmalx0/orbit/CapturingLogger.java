@@ -1,0 +1,35 @@
+package io.github.ajmalx0.orbit;
+
+import java.text.MessageFormat;
+import java.util.List;
+import java.util.ResourceBundle;
+import java.util.concurrent.CopyOnWriteArrayList;
+
+/** A System.Logger that keeps its messages for assertions. */
+final class CapturingLogger implements System.Logger {
+    private final List<String> lines = new CopyOnWriteArrayList<>();
+
+    List<String> lines() {
+        return lines;
+    }
+
+    @Override
+    public String getName() {
+        return "capture";
+    }
+
+    @Override
+    public boolean isLoggable(Level level) {
+        return true;
+    }
+
+    @Override
+    public void log(Level level, ResourceBundle bundle, String msg, Throwable thrown) {
+        lines.add(msg);
+    }
+
+    @Override
+    public void log(Level level, ResourceBundle bundle, String format, Object... params) {
+        lines.add(params == null || params.length == 0 ? format : MessageFormat.format(format, params));
+    }
+}
