@@ -262,7 +262,7 @@ def sdk_go(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """The worker protocol conformance suite (tests/sdk_conformance): every
     scenario against the Python, TypeScript, Go and Rust SDKs' programs and
-    the raw HTTP client, each with a real `orbit server`."""
+    the raw HTTP and gRPC clients, each with a real `orbit server`."""
     session.install(*TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")
