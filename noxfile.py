@@ -279,7 +279,7 @@ def sdk_java(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """The worker protocol conformance suite (tests/sdk_conformance): every
     scenario against the Python, TypeScript, Go, Rust and Java SDKs' programs and
-    the raw HTTP client, each with a real `orbit server`."""
+    the raw HTTP and gRPC clients, each with a real `orbit server`."""
     session.install(*TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")

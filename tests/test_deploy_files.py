@@ -59,7 +59,8 @@ def test_dockerfile_is_multi_stage_non_root_with_a_health_check() -> None:
     assert json.loads(words["ENTRYPOINT"]) == ["orbit"]
     assert json.loads(words["CMD"]) == ["server"]
     assert words["STOPSIGNAL"] == "SIGINT"
-    assert "7233" in words["EXPOSE"]
+    # The HTTP API, and the gRPC binding's port for when ORBIT_GRPC_ADDR is set.
+    assert words["EXPOSE"].split() == ["7233", "7234"]
     env = dict(kv.split("=", 1) for kv in shlex.split(words["ENV"]))
     assert env["ORBIT_DB"] == "/data/orbit.db"
     assert env["ORBIT_ADDR"] == "0.0.0.0:7233"

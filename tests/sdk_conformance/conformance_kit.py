@@ -20,6 +20,7 @@ from e2e_processes import (
     Server,
     Stack,
     Worker,
+    free_port,
     java_classpath,
     link_orbit_lang,
     rust_example,
@@ -48,6 +49,10 @@ def _python(_: Path) -> list[str]:
 
 def _raw_http(_: Path) -> list[str]:
     return [sys.executable, str(WORKERS / "raw_http_worker.py")]
+
+
+def _raw_grpc(_: Path) -> list[str]:
+    return [sys.executable, str(WORKERS / "raw_grpc_worker.py")]
 
 
 def _typescript(workdir: Path) -> list[str]:
@@ -90,10 +95,12 @@ PROGRAMS: dict[str, Program] = {
     "java": Program("java", _java),
     "rust": Program("rust", _rust),
     "raw_http": Program("raw", _raw_http),
-    # A raw gRPC client joins with an entry here, e.g.
-    # "raw_grpc": Program("raw", lambda _: [sys.executable, str(WORKERS / "raw_grpc_worker.py")]),
-    # once the program exists; nothing else in the suite changes.
+    "raw_grpc": Program("raw", _raw_grpc),
 }
+
+# The gRPC address of each runtime the suite started (new_server), by its
+# HTTP URL: a worker program finds it in CONF_GRPC_ADDR.
+GRPC_ADDRS: dict[str, str] = {}
 
 
 class Conformance:
@@ -118,6 +125,7 @@ class Conformance:
             "CONF_CONCURRENCY": str(concurrency),
         }
         target = server or self.server
+        env["CONF_GRPC_ADDR"] = GRPC_ADDRS[target.url]
         worker = Worker(
             worker_id,
             self.program.argv(self.workdir),
@@ -150,6 +158,12 @@ def deploy(stack: Stack, server: Server) -> None:
 
 
 def new_server(stack: Stack, name: str, session_timeout_s: int = SESSION_TIMEOUT_S) -> Server:
-    server = stack.server("--session-timeout", str(session_timeout_s), name=name)
+    """A started runtime with the conformance contracts deployed, serving
+    the gRPC binding too, on a port of its own that a restart keeps."""
+    grpc_addr = f"127.0.0.1:{free_port()}"
+    server = stack.server(
+        "--session-timeout", str(session_timeout_s), "--grpc-addr", grpc_addr, name=name
+    )
+    GRPC_ADDRS[server.url] = grpc_addr
     deploy(stack, server)
     return server
