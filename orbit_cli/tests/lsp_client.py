@@ -20,7 +20,7 @@ ORBIT = Path(sys.executable).with_name("orbit")
 
 def uri(path: Path) -> str:
     found = from_fs_path(str(path))
-    assert found is not None
+    assert isinstance(found, str)
     return found
 
 
@@ -34,7 +34,7 @@ class Session:
         self.versions: dict[str, int] = {}
         self.result: lsp.InitializeResult | None = None
 
-        @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)  # type: ignore[untyped-decorator]  # pygls's decorator is unannotated
         async def published(params: lsp.PublishDiagnosticsParams) -> None:
             async with self._changed:
                 self.diagnostics[params.uri] = list(params.diagnostics)
@@ -56,7 +56,7 @@ class Session:
     async def stop(self) -> None:
         await self.client.shutdown_async(None)
         self.client.exit(None)
-        await self.client.stop()
+        await self.client.stop()  # type: ignore[no-untyped-call]  # unannotated in pygls
 
     def open(self, path: Path, text: str | None = None) -> str:
         target = uri(path)

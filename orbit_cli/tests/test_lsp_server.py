@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -210,7 +211,7 @@ def test_definition_across_imports(order: Path) -> None:
     run(check)
 
 
-def _labels(result: lsp.CompletionList | list[lsp.CompletionItem] | None) -> set[str]:
+def _labels(result: lsp.CompletionList | Sequence[lsp.CompletionItem] | None) -> set[str]:
     assert result is not None
     items = result.items if isinstance(result, lsp.CompletionList) else result
     return {item.label for item in items}
