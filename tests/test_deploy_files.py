@@ -120,6 +120,9 @@ def test_compose_runs_orbit_on_postgres() -> None:
     assert orbit["environment"]["ORBIT_DB"].startswith("postgres://")
     assert orbit["stop_signal"] == "SIGINT"
     assert orbit["command"][0] == "server"
+    # Both bindings of the worker protocol are published (chapter 48).
+    assert orbit["environment"]["ORBIT_GRPC_ADDR"] == "0.0.0.0:7234"
+    assert orbit["ports"] == ["7233:7233", "7234:7234"]
     assert "healthcheck" in services["postgres"]
     assert set(compose["volumes"]) == {"pg-data"}
 
