@@ -172,3 +172,13 @@ def test_the_ui_page_has_no_inline_script_or_style(engine: Engine) -> None:
     page = falcon.testing.TestClient(create_app(engine, ServerConfig())).simulate_get("/ui/").text
     assert "<script>" not in page and "<style" not in page and "style=" not in page
     assert '<script src="/ui/app.js"' in page
+
+
+def test_the_ui_assets_stay_under_300_kb_compressed() -> None:
+    """Chapter 47's budget for the UI's files, gzip-compressed."""
+    import gzip
+
+    from orbit_server.resources.ui import load_assets
+
+    total = sum(len(gzip.compress(data, 9)) for data in load_assets().values())
+    assert total < 300 * 1024, f"the web UI's files are {total} bytes compressed"

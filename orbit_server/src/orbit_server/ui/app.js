@@ -54,6 +54,11 @@ function panel(title, ...body) {
 const link = (href, text) => h("a", { href }, text);
 const execLink = (id) => link(`#/executions/${encodeURIComponent(id)}`, id);
 const fmtTime = (ms) => (ms == null ? "" : new Date(ms).toLocaleString());
+// `30d`, `1h`, `500ms`: the largest unit that divides it, as `orbit graph` writes durations.
+function fmtMs(ms) {
+  for (const [unit, size] of [["d", 86400000], ["h", 3600000], ["m", 60000], ["s", 1000]]) if (ms && ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}
 function fmtDur(ms) {
   if (ms == null) return "";
   if (ms < 1000) return `${ms} ms`;
@@ -235,15 +240,16 @@ async function overview() {
 
 async function serverPanel() {
   const health = await get("/v1/health");
+  const leader = health.leader ? `${health.leader.node_id} (${health.leader.addr})` : null;
   const rows = [["Status", st(health.status)], ["Runtime version", health.runtime_version],
     ["API version", health.api_version], ["Role", health.role || "single"],
-    ["Node id", health.node_id], ["Term", health.term],
-    ["Leader", health.leader == null ? null : typeof health.leader === "object" ? JSON.stringify(health.leader) : health.leader],
+    ["Node id", health.node_id], ["Term", health.term], ["Leader", leader],
     ["Active executions", health.active_executions], ["Worker sessions", health.worker_sessions],
-    ["Executions owned", health.owned_executions], ["Tasks claimed", health.claimed_tasks]];
-  const nodes = Array.isArray(health.nodes) ? table(["Node", "Address", "Liveness", "Last heartbeat"],
-    health.nodes.map((n) => [n.node_id ?? n.id ?? "", n.address ?? n.addr ?? "", n.alive === undefined ? n.liveness ?? "" : n.alive ? "alive" : "down",
-      fmtTime(n.heartbeat_ms ?? n.last_heartbeat_ms)])) : null;
+    ["Executions owned", health.owned_executions], ["Tasks claimed", health.tasks_claimed]];
+  // Shared mode: every node of the cluster, as this server last saw it.
+  const nodes = Array.isArray(health.nodes) ? table(["Node", "Address", "Liveness", "Last heartbeat", "Executions owned"],
+    health.nodes.map((n) => [n.node_id, n.addr, n.live ? "live" : "not live", `${fmtDur(n.heartbeat_age_ms)} ago`, n.owned_executions]),
+    "Nodes of the cluster") : null;
   return panel("Server", kv(rows), nodes);
 }
 
@@ -254,7 +260,7 @@ async function workersPanel() {
     throw err;
   }
   const online = list.filter((w) => w.online);
-  const tasks = [...new Set(online.flatMap((w) => w.contracts.map((c) => c.name)))].sort();
+  const tasks = [...new Set(online.flatMap((w) => w.contracts.map((c) => c.task_name)))].sort();
   return panel("Workers", kv([["Online", online.length], ["Offline", list.length - online.length],
     ["Tasks in flight", list.reduce((n, w) => n + w.inflight, 0)], ["Tasks served", tasks.join(", ") || "none"]]),
   link("#/workers", "All workers"));
@@ -286,6 +292,8 @@ async function executionsPanels() {
 
 // ---- execution list ---------------------------------------------------------------
 async function executionList(q) {
+  const opened = performance.now();
+  let first = true;
   const status = q.get("status") || "";
   const workflow = q.get("workflow") || "";
   const search = q.get("q") || "";
@@ -311,7 +319,8 @@ async function executionList(q) {
   if (status) params.set("status", status);
   if (workflow) params.set("workflow", workflow);
   const body = live(3000, async () => {
-    const started = performance.now();
+    const started = first ? opened : performance.now();
+    first = false;
     let rows = (await get(`/v1/executions?${params}`)).executions;
     if (search) rows = rows.filter((e) => e.execution_id.includes(search));
     if (search && !rows.length) {
@@ -403,12 +412,16 @@ function detailSections(doc, def, history) {
   if ("output" in doc) io.push(h("h3", {}, "Output"), json(doc.output));
   if (doc.error) io.push(h("h3", {}, "Error"), json(doc.error));
   const signals = history.filter((e) => e.type === "SignalReceived");
-  const children = Object.entries(doc.units).filter(([, u]) => u.child_execution_id || u.child);
+  const delivered = new Map((doc.signals || []).filter((x) => x.delivered_to).map((x) => [x.seq, x.delivered_to]));
+  // A child execution's id is <parent id>.<step>, or .<step>.<index> for a `for` element.
+  const childSteps = new Set(def.steps.filter((s) => s.kind === "workflow").map((s) => s.name));
+  const children = Object.entries(doc.units).filter(([k, u]) => childSteps.has(k.replace(/\[\d+\]$/, "")) && u.status && u.status !== "SKIPPED")
+    .map(([k]) => [k, `${doc.id}.${k.replace(/\[(\d+)\]$/, ".$1")}`]);
   return [panel("Execution", kv(info)), panel("Input and result", io),
     panel("Graph", graph(def, doc.units)), panel("Steps", stepsTable(def, doc.units)),
-    children.length ? panel("Child executions", table(["Step", "Execution"], children.map(([k, u]) => [k, execLink(u.child_execution_id || u.child)]))) : null,
+    children.length ? panel("Child executions", table(["Step", "Execution"], children.map(([k, id]) => [k, execLink(id)]))) : null,
     panel("Signals received", signals.length ? table(["Seq", "Name", "Received", "Unit", "Payload"],
-      signals.map((e) => [e.seq, e.signal || e.name, fmtTime(e.timestamp_ms), e.step || e.unit || "", json(e.payload ?? e.data)])) : h("p", {}, "None")),
+      signals.map((e) => [e.seq, e.name, fmtTime(e.timestamp_ms), delivered.get(e.seq) || "", json(e.payload)])) : h("p", {}, "None")),
     panel("History", historyTable(history))].filter(Boolean);
 }
 
@@ -420,13 +433,13 @@ function historyTable(history) {
 
 function unitAction(def, step) {
   if (!step) return "";
-  const prefix = step.for ? `for ${step.for.var || step.for.name || "item"}: ` : "";
+  const prefix = step.for ? `for ${step.for.var}: ` : "";
   switch (step.kind) {
     case "task": return prefix + step.task;
     case "compute": return prefix + "compute";
     case "await": return prefix + `await ${step.signal}`;
-    case "sleep": return prefix + "sleep";
-    case "workflow": return prefix + `workflow ${step.workflow || step.task}`;
+    case "sleep": return prefix + `sleep ${fmtMs(step.sleep_ms)}`;
+    case "workflow": return prefix + `workflow ${step.workflow}`;
     default: return prefix + (step.task || step.kind || "");
   }
 }
@@ -454,14 +467,15 @@ function stepsTable(def, units) {
     if (!u) return [k, unitAction(def, step), "not started", "", "", "", "", "", ""];
     const begun = u.started_at_ms ?? u.dispatched_at_ms ?? u.scheduled_at_ms;
     const details = [];
-    if (u.error) details.push(h("div", { class: "err" }, `${u.error.code || ""}: ${u.error.message || JSON.stringify(u.error)}`));
+    const error = u.error || u.last_error;
+    if (error) details.push(h("div", { class: "err" }, `${error.code || ""}: ${error.message || JSON.stringify(error)}`));
     if (u.wake_at_ms) details.push(h("div", {}, `times out or wakes ${fmtTime(u.wake_at_ms)}`));
-    if (u.retry_at_ms) details.push(h("div", {}, `retry due ${fmtTime(u.retry_at_ms)}`));
+    if (u.status === "RETRY_WAIT" && u.scheduled_at_ms) details.push(h("div", {}, `retry due ${fmtTime(u.scheduled_at_ms)}`));
     const more = {};
     for (const f of ["input", "output", "idempotency_key"]) if (f in u) more[f] = u[f];
     if (Object.keys(more).length) details.push(h("details", { "data-key": `unit-${k}` }, h("summary", {}, "input, output, key"), json(more)));
     return [k, unitAction(def, step), st(u.status || "pending"),
-      `${u.attempt ?? ""}${u.dispatch_count > 1 ? ` (${u.dispatch_count} deliveries)` : ""}`, u.worker_id || u.worker || "",
+      `${u.attempt ?? ""}${u.dispatch_count > 1 ? ` (${u.dispatch_count} deliveries)` : ""}`, u.worker_id || "",
       fmtTime(begun), fmtTime(u.finished_at_ms), u.finished_at_ms && begun ? fmtDur(u.finished_at_ms - begun) : "", details];
   }));
 }
@@ -515,9 +529,9 @@ function actionsPanel(id, def, current) {
           for (const [label, f] of controls) { const v = readField(label.querySelector("input,select,textarea"), f.type); if (v !== undefined) data[f.name] = v; }
         } else {
           const text = form.querySelector("textarea").value;
-          data = text ? JSON.parse(text) : null;
+          data = text ? JSON.parse(text) : undefined;
         }
-        const answer = await api("POST", `${base}/signals/${encodeURIComponent(sig.name)}`, { data });
+        const answer = await api("POST", `${base}/signals/${encodeURIComponent(sig.name)}`, data);
         out.replaceChildren(h("p", { role: "status" }, `Signal accepted as history event ${answer.seq}`));
       } catch (err) { out.replaceChildren(problem(err)); }
     });
@@ -570,7 +584,7 @@ async function earlierRun(id, run, current) {
     panel("Input and next input", h("h3", {}, "Input"), json(created.input), h("h3", {}, "Next input"), json(cont ? cont.input : null)),
     panel("Graph", graph(def, units, true)), panel("Steps", stepsTable(def, units)),
     panel("Signals received", table(["Seq", "Name", "Received", "Payload"], history.filter((e) => e.type === "SignalReceived")
-      .map((e) => [e.seq, e.signal || e.name, fmtTime(e.timestamp_ms), json(e.payload ?? e.data)]))),
+      .map((e) => [e.seq, e.name, fmtTime(e.timestamp_ms), json(e.payload)]))),
     panel("History", historyTable(history))];
 }
 
@@ -635,7 +649,7 @@ function graph(def, units, earlier) {
       const p = { x: 8 + c * (W + GX), y };
       const cond = def.continue_as_new.when ? "when …" : "always";
       nodes.push({ ...p, lines: ["continue as new", cond], can: true, status: earlier ? "CONTINUED" : null, id: "continue_as_new",
-        title: "next run's input: " + JSON.stringify(def.continue_as_new.input || def.continue_as_new.with || null) });
+        title: "next run's input: " + JSON.stringify(def.continue_as_new.with ?? null) });
       for (const f of finals) edges.push({ from: f, to: p });
     }
     y += Math.max(1, maxRow) * (H + GY) + 8;
@@ -716,8 +730,8 @@ async function scheduleList() {
     f("n-id", "Id *", h("input", { id: "n-id", name: "schedule_id" })), f("n-wf", "Workflow *", h("input", { id: "n-wf", name: "workflow" })),
     f("n-ver", "Version", h("input", { id: "n-ver", name: "version" })), f("n-cron", "Cron expression", h("input", { id: "n-cron", name: "cron" })),
     f("n-int", "Interval", h("input", { id: "n-int", name: "interval", placeholder: "15s" })), f("n-tz", "Time zone", h("input", { id: "n-tz", name: "timezone" })),
-    f("n-ov", "Overlap", h("select", { id: "n-ov", name: "overlap" }, ["skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other", "allow_all"].map((o) => h("option", {}, o)))),
-    f("n-cu", "Catch-up", h("select", { id: "n-cu", name: "catchup" }, ["skip_missed", "run_once", "run_all"].map((o) => h("option", {}, o)))),
+    f("n-ov", "Overlap", h("select", { id: "n-ov", name: "overlap" }, ["skip", "allow", "cancel_previous"].map((o) => h("option", {}, o)))),
+    f("n-cu", "Catch-up", h("select", { id: "n-cu", name: "catchup" }, ["skip_missed", "run_once"].map((o) => h("option", {}, o)))),
     f("n-in", "Input (JSON)", h("textarea", { id: "n-in", name: "input" }, "{}")), f("n-desc", "Description", h("input", { id: "n-desc", name: "description" })),
     h("label", { class: "inline", for: "n-paused" }, h("input", { type: "checkbox", id: "n-paused", name: "paused" }), "Create paused"),
     h("button", { type: "submit" }, "Create schedule"), out);
@@ -786,7 +800,7 @@ async function workersView() {
     if (!list.length) return h("p", {}, "No workers have registered.");
     return table(["Worker", "State", "Runtime", "SDK", "Sessions", "In flight", "Tasks", "Registered", "Last seen"], list.map((w) => [
       w.worker_id, st(w.online ? "online" : "offline"), w.runtime, w.sdk || "", w.sessions, w.inflight,
-      w.contracts.map((c, i) => [i ? ", " : "", h("span", { title: `version ${c.version}` }, c.name)]), fmtTime(w.registered_at_ms), fmtTime(w.last_seen_ms)]));
+      w.contracts.map((c, i) => [i ? ", " : "", h("span", { title: `contract version ${c.contract_version}` }, c.task_name)]), fmtTime(w.registered_at_ms), fmtTime(w.last_seen_ms)]));
   })];
 }
 
@@ -794,6 +808,11 @@ async function workersView() {
 window.addEventListener("hashchange", route);
 document.addEventListener("DOMContentLoaded", async () => {
   document.getElementById("signout").addEventListener("click", () => signOut(""));
+  // The hash is the route, so the skip link moves focus instead of following #main.
+  document.querySelector(".skip").addEventListener("click", (ev) => {
+    ev.preventDefault();
+    document.getElementById("main").focus();
+  });
   try {
     await signIn(null);
     route();
