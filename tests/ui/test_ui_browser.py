@@ -110,6 +110,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory, shots: Path) -> Iterator[Ui]:
         )
         _orbit(server, "deploy", str(EXPENSE))
         _orbit(server, "deploy", str(HERE / "tick.orbit"))
+        _orbit(server, "deploy", str(HERE / "rounds.orbit"))
         worker = stack.python_worker(
             "ui-python", HERE / "ui_worker.py", server, env={"ORBIT_WORKER_TOKEN": WORKER_TOKEN}
         )
@@ -278,6 +279,17 @@ def test_every_view_draws_is_accessible_and_fits_a_phone(ui: Ui, page: Page) -> 
     page.get_by_role("button", name="Trigger now").click()
     expect(page.get_by_role("status")).to_contain_text("Started nightly-claims:manual:")
 
+    # Pause, resume, delete (with its confirmation).
+    page.get_by_role("button", name="Resume").click()
+    expect(page.get_by_role("status")).to_contain_text("Resume done")
+    expect(page.locator("main")).to_contain_text("active")
+    page.get_by_role("button", name="Pause").click()
+    expect(page.get_by_role("status")).to_contain_text("Pause done")
+    page.get_by_role("button", name="Delete schedule…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Confirm delete").click()
+    expect(page).to_have_url(f"{ui.url}#/schedules")
+    expect(page.locator("main")).to_contain_text("No schedules")
+
     # Keyboard: the skip link and the navigation are reachable with Tab.
     page.goto(ui.url + "#/")
     page.reload()
@@ -305,6 +317,31 @@ def test_every_view_draws_is_accessible_and_fits_a_phone(ui: Ui, page: Page) -> 
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 375, f"{name} is {width}px wide on a 375px screen"
         ui.shot(page, f"phone-{name}")
+
+
+def test_earlier_runs_are_shown_read_only_from_their_history(ui: Ui, page: Page) -> None:
+    ui.call(
+        "POST", "/v1/executions", {"workflow": "Rounds", "execution_id": "rounds-1", "input": {}}
+    )
+    wait_until(lambda: ui.status("rounds-1") == "COMPLETED", 30, "rounds-1 to complete")
+    sign_in(page, ui)
+    page.goto(f"{ui.url}#/executions/rounds-1")
+    execution = page.locator("#p-execution").locator("xpath=..")
+    expect(execution).to_contain_text("(run 3)")
+    page.get_by_label("Run").select_option("1")
+    expect(page).to_have_url(f"{ui.url}#/executions/rounds-1?run=1")
+    expect(page.get_by_role("heading", name="Execution rounds-1 run 1")).to_be_visible()
+    run = page.locator("#p-run").locator("xpath=..")
+    expect(run).to_contain_text("Run 1 of 3")
+    expect(run).to_contain_text("CONTINUED_AS_NEW")
+    expect(page.locator("#p-input-and-next-input").locator("xpath=..")).to_contain_text(
+        '"round": 2'
+    )
+    expect(page.locator("[data-node=continue_as_new]")).to_have_class("node can g-CONTINUED")
+    expect(page.locator("[data-node=count]")).to_have_class("node g-SUCCEEDED")
+    expect(page.get_by_role("button", name="Cancel execution")).to_have_count(0)
+    ui.shot(page, "execution-earlier-run")
+    ui.check_accessible(page, "earlier run")
 
 
 def test_a_client_identity_sees_only_what_it_may(ui: Ui, page: Page) -> None:
@@ -421,6 +458,11 @@ SHARED = {
 }
 
 
+def _answer_with(document: dict[str, Any]) -> Any:
+    body = json.dumps(document)
+    return lambda route: route.fulfill(status=200, content_type="application/json", body=body)
+
+
 def test_the_server_panel_shows_a_clusters_role_and_nodes(ui: Ui, page: Page) -> None:
     """Cluster servers add these fields to /v1/health (chapter 67); the
     browser is handed such documents in place of this single server's."""
@@ -430,13 +472,7 @@ def test_the_server_panel_shows_a_clusters_role_and_nodes(ui: Ui, page: Page) ->
         (STANDBY, ["standby", "Term3", "Leadera (http://127.0.0.1:7301)"]),
         (SHARED, ["shared", "Executions owned4", "Tasks claimed18", "node-2", "not live"]),
     ):
-        body = json.dumps(document)
-        page.route(
-            "**/v1/health",
-            lambda route, body=body: route.fulfill(
-                status=200, content_type="application/json", body=body
-            ),
-        )
+        page.route("**/v1/health", _answer_with(document))
         page.goto(ui.url + "#/")
         page.reload()
         for text in texts:

@@ -228,6 +228,7 @@ function live(ms, draw) {
   };
   run();
   if (ms) every(ms, run);
+  box.refresh = run;
   return box;
 }
 
@@ -304,23 +305,27 @@ async function executionList(q) {
     const text = next.toString();
     location.hash = `#/executions${text ? "?" + text : ""}`;
   };
-  let workflows = [];
-  try { workflows = (await get("/v1/workflows")).workflows; } catch { workflows = []; }
-  const names = [...new Set(workflows.map((w) => w.name))].sort();
   const statusSel = h("select", { id: "f-status", onchange: (ev) => setQuery({ status: ev.target.value, page: "0" }) },
     h("option", { value: "" }, "any"), STATUSES.map((s) => h("option", { value: s, selected: s === status }, s)));
   const wfSel = h("select", { id: "f-workflow", onchange: (ev) => setQuery({ workflow: ev.target.value, page: "0" }) },
-    h("option", { value: "" }, "any"), names.map((n) => h("option", { value: n, selected: n === workflow }, n)));
+    h("option", { value: "" }, "any"), workflow ? h("option", { value: workflow, selected: true }, workflow) : null);
+  // The workflow names arrive beside the list, not before it.
+  get("/v1/workflows").then(({ workflows }) => {
+    for (const n of [...new Set(workflows.map((w) => w.name))].sort()) if (n !== workflow) wfSel.append(h("option", { value: n }, n));
+  }).catch(() => {});
   const searchBox = h("input", { id: "f-search", type: "search", value: search });
   const form = h("form", { class: "filters", role: "search", onsubmit: (ev) => { ev.preventDefault(); setQuery({ q: searchBox.value.trim(), page: "0" }); } },
     h("label", { for: "f-status" }, "Status", statusSel), h("label", { for: "f-workflow" }, "Workflow", wfSel),
     h("label", { for: "f-search" }, "Search execution id", searchBox), h("button", { type: "submit" }, "Search"));
-  const params = new URLSearchParams({ limit: "1000" });
+  const params = new URLSearchParams();
   if (status) params.set("status", status);
   if (workflow) params.set("workflow", workflow);
   const body = live(3000, async () => {
-    const started = first ? opened : performance.now();
+    // The first draw asks only for the rows up to this page, so it appears at
+    // once; the next asks for the newest 1000 to count them and to search.
+    const quick = first && !search;
     first = false;
+    params.set("limit", quick ? String((page + 1) * PAGE + 1) : "1000");
     let rows = (await get(`/v1/executions?${params}`)).executions;
     if (search) rows = rows.filter((e) => e.execution_id.includes(search));
     if (search && !rows.length) {
@@ -331,18 +336,22 @@ async function executionList(q) {
       } catch { rows = []; }
     }
     const now = Date.now();
+    const counted = quick && rows.length > (page + 1) * PAGE ? "counting" : rows.length >= 1000 ? "1000+" : String(rows.length);
     const shown = rows.slice(page * PAGE, page * PAGE + PAGE);
     const out = [table(["Execution", "Workflow", "Status", "Started", "Last update", "Duration"],
       shown.map((e) => [execLink(e.execution_id), `${e.workflow} ${e.version}`, st(e.status),
         fmtTime(e.created_at_ms), fmtTime(e.updated_at_ms),
         fmtDur((FINISHED.has(e.status) ? e.updated_at_ms : now) - e.created_at_ms)]),
-      `${rows.length >= 1000 ? "1000+" : rows.length} executions, newest first`),
+      `${counted} executions, newest first`),
     h("nav", { class: "pager", "aria-label": "Pages" },
       h("button", { type: "button", disabled: page === 0, onclick: () => setQuery({ page: String(page - 1) }) }, "Previous"),
-      h("span", {}, `Page ${page + 1} of ${Math.max(1, Math.ceil(rows.length / PAGE))}`),
+      h("span", {}, `Page ${page + 1}${counted === "counting" ? "" : ` of ${Math.max(1, Math.ceil(rows.length / PAGE))}`}`),
       h("button", { type: "button", disabled: (page + 1) * PAGE >= rows.length, onclick: () => setQuery({ page: String(page + 1) }) }, "Next"))];
-    // What the browser test reads: the time from asking to a drawn first page.
-    requestAnimationFrame(() => { document.body.dataset.listRenderMs = String(Math.round(performance.now() - started)); });
+    if (quick) {
+      // What the browser test reads: from opening the view to its first page drawn.
+      requestAnimationFrame(() => { document.body.dataset.listRenderMs = String(Math.round(performance.now() - opened)); });
+      setTimeout(() => body.refresh(), 0);
+    }
     return out;
   });
   return [h("h1", {}, "Executions"), form, body];
@@ -507,7 +516,10 @@ function actionsPanel(id, def, current) {
   const queries = (def.queries || []).map((q) => {
     const out = h("div", { "aria-live": "polite" });
     return h("div", {}, h("button", { type: "button", "data-query": q.name, onclick: async () => {
-      try { out.replaceChildren(json(await get(`${base}/queries/${encodeURIComponent(q.name)}`))); } catch (err) { out.replaceChildren(problem(err)); }
+      try {
+        const answer = await get(`${base}/queries/${encodeURIComponent(q.name)}`);
+        out.replaceChildren(json(answer && "value" in answer ? answer.value : answer));
+      } catch (err) { out.replaceChildren(problem(err)); }
     } }, `Run ${q.name}`), out);
   });
   const signals = (def.signals || []).map((sig) => {
