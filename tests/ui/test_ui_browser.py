@@ -399,10 +399,13 @@ def _start_many(ui: Ui, count: int) -> None:
 def test_the_list_of_10000_executions_draws_its_first_page_in_300_ms(ui: Ui, page: Page) -> None:
     _start_many(ui, MANY)
     sign_in(page, ui)
-    timings = []
-    for _ in range(3):  # the first draw after sign-in, then two more from a fresh route
-        page.goto(ui.url + "#/")
-        expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    timings: list[int] = []
+    fetches: list[int] = []  # of which the API's answer to the first page's request
+    for _ in range(3):
+        # From a light view whose requests are done, so that nothing else is
+        # queued at the server while the list is timed.
+        page.goto(ui.url + "#/workers")
+        expect(page.locator("main")).to_contain_text("ui-python")
         page.evaluate("document.body.removeAttribute('data-list-render-ms')")
         page.goto(ui.url + "#/executions")
         expect(page.get_by_text("1000+ executions, newest first")).to_be_visible()
@@ -410,12 +413,22 @@ def test_the_list_of_10000_executions_draws_its_first_page_in_300_ms(ui: Ui, pag
             lambda: page.evaluate("document.body.dataset.listRenderMs"), 10, "the list's timing"
         )
         timings.append(int(page.evaluate("document.body.dataset.listRenderMs")))
+        fetches.append(
+            page.evaluate(
+                "Math.round(performance.getEntriesByType('resource')"
+                ".filter(e => e.name.includes('/v1/executions?limit=26')).pop().duration)"
+            )
+        )
+        page.evaluate("performance.clearResourceTimings()")
     rows = page.locator("main tbody tr")
     expect(rows).to_have_count(25)
     ui.shot(page, "executions-10000")
     median = sorted(timings)[1]
     report = Path(os.environ.get("ORBIT_UI_TIMINGS", str(ui.shots / "list-timing.txt")))
-    report.write_text(f"first page of {MANY} executions: {timings} ms (median {median} ms)\n")
+    report.write_text(
+        f"first page of {MANY} executions: {timings} ms (median {median} ms), "
+        f"of which the API request {fetches} ms\n"
+    )
     assert median < FIRST_PAGE_MS, timings
 
 
