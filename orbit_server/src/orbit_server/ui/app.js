@@ -663,17 +663,20 @@ function graph(def, units, earlier) {
       nodes.push({ ...p, lines: ["continue as new", cond], can: true, status: earlier ? "CONTINUED" : null, id: "continue_as_new",
         title: "next run's input: " + JSON.stringify(def.continue_as_new.with ?? null) });
       for (const f of finals) edges.push({ from: f, to: p });
+      // The dashed way back: the next run starts again at the first steps.
+      for (const s of block.steps.filter((x) => !(x.depends_on || []).length)) edges.push({ from: p, to: pos.get(s.name), dash: true, back: true });
     }
-    y += Math.max(1, maxRow) * (H + GY) + 8;
+    y += Math.max(1, maxRow) * (H + GY) + 8 + (!block.label && def.continue_as_new ? GY : 0);
   }
   const width = Math.max(W + 16, ...nodes.filter((n) => n.x !== undefined).map((n) => n.x + W + 8));
   const g = svg("svg", { width, height: y, viewBox: `0 0 ${width} ${y}`, role: "img", "aria-label": `Graph of ${def.name}` },
     svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" },
       svg("path", { d: "M0,0 L10,5 L0,10 z", fill: "#57606a" }))));
   for (const e of edges) {
-    const d = e.down ? `M${e.from.x + W / 2},${e.from.y + H} L${e.to.x + W / 2},${e.to.y}`
+    const d = e.back ? `M${e.from.x + W / 2},${e.from.y + H} C${e.from.x + W / 2},${e.from.y + H + GY} ${e.to.x + W / 2},${e.to.y + H + GY} ${e.to.x + W / 2},${e.to.y + H}`
+      : e.down ? `M${e.from.x + W / 2},${e.from.y + H} L${e.to.x + W / 2},${e.to.y}`
       : `M${e.from.x + W},${e.from.y + H / 2} C${e.from.x + W + GX / 2},${e.from.y + H / 2} ${e.to.x - GX / 2},${e.to.y + H / 2} ${e.to.x},${e.to.y + H / 2}`;
-    g.append(svg("path", { class: `edge${e.dash ? " dash" : ""}`, d, "marker-end": e.down ? null : "url(#arrow)" }));
+    g.append(svg("path", { class: `edge${e.dash ? " dash" : ""}`, d, "marker-end": e.down ? null : "url(#arrow)", "data-edge": e.back ? "continue" : null }));
   }
   for (const n of nodes) {
     if (n.lane) { g.append(svg("text", { class: "lane", x: 8, y: n.y }, n.lane)); continue; }
