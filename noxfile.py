@@ -42,6 +42,7 @@ nox.options.sessions = [
     "sdk_rust",
     "vscode",
     "e2e",
+    "ui",
     "conformance",
     "postgres",
     "wheels",
@@ -168,6 +169,19 @@ def e2e(session: nox.Session) -> None:
     # The Go workers' programs are built with the Go toolchain (sdks/go has
     # no dependencies, so nothing is downloaded).
     session.run("pytest", "tests/e2e", "-m", "e2e", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def ui(session: nox.Session) -> None:
+    """The web UI in a real browser: Playwright driving Debian's Chromium
+    (scripts/install-chromium; Playwright's own browser download is never
+    used) against a real server and Python worker. Screenshots of every view
+    go to build/ui-screenshots/."""
+    session.run("scripts/install-chromium", external=True)
+    session.install(*TEST_DEPS, "playwright>=1.45,<2", "axe-playwright-python>=0.1.4,<0.2")
+    _install(session, ALL)
+    session.install("-e", "./sdks/python")
+    session.run("pytest", "tests/ui", "-m", "e2e", *session.posargs)
 
 
 # What the `postgres` session runs on PostgreSQL unless given test paths: the

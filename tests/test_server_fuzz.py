@@ -653,6 +653,7 @@ ROUTES = [
     _route("metrics", "GET", "admin", fixed("/v1/metrics")),
     _route("ui-root", "GET", "open", fixed("/")),
     _route("ui", "GET", "open", fixed("/ui/")),
+    _route("ui-asset", "GET", "open", fixed("/ui/app.js")),
     # A hostile value in an integer member of the IR (and anywhere, see `bodies`).
     _route(
         "deploy",

@@ -130,6 +130,10 @@ def server() -> None:
         health = client.simulate_get("/v1/health")
         assert health.status_code == 200, health.text
         assert health.json["status"] == "ok"
+        # The web UI's files are package data: a wheel without them has no UI.
+        for path in ("/ui/", "/ui/app.js", "/ui/app.css"):
+            page = client.simulate_get(path)
+            assert page.status_code == 200 and page.content, path
     finally:
         engine.close()
 

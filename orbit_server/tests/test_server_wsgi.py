@@ -146,3 +146,39 @@ def test_ui_routes_follow_the_flag(engine: Engine) -> None:
     without = falcon.testing.TestClient(create_app(engine, ServerConfig(ui=False)))
     assert without.simulate_get("/ui/").status_code == 404
     assert without.simulate_get("/", headers={"accept": "text/html"}).status_code == 404
+    assert without.simulate_get("/ui/app.js").status_code == 404
+
+
+def test_ui_files_are_served_with_the_security_headers(engine: Engine) -> None:
+    client = falcon.testing.TestClient(create_app(engine, ServerConfig()))
+    for path, kind in (
+        ("/ui/", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ):
+        reply = client.simulate_get(path)
+        assert reply.status_code == 200, path
+        assert reply.headers["content-type"].startswith(kind)
+        assert "script-src 'self'" in reply.headers["content-security-policy"]
+        assert reply.headers["x-frame-options"] == "DENY"
+        assert reply.headers["x-content-type-options"] == "nosniff"
+    # Only the UI's own files, and index.html only as /ui/ itself.
+    for path in ("/ui/index.html", "/ui/..%2Fapp.py", "/ui/secret.txt"):
+        assert client.simulate_get(path).status_code == 404, path
+
+
+def test_the_ui_page_has_no_inline_script_or_style(engine: Engine) -> None:
+    """The CSP allows neither; an inline one would silently not run."""
+    page = falcon.testing.TestClient(create_app(engine, ServerConfig())).simulate_get("/ui/").text
+    assert "<script>" not in page and "<style" not in page and "style=" not in page
+    assert '<script src="/ui/app.js"' in page
+
+
+def test_the_ui_assets_stay_under_300_kb_compressed() -> None:
+    """Chapter 47's budget for the UI's files, gzip-compressed."""
+    import gzip
+
+    from orbit_server.resources.ui import load_assets
+
+    total = sum(len(gzip.compress(data, 9)) for data in load_assets().values())
+    assert total < 300 * 1024, f"the web UI's files are {total} bytes compressed"

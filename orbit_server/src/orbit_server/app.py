@@ -150,7 +150,9 @@ def create_app(
 
     if config.ui:
         routes.add("/", Root(), OPEN)
-        routes.add("/ui/", Ui(), OPEN)
+        ui = Ui()
+        routes.add("/ui/", ui, OPEN)
+        routes.add("/ui/{asset}", ui, OPEN, suffix="asset")
 
     declared = {template for template, _ in routes.rules}
     undeclared = {r.path for r in falcon.inspect.inspect_routes(app)} - declared

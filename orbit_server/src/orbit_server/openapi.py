@@ -469,6 +469,21 @@ def _paths() -> dict[str, dict[str, Any]]:
                 tag="web UI",
             )
         },
+        "/ui/{asset}": {
+            "get": _operation(
+                "A file of the web UI: app.js or app.css.",
+                "open",
+                {
+                    200: {"description": "The file", "content": {"text/plain": {"schema": STRING}}},
+                    404: {
+                        "description": "No such file.",
+                        "content": {JSON: {"schema": _ref("Error")}},
+                    },
+                },
+                tag="web UI",
+                params=[_path_param("asset", "The file's name.")],
+            )
+        },
         "/v1/health": {
             "get": _operation(
                 "Liveness, versions and role.", "open", {200: _ok("Health")}, tag="health"

@@ -1,8 +1,15 @@
-"""`/` and `/ui/`. The web UI itself arrives in a later release; until then
-`/ui/` serves a one-page placeholder with the UI's security headers, so the
-redirect from `/` and `--no-ui` already behave as chapter 47 describes."""
+"""`/`, `/ui/` and `/ui/{asset}`: the web UI of chapter 47.
+
+The UI is three static files in `orbit_server/ui/` (index.html, app.css,
+app.js: plain JavaScript, no build step), read once from the package and
+served without authentication, since they hold no data; everything they
+show is fetched from /v1/* with the signed-in token. Every answer carries the
+chapter's security headers (a CSP that allows only this server's own
+scripts, styles and requests, no framing). `--no-ui` leaves these routes out."""
 
 from __future__ import annotations
+
+import importlib.resources
 
 import falcon
 
@@ -22,11 +29,17 @@ HEADERS = {
     "permissions-policy": "camera=(), microphone=(), geolocation=(), payment=()",
     "cache-control": "no-cache",
 }
-PLACEHOLDER = (
-    "<!doctype html>\n<html lang=en><head><meta charset=utf-8><title>ORBIT</title></head>\n"
-    "<body><h1>ORBIT</h1><p>The web UI is not part of this build yet. "
-    "The HTTP API is served under <code>/v1/</code>.</p></body></html>\n"
-)
+ASSETS = {
+    "index.html": "text/html; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+}
+
+
+def load_assets() -> dict[str, bytes]:
+    """The UI's files, from the package (also inside a wheel or a zip)."""
+    folder = importlib.resources.files("orbit_server") / "ui"
+    return {name: (folder / name).read_bytes() for name in ASSETS}
 
 
 class Root:
@@ -42,7 +55,18 @@ class Root:
 
 
 class Ui:
+    def __init__(self) -> None:
+        self._assets = load_assets()
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._send(resp, "index.html")
+
+    def on_get_asset(self, req: falcon.Request, resp: falcon.Response, asset: str) -> None:
+        if asset not in ASSETS or asset == "index.html":
+            raise NotFoundError(f"no such file in the web UI: {asset}", "NOT_FOUND")
+        self._send(resp, asset)
+
+    def _send(self, resp: falcon.Response, name: str) -> None:
         resp.set_headers(HEADERS)
-        resp.content_type = falcon.MEDIA_HTML
-        resp.text = PLACEHOLDER
+        resp.content_type = ASSETS[name]
+        resp.data = self._assets[name]

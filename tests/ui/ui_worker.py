@@ -1,0 +1,22 @@
+"""Worker `ui-python` for the web UI's browser tests: serves both task
+contracts of the expense claim (tests/e2e/projects/expense)."""
+
+import os
+
+from orbit_sdk import Worker
+
+worker = Worker("ui-python", poll_wait_ms=int(os.environ.get("E2E_POLL_WAIT_MS", "1000")))
+
+
+@worker.task("payments.pay", version="1.0.0")
+def pay(input, ctx):
+    return {"payment_id": f"pay-{input['claim_id']}"}
+
+
+@worker.task("people.notify", version="1.0.0")
+def notify(input, ctx):
+    return {"delivered": True}
+
+
+if __name__ == "__main__":
+    worker.run()
