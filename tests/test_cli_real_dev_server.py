@@ -6,6 +6,7 @@ server without --dev keeps the book's conflict."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,11 @@ def test_a_dev_server_replaces_a_version_nobody_runs(tmp_path: Path) -> None:
         replaced = orbit.ok("deploy", write(source, "2d"))
         assert replaced.stderr.startswith("replaced Dev@1.0.0 (sha256:")
         assert "no unfinished execution used" in replaced.stderr
-        assert any("replaced workflow definition" in line for line in server.lines)
+        # The server's log is read by another thread: wait for the line.
+        deadline = time.monotonic() + 10
+        while not any("replaced workflow definition" in line for line in server.lines):
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.02)
         assert orbit.ok("deploy", str(source)).stderr.startswith("up to date Dev@1.0.0")
 
         started = orbit.ok("run", str(source), "--no-wait")
