@@ -180,10 +180,10 @@ def _plain(value: object, max_depth: int, int_min: int, int_max: int) -> bool:
     the full walk, which finds the problem and where it is, or accepts what
     is only unusual here (non-ASCII text). Depth first, like the full walk,
     so a value that nests too deep is given up on by its first deep branch."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        container, depth = pop()
+    # The stack is made only for a nested value: most are flat.
+    stack: list[tuple[object, int]] | None = None
+    container, depth = value, 1
+    while True:
         items: Iterable[object]
         if type(container) is dict:
             mapping = cast(dict[object, object], container)
@@ -204,13 +204,17 @@ def _plain(value: object, max_depth: int, int_min: int, int_max: int) -> bool:
             elif t is dict or t is list:
                 if depth >= max_depth:
                     return False
-                push((item, depth + 1))
+                if stack is None:
+                    stack = []
+                stack.append((item, depth + 1))
             elif t is float:
                 if not math.isfinite(cast(float, item)):
                     return False
             elif t is not bool and item is not None:
                 return False
-    return True
+        if not stack:
+            return True
+        container, depth = stack.pop()
 
 
 def _flat_and_plain(container: object, int_min: int, int_max: int) -> bool:
