@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 import pytest
 from engine_kit import Int, Json, Worker, inp, obj, rec, step, task, workflow
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orbit_core import events as ev
 from orbit_core import ir, limits
@@ -359,3 +361,43 @@ def test_bad_commands_never_fail_the_commit_group_of_good_ones() -> None:
             assert payloads == [{"data": [n]} for n in range(40)]
     finally:
         eng.close()
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**65), max_value=2**65)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=4)
+    | st.sampled_from(["\ud800", "é", "x\udfff", (1,), b"x"])
+)
+_KEYS = st.text(max_size=3) | st.sampled_from(["\ud800", "ü", 1, None])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.recursive(
+        _SCALARS,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+        max_leaves=30,
+    ),
+    max_depth=st.integers(min_value=0, max_value=5),
+    int_limit=st.sampled_from([limits.INT_MAX, limits.IR_INT_MAX]),
+)
+def test_the_lean_walk_accepts_only_what_the_full_walk_accepts(
+    value: Any, max_depth: int, int_limit: int
+) -> None:
+    def full(value: Any) -> str | None:
+        try:
+            check_json(value, max_depth=max_depth, int_min=-int_limit, int_max=int_limit)
+        except JsonShapeError as exc:
+            return str(exc)
+        return None
+
+    verdict = full(value)
+    lean = limits._plain
+    limits._plain = lambda *args: False  # the full walk alone
+    try:
+        assert full(value) == verdict
+    finally:
+        limits._plain = lean

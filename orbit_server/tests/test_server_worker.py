@@ -149,3 +149,14 @@ def test_gunicorn_refusals_are_plain_text_and_failures_json(
     error = orjson.loads(body)["error"]
     assert error["code"] == code
     assert "boom" not in error["message"]
+
+
+def test_header_names_made_up_by_clients_do_not_fill_the_name_table() -> None:
+    from orbit_server import worker as short_path
+
+    for i in range(2 * short_path._MAX_KEYS):
+        assert short_path._key(b"X-Made-Up-%d" % i) == f"HTTP_X_MADE_UP_{i}"
+    assert len(short_path._KEYS) <= short_path._MAX_KEYS
+    assert short_path._key(b"Content-Length") == "CONTENT_LENGTH"
+    assert short_path._key(b"x_forwarded") is short_path._DROPPED
+    assert short_path._key(b"Transfer-Encoding") is short_path._GUNICORN

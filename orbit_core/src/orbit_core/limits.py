@@ -24,7 +24,9 @@ value can fail later, when it is serialised or canonicalised:
   all.
 
 The walk is iterative (its own stack), so a hostile value cannot exhaust
-Python's stack while being checked. Sizes are not checked here: the server
+Python's stack while being checked. Most values keep every rule, so a lean
+walk that keeps no path (`_plain`) runs first and the full walk, which
+locates the problem, only runs when it has a doubt. Sizes are not checked here: the server
 bounds a request with `--max-body`, and `--max-payload-bytes` is a
 per-workflow limit checked by the engine (`decide.Limits`).
 """
@@ -94,10 +96,12 @@ def admit(value: object, what: str, code: str, **strings: str | list[str] | None
     `admit_strings` for the call's other texts: the refusal is an
     `InvalidError` with `code`, worded like the engine's type errors
     (`workflow input is invalid at $.a: nested deeper than 128 levels`)."""
-    try:
-        check_json(value)
-    except JsonShapeError as exc:
-        raise InvalidError(f"{what} is invalid at {exc}", code) from None
+    t = type(value)
+    if not ((t is dict or t is list) and _plain(value, MAX_DEPTH, INT_MIN, INT_MAX)):
+        try:
+            check_json(value)
+        except JsonShapeError as exc:
+            raise InvalidError(f"{what} is invalid at {exc}", code) from None
     if strings:
         admit_strings(code, **strings)
 
@@ -106,6 +110,8 @@ def admit_strings(code: str, **fields: str | list[str] | None) -> None:
     """Each field is None, a string, or a list of strings, all valid Unicode
     (texts stored beside payloads, e.g. a cancel reason or an error code)."""
     for name, value in fields.items():
+        if value is None:
+            continue
         texts = value if type(value) is list else [value]
         for text in texts:
             if text is not None and not _is_text(text):
@@ -127,7 +133,7 @@ def check_json(
         if problem is not None:
             raise JsonShapeError("$", problem)
         return
-    if _flat_and_plain(value, int_min, int_max):
+    if max_depth >= 1 and _plain(value, max_depth, int_min, int_max):
         return
     if max_depth < 1:
         raise JsonShapeError("$", _too_deep(max_depth))
@@ -164,6 +170,51 @@ def check_json(
             stack.pop()
             if path:
                 path.pop()
+
+
+def _plain(value: object, max_depth: int, int_min: int, int_max: int) -> bool:
+    """Whether the container `value` keeps every rule, checked by a lean
+    walk that keeps no path and stops at the first doubt: ASCII keys and
+    strings, integers in range, finite floats, plain types, nesting within
+    `max_depth` (`max_depth` >= 1). True is final; False sends the value to
+    the full walk, which finds the problem and where it is, or accepts what
+    is only unusual here (non-ASCII text). Depth first, like the full walk,
+    so a value that nests too deep is given up on by its first deep branch."""
+    # The stack is made only for a nested value: most are flat.
+    stack: list[tuple[object, int]] | None = None
+    container, depth = value, 1
+    while True:
+        items: Iterable[object]
+        if type(container) is dict:
+            mapping = cast(dict[object, object], container)
+            for key in mapping:
+                if type(key) is not str or not key.isascii():
+                    return False
+            items = mapping.values()
+        else:
+            items = cast(list[object], container)
+        for item in items:
+            t = type(item)
+            if t is str:
+                if not cast(str, item).isascii():
+                    return False
+            elif t is int:
+                if not int_min <= cast(int, item) <= int_max:
+                    return False
+            elif t is dict or t is list:
+                if depth >= max_depth:
+                    return False
+                if stack is None:
+                    stack = []
+                stack.append((item, depth + 1))
+            elif t is float:
+                if not math.isfinite(cast(float, item)):
+                    return False
+            elif t is not bool and item is not None:
+                return False
+        if not stack:
+            return True
+        container, depth = stack.pop()
 
 
 def _flat_and_plain(container: object, int_min: int, int_max: int) -> bool:

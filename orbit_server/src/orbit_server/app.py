@@ -17,7 +17,16 @@ import falcon.inspect
 
 from orbit_core.engine import Engine
 from orbit_server import errors
-from orbit_server.auth import ADMIN, OPEN, WORKER, Gate, Rule, Subject, for_clients
+from orbit_server.auth import (
+    ADMIN,
+    OPEN,
+    WORKER,
+    Rule,
+    Subject,
+    for_clients,
+    framework_error,
+    gate,
+)
 from orbit_server.config import ServerConfig
 from orbit_server.identities import Identities
 from orbit_server.openapi import PATH as OPENAPI_PATH
@@ -158,8 +167,9 @@ def create_app(
     undeclared = {r.path for r in falcon.inspect.inspect_routes(app)} - declared
     if undeclared:
         raise RuntimeError(f"routes without an access rule: {sorted(undeclared)}")
+    app.add_error_handler(falcon.HTTPError, framework_error)
     app.add_middleware(
-        Gate(
+        gate(
             config.token,
             config.worker_token,
             config.max_body,

@@ -31,7 +31,10 @@ worker's sessions and task tokens (`bound_worker`).
 
 Without `--token` every declared route is open. Responses that pass get the
 `x-orbit-api-version` header; the body limit is enforced here too, before a
-responder reads the body.
+responder reads the body. All of it happens in one middleware hook,
+`process_resource`: the router's own refusals get the version header from
+`framework_error`, and only mutual TLS adds the hooks before routing and
+after the response (`CertifyingGate`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import attrs
 import falcon
 
 from orbit_core.errors import OrbitError
+from orbit_server import errors
 from orbit_server.errors import too_large
 from orbit_server.identities import (
     ClientIdentity,
@@ -53,7 +57,7 @@ from orbit_server.identities import (
     certificate_names,
 )
 from orbit_server.logs import logger
-from orbit_server.params import header_int
+from orbit_server.params import header_value_int
 
 API_VERSION = "orbit-api/1"
 _VERSION_HEADER = "x-orbit-api-version"
@@ -190,19 +194,17 @@ class Gate:
         self._templates = {template for template, _ in routes}
         self._workflow_of = workflow_of
         self._schedule_of = schedule_of
-        self._mtls = mtls
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        # A certificate that identifies nobody is refused before routing, so
-        # on every path; a bearer token, when sent, decides instead.
-        if self._mtls and _bearer(req.get_header("authorization")) is None:
-            identity = self.credentials.certified(_peer_names(req.env))
-            if identity is not None:
-                req.context.certified = identity
+        if mtls and not isinstance(self, CertifyingGate):
+            raise TypeError("mutual TLS needs a CertifyingGate (see `gate`)")
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
     ) -> None:
+        # The one hook of every request: a Python call per request and hook
+        # is measurable on the worker protocol's small requests, so headers
+        # are read from the environ directly rather than through
+        # `req.get_header`, which rebuilds the variable's name each time.
+        env = req.env
         template = req.uri_template or ""
         rule = self._routes.get((template, req.method))
         if rule is None:
@@ -211,27 +213,21 @@ class Gate:
                 raise OrbitError("this endpoint has no access rule", "FORBIDDEN")
             rule = ADMIN  # a method the route does not serve: its 405 is for the admin
         if rule.access is not Access.OPEN:
-            caller = self._authenticate(req) if self.credentials.required else ANYONE
+            if self.credentials.required:
+                caller = self.credentials.caller(
+                    env.get("HTTP_AUTHORIZATION"), getattr(req.context, "certified", None)
+                )
+            else:
+                caller = ANYONE
             req.context.caller = caller
             if caller.kind is not Kind.ADMIN:
                 self._authorise(caller, rule, params)
         resp.set_header(_VERSION_HEADER, API_VERSION)
-        length = header_int(req, "content-length")
-        if length is not None and length > self._max_body:
-            raise too_large()
-
-    def process_response(
-        self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
-    ) -> None:
-        # No route matched: the router's 404 gave nothing away, and it carries
-        # the version like any answer of the API.
-        if resource is None:
-            resp.set_header(_VERSION_HEADER, API_VERSION)
-
-    def _authenticate(self, req: falcon.Request) -> Caller:
-        return self.credentials.caller(
-            req.get_header("authorization"), getattr(req.context, "certified", None)
-        )
+        raw = env.get("CONTENT_LENGTH")
+        if raw:
+            length = header_value_int("content-length", raw)
+            if length > self._max_body:
+                raise too_large()
 
     def _authorise(self, caller: Caller, rule: Rule, params: Mapping[str, Any]) -> None:
         if caller.kind is not Kind.CLIENT:
@@ -255,6 +251,64 @@ class Gate:
         elif rule.subject is Subject.SCHEDULE:
             assert self._schedule_of is not None
             require(client, rule.action, self._schedule_of(params["schedule_id"]))
+
+
+class CertifyingGate(Gate):
+    """The gate under mutual TLS: a certificate that identifies nobody is
+    refused before routing, so on every path (a bearer token, when sent,
+    decides instead), and that refusal, like the router's 404, carries the
+    version header. Without mutual TLS these two hooks have nothing to do,
+    and `Gate` leaves them out of every request."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if _bearer(req.env.get("HTTP_AUTHORIZATION")) is None:
+            identity = self.credentials.certified(_peer_names(req.env))
+            if identity is not None:
+                req.context.certified = identity
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, req_succeeded: bool
+    ) -> None:
+        if resource is None:
+            resp.set_header(_VERSION_HEADER, API_VERSION)
+
+
+def gate(
+    token: str | None,
+    worker_token: str | None,
+    max_body: int,
+    routes: Mapping[tuple[str, str], Rule],
+    *,
+    identities: Identities | None = None,
+    workflow_of: Callable[[str], str] | None = None,
+    schedule_of: Callable[[str], str] | None = None,
+    mtls: bool = False,
+) -> Gate:
+    """The gate for these credentials: `CertifyingGate` under mutual TLS."""
+    kind = CertifyingGate if mtls else Gate
+    return kind(
+        token,
+        worker_token,
+        max_body,
+        routes,
+        identities=identities,
+        workflow_of=workflow_of,
+        schedule_of=schedule_of,
+        mtls=mtls,
+    )
+
+
+def framework_error(
+    req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: Any
+) -> None:
+    """Falcon's own refusals (an unknown path, a method a route does not
+    serve, an unreadable request): answered as `errors` does, with the
+    version header. No route matched for most of them, so the gate never
+    ran; the others come after the gate let the request through, which
+    set the same header. The gate itself refuses with `OrbitError` and
+    `HttpError` only, whose answers do not carry it."""
+    errors.framework(req, resp, ex, params)
+    resp.set_header(_VERSION_HEADER, API_VERSION)
 
 
 def _caller(identity: WorkerIdentity | ClientIdentity) -> Caller:

@@ -92,7 +92,7 @@ def envelope(resp: falcon.Response, status: int, code: str, message: str) -> Non
 def install(app: falcon.App[falcon.Request, falcon.Response]) -> None:
     """Registers the handlers; Falcon picks the most specific one per exception."""
     app.add_error_handler(Exception, _unexpected)
-    app.add_error_handler(falcon.HTTPError, _framework)
+    app.add_error_handler(falcon.HTTPError, framework)
     app.add_error_handler(HttpError, _plain)
     app.add_error_handler(OrbitError, _orbit)
 
@@ -107,7 +107,7 @@ def _plain(req: falcon.Request, resp: falcon.Response, ex: HttpError, params: An
     resp.text = ex.text
 
 
-def _framework(
+def framework(
     req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: Any
 ) -> None:
     # Falcon raises these for routing: an unknown path (RULINGS §12: the JSON

@@ -58,6 +58,12 @@ def header_int(req: falcon.Request, name: str) -> int | None:
     raw = req.get_header(name)
     if not raw:  # some WSGI servers give an absent Content-Length as ""
         return None
+    return header_value_int(name, raw)
+
+
+def header_value_int(name: str, raw: str) -> int:
+    """The value `raw` of header `name` as a non-negative integer (400 when
+    it is not one)."""
     try:
         return non_negative(raw.strip(" \t"))
     except NotANumber as exc:

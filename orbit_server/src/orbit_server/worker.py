@@ -86,6 +86,37 @@ _REFUSALS = {
 }
 
 
+def _key(raw_name: bytes) -> str:
+    """What a header name (as sent) is in the environ: its variable,
+    `_DROPPED` or `_GUNICORN`. Remembered per spelling, as clients send the
+    same few headers on every request; the table stops growing at a bound,
+    so names made up by a client cannot fill memory."""
+    name = raw_name.lower()
+    if name in _GUNICORN_HEADERS:
+        key = _GUNICORN
+    elif b"_" in name:
+        # Dropped, as gunicorn does: it would read as the same variable as
+        # its dashed twin.
+        key = _DROPPED
+    elif name == b"content-length":
+        key = "CONTENT_LENGTH"
+    elif name == b"content-type":
+        key = "CONTENT_TYPE"
+    else:
+        key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
+    if len(_KEYS) < _MAX_KEYS:
+        _KEYS[raw_name] = key
+    return key
+
+
+# Markers of `_key`, told apart by identity (no variable name is empty or
+# starts with a space).
+_DROPPED = " dropped"
+_GUNICORN = " gunicorn"
+_MAX_KEYS = 512
+_KEYS: dict[bytes, str] = {}
+
+
 def _refusal_text(code: int, reason: str, exc: BaseException) -> bytes:
     """One line naming what was refused, and gunicorn's detail when it has one."""
     detail = str(exc).strip().replace("\r", " ").replace("\n", " ")[:200]
@@ -346,26 +377,19 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         environ = self._environ(conn)
         length = 0
         for raw_name, raw_value in head.headers:
-            name = raw_name.lower()
-            if name in _GUNICORN_HEADERS:
-                raise _Fallback(data)
-            if b"_" in name:
-                # Dropped, as gunicorn does: it would read as the same
-                # variable as its dashed twin.
+            key = _KEYS.get(raw_name) or _key(raw_name)
+            if key is _DROPPED:
                 continue
+            if key is _GUNICORN:
+                raise _Fallback(data)
             # llhttp has refused control characters, bare CR and LF, and
             # obs-fold; it keeps trailing blanks, which gunicorn strips.
             value = raw_value.strip(b" \t").decode("latin-1")
-            if name == b"content-length":
+            if key == "CONTENT_LENGTH":
                 # llhttp has checked the digits and refused a second one.
                 length = int(value)
-                environ["CONTENT_LENGTH"] = value
-                continue
-            if name == b"content-type":
-                key = "CONTENT_TYPE"
-            else:
-                key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
-            if key in environ:
+                environ[key] = value
+            elif key in environ:
                 if key in _SINGLETONS:
                     # gunicorn refuses a second Host or Content-Type.
                     raise _Fallback(data)
