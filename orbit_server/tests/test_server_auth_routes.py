@@ -51,6 +51,7 @@ BOOK: dict[tuple[str, str], Access] = {
     ("Ready", "on_get"): Access.OPEN,
     ("Root", "on_get"): Access.OPEN,
     ("Ui", "on_get"): Access.OPEN,
+    ("Ui", "on_get_asset"): Access.OPEN,
     ("Metrics", "on_get"): Access.ADMIN,
     ("OpenApi", "on_get"): Access.ADMIN,
     ("Workflows", "on_post"): Access.ADMIN,

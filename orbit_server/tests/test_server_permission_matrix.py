@@ -177,6 +177,7 @@ BOOK: dict[tuple[str, str], str] = {
     ("Ready", "on_get"): "open",
     ("Root", "on_get"): "open",
     ("Ui", "on_get"): "open",
+    ("Ui", "on_get_asset"): "open",
     ("Metrics", "on_get"): "admin",
     ("OpenApi", "on_get"): "admin",
     ("Workflows", "on_post"): "admin",
