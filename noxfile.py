@@ -460,7 +460,9 @@ def wheels(session: nox.Session) -> None:
         venv = tmp / f"venv-{name}"
         shutil.rmtree(venv, ignore_errors=True)
         python = str(venv / "bin" / "python")
-        install = [_uv(), "pip", "install", "-q", "--python", python, *offline]
+        # --no-cache: uv keys local wheels by name and version, so an earlier
+        # run's orbit-* 0.5.0 would be installed instead of the one just built.
+        install = [_uv(), "pip", "install", "-q", "--no-cache", "--python", python, *offline]
         jobs[name] = [
             [_uv(), "venv", "-q", "-p", PYTHON, str(venv)],
             [*install, name],

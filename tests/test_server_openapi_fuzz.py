@@ -49,6 +49,7 @@ KNOWN = {
     "name": ["Greet", "Review", "decision", "status", "broken"],
     "version": ["1.0.0"],
     "schedule_id": ["greet-hourly"],
+    "asset": ["app.js", "app.css"],
 }
 
 pytestmark = [
