@@ -474,7 +474,13 @@ def _paths() -> dict[str, dict[str, Any]]:
                 "A file of the web UI: app.js or app.css.",
                 "open",
                 {
-                    200: {"description": "The file", "content": {"text/plain": {"schema": STRING}}},
+                    200: {
+                        "description": "The file",
+                        "content": {
+                            "text/javascript": {"schema": STRING},
+                            "text/css": {"schema": STRING},
+                        },
+                    },
                     404: {
                         "description": "No such file.",
                         "content": {JSON: {"schema": _ref("Error")}},
