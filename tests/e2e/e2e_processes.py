@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pgkit
+import trustme
 
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = Path(__file__).resolve().parent / "workers"
@@ -451,3 +453,72 @@ def rust_example(name: str, destination: Path) -> Path:
     target = Path(os.environ.get("CARGO_TARGET_DIR") or RUST_SDK / "target")
     shutil.copy(target / "debug" / "examples" / name, destination)
     return destination
+
+
+HELLO = REPO / "orbit_cli" / "src" / "orbit_cli" / "templates" / "hello" / "hello.orbit"
+
+
+def hello_over_mutual_tls(
+    stack: Stack, admin: str, worker_id: str, runtime: str
+) -> tuple[Server, Path, dict[str, str]]:
+    """A server on HTTPS with a client CA and a workers file in which
+    `worker_id` is the identity of its certificate, with the quick start's
+    Hello (every step `using runtime`) deployed over TLS. Returns the server
+    (its `api` speaks HTTPS with the admin token), the certificates' folder
+    (`<worker_id>.pem`/`.key` are the worker's) and the environment with
+    which a worker trusts the server (ORBIT_CA_CERT)."""
+    certs = stack.root / "certs"
+    certs.mkdir()
+    ca, workers_ca = trustme.CA(), trustme.CA()
+    ca.cert_pem.write_to_path(str(certs / "ca.pem"))
+    workers_ca.cert_pem.write_to_path(str(certs / "workers-ca.pem"))
+    for name, leaf in {
+        "server": ca.issue_cert("127.0.0.1"),
+        worker_id: workers_ca.issue_cert(f"{worker_id}.workers.internal"),
+    }.items():
+        (certs / f"{name}.pem").write_bytes(b"".join(b.bytes() for b in leaf.cert_chain_pems))
+        leaf.private_key_pem.write_to_path(str(certs / f"{name}.key"))
+    (certs / "workers.toml").write_text(
+        f'[[worker]]\nid = "{worker_id}"\nclient_cert = "{worker_id}.workers.internal"\n'
+        f'tasks = ["greeting.*"]\nruntime = "{runtime}"\n'
+    )
+    hello = stack.root / "hello.orbit"
+    hello.write_text(
+        HELLO.read_text()
+        .replace("using python", f"using {runtime}")
+        .replace("using typescript", f"using {runtime}")
+    )
+
+    server = Server(
+        stack.logs,
+        stack.root / "tls.db",
+        "--token", admin, "--workers-file", str(certs / "workers.toml"),
+        "--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server.key"),
+        "--tls-client-ca", str(certs / "workers-ca.pem"),
+        name="tls-server",
+    )  # fmt: skip
+    server.url = server.url.replace("http://", "https://")
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+
+    def api(method: str, path: str, body: object = None) -> tuple[int, dict[str, object]]:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"content-type": "application/json", "authorization": f"Bearer {admin}"}
+        request = urllib.request.Request(
+            server.url + path, data=data, method=method, headers=headers
+        )
+        with urllib.request.urlopen(request, timeout=60, context=context) as reply:
+            return reply.status, json.loads(reply.read())
+
+    server.api = api  # type: ignore[method-assign]
+    stack._own(server).start()
+    tls_env = {"ORBIT_CA_CERT": str(certs / "ca.pem")}
+    deployed = subprocess.run(
+        [ORBIT, "deploy", str(hello), "--server", server.url],
+        env=clean_env({"ORBIT_TOKEN": admin, **tls_env}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert deployed.returncode == 0, deployed.stderr
+    return server, certs, tls_env

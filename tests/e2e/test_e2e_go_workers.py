@@ -9,19 +9,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import ssl
 import subprocess
-import urllib.request
 from pathlib import Path
 
 import pytest
-import trustme
-from e2e_processes import ORBIT, REPO, Server, Stack, Worker, clean_env
+from e2e_processes import HELLO, Server, Stack, Worker, hello_over_mutual_tls
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
-HELLO = REPO / "orbit_cli" / "src" / "orbit_cli" / "templates" / "hello" / "hello.orbit"
 
 
 def go_worker(stack: Stack, worker_id: str, source: Path, server: Server) -> Worker:
@@ -106,69 +102,13 @@ def test_one_execution_runs_on_python_typescript_and_go_workers(stack: Stack) ->
 
 
 ADMIN = "admin-token-go-0123456789abcdef"
-WORKERS_FILE = """
-[[worker]]
-id = "hello-go"
-client_cert = "hello-go.workers.internal"
-tasks = ["greeting.*"]
-runtime = "go"
-"""
 
 
 def test_a_go_worker_serves_over_mutual_tls(stack: Stack) -> None:
     """HTTPS with a client CA and a workers file: the Go worker trusts the
     runtime through ORBIT_CA_CERT and is the identity its certificate names."""
-    certs = stack.root / "certs"
-    certs.mkdir()
-    ca, workers_ca = trustme.CA(), trustme.CA()
-    ca.cert_pem.write_to_path(str(certs / "ca.pem"))
-    workers_ca.cert_pem.write_to_path(str(certs / "workers-ca.pem"))
-    for name, leaf in {
-        "server": ca.issue_cert("127.0.0.1"),
-        "hello-go": workers_ca.issue_cert("hello-go.workers.internal"),
-    }.items():
-        (certs / f"{name}.pem").write_bytes(b"".join(b.bytes() for b in leaf.cert_chain_pems))
-        leaf.private_key_pem.write_to_path(str(certs / f"{name}.key"))
-    (certs / "workers.toml").write_text(WORKERS_FILE)
-    hello = stack.root / "hello.orbit"
-    hello.write_text(
-        HELLO.read_text()
-        .replace("using python", "using go")
-        .replace("using typescript", "using go")
-    )
-
-    server = Server(
-        stack.logs,
-        stack.root / "tls.db",
-        "--token", ADMIN, "--workers-file", str(certs / "workers.toml"),
-        "--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server.key"),
-        "--tls-client-ca", str(certs / "workers-ca.pem"),
-        name="tls-server",
-    )  # fmt: skip
-    server.url = server.url.replace("http://", "https://")
-    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
-
-    def api(method: str, path: str, body: object = None) -> tuple[int, dict[str, object]]:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"content-type": "application/json", "authorization": f"Bearer {ADMIN}"}
-        request = urllib.request.Request(
-            server.url + path, data=data, method=method, headers=headers
-        )
-        with urllib.request.urlopen(request, timeout=60, context=context) as reply:
-            return reply.status, json.loads(reply.read())
-
-    server.api = api  # type: ignore[method-assign]
-    stack._own(server).start()
-    tls_env = {"ORBIT_CA_CERT": str(certs / "ca.pem")}
-    deployed = subprocess.run(
-        [ORBIT, "deploy", str(hello), "--server", server.url],
-        env=clean_env({"ORBIT_TOKEN": ADMIN, **tls_env}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert deployed.returncode == 0, deployed.stderr
+    server, certs, tls_env = hello_over_mutual_tls(stack, ADMIN, "hello-go", "go")
+    api = server.api
 
     binary = stack.root / "hello-go-bin"
     subprocess.run(

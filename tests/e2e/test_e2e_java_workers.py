@@ -16,13 +16,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from e2e_processes import REPO, Server, Stack, Worker, java_classpath
+from e2e_processes import HELLO, Server, Stack, Worker, java_classpath
 from test_e2e_rust_workers import fnv1a, rust_worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
-HELLO = REPO / "orbit_cli" / "src" / "orbit_cli" / "templates" / "hello" / "hello.orbit"
 
 
 def java_worker(stack: Stack, worker_id: str, source: Path, server: Server) -> Worker:
