@@ -146,13 +146,13 @@ class RawClient:
         return chunk
 
 
-def raw_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+def raw_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One raw worker: a session shared by `threads` poll loops."""
     client = RawClient(server, token)
     status, reply = client.post(
         b"/v1/workers/register",
         {
-            "worker_id": f"bench-{index}",
+            "worker_id": worker_id,
             "runtime": "python",
             "sdk": "bench_http",
             "contracts": [{"task_name": TASK, "contract_version": "1.0.0"}],
@@ -179,13 +179,11 @@ def raw_worker(server: str, token: str, index: int, threads: int, stop: Any) -> 
     client.post(b"/v1/workers/unregister", {"worker_session_id": session})
 
 
-def sdk_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+def sdk_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Python SDK worker with `threads` poll threads."""
     from orbit_sdk import Worker
 
-    worker = Worker(
-        f"bench-sdk-{index}", server=server, token=token, concurrency=threads, poll_wait_ms=1000
-    )
+    worker = Worker(worker_id, server=server, token=token, concurrency=threads, poll_wait_ms=1000)
 
     @worker.task(TASK, version="1.0.0")
     def step(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -206,13 +204,13 @@ def build_go_worker() -> None:
     )
 
 
-def go_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+def go_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Go SDK worker process with `threads` poll goroutines."""
     env = {
         **os.environ,
         "ORBIT_SERVER": server,
         "ORBIT_WORKER_TOKEN": token,
-        "ORBIT_BENCH_WORKER_ID": f"bench-go-{index}",
+        "ORBIT_BENCH_WORKER_ID": worker_id,
         "ORBIT_BENCH_CONCURRENCY": str(threads),
         "ORBIT_BENCH_QUIET": "1",
     }
@@ -238,13 +236,13 @@ def build_rust_worker() -> None:
     )
 
 
-def rust_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+def rust_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Rust SDK worker process with `threads` poll threads."""
     env = {
         **os.environ,
         "ORBIT_SERVER": server,
         "ORBIT_WORKER_TOKEN": token,
-        "ORBIT_BENCH_WORKER_ID": f"bench-rust-{index}",
+        "ORBIT_BENCH_WORKER_ID": worker_id,
         "ORBIT_BENCH_CONCURRENCY": str(threads),
     }
     proc = subprocess.Popen([str(RUST_WORKER)], env=env)
@@ -283,13 +281,13 @@ def build_java_worker() -> None:
     (JAVA_BUILD / "classpath.txt").write_text(f"{jar}{os.pathsep}{listed.read_text().strip()}")
 
 
-def java_worker(server: str, token: str, index: int, threads: int, stop: Any) -> None:
+def java_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Java SDK worker process with `threads` poll threads."""
     env = {
         **os.environ,
         "ORBIT_SERVER": server,
         "ORBIT_WORKER_TOKEN": token,
-        "ORBIT_BENCH_WORKER_ID": f"bench-java-{index}",
+        "ORBIT_BENCH_WORKER_ID": worker_id,
         "ORBIT_BENCH_CONCURRENCY": str(threads),
         "ORBIT_BENCH_QUIET": "1",
     }
@@ -301,7 +299,7 @@ def java_worker(server: str, token: str, index: int, threads: int, stop: Any) ->
     proc.wait(30)
 
 
-def grpc_worker(target: str, token: str, index: int, threads: int, stop: Any) -> None:
+def grpc_worker(target: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """A raw worker over gRPC: the same loop as `raw_worker`, as the
     generated stub's calls. grpc is imported here, after the fork."""
     import grpc
@@ -327,7 +325,7 @@ def grpc_worker(target: str, token: str, index: int, threads: int, stop: Any) ->
     client = stub()
     reply = client.RegisterWorker(
         pb.RegisterWorkerRequest(
-            worker_id=f"bench-grpc-{index}",
+            worker_id=worker_id,
             runtime="python",
             sdk="bench_http",
             contracts=[pb.TaskContract(task_name=TASK, contract_version="1.0.0")],
@@ -382,28 +380,21 @@ def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
     workers = [
         ctx.Process(
             target=grpc_worker if grpc else WORKER_KINDS[args.worker_kind],
-            args=(target, args.worker_token, i, args.concurrency, stop),
+            args=(target, args.worker_token, worker_id, args.concurrency, stop),
             daemon=True,
         )
-        for i in range(args.workers)
+        for worker_id in worker_ids(args.worker_kind, grpc, args.workers)
     ]
     for worker in workers:
         worker.start()
     return workers, stop
 
 
-def worker_prefix(kind: str, grpc: bool) -> str:
-    """How the ids of the bench's workers of a kind start."""
-    if grpc:
-        return "bench-grpc-"
-    prefixes = {
-        "raw": "bench-",
-        "sdk": "bench-sdk-",
-        "go": "bench-go-",
-        "rust": "bench-rust-",
-        "java": "bench-java-",
-    }
-    return prefixes[kind]
+def worker_ids(kind: str, grpc: bool, count: int) -> list[str]:
+    """The ids the bench's workers register under (one place, since the
+    bench waits for exactly these)."""
+    prefix = "bench-grpc-" if grpc else {"raw": "bench-"}.get(kind, f"bench-{kind}-")
+    return [f"{prefix}{i}" for i in range(count)]
 
 
 def wait_for(admin: Any, eid: str, workers: list[Any]) -> dict[str, Any]:
@@ -561,8 +552,7 @@ def main() -> None:
     assert status in (200, 201), reply
 
     workers, stop = start_workers(args, grpc_addr if grpc else server, grpc)
-    prefix = worker_prefix(args.worker_kind, grpc)
-    wait_registered(admin, {f"{prefix}{i}" for i in range(args.workers)}, workers)
+    wait_registered(admin, set(worker_ids(args.worker_kind, grpc, args.workers)), workers)
 
     cpu_before = cpu_split(proc)
     prefix = f"bench-{os.getpid()}-{int(time.time())}"
