@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from lsprotocol import types as lsp
 
@@ -539,47 +540,33 @@ def symbols(analysis: Analysis) -> list[lsp.DocumentSymbol]:
     if module is None:
         return []
     text = analysis.text
+
+    def symbol(
+        node: Any,
+        name: str,
+        kind: lsp.SymbolKind,
+        detail: str,
+        children: list[lsp.DocumentSymbol] | None = None,
+    ) -> lsp.DocumentSymbol:
+        return lsp.DocumentSymbol(
+            name=name,
+            kind=kind,
+            range=span_range(node.span, text),
+            selection_range=span_range(node.name.span, text),
+            detail=detail,
+            children=children,
+        )
+
     result = []
     for d in module.declarations:
         if isinstance(d, ast.Workflow):
-            children = [
-                lsp.DocumentSymbol(
-                    name=step.name.name,
-                    kind=lsp.SymbolKind.Method,
-                    range=span_range(step.span, text),
-                    selection_range=span_range(step.name.span, text),
-                    detail="step",
-                )
+            steps = [
+                symbol(step, step.name.name, lsp.SymbolKind.Method, "step")
                 for _, step in steps_of(d)
             ]
-            result.append(
-                lsp.DocumentSymbol(
-                    name=d.name.name,
-                    kind=lsp.SymbolKind.Class,
-                    range=span_range(d.span, text),
-                    selection_range=span_range(d.name.span, text),
-                    detail="workflow",
-                    children=children,
-                )
-            )
+            result.append(symbol(d, d.name.name, lsp.SymbolKind.Class, "workflow", steps))
         elif isinstance(d, ast.Schema):
-            result.append(
-                lsp.DocumentSymbol(
-                    name=d.name.name,
-                    kind=lsp.SymbolKind.Struct,
-                    range=span_range(d.span, text),
-                    selection_range=span_range(d.name.span, text),
-                    detail="schema",
-                )
-            )
+            result.append(symbol(d, d.name.name, lsp.SymbolKind.Struct, "schema"))
         elif isinstance(d, ast.Task):
-            result.append(
-                lsp.DocumentSymbol(
-                    name=d.name.value,
-                    kind=lsp.SymbolKind.Interface,
-                    range=span_range(d.span, text),
-                    selection_range=span_range(d.name.span, text),
-                    detail="task",
-                )
-            )
+            result.append(symbol(d, d.name.value, lsp.SymbolKind.Interface, "task"))
     return result
