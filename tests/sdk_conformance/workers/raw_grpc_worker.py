@@ -7,15 +7,14 @@ runtime's gRPC address comes from CONF_GRPC_ADDR; an ORBIT error is a status
 whose code sits in the `orbit-error-code` trailing metadata (a status without
 it is the transport's: no answer); PollTask answers an empty token when no
 task came; input, output and details are `google.protobuf.Value`s, whose
-numbers are doubles (whole numbers come back as ints here, as the runtime
-does). The channel reconnects quickly, so a result outlives a runtime
+numbers are doubles (whole numbers come back as ints, through the
+runtime's own conversion, orbit_server.grpc_values). The channel reconnects quickly, so a result outlives a runtime
 restart without waiting out grpcio's default reconnection backoff (which
 grows to two minutes).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import signal
@@ -25,10 +24,10 @@ import time
 from typing import Any
 
 import grpc
-from google.protobuf import struct_pb2
 
 from orbit_server.grpc_proto import worker_pb2 as pb
 from orbit_server.grpc_proto import worker_pb2_grpc as pb_grpc
+from orbit_server.grpc_values import from_value, to_value
 
 GRPC_ADDR = os.environ.get("CONF_GRPC_ADDR", "127.0.0.1:7234")
 WORKER_ID = os.environ["CONF_WORKER_ID"]
@@ -43,7 +42,6 @@ TASKS = (
 )
 RESULT_RETRY_WINDOW_S = 600.0
 CALL_TIMEOUT_S = 15.0
-_EXACT = 2**53
 
 Report = pb.CompleteTaskRequest | pb.FailTaskRequest
 
@@ -72,40 +70,6 @@ def call(method: Any, request: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
             if key == "orbit-error-code":
                 code = str(value)
         raise CallError(error.code(), code, str(error.details())) from None
-
-
-def to_json(value: struct_pb2.Value) -> Any:
-    kind = value.WhichOneof("kind")
-    if kind == "number_value":
-        number = float(value.number_value)
-        whole = math.isfinite(number) and number.is_integer() and abs(number) <= _EXACT
-        return int(number) if whole else number
-    if kind == "string_value":
-        return str(value.string_value)
-    if kind == "bool_value":
-        return bool(value.bool_value)
-    if kind == "struct_value":
-        return {k: to_json(v) for k, v in value.struct_value.fields.items()}
-    if kind == "list_value":
-        return [to_json(v) for v in value.list_value.values]
-    return None
-
-
-def to_value(obj: Any) -> struct_pb2.Value:
-    value = struct_pb2.Value()
-    if obj is None:
-        value.null_value = struct_pb2.NULL_VALUE
-    elif isinstance(obj, bool):
-        value.bool_value = obj
-    elif isinstance(obj, (int, float)):
-        value.number_value = obj
-    elif isinstance(obj, str):
-        value.string_value = obj
-    elif isinstance(obj, dict):
-        value.struct_value.update(obj)
-    else:
-        value.list_value.extend(obj)
-    return value
 
 
 class Backoff:
@@ -266,7 +230,7 @@ def failure(
 def run(task: pb.ExecuteTaskRequest, cancelled: threading.Event) -> Report:
     """The conf.* handlers: the report of one attempt."""
     name, attempt = task.task_name, task.attempt
-    data = to_json(task.input) if task.HasField("input") else {}
+    data: Any = from_value(task.input, "input") if task.HasField("input") else {}  # JSON
     event("start", task)
     output: dict[str, Any]
     if name == "conf.echo":
