@@ -21,7 +21,18 @@ from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
 from orbit_core import unitkeys
 from orbit_core import values as _values
-from orbit_core.api import ErrorDoc, UnitStatus
+from orbit_core.api import (
+    UNIT_ATTEMPT_FAILED,
+    UNIT_DISPATCHED,
+    UNIT_FAILED,
+    UNIT_RETRY_WAIT,
+    UNIT_SCHEDULED,
+    UNIT_SKIPPED,
+    UNIT_SUCCEEDED,
+    UNIT_UNCERTAIN,
+    UNIT_WAITING,
+    ErrorDoc,
+)
 from orbit_core.errors import payload_too_large
 from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import Step
@@ -116,11 +127,11 @@ def next_due_ms(state: ExecutionState, plan: Plan) -> int | None:
         consider(state.created_at_ms + plan.defn.timeout_ms)
     for key, unit in state.units.items():
         status = unit.status
-        if status == UnitStatus.DISPATCHED:
+        if status == UNIT_DISPATCHED:
             consider(unit.deadline_ms)
-        elif status in (UnitStatus.RETRY_WAIT, UnitStatus.WAITING):
+        elif status in (UNIT_RETRY_WAIT, UNIT_WAITING):
             consider(unit.wake_at_ms)
-        elif status == UnitStatus.SCHEDULED and not unit.redelivery:
+        elif status == UNIT_SCHEDULED and not unit.redelivery:
             spec = plan.spec(key)
             if spec is not None and spec.queue_timeout_ms is not None:
                 consider((unit.scheduled_at_ms or 0) + spec.queue_timeout_ms)
@@ -222,7 +233,7 @@ class _Decider:
         for name in deps:
             unit = units.get(unitkeys.scoped(prefix, name))
             status = unit.status if unit is not None else None
-            if status in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
+            if status in (UNIT_SUCCEEDED, UNIT_SKIPPED):
                 continue
             if status in ("FAILED", "CANCELLED"):
                 return None
@@ -241,12 +252,12 @@ class _Decider:
         status = unit.status
         if status == "RUNNING":
             self.fan_out(step, unit, self.scope(), retries)
-        elif status == UnitStatus.WAITING:
+        elif status == UNIT_WAITING:
             self.waiting(step, unit)
         elif status is not None and status not in (
-            UnitStatus.SUCCEEDED,
-            UnitStatus.SKIPPED,
-            UnitStatus.FAILED,
+            UNIT_SUCCEEDED,
+            UNIT_SKIPPED,
+            UNIT_FAILED,
             "CANCELLED",
         ):
             spec = self.plan.spec(unit.key)
@@ -361,7 +372,7 @@ class _Decider:
         """One step of a task-like unit's attempt cycle."""
         status = unit.status
         key = unit.key
-        if status == UnitStatus.SCHEDULED:
+        if status == UNIT_SCHEDULED:
             qt = spec.queue_timeout_ms
             if (
                 qt is not None
@@ -377,7 +388,7 @@ class _Decider:
                         "QUEUE_TIMEOUT", "no worker picked up the task before queue_timeout", False
                     ),
                 )
-        elif status == UnitStatus.DISPATCHED:
+        elif status == UNIT_DISPATCHED:
             if self.due(unit.deadline_ms, unit.dispatched_at_ms):
                 message = (
                     f"child workflow did not finish within {spec.timeout_ms}ms"
@@ -390,7 +401,7 @@ class _Decider:
                     unit.attempt,
                     ev.make_error("TIMEOUT", message, True),
                 )
-        elif status == UnitStatus.ATTEMPT_FAILED:
+        elif status == UNIT_ATTEMPT_FAILED:
             error = unit.last_error or ev.make_error("UNKNOWN", "", False)
             retry = spec.retry
             if (
@@ -409,11 +420,11 @@ class _Decider:
             self.emit(ev.StepFailed, key, final)
             if not unitkeys.is_recovery(key):
                 self.failed = True
-        elif status == UnitStatus.UNCERTAIN:
+        elif status == UNIT_UNCERTAIN:
             self.emit(
                 ev.StepScheduled, key, unit.attempt, unit.input, unit.idempotency_key or "", True
             )
-        elif status == UnitStatus.RETRY_WAIT and self.due(unit.wake_at_ms, None):
+        elif status == UNIT_RETRY_WAIT and self.due(unit.wake_at_ms, None):
             self.emit(
                 ev.StepScheduled,
                 key,
@@ -462,9 +473,9 @@ class _Decider:
             status = unit.status if unit is not None else None
             if unit is None or status is None:
                 pending.append(i)
-            elif status == UnitStatus.SUCCEEDED:
+            elif status == UNIT_SUCCEEDED:
                 outputs.append(unit.output)
-            elif status == UnitStatus.FAILED:
+            elif status == UNIT_FAILED:
                 failed = failed or unit
             elif status != "CANCELLED":
                 active += 1
@@ -531,12 +542,12 @@ class _Decider:
         units = self.s.units
         for step in steps:
             unit = units.get(unitkeys.scoped(prefix, step.name))
-            if unit is not None and unit.status in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
+            if unit is not None and unit.status in (UNIT_SUCCEEDED, UNIT_SKIPPED):
                 merged[step.name] = unit.output
         return merged
 
     def instance_progress(self, step: Step, unit: Unit) -> None:
-        if unit.status == UnitStatus.WAITING:
+        if unit.status == UNIT_WAITING:
             self.waiting(step, unit)
         elif not unit.done:
             spec = self.plan.spec(unit.key)
@@ -547,7 +558,7 @@ class _Decider:
         units = self.s.units
         for step in self.plan.defn.steps:
             unit = units.get(step.name)
-            if unit is None or unit.status not in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
+            if unit is None or unit.status not in (UNIT_SUCCEEDED, UNIT_SKIPPED):
                 return False
         for instance in self.s.instances:
             prefix = unitkeys.instance_prefix(instance)
@@ -661,9 +672,9 @@ class _Decider:
     def abort_unit(self, step: Step, unit: Unit) -> None:
         """Withdraws work that has not started; lets in-flight work finish."""
         status = unit.status
-        if (status == UnitStatus.SCHEDULED and not unit.redelivery) or status in (
-            UnitStatus.WAITING,
-            UnitStatus.RETRY_WAIT,
+        if (status == UNIT_SCHEDULED and not unit.redelivery) or status in (
+            UNIT_WAITING,
+            UNIT_RETRY_WAIT,
         ):
             self.emit(ev.StepCancelled, unit.key)
             return
@@ -677,7 +688,7 @@ class _Decider:
         candidates = [
             u
             for u in self.s.units.values()
-            if u.status == UnitStatus.SUCCEEDED
+            if u.status == UNIT_SUCCEEDED
             and u.succeeded_seq is not None
             and unitkeys.is_main_block(u.key)
             and unitkeys.step_name(u.key) in plan.compensated
@@ -702,7 +713,7 @@ class _Decider:
             if not unit.done:
                 self.progress(unit, spec, retries=True)
                 return
-            if unit.status == UnitStatus.FAILED:
+            if unit.status == UNIT_FAILED:
                 failures.append((target, unit.error))
         if failures:
             for target, error in failures:
@@ -761,7 +772,7 @@ class _Decider:
         merged = dict(s.outputs)
         for step in steps:
             unit = s.units.get(unitkeys.scoped(prefix, step.name))
-            if unit is not None and unit.status in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
+            if unit is not None and unit.status in (UNIT_SUCCEEDED, UNIT_SKIPPED):
                 merged[step.name] = unit.output
         finished = True
         for step in steps:
@@ -776,7 +787,7 @@ class _Decider:
                     self.emit(ev.StepCancelled, key)
             elif not unit.done:
                 finished = False
-                if unit.status == UnitStatus.WAITING:
+                if unit.status == UNIT_WAITING:
                     self.waiting(step, unit)
                 else:
                     spec = self.plan.spec(key)

@@ -17,6 +17,24 @@ import attrs
 from orbit_core import events as ev
 from orbit_core import unitkeys
 from orbit_core.api import (
+    EXEC_CANCELLED,
+    EXEC_COMPENSATING,
+    EXEC_COMPLETED,
+    EXEC_CONTINUED_AS_NEW,
+    EXEC_FAILED,
+    EXEC_RUNNING,
+    EXEC_TIMED_OUT,
+    UNIT_ATTEMPT_FAILED,
+    UNIT_CANCELLED,
+    UNIT_DISPATCHED,
+    UNIT_FAILED,
+    UNIT_RETRY_WAIT,
+    UNIT_RUNNING,
+    UNIT_SCHEDULED,
+    UNIT_SKIPPED,
+    UNIT_SUCCEEDED,
+    UNIT_UNCERTAIN,
+    UNIT_WAITING,
     AbortDoc,
     ErrorDoc,
     ExecutionDoc,
@@ -33,16 +51,14 @@ from orbit_core.jsontypes import JsonObject, JsonValue
 # unit has no status: None).
 TERMINAL = frozenset(
     {
-        ExecutionStatus.COMPLETED,
-        ExecutionStatus.FAILED,
-        ExecutionStatus.CANCELLED,
-        ExecutionStatus.TIMED_OUT,
-        ExecutionStatus.CONTINUED_AS_NEW,
+        EXEC_COMPLETED,
+        EXEC_FAILED,
+        EXEC_CANCELLED,
+        EXEC_TIMED_OUT,
+        EXEC_CONTINUED_AS_NEW,
     }
 )
-UNIT_DONE = frozenset(
-    {UnitStatus.SUCCEEDED, UnitStatus.SKIPPED, UnitStatus.FAILED, UnitStatus.CANCELLED}
-)
+UNIT_DONE = frozenset({UNIT_SUCCEEDED, UNIT_SKIPPED, UNIT_FAILED, UNIT_CANCELLED})
 
 # Marks a value never set (None is a JSON value); typed Any to stand in any field.
 _ABSENT: Any = object()
@@ -81,6 +97,10 @@ class Unit:
     def attempts(self) -> list[tuple[str, int]]:
         """(token, attempt) of every attempt dispatched so far."""
         return [(str(token), int(attempt)) for token, attempt in self.tokens or ()]
+
+    def token_list(self) -> list[str]:
+        """The token of every attempt dispatched so far."""
+        return [str(entry[0]) for entry in self.tokens] if self.tokens else []
 
     @property
     def done(self) -> bool:
@@ -132,7 +152,7 @@ class ExecutionState:
     run: int = 1
     parent: ParentRef | None = None
     schedule_id: str | None = None
-    status: ExecutionStatus = ExecutionStatus.RUNNING
+    status: ExecutionStatus = EXEC_RUNNING
     started: bool = False
     created_at_ms: int = 0
     updated_at_ms: int = 0
@@ -226,7 +246,7 @@ def _created(s: ExecutionState, e: ev.WorkflowCreated) -> None:
     s.schedule_id = e.schedule_id
     s.run = e.run or 1
     s.created_at_ms = e.timestamp_ms
-    s.status = ExecutionStatus.RUNNING
+    s.status = EXEC_RUNNING
 
 
 def _started(s: ExecutionState, e: ev.WorkflowStarted) -> None:
@@ -257,33 +277,33 @@ def _finish(s: ExecutionState, e: ev.Event, status: ExecutionStatus) -> None:
 
 def _completed(s: ExecutionState, e: ev.WorkflowCompleted) -> None:
     s.output = e.output
-    _finish(s, e, ExecutionStatus.COMPLETED)
+    _finish(s, e, EXEC_COMPLETED)
 
 
 def _failed(s: ExecutionState, e: ev.WorkflowFailed) -> None:
     s.error = e.error
     s.compensation = e.compensation
-    _finish(s, e, ExecutionStatus.FAILED)
+    _finish(s, e, EXEC_FAILED)
 
 
 def _cancelled(s: ExecutionState, e: ev.WorkflowCancelled) -> None:
     s.compensation = e.compensation
-    _finish(s, e, ExecutionStatus.CANCELLED)
+    _finish(s, e, EXEC_CANCELLED)
 
 
 def _timed_out(s: ExecutionState, e: ev.WorkflowTimedOut) -> None:
     s.compensation = e.compensation
-    _finish(s, e, ExecutionStatus.TIMED_OUT)
+    _finish(s, e, EXEC_TIMED_OUT)
 
 
 def _continued(s: ExecutionState, e: ev.WorkflowContinuedAsNew) -> None:
     s.next_run = e.next_run
-    _finish(s, e, ExecutionStatus.CONTINUED_AS_NEW)
+    _finish(s, e, EXEC_CONTINUED_AS_NEW)
 
 
 def _scheduled(s: ExecutionState, e: ev.StepScheduled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.SCHEDULED
+    u.status = UNIT_SCHEDULED
     u.attempt = e.attempt
     u.input = e.input
     u.idempotency_key = e.idempotency_key
@@ -296,14 +316,14 @@ def _scheduled(s: ExecutionState, e: ev.StepScheduled) -> None:
 
 def _skipped(s: ExecutionState, e: ev.StepSkipped) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.SKIPPED
+    u.status = UNIT_SKIPPED
     u.output = None
     u.finished_at_ms = e.timestamp_ms
 
 
 def _fan_out(s: ExecutionState, e: ev.StepFanOut) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.RUNNING
+    u.status = UNIT_RUNNING
     u.attempt = 1
     u.input = e.items
     u.scheduled_at_ms = e.timestamp_ms
@@ -311,7 +331,7 @@ def _fan_out(s: ExecutionState, e: ev.StepFanOut) -> None:
 
 def _dispatched(s: ExecutionState, e: ev.StepDispatched) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.DISPATCHED
+    u.status = UNIT_DISPATCHED
     u.token = e.token
     u.worker_id = e.worker_id
     u.worker_session = e.worker_session
@@ -324,7 +344,7 @@ def _dispatched(s: ExecutionState, e: ev.StepDispatched) -> None:
 
 
 def _succeed(s: ExecutionState, u: Unit, output: JsonValue, e: ev.Event) -> None:
-    u.status = UnitStatus.SUCCEEDED
+    u.status = UNIT_SUCCEEDED
     u.output = output
     u.finished_at_ms = e.timestamp_ms
     u.succeeded_seq = e.seq
@@ -341,26 +361,26 @@ def _succeeded(s: ExecutionState, e: ev.StepSucceeded) -> None:
 
 def _attempt_failed(s: ExecutionState, e: ev.StepAttemptFailed) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.ATTEMPT_FAILED
+    u.status = UNIT_ATTEMPT_FAILED
     u.last_error = e.error
     u.token = None
 
 
 def _uncertain(s: ExecutionState, e: ev.StepAttemptUncertain) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.UNCERTAIN
+    u.status = UNIT_UNCERTAIN
     u.token = None
 
 
 def _retry(s: ExecutionState, e: ev.RetryScheduled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.RETRY_WAIT
+    u.status = UNIT_RETRY_WAIT
     u.wake_at_ms = e.fire_at_ms
 
 
 def _step_failed(s: ExecutionState, e: ev.StepFailed) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.FAILED
+    u.status = UNIT_FAILED
     u.error = e.error
     u.finished_at_ms = e.timestamp_ms
     u.token = None
@@ -376,14 +396,14 @@ def _step_failed(s: ExecutionState, e: ev.StepFailed) -> None:
 
 def _step_cancelled(s: ExecutionState, e: ev.StepCancelled) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.CANCELLED
+    u.status = UNIT_CANCELLED
     u.finished_at_ms = e.timestamp_ms
     u.token = None
 
 
 def _timer_started(s: ExecutionState, e: ev.TimerStarted) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.WAITING
+    u.status = UNIT_WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
     u.wake_at_ms = e.fire_at_ms
@@ -405,7 +425,7 @@ def _signal_received(s: ExecutionState, e: ev.SignalReceived) -> None:
 
 def _await_started(s: ExecutionState, e: ev.SignalAwaitStarted) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
-    u.status = UnitStatus.WAITING
+    u.status = UNIT_WAITING
     u.attempt = 1
     u.scheduled_at_ms = e.timestamp_ms
     u.wake_at_ms = e.deadline_ms
@@ -427,7 +447,7 @@ def _signal_delivered(s: ExecutionState, e: ev.SignalDelivered) -> None:
 
 
 def _compensation_started(s: ExecutionState, e: ev.CompensationStarted) -> None:
-    s.status = ExecutionStatus.COMPENSATING
+    s.status = EXEC_COMPENSATING
     s.compensation_order = list(e.steps)
 
 

@@ -15,7 +15,10 @@ from typing import Protocol
 from orbit_core import events as ev
 from orbit_core import ir, unitkeys
 from orbit_core import values as _values
-from orbit_core.api import ParentRef, UnitStatus
+from orbit_core.api import (
+    UNIT_DISPATCHED,
+    ParentRef,
+)
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import ChildLink, Live
@@ -172,7 +175,7 @@ class Children:
         if parent is None or parent.state.terminal:
             return
         unit = parent.state.units.get(link.unit_key)
-        if unit is None or unit.status != UnitStatus.DISPATCHED or unit.token != link.token:
+        if unit is None or unit.status != UNIT_DISPATCHED or unit.token != link.token:
             return
         name = child.workflow
         if child.status == "COMPLETED":
@@ -224,7 +227,7 @@ class Children:
             if link is None or child is None:
                 continue
             unit = state.units.get(link.unit_key)
-            if unit is None or unit.status != UnitStatus.DISPATCHED or unit.token != link.token:
+            if unit is None or unit.status != UNIT_DISPATCHED or unit.token != link.token:
                 reason = "parent step timed out"
             elif state.terminal:
                 reason = "parent workflow finished"

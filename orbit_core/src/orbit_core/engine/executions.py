@@ -10,7 +10,12 @@ import threading
 from collections.abc import Callable
 
 from orbit_core import events as ev
-from orbit_core.api import ExecutionStatus, ParentRef, UnitStatus
+from orbit_core.api import (
+    EXEC_CONTINUED_AS_NEW,
+    UNIT_DISPATCHED,
+    UNIT_SCHEDULED,
+    ParentRef,
+)
 from orbit_core.decide import Limits, decide, next_due_ms
 from orbit_core.dispatch import TaskIndex
 from orbit_core.engine.catalog import Catalog
@@ -120,7 +125,7 @@ class Executions:
         for unit in state.units.values():
             for token, attempt in unit.attempts():
                 self.memory.hold(token, state.id, unit.key, attempt)
-            if unit.status == UnitStatus.SCHEDULED:
+            if unit.status == UNIT_SCHEDULED:
                 spec = plan.spec(unit.key)
                 if spec is None:
                     continue
@@ -129,7 +134,7 @@ class Executions:
                 else:
                     self._unrouted.append((state.id, unit.key, unit.offer_seq))
                     self.memory.due_at(0, state.id)
-            elif unit.status == UnitStatus.DISPATCHED and (unit.worker_session or "").startswith(
+            elif unit.status == UNIT_DISPATCHED and (unit.worker_session or "").startswith(
                 "child:"
             ):
                 self.children.restore(state, unit.key, unit.worker_session or "", unit.token)
@@ -160,9 +165,10 @@ class Executions:
         self.memory.remove(live)
         tokens = []
         for unit in live.state.units.values():
-            for token, _attempt in unit.attempts():
-                self.memory.release(token)
-                tokens.append(token)
+            if unit.tokens:
+                for token in unit.token_list():
+                    self.memory.release(token)
+                    tokens.append(token)
         self.children.forget(eid)
         self._held.pop(eid, None)
         return tokens
@@ -279,7 +285,7 @@ class Executions:
         # Before a new run replaces the state: the old run's children go too.
         self.children.check(tx, live)
         if state.terminal:
-            if state.status == ExecutionStatus.CONTINUED_AS_NEW:
+            if state.status == EXEC_CONTINUED_AS_NEW:
                 self._continue_as_new(tx, live)
             else:
                 self._finalize(tx, live)
@@ -289,7 +295,7 @@ class Executions:
     def route(self, tx: Tx, live: Live, key: str) -> None:
         """Sends a scheduled unit where it runs."""
         unit = live.state.units[key]
-        if unit.status != UnitStatus.SCHEDULED:
+        if unit.status != UNIT_SCHEDULED:
             return
         spec = live.plan.spec(key)
         if spec is None:
@@ -373,7 +379,7 @@ class Executions:
         change.archived = change.events
         change.events = []
         for unit in old.units.values():
-            for token, _attempt in unit.attempts():
+            for token in unit.token_list():
                 self.memory.release(token)
         new = ExecutionState(old.id)
         live.state = new

@@ -104,14 +104,15 @@ class TaskContext:
 
     `cancelled` is an Event, as in the SDK; in-process attempts are not told
     of cancellations (a handler runs to its end, and its result is ignored
-    if the attempt is no longer wanted).
+    if the attempt is no longer wanted). It is made on first use: an Event
+    costs a Condition and two locks, more than the rest of the context.
     """
 
     __slots__ = (
+        "_cancelled",
         "_clock",
         "_task",
         "attempt",
-        "cancelled",
         "deadline_ms",
         "execution_id",
         "idempotency_key",
@@ -137,11 +138,17 @@ class TaskContext:
         self.redelivery = bool(task.get("redelivery", False))
         deadline = task.get("deadline_ms")
         self.deadline_ms = None if deadline is None else int(deadline)
-        self.cancelled = threading.Event()
+        self._cancelled: threading.Event | None = None
+
+    @property
+    def cancelled(self) -> threading.Event:
+        if self._cancelled is None:
+            self._cancelled = threading.Event()
+        return self._cancelled
 
     @property
     def is_cancelled(self) -> bool:
-        return self.cancelled.is_set()
+        return self._cancelled is not None and self._cancelled.is_set()
 
     def remaining_ms(self) -> int | None:
         """Milliseconds until deadline_ms on the engine's clock, or None."""

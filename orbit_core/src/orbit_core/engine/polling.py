@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections import deque
 
 from orbit_core import events as ev
-from orbit_core.api import Assignment, UnitStatus
+from orbit_core.api import (
+    UNIT_SCHEDULED,
+    Assignment,
+)
 from orbit_core.dispatch import QueuedTask, Session
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.executions import Executions
@@ -148,9 +151,7 @@ class Polling:
             return False
         unit = live.state.units.get(task.unit_key)
         return (
-            unit is not None
-            and unit.status == UnitStatus.SCHEDULED
-            and unit.offer_seq == task.offer_seq
+            unit is not None and unit.status == UNIT_SCHEDULED and unit.offer_seq == task.offer_seq
         )
 
     def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> Assignment:

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from orbit_core import evaluate as _evaluate
 from orbit_core import events as ev
-from orbit_core.api import ExecutionStatus, HistoryPage, QueryAnswer
+from orbit_core.api import (
+    EXEC_CONTINUED_AS_NEW,
+    HistoryPage,
+    QueryAnswer,
+)
 from orbit_core.engine.commands import Command
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
@@ -76,9 +80,7 @@ class Reads:
     def park_wait(self, execution_id: str, cmd: Command) -> object:
         """The state document of a finished execution, or PENDING once parked."""
         live = self._x.memory.get(execution_id)
-        if live is None or (
-            live.state.terminal and live.state.status != ExecutionStatus.CONTINUED_AS_NEW
-        ):
+        if live is None or (live.state.terminal and live.state.status != EXEC_CONTINUED_AS_NEW):
             return self._x.state_of(execution_id).to_json()
         pending = self._pipeline.park(cmd)
         waiters = [c for c in self._waiters.get(execution_id, ()) if c.parked == "waiting"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from orbit_core import events as ev
 from orbit_core import ir
-from orbit_core.api import UnitStatus
+from orbit_core.api import (
+    UNIT_DISPATCHED,
+)
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.workers import Workers
@@ -35,7 +37,7 @@ def load(executions: Executions, workers: Workers, now: int) -> tuple[int, int]:
             if isinstance(event, ev.StepDispatched):
                 workers.issued_to[event.token] = event.worker_id
         for unit in state.units.values():
-            if unit.status == UnitStatus.DISPATCHED and unit.token is not None:
+            if unit.status == UNIT_DISPATCHED and unit.token is not None:
                 session = unit.worker_session or ""
                 if not session.startswith(("child:", "builtin:")):
                     in_flight.append(unit.token)
@@ -49,7 +51,7 @@ def resume(tx: Tx, executions: Executions, workers: Workers) -> None:
     for live in executions.memory.all():
         state = live.state
         for unit in list(state.units.values()):
-            if unit.status == UnitStatus.DISPATCHED and (unit.worker_session or "").startswith(
+            if unit.status == UNIT_DISPATCHED and (unit.worker_session or "").startswith(
                 "builtin:"
             ):
                 workers.make_uncertain(tx, unit.token or "", BUILTIN_RESTART_REASON)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from orbit_core import events as ev
 from orbit_core import values as _values
-from orbit_core.api import Accepted, UnitStatus
+from orbit_core.api import (
+    UNIT_DISPATCHED,
+    Accepted,
+)
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
@@ -50,7 +53,7 @@ class Results:
                     f"contract at {exc}",
                     False,
                 )
-                if unit.status == UnitStatus.DISPATCHED and unit.token == token:
+                if unit.status == UNIT_DISPATCHED and unit.token == token:
                     self._x.append(
                         tx,
                         live,
@@ -73,7 +76,7 @@ class Results:
         if unit.done:
             self._stale(tx, live, key, token, "duplicate")
             return {"accepted": False, "reason": "duplicate result; step already resolved"}
-        if unit.status != UnitStatus.DISPATCHED or unit.token != token:
+        if unit.status != UNIT_DISPATCHED or unit.token != token:
             self._stale(tx, live, key, token, "failure")
             return {"accepted": False, "reason": "stale attempt"}
         self._x.append(

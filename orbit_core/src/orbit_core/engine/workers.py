@@ -14,10 +14,10 @@ from typing import TypeVar
 
 from orbit_core import events as ev
 from orbit_core.api import (
+    UNIT_SCHEDULED,
     Accepted,
     HeartbeatReply,
     Registered,
-    UnitStatus,
     WaitingDoc,
     WorkerDoc,
     WorkerList,
@@ -179,7 +179,7 @@ class Workers:
         plan = live.plan
         groups: dict[tuple[str, str, str | None], WaitingDoc] = {}
         for unit in state.units_by_change():
-            if unit.status != UnitStatus.SCHEDULED:
+            if unit.status != UNIT_SCHEDULED:
                 continue
             spec = plan.spec(unit.key)
             if spec is None or spec.is_child or spec.is_builtin or spec.task is None:
