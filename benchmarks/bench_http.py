@@ -20,11 +20,16 @@ every client and worker connects over TLS. `--protocol grpc` has the
 workers speak the worker protocol's gRPC binding instead (the server runs
 with `--grpc-addr`; raw workers only): one channel, thus one HTTP/2
 connection, per poll thread, with the stub generated from protocol/.
+`--otlp` runs the server with `--otlp-endpoint` pointing at a minimal OTLP/HTTP
+receiver in a process of its own (it reads each export and answers 200), so
+that every execution is traced (the default sampler keeps every trace) and
+the figures show what tracing costs.
 
     python benchmarks/bench_http.py --executions 2000 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --rate 250 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --store postgres://orbit:pw@127.0.0.1/bench
     python benchmarks/bench_http.py --executions 2000 --protocol grpc
+    python benchmarks/bench_http.py --executions 2000 --otlp --store /tmp/bench.db
 """
 
 from __future__ import annotations
@@ -468,8 +473,45 @@ def make_certificates() -> list[str]:
     return ["--tls-cert", str(folder / "server.pem"), "--tls-key", str(folder / "server.key")]
 
 
+def _receive_traces(port: multiprocessing.connection.Connection) -> None:
+    """An OTLP/HTTP receiver: accepts every export (an empty body is an empty
+    ExportTraceServiceResponse) and counts the bytes it was sent."""
+    import http.server
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    port.send(server.server_address[1])
+    server.serve_forever()
+
+
+def start_receiver() -> tuple[multiprocessing.Process, str]:
+    """The OTLP receiver's process and the endpoint to give the server."""
+    ours, theirs = multiprocessing.Pipe()
+    proc = multiprocessing.Process(target=_receive_traces, args=(theirs,), daemon=True)
+    proc.start()
+    return proc, f"http://127.0.0.1:{ours.recv()}"
+
+
 def start_server(
-    store: str, token: str, worker_token: str, tls: list[str], grpc: bool = False
+    store: str,
+    token: str,
+    worker_token: str,
+    tls: list[str],
+    *,
+    grpc: bool = False,
+    otlp: str | None = None,
 ) -> tuple[subprocess.Popen[str], str, str | None]:
     """The server process, its URL and, with `grpc`, its gRPC address."""
     if store == "memory":
@@ -485,6 +527,7 @@ def start_server(
         [
             orbit, "server", "--db", db, "--addr", "127.0.0.1:0", *credentials, *tls,
             *(["--grpc-addr", "127.0.0.1:0"] if grpc else []),
+            *(["--otlp-endpoint", otlp] if otlp else []),
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -534,6 +577,11 @@ def main() -> None:
     parser.add_argument(
         "--grpc-addr", help="with --server and --protocol grpc: the runtime's gRPC address"
     )
+    parser.add_argument(
+        "--otlp",
+        action="store_true",
+        help="trace every execution to an OTLP receiver run for the benchmark",
+    )
     args = parser.parse_args()
     grpc = args.protocol == "grpc"
     if grpc and args.worker_kind != "raw":
@@ -544,7 +592,10 @@ def main() -> None:
     grpc_addr = args.grpc_addr
     if server == "none":
         tls = make_certificates() if args.tls else []
-        proc, server, grpc_addr = start_server(args.store, args.token, args.worker_token, tls, grpc)
+        otlp = start_receiver()[1] if args.otlp else None
+        proc, server, grpc_addr = start_server(
+            args.store, args.token, args.worker_token, tls, grpc=grpc, otlp=otlp
+        )
     if grpc and not grpc_addr:
         parser.error("--protocol grpc needs the runtime's --grpc-addr")
     admin = Client(server, args.token)
