@@ -167,6 +167,18 @@ def test_ui_files_are_served_with_the_security_headers(engine: Engine) -> None:
         assert client.simulate_get(path).status_code == 404, path
 
 
+def test_head_of_a_ui_file_answers_its_headers_without_the_body(engine: Engine) -> None:
+    """`curl -sI /ui/` as chapter 47 shows it: 200 and the same headers as GET."""
+    client = falcon.testing.TestClient(create_app(engine, ServerConfig()))
+    for path in ("/ui/", "/ui/app.js"):
+        got, head = client.simulate_get(path), client.simulate_head(path)
+        assert head.status_code == 200, path
+        assert head.content == b""
+        for name in ("content-type", "content-security-policy", "x-frame-options"):
+            assert head.headers[name] == got.headers[name], (path, name)
+    assert client.simulate_head("/ui/secret.txt").status_code == 404
+
+
 def test_the_ui_page_has_no_inline_script_or_style(engine: Engine) -> None:
     """The CSP allows neither; an inline one would silently not run."""
     page = falcon.testing.TestClient(create_app(engine, ServerConfig())).simulate_get("/ui/").text

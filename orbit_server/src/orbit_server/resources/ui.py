@@ -66,6 +66,14 @@ class Ui:
             raise NotFoundError(f"no such file in the web UI: {asset}", "NOT_FOUND")
         self._send(resp, asset)
 
+    # HEAD answers what GET would, without the body (`curl -I`, link checkers,
+    # load balancers' health probes); Falcon drops the body of a HEAD reply.
+    def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.on_get(req, resp)
+
+    def on_head_asset(self, req: falcon.Request, resp: falcon.Response, asset: str) -> None:
+        self.on_get_asset(req, resp, asset)
+
     def _send(self, resp: falcon.Response, name: str) -> None:
         resp.set_headers(HEADERS)
         resp.content_type = ASSETS[name]
