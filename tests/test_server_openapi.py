@@ -22,7 +22,7 @@ from orbit_server.config import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN, WORKER = "admin-token-for-tests", "worker-token-for-tests"
-METHODS = {"get", "post", "put", "patch", "delete"}
+METHODS = {"get", "post", "put", "patch", "delete", "head"}
 
 
 @pytest.fixture(scope="module")

@@ -467,7 +467,13 @@ def _paths() -> dict[str, dict[str, Any]]:
                 "open",
                 {200: {"description": "HTML", "content": {"text/html": {"schema": STRING}}}},
                 tag="web UI",
-            )
+            ),
+            "head": _operation(
+                "The web UI's headers, without the page.",
+                "open",
+                {200: {"description": "The headers GET would send"}},
+                tag="web UI",
+            ),
         },
         "/ui/{asset}": {
             "get": _operation(
@@ -488,7 +494,17 @@ def _paths() -> dict[str, dict[str, Any]]:
                 },
                 tag="web UI",
                 params=[_path_param("asset", "The file's name.")],
-            )
+            ),
+            "head": _operation(
+                "A UI file's headers, without the file.",
+                "open",
+                {
+                    200: {"description": "The headers GET would send"},
+                    404: {"description": "No such file."},
+                },
+                tag="web UI",
+                params=[_path_param("asset", "The file's name.")],
+            ),
         },
         "/v1/health": {
             "get": _operation(
