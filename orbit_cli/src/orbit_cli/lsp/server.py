@@ -15,7 +15,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from orbit_cli import __version__
 from orbit_cli.lsp import features
-from orbit_cli.lsp.workspace import Analysis, ParseCache, analyse, identity
+from orbit_cli.lsp.workspace import Analysis, Checkers, ParseCache, analyse, identity
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.formatter import FormatError, format_source
 
@@ -81,6 +81,7 @@ class State:
     def __init__(self, server: LanguageServer) -> None:
         self.server = server
         self.cache = ParseCache()
+        self.checkers = Checkers()
         # One worker: analyses are CPU-bound and the newest one is all that counts.
         self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="orbit-lsp")
         self.versions: dict[str, int] = {}
@@ -117,7 +118,7 @@ class State:
         def job() -> Analysis | None:
             if self.versions.get(uri) != version:
                 return None  # a newer edit is queued: skip this one
-            return analyse(path, buffers, self.cache, version)
+            return analyse(path, buffers, self.cache, version, self.checkers)
 
         future = loop.run_in_executor(self.executor, job)
         self.pending[uri] = future
