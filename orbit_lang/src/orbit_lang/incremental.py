@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -113,37 +114,63 @@ class IncrementalParser:
         return declarations if clean else None
 
 
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+# How to move a node of each type (`_shifter`), made on first use.
+_SHIFTERS: dict[type, Callable[[Any, int, int], Any]] = {}
 # Field types that never hold a span: copied without a look inside.
 _PLAIN = {"str", "int", "float", "bool", "str | None", "int | None", "float | None"}
 
 
 def _shift(node: Any, lines: int, offset: int) -> Any:
     """A copy of `node` with every span moved down `lines` lines and `offset` characters."""
-    if isinstance(node, Span):
-        return Span(
-            node.file,
-            node.line + lines,
-            node.column,
-            node.end_line + lines,
-            node.end_column,
-            node.start + offset,
-            node.end + offset,
-        )
-    if isinstance(node, tuple):
-        return tuple([_shift(item, lines, offset) for item in node])
-    cls = type(node)
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = ()
-        if attrs.has(cls):
-            fields = tuple((f.name, str(f.type) not in _PLAIN) for f in attrs.fields(cls))
-        _FIELDS[cls] = fields
-    if not fields:
-        return node
-    return cls(
-        *[
-            _shift(getattr(node, name), lines, offset) if deep else getattr(node, name)
-            for name, deep in fields
-        ]
+    shifter = _SHIFTERS.get(type(node))
+    if shifter is None:
+        shifter = _SHIFTERS[type(node)] = _shifter(type(node))
+    return shifter(node, lines, offset)
+
+
+def _shift_span(span: Span, lines: int, offset: int) -> Span:
+    return Span(
+        span.file,
+        span.line + lines,
+        span.column,
+        span.end_line + lines,
+        span.end_column,
+        span.start + offset,
+        span.end + offset,
     )
+
+
+def _shift_tuple(items: tuple[Any, ...], lines: int, offset: int) -> tuple[Any, ...]:
+    return tuple([_shift(item, lines, offset) for item in items])
+
+
+def _keep(node: Any, lines: int, offset: int) -> Any:
+    return node
+
+
+def _shifter(cls: type) -> Callable[[Any, int, int], Any]:
+    """The function that moves a node of type `cls`. For a tree node it is
+    written out field by field once (a walk that looks up each field's kind
+    at every node spends most of its time doing that)."""
+    if cls is Span:
+        return _shift_span
+    if cls is tuple:
+        return _shift_tuple
+    if not attrs.has(cls):
+        return _keep  # strings, numbers, None, enumerations
+    arguments = []
+    for field in attrs.fields(cls):
+        kind = str(field.type)
+        value = f"node.{field.name}"
+        if kind in _PLAIN:
+            arguments.append(value)
+        elif kind == "Span":
+            arguments.append(f"shift_span({value}, lines, offset)")
+        else:
+            arguments.append(f"shift({value}, lines, offset)")
+    code = f"def shift_node(node, lines, offset):\n    return cls({', '.join(arguments)})\n"
+    scope: dict[str, Any] = {"cls": cls, "shift": _shift, "shift_span": _shift_span}
+    # The text is made above from attrs field names only.
+    exec(code, scope)
+    shifter: Callable[[Any, int, int], Any] = scope["shift_node"]
+    return shifter
