@@ -1,4 +1,5 @@
-"""`orbit_lang.checkcache`: checking with memory after edits gives exactly
+"""`orbit_lang.checkcache` (with `orbit_lang.incremental`, as `orbit lsp`
+uses them): parsing and checking with memory after edits gives exactly
 what a whole check of the same texts gives (diagnostics with their codes,
 messages and spans, and the checked workflows), for one file or several
 joined by imports, with unsaved texts in place of the files on disk."""
@@ -58,8 +59,9 @@ class Editor:
         """The fast result, after asserting that it is the whole check's."""
         program, parsed = load_program([self.root], read=self.read, parse=self.parser)
         fast = compile_program(program, parsed, lowered=False, check=self.checker)
-        program, parsed = load_program([self.root], read=self.read)
-        whole = compile_program(program, parsed, lowered=False)
+        reference, parsed = load_program([self.root], read=self.read)
+        whole = compile_program(reference, parsed, lowered=False)
+        assert program.modules == reference.modules
         assert fast.diagnostics == whole.diagnostics
         assert _workflows(fast) == _workflows(whole)
         return fast

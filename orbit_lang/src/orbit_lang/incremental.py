@@ -11,11 +11,15 @@ tree is copied with every span moved by the same number of lines and
 characters; columns never change because chunks start at line starts.
 
 The result must be the one `parser.parse` gives for the whole text, so any
-doubt falls back to `parser.parse`: a chunk with a diagnostic (an error can
-recover differently when the parser sees the rest of the file), or a text
-with no declaration start at all. Only error-free texts, cut at declaration
-boundaries, are put together from chunks, and a sequence of complete
-declarations parses the same alone as in the whole file.
+doubt falls back to `parser.parse`. Only error-free chunks, cut at
+declaration boundaries, are put together, and a sequence of complete
+declarations parses the same alone as in the whole file. A chunk with a
+diagnostic may recover differently when the parser sees what follows it (an
+unclosed `{` takes in the declarations below), so from the first such chunk
+to the end the text is parsed as one piece and moved into place: the clean
+chunks above it leave the lexer outside any string or comment and every
+bracket paired, so that piece parses as it does at the end of the whole
+file. A text with no declaration start at all is parsed whole.
 """
 
 from __future__ import annotations
@@ -90,13 +94,29 @@ class IncrementalParser:
             if here is None:
                 parsed = self._chunk(source.path, text)
                 if parsed is None:
-                    return parse(source)
+                    self._placed[source.path] = placed
+                    return self._rest(source, declarations, line, offset)
                 here = parsed if offset == 0 else tuple(_shift(d, line, offset) for d in parsed)
             placed[key] = here
             declarations.extend(here)
         self._placed[source.path] = placed
         span = source.span(0, len(source.text))
         return ast.Module(source.path, tuple(declarations), span), []
+
+    @staticmethod
+    def _rest(
+        source: SourceFile, declarations: list[ast.Declaration], line: int, offset: int
+    ) -> tuple[ast.Module, list[Diagnostic]]:
+        """The module when the chunk at `offset` does not parse alone: the
+        chunks above it as they are, the text from it to the end parsed as
+        one (see the module docstring)."""
+        if offset == 0:
+            return parse(source)
+        module, diagnostics = parse(SourceFile(source.path, source.text[offset:]))
+        declarations.extend(_shift(d, line, offset) for d in module.declarations)
+        moved: list[Diagnostic] = [_shift(d, line, offset) for d in diagnostics]
+        span = source.span(0, len(source.text))
+        return ast.Module(source.path, tuple(declarations), span), moved
 
     def _chunk(self, path: str, text: str) -> tuple[ast.Declaration, ...] | None:
         key = (path, text)
