@@ -29,8 +29,9 @@ from orbit_lang.loader import Program, load_program
 from orbit_lang.parser import Unreadable, read_source
 from orbit_lang.source import SourceFile
 
-# Parsed files kept: the open documents and their imports, many times over.
-_CACHE_SIZE = 512
+# Parsed files kept: the open documents and their imports, a few versions
+# of each (each version of a large file keeps a tree of its own).
+_CACHE_SIZE = 64
 # Documents whose last check is remembered: more than anyone keeps open.
 _CHECKERS = 64
 
