@@ -229,3 +229,29 @@ def test_an_edit_in_an_imported_file_reaches_its_importers(tmp_path: Path) -> No
     assert [d.code for d in editor.check().diagnostics] == []
     editor.type(imported, contracts[:split].replace("reservation: String", "reserved: Int"))
     assert [d.code for d in editor.check().diagnostics]
+
+
+TEST = """
+test "order {i}" {{
+    workflow Order{i}
+    input {{ line: {{ sku: "X" }} }}
+    mock "stock{i}.reserve" returns {{ reservation: "r" }}
+    expect status COMPLETED
+}}
+"""
+
+
+def test_a_test_is_checked_again_only_when_what_it_reads_changes(tmp_path: Path) -> None:
+    text = _families(2) + TEST.format(i=0) + TEST.format(i=1)
+    editor, root = _checked(tmp_path, {"main.orbit": text})
+    assert (editor.checker.checked, editor.checker.reused) == (4, 0)
+    at = text.index('version "1.0.0"', text.index("stock1.reserve")) + len('version "1.0.0')
+    editor.type(root, text[:at] + "-rc" + text[at:])
+    assert not editor.check().diagnostics
+    # The second family's workflow and its test.
+    assert (editor.checker.checked, editor.checker.reused) == (6, 2)
+    # Back to the first text, with the first test's input now wrong: the
+    # second family and its test again, and the first test.
+    editor.type(root, text.replace('sku: "X"', "sku: 1", 1))
+    assert editor.check().diagnostics
+    assert (editor.checker.checked, editor.checker.reused) == (9, 3)

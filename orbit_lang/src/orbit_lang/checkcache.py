@@ -1,14 +1,15 @@
 """Checking again after an edit, one workflow at a time.
 
-Checking the workflows is most of the work of `check_program` once parsing
-is incremental (`orbit_lang.incremental`); an edit usually touches one
-declaration, and the other workflows would be checked again to the same
-result. `IncrementalChecker` is a `check_program` for `compiler.compile_program`
-that remembers, for every workflow of the last program it checked, the
-diagnostics its check reported and the `CheckedWorkflow` it made, and gives
-them again when nothing they were computed from has changed. Every other
-phase (collecting names, schemas, contracts, the call graph, tests) runs
-whole each time; they are cheap.
+Checking the workflows and tests is most of the work of `check_program`
+once parsing is incremental (`orbit_lang.incremental`); an edit usually
+touches one declaration, and the others would be checked again to the same
+result. `IncrementalChecker` is a `check_program` for
+`compiler.compile_program` that remembers, for every workflow and test of
+the last program it checked, the diagnostics its check reported and the
+`CheckedWorkflow` it made, and gives them again when nothing they were
+computed from has changed. The other phases (collecting names, schemas,
+contracts, the call graph, duplicate test names) run whole each time; they
+are cheap. Below, "workflow" stands for a workflow or a test.
 
 What a workflow's check reads. A workflow refers to schemas, tasks and
 child workflows by name, and they to others (a task's types name schemas,
@@ -44,12 +45,12 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import attrs
 
 from orbit_lang import ast
-from orbit_lang.check import CheckedProgram, CheckedWorkflow, Compilation, check_program
+from orbit_lang.check import CheckedProgram, CheckedWorkflow, Compilation, check_program, tests
 from orbit_lang.check.workflow import check_workflow
 from orbit_lang.diagnostics import Diagnostic, Label
 from orbit_lang.loader import Program
@@ -79,7 +80,8 @@ class _Memory:
     # All declared names, when the check reported anything; else None.
     names: tuple[Key, ...] | None
     diagnostics: tuple[Diagnostic, ...]
-    checked: CheckedWorkflow
+    # What checking a workflow made; None for a test.
+    checked: CheckedWorkflow | None
 
 
 class IncrementalChecker:
@@ -88,7 +90,7 @@ class IncrementalChecker:
     `reused` those answered from memory (for tests and benchmarks)."""
 
     def __init__(self) -> None:
-        self._memory: dict[str, _Memory] = {}
+        self._memory: dict[Key, _Memory] = {}
         self._sources: Mapping[str, SourceFile] = {}
         self._words: OrderedDict[str, frozenset[str]] = OrderedDict()
         self.checked = 0
@@ -97,7 +99,7 @@ class IncrementalChecker:
     def __call__(self, program: Program) -> CheckedProgram:
         run = _Run(self, program)
         try:
-            result = check_program(program, run.check)
+            result = check_program(program, run.check, run.check_test)
         except BaseException:
             # A check cut short (too deep a tree) leaves nothing to trust.
             self._memory, self._sources = {}, {}
@@ -128,7 +130,9 @@ class _Run:
     def __init__(self, owner: IncrementalChecker, program: Program) -> None:
         self.owner = owner
         self.program = program
-        self.memory: dict[str, _Memory] = {}
+        self.memory: dict[Key, _Memory] = {}
+        # How many tests of each name were seen so far.
+        self.tests: dict[str, int] = {}
         # Every declaration's extent: from the end of the one before it in its
         # file (so comments above it belong to it) to its own end.
         self.extents: dict[int, tuple[Place, str]] = {}
@@ -149,30 +153,56 @@ class _Run:
         self._moves: dict[str, _Move | None] = {}
 
     def check(self, c: Compilation, workflow: ast.Workflow) -> CheckedWorkflow:
+        """`check_workflow`, or what it gave before (see the module docstring)."""
+        own: Key = ("workflow", workflow.name.name)
+        checked = self._remembered(c, own, workflow, lambda: check_workflow(c, workflow))
+        assert checked is not None
+        return checked
+
+    def check_test(self, c: Compilation, test: ast.Test) -> None:
+        """`tests.check_test`, or its diagnostics from before."""
+        name = test.name.value
+        # Tests may share a name (the checker reports it): the nth of a name.
+        self.tests[name] = self.tests.get(name, 0) + 1
+        own: Key = ("test", f"{name}\n{self.tests[name]}")
+
+        def check() -> None:
+            tests.check_test(c, test)
+
+        self._remembered(c, own, test, check)
+
+    def _remembered(
+        self,
+        c: Compilation,
+        own: Key,
+        node: ast.Workflow | ast.Test,
+        compute: Callable[[], CheckedWorkflow | None],
+    ) -> CheckedWorkflow | None:
         index = self._index
         if index is None:
             index = self._index = _Index(c, self)
-        name = workflow.name.name
-        place, text = self.extents[id(workflow)]
-        closure = index.closure(workflow, text)
+        place, text = self.extents[id(node)]
+        closure = index.closure(own, text)
         places = (place, *(index.place(key) for key, _ in closure))
         names = tuple(self.names)
-        old = self.owner._memory.get(name)
+        old = self.owner._memory.get(own)
         if old is not None and self._fits(old, text, closure, names):
             diagnostics = self._moved(old, places)
             if diagnostics is not None:
                 c.report.diagnostics.extend(diagnostics)
-                checked = attrs.evolve(old.checked, node=workflow)
-                self.memory[name] = attrs.evolve(
+                checked = old.checked
+                if checked is not None and isinstance(node, ast.Workflow):
+                    checked = attrs.evolve(checked, node=node)
+                self.memory[own] = attrs.evolve(
                     old, places=places, diagnostics=diagnostics, checked=checked
                 )
                 self.owner.reused += 1
                 return checked
         self.owner.checked += 1
         before = len(c.report.diagnostics)
-        checked = check_workflow(c, workflow)
+        checked = compute()
         diagnostics = tuple(c.report.diagnostics[before:])
-        self.memory[name] = _Memory(
+        self.memory[own] = _Memory(
             text, closure, places, names if diagnostics else None, diagnostics, checked
         )
         return checked
@@ -267,9 +297,9 @@ class _Index:
                 if word in words:
                     yield from keys
 
-    def closure(self, workflow: ast.Workflow, text: str) -> tuple[tuple[Key, str], ...]:
-        """(key, extent text) of every declaration `workflow` depends on."""
-        own: Key = ("workflow", workflow.name.name)
+    def closure(self, own: Key, text: str) -> tuple[tuple[Key, str], ...]:
+        """(key, extent text) of every declaration the one `own` with the
+        extent `text` depends on."""
         seen: dict[Key, str] = {}
         queue = deque(self.mentions(text))
         while queue:

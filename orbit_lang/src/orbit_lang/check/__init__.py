@@ -2,8 +2,9 @@
 
 `check_program` runs every phase over the whole compilation and returns the
 diagnostics and the checked workflows, children before parents. Its
-`check` argument stands in for `check_workflow`: `orbit_lang.checkcache`
-passes one that answers from memory for workflows an edit did not touch.
+`check` and `check_test` arguments stand in for `check_workflow` and
+`tests.check_test`: `orbit_lang.checkcache` passes ones that answer from
+memory for the workflows and tests an edit did not touch.
 """
 
 from __future__ import annotations
@@ -23,10 +24,19 @@ from orbit_lang.check.workflow import check_workflow
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.loader import Program
 
-__all__ = ["CheckedProgram", "CheckedWorkflow", "Compilation", "WorkflowCheck", "check_program"]
+__all__ = [
+    "CheckedProgram",
+    "CheckedWorkflow",
+    "Compilation",
+    "TestCheck",
+    "WorkflowCheck",
+    "check_program",
+]
 
-# Checks one workflow of a compilation, reporting into `compilation.report`.
+# Checks one workflow, or one test, of a compilation, reporting into
+# `compilation.report`.
 WorkflowCheck = Callable[[Compilation, ast.Workflow], CheckedWorkflow]
+TestCheck = Callable[[Compilation, ast.Test], None]
 
 
 @attrs.frozen
@@ -36,7 +46,11 @@ class CheckedProgram:
     workflows: list[CheckedWorkflow]
 
 
-def check_program(program: Program, check: WorkflowCheck = check_workflow) -> CheckedProgram:
+def check_program(
+    program: Program,
+    check: WorkflowCheck = check_workflow,
+    check_test: TestCheck = tests.check_test,
+) -> CheckedProgram:
     report = Reporter()
     declarations = collect(program, report)
     types = TypeResolver(declarations, report)
@@ -46,6 +60,6 @@ def check_program(program: Program, check: WorkflowCheck = check_workflow) -> Ch
     order, _ = callgraph.order(declarations.workflows, report)
     for name in order:
         compilation.checked[name] = check(compilation, declarations.workflows[name])
-    tests.check_tests(compilation)
+    tests.check_tests(compilation, check_test)
     workflows = [compilation.checked[name] for name in order]
     return CheckedProgram(report.diagnostics, workflows)
