@@ -16,7 +16,8 @@ declaration boundaries, are put together, and a sequence of complete
 declarations parses the same alone as in the whole file. A chunk with a
 diagnostic may recover differently when the parser sees what follows it (an
 unclosed `{` takes in the declarations below), so from the first such chunk
-to the end the text is parsed as one piece and moved into place: the clean
+to the end the text is parsed as one piece, in place (the text above it
+blanked out): the clean
 chunks above it leave the lexer outside any string or comment and every
 bracket paired, so that piece parses as it does at the end of the whole
 file. A text with no declaration start at all is parsed whole.
@@ -112,11 +113,14 @@ class IncrementalParser:
         one (see the module docstring)."""
         if offset == 0:
             return parse(source)
-        module, diagnostics = parse(SourceFile(source.path, source.text[offset:]))
-        declarations.extend(_shift(d, line, offset) for d in module.declarations)
-        moved: list[Diagnostic] = [_shift(d, line, offset) for d in diagnostics]
+        # The text above as blanks and as many line breaks, so that the rest
+        # is parsed where it stands (no spans to move) and its first token
+        # follows a line break, as in the whole file.
+        blank = " " * (offset - line) + "\n" * line
+        module, diagnostics = parse(SourceFile(source.path, blank + source.text[offset:]))
+        declarations.extend(module.declarations)
         span = source.span(0, len(source.text))
-        return ast.Module(source.path, tuple(declarations), span), moved
+        return ast.Module(source.path, tuple(declarations), span), diagnostics
 
     def _chunk(self, path: str, text: str) -> tuple[ast.Declaration, ...] | None:
         key = (path, text)
