@@ -9,9 +9,11 @@ not parse.
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import sys
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pytest
 from lsp_client import Session, run, uri
 from lsprotocol import types as lsp
 
+from orbit_cli.lsp import server
 from orbit_cli.lsp.server import to_lsp
 from orbit_lang.compiler import compile_source
 
@@ -411,3 +414,25 @@ def test_diagnostics_after_edits_are_those_of_a_whole_check(order: Path) -> None
         assert max(published) > published[-1]
 
     run(check)
+
+
+def test_what_an_analysis_leaves_in_cycles_is_freed_before_freezing() -> None:
+    """The server hides what it keeps from the cycle collector after each
+    analysis; garbage in cycles at that moment must be freed, not kept."""
+
+    class Node:
+        other: object = None
+
+    first, second = Node(), Node()
+    first.other, second.other = second, first
+    left = weakref.ref(first)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del first, second
+        server._tidy()
+        assert left() is None
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()

@@ -180,7 +180,7 @@ class _Run:
     ) -> CheckedWorkflow | None:
         index = self._index
         if index is None:
-            index = self._index = _Index(c, self)
+            index = self._index = _Index(c, self.extents, self.owner.words)
         place, text = self.extents[id(node)]
         closure = index.closure(own, text)
         places = (place, *(index.place(key) for key, _ in closure))
@@ -264,8 +264,15 @@ class _Run:
 class _Index:
     """The declarations in force in one program, and what each mentions."""
 
-    def __init__(self, c: Compilation, run: _Run) -> None:
-        self.run = run
+    def __init__(
+        self,
+        c: Compilation,
+        extents: dict[int, tuple[Place, str]],
+        words: Callable[[str], frozenset[str]],
+    ) -> None:
+        # Not the `_Run` itself: no reference cycle, so it is freed at once.
+        self.extents = extents
+        self.words = words
         found = c.declarations
         self.declarations: dict[Key, ast.Schema | ast.Task | ast.Workflow] = {}
         for schema_name, schema in found.schemas.items():
@@ -288,7 +295,7 @@ class _Index:
             yield from self.declarations
             return
         yield from self.everywhere
-        words = self.run.owner.words(text)
+        words = self.words(text)
         if len(words) < len(self.by_word):
             for word in words:
                 yield from self.by_word.get(word, ())
@@ -307,13 +314,13 @@ class _Index:
             if key in seen or key == own:
                 continue
             declaration = self.declarations[key]
-            _, extent = self.run.extents[id(declaration)]
+            _, extent = self.extents[id(declaration)]
             seen[key] = extent
             queue.extend(self.mentions(extent))
         return tuple(sorted(seen.items()))
 
     def place(self, key: Key) -> Place:
-        place, _ = self.run.extents[id(self.declarations[key])]
+        place, _ = self.extents[id(self.declarations[key])]
         return place
 
 
