@@ -30,6 +30,8 @@ class Session:
         self.diagnostics: dict[str, list[lsp.Diagnostic]] = {}
         self.arrivals: dict[str, float] = {}
         self.publications = 0
+        # The document version the last diagnostics of each uri were for.
+        self.published_versions: dict[str, int | None] = {}
         self._changed = asyncio.Condition()
         self.versions: dict[str, int] = {}
         self.result: lsp.InitializeResult | None = None
@@ -39,6 +41,7 @@ class Session:
             async with self._changed:
                 self.diagnostics[params.uri] = list(params.diagnostics)
                 self.arrivals[params.uri] = time.perf_counter()
+                self.published_versions[params.uri] = params.version
                 self.publications += 1
                 self._changed.notify_all()
 
@@ -103,6 +106,14 @@ class Session:
         async with self._changed:
             await asyncio.wait_for(
                 self._changed.wait_for(lambda: self.publications > after), timeout
+            )
+
+    async def wait_version(self, target: str, version: int, timeout: float = 30.0) -> None:
+        """Waits for the diagnostics of `target` at document version `version`."""
+        async with self._changed:
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: self.published_versions.get(target) == version),
+                timeout,
             )
 
     def position(self, target: str, line: int, character: int) -> dict[str, Any]:

@@ -9,15 +9,21 @@ not parse.
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import sys
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from lsp_client import Session, run, uri
 from lsprotocol import types as lsp
+
+from orbit_cli.lsp import server
+from orbit_cli.lsp.server import to_lsp
+from orbit_lang.compiler import compile_source
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDER = ROOT / "tests" / "book" / "cases" / "order_receipt"
@@ -373,3 +379,60 @@ def test_garbage_on_stdin_does_not_kill_the_server() -> None:
     by_id = {answer.get("id"): answer for answer in answers if "id" in answer}
     assert "error" in by_id[7]  # the malformed hover is refused, not fatal
     assert by_id[1].get("result", "missing") is None  # and shutdown still answered
+
+
+def test_diagnostics_after_edits_are_those_of_a_whole_check(order: Path) -> None:
+    """The server remembers parses and checks between edits; what it publishes
+    for each version is what `orbit check` of that text reports."""
+    workflow = order / "order_processing.orbit"
+    text = workflow.read_text()
+    # Characters typed at places spread over the file, some of which break the
+    # syntax, each on top of the one before, then the text restored.
+    texts = []
+    edited = text
+    for index, typed in enumerate('x.{1"}x'):
+        where = len(edited) * (index + 1) // 9
+        edited = edited[:where] + typed + edited[where:]
+        texts.append(edited)
+    texts.append(text)
+
+    async def check(s: Session) -> None:
+        target = s.open(workflow)
+        await s.wait_version(target, 1)
+        published = []
+        for version, edited in enumerate(texts, start=2):
+            s.change(target, edited)
+            await s.wait_version(target, version)
+            whole = compile_source(edited, str(workflow))
+            expected = [
+                to_lsp(d, edited)
+                for d in whole.diagnostics
+                if d.span is None or d.span.file == str(workflow)
+            ]
+            assert s.diagnostics[target] == expected, version
+            published.append(len(expected))
+        assert max(published) > published[-1]
+
+    run(check)
+
+
+def test_what_an_analysis_leaves_in_cycles_is_freed_before_freezing() -> None:
+    """The server hides what it keeps from the cycle collector after each
+    analysis; garbage in cycles at that moment must be freed, not kept."""
+
+    class Node:
+        other: object = None
+
+    first, second = Node(), Node()
+    first.other, second.other = second, first
+    left = weakref.ref(first)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del first, second
+        server._tidy()
+        assert left() is None
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from orbit_lang import incremental
 from orbit_lang.incremental import IncrementalParser, chunks
 from orbit_lang.parser import parse
 from orbit_lang.source import SourceFile
@@ -50,3 +52,24 @@ def test_edits_anywhere_parse_the_same() -> None:
             _same(parser, "o.orbit", text[:index] + typed + text[index:])
     _same(parser, "o.orbit", text)
     assert parser.parsed_chunks < 40 * 5 * 4
+
+
+def test_a_broken_declaration_is_parsed_from_where_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = (ROOT / "tests/book/cases/order_receipt/order_processing.orbit").read_text()
+    parser = IncrementalParser()
+    _same(parser, "o.orbit", text)
+    parsed: list[int] = []
+
+    def counting(source: SourceFile) -> Any:
+        parsed.append(len(source.text.lstrip()))
+        return parse(source)
+
+    monkeypatch.setattr(incremental, "parse", counting)
+    # An unclosed `{` in the last declaration: what is above it is not parsed again.
+    last = chunks(text)[-1][0]
+    at = text.index("\n", text.index("{", last)) + 1
+    broken = text[:at] + "    step x {\n" + text[at:]
+    _same(parser, "o.orbit", broken)
+    assert parsed and max(parsed) < len(text) - last + 20

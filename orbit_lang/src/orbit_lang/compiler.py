@@ -3,20 +3,24 @@
 `compile_paths` is what `orbit check`, `compile`, `validate` and `deploy`
 call. Definitions are produced only for a program without errors (and,
 with `strict`, without warnings), children first, then in load order.
+`compile_program` also takes the checker to run, so that `orbit lsp` can
+pass `orbit_lang.checkcache.IncrementalChecker`, which gives the same
+diagnostics as `check_program` while checking again only what an edit
+touched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
 from orbit_core.ir import Definition
 from orbit_lang import ast
-from orbit_lang.check import CheckedWorkflow, check_program
+from orbit_lang.check import CheckedProgram, CheckedWorkflow, check_program
 from orbit_lang.diagnostics import Diagnostic, count, sort_key
 from orbit_lang.loader import Program, load_program, load_source
 from orbit_lang.lower import lower
@@ -26,6 +30,9 @@ from orbit_lang.source import SourceFile
 
 # As for parsing (orbit_lang.parser): room for a few hundred nesting levels.
 _RECURSION_LIMIT = 20_000
+
+# Checks a loaded program (`check.check_program` or a cached equivalent).
+ProgramCheck = Callable[[Program], CheckedProgram]
 
 
 @attrs.frozen
@@ -70,11 +77,12 @@ def compile_program(
     diagnostics: Sequence[Diagnostic],
     strict: bool = False,
     lowered: bool = True,
+    check: ProgramCheck = check_program,
 ) -> CompileResult:
     """Checks and lowers a program already loaded (`loader.load_program`),
     for tools that also read its declarations (`orbit test`, `orbit lsp`,
-    which does not lower)."""
-    return _compile(program, list(diagnostics), strict, lowered)
+    which does not lower and passes its own `check`)."""
+    return _compile(program, list(diagnostics), strict, lowered, check)
 
 
 def compile_source(text: str, path: str = "source.orbit", strict: bool = False) -> CompileResult:
@@ -95,20 +103,24 @@ def _deep_trees() -> Iterator[None]:
 
 
 def _compile(
-    program: Program, parsed: list[Diagnostic], strict: bool, lowered: bool = True
+    program: Program,
+    parsed: list[Diagnostic],
+    strict: bool,
+    lowered: bool = True,
+    check: ProgramCheck = check_program,
 ) -> CompileResult:
     try:
         with _deep_trees():
-            return _check_and_lower(program, parsed, strict, lowered)
+            return _check_and_lower(program, parsed, strict, lowered, check)
     except RecursionError:
         too_deep = Diagnostic.error("E0100", "expressions are nested too deeply to compile", None)
         return CompileResult([], [*parsed, too_deep], program.sources, strict, [])
 
 
 def _check_and_lower(
-    program: Program, parsed: list[Diagnostic], strict: bool, lowered: bool
+    program: Program, parsed: list[Diagnostic], strict: bool, lowered: bool, check: ProgramCheck
 ) -> CompileResult:
-    checked = check_program(program)
+    checked = check(program)
     order = {module.path: index for index, module in enumerate(program.modules)}
     diagnostics = sorted([*parsed, *checked.diagnostics], key=lambda d: sort_key(d, order))
     errors, warnings = count(diagnostics)

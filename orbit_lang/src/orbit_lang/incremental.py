@@ -11,11 +11,16 @@ tree is copied with every span moved by the same number of lines and
 characters; columns never change because chunks start at line starts.
 
 The result must be the one `parser.parse` gives for the whole text, so any
-doubt falls back to `parser.parse`: a chunk with a diagnostic (an error can
-recover differently when the parser sees the rest of the file), or a text
-with no declaration start at all. Only error-free texts, cut at declaration
-boundaries, are put together from chunks, and a sequence of complete
-declarations parses the same alone as in the whole file.
+doubt falls back to `parser.parse`. Only error-free chunks, cut at
+declaration boundaries, are put together, and a sequence of complete
+declarations parses the same alone as in the whole file. A chunk with a
+diagnostic may recover differently when the parser sees what follows it (an
+unclosed `{` takes in the declarations below), so from the first such chunk
+to the end the text is parsed as one piece, in place (the text above it
+blanked out): the clean
+chunks above it leave the lexer outside any string or comment and every
+bracket paired, so that piece parses as it does at the end of the whole
+file. A text with no declaration start at all is parsed whole.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -89,13 +95,32 @@ class IncrementalParser:
             if here is None:
                 parsed = self._chunk(source.path, text)
                 if parsed is None:
-                    return parse(source)
+                    self._placed[source.path] = placed
+                    return self._rest(source, declarations, line, offset)
                 here = parsed if offset == 0 else tuple(_shift(d, line, offset) for d in parsed)
             placed[key] = here
             declarations.extend(here)
         self._placed[source.path] = placed
         span = source.span(0, len(source.text))
         return ast.Module(source.path, tuple(declarations), span), []
+
+    @staticmethod
+    def _rest(
+        source: SourceFile, declarations: list[ast.Declaration], line: int, offset: int
+    ) -> tuple[ast.Module, list[Diagnostic]]:
+        """The module when the chunk at `offset` does not parse alone: the
+        chunks above it as they are, the text from it to the end parsed as
+        one (see the module docstring)."""
+        if offset == 0:
+            return parse(source)
+        # The text above as blanks and as many line breaks, so that the rest
+        # is parsed where it stands (no spans to move) and its first token
+        # follows a line break, as in the whole file.
+        blank = " " * (offset - line) + "\n" * line
+        module, diagnostics = parse(SourceFile(source.path, blank + source.text[offset:]))
+        declarations.extend(module.declarations)
+        span = source.span(0, len(source.text))
+        return ast.Module(source.path, tuple(declarations), span), diagnostics
 
     def _chunk(self, path: str, text: str) -> tuple[ast.Declaration, ...] | None:
         key = (path, text)
@@ -113,37 +138,63 @@ class IncrementalParser:
         return declarations if clean else None
 
 
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+# How to move a node of each type (`_shifter`), made on first use.
+_SHIFTERS: dict[type, Callable[[Any, int, int], Any]] = {}
 # Field types that never hold a span: copied without a look inside.
 _PLAIN = {"str", "int", "float", "bool", "str | None", "int | None", "float | None"}
 
 
 def _shift(node: Any, lines: int, offset: int) -> Any:
     """A copy of `node` with every span moved down `lines` lines and `offset` characters."""
-    if isinstance(node, Span):
-        return Span(
-            node.file,
-            node.line + lines,
-            node.column,
-            node.end_line + lines,
-            node.end_column,
-            node.start + offset,
-            node.end + offset,
-        )
-    if isinstance(node, tuple):
-        return tuple([_shift(item, lines, offset) for item in node])
-    cls = type(node)
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = ()
-        if attrs.has(cls):
-            fields = tuple((f.name, str(f.type) not in _PLAIN) for f in attrs.fields(cls))
-        _FIELDS[cls] = fields
-    if not fields:
-        return node
-    return cls(
-        *[
-            _shift(getattr(node, name), lines, offset) if deep else getattr(node, name)
-            for name, deep in fields
-        ]
+    shifter = _SHIFTERS.get(type(node))
+    if shifter is None:
+        shifter = _SHIFTERS[type(node)] = _shifter(type(node))
+    return shifter(node, lines, offset)
+
+
+def _shift_span(span: Span, lines: int, offset: int) -> Span:
+    return Span(
+        span.file,
+        span.line + lines,
+        span.column,
+        span.end_line + lines,
+        span.end_column,
+        span.start + offset,
+        span.end + offset,
     )
+
+
+def _shift_tuple(items: tuple[Any, ...], lines: int, offset: int) -> tuple[Any, ...]:
+    return tuple([_shift(item, lines, offset) for item in items])
+
+
+def _keep(node: Any, lines: int, offset: int) -> Any:
+    return node
+
+
+def _shifter(cls: type) -> Callable[[Any, int, int], Any]:
+    """The function that moves a node of type `cls`. For a tree node it is
+    written out field by field once (a walk that looks up each field's kind
+    at every node spends most of its time doing that)."""
+    if cls is Span:
+        return _shift_span
+    if cls is tuple:
+        return _shift_tuple
+    if not attrs.has(cls):
+        return _keep  # strings, numbers, None, enumerations
+    arguments = []
+    for field in attrs.fields(cls):
+        kind = str(field.type)
+        value = f"node.{field.name}"
+        if kind in _PLAIN:
+            arguments.append(value)
+        elif kind == "Span":
+            arguments.append(f"shift_span({value}, lines, offset)")
+        else:
+            arguments.append(f"shift({value}, lines, offset)")
+    code = f"def shift_node(node, lines, offset):\n    return cls({', '.join(arguments)})\n"
+    scope: dict[str, Any] = {"cls": cls, "shift": _shift, "shift_span": _shift_span}
+    # The text is made above from attrs field names only.
+    exec(code, scope)
+    shifter: Callable[[Any, int, int], Any] = scope["shift_node"]
+    return shifter

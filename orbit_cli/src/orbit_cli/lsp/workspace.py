@@ -1,4 +1,12 @@
-"""Open buffers and the analysis of one document by the real compiler."""
+"""Open buffers and the analysis of one document by the real compiler.
+
+An analysis after an edit redoes little: `ParseCache` parses only the
+declarations the edit touched (`orbit_lang.incremental`) and `Checkers`
+keeps an `orbit_lang.checkcache.IncrementalChecker` per document, which
+checks again only the workflows whose text, or that of a declaration they
+refer to, changed. Nothing is lowered. The diagnostics are those of a whole
+`orbit check` of the same texts.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,7 @@ import attrs
 
 from orbit_lang import ast
 from orbit_lang.check import CheckedWorkflow
+from orbit_lang.checkcache import IncrementalChecker
 from orbit_lang.compiler import CompileResult, compile_program
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.incremental import IncrementalParser
@@ -20,8 +29,11 @@ from orbit_lang.loader import Program, load_program
 from orbit_lang.parser import Unreadable, read_source
 from orbit_lang.source import SourceFile
 
-# Parsed files kept: the open documents and their imports, many times over.
-_CACHE_SIZE = 512
+# Parsed files kept: the open documents and their imports, a few versions
+# of each (each version of a large file keeps a tree of its own).
+_CACHE_SIZE = 64
+# Documents whose last check is remembered: more than anyone keeps open.
+_CHECKERS = 64
 
 
 def identity(path: str) -> str:
@@ -61,6 +73,27 @@ class ParseCache:
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         return module, diagnostics
+
+
+class Checkers:
+    """An `IncrementalChecker` per document analysed (the least recently
+    analysed go): each remembers the last check of its document's program."""
+
+    def __init__(self, size: int = _CHECKERS) -> None:
+        self._checkers: OrderedDict[str, IncrementalChecker] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def __call__(self, path: str) -> IncrementalChecker:
+        key = identity(path)
+        with self._lock:
+            checker = self._checkers.get(key)
+            if checker is None:
+                checker = self._checkers[key] = IncrementalChecker()
+                while len(self._checkers) > self._size:
+                    self._checkers.popitem(last=False)
+            self._checkers.move_to_end(key)
+            return checker
 
 
 @attrs.frozen
@@ -138,12 +171,17 @@ def analyse(
     buffers: Mapping[str, str],
     cache: ParseCache,
     version: int | None = None,
+    checkers: Checkers | None = None,
 ) -> Analysis:
     """Loads, parses and checks the document at `path` (never raises on user
-    input: the loader and compiler report problems as diagnostics)."""
+    input: the loader and compiler report problems as diagnostics). With
+    `checkers`, workflows an edit did not touch are not checked again."""
     reader = Overlay(buffers)
     program, parsed = load_program([path], read=reader, parse=cache)
-    result = compile_program(program, parsed, lowered=False)
+    if checkers is None:
+        result = compile_program(program, parsed, lowered=False)
+    else:
+        result = compile_program(program, parsed, lowered=False, check=checkers(path))
     source = program.sources.get(path)
     text = source.text if source is not None else buffers.get(identity(path), "")
     return Analysis(path, version, text, program, result)

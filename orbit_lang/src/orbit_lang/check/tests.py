@@ -10,7 +10,7 @@ steps (E0706) and statuses (E0707). A test without `expect` is W0701.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from orbit_core.evaluate import EvalError, Scope, evaluate
 from orbit_core.ir.types import Field, ListType, MapType, OptionalType, RecordType
@@ -49,7 +49,15 @@ SINGLE: dict[type, str] = {
 }
 
 
-def check_tests(c: Compilation) -> None:
+def check_test(c: Compilation, test: ast.Test) -> None:
+    """Checks one test, reporting into `c.report` (not whether its name is taken)."""
+    _TestChecker(c, test).run()
+
+
+def check_tests(
+    c: Compilation, check: Callable[[Compilation, ast.Test], None] = check_test
+) -> None:
+    """Checks every test; `check` stands in for `check_test` (see `check_program`)."""
     seen: dict[str, ast.Test] = {}
     for test in c.declarations.tests:
         name = test.name.value
@@ -63,7 +71,7 @@ def check_tests(c: Compilation) -> None:
             )
         else:
             seen[name] = test
-        _TestChecker(c, test).run()
+        check(c, test)
 
 
 def partial(t: IRType) -> IRType:
