@@ -1,18 +1,25 @@
 """grpc_unary.UnaryServer on its own: what grpcio's server did for the
 binding and this one must still do (replies, statuses and trailing
 metadata, unknown methods, cancellation seen by `is_active`, a failing
-handler, stopping with a grace period), with grpcio's client."""
+handler, stopping with a grace period), with grpcio's client; and
+`GrpcServer`'s pools over a stand-in for `WorkerCalls`."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
 from concurrent import futures
+from typing import cast
 
 import grpc
 import pytest
 
+from orbit_server.config import Address, ServerConfig
+from orbit_server.grpc_proto import worker_pb2 as pb
+from orbit_server.grpc_proto import worker_pb2_grpc as pb_grpc
+from orbit_server.grpc_server import GrpcServer
 from orbit_server.grpc_unary import Call, Reply, UnaryServer
+from orbit_server.worker_calls import WorkerCalls
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,14 +59,14 @@ class Handlers:
 def served() -> Iterator[tuple[UnaryServer, Handlers, grpc.Channel]]:
     handlers = Handlers()
     pool = futures.ThreadPoolExecutor(8)
+    methods = {
+        "/t.S/Echo": handlers.echo,
+        "/t.S/Refuse": handlers.refuse,
+        "/t.S/Broken": handlers.broken,
+        "/t.S/Park": handlers.park,
+    }
     server = UnaryServer(
-        {
-            "/t.S/Echo": handlers.echo,
-            "/t.S/Refuse": handlers.refuse,
-            "/t.S/Broken": handlers.broken,
-            "/t.S/Park": handlers.park,
-        },
-        pool,
+        {path: (handler, pool) for path, handler in methods.items()},
         [("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 1000)],
     )
     port = server.add_port("127.0.0.1:0")
@@ -186,3 +193,51 @@ def test_after_the_grace_running_calls_are_cancelled(
         grpc.StatusCode.UNAVAILABLE,
     )
     assert handlers.inactive.wait(10)
+
+
+class ParkedCalls:
+    """`WorkerCalls` whose polls park until released."""
+
+    def __init__(self) -> None:
+        self.parked = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def poll(self, who: object, session: str, wait_ms: int | None, connected: object) -> None:
+        self.parked.release()
+        self.release.wait(30)
+
+    def heartbeat(self, who: object, session: str) -> dict[str, object]:
+        return {"accepted": True, "cancel": []}
+
+
+def test_parked_polls_leave_threads_for_the_other_calls() -> None:
+    """As many parked polls as --threads must not hold up a heartbeat or a
+    result (they waited for a poll to end while polls and the rest shared
+    one pool)."""
+    threads = 4
+    calls = ParkedCalls()
+    config = ServerConfig(grpc_addr=Address.parse("127.0.0.1:0"), threads=threads)
+    server = GrpcServer(config, cast(WorkerCalls, calls))
+    bound = server.start()
+    pollers: list[threading.Thread] = []
+    answered: list[bool] = []
+    with grpc.insecure_channel(str(bound)) as channel:
+        stub = pb_grpc.WorkerServiceStub(channel)
+        poll = pb.PollTaskRequest(worker_session_id="s", wait_ms=20_000)
+        try:
+            for _ in range(threads):
+                pollers.append(
+                    threading.Thread(target=lambda: answered.append(bool(stub.PollTask(poll))))
+                )
+                pollers[-1].start()
+            for _ in range(threads):
+                assert calls.parked.acquire(timeout=10)
+            beat = stub.Heartbeat(pb.HeartbeatRequest(worker_session_id="s"), timeout=10)
+            assert beat.accepted
+            assert answered == []
+        finally:
+            calls.release.set()
+            for poller in pollers:
+                poller.join(10)
+    server.wait_stopped()
+    assert len(answered) == threads

@@ -1,11 +1,12 @@
 """The worker protocol's gRPC binding: `orbit.worker.v1.WorkerService` (chapter 68).
 
-`orbit server --grpc-addr` (ORBIT_GRPC_ADDR) starts a grpcio server in the
-worker process, beside the HTTP app and over the same engine. Each RPC
-authenticates its caller with the HTTP API's `auth.Credentials` (the bearer
-token in the `authorization` metadata, else the verified client certificate
-under mutual TLS), then makes the same `WorkerCalls` call as the HTTP route:
-this module only translates messages and errors.
+`orbit server --grpc-addr` (ORBIT_GRPC_ADDR) starts a gRPC server in the
+worker process, beside the HTTP app and over the same engine: grpcio's core
+with our own unary loop on it (`grpc_unary.UnaryServer`, which says why).
+Each RPC authenticates its caller with the HTTP API's `auth.Credentials`
+(the bearer token in the `authorization` metadata, else the verified client
+certificate under mutual TLS), then makes the same `WorkerCalls` call as
+the HTTP route: this module only translates messages and errors.
 
 The binding's own rules, as the chapter lists them:
 - PollTask answers an ExecuteTaskRequest with an empty token when no task
@@ -18,11 +19,12 @@ The binding's own rules, as the chapter lists them:
   status follows the code's HTTP status (`errors.STATUS`) through `_STATUS`.
 - a client identity may not use the binding at all (PERMISSION_DENIED).
 
-Requests are decoded here, not by grpcio (`_decoder`): grpcio answers a
-message it cannot parse with INTERNAL, where a malformed request is the
-caller's error (INVALID_ARGUMENT); and a request larger than --max-body is
-PAYLOAD_TOO_LARGE with its metadata (grpcio's own limit, set to twice that,
-refuses anything larger still, with RESOURCE_EXHAUSTED).
+Requests are decoded here (`_decoder`): a message that does not parse is
+the caller's error (INVALID_ARGUMENT, where grpcio's own server answers
+INTERNAL); and a request larger than --max-body is
+PAYLOAD_TOO_LARGE with its metadata (grpc core's own limit, set to twice
+that, refuses anything larger still, with RESOURCE_EXHAUSTED). Responses
+are serialized here too: a handler gets and answers bytes.
 
 TLS uses the HTTP port's files. With --tls-client-ca, grpcio can only
 require a client certificate (it has no "optional" mode as the HTTP port
@@ -33,8 +35,8 @@ Transport: grpc core's EventEngine listener and endpoints read and write
 each connection on threads of their own, which wake the thread polling the
 completion queue for every event; the older polling engine does that work
 in the polling thread itself. On the one CPU the server's threads share,
-the older engine costs measurably less per call (about 0.03 ms of the
-0.25 ms an empty unary call costs with grpcio's thread-pool server), so
+the older engine costs less per call (with grpcio's own server and an
+empty handler, 0.20-0.25 ms of CPU per call against 0.26-0.31 ms), so
 `GRPC_EXPERIMENTS` turns the two EventEngine experiments off unless the
 environment sets it. A grpcio that no longer knows them logs "Unknown
 experiment" once at start (tests/test_server_grpc.py checks it does not).
@@ -332,7 +334,10 @@ class GrpcServer:
         assert config.grpc_addr is not None
         self._config = config
         # One thread per call in progress: long polls each hold one, as on
-        # the HTTP side.
+        # the HTTP side. They have a pool of their own, so that however many
+        # polls are parked, results and heartbeats still find a thread (the
+        # executors start threads only as calls need them).
+        self._polls = futures.ThreadPoolExecutor(config.threads, thread_name_prefix="orbit-poll")
         self._pool = futures.ThreadPoolExecutor(config.threads, thread_name_prefix="orbit-grpc")
         options = [
             # A busy port is an error, not a port shared with another server.
@@ -346,7 +351,13 @@ class GrpcServer:
             mtls=config.tls_client_ca is not None,
         )
         service = WorkerService(calls, credentials, config.max_body)
-        self._server = UnaryServer(service.handlers(), self._pool, options)
+        self._server = UnaryServer(
+            {
+                path: (handler, self._polls if path.endswith("/PollTask") else self._pool)
+                for path, handler in service.handlers().items()
+            },
+            options,
+        )
         self._stopped: threading.Event | None = None
         self.bound: Address | None = None
 
@@ -386,4 +397,5 @@ class GrpcServer:
         self.stop()
         assert self._stopped is not None
         self._stopped.wait(STOP_GRACE_S + 1)
+        self._polls.shutdown(wait=False)
         self._pool.shutdown(wait=False)

@@ -10,7 +10,8 @@ keeps what a unary call needs and nothing else:
 
 - one thread polls the completion queue. On a new call it asks for the
   client's close and for the request message, and when the message is
-  there it hands the call to the executor: the only hand-off a call makes;
+  there it hands the call to its method's executor: the only hand-off a
+  call makes;
 - the executor's thread runs the handler (which may block: a long poll
   parks in the engine) and starts ONE batch sending the initial metadata,
   the response (or none) and the status with its trailing metadata;
@@ -104,23 +105,23 @@ class Call:
         if data is None:
             self._server._answer(self, Reply(None, grpc.StatusCode.UNIMPLEMENTED, _ONE_MESSAGE))
             return
-        self._server._executor.submit(self._server._run, self, data)
+        handler, executor = self._server._handlers[self.method]
+        executor.submit(self._server._run, self, handler, data)
 
 
 Handler = Callable[[Call, bytes], Reply]
 
 
 class UnaryServer:
-    """The server: `add_port`, then `start`; `stop` to end it."""
+    """The server: `add_port`, then `start`; `stop` to end it. `handlers`
+    maps a method's path to its handler and the executor it runs on."""
 
     def __init__(
         self,
-        handlers: Mapping[str, Handler],
-        executor: Executor,
+        handlers: Mapping[str, tuple[Handler, Executor]],
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self._handlers = dict(handlers)
-        self._executor = executor
         self._queue = cygrpc.CompletionQueue()
         self._server = cygrpc.Server(tuple(options), False)
         self._server.register_completion_queue(self._queue)
@@ -224,9 +225,9 @@ class UnaryServer:
 
     # ---- the executor's threads
 
-    def _run(self, call: Call, data: bytes) -> None:
+    def _run(self, call: Call, handler: Handler, data: bytes) -> None:
         try:
-            reply = self._handlers[call.method](call, data)
+            reply = handler(call, data)
         except Exception as exc:  # a handler answers its own errors; this is a fault
             _log.error("gRPC handler failed", method=call.method, exc_info=exc)
             reply = Reply(None, grpc.StatusCode.UNKNOWN, "Exception calling application")
