@@ -6,6 +6,9 @@ handler, stopping with a grace period), with grpcio's client; and
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -241,3 +244,27 @@ def test_parked_polls_leave_threads_for_the_other_calls() -> None:
                 poller.join(10)
     server.wait_stopped()
     assert len(answered) == threads
+
+
+def test_grpc_core_starts_with_the_older_polling_engine() -> None:
+    """grpc core reads GRPC_EXPERIMENTS when grpc is first imported, so the
+    server's modules must not import it before grpc_server sets it."""
+    script = (
+        "import os, sys\n"
+        "os.environ.pop('GRPC_EXPERIMENTS', None)\n"
+        "import orbit_server.runner, orbit_server.app, orbit_server.tracing\n"
+        "assert 'grpc' not in sys.modules, 'grpc imported before grpc_server'\n"
+        "import orbit_server.grpc_server\n"
+        "print(os.environ['GRPC_EXPERIMENTS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["-event_engine_listener,-event_engine_for_all_other_endpoints"]
