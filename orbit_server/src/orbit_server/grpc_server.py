@@ -21,10 +21,10 @@ The binding's own rules, as the chapter lists them:
 
 Requests are decoded here (`_decoder`): a message that does not parse is
 the caller's error (INVALID_ARGUMENT, where grpcio's own server answers
-INTERNAL); and a request larger than --max-body is
-PAYLOAD_TOO_LARGE with its metadata (grpc core's own limit, set to twice
-that, refuses anything larger still, with RESOURCE_EXHAUSTED). Responses
-are serialized here too: a handler gets and answers bytes.
+INTERNAL); and a request larger than --max-body is PAYLOAD_TOO_LARGE with
+its metadata (grpc core's own limit, set to twice that, refuses anything
+larger still, with RESOURCE_EXHAUSTED). Responses are serialized here
+too: a handler gets and answers bytes.
 
 TLS uses the HTTP port's files. With --tls-client-ca, grpcio can only
 require a client certificate (it has no "optional" mode as the HTTP port
