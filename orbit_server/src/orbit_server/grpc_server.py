@@ -1,11 +1,12 @@
 """The worker protocol's gRPC binding: `orbit.worker.v1.WorkerService` (chapter 68).
 
-`orbit server --grpc-addr` (ORBIT_GRPC_ADDR) starts a grpcio server in the
-worker process, beside the HTTP app and over the same engine. Each RPC
-authenticates its caller with the HTTP API's `auth.Credentials` (the bearer
-token in the `authorization` metadata, else the verified client certificate
-under mutual TLS), then makes the same `WorkerCalls` call as the HTTP route:
-this module only translates messages and errors.
+`orbit server --grpc-addr` (ORBIT_GRPC_ADDR) starts a gRPC server in the
+worker process, beside the HTTP app and over the same engine: grpcio's core
+with our own unary loop on it (`grpc_unary.UnaryServer`, which says why).
+Each RPC authenticates its caller with the HTTP API's `auth.Credentials`
+(the bearer token in the `authorization` metadata, else the verified client
+certificate under mutual TLS), then makes the same `WorkerCalls` call as
+the HTTP route: this module only translates messages and errors.
 
 The binding's own rules, as the chapter lists them:
 - PollTask answers an ExecuteTaskRequest with an empty token when no task
@@ -18,27 +19,43 @@ The binding's own rules, as the chapter lists them:
   status follows the code's HTTP status (`errors.STATUS`) through `_STATUS`.
 - a client identity may not use the binding at all (PERMISSION_DENIED).
 
-Requests are decoded here, not by grpcio (`_decoder`): grpcio answers a
-message it cannot parse with INTERNAL, where a malformed request is the
-caller's error (INVALID_ARGUMENT); and a request larger than --max-body is
-PAYLOAD_TOO_LARGE with its metadata (grpcio's own limit, set to twice that,
-refuses anything larger still, with RESOURCE_EXHAUSTED).
+Requests are decoded here (`_decoder`): a message that does not parse is
+the caller's error (INVALID_ARGUMENT, where grpcio's own server answers
+INTERNAL); and a request larger than --max-body is PAYLOAD_TOO_LARGE with
+its metadata (grpc core's own limit, set to twice that, refuses anything
+larger still, with RESOURCE_EXHAUSTED). Responses are serialized here
+too: a handler gets and answers bytes.
 
 TLS uses the HTTP port's files. With --tls-client-ca, grpcio can only
 require a client certificate (it has no "optional" mode as the HTTP port
 has), so every gRPC client then presents one; a bearer token sent with it
 still decides who the caller is. There is no server reflection.
+
+Transport: grpc core's EventEngine listener and endpoints read and write
+each connection on threads of their own, which wake the thread polling the
+completion queue for every event; the older polling engine does that work
+in the polling thread itself. On the one CPU the server's threads share,
+the older engine costs less per call (with grpcio's own server and an
+empty handler, 0.20-0.25 ms of CPU per call against 0.26-0.31 ms), so
+`GRPC_EXPERIMENTS` turns the two EventEngine experiments off unless the
+environment sets it. A grpcio that no longer knows them logs "Unknown
+experiment" once at start (tests/test_server_grpc.py checks it does not).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent import futures
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
-import attrs
+# Read by grpc core once, when it starts; set before grpc is imported. See
+# the module docstring ("Transport"); a value set by the user wins.
+os.environ.setdefault(
+    "GRPC_EXPERIMENTS", "-event_engine_listener,-event_engine_for_all_other_endpoints"
+)
 import grpc
 from google.protobuf.message import DecodeError, Message
 
@@ -47,6 +64,7 @@ from orbit_server.auth import ANYONE, Caller, Credentials, Kind
 from orbit_server.config import Address, ServerConfig
 from orbit_server.errors import STATUS
 from orbit_server.grpc_proto import worker_pb2 as pb
+from orbit_server.grpc_unary import Call, Handler, Reply, UnaryServer
 from orbit_server.grpc_values import from_value, to_value
 from orbit_server.identities import Identities
 from orbit_server.logs import logger
@@ -76,14 +94,6 @@ def status_of(code: str) -> grpc.StatusCode:
     return _HTTP_TO_GRPC.get(STATUS.get(code, 500), grpc.StatusCode.INTERNAL)
 
 
-@attrs.frozen
-class _Refused:
-    """A request refused while it was decoded."""
-
-    code: str
-    message: str
-
-
 class _Failure(Exception):
     """An error answered as a status; `tagged`: with the metadata."""
 
@@ -97,26 +107,27 @@ class _Failure(Exception):
 _M = TypeVar("_M", bound=Message)
 
 
-def _decoder(kind: type[_M], max_body: int) -> Callable[[bytes], _M | _Refused]:
+def _decoder(kind: type[_M], max_body: int) -> Callable[[bytes], _M]:
     name = kind.DESCRIPTOR.name
 
-    def decode(data: bytes) -> _M | _Refused:
+    def decode(data: bytes) -> _M:
         if len(data) > max_body:
-            return _Refused(
+            raise _Failure(
                 "PAYLOAD_TOO_LARGE",
                 f"{name} is {len(data)} bytes; the limit is {max_body} (--max-body)",
             )
         try:
             message: _M = kind.FromString(data)
         except DecodeError as exc:
-            return _Refused("INVALID_REQUEST", f"malformed {name}: {exc}")
+            raise _Failure("INVALID_REQUEST", f"malformed {name}: {exc}") from None
         return message
 
     return decode
 
 
 class WorkerService:
-    """The six RPCs over `WorkerCalls`; `handler()` is what grpcio serves."""
+    """The six RPCs over `WorkerCalls`; `handlers()` is what the server
+    serves, by method path."""
 
     def __init__(
         self,
@@ -128,8 +139,8 @@ class WorkerService:
         self._credentials = credentials
         self._max_body = max_body
 
-    def handler(self) -> grpc.GenericRpcHandler:
-        methods: dict[str, tuple[Callable[[Any, Caller, Any], Message], type[Message]]] = {
+    def handlers(self) -> dict[str, Handler]:
+        methods: dict[str, tuple[Callable[[Any, Caller, Call], Message], type[Message]]] = {
             "RegisterWorker": (self._register, pb.RegisterWorkerRequest),
             "Heartbeat": (self._heartbeat, pb.HeartbeatRequest),
             "PollTask": (self._poll, pb.PollTaskRequest),
@@ -137,37 +148,32 @@ class WorkerService:
             "FailTask": (self._fail, pb.FailTaskRequest),
             "UnregisterWorker": (self._unregister, pb.UnregisterWorkerRequest),
         }
-        return grpc.method_handlers_generic_handler(
-            SERVICE,
-            {
-                name: grpc.unary_unary_rpc_method_handler(
-                    self._rpc(call),
-                    request_deserializer=_decoder(kind, self._max_body),
-                    response_serializer=_serialize,
-                )
-                for name, (call, kind) in methods.items()
-            },
-        )
+        return {
+            f"/{SERVICE}/{name}": self._rpc(call, _decoder(kind, self._max_body))
+            for name, (call, kind) in methods.items()
+        }
 
     def _rpc(
-        self, call: Callable[[Any, Caller, Any], Message]
-    ) -> Callable[[Any, grpc.ServicerContext], Message]:
-        def rpc(request: Any, context: grpc.ServicerContext) -> Message:
+        self,
+        call: Callable[[Any, Caller, Call], Message],
+        decode: Callable[[bytes], Message],
+    ) -> Handler:
+        def rpc(rpc: Call, data: bytes) -> Reply:
             try:
-                if isinstance(request, _Refused):
-                    raise _Failure(request.code, request.message)
-                return call(request, self._caller(context), context)
+                request = decode(data)
+                answer: bytes = call(request, self._caller(rpc), rpc).SerializeToString()
             except _Failure as failure:
-                _abort(context, failure.code, failure.message, tagged=failure.tagged)
+                return _refusal(failure.code, failure.message, tagged=failure.tagged)
             except OrbitError as exc:
-                _abort(context, exc.code, exc.message, tagged=exc.code != "UNAUTHENTICATED")
+                return _refusal(exc.code, exc.message, tagged=exc.code != "UNAUTHENTICATED")
             except Exception as exc:
                 _log.error("gRPC call failed", exc_info=exc)
-                _abort(context, "INTERNAL", f"internal error: {type(exc).__name__}")
+                return _refusal("INTERNAL", f"internal error: {type(exc).__name__}")
+            return Reply(answer)
 
         return rpc
 
-    def _caller(self, context: grpc.ServicerContext) -> Caller:
+    def _caller(self, rpc: Call) -> Caller:
         """The HTTP gate's authentication, from the call's metadata and
         certificate; a client identity is refused here, since every RPC is
         a worker call."""
@@ -175,13 +181,13 @@ class WorkerService:
         if not credentials.required:
             return ANYONE
         authorization = None
-        for key, value in context.invocation_metadata():
+        for key, value in rpc.metadata:
             if key == "authorization":
                 authorization = value if isinstance(value, str) else None
                 break
         certified = None
         if credentials.mtls and authorization is None:
-            certified = credentials.certified(_certificate_names(context))
+            certified = credentials.certified(_certificate_names(rpc))
         caller = credentials.caller(authorization, certified)
         if caller.kind is Kind.CLIENT:
             assert caller.identity is not None
@@ -193,7 +199,7 @@ class WorkerService:
     # ---- the RPCs: message in, `WorkerCalls`, message out
 
     def _register(
-        self, request: pb.RegisterWorkerRequest, who: Caller, context: Any
+        self, request: pb.RegisterWorkerRequest, who: Caller, rpc: Call
     ) -> pb.RegisterWorkerResponse:
         contracts = [
             {"task_name": c.task_name, "contract_version": c.contract_version}
@@ -211,30 +217,28 @@ class WorkerService:
         )
 
     def _heartbeat(
-        self, request: pb.HeartbeatRequest, who: Caller, context: Any
+        self, request: pb.HeartbeatRequest, who: Caller, rpc: Call
     ) -> pb.HeartbeatResponse:
         answer = self._calls.heartbeat(who, request.worker_session_id)
         return pb.HeartbeatResponse(accepted=answer["accepted"], cancel=answer["cancel"])
 
-    def _poll(
-        self, request: pb.PollTaskRequest, who: Caller, context: grpc.ServicerContext
-    ) -> pb.ExecuteTaskRequest:
+    def _poll(self, request: pb.PollTaskRequest, who: Caller, rpc: Call) -> pb.ExecuteTaskRequest:
         task = self._calls.poll(
-            who, request.worker_session_id, request.wait_ms or None, context.is_active
+            who, request.worker_session_id, request.wait_ms or None, rpc.is_active
         )
         if task is None:
             return pb.ExecuteTaskRequest()
         return _assignment(task)
 
     def _complete(
-        self, request: pb.CompleteTaskRequest, who: Caller, context: Any
+        self, request: pb.CompleteTaskRequest, who: Caller, rpc: Call
     ) -> pb.TaskResultAck:
         if not request.token:
             return self._untagged(lambda: self._calls.complete(who, "", None))
         output = _json(request, "output")
         return _ack(self._calls.complete(who, request.token, output))
 
-    def _fail(self, request: pb.FailTaskRequest, who: Caller, context: Any) -> pb.TaskResultAck:
+    def _fail(self, request: pb.FailTaskRequest, who: Caller, rpc: Call) -> pb.TaskResultAck:
         def fail() -> Mapping[str, Any]:
             return self._calls.fail(
                 who,
@@ -258,24 +262,21 @@ class WorkerService:
             raise _Failure(exc.code, exc.message, tagged=False) from None
 
     def _unregister(
-        self, request: pb.UnregisterWorkerRequest, who: Caller, context: Any
+        self, request: pb.UnregisterWorkerRequest, who: Caller, rpc: Call
     ) -> pb.UnregisterWorkerResponse:
         answer = self._calls.unregister(who, request.worker_session_id)
         return pb.UnregisterWorkerResponse(accepted=answer["accepted"])
 
 
-def _serialize(message: Message) -> bytes:
-    data: bytes = message.SerializeToString()
-    return data
-
-
-def _abort(
-    context: grpc.ServicerContext, code: str, message: str, *, tagged: bool = True
-) -> NoReturn:
-    if tagged:
-        context.set_trailing_metadata(((ERROR_CODE_KEY, code),))
-    context.abort(status_of(code), f"{code}: {message}")
-    raise AssertionError("abort returned")  # pragma: no cover - grpcio raises
+def _refusal(code: str, message: str, *, tagged: bool = True) -> Reply:
+    """The status answering an error: `CODE: message`, and the code in the
+    trailing metadata when `tagged`."""
+    return Reply(
+        None,
+        status_of(code),
+        f"{code}: {message}",
+        ((ERROR_CODE_KEY, code),) if tagged else (),
+    )
 
 
 def _json(request: Message, field: str) -> Any:
@@ -315,11 +316,11 @@ def _assignment(task: Mapping[str, Any]) -> pb.ExecuteTaskRequest:
     return message
 
 
-def _certificate_names(context: grpc.ServicerContext) -> list[str] | None:
+def _certificate_names(rpc: Call) -> list[str] | None:
     """The DNS names and common name of the verified client certificate
     (what `identities.certificate_names` reads from an HTTP peer), or None
     without one."""
-    found = context.auth_context()
+    found = rpc.auth_context()
     if not found.get("x509_pem_cert"):
         return None
     names = [*found.get("peer_dns", ()), *found.get("x509_common_name", ())]
@@ -327,20 +328,22 @@ def _certificate_names(context: grpc.ServicerContext) -> list[str] | None:
 
 
 class GrpcServer:
-    """The grpcio server of one `orbit server` process."""
+    """The gRPC server of one `orbit server` process."""
 
     def __init__(self, config: ServerConfig, calls: WorkerCalls) -> None:
         assert config.grpc_addr is not None
         self._config = config
         # One thread per call in progress: long polls each hold one, as on
-        # the HTTP side.
+        # the HTTP side. They have a pool of their own, so that however many
+        # polls are parked, results and heartbeats still find a thread (the
+        # executors start threads only as calls need them).
+        self._polls = futures.ThreadPoolExecutor(config.threads, thread_name_prefix="orbit-poll")
         self._pool = futures.ThreadPoolExecutor(config.threads, thread_name_prefix="orbit-grpc")
         options = [
             # A busy port is an error, not a port shared with another server.
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", min(2 * config.max_body, 2**31 - 1)),
         ]
-        self._server = grpc.server(self._pool, options=options)
         credentials = Credentials(
             config.token,
             config.worker_token,
@@ -348,7 +351,13 @@ class GrpcServer:
             mtls=config.tls_client_ca is not None,
         )
         service = WorkerService(calls, credentials, config.max_body)
-        self._server.add_generic_rpc_handlers((service.handler(),))
+        self._server = UnaryServer(
+            {
+                path: (handler, self._polls if path.endswith("/PollTask") else self._pool)
+                for path, handler in service.handlers().items()
+            },
+            options,
+        )
         self._stopped: threading.Event | None = None
         self.bound: Address | None = None
 
@@ -359,10 +368,8 @@ class GrpcServer:
         assert addr is not None
         target = str(addr)
         try:
-            if self._config.tls_cert is not None:
-                port = self._server.add_secure_port(target, self._tls())
-            else:
-                port = self._server.add_insecure_port(target)
+            tls = self._tls() if self._config.tls_cert is not None else None
+            port = self._server.add_port(target, tls)
         except RuntimeError as exc:
             raise OSError(str(exc)) from None
         if not port:
@@ -390,4 +397,5 @@ class GrpcServer:
         self.stop()
         assert self._stopped is not None
         self._stopped.wait(STOP_GRACE_S + 1)
+        self._polls.shutdown(wait=False)
         self._pool.shutdown(wait=False)

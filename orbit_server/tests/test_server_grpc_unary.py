@@ -1,0 +1,270 @@
+"""grpc_unary.UnaryServer on its own: what grpcio's server did for the
+binding and this one must still do (replies, statuses and trailing
+metadata, unknown methods, cancellation seen by `is_active`, a failing
+handler, stopping with a grace period), with grpcio's client; and
+`GrpcServer`'s pools over a stand-in for `WorkerCalls`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from typing import cast
+
+import grpc
+import pytest
+
+from orbit_server.config import Address, ServerConfig
+from orbit_server.grpc_proto import worker_pb2 as pb
+from orbit_server.grpc_proto import worker_pb2_grpc as pb_grpc
+from orbit_server.grpc_server import GrpcServer
+from orbit_server.grpc_unary import Call, Reply, UnaryServer
+from orbit_server.worker_calls import WorkerCalls
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Handlers:
+    """Methods a test calls, and what they saw."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.inactive = threading.Event()
+        self.metadata: dict[str, str | bytes] = {}
+
+    def echo(self, call: Call, data: bytes) -> Reply:
+        self.metadata = dict(call.metadata)
+        return Reply(data[::-1])
+
+    def refuse(self, call: Call, data: bytes) -> Reply:
+        return Reply(
+            None, grpc.StatusCode.NOT_FOUND, "UNKNOWN_SESSION: gone é", (("orbit-error-code", "X"),)
+        )
+
+    def broken(self, call: Call, data: bytes) -> Reply:
+        raise RuntimeError("a bug")
+
+    def park(self, call: Call, data: bytes) -> Reply:
+        """Waits as a long poll does, asking whether the caller is there."""
+        self.entered.set()
+        while not self.release.wait(0.01):
+            if not call.is_active():
+                self.inactive.set()
+                return Reply(b"late")
+        return Reply(b"released")
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[UnaryServer, Handlers, grpc.Channel]]:
+    handlers = Handlers()
+    pool = futures.ThreadPoolExecutor(8)
+    methods = {
+        "/t.S/Echo": handlers.echo,
+        "/t.S/Refuse": handlers.refuse,
+        "/t.S/Broken": handlers.broken,
+        "/t.S/Park": handlers.park,
+    }
+    server = UnaryServer(
+        {path: (handler, pool) for path, handler in methods.items()},
+        [("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 1000)],
+    )
+    port = server.add_port("127.0.0.1:0")
+    assert port
+    server.start()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield server, handlers, channel
+    handlers.release.set()
+    assert server.stop(0).wait(10)
+    pool.shutdown()
+
+
+def _error(call: grpc.UnaryUnaryMultiCallable, data: bytes, timeout: float = 10) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call(data, timeout=timeout)
+    error: grpc.RpcError = caught.value
+    return error
+
+
+def test_a_call_gets_its_reply_and_the_handler_its_metadata(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    _, handlers, channel = served
+    echo = channel.unary_unary("/t.S/Echo")
+    for _ in range(3):  # several calls, one after another on one connection
+        assert echo(b"abc", timeout=10, metadata=(("authorization", "Bearer x"),)) == b"cba"
+    assert echo(b"", timeout=10) == b""
+    assert handlers.metadata.get("authorization") is None  # the last call sent none
+    echo(b"x", timeout=10, metadata=(("authorization", "Bearer y"), ("k-bin", b"\x00")))
+    assert handlers.metadata["authorization"] == "Bearer y"
+    assert handlers.metadata["k-bin"] == b"\x00"
+
+
+def test_a_refusal_is_a_status_with_its_trailing_metadata(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    error = _error(served[2].unary_unary("/t.S/Refuse"), b"")
+    assert error.code() is grpc.StatusCode.NOT_FOUND
+    assert error.details() == "UNKNOWN_SESSION: gone é"
+    assert ("orbit-error-code", "X") in tuple(error.trailing_metadata() or ())
+
+
+def test_an_unknown_method_is_unimplemented(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    assert _error(served[2].unary_unary("/t.S/Nope"), b"").code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_a_unary_method_needs_exactly_one_message(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    none = served[2].stream_unary("/t.S/Echo")
+    with pytest.raises(grpc.RpcError) as caught:
+        none(iter(()), timeout=10)
+    assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_a_message_over_the_limit_is_refused_by_the_core(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    error = _error(served[2].unary_unary("/t.S/Echo"), b"x" * 2000)
+    assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_failing_handler_answers_unknown_and_the_server_goes_on(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    _, _, channel = served
+    assert _error(channel.unary_unary("/t.S/Broken"), b"").code() is grpc.StatusCode.UNKNOWN
+    assert channel.unary_unary("/t.S/Echo")(b"ok", timeout=10) == b"ko"
+
+
+def test_a_caller_that_gives_up_is_seen_as_inactive(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    _, handlers, channel = served
+    error = _error(channel.unary_unary("/t.S/Park"), b"", timeout=0.5)
+    assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert handlers.inactive.wait(10)
+    assert channel.unary_unary("/t.S/Echo")(b"ok", timeout=10) == b"ko"
+
+
+def test_stopping_lets_a_running_call_finish_and_takes_no_new_one(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    server, handlers, channel = served
+    answers: list[bytes] = []
+    park = channel.unary_unary("/t.S/Park")
+    caller = threading.Thread(target=lambda: answers.append(park(b"", timeout=30)))
+    caller.start()
+    assert handlers.entered.wait(10)
+    stopped = server.stop(30)
+    with pytest.raises(grpc.RpcError):
+        channel.unary_unary("/t.S/Echo")(b"x", timeout=5, wait_for_ready=False)
+    assert not stopped.is_set()
+    handlers.release.set()
+    caller.join(10)
+    assert answers == [b"released"]
+    assert stopped.wait(10)
+
+
+def test_after_the_grace_running_calls_are_cancelled(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    server, handlers, channel = served
+    park = channel.unary_unary("/t.S/Park")
+    errors: list[grpc.StatusCode] = []
+
+    def call() -> None:
+        try:
+            park(b"", timeout=30)
+        except grpc.RpcError as exc:
+            errors.append(exc.code())
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    assert handlers.entered.wait(10)
+    assert server.stop(0.2).wait(10)
+    caller.join(10)
+    # The core ends the call and closes the connection; which the client
+    # sees first varies.
+    assert len(errors) == 1 and errors[0] in (
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNAVAILABLE,
+    )
+    assert handlers.inactive.wait(10)
+
+
+class ParkedCalls:
+    """`WorkerCalls` whose polls park until released."""
+
+    def __init__(self) -> None:
+        self.parked = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def poll(self, who: object, session: str, wait_ms: int | None, connected: object) -> None:
+        self.parked.release()
+        self.release.wait(30)
+
+    def heartbeat(self, who: object, session: str) -> dict[str, object]:
+        return {"accepted": True, "cancel": []}
+
+
+def test_parked_polls_leave_threads_for_the_other_calls() -> None:
+    """As many parked polls as --threads must not hold up a heartbeat or a
+    result (they waited for a poll to end while polls and the rest shared
+    one pool)."""
+    threads = 4
+    calls = ParkedCalls()
+    config = ServerConfig(grpc_addr=Address.parse("127.0.0.1:0"), threads=threads)
+    server = GrpcServer(config, cast(WorkerCalls, calls))
+    bound = server.start()
+    pollers: list[threading.Thread] = []
+    answered: list[bool] = []
+    with grpc.insecure_channel(str(bound)) as channel:
+        stub = pb_grpc.WorkerServiceStub(channel)
+        poll = pb.PollTaskRequest(worker_session_id="s", wait_ms=20_000)
+        try:
+            for _ in range(threads):
+                pollers.append(
+                    threading.Thread(target=lambda: answered.append(bool(stub.PollTask(poll))))
+                )
+                pollers[-1].start()
+            for _ in range(threads):
+                assert calls.parked.acquire(timeout=10)
+            beat = stub.Heartbeat(pb.HeartbeatRequest(worker_session_id="s"), timeout=10)
+            assert beat.accepted
+            assert answered == []
+        finally:
+            calls.release.set()
+            for poller in pollers:
+                poller.join(10)
+    server.wait_stopped()
+    assert len(answered) == threads
+
+
+def test_grpc_core_starts_with_the_older_polling_engine() -> None:
+    """grpc core reads GRPC_EXPERIMENTS when grpc is first imported, so the
+    server's modules must not import it before grpc_server sets it."""
+    script = (
+        "import os, sys\n"
+        "os.environ.pop('GRPC_EXPERIMENTS', None)\n"
+        "import orbit_server.runner, orbit_server.app, orbit_server.tracing\n"
+        "assert 'grpc' not in sys.modules, 'grpc imported before grpc_server'\n"
+        "import orbit_server.grpc_server\n"
+        "print(os.environ['GRPC_EXPERIMENTS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["-event_engine_listener,-event_engine_for_all_other_endpoints"]
