@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from orbit_core.dispatch import Session
 from orbit_core.errors import OrbitError
-from orbit_core.ports import DefinitionRow, ExecutionChange, WorkerRow
+from orbit_core.ports import DefinitionRow, ExecutionChange, TaskOffer, WorkerRow
 
 if TYPE_CHECKING:
     from orbit_core.engine.live import Live
@@ -118,6 +118,7 @@ class Tx:
         "new_plans",
         "new_tasks",
         "now",
+        "offers",
         "terminal",
         "workers",
     )
@@ -132,6 +133,8 @@ class Tx:
         self.workers: list[WorkerRow] = []
         self.terminal: list[Live] = []
         self.new_tasks = False
+        # Worker tasks queued for a shared queue (Engine(offer_tasks=True)).
+        self.offers: list[TaskOffer] = []
         self.claimed: list[Command] = []
         self.new_plans: list[Plan] = []
         # Changes to sessions and timers that must not happen if the commit fails.
