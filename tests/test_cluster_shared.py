@@ -8,12 +8,23 @@ inbox of an execution's owner, node ids, take-overs. Then whole servers.
 
 from __future__ import annotations
 
+import functools
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
+import time
 import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import server_ir
+from cluster_proxy import Proxy
+from server_harness import Http, RawWorker, ServerProcess
 
 from orbit_core.dispatch import Session
 from orbit_core.engine import Engine
@@ -269,3 +280,210 @@ def test_rendezvous_spreads_trees_over_the_live_nodes() -> None:
     }
     # Every server computes the same answer.
     assert share == [rendezvous(f"root-{i}", list(reversed(nodes))) for i in range(300)]
+
+
+# ---- real processes
+
+
+INTERVAL_MS = 200
+ENV = {"ORBIT_CLUSTER_INTERVAL_MS": str(INTERVAL_MS)}
+HERE = Path(__file__).resolve().parent
+
+
+def _wait(check: Callable[[], Any], timeout: float, what: str, *logs: ServerProcess) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            shown = "\n".join(p.log() for p in logs)
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{shown}")
+        time.sleep(0.02)
+
+
+def _shared(url: str, node: str, *args: str) -> ServerProcess:
+    return ServerProcess(
+        url,
+        "--cluster",
+        "--cluster-mode",
+        "shared",
+        "--node-id",
+        node,
+        "--session-timeout",
+        "2",
+        "--node-timeout",
+        "2",
+        *args,
+        env=ENV,
+    )
+
+
+@pytest.fixture
+def three(pg_url: str) -> Iterator[list[ServerProcess]]:
+    servers = [_shared(pg_url, name) for name in ("a", "b", "c")]
+    try:
+        for server in servers:
+            server.start(timeout=90)
+        yield servers
+    finally:
+        for server in servers:
+            if server.proc is not None:
+                server.stop(signal.SIGKILL)
+
+
+def _succeeded(api: Http, eid: str) -> list[str]:
+    events = api.get(f"/v1/executions/{eid}/history").body["events"]
+    return [e["step"] for e in events if e["type"] == "StepSucceeded"]
+
+
+def test_every_server_serves_and_commands_reach_the_owner(three: list[ServerProcess]) -> None:
+    a, b, c = three
+    log = a.log()
+    assert re.search(
+        r'cluster mode: shared \(every server active\) node_id=a advertise_addr="http://127\.0\.0\.1:\d+" '
+        r"node_timeout_ms=2000",
+        log,
+    ), log
+    assert "shared: node is serving node_id=a resumed=0" in log
+    for server in three:
+        assert server.http().get("/v1/ready").status == 200
+    ready = b.http().get("/v1/ready").body
+    assert {k: ready[k] for k in ("role", "node_id", "term", "leader", "ready")} == {
+        "role": "shared",
+        "node_id": "b",
+        "term": None,
+        "leader": None,
+        "ready": True,
+    }
+    assert [n["node_id"] for n in ready["nodes"]] == ["a", "b", "c"]
+    assert all(n["live"] for n in ready["nodes"])
+    # Deployed through a, started through b (b owns it), signalled through c.
+    assert a.http().post("/v1/workflows", server_ir.review()).status == 201
+    started = b.http().post(
+        "/v1/executions",
+        {"workflow": "Review", "execution_id": "rv-1", "input": {"order_id": "o-1"}},
+    )
+    assert started.status == 201, started
+    health = b.http().get("/v1/health").body
+    assert (health["role"], health["owned_executions"], health["active_executions"]) == (
+        "shared",
+        1,
+        1,
+    )
+    bad = c.http().post("/v1/executions/rv-1/signals/nope", {})
+    assert bad.status == 404 and bad.body["error"]["code"] == "UNKNOWN_SIGNAL", bad
+    sent = c.http().post("/v1/executions/rv-1/signals/decision", {"approved": True})
+    assert sent.status == 200, sent
+    assert sent.body["accepted"] is True and sent.body["seq"] > 0
+    # A worker registered through a polls through c and reports through a.
+    worker = RawWorker(a.http(), "w-1", [("reviews.record", "1.0.0")])
+    assert worker.register().status == 200
+    through_c = RawWorker(c.http(), "w-1", [])
+    through_c.session = worker.session
+    task = through_c.task()
+    assert task["execution_id"] == "rv-1" and task["token"].startswith("rv-1/")
+    assert worker.complete(task["token"], {"receipt": "r-1"}).body["accepted"] is True
+    done = a.http().get("/v1/executions/rv-1/wait?timeout_ms=10000").body
+    assert done["status"] == "COMPLETED", done
+    events = b.http().get("/v1/executions/rv-1/history").body["events"]
+    dispatched = [e for e in events if e["type"] == "StepDispatched"]
+    assert [d["token"] for d in dispatched] == [task["token"]]
+    # A cancel through another server answers with the owner's refusal.
+    late = c.http().post("/v1/executions/rv-1/cancel", {})
+    assert late.status == 409 and late.body["error"]["code"] == "EXECUTION_FINISHED", late
+
+
+def _start_worker(tmp_path: Path, name: str, server: str) -> subprocess.Popen[bytes]:
+    """tests/cluster_worker.py (the Python SDK) polling `server`; every
+    attempt it runs is a line of runs.txt; it holds `s1` until `release`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORBIT_", "OTEL_"))}
+    env.update(
+        ORBIT_SERVER=server,
+        CLUSTER_RUNS=str(tmp_path / "runs.txt"),
+        CLUSTER_RELEASE=str(tmp_path / "release"),
+        CLUSTER_HOLD_STEP="s1",
+        PYTHONUNBUFFERED="1",
+    )
+    with open(tmp_path / f"worker-{name}.log", "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, str(HERE / "cluster_worker.py")],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+
+def _finished(server: ServerProcess, eid: str) -> Any:
+    """The execution's document once it is no longer running, else False."""
+    document = server.http().get(f"/v1/executions/{eid}").body
+    return document["status"] != "RUNNING" and document
+
+
+def _runs(tmp_path: Path) -> list[list[str]]:
+    path = tmp_path / "runs.txt"
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.timeout(240)
+def test_a_server_killed_mid_run_has_its_executions_taken_over(
+    three: list[ServerProcess], tmp_path: Path
+) -> None:
+    """Executions started through every server, Python SDK workers
+    connected to different servers (the one of the server killed goes
+    through a proxy that moves on to a live server); c is SIGKILLed while
+    every worker holds a task. Every execution completes exactly once, and
+    a step runs again only as a redelivery of the same attempt."""
+    a, b, c = three
+    assert a.http().post("/v1/workflows", server_ir.chain(3)).status == 201
+    ids = [f"k-{server_name}-{i}" for server_name in "abc" for i in range(2)]
+    for eid in ids:
+        server = {"a": a, "b": b, "c": c}[eid.split("-")[1]]
+        reply = server.http().post("/v1/executions", {"workflow": "Chain", "execution_id": eid})
+        assert reply.status == 201, reply
+    proxy = Proxy(lambda: [c.addr if c.proc else "", a.addr, b.addr])
+    workers = [
+        _start_worker(tmp_path, "a", f"http://{a.addr}"),
+        _start_worker(tmp_path, "b", f"http://{b.addr}"),
+        _start_worker(tmp_path, "c", proxy.url),
+    ]
+    try:
+        # Every worker (concurrency 2) holds an `s1`: all six are in flight.
+        _wait(
+            lambda: len([r for r in _runs(tmp_path) if r[1] == "s1"]) >= 6,
+            60,
+            "every s1 to be running",
+            a,
+            b,
+            c,
+        )
+        owned_by_c = c.http().get("/v1/health").body["owned_executions"]
+        assert owned_by_c == 2
+        c.stop(signal.SIGKILL)
+        (tmp_path / "release").touch()
+        for eid in ids:
+            done = _wait(functools.partial(_finished, a, eid), 60, f"{eid} to finish", a, b)
+            assert done["status"] == "COMPLETED", done
+            assert _succeeded(a.http(), eid) == ["s0", "s1", "s2"]
+        logs = a.log() + b.log()
+        assert "shared: taking over executions of a node that stopped heartbeating" in logs
+        assert re.search(
+            r"shared: took ownership of executions executions=\d+ in_flight=\d+ from=c", logs
+        )
+        # At-least-once only: a step ran again only as a redelivery.
+        by_step: dict[tuple[str, str], list[list[str]]] = {}
+        for run in _runs(tmp_path):
+            by_step.setdefault((run[0], run[1]), []).append(run)
+        assert sorted({eid for eid, _ in by_step}) == sorted(ids)
+        for runs in by_step.values():
+            assert runs[0][3] == "False", runs
+            assert all(r[3] == "True" for r in runs[1:]), runs
+        nodes = a.http().get("/v1/health").body["nodes"]
+        assert [n["node_id"] for n in nodes] == ["a", "b"]  # c: dead and owns nothing
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(10)
+        proxy.close()
