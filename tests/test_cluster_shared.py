@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import server_ir
 from cluster_proxy import Proxy
-from server_harness import Http, RawWorker, ServerProcess
+from server_harness import ORBIT, Http, RawWorker, ServerProcess
 
 from orbit_core.dispatch import Session
 from orbit_core.engine import Engine
@@ -302,9 +302,8 @@ def _wait(check: Callable[[], Any], timeout: float, what: str, *logs: ServerProc
         time.sleep(0.02)
 
 
-def _shared(url: str, node: str, *args: str) -> ServerProcess:
-    return ServerProcess(
-        url,
+def _shared_args(node: str) -> list[str]:
+    return [
         "--cluster",
         "--cluster-mode",
         "shared",
@@ -314,9 +313,11 @@ def _shared(url: str, node: str, *args: str) -> ServerProcess:
         "2",
         "--node-timeout",
         "2",
-        *args,
-        env=ENV,
-    )
+    ]
+
+
+def _shared(url: str, node: str, *args: str) -> ServerProcess:
+    return ServerProcess(url, *_shared_args(node), *args, env=ENV)
 
 
 @pytest.fixture
@@ -487,3 +488,29 @@ def test_a_server_killed_mid_run_has_its_executions_taken_over(
         for worker in workers:
             worker.wait(10)
         proxy.close()
+
+
+def test_a_second_server_with_a_running_node_id_is_refused(
+    three: list[ServerProcess], pg_url: str
+) -> None:
+    a = three[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORBIT_", "OTEL_"))}
+    env.update(ENV)
+    twin = subprocess.run(
+        [ORBIT, "server", "--db", pg_url, "--addr", "127.0.0.1:0", *_shared_args("a")],
+        check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    # It waited three node timeouts for the other `a` to stop, then gave up.
+    assert twin.returncode == 1, twin.stderr
+    assert re.search(
+        r"ERROR orbit: cannot join the shared cluster: STORAGE_ERROR: another server with node "
+        r"id `a` is running \(it heartbeated \d+ ms ago\); give every server its own --node-id",
+        twin.stderr,
+    ), twin.stderr
+    # The running one is untouched.
+    assert a.http().get("/v1/ready").status == 200

@@ -142,9 +142,14 @@ def serve(config: ServerConfig) -> int:
             return 1
     host, port = listener.getsockname()[:2]
     bound = Address(host, port)
+    arbiter = os.getpid()
     try:
         OrbitApplication(config, listener, bound).run()
     except SystemExit as exc:
+        if os.getpid() != arbiter:
+            # The forked worker unwinds through here: its status (a boot
+            # error is 3) is what tells the arbiter to stop, not restart it.
+            raise
         return 0 if exc.code in (None, 0) else 1
     return 0
 

@@ -75,6 +75,9 @@ INTERVAL_ENV = "ORBIT_CLUSTER_INTERVAL_MS"
 REPLY_WAIT_S = 10.0
 RECHECK_S = 1.0
 SHARED = "shared"
+# The inbox is swept every so many rounds of entries older than this.
+SWEEP_ROUNDS = 60
+SWEEP_AFTER_MS = 60_000
 _ERRORS: dict[str, type[OrbitError]] = {
     cls.__name__: cls
     for cls in (NotFoundError, ConflictError, InvalidError, LimitError, StorageError, OrbitError)
@@ -418,6 +421,7 @@ class SharedNode:
         self._last_beat = time.monotonic()
         self._conflict = False
         self._lost: list[str] = []
+        self._rounds = 0
         self._lost_lock = threading.Lock()
         self._log.info(
             "cluster mode: shared (every server active)",
@@ -536,6 +540,7 @@ class SharedNode:
             )
         with self._lost_lock:
             lost, self._lost = self._lost, []
+        lost.extend(self._reconcile())
         if lost:
             dropped = self.engine.release(lost)
             self._log.warning("shared: lost executions to another server", executions=dropped)
@@ -544,6 +549,24 @@ class SharedNode:
             self._log.info("shared: loaded definitions deployed through another server")
         if self.serving():
             self._take_over()
+
+    def _reconcile(self) -> list[str]:
+        """What this node holds but the database gives to another (after it
+        lost the database or paused past the node timeout); also sweeps the
+        inbox now and then."""
+        self._rounds += 1
+        if self._rounds % SWEEP_ROUNDS == 0:
+            self.tables.sweep(SWEEP_AFTER_MS)
+        held = self.store.owned()
+        if not held:
+            return []
+        rows = self.tables.owned_rows()
+        gone = [eid for eid, (_root, epoch) in held.items() if rows.get(eid) != epoch]
+        if gone:
+            # Ended just now (the row went with the end) or lost: either way
+            # nothing more is written for them here.
+            self.store.disown(gone)
+        return gone
 
     def _take_over(self) -> None:
         orphaned = self.tables.orphaned_roots(self.node_timeout_ms)

@@ -54,7 +54,7 @@ import psycopg
 from orbit_core import events as ev
 from orbit_core.api import ExecutionStatus
 from orbit_core.errors import StorageError
-from orbit_core.ports import CommitBatch, TaskOffer
+from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
 from orbit_core.state import TERMINAL
 from orbit_store.postgres import Fenced, PostgresStore
 from orbit_store.schema import SCHEMA_LOCK_KEY
@@ -191,6 +191,30 @@ class SharedStore(PostgresStore):
         with self._lock:
             for eid in execution_ids:
                 self._owned.pop(eid, None)
+
+    # ---- schedules: claims name this node, and only its own are dropped
+
+    def claim_schedules(
+        self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
+    ) -> list[str]:
+        return super().claim_schedules(claims, self.node_id, until_ms, now_ms)
+
+    def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
+        return super().advance_schedules(advances, self.node_id)
+
+    def release_schedule_claims(self) -> None:
+        """A server starting drops the claims of its previous process only;
+        another server's claim expires by itself (chapter 41)."""
+        node = self.node_id
+
+        def release(cursor: Any) -> None:
+            cursor.execute(
+                "UPDATE orbit_schedules SET claimed_by = NULL, claimed_until_ms = NULL "
+                "WHERE claimed_by = %s",
+                (node,),
+            )
+
+        super()._write(release, None)
 
     # ---- the store port
 
@@ -485,6 +509,15 @@ class SharedTables:
                 conn.execute("SELECT pg_notify('orbit_tasks', '')")
             return moved
 
+    def owned_rows(self) -> dict[str, int]:
+        """The executions the database says this node owns, with their epochs."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT execution_id, epoch FROM orbit_owners WHERE node_id = %s",
+                (self.node_id,),
+            ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
     def owner(self, execution_id: str) -> tuple[str, int] | None:
         with self._conn() as conn:
             row = conn.execute(
@@ -623,11 +656,15 @@ class SharedTables:
             return False, None
         return True, orjson.loads(row[0]) if row[0] is not None else None
 
-    def forget_replies(self, older_than_ms: int) -> None:
-        """Deletes applied entries nobody waits for."""
+    def sweep(self, older_than_ms: int) -> None:
+        """Deletes entries nobody needs any more: replies never read, and
+        entries of executions that ended (no owner) before they were applied."""
         with self._conn() as conn:
             conn.execute(
-                "DELETE FROM orbit_inbox WHERE state = 'done' AND created_ms < " + NOW_MS + " - %s",
+                "DELETE FROM orbit_inbox i WHERE i.created_ms < "
+                + NOW_MS
+                + " - %s AND (i.state = 'done' OR NOT EXISTS "
+                "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = i.execution_id))",
                 (older_than_ms,),
             )
 
