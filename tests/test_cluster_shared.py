@@ -190,6 +190,36 @@ def test_the_inbox_keeps_order_and_carries_replies(pg_url: str) -> None:
         b.close()
 
 
+def test_attempts_to_stop_reach_a_session_through_any_server(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="z-1")
+        claim = b.claim()  # the worker polls through b
+        assert claim is not None and claim.owner == "a"
+        (entry,) = a.tables.pending()
+        assert entry.kind == "dispatched"
+        assert a.engine.dispatch_offer(
+            _session(),
+            execution_id="z-1",
+            unit_key=entry.payload["unit_key"],
+            offer_seq=entry.payload["offer_seq"],
+            token=entry.payload["token"],
+        )
+        a.engine.cancel("z-1")
+        # The owner posts what the session should stop, once.
+        cancels = a.engine.cancels(["s-1"])
+        assert cancels == {"s-1": [claim.token]}
+        assert a.engine.cancels(["s-1"]) == {}
+        a.tables.post_cancels(cancels)
+        assert b.tables.take_cancels("s-1") == [claim.token]
+        assert b.tables.take_cancels("s-1") == []
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_take_over_fences_the_old_owner(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")
@@ -333,6 +363,10 @@ def three(pg_url: str) -> Iterator[list[ServerProcess]]:
                 server.stop(signal.SIGKILL)
 
 
+def _owned(server: ServerProcess) -> int:
+    return int(server.http().get("/v1/health").body["owned_executions"])
+
+
 def _succeeded(api: Http, eid: str) -> list[str]:
     events = api.get(f"/v1/executions/{eid}/history").body["events"]
     return [e["step"] for e in events if e["type"] == "StepSucceeded"]
@@ -393,6 +427,17 @@ def test_every_server_serves_and_commands_reach_the_owner(three: list[ServerProc
     # A cancel through another server answers with the owner's refusal.
     late = c.http().post("/v1/executions/rv-1/cancel", {})
     assert late.status == 409 and late.body["error"]["code"] == "EXECUTION_FINISHED", late
+    # b leaves gracefully: its execution moves without waiting for the node timeout.
+    parked = b.http().post(
+        "/v1/executions",
+        {"workflow": "Review", "execution_id": "rv-2", "input": {"order_id": "o-2"}},
+    )
+    assert parked.status == 201, parked
+    assert b.stop(signal.SIGTERM) == 0
+    assert "shared: left the cluster; other servers take over this server's executions" in (b.log())
+    _wait(lambda: _owned(a) + _owned(c) == 1, 10, "rv-2 to move", a, c)
+    signalled = a.http().post("/v1/executions/rv-2/signals/decision", {"approved": False})
+    assert signalled.status == 200, signalled
 
 
 def _start_worker(tmp_path: Path, name: str, server: str) -> subprocess.Popen[bytes]:

@@ -166,6 +166,9 @@ class SharedEngine(Engine):
         self._session_row(session_id)
         reply = super().heartbeat(session_id, worker=worker)
         self._seen(session_id)
+        posted = self.node.tables.take_cancels(session_id)
+        if posted:
+            reply["cancel"] = sorted({*reply["cancel"], *posted})
         return reply
 
     def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
@@ -244,7 +247,8 @@ class SharedEngine(Engine):
     ) -> Accepted:
         eid = token.partition("/")[0]
         if "/" in token and self._owner_elsewhere(eid):
-            self.node.tables.put(eid, "complete", {"token": token, "output": output})
+            payload = {"token": token, "output": output, "worker": worker}
+            self.node.tables.put(eid, "complete", payload)
             return {"accepted": True}
         return super().complete(token, output, worker=worker)
 
@@ -266,6 +270,7 @@ class SharedEngine(Engine):
                 "message": error_message,
                 "retryable": retryable,
                 "details": details,
+                "worker": worker,
             }
             self.node.tables.put(eid, "fail", payload)
             return {"accepted": True}
@@ -353,13 +358,24 @@ class SharedEngine(Engine):
                     offer_seq=p["offer_seq"],
                     token=p["token"],
                 )
+                if done is None:
+                    # No longer wanted: the worker hears so at its next heartbeat.
+                    self.node.tables.post_cancels({p["session_id"]: [p["token"]]})
                 return {"ok": done is not None}
             if entry.kind == "complete":
-                return {"ok": Engine.complete(self, p["token"], p["output"])}
+                return {
+                    "ok": Engine.complete(self, p["token"], p["output"], worker=p.get("worker"))
+                }
             if entry.kind == "fail":
                 return {
                     "ok": Engine.fail(
-                        self, p["token"], p["code"], p["message"], p["retryable"], p["details"]
+                        self,
+                        p["token"],
+                        p["code"],
+                        p["message"],
+                        p["retryable"],
+                        p["details"],
+                        worker=p.get("worker"),
                     )
                 }
             if entry.kind == "signal":
@@ -605,6 +621,8 @@ class SharedNode:
         rows = self.tables.sessions(known)
         if rows:
             self.engine.touch_sessions({r.session_id: r.last_seen_ms for r in rows})
+        # Attempts owned here that a session polling elsewhere should stop.
+        self.tables.post_cancels(self.engine.cancels(known))
 
     def _inbox_loop(self) -> None:
         seen = self.listener.serial

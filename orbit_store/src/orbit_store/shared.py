@@ -20,7 +20,8 @@ lock, without changing the schema version):
   elsewhere, results, signals, cancellations), applied by the owner in
   `seq` order; a reply is written back to the row for the server waiting.
 - `orbit_sessions`: worker sessions and their last contact, so a session
-  works through every server.
+  works through every server; `orbit_cancels`: the attempts an owner wants
+  a session to stop, returned by the session's next heartbeat anywhere.
 
 `SharedStore` is the owner's store: every commit first locks the ownership
 rows of the executions it changes (`FOR SHARE`) and aborts with `Fenced`
@@ -84,6 +85,8 @@ _CREATE = (
     "CREATE TABLE IF NOT EXISTS orbit_sessions (session_id TEXT PRIMARY KEY, "
     "worker_id TEXT NOT NULL, runtime TEXT NOT NULL, contracts TEXT NOT NULL, sdk TEXT, "
     "registered_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS orbit_cancels (session_id TEXT NOT NULL, token TEXT NOT NULL, "
+    "PRIMARY KEY (session_id, token))",
 )
 # Events that end a unit: its queued offers are no longer wanted.
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
@@ -722,6 +725,27 @@ class SharedTables:
     def drop_session(self, session_id: str) -> None:
         with self._conn() as conn:
             conn.execute("DELETE FROM orbit_sessions WHERE session_id = %s", (session_id,))
+            conn.execute("DELETE FROM orbit_cancels WHERE session_id = %s", (session_id,))
+
+    def post_cancels(self, cancels: dict[str, list[str]]) -> None:
+        """Attempts each session should stop, for its next heartbeat anywhere."""
+        rows = [(sid, token) for sid, tokens in cancels.items() for token in tokens]
+        if not rows:
+            return
+        with self._conn() as conn, conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO orbit_cancels (session_id, token) VALUES (%s, %s) "
+                "ON CONFLICT DO NOTHING",
+                rows,
+            )
+
+    def take_cancels(self, session_id: str) -> list[str]:
+        """The tokens posted for the session, removed as they are read."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "DELETE FROM orbit_cancels WHERE session_id = %s RETURNING token", (session_id,)
+            ).fetchall()
+        return sorted(r[0] for r in rows)
 
 
 class Listener:

@@ -10,8 +10,10 @@ engine (chapter 44's shared mode), as a few store-neutral steps; the server
   claimed token (`dispatch_offer`), which still checks that the unit waits
   for exactly that offer.
 - Sessions: a session registered through another server is made known here
-  (`know_sessions`) so the attempts it takes can be held by it, and the
-  contacts it made elsewhere keep it alive (`touch_sessions`).
+  (`know_sessions`) so the attempts it takes can be held by it, the
+  contacts it made elsewhere keep it alive (`touch_sessions`), and the
+  attempts it should stop are handed out for it to hear of through any
+  server (`cancels`).
 - Ownership: `take_over` rebuilds executions from their histories as a
   restart does (attempts in flight get one session timeout for their
   reports, built-in attempts are uncertain, scheduled work is offered or
@@ -50,6 +52,19 @@ def touch_sessions(workers: Workers, seen: Mapping[str, int]) -> None:
         if session is not None and at_ms > session.last_seen_ms:
             session.last_seen_ms = at_ms
             session.lost = False
+
+
+def cancels(workers: Workers, session_ids: list[str]) -> dict[str, list[str]]:
+    """For each known session: the attempts it holds that are no longer
+    wanted, each returned once (here or by the session's next heartbeat)."""
+    out = {}
+    for session_id in session_ids:
+        session = workers.sessions.get(session_id)
+        if session is not None and session.held:
+            tokens = workers.cancels(session)
+            if tokens:
+                out[session_id] = tokens
+    return out
 
 
 def take_over(

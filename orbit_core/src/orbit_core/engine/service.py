@@ -404,6 +404,11 @@ class Engine:
         """Session contacts made elsewhere (session id to time in ms)."""
         self._pipeline.submit(lambda tx: handoff.touch_sessions(self._workers, seen))
 
+    def cancels(self, session_ids: list[str]) -> dict[str, list[str]]:
+        """Attempts the sessions hold that are no longer wanted, each given
+        once (a heartbeat through this engine does not repeat them)."""
+        return self._pipeline.submit(lambda tx: handoff.cancels(self._workers, session_ids))
+
     def session_ids(self) -> list[str]:
         """The sessions this engine knows."""
         return self._pipeline.submit(lambda tx: list(self._workers.sessions), read=True)
