@@ -559,3 +559,37 @@ def test_a_second_server_with_a_running_node_id_is_refused(
     ), twin.stderr
     # The running one is untouched.
     assert a.http().get("/v1/ready").status == 200
+
+
+def _fired(server: ServerProcess) -> float:
+    text = server.http().get("/v1/metrics").text
+    match = re.search(r"^orbit_schedules_fired_total (\S+)$", text, re.M)
+    assert match, text
+    return float(match[1])
+
+
+def test_each_schedule_occurrence_is_fired_by_one_server(three: list[ServerProcess]) -> None:
+    a, b, c = three
+    assert a.http().post("/v1/workflows", server_ir.chain(1)).status == 201
+    # Chain's task never runs here: overlap "allow" starts every occurrence.
+    body = {"schedule_id": "tick", "workflow": "Chain", "interval": "1s", "overlap": "allow"}
+    assert b.http().post("/v1/schedules", body).status == 201
+    _wait(lambda: b.http().get("/v1/schedules/tick").body["fired"] >= 4, 20, "four fires", *three)
+    # The one that created it stops: the others carry on with it.
+    b.stop(signal.SIGKILL)
+    before = a.http().get("/v1/schedules/tick").body["fired"]
+    _wait(
+        lambda: a.http().get("/v1/schedules/tick").body["fired"] >= before + 3,
+        30,
+        "fires after b stopped",
+        a,
+        c,
+    )
+    assert a.http().post("/v1/schedules/tick/pause", {}).status == 200
+    schedule = a.http().get("/v1/schedules/tick").body
+    runs = a.http().get("/v1/executions?workflow=Chain&limit=1000").body["executions"]
+    ids = [e["execution_id"] for e in runs]
+    assert len(ids) == len(set(ids))
+    # Every fire started one execution, on one server.
+    assert schedule["fired"] <= len(ids) <= schedule["fired"] + 1, (schedule, ids)
+    assert _fired(a) + _fired(c) <= schedule["fired"]

@@ -24,7 +24,9 @@ two threads.
   clock), dropping executions a fenced commit showed lost, taking over its
   rendezvous share of the trees of servers whose heartbeat is older than
   `--node-timeout` (in batches of 100 trees), syncing the sessions' last
-  contacts both ways, and loading definitions deployed elsewhere.
+  contacts both ways, posting the cancellations of sessions that talk to
+  other servers, and loading definitions and schedules changed elsewhere
+  (schedule claims name the node, so an occurrence fires on one server).
 - `orbit-inbox`: applies the inbox entries of the executions this engine
   holds, oldest first, woken by NOTIFY orbit_inbox, and writes each reply.
 
@@ -44,7 +46,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from orbit_core.api import Accepted, Assignment, ExecutionDoc, Registered, SignalAccepted, Started
+from orbit_core.api import Accepted, Assignment, ExecutionDoc, Registered, SignalAccepted
 from orbit_core.dispatch import Session
 from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
@@ -113,6 +115,7 @@ class SharedEngine(Engine):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["offer_tasks"] = True
+        kwargs["shared_catalog"] = True
         super().__init__(*args, **kwargs)
 
     def attach(self, node: SharedNode) -> None:
@@ -278,22 +281,6 @@ class SharedEngine(Engine):
 
     # ---- executions
 
-    def start(
-        self,
-        workflow: str,
-        version: str | None = None,
-        input: JsonValue = None,
-        execution_id: str | None = None,
-        *,
-        schedule_id: str | None = None,
-    ) -> Started:
-        try:
-            return super().start(workflow, version, input, execution_id, schedule_id=schedule_id)
-        except NotFoundError as exc:
-            if exc.code != "WORKFLOW_NOT_FOUND" or not self.reload_definitions():
-                raise
-        return super().start(workflow, version, input, execution_id, schedule_id=schedule_id)
-
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
         if self._owner_elsewhere(execution_id):
             reply = self._forward(execution_id, "signal", {"name": name, "payload": payload})
@@ -438,6 +425,7 @@ class SharedNode:
         self._conflict = False
         self._lost: list[str] = []
         self._rounds = 0
+        self._schedules: tuple[int, ...] | None = None
         self._lost_lock = threading.Lock()
         self._log.info(
             "cluster mode: shared (every server active)",
@@ -563,6 +551,13 @@ class SharedNode:
         self._sync_sessions()
         if self.engine.reload_definitions():
             self._log.info("shared: loaded definitions deployed through another server")
+        mark = self.store.schedules_mark()
+        if mark != self._schedules:
+            if self._schedules is not None:
+                # Changed or fired through another server (the claims keep
+                # every occurrence to one server).
+                self.engine.schedules.refresh()
+            self._schedules = mark
         if self.serving():
             self._take_over()
 

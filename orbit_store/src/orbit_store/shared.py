@@ -45,6 +45,7 @@ import contextlib
 import hashlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -92,6 +93,7 @@ _CREATE = (
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
+CLAIM_PAUSE_S = 0.1
 
 
 def create_tables(conn: psycopg.Connection[Any]) -> None:
@@ -200,7 +202,25 @@ class SharedStore(PostgresStore):
     def claim_schedules(
         self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
     ) -> list[str]:
-        return super().claim_schedules(claims, self.node_id, until_ms, now_ms)
+        claimed = super().claim_schedules(claims, self.node_id, until_ms, now_ms)
+        if claims and not claimed:
+            # Another server is firing these: the scheduler reads them again
+            # and would ask at once while that server has not advanced them.
+            time.sleep(CLAIM_PAUSE_S)
+        return claimed
+
+    def schedules_mark(self) -> tuple[int, ...]:
+        """The schedules' state in a few numbers (count, latest change,
+        fires): a server reads them all again when these change."""
+
+        def read(conn: Any) -> tuple[int, ...]:
+            row = conn.exec_driver_sql(
+                "SELECT count(*), coalesce(max(updated_at_ms), 0), "
+                "coalesce(sum(fired_count + skipped_count), 0) FROM orbit_schedules"
+            ).first()
+            return tuple(int(x) for x in row) if row is not None else ()
+
+        return self._read(read)
 
     def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
         return super().advance_schedules(advances, self.node_id)

@@ -82,10 +82,13 @@ class Engine:
         faults: Faults | None = None,
         random: RandomSource | None = None,
         offer_tasks: bool = False,
+        shared_catalog: bool = False,
     ) -> None:
         """`offer_tasks`: worker tasks go to the store's shared queue as
         `TaskOffer`s instead of this engine's own index (servers that share
-        executions; engine/handoff.py)."""
+        executions; engine/handoff.py). `shared_catalog`: other servers
+        deploy into the same store, so a workflow not known here is looked
+        for there before it is reported unknown."""
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.ids: IdSource = ids if ids is not None else UuidIds()
@@ -114,6 +117,8 @@ class Engine:
             faults=self.faults,
         )
         self._catalog = Catalog()
+        if shared_catalog:
+            self._catalog.load_missing = self._load_definitions
         self._executions = Executions(
             store=self.store,
             ids=self.ids,
@@ -434,21 +439,19 @@ class Engine:
     def reload_definitions(self) -> int:
         """Adds the stored definitions this engine does not know (deployed
         through another server); returns how many were added."""
-        rows = self.store.load_definitions()
+        return self._pipeline.submit(lambda tx: self._load_definitions())
 
-        def run(tx: Tx) -> int:
-            added = 0
-            for row in rows:
-                if self._catalog.by_hash(row.definition_hash) is not None:
-                    continue
-                try:
-                    self._catalog.add(Plan(ir.from_json(row.ir)))
-                except ir.IRError:
-                    continue
-                added += 1
-            return added
-
-        return self._pipeline.submit(run)
+    def _load_definitions(self) -> int:
+        added = 0
+        for row in self.store.load_definitions():
+            if self._catalog.by_hash(row.definition_hash) is not None:
+                continue
+            try:
+                self._catalog.add(Plan(ir.from_json(row.ir)))
+            except ir.IRError:
+                continue
+            added += 1
+        return added
 
     def list_workers(self) -> WorkerList:
         rows = self._pipeline.submit(lambda tx: self.store.list_workers(), read=True)
