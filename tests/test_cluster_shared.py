@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import server_ir
 from cluster_proxy import Proxy
-from server_harness import ORBIT, Http, RawWorker, ServerProcess
+from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _pids
 
 from orbit_core.dispatch import Session
 from orbit_core.engine import Engine
@@ -593,3 +593,63 @@ def test_each_schedule_occurrence_is_fired_by_one_server(three: list[ServerProce
     # Every fire started one execution, on one server.
     assert schedule["fired"] <= len(ids) <= schedule["fired"] + 1, (schedule, ids)
     assert _fired(a) + _fired(c) <= schedule["fired"]
+
+
+def _processes(server: ServerProcess) -> list[int]:
+    """The arbiter and its worker (which holds the engine)."""
+    assert server.proc is not None
+    root = server.proc.pid
+    return [root, *(p for p in _pids() if _parent_of(p) == root)]
+
+
+def test_a_server_paused_past_the_node_timeout_cannot_write_when_it_resumes(
+    three: list[ServerProcess],
+) -> None:
+    a, b, c = three
+    assert a.http().post("/v1/workflows", server_ir.chain(2)).status == 201
+    assert c.http().post("/v1/executions", {"workflow": "Chain", "execution_id": "p-1"}).status
+    worker = RawWorker(a.http(), "w-1", [("bench.step", "1.0.0")])
+    assert worker.register().status == 200
+    token = worker.task()["token"]  # claimed through a; c records the dispatch
+
+    def dispatched() -> bool:
+        events = a.http().get("/v1/executions/p-1/history").body["events"]
+        return any(e["type"] == "StepDispatched" for e in events)
+
+    _wait(dispatched, 10, "c to record the dispatch", c)
+    frozen = _processes(c)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        _wait(
+            lambda: (
+                "took ownership of executions executions=1 in_flight=1 from=c" in a.log() + b.log()
+            ),
+            20,
+            "a take-over",
+            a,
+            b,
+        )
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    new_owner = "a" if "from=c" in a.log() else "b"
+    # Resumed, c still holds p-1 for a moment: the database refuses its
+    # write, or c already dropped it and sends the result to the owner.
+    late = c.http().post("/v1/tasks/complete", {"token": token, "output": {"i": 1}})
+    if late.status == 500:
+        assert late.body["error"]["code"] == "STORAGE_ERROR"
+        assert late.body["error"]["message"] == (
+            f"fenced: execution `p-1` is owned by node `{new_owner}` at epoch 2; "
+            "this node held epoch 1"
+        )
+        assert worker.complete(token, {"i": 1}).body["accepted"] is True
+    else:
+        assert late.status == 200 and late.body["accepted"] is True, late
+    _wait(lambda: "shared: lost executions to another server" in c.log(), 10, "c to drop p-1", c)
+    second = worker.task()
+    assert second["step_id"] == "s1"
+    assert worker.complete(second["token"], {"i": 2}).status == 200
+    done = a.http().get("/v1/executions/p-1/wait?timeout_ms=10000").body
+    assert done["status"] == "COMPLETED", done
+    assert _succeeded(a.http(), "p-1") == ["s0", "s1"]

@@ -239,6 +239,14 @@ class SharedEngine(Engine):
             self.node.tables.unclaim(claim.token)
             raise
 
+    def undelivered(self, token: str) -> None:
+        eid = token.partition("/")[0]
+        if "/" in token and self._owner_elsewhere(eid):
+            # After the `dispatched` entry of the claim, so the owner knows it.
+            self.node.tables.put(eid, "undelivered", {"token": token})
+            return
+        super().undelivered(token)
+
     def _owner_elsewhere(self, execution_id: str) -> bool:
         """Whether the execution is owned, but not held in this engine."""
         if self.holds(execution_id):
@@ -365,6 +373,9 @@ class SharedEngine(Engine):
                         worker=p.get("worker"),
                     )
                 }
+            if entry.kind == "undelivered":
+                Engine.undelivered(self, p["token"])
+                return {"ok": True}
             if entry.kind == "signal":
                 return {"ok": Engine.signal(self, entry.execution_id, p["name"], p["payload"])}
             if entry.kind == "cancel":
@@ -425,6 +436,7 @@ class SharedNode:
         self._conflict = False
         self._lost: list[str] = []
         self._rounds = 0
+        self._failing: str | None = None
         self._schedules: tuple[int, ...] | None = None
         self._lost_lock = threading.Lock()
         self._log.info(
@@ -523,8 +535,11 @@ class SharedNode:
             started = time.monotonic()
             try:
                 self.round()
+                self._failing = None
             except Exception as exc:  # the loop must outlive any one failure
-                self._log.error("shared: round failed", error=str(exc))
+                if str(exc) != self._failing:  # once per distinct failure, not every round
+                    self._log.error("shared: round failed", error=str(exc))
+                self._failing = str(exc)
             delay = max(0.0, self.interval_s - (time.monotonic() - started))
 
     def _on_lost(self, execution_ids: list[str]) -> None:

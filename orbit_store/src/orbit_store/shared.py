@@ -94,6 +94,7 @@ _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
 CLAIM_PAUSE_S = 0.1
+FORMER_KEPT = 10_000
 
 
 def create_tables(conn: psycopg.Connection[Any]) -> None:
@@ -170,6 +171,8 @@ class SharedStore(PostgresStore):
         self._lock = threading.Lock()
         # What this node owns: execution id -> (root id, epoch held).
         self._owned: dict[str, tuple[str, int]] = {}
+        # The epochs of executions this node held last (the newest few).
+        self._former: dict[str, int] = {}
         self._batch = threading.local()
         self.on_lost: Callable[[list[str]], None] | None = None
         conn = self.session(f"orbit-shared:{node_id}")
@@ -195,7 +198,12 @@ class SharedStore(PostgresStore):
     def disown(self, execution_ids: Iterable[str]) -> None:
         with self._lock:
             for eid in execution_ids:
-                self._owned.pop(eid, None)
+                held = self._owned.pop(eid, None)
+                if held is not None:
+                    # For the refusal of a write still under way for it.
+                    self._former[eid] = held[1]
+            while len(self._former) > FORMER_KEPT:
+                del self._former[next(iter(self._former))]
 
     # ---- schedules: claims name this node, and only its own are dropped
 
@@ -316,7 +324,7 @@ class SharedStore(PostgresStore):
             held = owned.get(eid)
             now = found.get(eid)
             if held is None or now != (self.node_id, held[1]):
-                lost.append((eid, now, held[1] if held else 0))
+                lost.append((eid, now, held[1] if held else self._former.get(eid, 0)))
         if lost:
             ids = [eid for eid, _, _ in lost]
             self.disown(ids)
