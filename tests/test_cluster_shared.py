@@ -185,6 +185,10 @@ def test_the_inbox_keeps_order_and_carries_replies(pg_url: str) -> None:
         a.tables.done(first, {"ok": {"seq": 5}})
         assert b.tables.reply(first) == (True, {"ok": {"seq": 5}})
         assert [e.seq for e in a.tables.pending()] == [second]
+        # A sender that gives up takes its entry back, unless it was applied.
+        assert not b.tables.withdraw(first)
+        assert b.tables.withdraw(second)
+        assert a.tables.pending() == []
     finally:
         a.close()
         b.close()

@@ -311,12 +311,13 @@ class SharedEngine(Engine):
             if done:
                 return reply
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 and tables.withdraw(seq):
+                # Taken back unapplied, so the caller may safely send it again.
                 raise StorageError(
                     f"the owner of execution `{execution_id}` did not answer within "
-                    f"{REPLY_WAIT_S:g} s; the {kind} stays queued for it"
+                    f"{REPLY_WAIT_S:g} s; the {kind} was not applied"
                 )
-            seen = self.node.listener.wait(seen, min(remaining, 0.25))
+            seen = self.node.listener.wait(seen, max(0.01, min(remaining, 0.25)))
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         if self.holds(execution_id):
@@ -584,9 +585,13 @@ class SharedNode:
         if self._rounds % SWEEP_ROUNDS == 0:
             self.tables.sweep(SWEEP_AFTER_MS)
         held = self.store.owned()
-        if not held:
-            return []
         rows = self.tables.owned_rows()
+        # Owned here by the database and this store, but not running in the
+        # engine (a take-over whose rebuild failed): rebuilt again.
+        stranded = [e for e in rows if e in held and rows[e] == held[e][1]]
+        stranded = [e for e in stranded if not self.engine.holds(e)]
+        if stranded:
+            self.engine.take_over(self.store.histories(stranded))
         gone = [eid for eid, (_root, epoch) in held.items() if rows.get(eid) != epoch]
         if gone:
             # Ended just now (the row went with the end) or lost: either way

@@ -687,6 +687,15 @@ class SharedTables:
             return False, None
         return True, orjson.loads(row[0]) if row[0] is not None else None
 
+    def withdraw(self, seq: int) -> bool:
+        """Takes back an entry nobody applied yet; False once it was applied."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "DELETE FROM orbit_inbox WHERE seq = %s AND state = 'pending' RETURNING seq",
+                (seq,),
+            ).fetchone()
+        return row is not None
+
     def sweep(self, older_than_ms: int) -> None:
         """Deletes entries nobody needs any more: replies never read, and
         entries of executions that ended (no owner) before they were applied."""
