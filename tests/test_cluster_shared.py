@@ -28,7 +28,7 @@ from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _p
 
 from orbit_core.dispatch import Session
 from orbit_core.engine import Engine
-from orbit_core.errors import StorageError
+from orbit_core.errors import OrbitError, StorageError
 from orbit_store.postgres import PostgresStore
 from orbit_store.shared import SharedStore, SharedTables, rendezvous
 
@@ -189,6 +189,30 @@ def test_the_inbox_keeps_order_and_carries_replies(pg_url: str) -> None:
         assert not b.tables.withdraw(first)
         assert b.tables.withdraw(second)
         assert a.tables.pending() == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_inbox_entry_is_marked_applied_by_the_commit_of_its_events(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.review())
+        a.engine.start("Review", input={"order_id": "o-1"}, execution_id="r-1")
+        wrong = b.tables.put("r-1", "signal", {"name": "nope", "payload": {}})
+        right = b.tables.put("r-1", "signal", {"name": "decision", "payload": {}})
+        # A refused command carries no receipt: its entry is still pending.
+        with a.engine.receipt(str(wrong)), pytest.raises(OrbitError):
+            a.engine.signal("r-1", "nope", {})
+        assert [e.seq for e in a.tables.pending()] == [wrong, right]
+        with a.engine.receipt(str(right)):
+            a.engine.signal("r-1", "decision", {"approved": True})
+        # Applied in the signal's own transaction, before any reply is written.
+        assert [e.seq for e in a.tables.pending()] == [wrong]
+        assert not b.tables.withdraw(right)
+        events = a.engine.events("r-1")
+        assert [type(e).__name__ for e in events].count("SignalReceived") == 1
     finally:
         a.close()
         b.close()

@@ -130,9 +130,15 @@ class CommitBatch:
     workers: list[WorkerRow] = attrs.field(factory=list)
     # Only with `Engine(offer_tasks=True)`; other stores ignore it.
     offers: list[TaskOffer] = attrs.field(factory=list)
+    # What the caller of each command applied named it (`Engine.receipt`):
+    # a store may record them in the transaction, so that whether a request
+    # was applied commits with its events. Other stores ignore them.
+    receipts: list[str] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.definitions or self.executions or self.workers or self.offers)
+        return bool(
+            self.definitions or self.executions or self.workers or self.offers or self.receipts
+        )
 
 
 @attrs.frozen(slots=True)

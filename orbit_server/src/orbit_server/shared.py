@@ -30,10 +30,10 @@ two threads.
 - `orbit-inbox`: applies the inbox entries of the executions this engine
   holds, oldest first, woken by NOTIFY orbit_inbox, and writes each reply.
 
-An entry is marked applied after the engine call returns, not in the
-commit's transaction: an owner that dies between the two has the entry
-applied again by its successor, which the engine answers as a duplicate for
-results and dispatches; a signal could be recorded twice in that window.
+An entry is applied through one engine call made under its receipt
+(`Engine.receipt`), so the commit of the events it causes also marks it
+applied: an owner that dies right after leaves nothing for its successor to
+apply again. The reply for a waiting sender is written after the call.
 """
 
 from __future__ import annotations
@@ -256,12 +256,14 @@ class SharedEngine(Engine):
     def complete(
         self, token: str, output: JsonValue = None, *, worker: str | None = None
     ) -> Accepted:
-        eid = token.partition("/")[0]
-        if "/" in token and self._owner_elsewhere(eid):
-            payload = {"token": token, "output": output, "worker": worker}
-            self.node.tables.put(eid, "complete", payload)
+        payload = {"token": token, "output": output, "worker": worker}
+        if self._send_result(token, "complete", payload):
             return {"accepted": True}
-        return super().complete(token, output, worker=worker)
+        reply = super().complete(token, output, worker=worker)
+        if self._moved(token, reply):
+            self._send_result(token, "complete", payload)
+            return {"accepted": True}
+        return reply
 
     def fail(
         self,
@@ -273,19 +275,39 @@ class SharedEngine(Engine):
         *,
         worker: str | None = None,
     ) -> Accepted:
-        eid = token.partition("/")[0]
-        if "/" in token and error_code and self._owner_elsewhere(eid):
-            payload = {
-                "token": token,
-                "code": error_code,
-                "message": error_message,
-                "retryable": retryable,
-                "details": details,
-                "worker": worker,
-            }
-            self.node.tables.put(eid, "fail", payload)
+        payload = {
+            "token": token,
+            "code": error_code,
+            "message": error_message,
+            "retryable": retryable,
+            "details": details,
+            "worker": worker,
+        }
+        if error_code and self._send_result(token, "fail", payload):
             return {"accepted": True}
-        return super().fail(token, error_code, error_message, retryable, details, worker=worker)
+        reply = super().fail(token, error_code, error_message, retryable, details, worker=worker)
+        if self._moved(token, reply):
+            self._send_result(token, "fail", payload)
+            return {"accepted": True}
+        return reply
+
+    def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> bool:
+        """Sends a result to the inbox of its execution's owner when that is
+        another server; False when this engine should take it."""
+        eid, slash, _ = token.partition("/")
+        if not slash or not self._owner_elsewhere(eid):
+            return False
+        self.node.tables.put(eid, kind, payload)
+        return True
+
+    def _moved(self, token: str, reply: Accepted) -> bool:
+        """Whether a token this engine did not know belongs to an execution
+        that moved to another server while the result was on its way."""
+        eid, slash, _ = token.partition("/")
+        unknown = not reply.get("accepted") and str(reply.get("reason", "")).startswith(
+            "unknown token"
+        )
+        return bool(slash) and unknown and self._owner_elsewhere(eid)
 
     # ---- executions
 
@@ -317,6 +339,13 @@ class SharedEngine(Engine):
                     f"the owner of execution `{execution_id}` did not answer within "
                     f"{REPLY_WAIT_S:g} s; the {kind} was not applied"
                 )
+            if remaining <= -REPLY_WAIT_S:
+                # Applied (it could not be taken back), but its owner stopped
+                # before it wrote the reply.
+                raise StorageError(
+                    f"the owner of execution `{execution_id}` applied the {kind} "
+                    "but stopped before it answered"
+                )
             seen = self.node.listener.wait(seen, max(0.01, min(remaining, 0.25)))
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
@@ -339,14 +368,23 @@ class SharedEngine(Engine):
         """Applies one inbox entry through the engine's own calls; returns
         the reply for the server that sent it."""
         p = entry.payload
+        session: Session | None = None
+        if entry.kind == "dispatched":
+            row = self._session_row(p["session_id"])
+            session = (
+                _session(row)
+                if row is not None
+                else Session(p["session_id"], p["worker_id"], "any", (), None, 0, 0)
+            )
+        # The one engine call below commits the entry's receipt with its events.
+        with self.receipt(str(entry.seq)):
+            return self._apply(entry, session)
+
+    def _apply(self, entry: InboxEntry, session: Session | None) -> Any:
+        p = entry.payload
         try:
             if entry.kind == "dispatched":
-                row = self._session_row(p["session_id"])
-                session = (
-                    _session(row)
-                    if row is not None
-                    else Session(p["session_id"], p["worker_id"], "any", (), None, 0, 0)
-                )
+                assert session is not None
                 done = self.dispatch_offer(
                     session,
                     execution_id=entry.execution_id,

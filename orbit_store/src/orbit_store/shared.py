@@ -18,7 +18,10 @@ lock, without changing the schema version):
   commit that records its dispatch, or when its unit or execution ends.
 - `orbit_inbox`: commands for an execution's owner (a dispatch claimed
   elsewhere, results, signals, cancellations), applied by the owner in
-  `seq` order; a reply is written back to the row for the server waiting.
+  `seq` order. The commit of the events an entry causes marks it applied
+  (its seq is the commands' receipt, `CommitBatch.receipts`), so an entry
+  is applied once even if its owner dies right after; the reply is written
+  back to the row for the server waiting.
 - `orbit_sessions`: worker sessions and their last contact, so a session
   works through every server; `orbit_cancels`: the attempts an owner wants
   a session to stop, returned by the session's next heartbeat anywhere.
@@ -305,6 +308,13 @@ class SharedStore(PostgresStore):
         self._fence(cursor, batch, owned)
         new_owned = self._own(cursor, batch, owned)
         self._queue(cursor, batch)
+        if batch.receipts:
+            # Inbox entries applied by this commit: never applied again.
+            cursor.execute(
+                "UPDATE orbit_inbox SET state = 'applied' WHERE seq = ANY(%s) "
+                "AND state = 'pending'",
+                ([int(r) for r in batch.receipts],),
+            )
         return new_owned
 
     def _fence(self, cursor: Any, batch: CommitBatch, owned: dict[str, tuple[str, int]]) -> None:
@@ -703,7 +713,7 @@ class SharedTables:
             conn.execute(
                 "DELETE FROM orbit_inbox i WHERE i.created_ms < "
                 + NOW_MS
-                + " - %s AND (i.state = 'done' OR NOT EXISTS "
+                + " - %s AND (i.state <> 'pending' OR NOT EXISTS "
                 "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = i.execution_id))",
                 (older_than_ms,),
             )

@@ -4,8 +4,9 @@ work itself is done by the components it assembles."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import cast
 
 from orbit_core import events as ev
@@ -30,7 +31,7 @@ from orbit_core.dispatch import Session
 from orbit_core.engine import handoff, recovery
 from orbit_core.engine.backoff import Backoff
 from orbit_core.engine.catalog import Catalog, checked_definition
-from orbit_core.engine.commands import Command, Tx
+from orbit_core.engine.commands import RECEIPTS, Command, Tx
 from orbit_core.engine.control import DEFAULT_CANCEL_REASON, Control
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
@@ -401,6 +402,19 @@ class Engine:
         result = self._pipeline.submit(run)
         return result.copy() if result is not None else None
 
+    @contextlib.contextmanager
+    def receipt(self, value: str) -> Iterator[None]:
+        """The commands this thread submits inside the block carry `value`
+        into the commit that applies them (`CommitBatch.receipts`), so a
+        store can record that a request was applied in the same transaction
+        as its events; a command refused with an error carries none."""
+        before = getattr(RECEIPTS, "current", None)
+        RECEIPTS.current = value
+        try:
+            yield
+        finally:
+            RECEIPTS.current = before
+
     def know_sessions(self, sessions: list[Session]) -> int:
         """Makes sessions registered elsewhere known; returns how many were new."""
         return self._pipeline.submit(lambda tx: handoff.know_sessions(self._workers, sessions))
@@ -565,7 +579,9 @@ class Engine:
             raise
         except Exception as exc:
             raise PrepareFailed(tx, current, internal_error(exc)) from exc
-        commit = CommitBatch(tx.definitions, list(tx.changes.values()), tx.workers, tx.offers)
+        commit = CommitBatch(
+            tx.definitions, list(tx.changes.values()), tx.workers, tx.offers, tx.receipts
+        )
         return Group(tx, commit, batch)
 
     def _read(self, cmd: Command, tx: Tx) -> None:
