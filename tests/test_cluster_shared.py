@@ -25,10 +25,14 @@ import pytest
 import server_ir
 from cluster_proxy import Proxy
 from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _pids
+from server_ir import _finish, _get, _obj, _rec
 
+from orbit_core import ir
 from orbit_core.dispatch import Session
 from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.ir import expr as e
+from orbit_core.ir import types as t
 from orbit_store.postgres import PostgresStore
 from orbit_store.shared import SharedStore, SharedTables, rendezvous
 
@@ -489,6 +493,36 @@ def _start_worker(tmp_path: Path, name: str, server: str) -> subprocess.Popen[by
         )
 
 
+def _signalled_chain() -> Any:
+    """`Go`: a task, then a wait for the signal `go`, then two more tasks
+    (each `bench.step`, fed the previous step's output)."""
+    record = _rec(i=t.INT)
+
+    def step(name: str, after: str, source: str | None) -> ir.Step:
+        value: e.Expr = _get(e.StepRef(source), "i") if source else e.Int(0)
+        after_it = (after,) if after else ()
+        return ir.Step(name, "task", task="bench.step", depends_on=after_it, with_=_obj(i=value))
+
+    return _finish(
+        ir.Definition(
+            ir_version=ir.IR_V2,
+            name="Go",
+            version="1.0.0",
+            input=t.EMPTY_RECORD,
+            output=t.EMPTY_RECORD,
+            steps=(
+                step("s0", "", None),
+                ir.Step("go", "await", signal="go", timeout_ms=3_600_000, depends_on=("s0",)),
+                step("s1", "go", "s0"),
+                step("s2", "s1", "s1"),
+            ),
+            result=e.EMPTY_OBJECT,
+            contracts={"bench.step": ir.TaskContract("bench.step", "1.0.0", record, record)},
+            signals=(ir.Signal("go", t.EMPTY_RECORD),),
+        )
+    )
+
+
 def _finished(server: ServerProcess, eid: str) -> Any:
     """The execution's document once it is no longer running, else False."""
     document = server.http().get(f"/v1/executions/{eid}").body
@@ -510,11 +544,12 @@ def test_a_server_killed_mid_run_has_its_executions_taken_over(
     every worker holds a task. Every execution completes exactly once, and
     a step runs again only as a redelivery of the same attempt."""
     a, b, c = three
-    assert a.http().post("/v1/workflows", server_ir.chain(3)).status == 201
+    by_name = {"a": a, "b": b, "c": c}
+    assert a.http().post("/v1/workflows", _signalled_chain()).status == 201
     ids = [f"k-{server_name}-{i}" for server_name in "abc" for i in range(2)]
     for eid in ids:
-        server = {"a": a, "b": b, "c": c}[eid.split("-")[1]]
-        reply = server.http().post("/v1/executions", {"workflow": "Chain", "execution_id": eid})
+        server = by_name[eid.split("-")[1]]
+        reply = server.http().post("/v1/executions", {"workflow": "Go", "execution_id": eid})
         assert reply.status == 201, reply
     proxy = Proxy(lambda: [c.addr if c.proc else "", a.addr, b.addr])
     workers = [
@@ -523,6 +558,11 @@ def test_a_server_killed_mid_run_has_its_executions_taken_over(
         _start_worker(tmp_path, "c", proxy.url),
     ]
     try:
+        # Each execution is signalled through the next server after its owner.
+        for eid in ids:
+            through = by_name["abc"["abc".index(eid.split("-")[1]) - 2]]
+            sent = through.http().post(f"/v1/executions/{eid}/signals/go", {})
+            assert sent.status == 200 and sent.body["accepted"] is True, sent
         # Every worker (concurrency 2) holds an `s1`: all six are in flight.
         _wait(
             lambda: len([r for r in _runs(tmp_path) if r[1] == "s1"]) >= 6,
@@ -540,6 +580,8 @@ def test_a_server_killed_mid_run_has_its_executions_taken_over(
             done = _wait(functools.partial(_finished, a, eid), 60, f"{eid} to finish", a, b)
             assert done["status"] == "COMPLETED", done
             assert _succeeded(a.http(), eid) == ["s0", "s1", "s2"]
+            events = a.http().get(f"/v1/executions/{eid}/history").body["events"]
+            assert [e["type"] for e in events].count("SignalReceived") == 1
         logs = a.log() + b.log()
         assert "shared: taking over executions of a node that stopped heartbeating" in logs
         assert re.search(
