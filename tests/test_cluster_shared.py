@@ -118,6 +118,24 @@ def test_ownership_and_the_queue_are_written_with_the_history(pg_url: str) -> No
         a.close()
 
 
+def test_continue_as_new_keeps_its_owner_until_the_last_run_ends(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.countdown())
+        a.engine.start("Countdown", input={"n": 3}, execution_id="cd-1")
+        runs = 0
+        while a.engine.get("cd-1")["status"] == "RUNNING":  # a tick starts the next run
+            assert _rows(pg_url, "SELECT node_id, epoch FROM orbit_owners") == [("a", 1)]
+            a.engine.tick()
+            runs += 1
+            assert runs < 10
+        assert a.engine.get("cd-1")["status"] == "COMPLETED" and runs >= 1
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
+        assert a.store.owned() == {}
+    finally:
+        a.close()
+
+
 def test_claims_skip_rows_another_server_is_claiming(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")
