@@ -136,6 +136,70 @@ def test_continue_as_new_keeps_its_owner_until_the_last_run_ends(pg_url: str) ->
         a.close()
 
 
+def _kid_and_boss() -> tuple[Any, Any]:
+    """`Boss` runs the child workflow `Kid`, whose one step is `bench.step`."""
+    record = _rec(i=t.INT)
+    kid = _finish(
+        ir.Definition(
+            ir_version=ir.IR_V1,
+            name="Kid",
+            version="1.0.0",
+            input=t.EMPTY_RECORD,
+            output=t.EMPTY_RECORD,
+            steps=(ir.Step("work", "task", task="bench.step", with_=_obj(i=e.Int(0))),),
+            result=e.EMPTY_OBJECT,
+            contracts={"bench.step": ir.TaskContract("bench.step", "1.0.0", record, record)},
+        )
+    )
+    child = ir.from_json(kid)
+    contract = ir.ChildContract(
+        child.name, child.version, child.definition_hash, child.input, child.output
+    )
+    boss = _finish(
+        ir.Definition(
+            ir_version=ir.IR_V1,
+            name="Boss",
+            version="1.0.0",
+            input=t.EMPTY_RECORD,
+            output=t.EMPTY_RECORD,
+            steps=(ir.Step("run", "workflow", workflow="Kid", with_=e.EMPTY_OBJECT),),
+            result=e.EMPTY_OBJECT,
+            contracts={"workflow:Kid": contract},
+        )
+    )
+    return kid, boss
+
+
+def test_an_execution_tree_has_one_owner_and_moves_whole(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        kid, boss = _kid_and_boss()
+        a.engine.deploy(kid)
+        a.engine.deploy(boss)
+        a.engine.start("Boss", execution_id="boss-1")
+        a.engine.tick()  # the child starts on a tick
+        owners = _rows(pg_url, "SELECT execution_id, root_id, node_id FROM orbit_owners")
+        assert len(owners) == 2 and {(r[1], r[2]) for r in owners} == {("boss-1", "a")}
+        # The tree moves whole: b finishes the child's task and so the parent.
+        moved = b.tables.take_over(["boss-1"], "a")
+        assert sorted(m[0] for m in moved) == sorted(r[0] for r in owners)
+        b.store.adopt(moved)
+        assert b.engine.take_over(b.store.histories([m[0] for m in moved]))[0] == 2
+        a.engine.release([m[0] for m in moved])
+        task = b.run_claimed()
+        assert b.engine.complete(task["token"], {"i": 1})["accepted"]
+        for _ in range(5):
+            if b.engine.get("boss-1")["status"] != "RUNNING":
+                break
+            b.engine.tick()
+        assert b.engine.get("boss-1")["status"] == "COMPLETED"
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_claims_skip_rows_another_server_is_claiming(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")
