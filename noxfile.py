@@ -152,7 +152,13 @@ def repo(session: nox.Session) -> None:
     session.install("-e", "./sdks/python")
     # The cluster tests run in `postgres` (ON_POSTGRES), with their servers.
     session.run(
-        "pytest", "tests", "-m", "not e2e", f"--ignore={CLUSTER_TESTS}", *XDIST, *session.posargs
+        "pytest",
+        "tests",
+        "-m",
+        "not e2e",
+        *[f"--ignore={path}" for path in CLUSTER_TESTS],
+        *XDIST,
+        *session.posargs,
     )
 
 
@@ -189,8 +195,8 @@ def ui(session: nox.Session) -> None:
 # in `repo`, already runs a server on PostgreSQL through a crash and
 # recovery). Kept short: CI runs it on every change. The cluster tests
 # (several servers on one database, chapter 44) are PostgreSQL-only.
-CLUSTER_TESTS = "tests/test_cluster_standby.py"
-ON_POSTGRES = ["tests/test_cli_real_server.py", CLUSTER_TESTS]
+CLUSTER_TESTS = ["tests/test_cluster_standby.py", "tests/test_cluster_shared.py"]
+ON_POSTGRES = ["tests/test_cli_real_server.py", *CLUSTER_TESTS]
 
 
 @nox.session(python=PYTHON)

@@ -60,9 +60,15 @@ from server_harness import RawWorker, ServerProcess, run_orbit
             "pass --token (or ORBIT_TOKEN), or --insecure for trusted networks",
         ),
         (
-            ["--cluster", "--cluster-mode", "shared", "--db", "postgres://u:p@h/db"],
+            ["--cluster", "--cluster-mode", "shared", "--db", "orbit.db"],
             {},
-            "--cluster-mode shared: not supported yet by this version of orbit server",
+            "--cluster requires a PostgreSQL database (--db postgres://...): "
+            "the servers share it for leader election and history",
+        ),
+        (
+            ["--cluster-mode", "shared", "--db", "postgres://u:p@h/db"],
+            {},
+            "--cluster-mode shared requires --cluster",
         ),
         (["--node-id", "a"], {}, "--node-id requires --cluster"),
         (

@@ -54,11 +54,12 @@ def test_refusals() -> None:
     assert _refusal(unsupported=("--grpc-addr", "--tls-cert")) == (
         "--grpc-addr, --tls-cert: not supported yet by this version of orbit server"
     )
-    # PostgreSQL is accepted, and standby clusters on it; shared mode is not, yet.
+    # PostgreSQL is accepted, and clusters of both modes on it.
     check(ServerConfig(db="postgresql://h/db"))
     check(ServerConfig(db="postgres://h/db", cluster=True, node_id="n-1"))
-    assert _refusal(db="postgres://h/db", cluster=True, cluster_mode="shared") == (
-        "--cluster-mode shared: not supported yet by this version of orbit server"
+    check(ServerConfig(db="postgres://h/db", cluster=True, cluster_mode="shared"))
+    assert _refusal(db="orbit.db", cluster=True, cluster_mode="shared").startswith(
+        "--cluster requires a PostgreSQL database"
     )
     assert _refusal(node_id="n-1") == "--node-id requires --cluster"
     grpc = Address.parse("127.0.0.1:7234")

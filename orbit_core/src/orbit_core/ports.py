@@ -102,6 +102,25 @@ class ExecutionChange:
     new: bool = False
 
 
+@attrs.frozen(slots=True)
+class TaskOffer:
+    """A worker task queued by a group, for an engine built with
+    `offer_tasks=True` (servers sharing executions, chapter 44): the store
+    writes it to a queue that every server claims from, in the group's
+    transaction, instead of the engine keeping it in its own index.
+    `assignment` is what a worker is handed, less the token and deadline
+    the claiming server adds; `runtime` is the routing runtime (None: any)."""
+
+    execution_id: str
+    unit_key: str
+    offer_seq: int
+    task: str
+    contract_version: str
+    runtime: str | None
+    timeout_ms: int | None
+    assignment: JsonObject
+
+
 @attrs.define(slots=True)
 class CommitBatch:
     """Everything one group commit writes, in one transaction."""
@@ -109,9 +128,17 @@ class CommitBatch:
     definitions: list[DefinitionRow] = attrs.field(factory=list)
     executions: list[ExecutionChange] = attrs.field(factory=list)
     workers: list[WorkerRow] = attrs.field(factory=list)
+    # Only with `Engine(offer_tasks=True)`; other stores ignore it.
+    offers: list[TaskOffer] = attrs.field(factory=list)
+    # What the caller of each command applied named it (`Engine.receipt`):
+    # a store may record them in the transaction, so that whether a request
+    # was applied commits with its events. Other stores ignore them.
+    receipts: list[str] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.definitions or self.executions or self.workers)
+        return bool(
+            self.definitions or self.executions or self.workers or self.offers or self.receipts
+        )
 
 
 @attrs.frozen(slots=True)

@@ -124,6 +124,9 @@ class ServerConfig:
     tls_client_ca: str | None = None
     cluster: bool = False
     cluster_mode: str = "standby"
+    # --node-timeout: shared mode's silence after which a server is dead
+    # (values below 2 are raised to 2, as chapter 39 says).
+    node_timeout_s: float = 5.0
     # --dev: a deploy may replace a definition of the same version that no
     # unfinished execution uses (beyond the book; off by default).
     dev: bool = False
@@ -223,9 +226,6 @@ def check(config: ServerConfig) -> ServerConfig:
     _check_tls(config)
     _check_cluster(config)
     unsupported = config.unsupported
-    if config.cluster and config.cluster_mode == "shared":
-        # Shared mode (every server active) comes in a later release.
-        unsupported = ("--cluster-mode shared", *unsupported)
     if config.cluster and config.grpc_addr is not None:
         # The gRPC binding serves one engine; a cluster server changes its
         # engine as it gains and loses the lead.

@@ -49,6 +49,24 @@ ANY: Schema = {}
 NULLABLE_STRING: Schema = {"type": ["string", "null"]}
 NULLABLE_INTEGER: Schema = {"type": ["integer", "null"]}
 
+# What a server of a shared cluster adds to health and readiness (chapter 44).
+SHARED_FIELDS: dict[str, Schema] = {
+    "owned_executions": INTEGER,
+    "tasks_claimed": INTEGER,
+    "nodes": {
+        "type": "array",
+        "items": _object(
+            {
+                "node_id": STRING,
+                "addr": NULLABLE_STRING,
+                "live": BOOLEAN,
+                "heartbeat_age_ms": INTEGER,
+                "owned_executions": INTEGER,
+            }
+        ),
+    },
+}
+
 SCHEMAS: dict[str, Schema] = {
     "Error": _object(
         {
@@ -70,7 +88,8 @@ SCHEMAS: dict[str, Schema] = {
             "node_id": NULLABLE_STRING,
             "term": NULLABLE_INTEGER,
             "leader": {"type": ["object", "null"]},
-        }
+        },
+        SHARED_FIELDS,
     ),
     "Ready": _object(
         {"role": STRING, "ready": BOOLEAN},
@@ -78,6 +97,7 @@ SCHEMAS: dict[str, Schema] = {
             "node_id": NULLABLE_STRING,
             "term": NULLABLE_INTEGER,
             "leader": {"type": ["object", "null"]},
+            **SHARED_FIELDS,
         },
     ),
     "IrDocument": {
@@ -513,7 +533,8 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         "/v1/ready": {
             "get": _operation(
-                "Readiness: 200 while the store can write (in a cluster, only on the leader).",
+                "Readiness: 200 while the store can write (in a standby cluster, only on the leader; "
+                "in a shared cluster, on every server that heartbeats).",
                 "open",
                 {
                     200: _ok("Ready"),

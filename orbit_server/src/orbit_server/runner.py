@@ -69,6 +69,7 @@ from orbit_server.cluster import ClusterNode, advertise_default, node_id_default
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
 from orbit_server.http_adapter import HttpAdapter
+from orbit_server.shared import SharedNode
 from orbit_server.storage import LoggedStore
 from orbit_server.telemetry import Telemetry
 from orbit_server.tracing import Tracer, TracingSettings
@@ -141,9 +142,14 @@ def serve(config: ServerConfig) -> int:
             return 1
     host, port = listener.getsockname()[:2]
     bound = Address(host, port)
+    arbiter = os.getpid()
     try:
         OrbitApplication(config, listener, bound).run()
     except SystemExit as exc:
+        if os.getpid() != arbiter:
+            # The forked worker unwinds through here: its status (a boot
+            # error is 3) is what tells the arbiter to stop, not restart it.
+            raise
         return 0 if exc.code in (None, 0) else 1
     return 0
 
@@ -238,6 +244,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.engine: Engine | None = None
         self.grpc: GrpcServer | None = None
         self.cluster: ClusterNode | None = None
+        self.shared: SharedNode | None = None
         self._tls_context: ssl.SSLContext | None = None
         super().__init__(prog="orbit server")
 
@@ -272,11 +279,13 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             if name in self.cfg.settings:
                 self.cfg.set(name, value)
 
-    def load(self) -> falcon.App[falcon.Request, falcon.Response] | ClusterNode:
+    def load(self) -> falcon.App[falcon.Request, falcon.Response] | ClusterNode | SharedNode:
         """Runs in the worker, after the fork: open, recover, then serve."""
         log = logs.logger()
         tune_process()
         _pin_to_one_cpu()
+        if self.config.cluster and self.config.cluster_mode == "shared":
+            return self._load_shared()
         if self.config.cluster:
             return self._load_cluster()
         try:
@@ -312,6 +321,26 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             logs.logger().error("cannot start the runtime", error=exc.message)
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
         self.cluster = node
+        node.start()
+        self._log_listening()
+        return node
+
+    def _load_shared(self) -> SharedNode:
+        """A shared-mode server (orbit_server/shared.py): takes its node id,
+        resumes what it owned, and serves every route."""
+        config = self.config
+        try:
+            node = SharedNode(
+                config,
+                node_id=config.node_id or node_id_default(),
+                advertise_addr=advertise_default(config, self.bound),
+                build_engine=lambda store, kind: build_engine(config, store, kind),
+                make_app=lambda engine, view: create_app(engine, config, cluster=view),
+            )
+        except OrbitError as exc:
+            logs.logger().error(f"cannot join the shared cluster: {exc.code}: {exc.message}")
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
+        self.shared = node
         node.start()
         self._log_listening()
         return node
@@ -353,6 +382,8 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             self.engine.drain()
         if self.cluster is not None:
             self.cluster.drain()
+        if self.shared is not None:
+            self.shared.drain()
         if self.grpc is not None:
             self.grpc.stop()
 
@@ -381,6 +412,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         if self.cluster is not None:
             self.cluster.close()
             self.cluster = None
+        if self.shared is not None:
+            self.shared.close()
+            self.shared = None
         if self.engine is not None:
             self.engine.close()
             telemetry = getattr(self.engine.store, "telemetry", None)

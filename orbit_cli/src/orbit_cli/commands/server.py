@@ -11,7 +11,7 @@ from orbit_cli.output import CliError
 
 # Options of features this server does not have yet: accepted so that a
 # configuration written for them is refused with a clear message.
-LATER = (("--node-timeout", "node_timeout"),)
+LATER: tuple[tuple[str, str], ...] = ()
 
 
 def _address(ctx: click.Context, param: click.Parameter, value: str) -> Any:
@@ -190,9 +190,19 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     default="standby",
     show_default=True,
     help="With --cluster: `standby` (one leader serves, the others stand by) or `shared` "
-    "(every server is active; not available in this version).",
+    "(every server is active and they share executions and worker tasks).",
 )
-@click.option("--node-timeout", envvar="ORBIT_NODE_TIMEOUT", type=float, hidden=True)
+@click.option(
+    "--node-timeout",
+    envvar="ORBIT_NODE_TIMEOUT",
+    show_envvar=True,
+    type=float,
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Shared mode: a server whose heartbeat is older than this is dead, and the others "
+    "take over its executions. Values below 2 are raised to 2.",
+)
 @click.option(
     "--node-id",
     envvar="ORBIT_NODE_ID",
@@ -215,8 +225,7 @@ def cli(**options: Any) -> None:
     first.
 
     Without --token the server is open, which it allows only on a loopback
-    address (or with --insecure). Shared cluster mode is not available in
-    this version."""
+    address (or with --insecure)."""
     from orbit_server.config import ConfigError, ServerConfig, check
 
     config = ServerConfig(
@@ -246,6 +255,7 @@ def cli(**options: Any) -> None:
         tls_client_ca=options["tls_client_ca"] or None,
         cluster=options["cluster"],
         cluster_mode=options["cluster_mode"],
+        node_timeout_s=options["node_timeout"],
         dev=options["dev"],
         node_id=options["node_id"] or None,
         advertise_addr=options["advertise_addr"] or None,

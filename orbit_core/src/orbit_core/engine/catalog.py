@@ -64,6 +64,9 @@ class Catalog:
         self._latest: dict[str, Plan] = {}
         # Replacements not yet undone, by the new hash: the plan each replaced.
         self._replaced: dict[str, Plan] = {}
+        # Set when other servers deploy into the same store: asked to add
+        # what the store holds before a name is reported unknown.
+        self.load_missing: Callable[[], object] | None = None
 
     def deploy(
         self,
@@ -158,6 +161,10 @@ class Catalog:
 
     def find(self, name: str, version: str | None) -> Plan:
         """`name@version`, or the highest version of `name`."""
+        if self.load_missing is not None and (
+            (name, version) not in self._plans if version is not None else name not in self._latest
+        ):
+            self.load_missing()
         if version is not None:
             plan = self._plans.get((name, version))
             if plan is None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from orbit_core.dispatch import Session
 from orbit_core.errors import OrbitError
-from orbit_core.ports import DefinitionRow, ExecutionChange, WorkerRow
+from orbit_core.ports import DefinitionRow, ExecutionChange, TaskOffer, WorkerRow
 
 if TYPE_CHECKING:
     from orbit_core.engine.live import Live
@@ -45,6 +45,10 @@ class Signal:
         return self._set
 
 
+# The receipt the commands a thread submits carry (Engine.receipt).
+RECEIPTS = threading.local()
+
+
 class Command:
     """One caller's request, run by whichever thread leads its group."""
 
@@ -59,6 +63,7 @@ class Command:
         "origin",
         "parked",
         "read",
+        "receipt",
         "result",
         "session",
         "want",
@@ -69,6 +74,9 @@ class Command:
     ) -> None:
         self.fn = fn
         self.read = read
+        # Set by `Engine.receipt` in the submitting thread: recorded in the
+        # commit of the group that applies this command (CommitBatch.receipts).
+        self.receipt: str | None = getattr(RECEIPTS, "current", None)
         # Who asked (the `Faults` component named when its run raises).
         self.origin = origin
         self.result: object = None
@@ -96,6 +104,9 @@ class Command:
             self.result = self.fn(tx)
         except OrbitError as exc:
             self.error = exc
+            return
+        if self.receipt is not None and not self.read:
+            tx.receipts.append(self.receipt)
 
     def reset(self) -> None:
         """Forgets a run whose group was undone, to run it again."""
@@ -118,6 +129,8 @@ class Tx:
         "new_plans",
         "new_tasks",
         "now",
+        "offers",
+        "receipts",
         "terminal",
         "workers",
     )
@@ -132,6 +145,10 @@ class Tx:
         self.workers: list[WorkerRow] = []
         self.terminal: list[Live] = []
         self.new_tasks = False
+        # Worker tasks queued for a shared queue (Engine(offer_tasks=True)).
+        self.offers: list[TaskOffer] = []
+        # Receipts of the commands applied (see Command.receipt).
+        self.receipts: list[str] = []
         self.claimed: list[Command] = []
         self.new_plans: list[Plan] = []
         # Changes to sessions and timers that must not happen if the commit fails.

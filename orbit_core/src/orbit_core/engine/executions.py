@@ -17,7 +17,7 @@ from orbit_core.api import (
     ParentRef,
 )
 from orbit_core.decide import Limits, decide, next_due_ms
-from orbit_core.dispatch import TaskIndex
+from orbit_core.dispatch import TaskIndex, routing_runtime
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
@@ -26,7 +26,14 @@ from orbit_core.engine.running import Running
 from orbit_core.errors import ConflictError, not_found
 from orbit_core.jsontypes import JsonValue
 from orbit_core.plan import Plan
-from orbit_core.ports import BuiltinTasks, ExecutionChange, ExecutionRow, IdSource, Store
+from orbit_core.ports import (
+    BuiltinTasks,
+    ExecutionChange,
+    ExecutionRow,
+    IdSource,
+    Store,
+    TaskOffer,
+)
 from orbit_core.state import ExecutionState, apply, fold
 
 ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable-http-adapter"
@@ -48,8 +55,13 @@ class Executions:
         counters: dict[str, int],
         builtins: BuiltinTasks | None,
         report_builtin: BuiltinReport,
+        offer_tasks: bool = False,
     ) -> None:
         self.store = store
+        # Worker tasks go to the store's shared queue (TaskOffer) instead of
+        # `index`; offers made outside a group wait in `_offers` for the next.
+        self.offer_tasks = offer_tasks
+        self._offers: list[TaskOffer] = []
         self.ids = ids
         self.limits = limits
         self.catalog = catalog
@@ -206,6 +218,13 @@ class Executions:
     def tick(self, tx: Tx) -> None:
         """Decides every execution whose timer, retry or timeout fell due."""
         now = tx.now
+        if self._offers:
+            # Offers of executions adopted outside a group, dropped once
+            # committed (a shared queue keeps one row per offer, so writing
+            # one twice is harmless).
+            offers = list(self._offers)
+            tx.offers.extend(offers)
+            tx.after_commit.append(lambda: self._drop_offers(offers))
         if self._unrouted:
             self.route_unrouted(tx)
         due = self.memory.pop_due(now)
@@ -305,18 +324,54 @@ class Executions:
         elif spec.is_builtin:
             self._run_builtin(tx, live, key)
         else:
-            self._queue(live, key)
+            self._queue(live, key, tx)
             tx.new_tasks = True
 
-    def _queue(self, live: Live, key: str) -> None:
+    def _queue(self, live: Live, key: str, tx: Tx | None = None) -> None:
         spec = live.plan.spec(key)
         assert spec is not None
+        if self.offer_tasks:
+            offer = self.offer(live, key)
+            (tx.offers if tx is not None else self._offers).append(offer)
+            return
         self.index.push(
             (spec.task or "", spec.contract_version or ""),
             spec.using,
             live.state.id,
             key,
             live.state.units[key].offer_seq,
+        )
+
+    def _drop_offers(self, offers: list[TaskOffer]) -> None:
+        done = {id(o) for o in offers}
+        self._offers = [o for o in self._offers if id(o) not in done]
+
+    def offer(self, live: Live, key: str) -> TaskOffer:
+        """The shared-queue entry of a scheduled worker unit."""
+        state = live.state
+        unit = state.units[key]
+        spec = live.plan.spec(key)
+        assert spec is not None
+        return TaskOffer(
+            state.id,
+            key,
+            unit.offer_seq,
+            spec.task or "",
+            spec.contract_version or "",
+            routing_runtime(spec.using),
+            spec.timeout_ms,
+            {
+                "execution_id": state.id,
+                "workflow": state.workflow,
+                "workflow_version": state.version,
+                "step_id": key,
+                "task_name": spec.task or "",
+                "contract_version": spec.contract_version or "",
+                "input": unit.input,
+                "idempotency_key": unit.idempotency_key,
+                "attempt": unit.attempt,
+                "redelivery": unit.redelivery,
+            },
         )
 
     def dispatch_to_runtime(self, tx: Tx, live: Live, key: str, session: str) -> str:

@@ -476,6 +476,8 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
     for batch in batches:
         merged.definitions.extend(batch.definitions)
         merged.workers.extend(batch.workers)
+        merged.offers.extend(batch.offers)
+        merged.receipts.extend(batch.receipts)
         for change in batch.executions:
             into = changes.get(change.execution_id)
             if into is None:

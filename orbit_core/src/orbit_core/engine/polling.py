@@ -154,7 +154,20 @@ class Polling:
             unit is not None and unit.status == UNIT_SCHEDULED and unit.offer_seq == task.offer_seq
         )
 
-    def _dispatch(self, tx: Tx, session: Session, task: QueuedTask) -> Assignment:
+    def dispatch_offer(
+        self, tx: Tx, session: Session, *, execution_id: str, key: str, offer: int, token: str
+    ) -> Assignment | None:
+        """Records the dispatch of a task another component claimed (a
+        shared queue's row) under `token`; None when the unit no longer
+        waits for exactly that offer."""
+        task = QueuedTask(0, execution_id, key, offer)
+        if not self._valid_task(task):
+            return None
+        return self._dispatch(tx, session, task, token)
+
+    def _dispatch(
+        self, tx: Tx, session: Session, task: QueuedTask, token: str | None = None
+    ) -> Assignment:
         x = self._x
         live = x.memory.get(task.execution_id)
         assert live is not None  # _valid_task checked it
@@ -162,7 +175,8 @@ class Polling:
         unit = state.units[task.unit_key]
         spec = live.plan.spec(task.unit_key)
         assert spec is not None
-        token = x.ids.token()
+        if token is None:
+            token = x.ids.token()
         timeout = spec.timeout_ms
         deadline = None if timeout is None else tx.now + timeout
         x.append(

@@ -538,6 +538,20 @@ class Scheduler:
             return None
         return policy.fire_time(compiled.spec.schedule_id, pending, compiled.jitter_ms)
 
+    def refresh(self) -> None:
+        """Reads every schedule again from the store: for servers sharing a
+        database, whose schedules change through the others too."""
+        rows = self._store.load_schedules()
+        with self._lock:
+            seen = set()
+            for row in rows:
+                seen.add(row.schedule_id)
+                entry = self._entries.get(row.schedule_id)
+                if entry is None or entry.row != row:
+                    self._remember(row)
+            for schedule_id in [sid for sid in self._entries if sid not in seen]:
+                del self._entries[schedule_id]
+
     def _entry(self, schedule_id: str) -> _Entry:
         entry = self._entries.get(schedule_id)
         if entry is None:

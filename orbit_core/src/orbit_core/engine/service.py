@@ -4,8 +4,9 @@ work itself is done by the components it assembles."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import cast
 
 from orbit_core import events as ev
@@ -26,10 +27,11 @@ from orbit_core.api import (
     WorkflowList,
 )
 from orbit_core.decide import Limits
-from orbit_core.engine import recovery
+from orbit_core.dispatch import Session
+from orbit_core.engine import handoff, recovery
 from orbit_core.engine.backoff import Backoff
 from orbit_core.engine.catalog import Catalog, checked_definition
-from orbit_core.engine.commands import Command, Tx
+from orbit_core.engine.commands import RECEIPTS, Command, Tx
 from orbit_core.engine.control import DEFAULT_CANCEL_REASON, Control
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
@@ -42,6 +44,7 @@ from orbit_core.engine.workers import Workers
 from orbit_core.errors import InvalidError, OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.memory_store import MemoryStore
+from orbit_core.plan import Plan
 from orbit_core.ports import (
     BuiltinTasks,
     Clock,
@@ -79,7 +82,14 @@ class Engine:
         pipeline: bool | None = None,
         faults: Faults | None = None,
         random: RandomSource | None = None,
+        offer_tasks: bool = False,
+        shared_catalog: bool = False,
     ) -> None:
+        """`offer_tasks`: worker tasks go to the store's shared queue as
+        `TaskOffer`s instead of this engine's own index (servers that share
+        executions; engine/handoff.py). `shared_catalog`: other servers
+        deploy into the same store, so a workflow not known here is looked
+        for there before it is reported unknown."""
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.ids: IdSource = ids if ids is not None else UuidIds()
@@ -108,6 +118,8 @@ class Engine:
             faults=self.faults,
         )
         self._catalog = Catalog()
+        if shared_catalog:
+            self._catalog.load_missing = self._load_definitions
         self._executions = Executions(
             store=self.store,
             ids=self.ids,
@@ -116,6 +128,7 @@ class Engine:
             counters=self.counters,
             builtins=builtins,
             report_builtin=self._report_builtin,
+            offer_tasks=offer_tasks,
         )
         self._control = Control(self._executions, max_active_executions)
         self._workers = Workers(self._executions, session_timeout_ms)
@@ -371,6 +384,89 @@ class Engine:
         error = ev.make_error(error_code, error_message, retryable, details)
         return self._pipeline.submit(lambda tx: self._results.fail(tx, token, error, worker))
 
+    # ---- servers sharing executions (engine/handoff.py)
+
+    def dispatch_offer(
+        self, session: Session, *, execution_id: str, unit_key: str, offer_seq: int, token: str
+    ) -> Assignment | None:
+        """Records that the offer was claimed for `session` under `token`
+        (StepDispatched); None when the unit no longer waits for it."""
+
+        def run(tx: Tx) -> Assignment | None:
+            handoff.know_sessions(self._workers, [session])
+            known = self._workers.sessions[session.session_id]
+            return self._polling.dispatch_offer(
+                tx, known, execution_id=execution_id, key=unit_key, offer=offer_seq, token=token
+            )
+
+        result = self._pipeline.submit(run)
+        return result.copy() if result is not None else None
+
+    @contextlib.contextmanager
+    def receipt(self, value: str) -> Iterator[None]:
+        """The commands this thread submits inside the block carry `value`
+        into the commit that applies them (`CommitBatch.receipts`), so a
+        store can record that a request was applied in the same transaction
+        as its events; a command refused with an error carries none."""
+        before = getattr(RECEIPTS, "current", None)
+        RECEIPTS.current = value
+        try:
+            yield
+        finally:
+            RECEIPTS.current = before
+
+    def know_sessions(self, sessions: list[Session]) -> int:
+        """Makes sessions registered elsewhere known; returns how many were new."""
+        return self._pipeline.submit(lambda tx: handoff.know_sessions(self._workers, sessions))
+
+    def touch_sessions(self, seen: Mapping[str, int]) -> None:
+        """Session contacts made elsewhere (session id to time in ms)."""
+        self._pipeline.submit(lambda tx: handoff.touch_sessions(self._workers, seen))
+
+    def cancels(self, session_ids: list[str]) -> dict[str, list[str]]:
+        """Attempts the sessions hold that are no longer wanted, each given
+        once (a heartbeat through this engine does not repeat them)."""
+        return self._pipeline.submit(lambda tx: handoff.cancels(self._workers, session_ids))
+
+    def session_ids(self) -> list[str]:
+        """The sessions this engine knows."""
+        return self._pipeline.submit(lambda tx: list(self._workers.sessions), read=True)
+
+    def take_over(self, histories: list[tuple[str, list[ev.Event]]]) -> tuple[int, int]:
+        """Adopts executions from their histories: (adopted, attempts in
+        flight). Definitions deployed elsewhere are loaded first."""
+        self.reload_definitions()
+        return self._pipeline.submit(
+            lambda tx: handoff.take_over(tx, self._executions, self._workers, histories)
+        )
+
+    def release(self, execution_ids: list[str]) -> int:
+        """Drops executions another server owns now; returns how many were held."""
+        return self._pipeline.submit(
+            lambda tx: handoff.release(self._executions, self._workers, execution_ids)
+        )
+
+    def holds(self, execution_id: str) -> bool:
+        """Whether the execution is running in this engine's memory."""
+        return execution_id in self._executions.memory
+
+    def reload_definitions(self) -> int:
+        """Adds the stored definitions this engine does not know (deployed
+        through another server); returns how many were added."""
+        return self._pipeline.submit(lambda tx: self._load_definitions())
+
+    def _load_definitions(self) -> int:
+        added = 0
+        for row in self.store.load_definitions():
+            if self._catalog.by_hash(row.definition_hash) is not None:
+                continue
+            try:
+                self._catalog.add(Plan(ir.from_json(row.ir)))
+            except ir.IRError:
+                continue
+            added += 1
+        return added
+
     def list_workers(self) -> WorkerList:
         rows = self._pipeline.submit(lambda tx: self.store.list_workers(), read=True)
         return self._workers.describe(rows, self.clock.now_ms())
@@ -483,7 +579,9 @@ class Engine:
             raise
         except Exception as exc:
             raise PrepareFailed(tx, current, internal_error(exc)) from exc
-        commit = CommitBatch(tx.definitions, list(tx.changes.values()), tx.workers)
+        commit = CommitBatch(
+            tx.definitions, list(tx.changes.values()), tx.workers, tx.offers, tx.receipts
+        )
         return Group(tx, commit, batch)
 
     def _read(self, cmd: Command, tx: Tx) -> None:

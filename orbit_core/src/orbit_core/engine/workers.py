@@ -120,6 +120,11 @@ class Workers:
 
     def heartbeat(self, tx: Tx, session_id: str, worker: str | None = None) -> HeartbeatReply:
         session = self.session(tx, session_id, worker)
+        return {"accepted": True, "cancel": self.cancels(session)}
+
+    def cancels(self, session: Session) -> list[str]:
+        """The session's attempts that are no longer wanted and that it has
+        not been told of yet; each is returned once."""
         cancel = []
         for token in list(session.held):
             if token in session.cancel_sent:
@@ -131,7 +136,7 @@ class Workers:
                 session.cancel_sent.add(token)
                 if not self.is_current(token):
                     session.held.discard(token)
-        return {"accepted": True, "cancel": cancel}
+        return cancel
 
     def unregister(self, tx: Tx, session_id: str, worker: str | None = None) -> Accepted:
         session = self.sessions.get(session_id)

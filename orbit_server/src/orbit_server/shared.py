@@ -1,0 +1,728 @@
+"""Shared mode (`--cluster --cluster-mode shared`, chapter 44): every server
+active, sharing executions and worker tasks through PostgreSQL.
+
+Each server's worker process runs a `SharedNode`: the WSGI app (every route
+served, nothing refused for want of a leader) around a `SharedEngine`, and
+two threads.
+
+- The engine is a full one on a `SharedStore` (orbit_store/shared.py), built
+  with `offer_tasks=True`: it runs the executions this server owns (those it
+  started, those it resumed after a restart of the same node id, and those
+  it took over), and its worker tasks go to the shared queue instead of its
+  own index. Every commit is fenced on the owners' epochs by the database.
+- `SharedEngine` sends each call where it can be answered: a poll claims
+  from the shared queue (the owner records the dispatch: this engine when it
+  owns the execution, else the owner through its inbox, while the task is
+  returned at once); a result, signal or cancellation for an execution
+  owned elsewhere goes to the owner's inbox (a signal or cancel waits up to
+  10 s for the owner's reply, so it answers as on one server); a wait on an
+  execution owned elsewhere reads the database again whenever a server
+  announces an end (NOTIFY orbit_done) and every second. Sessions are
+  written to `orbit_sessions`, and a session registered elsewhere is loaded
+  into this engine the first time it is used here.
+- `orbit-shared` (every `interval`, 1 s): the heartbeat (the database's
+  clock), dropping executions a fenced commit showed lost, taking over its
+  rendezvous share of the trees of servers whose heartbeat is older than
+  `--node-timeout` (in batches of 100 trees), syncing the sessions' last
+  contacts both ways, posting the cancellations of sessions that talk to
+  other servers, and loading definitions and schedules changed elsewhere
+  (schedule claims name the node, so an occurrence fires on one server).
+- `orbit-inbox`: applies the inbox entries of the executions this engine
+  holds, oldest first, woken by NOTIFY orbit_inbox, and writes each reply.
+
+An entry is applied through one engine call made under its receipt
+(`Engine.receipt`), so the commit of the events it causes also marks it
+applied: an owner that dies right after leaves nothing for its successor to
+apply again. The reply for a waiting sender is written after the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from orbit_core.api import Accepted, Assignment, ExecutionDoc, Registered, SignalAccepted
+from orbit_core.dispatch import Session
+from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
+from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
+from orbit_core.errors import (
+    ConflictError,
+    InvalidError,
+    LimitError,
+    NotFoundError,
+    OrbitError,
+    StorageError,
+)
+from orbit_core.jsontypes import JsonValue
+from orbit_core.ports import Store
+from orbit_server import logs
+from orbit_server.config import ServerConfig
+from orbit_store.shared import (
+    TAKEOVER_BATCH,
+    Claim,
+    InboxEntry,
+    Listener,
+    SessionRow,
+    SharedStore,
+    SharedTables,
+    rendezvous,
+)
+
+INTERVAL_ENV = "ORBIT_CLUSTER_INTERVAL_MS"
+REPLY_WAIT_S = 10.0
+RECHECK_S = 1.0
+SHARED = "shared"
+# The inbox is swept every so many rounds of entries older than this.
+SWEEP_ROUNDS = 60
+SWEEP_AFTER_MS = 60_000
+_ERRORS: dict[str, type[OrbitError]] = {
+    cls.__name__: cls
+    for cls in (NotFoundError, ConflictError, InvalidError, LimitError, StorageError, OrbitError)
+}
+
+App = Callable[[dict[str, Any], Any], Iterable[bytes]]
+
+
+def interval_s() -> float:
+    raw = os.environ.get(INTERVAL_ENV, "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw) / 1000
+    return 1.0
+
+
+def _error_reply(exc: OrbitError) -> dict[str, Any]:
+    return {"error": {"type": type(exc).__name__, "code": exc.code, "message": exc.message}}
+
+
+def _raise_reply(reply: Any) -> Any:
+    if isinstance(reply, dict) and "error" in reply:
+        error = reply["error"]
+        cls = _ERRORS.get(str(error.get("type")), OrbitError)
+        raise cls(str(error.get("message", "")), str(error.get("code", "INTERNAL")))
+    return reply["ok"] if isinstance(reply, dict) else reply
+
+
+class SharedEngine(Engine):
+    """The engine of a shared-mode server (module docstring): calls about
+    executions or tasks this engine does not hold go through the database."""
+
+    node: SharedNode
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["offer_tasks"] = True
+        kwargs["shared_catalog"] = True
+        super().__init__(*args, **kwargs)
+
+    def attach(self, node: SharedNode) -> None:
+        self.node = node
+        self._sessions: dict[str, SessionRow] = {}
+        self._contacts: dict[str, int] = {}
+        self._contacts_lock = threading.Lock()
+
+    # ---- sessions
+
+    def register_worker(
+        self,
+        worker_id: str,
+        runtime: str,
+        contracts: list[dict[str, str]] | list[tuple[str, str]],
+        sdk: str | None = None,
+    ) -> Registered:
+        reply = super().register_worker(worker_id, runtime, contracts, sdk)
+        pairs = [
+            (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
+            for c in contracts
+        ]
+        now = self.clock.now_ms()
+        row = SessionRow(
+            reply["worker_session_id"], worker_id, runtime.lower(), pairs, sdk, now, now
+        )
+        self._sessions[row.session_id] = row
+        self.node.tables.put_session(row)
+        return reply
+
+    def _session_row(self, session_id: str) -> SessionRow | None:
+        row = self._sessions.get(session_id)
+        if row is None:
+            found = self.node.tables.sessions([session_id])
+            if not found:
+                return None
+            row = self._sessions[session_id] = found[0]
+            self.know_sessions([_session(row)])
+        return row
+
+    def _seen(self, session_id: str) -> None:
+        with self._contacts_lock:
+            self._contacts[session_id] = self.clock.now_ms()
+
+    def take_contacts(self) -> dict[str, int]:
+        with self._contacts_lock:
+            contacts, self._contacts = self._contacts, {}
+        return contacts
+
+    def heartbeat(self, session_id: str, *, worker: str | None = None) -> Any:
+        self._session_row(session_id)
+        reply = super().heartbeat(session_id, worker=worker)
+        self._seen(session_id)
+        posted = self.node.tables.take_cancels(session_id)
+        if posted:
+            reply["cancel"] = sorted({*reply["cancel"], *posted})
+        return reply
+
+    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
+        self._session_row(session_id)
+        reply = super().unregister(session_id, worker=worker)
+        self.node.tables.drop_session(session_id)
+        self._sessions.pop(session_id, None)
+        return reply
+
+    # ---- tasks
+
+    def poll(
+        self,
+        session_id: str,
+        wait_ms: int | None = None,
+        connected: Callable[[], bool] | None = None,
+        *,
+        worker: str | None = None,
+    ) -> Assignment | None:
+        row = self._session_row(session_id)
+        # Checks the session and its worker binding and marks it seen
+        # (this engine's own index is empty: nothing is handed out here).
+        super().poll(session_id, 0, worker=worker)
+        assert row is not None
+        self._seen(session_id)
+        wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
+        deadline = time.monotonic() + (0 if self._draining else wait) / 1000
+        seen = self.node.listener.serial
+        while True:
+            claim = self.node.tables.claim(
+                row.contracts, row.runtime, session_id, row.worker_id, _token
+            )
+            if claim is not None:
+                assignment = self._hand_out(claim, row)
+                if assignment is not None:
+                    return assignment
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._draining or (connected is not None and not connected()):
+                return None
+            seen = self.node.listener.wait(seen, min(remaining, RECHECK_S))
+            self._seen(session_id)
+
+    def _hand_out(self, claim: Claim, row: SessionRow) -> Assignment | None:
+        self.node.tasks_claimed += 1
+        if claim.owner is None:
+            self.node.tables.unclaim(claim.token)  # its execution ended meanwhile
+            return None
+        if claim.owner != self.node.node_id:
+            # The owner records StepDispatched from its inbox.
+            assignment: dict[str, Any] = {**claim.assignment, "token": claim.token}
+            if claim.timeout_ms is not None:
+                assignment["deadline_ms"] = self.clock.now_ms() + claim.timeout_ms
+                assignment["timeout_ms"] = claim.timeout_ms
+            return assignment  # type: ignore[return-value]
+        try:
+            return self.dispatch_offer(
+                _session(row),
+                execution_id=claim.execution_id,
+                unit_key=claim.unit_key,
+                offer_seq=claim.offer_seq,
+                token=claim.token,
+            )
+        except StorageError:
+            self.node.tables.unclaim(claim.token)
+            raise
+
+    def undelivered(self, token: str) -> None:
+        eid = token.partition("/")[0]
+        if "/" in token and self._owner_elsewhere(eid):
+            # After the `dispatched` entry of the claim, so the owner knows it.
+            self.node.tables.put(eid, "undelivered", {"token": token})
+            return
+        super().undelivered(token)
+
+    def _owner_elsewhere(self, execution_id: str) -> bool:
+        """Whether the execution is owned, but not held in this engine."""
+        if self.holds(execution_id):
+            return False
+        return self.node.tables.owner(execution_id) is not None
+
+    def complete(
+        self, token: str, output: JsonValue = None, *, worker: str | None = None
+    ) -> Accepted:
+        payload = {"token": token, "output": output, "worker": worker}
+        if self._send_result(token, "complete", payload):
+            return {"accepted": True}
+        reply = super().complete(token, output, worker=worker)
+        if self._moved(token, reply):
+            self._send_result(token, "complete", payload)
+            return {"accepted": True}
+        return reply
+
+    def fail(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str = "",
+        retryable: bool = True,
+        details: JsonValue = None,
+        *,
+        worker: str | None = None,
+    ) -> Accepted:
+        payload = {
+            "token": token,
+            "code": error_code,
+            "message": error_message,
+            "retryable": retryable,
+            "details": details,
+            "worker": worker,
+        }
+        if error_code and self._send_result(token, "fail", payload):
+            return {"accepted": True}
+        reply = super().fail(token, error_code, error_message, retryable, details, worker=worker)
+        if self._moved(token, reply):
+            self._send_result(token, "fail", payload)
+            return {"accepted": True}
+        return reply
+
+    def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> bool:
+        """Sends a result to the inbox of its execution's owner when that is
+        another server; False when this engine should take it."""
+        eid, slash, _ = token.partition("/")
+        if not slash or not self._owner_elsewhere(eid):
+            return False
+        self.node.tables.put(eid, kind, payload)
+        return True
+
+    def _moved(self, token: str, reply: Accepted) -> bool:
+        """Whether a token this engine did not know belongs to an execution
+        that moved to another server while the result was on its way."""
+        eid, slash, _ = token.partition("/")
+        unknown = not reply.get("accepted") and str(reply.get("reason", "")).startswith(
+            "unknown token"
+        )
+        return bool(slash) and unknown and self._owner_elsewhere(eid)
+
+    # ---- executions
+
+    def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
+        if self._owner_elsewhere(execution_id):
+            reply = self._forward(execution_id, "signal", {"name": name, "payload": payload})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return super().signal(execution_id, name, payload)
+
+    def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
+        if self._owner_elsewhere(execution_id):
+            reply = self._forward(execution_id, "cancel", {"reason": reason})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return super().cancel(execution_id, reason)
+
+    def _forward(self, execution_id: str, kind: str, payload: Any) -> Any:
+        tables = self.node.tables
+        seq = tables.put(execution_id, kind, payload)
+        deadline = time.monotonic() + REPLY_WAIT_S
+        seen = self.node.listener.serial
+        while True:
+            done, reply = tables.reply(seq)
+            if done:
+                return reply
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and tables.withdraw(seq):
+                # Taken back unapplied, so the caller may safely send it again.
+                raise StorageError(
+                    f"the owner of execution `{execution_id}` did not answer within "
+                    f"{REPLY_WAIT_S:g} s; the {kind} was not applied"
+                )
+            if remaining <= -REPLY_WAIT_S:
+                # Applied (it could not be taken back), but its owner stopped
+                # before it wrote the reply.
+                raise StorageError(
+                    f"the owner of execution `{execution_id}` applied the {kind} "
+                    "but stopped before it answered"
+                )
+            seen = self.node.listener.wait(seen, max(0.01, min(remaining, 0.25)))
+
+    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
+        if self.holds(execution_id):
+            return super().wait(execution_id, timeout_ms)
+        deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
+        seen = self.node.listener.serial
+        while True:
+            doc = self.get(execution_id)
+            remaining = deadline - time.monotonic()
+            if self.holds(execution_id):
+                return super().wait(execution_id, max(0, int(remaining * 1000)))
+            if _finished(doc) or remaining <= 0 or self._draining:
+                return doc
+            seen = self.node.listener.wait(seen, min(remaining, RECHECK_S))
+
+    # ---- the inbox
+
+    def apply(self, entry: InboxEntry) -> Any:
+        """Applies one inbox entry through the engine's own calls; returns
+        the reply for the server that sent it."""
+        p = entry.payload
+        session: Session | None = None
+        if entry.kind == "dispatched":
+            row = self._session_row(p["session_id"])
+            session = (
+                _session(row)
+                if row is not None
+                else Session(p["session_id"], p["worker_id"], "any", (), None, 0, 0)
+            )
+        # The one engine call below commits the entry's receipt with its events.
+        with self.receipt(str(entry.seq)):
+            return self._apply(entry, session)
+
+    def _apply(self, entry: InboxEntry, session: Session | None) -> Any:
+        p = entry.payload
+        try:
+            if entry.kind == "dispatched":
+                assert session is not None
+                done = self.dispatch_offer(
+                    session,
+                    execution_id=entry.execution_id,
+                    unit_key=p["unit_key"],
+                    offer_seq=p["offer_seq"],
+                    token=p["token"],
+                )
+                if done is None:
+                    # No longer wanted: the worker hears so at its next heartbeat.
+                    self.node.tables.post_cancels({p["session_id"]: [p["token"]]})
+                return {"ok": done is not None}
+            if entry.kind == "complete":
+                return {
+                    "ok": Engine.complete(self, p["token"], p["output"], worker=p.get("worker"))
+                }
+            if entry.kind == "fail":
+                return {
+                    "ok": Engine.fail(
+                        self,
+                        p["token"],
+                        p["code"],
+                        p["message"],
+                        p["retryable"],
+                        p["details"],
+                        worker=p.get("worker"),
+                    )
+                }
+            if entry.kind == "undelivered":
+                Engine.undelivered(self, p["token"])
+                return {"ok": True}
+            if entry.kind == "signal":
+                return {"ok": Engine.signal(self, entry.execution_id, p["name"], p["payload"])}
+            if entry.kind == "cancel":
+                return {"ok": Engine.cancel(self, entry.execution_id, p["reason"])}
+        except StorageError:
+            raise  # not applied: tried again, here or by the next owner
+        except OrbitError as exc:
+            return _error_reply(exc)
+        return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
+
+
+def _finished(doc: ExecutionDoc) -> bool:
+    return str(doc.get("status")) in ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
+
+
+def _token(execution_id: str) -> str:
+    """Task tokens name their execution, so any server can route a result."""
+    return f"{execution_id}/{uuid.uuid4()}"
+
+
+def _session(row: SessionRow) -> Session:
+    return Session(
+        row.session_id,
+        row.worker_id,
+        row.runtime,
+        tuple(row.contracts),
+        row.sdk,
+        row.registered_ms,
+        row.last_seen_ms,
+    )
+
+
+class SharedNode:
+    """One server of a shared cluster: the WSGI app, the engine and the
+    threads of the module docstring."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        node_id: str,
+        advertise_addr: str | None,
+        build_engine: Callable[[Store, type[Engine]], Engine],
+        make_app: Callable[[Engine, SharedNode], App],
+        interval: float | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = node_id
+        self.advertise_addr = advertise_addr
+        self.interval_s = interval if interval is not None else interval_s()
+        self.node_timeout_ms = round(max(2.0, config.node_timeout_s) * 1000)
+        self.instance = str(uuid.uuid4())
+        self.tasks_claimed = 0
+        self._log = logs.logger()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_beat = time.monotonic()
+        self._conflict = False
+        self._lost: list[str] = []
+        self._rounds = 0
+        self._failing: str | None = None
+        self._schedules: tuple[int, ...] | None = None
+        self._lost_lock = threading.Lock()
+        self._log.info(
+            "cluster mode: shared (every server active)",
+            node_id=node_id,
+            advertise_addr=logs.Quoted(advertise_addr or ""),
+            node_timeout_ms=self.node_timeout_ms,
+        )
+        ca_cert = os.environ.get("ORBIT_DB_CA_CERT") or None
+        self.store = SharedStore(config.db, node_id=node_id, ca_cert=ca_cert)
+        self.store.on_lost = self._on_lost
+        self.tables = SharedTables(self.store, node_id)
+        try:
+            self._join()
+            built = build_engine(self.store, SharedEngine)
+        except BaseException:
+            self.tables.close()
+            self.store.close()
+            raise
+        assert isinstance(built, SharedEngine)
+        self.engine: SharedEngine = built
+        self.engine.attach(self)
+        self.listener = Listener(self.store, node_id)
+        self._app = make_app(self.engine, self)
+        self._log.info(
+            "shared: node is serving",
+            node_id=node_id,
+            resumed=self.engine.recovered_executions,
+        )
+
+    def _join(self) -> None:
+        """Takes the node id, waiting up to three node timeouts for another
+        process that holds it (a quick restart) to stop heartbeating."""
+        deadline = time.monotonic() + 3 * self.node_timeout_ms / 1000
+        while not self.tables.join(self.advertise_addr, self.instance, self.node_timeout_ms):
+            if time.monotonic() > deadline:
+                age = next(
+                    (
+                        n.heartbeat_age_ms
+                        for n in self.tables.nodes(10**12)
+                        if n.node_id == self.node_id
+                    ),
+                    0,
+                )
+                raise StorageError(
+                    f"another server with node id `{self.node_id}` is running (it heartbeated "
+                    f"{age} ms ago); give every server its own --node-id"
+                )
+            time.sleep(min(0.5, self.interval_s))
+
+    # ---- health and readiness (resources/health.ClusterView)
+
+    def fields(self) -> dict[str, object]:
+        try:
+            nodes = self.tables.nodes(self.node_timeout_ms)
+        except StorageError:
+            nodes = []
+        owned = len(self.store.owned())
+        return {
+            "role": SHARED,
+            "node_id": self.node_id,
+            "term": None,
+            "leader": None,
+            "owned_executions": owned,
+            "tasks_claimed": self.tasks_claimed,
+            "nodes": [
+                {
+                    "node_id": n.node_id,
+                    "addr": n.addr,
+                    "live": n.live,
+                    "heartbeat_age_ms": n.heartbeat_age_ms,
+                    "owned_executions": n.owned_executions,
+                }
+                for n in nodes
+            ],
+        }
+
+    def serving(self) -> bool:
+        fresh = time.monotonic() - self._last_beat < self.node_timeout_ms / 1000
+        return fresh and not self._conflict
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        return self._app(environ, start_response)
+
+    # ---- threads
+
+    def start(self) -> None:
+        for target, name in ((self._loop, "orbit-shared"), (self._inbox_loop, "orbit-inbox")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _loop(self) -> None:
+        delay = 0.0
+        while not self._stop.wait(delay):
+            started = time.monotonic()
+            try:
+                self.round()
+                self._failing = None
+            except Exception as exc:  # the loop must outlive any one failure
+                if str(exc) != self._failing:  # once per distinct failure, not every round
+                    self._log.error("shared: round failed", error=str(exc))
+                self._failing = str(exc)
+            delay = max(0.0, self.interval_s - (time.monotonic() - started))
+
+    def _on_lost(self, execution_ids: list[str]) -> None:
+        # Called inside a failing commit: the engine is busy; drop them later.
+        with self._lost_lock:
+            self._lost.extend(execution_ids)
+
+    def round(self) -> None:
+        """One round of heartbeat, clean-up, take-over and sync."""
+        if self.tables.heartbeat(self.instance):
+            self._last_beat = time.monotonic()
+            self._conflict = False
+        elif not self._conflict:
+            self._conflict = True
+            self._log.error(
+                "shared: another process took this node id; not ready", node_id=self.node_id
+            )
+        with self._lost_lock:
+            lost, self._lost = self._lost, []
+        lost.extend(self._reconcile())
+        if lost:
+            dropped = self.engine.release(lost)
+            self._log.warning("shared: lost executions to another server", executions=dropped)
+        self._sync_sessions()
+        if self.engine.reload_definitions():
+            self._log.info("shared: loaded definitions deployed through another server")
+        mark = self.store.schedules_mark()
+        if mark != self._schedules:
+            if self._schedules is not None:
+                # Changed or fired through another server (the claims keep
+                # every occurrence to one server).
+                self.engine.schedules.refresh()
+            self._schedules = mark
+        if self.serving():
+            self._take_over()
+
+    def _reconcile(self) -> list[str]:
+        """What this node holds but the database gives to another (after it
+        lost the database or paused past the node timeout); also sweeps the
+        inbox now and then."""
+        self._rounds += 1
+        if self._rounds % SWEEP_ROUNDS == 0:
+            self.tables.sweep(SWEEP_AFTER_MS)
+        held = self.store.owned()
+        rows = self.tables.owned_rows()
+        # Owned here by the database and this store, but not running in the
+        # engine (a take-over whose rebuild failed): rebuilt again.
+        stranded = [e for e in rows if e in held and rows[e] == held[e][1]]
+        stranded = [e for e in stranded if not self.engine.holds(e)]
+        if stranded:
+            self.engine.take_over(self.store.histories(stranded))
+        gone = [eid for eid, (_root, epoch) in held.items() if rows.get(eid) != epoch]
+        if gone:
+            # Ended just now (the row went with the end) or lost: either way
+            # nothing more is written for them here.
+            self.store.disown(gone)
+        return gone
+
+    def _take_over(self) -> None:
+        orphaned = self.tables.orphaned_roots(self.node_timeout_ms)
+        if not orphaned:
+            return
+        live = [n.node_id for n in self.tables.nodes(self.node_timeout_ms) if n.live]
+        if self.node_id not in live:
+            return
+        by_dead: dict[str, list[str]] = {}
+        for root, dead in orphaned:
+            if rendezvous(root, live) == self.node_id:
+                by_dead.setdefault(dead, []).append(root)
+        for dead, roots in by_dead.items():
+            self._log.warning(
+                "shared: taking over executions of a node that stopped heartbeating",
+                **{"from": dead},
+                executions=len(roots),
+            )
+            for start in range(0, len(roots), TAKEOVER_BATCH):
+                moved = self.tables.take_over(roots[start : start + TAKEOVER_BATCH], dead)
+                self.store.adopt(moved)
+                histories = self.store.histories([m[0] for m in moved])
+                adopted, in_flight = self.engine.take_over(histories)
+                self._log.info(
+                    "shared: took ownership of executions",
+                    executions=adopted,
+                    in_flight=in_flight,
+                    **{"from": dead},
+                )
+
+    def _sync_sessions(self) -> None:
+        """Contacts made here go to the database; contacts made elsewhere
+        with the sessions this engine knows come back."""
+        self.tables.touch_sessions(self.engine.take_contacts())
+        known = self.engine.session_ids()
+        rows = self.tables.sessions(known)
+        if rows:
+            self.engine.touch_sessions({r.session_id: r.last_seen_ms for r in rows})
+        # Attempts owned here that a session polling elsewhere should stop.
+        self.tables.post_cancels(self.engine.cancels(known))
+
+    def _inbox_loop(self) -> None:
+        seen = self.listener.serial
+        while not self._stop.is_set():
+            try:
+                applied = self.apply_inbox()
+            except Exception as exc:
+                self._log.error("shared: inbox round failed", error=str(exc))
+                applied = 0
+            if not applied:
+                seen = self.listener.wait(seen, min(RECHECK_S, self.interval_s))
+
+    def apply_inbox(self) -> int:
+        """Applies the pending entries of the executions this engine holds."""
+        applied = 0
+        for entry in self.tables.pending():
+            if not self.engine.holds(entry.execution_id):
+                continue  # being taken over: applied once it is in memory
+            try:
+                reply = self.engine.apply(entry)
+            except StorageError as exc:
+                self._log.warning(
+                    "shared: inbox entry not applied", seq=entry.seq, error=exc.message
+                )
+                break
+            self.tables.done(entry.seq, reply)
+            applied += 1
+        return applied
+
+    # ---- shutdown
+
+    def drain(self) -> None:
+        self.engine.drain()
+
+    def close(self, *, leave: bool = True) -> None:
+        """Stops the threads and the engine; leaving sets the heartbeat to 0
+        so the others take this server's executions over at once."""
+        self._stop.set()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=10)
+        self.engine.close()
+        if leave:
+            with contextlib.suppress(StorageError):
+                self.tables.leave(self.instance)
+                self._log.info(
+                    "shared: left the cluster; other servers take over this server's executions"
+                )
+        self.listener.close()
+        self.tables.close()

@@ -1,0 +1,851 @@
+"""Shared mode's half of the store (chapter 44: every server active), on
+PostgreSQL, whose row locks are the only coordination.
+
+Tables, made by shared servers only (like `orbit_cluster`, under the schema
+lock, without changing the schema version):
+
+- `orbit_nodes`: one row per server id, with its heartbeat written with the
+  database's clock (`clock_timestamp()`), so liveness never depends on the
+  servers' clocks, and the `instance` of the process holding the id (a
+  second process with the same id is refused while the first heartbeats).
+- `orbit_owners`: the owner and epoch of every running execution, and its
+  root (an execution tree has one owner: a child gets its parent's root and
+  owner). Rows are written in the transaction that creates the execution
+  and deleted in the one that ends it.
+- `orbit_tasks`: the shared queue of worker tasks (`TaskOffer`s of a
+  group, written in its transaction). Any server claims the oldest row a
+  session can take with `FOR UPDATE SKIP LOCKED`; the row is deleted by the
+  commit that records its dispatch, or when its unit or execution ends.
+- `orbit_inbox`: commands for an execution's owner (a dispatch claimed
+  elsewhere, results, signals, cancellations), applied by the owner in
+  `seq` order. The commit of the events an entry causes marks it applied
+  (its seq is the commands' receipt, `CommitBatch.receipts`), so an entry
+  is applied once even if its owner dies right after; the reply is written
+  back to the row for the server waiting.
+- `orbit_sessions`: worker sessions and their last contact, so a session
+  works through every server; `orbit_cancels`: the attempts an owner wants
+  a session to stop, returned by the session's next heartbeat anywhere.
+
+`SharedStore` is the owner's store: every commit first locks the ownership
+rows of the executions it changes (`FOR SHARE`) and aborts with `Fenced`
+unless each still names this node at the epoch it holds. The row lock
+orders a commit and a take-over (`UPDATE ... SET epoch = epoch + 1`): the
+take-over waits for a commit in progress, and a commit after it sees the new
+epoch, so a server that lost an execution (paused past the node timeout)
+cannot write to it. The executions a refused commit named are reported
+through `on_lost`, so the server drops them. Everything else of a commit is
+written in the same transaction: new ownership rows, queued tasks, deleted
+rows of what ended, and `NOTIFY orbit_tasks` / `orbit_done`.
+
+`SharedTables` holds the request-path statements (claims, inbox, sessions,
+heartbeats, take-overs) on a few connections of its own, so that they never
+wait for a group commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import attrs
+import orjson
+import psycopg
+
+from orbit_core import events as ev
+from orbit_core.api import ExecutionStatus
+from orbit_core.errors import StorageError
+from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
+from orbit_core.state import TERMINAL
+from orbit_store.postgres import Fenced, PostgresStore
+from orbit_store.schema import SCHEMA_LOCK_KEY
+
+NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+_CREATE = (
+    "CREATE TABLE IF NOT EXISTS orbit_nodes (node_id TEXT PRIMARY KEY, addr TEXT, "
+    "instance TEXT NOT NULL, heartbeat_ms BIGINT NOT NULL, started_ms BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS orbit_owners (execution_id TEXT PRIMARY KEY, "
+    "root_id TEXT NOT NULL, node_id TEXT NOT NULL, epoch BIGINT NOT NULL, since_ms BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS orbit_owners_node ON orbit_owners (node_id, root_id)",
+    "CREATE TABLE IF NOT EXISTS orbit_tasks (id BIGSERIAL PRIMARY KEY, "
+    "execution_id TEXT NOT NULL, unit_key TEXT NOT NULL, offer_seq BIGINT NOT NULL, "
+    "task_name TEXT NOT NULL, contract_version TEXT NOT NULL, language TEXT, "
+    "timeout_ms BIGINT, assignment TEXT NOT NULL, state TEXT NOT NULL, token TEXT, "
+    "claimed_by TEXT, session_id TEXT, enqueued_ms BIGINT NOT NULL, "
+    "UNIQUE (execution_id, unit_key, offer_seq))",
+    "CREATE INDEX IF NOT EXISTS orbit_tasks_queued ON orbit_tasks "
+    "(task_name, contract_version, enqueued_ms, id) WHERE state = 'queued'",
+    "CREATE INDEX IF NOT EXISTS orbit_tasks_token ON orbit_tasks (token)",
+    "CREATE TABLE IF NOT EXISTS orbit_inbox (seq BIGSERIAL PRIMARY KEY, "
+    "execution_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, "
+    "sender TEXT NOT NULL, state TEXT NOT NULL, reply TEXT, created_ms BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS orbit_inbox_pending ON orbit_inbox (execution_id, seq) "
+    "WHERE state = 'pending'",
+    "CREATE TABLE IF NOT EXISTS orbit_sessions (session_id TEXT PRIMARY KEY, "
+    "worker_id TEXT NOT NULL, runtime TEXT NOT NULL, contracts TEXT NOT NULL, sdk TEXT, "
+    "registered_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS orbit_cancels (session_id TEXT NOT NULL, token TEXT NOT NULL, "
+    "PRIMARY KEY (session_id, token))",
+)
+# Events that end a unit: its queued offers are no longer wanted.
+_UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
+_ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
+TAKEOVER_BATCH = 100
+CLAIM_PAUSE_S = 0.1
+FORMER_KEPT = 10_000
+
+
+def create_tables(conn: psycopg.Connection[Any]) -> None:
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        for statement in _CREATE:
+            conn.execute(statement)
+
+
+def fenced_message(execution_id: str, found: tuple[str, int] | None, held: int) -> str:
+    if found is None:
+        return f"fenced: execution `{execution_id}` has no owner now; this node held epoch {held}"
+    return (
+        f"fenced: execution `{execution_id}` is owned by node `{found[0]}` at epoch "
+        f"{found[1]}; this node held epoch {held}"
+    )
+
+
+def rendezvous(root_id: str, nodes: Iterable[str]) -> str:
+    """The node a root execution goes to among `nodes` (highest hash wins):
+    every server computes the same answer without talking to the others."""
+    return max(nodes, key=lambda n: hashlib.sha256(f"{n}\0{root_id}".encode()).digest())
+
+
+@attrs.frozen(slots=True)
+class NodeRow:
+    node_id: str
+    addr: str | None
+    live: bool
+    heartbeat_age_ms: int
+    owned_executions: int
+
+
+@attrs.frozen(slots=True)
+class Claim:
+    """A task claimed from the queue for a session: `owner` is the node that
+    owns its execution (None: nobody; the execution ended meanwhile)."""
+
+    execution_id: str
+    unit_key: str
+    offer_seq: int
+    token: str
+    timeout_ms: int | None
+    assignment: dict[str, Any]
+    owner: str | None
+
+
+@attrs.frozen(slots=True)
+class InboxEntry:
+    seq: int
+    execution_id: str
+    kind: str
+    payload: Any
+    sender: str
+
+
+@attrs.frozen(slots=True)
+class SessionRow:
+    session_id: str
+    worker_id: str
+    runtime: str
+    contracts: list[tuple[str, str]]
+    sdk: str | None
+    registered_ms: int
+    last_seen_ms: int
+
+
+class SharedStore(PostgresStore):
+    """The store of one server of a shared cluster (module docstring)."""
+
+    def __init__(self, url: str, *, node_id: str, ca_cert: str | None = None) -> None:
+        super().__init__(url, ca_cert=ca_cert)
+        self.node_id = node_id
+        self._lock = threading.Lock()
+        # What this node owns: execution id -> (root id, epoch held).
+        self._owned: dict[str, tuple[str, int]] = {}
+        # The epochs of executions this node held last (the newest few).
+        self._former: dict[str, int] = {}
+        self._batch = threading.local()
+        self.on_lost: Callable[[list[str]], None] | None = None
+        conn = self.session(f"orbit-shared:{node_id}")
+        try:
+            create_tables(conn)
+        except psycopg.Error as exc:
+            raise StorageError(self.describe_error(exc)) from exc
+        finally:
+            conn.close()
+
+    # ---- ownership held in memory
+
+    def owned(self) -> dict[str, tuple[str, int]]:
+        with self._lock:
+            return dict(self._owned)
+
+    def adopt(self, rows: Iterable[tuple[str, str, int]]) -> None:
+        """Records executions this node now owns: (id, root, epoch)."""
+        with self._lock:
+            for eid, root, epoch in rows:
+                self._owned[eid] = (root, epoch)
+
+    def disown(self, execution_ids: Iterable[str]) -> None:
+        with self._lock:
+            for eid in execution_ids:
+                held = self._owned.pop(eid, None)
+                if held is not None:
+                    # For the refusal of a write still under way for it.
+                    self._former[eid] = held[1]
+            while len(self._former) > FORMER_KEPT:
+                del self._former[next(iter(self._former))]
+
+    # ---- schedules: claims name this node, and only its own are dropped
+
+    def claim_schedules(
+        self, claims: list[tuple[str, int]], owner: str, until_ms: int, now_ms: int
+    ) -> list[str]:
+        claimed = super().claim_schedules(claims, self.node_id, until_ms, now_ms)
+        if claims and not claimed:
+            # Another server is firing these: the scheduler reads them again
+            # and would ask at once while that server has not advanced them.
+            time.sleep(CLAIM_PAUSE_S)
+        return claimed
+
+    def schedules_mark(self) -> tuple[int, ...]:
+        """The schedules' state in a few numbers (count, latest change,
+        fires): a server reads them all again when these change."""
+
+        def read(conn: Any) -> tuple[int, ...]:
+            row = conn.exec_driver_sql(
+                "SELECT count(*), coalesce(max(updated_at_ms), 0), "
+                "coalesce(sum(fired_count + skipped_count), 0) FROM orbit_schedules"
+            ).first()
+            return tuple(int(x) for x in row) if row is not None else ()
+
+        return self._read(read)
+
+    def advance_schedules(self, advances: list[ScheduleAdvance], owner: str) -> list[str]:
+        return super().advance_schedules(advances, self.node_id)
+
+    def release_schedule_claims(self) -> None:
+        """A server starting drops the claims of its previous process only;
+        another server's claim expires by itself (chapter 41)."""
+        node = self.node_id
+
+        def release(cursor: Any) -> None:
+            cursor.execute(
+                "UPDATE orbit_schedules SET claimed_by = NULL, claimed_until_ms = NULL "
+                "WHERE claimed_by = %s",
+                (node,),
+            )
+
+        super()._write(release, None)
+
+    # ---- the store port
+
+    def load_active(self) -> list[tuple[str, list[ev.Event]]]:
+        """Only what this node owned before it restarted, under a new epoch
+        (which fences the previous process of the same id)."""
+
+        def resume(cursor: Any) -> None:
+            cursor.execute(
+                "UPDATE orbit_owners SET epoch = epoch + 1, since_ms = "
+                + NOW_MS
+                + " WHERE node_id = %s RETURNING execution_id, root_id, epoch",
+                (self.node_id,),
+            )
+            self.adopt((r[0], r[1], int(r[2])) for r in cursor.fetchall())
+
+        super()._write(resume, None)
+        return self.histories(list(self.owned()))
+
+    def histories(self, execution_ids: list[str]) -> list[tuple[str, list[ev.Event]]]:
+        """The current run's history of each execution that is still running."""
+        out = []
+        for eid in execution_ids:
+            row = self.execution_row(eid)
+            if row is None or row.status in _ENDED:
+                continue
+            events = self.history(eid)
+            if events:
+                out.append((eid, events))
+        return out
+
+    def commit(self, batch: CommitBatch) -> None:
+        self._batch.current = batch
+        try:
+            super().commit(batch)
+        finally:
+            self._batch.current = None
+
+    def _write(self, statements: Any, marker: Any) -> None:
+        batch: CommitBatch | None = getattr(self._batch, "current", None)
+        if batch is None:
+            super()._write(statements, marker)
+            return
+        written: list[list[tuple[str, str, int]]] = []
+
+        def shared(cursor: Any) -> None:
+            new_owned = self._shared_writes(cursor, batch)
+            statements(cursor)
+            written.append(new_owned)
+
+        super()._write(shared, marker)
+        self.adopt(written[-1] if written else [])
+        self.disown(c.execution_id for c in batch.executions if c.row.status in _ENDED)
+
+    def _shared_writes(self, cursor: Any, batch: CommitBatch) -> list[tuple[str, str, int]]:
+        owned = self.owned()
+        self._fence(cursor, batch, owned)
+        new_owned = self._own(cursor, batch, owned)
+        self._queue(cursor, batch)
+        if batch.receipts:
+            # Inbox entries applied by this commit: never applied again.
+            cursor.execute(
+                "UPDATE orbit_inbox SET state = 'applied' WHERE seq = ANY(%s) "
+                "AND state = 'pending'",
+                ([int(r) for r in batch.receipts],),
+            )
+        return new_owned
+
+    def _fence(self, cursor: Any, batch: CommitBatch, owned: dict[str, tuple[str, int]]) -> None:
+        """Refuses the commit unless this node still owns, at the epoch it
+        holds, every execution the batch changes."""
+        changed = [c.execution_id for c in batch.executions if not c.new]
+        if not changed:
+            return
+        cursor.execute(
+            "SELECT execution_id, node_id, epoch FROM orbit_owners "
+            "WHERE execution_id = ANY(%s) FOR SHARE",
+            (changed,),
+        )
+        found = {r[0]: (r[1], int(r[2])) for r in cursor.fetchall()}
+        lost = []
+        for eid in changed:
+            held = owned.get(eid)
+            now = found.get(eid)
+            if held is None or now != (self.node_id, held[1]):
+                lost.append((eid, now, held[1] if held else self._former.get(eid, 0)))
+        if lost:
+            ids = [eid for eid, _, _ in lost]
+            self.disown(ids)
+            if self.on_lost is not None:
+                self.on_lost(ids)
+            eid, now, held_epoch = lost[0]
+            raise Fenced(fenced_message(eid, now, held_epoch))
+
+    def _own(
+        self, cursor: Any, batch: CommitBatch, owned: dict[str, tuple[str, int]]
+    ) -> list[tuple[str, str, int]]:
+        """Ownership rows of new executions (a child joins its parent's
+        tree) and the end of those that ended."""
+        new_owned = []
+        for change in batch.executions:
+            if not change.new:
+                continue
+            root = change.execution_id
+            created = change.events[0] if change.events else None
+            if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
+                parent = created.parent["execution_id"]
+                root = owned.get(parent, (parent, 0))[0]
+            owned[change.execution_id] = (root, 1)
+            new_owned.append((change.execution_id, root, 1))
+        if new_owned:
+            cursor.executemany(
+                "INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
+                "VALUES (%s, %s, %s, %s, " + NOW_MS + ")",
+                [(eid, root, self.node_id, epoch) for eid, root, epoch in new_owned],
+            )
+        ended = [c.execution_id for c in batch.executions if c.row.status in _ENDED]
+        if ended:
+            cursor.execute("DELETE FROM orbit_owners WHERE execution_id = ANY(%s)", (ended,))
+            cursor.execute(
+                "SELECT pg_notify('orbit_done', x) FROM unnest(%s::text[]) AS x", (ended,)
+            )
+        return new_owned
+
+    def _queue(self, cursor: Any, batch: CommitBatch) -> None:
+        """The shared queue: rows of what ended or was dispatched go, offers come."""
+        gone = [
+            c.execution_id
+            for c in batch.executions
+            if c.row.status in _ENDED or c.archive_run is not None
+        ]
+        gone_units: list[tuple[str, str]] = []
+        dispatched: list[str] = []
+        for change in batch.executions:
+            for event in change.events:
+                if isinstance(event, ev.StepDispatched):
+                    dispatched.append(event.token)
+                elif isinstance(event, _UNIT_ENDS):
+                    gone_units.append((change.execution_id, event.step))
+        if gone:
+            cursor.execute("DELETE FROM orbit_tasks WHERE execution_id = ANY(%s)", (gone,))
+        if dispatched:
+            cursor.execute("DELETE FROM orbit_tasks WHERE token = ANY(%s)", (dispatched,))
+        if gone_units:
+            cursor.executemany(
+                "DELETE FROM orbit_tasks WHERE execution_id = %s AND unit_key = %s "
+                "AND state = 'queued'",
+                gone_units,
+            )
+        if batch.offers:
+            cursor.executemany(
+                "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
+                "contract_version, language, timeout_ms, assignment, state, enqueued_ms) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 'queued', "
+                + NOW_MS
+                + ") ON CONFLICT (execution_id, unit_key, offer_seq) DO NOTHING",
+                [_offer_row(o) for o in batch.offers],
+            )
+            cursor.execute("SELECT pg_notify('orbit_tasks', '')")
+
+
+def _offer_row(offer: TaskOffer) -> tuple[Any, ...]:
+    return (
+        offer.execution_id,
+        offer.unit_key,
+        offer.offer_seq,
+        offer.task,
+        offer.contract_version,
+        offer.runtime,
+        offer.timeout_ms,
+        orjson.dumps(offer.assignment).decode(),
+    )
+
+
+class SharedTables:
+    """The request-path statements of one node (module docstring), each its
+    own transaction on one of a few autocommit connections."""
+
+    def __init__(self, store: PostgresStore, node_id: str, *, connections: int = 4) -> None:
+        self._store = store
+        self.node_id = node_id
+        self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
+        self._limit = threading.BoundedSemaphore(connections)
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        self._limit.acquire()
+        try:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = self._store.session(f"orbit-shared:{self.node_id}")
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                raise StorageError(self._store.describe_error(exc)) from exc
+            if not conn.closed and not conn.broken:
+                self._idle.put(conn)
+        finally:
+            self._limit.release()
+
+    def close(self) -> None:
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    # ---- nodes
+
+    def join(self, addr: str | None, instance: str, timeout_ms: int) -> bool:
+        """Takes the node id for this process; False while another process
+        holding it heartbeats (less than `timeout_ms` ago)."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO orbit_nodes (node_id, addr, instance, heartbeat_ms, started_ms) "
+                "VALUES (%s, %s, %s, " + NOW_MS + ", " + NOW_MS + ") "
+                "ON CONFLICT (node_id) DO UPDATE SET addr = excluded.addr, "
+                "instance = excluded.instance, heartbeat_ms = excluded.heartbeat_ms, "
+                "started_ms = excluded.started_ms "
+                "WHERE orbit_nodes.instance = excluded.instance "
+                "OR orbit_nodes.heartbeat_ms < excluded.heartbeat_ms - %s RETURNING node_id",
+                (self.node_id, addr, instance, timeout_ms),
+            ).fetchone()
+            return row is not None
+
+    def heartbeat(self, instance: str) -> bool:
+        """False when another process took this node id."""
+        with self._conn() as conn:
+            cursor = conn.execute(
+                "UPDATE orbit_nodes SET heartbeat_ms = " + NOW_MS + " "
+                "WHERE node_id = %s AND instance = %s",
+                (self.node_id, instance),
+            )
+            return cursor.rowcount == 1
+
+    def leave(self, instance: str) -> None:
+        """A graceful exit: the others take this node's executions at once."""
+        with self._conn() as conn:
+            conn.execute(
+                "UPDATE orbit_nodes SET heartbeat_ms = 0 WHERE node_id = %s AND instance = %s",
+                (self.node_id, instance),
+            )
+
+    def nodes(self, timeout_ms: int) -> list[NodeRow]:
+        """Every node that is live or still owns executions."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT n.node_id, n.addr, " + NOW_MS + " - n.heartbeat_ms, "
+                "(SELECT count(*) FROM orbit_owners o WHERE o.node_id = n.node_id) "
+                "FROM orbit_nodes n ORDER BY n.node_id"
+            ).fetchall()
+        out = []
+        for node_id, addr, age, owned in rows:
+            live = int(age) <= timeout_ms
+            if live or owned:
+                out.append(NodeRow(node_id, addr, live, max(0, int(age)), int(owned)))
+        return out
+
+    def orphaned_roots(self, timeout_ms: int) -> list[tuple[str, str]]:
+        """(root id, owner) of the trees owned by nodes that are not live."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT o.root_id, o.node_id FROM orbit_owners o "
+                "LEFT JOIN orbit_nodes n ON n.node_id = o.node_id "
+                "WHERE n.node_id IS NULL OR n.heartbeat_ms < " + NOW_MS + " - %s "
+                "ORDER BY o.root_id",
+                (timeout_ms,),
+            ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def take_over(self, roots: list[str], dead: str) -> list[tuple[str, str, int]]:
+        """Moves the trees to this node with a new epoch, if `dead` still owns
+        them (so only one server wins); claims the dead node made for its
+        own executions without recording them are queued again. Returns
+        (execution id, root, epoch) of what moved."""
+        with self._conn() as conn, conn.transaction():
+            rows = conn.execute(
+                "UPDATE orbit_owners SET node_id = %s, epoch = epoch + 1, since_ms = "
+                + NOW_MS
+                + " WHERE root_id = ANY(%s) AND node_id = %s "
+                "RETURNING execution_id, root_id, epoch",
+                (self.node_id, roots, dead),
+            ).fetchall()
+            moved = [(r[0], r[1], int(r[2])) for r in rows]
+            if moved:
+                conn.execute(
+                    "UPDATE orbit_tasks t SET state = 'queued', token = NULL, claimed_by = NULL, "
+                    "session_id = NULL WHERE t.execution_id = ANY(%s) AND t.state = 'claimed' "
+                    "AND t.claimed_by = %s AND NOT EXISTS (SELECT 1 FROM orbit_inbox i "
+                    "WHERE i.execution_id = t.execution_id AND i.kind = 'dispatched' "
+                    "AND i.state = 'pending' AND i.payload LIKE '%%' || t.token || '%%')",
+                    ([m[0] for m in moved], dead),
+                )
+                conn.execute("SELECT pg_notify('orbit_tasks', '')")
+            return moved
+
+    def owned_rows(self) -> dict[str, int]:
+        """The executions the database says this node owns, with their epochs."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT execution_id, epoch FROM orbit_owners WHERE node_id = %s",
+                (self.node_id,),
+            ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def owner(self, execution_id: str) -> tuple[str, int] | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT node_id, epoch FROM orbit_owners WHERE execution_id = %s",
+                (execution_id,),
+            ).fetchone()
+        return None if row is None else (row[0], int(row[1]))
+
+    # ---- the task queue
+
+    def claim(
+        self,
+        contracts: Iterable[tuple[str, str]],
+        runtime: str,
+        session_id: str,
+        worker_id: str,
+        token: Callable[[str], str],
+    ) -> Claim | None:
+        """Claims the oldest queued task the session can take. When another
+        node owns its execution, a `dispatched` entry goes to that owner's
+        inbox in the same transaction."""
+        pairs = list(contracts)
+        if not pairs:
+            return None
+        names = [p[0] for p in pairs]
+        versions = [p[1] for p in pairs]
+        language = "" if runtime == "*" else "AND (language IS NULL OR language = %s) "
+        params: list[Any] = [names, versions]
+        if language:
+            params.append(runtime)
+        with self._conn() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT id, execution_id, unit_key, offer_seq, timeout_ms, assignment "
+                "FROM orbit_tasks WHERE state = 'queued' "
+                "AND (task_name, contract_version) IN "
+                "(SELECT * FROM unnest(%s::text[], %s::text[])) " + language + ""
+                "ORDER BY enqueued_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                params,
+            ).fetchone()
+            if row is None:
+                return None
+            task_id, eid, key, offer, timeout_ms, assignment = row
+            claimed = token(eid)
+            conn.execute(
+                "UPDATE orbit_tasks SET state = 'claimed', token = %s, claimed_by = %s, "
+                "session_id = %s WHERE id = %s",
+                (claimed, self.node_id, session_id, task_id),
+            )
+            owner = conn.execute(
+                "SELECT node_id FROM orbit_owners WHERE execution_id = %s FOR SHARE", (eid,)
+            ).fetchone()
+            owner_id = None if owner is None else owner[0]
+            if owner_id is not None and owner_id != self.node_id:
+                self._put(
+                    conn,
+                    eid,
+                    "dispatched",
+                    {
+                        "unit_key": key,
+                        "offer_seq": int(offer),
+                        "token": claimed,
+                        "session_id": session_id,
+                        "worker_id": worker_id,
+                    },
+                )
+            return Claim(
+                eid,
+                key,
+                int(offer),
+                claimed,
+                None if timeout_ms is None else int(timeout_ms),
+                orjson.loads(assignment),
+                owner_id,
+            )
+
+    def unclaim(self, token: str) -> None:
+        """Puts a claimed task back on the queue (its dispatch failed here)."""
+        with self._conn() as conn:
+            conn.execute(
+                "UPDATE orbit_tasks SET state = 'queued', token = NULL, claimed_by = NULL, "
+                "session_id = NULL WHERE token = %s AND state = 'claimed'",
+                (token,),
+            )
+            conn.execute("SELECT pg_notify('orbit_tasks', '')")
+
+    def queued(self) -> int:
+        with self._conn() as conn:
+            row = conn.execute("SELECT count(*) FROM orbit_tasks WHERE state = 'queued'").fetchone()
+        return int(row[0]) if row else 0
+
+    # ---- the inbox
+
+    def _put(self, conn: psycopg.Connection[Any], eid: str, kind: str, payload: Any) -> int:
+        row = conn.execute(
+            "INSERT INTO orbit_inbox (execution_id, kind, payload, sender, state, created_ms) "
+            "VALUES (%s, %s, %s, %s, 'pending', " + NOW_MS + ") RETURNING seq",
+            (eid, kind, orjson.dumps(payload).decode(), self.node_id),
+        ).fetchone()
+        conn.execute("SELECT pg_notify('orbit_inbox', %s)", (eid,))
+        assert row is not None
+        return int(row[0])
+
+    def put(self, execution_id: str, kind: str, payload: Any) -> int:
+        """An entry for the owner of the execution; returns its seq."""
+        with self._conn() as conn, conn.transaction():
+            return self._put(conn, execution_id, kind, payload)
+
+    def pending(self, limit: int = 200) -> list[InboxEntry]:
+        """The entries for executions this node owns, oldest first."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT i.seq, i.execution_id, i.kind, i.payload, i.sender FROM orbit_inbox i "
+                "JOIN orbit_owners o ON o.execution_id = i.execution_id "
+                "WHERE i.state = 'pending' AND o.node_id = %s ORDER BY i.seq LIMIT %s",
+                (self.node_id, limit),
+            ).fetchall()
+        return [InboxEntry(int(r[0]), r[1], r[2], orjson.loads(r[3]), r[4]) for r in rows]
+
+    def done(self, seq: int, reply: Any) -> None:
+        """Marks an entry applied, with the reply for the server that waits."""
+        with self._conn() as conn:
+            conn.execute(
+                "UPDATE orbit_inbox SET state = 'done', reply = %s WHERE seq = %s",
+                (orjson.dumps(reply).decode(), seq),
+            )
+            conn.execute("SELECT pg_notify('orbit_inbox', '')")
+
+    def reply(self, seq: int) -> tuple[bool, Any]:
+        """(applied, reply) of an entry; a read reply is deleted."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "DELETE FROM orbit_inbox WHERE seq = %s AND state = 'done' RETURNING reply",
+                (seq,),
+            ).fetchone()
+        if row is None:
+            return False, None
+        return True, orjson.loads(row[0]) if row[0] is not None else None
+
+    def withdraw(self, seq: int) -> bool:
+        """Takes back an entry nobody applied yet; False once it was applied."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "DELETE FROM orbit_inbox WHERE seq = %s AND state = 'pending' RETURNING seq",
+                (seq,),
+            ).fetchone()
+        return row is not None
+
+    def sweep(self, older_than_ms: int) -> None:
+        """Deletes entries nobody needs any more: replies never read, and
+        entries of executions that ended (no owner) before they were applied."""
+        with self._conn() as conn:
+            conn.execute(
+                "DELETE FROM orbit_inbox i WHERE i.created_ms < "
+                + NOW_MS
+                + " - %s AND (i.state <> 'pending' OR NOT EXISTS "
+                "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = i.execution_id))",
+                (older_than_ms,),
+            )
+
+    # ---- sessions
+
+    def put_session(self, row: SessionRow) -> None:
+        with self._conn() as conn:
+            conn.execute(
+                "INSERT INTO orbit_sessions (session_id, worker_id, runtime, contracts, sdk, "
+                "registered_ms, last_seen_ms) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (session_id) DO NOTHING",
+                (
+                    row.session_id,
+                    row.worker_id,
+                    row.runtime,
+                    orjson.dumps(row.contracts).decode(),
+                    row.sdk,
+                    row.registered_ms,
+                    row.last_seen_ms,
+                ),
+            )
+
+    def sessions(self, ids: list[str]) -> list[SessionRow]:
+        if not ids:
+            return []
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT session_id, worker_id, runtime, contracts, sdk, registered_ms, "
+                "last_seen_ms FROM orbit_sessions WHERE session_id = ANY(%s)",
+                (ids,),
+            ).fetchall()
+        return [
+            SessionRow(
+                r[0],
+                r[1],
+                r[2],
+                [(c[0], c[1]) for c in orjson.loads(r[3])],
+                r[4],
+                int(r[5]),
+                int(r[6]),
+            )
+            for r in rows
+        ]
+
+    def touch_sessions(self, seen: dict[str, int]) -> None:
+        if not seen:
+            return
+        with self._conn() as conn:
+            conn.execute(
+                "UPDATE orbit_sessions s SET last_seen_ms = GREATEST(s.last_seen_ms, v.at) "
+                "FROM unnest(%s::text[], %s::bigint[]) AS v(id, at) WHERE s.session_id = v.id",
+                (list(seen), list(seen.values())),
+            )
+
+    def drop_session(self, session_id: str) -> None:
+        with self._conn() as conn:
+            conn.execute("DELETE FROM orbit_sessions WHERE session_id = %s", (session_id,))
+            conn.execute("DELETE FROM orbit_cancels WHERE session_id = %s", (session_id,))
+
+    def post_cancels(self, cancels: dict[str, list[str]]) -> None:
+        """Attempts each session should stop, for its next heartbeat anywhere."""
+        rows = [(sid, token) for sid, tokens in cancels.items() for token in tokens]
+        if not rows:
+            return
+        with self._conn() as conn, conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO orbit_cancels (session_id, token) VALUES (%s, %s) "
+                "ON CONFLICT DO NOTHING",
+                rows,
+            )
+
+    def take_cancels(self, session_id: str) -> list[str]:
+        """The tokens posted for the session, removed as they are read."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "DELETE FROM orbit_cancels WHERE session_id = %s RETURNING token", (session_id,)
+            ).fetchall()
+        return sorted(r[0] for r in rows)
+
+
+class Listener:
+    """One connection that LISTENs on the shared channels; `wait` returns
+    when a notification arrived (or the timeout passed). Missing one is
+    harmless: every waiter also looks again on its own schedule."""
+
+    CHANNELS = ("orbit_tasks", "orbit_inbox", "orbit_done", "orbit_defs")
+
+    def __init__(self, store: PostgresStore, node_id: str) -> None:
+        self._store = store
+        self._name = f"orbit-listen:{node_id}"
+        self._cond = threading.Condition()
+        self._serial = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="orbit-listen", daemon=True)
+        self._thread.start()
+
+    @property
+    def serial(self) -> int:
+        return self._serial
+
+    def wait(self, seen: int, timeout: float) -> int:
+        """Blocks until a notification after `seen` (a `serial`) or `timeout`."""
+        with self._cond:
+            if self._serial == seen:
+                self._cond.wait(timeout)
+            return self._serial
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn = self._store.session(self._name)
+            except StorageError:
+                self._stop.wait(1.0)
+                continue
+            try:
+                for channel in self.CHANNELS:
+                    conn.execute(f"LISTEN {channel}")
+                while not self._stop.is_set():
+                    got = False
+                    for _note in conn.notifies(timeout=0.5, stop_after=64):
+                        got = True
+                    if got:
+                        with self._cond:
+                            self._serial += 1
+                            self._cond.notify_all()
+            except psycopg.Error:
+                self._stop.wait(0.5)
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)

@@ -1,0 +1,807 @@
+"""Shared mode (`orbit server --cluster --cluster-mode shared`, chapter 44)
+on a real PostgreSQL.
+
+The store pieces first, in process: ownership rows written and fenced in
+the commit transaction, the shared queue claimed with SKIP LOCKED, the
+inbox of an execution's owner, node ids, take-overs. Then whole servers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import server_ir
+from cluster_proxy import Proxy
+from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _pids
+from server_ir import _finish, _get, _obj, _rec
+
+from orbit_core import ir
+from orbit_core.dispatch import Session
+from orbit_core.engine import Engine
+from orbit_core.errors import OrbitError, StorageError
+from orbit_core.ir import expr as e
+from orbit_core.ir import types as t
+from orbit_store.postgres import PostgresStore
+from orbit_store.shared import SharedStore, SharedTables, rendezvous
+
+pytestmark = pytest.mark.postgres
+
+CHAIN = [("bench.step", "1.0.0")]
+
+
+def _token(eid: str) -> str:
+    return f"{eid}/{uuid.uuid4()}"
+
+
+def _session(sid: str = "s-1") -> Session:
+    return Session(sid, "w-1", "python", tuple(CHAIN), None, 0, 0)
+
+
+class Node:
+    """One shared-mode node's store, tables and engine, in this process."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.name = name
+        self.store = SharedStore(url, node_id=name)
+        self.lost: list[str] = []
+        self.store.on_lost = self.lost.extend
+        self.tables = SharedTables(self.store, name)
+        self.engine = Engine(self.store, auto_tick=False, offer_tasks=True)
+
+    def claim(self, session: str = "s-1") -> Any:
+        return self.tables.claim(CHAIN, "python", session, "w-1", _token)
+
+    def run_claimed(self) -> Any:
+        """Claims a task and, owning its execution, records its dispatch."""
+        claim = self.claim()
+        assert claim is not None and claim.owner == self.name
+        assignment = self.engine.dispatch_offer(
+            _session(),
+            execution_id=claim.execution_id,
+            unit_key=claim.unit_key,
+            offer_seq=claim.offer_seq,
+            token=claim.token,
+        )
+        assert assignment is not None and assignment["token"] == claim.token
+        return assignment
+
+    def close(self) -> None:
+        self.engine.close()
+        self.tables.close()
+
+
+def _rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    store = PostgresStore(url)
+    try:
+        with store.session("test") as conn:
+            return list(conn.execute(sql, params).fetchall())
+    finally:
+        store.close()
+
+
+def test_ownership_and_the_queue_are_written_with_the_history(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.chain(2))
+        a.engine.start("Chain", execution_id="x-1")
+        assert _rows(pg_url, "SELECT node_id, epoch, root_id FROM orbit_owners") == [
+            ("a", 1, "x-1")
+        ]
+        assert _rows(pg_url, "SELECT execution_id, unit_key, state FROM orbit_tasks") == [
+            ("x-1", "s0", "queued")
+        ]
+        first = a.run_claimed()
+        assert first["input"] == {"i": 0} and first["idempotency_key"]
+        # The commit that records the dispatch removes the queue's row.
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_tasks") == [(0,)]
+        a.engine.complete(first["token"], {"i": 1})
+        second = a.run_claimed()
+        assert second["step_id"] == "s1" and second["input"] == {"i": 1}
+        a.engine.complete(second["token"], {"i": 2})
+        assert a.engine.get("x-1")["status"] == "COMPLETED"
+        # The end of the execution ends its ownership, in the same commit.
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
+        assert a.claim() is None
+    finally:
+        a.close()
+
+
+def test_continue_as_new_keeps_its_owner_until_the_last_run_ends(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.countdown())
+        a.engine.start("Countdown", input={"n": 3}, execution_id="cd-1")
+        runs = 0
+        while a.engine.get("cd-1")["status"] == "RUNNING":  # a tick starts the next run
+            assert _rows(pg_url, "SELECT node_id, epoch FROM orbit_owners") == [("a", 1)]
+            a.engine.tick()
+            runs += 1
+            assert runs < 10
+        assert a.engine.get("cd-1")["status"] == "COMPLETED" and runs >= 1
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
+        assert a.store.owned() == {}
+    finally:
+        a.close()
+
+
+def _kid_and_boss() -> tuple[Any, Any]:
+    """`Boss` runs the child workflow `Kid`, whose one step is `bench.step`."""
+    record = _rec(i=t.INT)
+    kid = _finish(
+        ir.Definition(
+            ir_version=ir.IR_V1,
+            name="Kid",
+            version="1.0.0",
+            input=t.EMPTY_RECORD,
+            output=t.EMPTY_RECORD,
+            steps=(ir.Step("work", "task", task="bench.step", with_=_obj(i=e.Int(0))),),
+            result=e.EMPTY_OBJECT,
+            contracts={"bench.step": ir.TaskContract("bench.step", "1.0.0", record, record)},
+        )
+    )
+    child = ir.from_json(kid)
+    contract = ir.ChildContract(
+        child.name, child.version, child.definition_hash, child.input, child.output
+    )
+    boss = _finish(
+        ir.Definition(
+            ir_version=ir.IR_V1,
+            name="Boss",
+            version="1.0.0",
+            input=t.EMPTY_RECORD,
+            output=t.EMPTY_RECORD,
+            steps=(ir.Step("run", "workflow", workflow="Kid", with_=e.EMPTY_OBJECT),),
+            result=e.EMPTY_OBJECT,
+            contracts={"workflow:Kid": contract},
+        )
+    )
+    return kid, boss
+
+
+def test_an_execution_tree_has_one_owner_and_moves_whole(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        kid, boss = _kid_and_boss()
+        a.engine.deploy(kid)
+        a.engine.deploy(boss)
+        a.engine.start("Boss", execution_id="boss-1")
+        a.engine.tick()  # the child starts on a tick
+        owners = _rows(pg_url, "SELECT execution_id, root_id, node_id FROM orbit_owners")
+        assert len(owners) == 2 and {(r[1], r[2]) for r in owners} == {("boss-1", "a")}
+        # The tree moves whole: b finishes the child's task and so the parent.
+        moved = b.tables.take_over(["boss-1"], "a")
+        assert sorted(m[0] for m in moved) == sorted(r[0] for r in owners)
+        b.store.adopt(moved)
+        assert b.engine.take_over(b.store.histories([m[0] for m in moved]))[0] == 2
+        a.engine.release([m[0] for m in moved])
+        task = b.run_claimed()
+        assert b.engine.complete(task["token"], {"i": 1})["accepted"]
+        for _ in range(5):
+            if b.engine.get("boss-1")["status"] != "RUNNING":
+                break
+            b.engine.tick()
+        assert b.engine.get("boss-1")["status"] == "COMPLETED"
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_claims_skip_rows_another_server_is_claiming(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="first")
+        a.engine.start("Chain", execution_id="second")
+        admin = PostgresStore(pg_url)
+        with admin.session("locker") as locker, locker.transaction():
+            # Another server's claim in progress holds the oldest row.
+            locker.execute(
+                "SELECT id FROM orbit_tasks WHERE execution_id = 'first' FOR UPDATE"
+            ).fetchall()
+            claim = b.claim()
+            assert claim is not None and claim.execution_id == "second"
+        admin.close()
+        # b does not own `second`: the dispatch went to a's inbox.
+        pending = a.tables.pending()
+        assert [(p.execution_id, p.kind) for p in pending] == [("second", "dispatched")]
+        assert pending[0].payload["token"] == claim.token
+        assert b.tables.pending() == []
+        again = b.claim()
+        assert again is not None and again.execution_id == "first"
+        assert b.claim() is None
+    finally:
+        a.close()
+        b.close()
+
+
+def test_concurrent_claims_never_hand_out_a_task_twice(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    nodes = [Node(pg_url, name) for name in ("b", "c", "d")]
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        for i in range(30):
+            a.engine.start("Chain", execution_id=f"e-{i}")
+        got: list[str] = []
+        lock = threading.Lock()
+
+        def drain(node: Node) -> None:
+            while (claim := node.claim()) is not None:
+                with lock:
+                    got.append(claim.execution_id)
+
+        threads = [threading.Thread(target=drain, args=(n,)) for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert sorted(got) == sorted(f"e-{i}" for i in range(30))
+    finally:
+        a.close()
+        for node in nodes:
+            node.close()
+
+
+def test_the_inbox_keeps_order_and_carries_replies(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.review())
+        a.engine.start("Review", input={"order_id": "o-1"}, execution_id="r-1")
+        first = b.tables.put("r-1", "signal", {"name": "decision", "payload": {"approved": True}})
+        second = b.tables.put("r-1", "cancel", {"reason": "x"})
+        entries = a.tables.pending()
+        assert [e.seq for e in entries] == [first, second]
+        assert b.tables.pending() == []  # b owns nothing
+        assert b.tables.reply(first) == (False, None)
+        a.tables.done(first, {"ok": {"seq": 5}})
+        assert b.tables.reply(first) == (True, {"ok": {"seq": 5}})
+        assert [e.seq for e in a.tables.pending()] == [second]
+        # A sender that gives up takes its entry back, unless it was applied.
+        assert not b.tables.withdraw(first)
+        assert b.tables.withdraw(second)
+        assert a.tables.pending() == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_inbox_entry_is_marked_applied_by_the_commit_of_its_events(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.review())
+        a.engine.start("Review", input={"order_id": "o-1"}, execution_id="r-1")
+        wrong = b.tables.put("r-1", "signal", {"name": "nope", "payload": {}})
+        right = b.tables.put("r-1", "signal", {"name": "decision", "payload": {}})
+        # A refused command carries no receipt: its entry is still pending.
+        with a.engine.receipt(str(wrong)), pytest.raises(OrbitError):
+            a.engine.signal("r-1", "nope", {})
+        assert [e.seq for e in a.tables.pending()] == [wrong, right]
+        with a.engine.receipt(str(right)):
+            a.engine.signal("r-1", "decision", {"approved": True})
+        # Applied in the signal's own transaction, before any reply is written.
+        assert [e.seq for e in a.tables.pending()] == [wrong]
+        assert not b.tables.withdraw(right)
+        events = a.engine.events("r-1")
+        assert [type(e).__name__ for e in events].count("SignalReceived") == 1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_attempts_to_stop_reach_a_session_through_any_server(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="z-1")
+        claim = b.claim()  # the worker polls through b
+        assert claim is not None and claim.owner == "a"
+        (entry,) = a.tables.pending()
+        assert entry.kind == "dispatched"
+        assert a.engine.dispatch_offer(
+            _session(),
+            execution_id="z-1",
+            unit_key=entry.payload["unit_key"],
+            offer_seq=entry.payload["offer_seq"],
+            token=entry.payload["token"],
+        )
+        a.engine.cancel("z-1")
+        # The owner posts what the session should stop, once.
+        cancels = a.engine.cancels(["s-1"])
+        assert cancels == {"s-1": [claim.token]}
+        assert a.engine.cancels(["s-1"]) == {}
+        a.tables.post_cancels(cancels)
+        assert b.tables.take_cancels("s-1") == [claim.token]
+        assert b.tables.take_cancels("s-1") == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_take_over_fences_the_old_owner(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(2))
+        a.engine.start("Chain", execution_id="t-1")
+        held = a.run_claimed()
+        # a stops heartbeating; b takes the tree over (epoch 2).
+        moved = b.tables.take_over(["t-1"], "a")
+        assert moved == [("t-1", "t-1", 2)]
+        assert b.tables.take_over(["t-1"], "a") == []  # one winner
+        b.store.adopt(moved)
+        adopted, in_flight = b.engine.take_over(b.store.histories(["t-1"]))
+        assert (adopted, in_flight) == (1, 1)
+        # a's late write is refused by the database; memory stays as stored.
+        with pytest.raises(StorageError) as refused:
+            a.engine.complete(held["token"], {"i": 1})
+        assert refused.value.message == (
+            "fenced: execution `t-1` is owned by node `b` at epoch 2; this node held epoch 1"
+        )
+        assert a.lost == ["t-1"]
+        assert a.engine.release(a.lost) == 1
+        # The worker's result reaches the new owner, which carries on.
+        assert b.engine.complete(held["token"], {"i": 1})["accepted"]
+        b.run_claimed()
+        assert _rows(pg_url, "SELECT node_id, epoch FROM orbit_owners") == [("b", 2)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_dead_owners_own_claims_are_queued_again_on_take_over(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="c-1")
+        claim = a.claim()  # a dies before it records the dispatch
+        assert claim is not None
+        b.store.adopt(b.tables.take_over(["c-1"], "a"))
+        b.engine.take_over(b.store.histories(["c-1"]))
+        again = b.run_claimed()
+        assert again["execution_id"] == "c-1" and again["token"] != claim.token
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_restarted_node_resumes_its_executions_under_a_new_epoch(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    a.engine.deploy(server_ir.chain(1))
+    a.engine.start("Chain", execution_id="r-1")
+    old = a.store
+    again = Node(pg_url, "a")
+    try:
+        assert again.engine.recovered_executions == 1
+        assert _rows(pg_url, "SELECT epoch FROM orbit_owners") == [(2,)]
+        with pytest.raises(StorageError, match="fenced"):
+            a.engine.cancel("r-1")
+        assert old.owned() == {}
+        again.run_claimed()
+    finally:
+        a.close()
+        again.close()
+
+
+def test_a_node_id_is_held_by_one_live_process(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    try:
+        assert a.tables.join("http://a", "first", 60_000)
+        assert not a.tables.join("http://a", "second", 60_000)
+        assert a.tables.heartbeat("first")
+        assert not a.tables.heartbeat("second")
+        a.tables.leave("first")  # heartbeat 0: expired for everyone
+        assert a.tables.join("http://a", "second", 60_000)
+        assert not a.tables.heartbeat("first")
+        nodes = a.tables.nodes(60_000)
+        assert [(n.node_id, n.addr, n.live) for n in nodes] == [("a", "http://a", True)]
+    finally:
+        a.close()
+
+
+def test_rendezvous_spreads_trees_over_the_live_nodes() -> None:
+    nodes = ["n1", "n2", "n3"]
+    share = [rendezvous(f"root-{i}", nodes) for i in range(300)]
+    assert {n: share.count(n) for n in nodes} == {
+        n: share.count(n) for n in nodes if share.count(n) > 60
+    }
+    # Every server computes the same answer.
+    assert share == [rendezvous(f"root-{i}", list(reversed(nodes))) for i in range(300)]
+
+
+# ---- real processes
+
+
+INTERVAL_MS = 200
+ENV = {"ORBIT_CLUSTER_INTERVAL_MS": str(INTERVAL_MS)}
+HERE = Path(__file__).resolve().parent
+
+
+def _wait(check: Callable[[], Any], timeout: float, what: str, *logs: ServerProcess) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            shown = "\n".join(p.log() for p in logs)
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{shown}")
+        time.sleep(0.02)
+
+
+def _shared_args(node: str) -> list[str]:
+    return [
+        "--cluster",
+        "--cluster-mode",
+        "shared",
+        "--node-id",
+        node,
+        "--session-timeout",
+        "2",
+        "--node-timeout",
+        "2",
+    ]
+
+
+def _shared(url: str, node: str, *args: str) -> ServerProcess:
+    return ServerProcess(url, *_shared_args(node), *args, env=ENV)
+
+
+@pytest.fixture
+def three(pg_url: str) -> Iterator[list[ServerProcess]]:
+    servers = [_shared(pg_url, name) for name in ("a", "b", "c")]
+    try:
+        for server in servers:
+            server.start(timeout=90)
+        yield servers
+    finally:
+        for server in servers:
+            if server.proc is not None:
+                server.stop(signal.SIGKILL)
+
+
+def _owned(server: ServerProcess) -> int:
+    return int(server.http().get("/v1/health").body["owned_executions"])
+
+
+def _succeeded(api: Http, eid: str) -> list[str]:
+    events = api.get(f"/v1/executions/{eid}/history").body["events"]
+    return [e["step"] for e in events if e["type"] == "StepSucceeded"]
+
+
+def test_every_server_serves_and_commands_reach_the_owner(three: list[ServerProcess]) -> None:
+    a, b, c = three
+    log = a.log()
+    assert re.search(
+        r'cluster mode: shared \(every server active\) node_id=a advertise_addr="http://127\.0\.0\.1:\d+" '
+        r"node_timeout_ms=2000",
+        log,
+    ), log
+    assert "shared: node is serving node_id=a resumed=0" in log
+    for server in three:
+        assert server.http().get("/v1/ready").status == 200
+    ready = b.http().get("/v1/ready").body
+    assert {k: ready[k] for k in ("role", "node_id", "term", "leader", "ready")} == {
+        "role": "shared",
+        "node_id": "b",
+        "term": None,
+        "leader": None,
+        "ready": True,
+    }
+    assert [n["node_id"] for n in ready["nodes"]] == ["a", "b", "c"]
+    assert all(n["live"] for n in ready["nodes"])
+    # Deployed through a, started through b (b owns it), signalled through c.
+    assert a.http().post("/v1/workflows", server_ir.review()).status == 201
+    started = b.http().post(
+        "/v1/executions",
+        {"workflow": "Review", "execution_id": "rv-1", "input": {"order_id": "o-1"}},
+    )
+    assert started.status == 201, started
+    health = b.http().get("/v1/health").body
+    assert (health["role"], health["owned_executions"], health["active_executions"]) == (
+        "shared",
+        1,
+        1,
+    )
+    bad = c.http().post("/v1/executions/rv-1/signals/nope", {})
+    assert bad.status == 404 and bad.body["error"]["code"] == "UNKNOWN_SIGNAL", bad
+    sent = c.http().post("/v1/executions/rv-1/signals/decision", {"approved": True})
+    assert sent.status == 200, sent
+    assert sent.body["accepted"] is True and sent.body["seq"] > 0
+    # A worker registered through a polls through c and reports through a.
+    worker = RawWorker(a.http(), "w-1", [("reviews.record", "1.0.0")])
+    assert worker.register().status == 200
+    through_c = RawWorker(c.http(), "w-1", [])
+    through_c.session = worker.session
+    task = through_c.task()
+    assert task["execution_id"] == "rv-1" and task["token"].startswith("rv-1/")
+    assert worker.complete(task["token"], {"receipt": "r-1"}).body["accepted"] is True
+    done = a.http().get("/v1/executions/rv-1/wait?timeout_ms=10000").body
+    assert done["status"] == "COMPLETED", done
+    events = b.http().get("/v1/executions/rv-1/history").body["events"]
+    dispatched = [e for e in events if e["type"] == "StepDispatched"]
+    assert [d["token"] for d in dispatched] == [task["token"]]
+    # A cancel through another server answers with the owner's refusal.
+    late = c.http().post("/v1/executions/rv-1/cancel", {})
+    assert late.status == 409 and late.body["error"]["code"] == "EXECUTION_FINISHED", late
+    # b leaves gracefully: its execution moves without waiting for the node timeout.
+    parked = b.http().post(
+        "/v1/executions",
+        {"workflow": "Review", "execution_id": "rv-2", "input": {"order_id": "o-2"}},
+    )
+    assert parked.status == 201, parked
+    assert b.stop(signal.SIGTERM) == 0
+    assert "shared: left the cluster; other servers take over this server's executions" in (b.log())
+    _wait(lambda: _owned(a) + _owned(c) == 1, 10, "rv-2 to move", a, c)
+    signalled = a.http().post("/v1/executions/rv-2/signals/decision", {"approved": False})
+    assert signalled.status == 200, signalled
+
+
+def _start_worker(tmp_path: Path, name: str, server: str) -> subprocess.Popen[bytes]:
+    """tests/cluster_worker.py (the Python SDK) polling `server`; every
+    attempt it runs is a line of runs.txt; it holds `s1` until `release`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORBIT_", "OTEL_"))}
+    env.update(
+        ORBIT_SERVER=server,
+        CLUSTER_RUNS=str(tmp_path / "runs.txt"),
+        CLUSTER_RELEASE=str(tmp_path / "release"),
+        CLUSTER_HOLD_STEP="s1",
+        PYTHONUNBUFFERED="1",
+    )
+    with open(tmp_path / f"worker-{name}.log", "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, str(HERE / "cluster_worker.py")],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+
+def _signalled_chain() -> Any:
+    """`Go`: a task, then a wait for the signal `go`, then two more tasks
+    (each `bench.step`, fed the previous step's output)."""
+    record = _rec(i=t.INT)
+
+    def step(name: str, after: str, source: str | None) -> ir.Step:
+        value: e.Expr = _get(e.StepRef(source), "i") if source else e.Int(0)
+        after_it = (after,) if after else ()
+        return ir.Step(name, "task", task="bench.step", depends_on=after_it, with_=_obj(i=value))
+
+    return _finish(
+        ir.Definition(
+            ir_version=ir.IR_V2,
+            name="Go",
+            version="1.0.0",
+            input=t.EMPTY_RECORD,
+            output=t.EMPTY_RECORD,
+            steps=(
+                step("s0", "", None),
+                ir.Step("go", "await", signal="go", timeout_ms=3_600_000, depends_on=("s0",)),
+                step("s1", "go", "s0"),
+                step("s2", "s1", "s1"),
+            ),
+            result=e.EMPTY_OBJECT,
+            contracts={"bench.step": ir.TaskContract("bench.step", "1.0.0", record, record)},
+            signals=(ir.Signal("go", t.EMPTY_RECORD),),
+        )
+    )
+
+
+def _finished(server: ServerProcess, eid: str) -> Any:
+    """The execution's document once it is no longer running, else False."""
+    document = server.http().get(f"/v1/executions/{eid}").body
+    return document["status"] != "RUNNING" and document
+
+
+def _runs(tmp_path: Path) -> list[list[str]]:
+    path = tmp_path / "runs.txt"
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.timeout(240)
+def test_a_server_killed_mid_run_has_its_executions_taken_over(
+    three: list[ServerProcess], tmp_path: Path
+) -> None:
+    """Executions started through every server, Python SDK workers
+    connected to different servers (the one of the server killed goes
+    through a proxy that moves on to a live server); c is SIGKILLed while
+    every worker holds a task. Every execution completes exactly once, and
+    a step runs again only as a redelivery of the same attempt."""
+    a, b, c = three
+    by_name = {"a": a, "b": b, "c": c}
+    assert a.http().post("/v1/workflows", _signalled_chain()).status == 201
+    ids = [f"k-{server_name}-{i}" for server_name in "abc" for i in range(2)]
+    for eid in ids:
+        server = by_name[eid.split("-")[1]]
+        reply = server.http().post("/v1/executions", {"workflow": "Go", "execution_id": eid})
+        assert reply.status == 201, reply
+    proxy = Proxy(lambda: [c.addr if c.proc else "", a.addr, b.addr])
+    workers = [
+        _start_worker(tmp_path, "a", f"http://{a.addr}"),
+        _start_worker(tmp_path, "b", f"http://{b.addr}"),
+        _start_worker(tmp_path, "c", proxy.url),
+    ]
+    try:
+        # Each execution is signalled through the next server after its owner.
+        for eid in ids:
+            through = by_name["abc"["abc".index(eid.split("-")[1]) - 2]]
+            sent = through.http().post(f"/v1/executions/{eid}/signals/go", {})
+            assert sent.status == 200 and sent.body["accepted"] is True, sent
+        # Every worker (concurrency 2) holds an `s1`: all six are in flight.
+        _wait(
+            lambda: len([r for r in _runs(tmp_path) if r[1] == "s1"]) >= 6,
+            60,
+            "every s1 to be running",
+            a,
+            b,
+            c,
+        )
+        # c owns what it started (a busy machine may have moved some already).
+        assert _owned(c) >= 1
+        c.stop(signal.SIGKILL)
+        (tmp_path / "release").touch()
+        for eid in ids:
+            done = _wait(functools.partial(_finished, a, eid), 60, f"{eid} to finish", a, b)
+            assert done["status"] == "COMPLETED", done
+            assert _succeeded(a.http(), eid) == ["s0", "s1", "s2"]
+            events = a.http().get(f"/v1/executions/{eid}/history").body["events"]
+            assert [e["type"] for e in events].count("SignalReceived") == 1
+        logs = a.log() + b.log()
+        assert "shared: taking over executions of a node that stopped heartbeating" in logs
+        assert re.search(
+            r"shared: took ownership of executions executions=\d+ in_flight=\d+ from=c", logs
+        )
+        # At-least-once only: a step ran again only as a redelivery.
+        by_step: dict[tuple[str, str], list[list[str]]] = {}
+        for run in _runs(tmp_path):
+            by_step.setdefault((run[0], run[1]), []).append(run)
+        assert sorted({eid for eid, _ in by_step}) == sorted(ids)
+        for runs in by_step.values():
+            assert runs[0][3] == "False", runs
+            assert all(r[3] == "True" for r in runs[1:]), runs
+        nodes = a.http().get("/v1/health").body["nodes"]
+        assert [n["node_id"] for n in nodes] == ["a", "b"]  # c: dead and owns nothing
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(10)
+        proxy.close()
+
+
+def test_a_second_server_with_a_running_node_id_is_refused(
+    three: list[ServerProcess], pg_url: str
+) -> None:
+    a = three[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORBIT_", "OTEL_"))}
+    env.update(ENV)
+    twin = subprocess.run(
+        [ORBIT, "server", "--db", pg_url, "--addr", "127.0.0.1:0", *_shared_args("a")],
+        check=False,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    # It waited three node timeouts for the other `a` to stop, then gave up.
+    assert twin.returncode == 1, twin.stderr
+    assert re.search(
+        r"ERROR orbit: cannot join the shared cluster: STORAGE_ERROR: another server with node "
+        r"id `a` is running \(it heartbeated \d+ ms ago\); give every server its own --node-id",
+        twin.stderr,
+    ), twin.stderr
+    # The running one is untouched.
+    assert a.http().get("/v1/ready").status == 200
+
+
+def _fired(server: ServerProcess) -> float:
+    text = server.http().get("/v1/metrics").text
+    match = re.search(r"^orbit_schedules_fired_total (\S+)$", text, re.M)
+    assert match, text
+    return float(match[1])
+
+
+def test_each_schedule_occurrence_is_fired_by_one_server(three: list[ServerProcess]) -> None:
+    a, b, c = three
+    assert a.http().post("/v1/workflows", server_ir.chain(1)).status == 201
+    # Chain's task never runs here: overlap "allow" starts every occurrence.
+    body = {"schedule_id": "tick", "workflow": "Chain", "interval": "1s", "overlap": "allow"}
+    assert b.http().post("/v1/schedules", body).status == 201
+    _wait(lambda: b.http().get("/v1/schedules/tick").body["fired"] >= 4, 20, "four fires", *three)
+    # The one that created it stops: the others carry on with it.
+    b.stop(signal.SIGKILL)
+    before = a.http().get("/v1/schedules/tick").body["fired"]
+    _wait(
+        lambda: a.http().get("/v1/schedules/tick").body["fired"] >= before + 3,
+        30,
+        "fires after b stopped",
+        a,
+        c,
+    )
+    assert a.http().post("/v1/schedules/tick/pause", {}).status == 200
+    schedule = a.http().get("/v1/schedules/tick").body
+    runs = a.http().get("/v1/executions?workflow=Chain&limit=1000").body["executions"]
+    ids = [e["execution_id"] for e in runs]
+    assert len(ids) == len(set(ids))
+    # Every fire started one execution, on one server.
+    assert schedule["fired"] <= len(ids) <= schedule["fired"] + 1, (schedule, ids)
+    assert _fired(a) + _fired(c) <= schedule["fired"]
+
+
+def _processes(server: ServerProcess) -> list[int]:
+    """The arbiter and its worker (which holds the engine)."""
+    assert server.proc is not None
+    root = server.proc.pid
+    return [root, *(p for p in _pids() if _parent_of(p) == root)]
+
+
+def test_a_server_paused_past_the_node_timeout_cannot_write_when_it_resumes(
+    three: list[ServerProcess],
+) -> None:
+    a, b, c = three
+    assert a.http().post("/v1/workflows", server_ir.chain(2)).status == 201
+    assert c.http().post("/v1/executions", {"workflow": "Chain", "execution_id": "p-1"}).status
+    worker = RawWorker(a.http(), "w-1", [("bench.step", "1.0.0")])
+    assert worker.register().status == 200
+    token = worker.task()["token"]  # claimed through a; c records the dispatch
+
+    def dispatched() -> bool:
+        events = a.http().get("/v1/executions/p-1/history").body["events"]
+        return any(e["type"] == "StepDispatched" for e in events)
+
+    _wait(dispatched, 10, "c to record the dispatch", c)
+    frozen = _processes(c)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        _wait(
+            lambda: (
+                "took ownership of executions executions=1 in_flight=1 from=c" in a.log() + b.log()
+            ),
+            20,
+            "a take-over",
+            a,
+            b,
+        )
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    new_owner = "a" if "from=c" in a.log() else "b"
+    # Resumed, c still holds p-1 for a moment: the database refuses its
+    # write, or c already dropped it and sends the result to the owner.
+    late = c.http().post("/v1/tasks/complete", {"token": token, "output": {"i": 1}})
+    if late.status == 500:
+        assert late.body["error"]["code"] == "STORAGE_ERROR"
+        assert late.body["error"]["message"] == (
+            f"fenced: execution `p-1` is owned by node `{new_owner}` at epoch 2; "
+            "this node held epoch 1"
+        )
+        assert worker.complete(token, {"i": 1}).body["accepted"] is True
+    else:
+        assert late.status == 200 and late.body["accepted"] is True, late
+    _wait(lambda: "shared: lost executions to another server" in c.log(), 10, "c to drop p-1", c)
+    second = worker.task()
+    assert second["step_id"] == "s1"
+    assert worker.complete(second["token"], {"i": 2}).status == 200
+    done = a.http().get("/v1/executions/p-1/wait?timeout_ms=10000").body
+    assert done["status"] == "COMPLETED", done
+    assert _succeeded(a.http(), "p-1") == ["s0", "s1"]
