@@ -106,6 +106,8 @@ class ServerProcess:
         self.env = env or {}
         self.addr = ""
         self.lines: list[str] = []
+        # Notified for each line read, for `wait_for_log`.
+        self._new_line = threading.Condition()
         self.proc: subprocess.Popen[str] | None = None
         self._listening = threading.Event()
         self._clients: list[Http] = []
@@ -135,7 +137,9 @@ class ServerProcess:
     def _read(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
-            self.lines.append(line.rstrip("\n"))
+            with self._new_line:
+                self.lines.append(line.rstrip("\n"))
+                self._new_line.notify_all()
             match = _LISTENING.search(line)
             if match:
                 self.addr = match[1]
@@ -143,6 +147,13 @@ class ServerProcess:
 
     def log(self) -> str:
         return "\n".join(self.lines)
+
+    def wait_for_log(self, text: str, timeout: float = 10.0) -> str:
+        """The log once it holds `text`: stderr is read on a thread of its
+        own, so a line the server wrote may not be here yet."""
+        with self._new_line:
+            self._new_line.wait_for(lambda: text in self.log(), timeout)
+        return self.log()
 
     def http(self, token: str | None = None) -> Http:
         """A client, closed when the server stops."""

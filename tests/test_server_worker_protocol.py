@@ -403,7 +403,7 @@ def test_a_task_whose_poller_hung_up_is_redelivered_at_once(tmp_path: Path) -> N
         assert uncertain["reason"] == "worker `dropper-1` never received the task"
         assert backup.complete(again["token"], {"message": "Hello, Dee"}).body == {"accepted": True}
         assert _wait(api, "drop-1")["status"] == "COMPLETED"
-        assert "task not delivered: the worker hung up" in proc.log()
+        assert "task not delivered: the worker hung up" in proc.wait_for_log("task not delivered")
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
