@@ -101,6 +101,13 @@ class LoggedStore:
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
         return self._run("execution_row", lambda: self.inner.execution_row(execution_id))
 
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        read = getattr(self.inner, "execution_hashes", None)
+        if read is None:  # one read per id, as the engine would make them
+            rows = [self.execution_row(eid) for eid in execution_ids]
+            return {r.execution_id: r.definition_hash for r in rows if r is not None}
+        return self._run("execution_hashes", lambda: dict(read(execution_ids)))
+
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int
     ) -> list[ExecutionRow]:

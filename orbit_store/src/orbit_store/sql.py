@@ -513,9 +513,10 @@ class SqlStore(ScheduleTables):
                 raw = self._writer.raw()
                 cursor = raw.cursor()
                 try:
-                    statements(cursor)
-                    committing = True
-                    raw.commit()
+                    with self.transaction_scope(raw):
+                        statements(cursor)
+                        committing = True
+                        raw.commit()
                 except BaseException:
                     with contextlib.suppress(Exception):
                         raw.rollback()
@@ -534,6 +535,11 @@ class SqlStore(ScheduleTables):
             if committing and marker is not None and self._found(*marker):
                 return  # the COMMIT went through before the connection broke
         attempt()
+
+    def transaction_scope(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
+        """What a write transaction runs in, on the DBAPI connection `raw`
+        (PostgreSQL: pipeline mode)."""
+        return contextlib.nullcontext()
 
     # The bulk writes of a group, inside its open transaction; a dialect
     # with faster bulk paths overrides them.
@@ -578,6 +584,25 @@ class SqlStore(ScheduleTables):
 
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
         return self._raw_read(lambda cursor: self._row(cursor, execution_id))
+
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        """The definition hash of each of `execution_ids` that is stored, in
+        one read (the engine's check of a group's starts)."""
+        x = s.workflow_executions
+        query = select(x.c.execution_id, x.c.definition_hash).where(
+            x.c.execution_id.in_(bindparam("ids", expanding=True))
+        )
+
+        def read(conn: Connection) -> dict[str, str]:
+            out: dict[str, str] = {}
+            for start in range(0, len(execution_ids), 500):
+                chunk = execution_ids[start : start + 500]
+                out.update(
+                    (r.execution_id, r.definition_hash) for r in conn.execute(query, {"ids": chunk})
+                )
+            return out
+
+        return self._read(read)
 
     def _row(self, cursor: Any, execution_id: str) -> ExecutionRow | None:
         rows = self._select_row.query(cursor, (execution_id,))

@@ -208,7 +208,8 @@ class Engine:
                 input=input,
                 execution_id=execution_id,
                 schedule_id=schedule_id,
-            )
+            ),
+            lookup=execution_id,
         )
 
     def get(self, execution_id: str) -> ExecutionDoc:
@@ -459,6 +460,7 @@ class Engine:
         tx = Tx(self.clock.now_ms())
         current: Command | None = None
         try:
+            self._control.look_up(tx, batch)
             for cmd in batch:
                 if not cmd.read:
                     current = cmd
