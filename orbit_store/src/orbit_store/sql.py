@@ -572,10 +572,19 @@ class SqlStore(ScheduleTables):
 
     def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
         def read(cursor: Any) -> list[Any] | None:
+            if run is None:
+                # The current run always holds at least its first event (a
+                # continue-as-new moves the old run's events in the same
+                # transaction that writes the new run's), so one query
+                # answers; none found means no such execution.
+                events = self._select_events.query(cursor, (execution_id,))
+                if events or self._row(cursor, execution_id) is None:
+                    return events or None
+                return events
             current = self._row(cursor, execution_id)
             if current is None:
                 return None
-            if run is None or run == current.run:
+            if run == current.run:
                 return self._select_events.query(cursor, (execution_id,))
             return self._select_run.query(cursor, (execution_id, run)) or None
 
