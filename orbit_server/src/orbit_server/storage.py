@@ -77,12 +77,12 @@ class LoggedStore:
         """Why the database cannot be written now, or None."""
         check: Callable[[], str | None] | None = getattr(self.inner, "write_problem", None)
         problem = check() if check is not None else None
-        if problem != self._problem:
-            if problem is None:
-                self._writable_again()
-            else:
-                self._log.error("the database cannot be written", db=self.db, error=problem)
-                self._problem = problem
+        if problem is None and self._problem is not None:
+            self._writable_again()
+        elif problem is not None and self._problem is None:
+            # Once per outage, not again for each new wording of it.
+            self._log.error("the database cannot be written", db=self.db, error=problem)
+            self._problem = problem
         return problem
 
     def _writable_again(self) -> None:

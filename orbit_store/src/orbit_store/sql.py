@@ -9,7 +9,10 @@ The store remembers how its last write ended. `write_problem` answers
 readiness checks: None while writes work; after a failed commit, the failure,
 until a write transaction (`probe_write`, tried at most once a second) or a
 later commit succeeds, so a store that recovered (space freed, database back)
-reports ready without waiting for traffic a load balancer withholds.
+reports ready without waiting for traffic a load balancer withholds. A store
+that has written nothing for a second also tries a write when asked, so a
+database that went away under an idle server is noticed by the readiness
+check itself, not by the first request after it.
 """
 
 from __future__ import annotations
@@ -200,6 +203,8 @@ class SqlStore(ScheduleTables):
         self.on_notice: Callable[[str], None] | None = None
         self._write_error: str | None = None
         self._probed_at = float("-inf")
+        # When a write last succeeded.
+        self._wrote_at = time.monotonic()
         self._writer = _Link(self)
         self._reader = _Link(self, read_options) if separate_reads else self._writer
         with self._writer.errors():
@@ -389,6 +394,7 @@ class SqlStore(ScheduleTables):
             self._write_error = exc.message
             raise
         self._write_error = None
+        self._wrote_at = time.monotonic()
 
     def probe_write(self) -> None:
         """A write transaction that changes nothing: raises a StorageError
@@ -399,6 +405,7 @@ class SqlStore(ScheduleTables):
             self._write_error = exc.message
             raise
         self._write_error = None
+        self._wrote_at = time.monotonic()
 
     def mark_unwritable(self, message: str) -> None:
         """Records that writes cannot succeed now (until one does)."""
@@ -406,9 +413,9 @@ class SqlStore(ScheduleTables):
 
     def write_problem(self) -> str | None:
         """Why the store cannot write now, or None."""
-        if self._write_error is None:
-            return None
         now = time.monotonic()
+        if self._write_error is None and now - self._wrote_at < PROBE_INTERVAL_S:
+            return None
         if now - self._probed_at >= PROBE_INTERVAL_S:
             self._probed_at = now
             with contextlib.suppress(StorageError):

@@ -460,6 +460,8 @@ class Engine:
         tx = Tx(self.clock.now_ms())
         current: Command | None = None
         try:
+            if self._executions.lost:
+                self._executions.reload_lost()
             self._control.look_up(tx, batch)
             for cmd in batch:
                 if not cmd.read:
