@@ -18,7 +18,12 @@ certificate in the PEM file `ca_cert` names (ORBIT_DB_CA_CERT):
 - `require`: TLS or nothing.
 
 Writes go through one connection and reads through another (autocommit, so
-a read costs no BEGIN or ROLLBACK round trips). A lost connection is
+a read costs no BEGIN or ROLLBACK round trips). A group's transaction is
+sent in pipeline mode (BEGIN, its statements and the COMMIT in one round
+trip); groups of 8 rows or more write each table with one statement fed
+binary arrays through `unnest`, smaller ones with pipelined single-row
+statements. `execution_hashes` answers the ids of a group's starts with one
+`= ANY(array)` query. A lost connection is
 replaced on next use (`SqlStore` tries a statement once more on a new
 connection; the pool pings a connection before handing it out), and the
 store's `notice` reports "reconnected to PostgreSQL". Servers starting
