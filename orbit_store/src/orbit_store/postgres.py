@@ -87,6 +87,25 @@ _UPDATE_ROWS = (
     "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
     "AS v(id, status, created, updated, last) WHERE x.execution_id = v.id"
 )
+# The usual group (appends, new and changed projection rows) as one
+# statement: in autocommit mode it is its own transaction, so the group costs
+# one message and one reply, with no BEGIN or COMMIT. The parts touch
+# different rows (a group's executions are either new or changed), so that
+# they share one snapshot does not matter.
+_GROUP = (
+    "WITH e AS (INSERT INTO execution_events "
+    "(execution_id, seq, event_type, step, payload, timestamp_ms) "
+    "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[], %b::text[], "
+    "%b::bigint[])), "
+    "n AS (INSERT INTO workflow_executions (execution_id, workflow, version, definition_hash, "
+    "status, created_at_ms, updated_at_ms, last_seq) "
+    "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::bigint[], %b::bigint[], %b::bigint[])) "
+    "UPDATE workflow_executions AS x SET status = v.status, created_at_ms = v.created, "
+    "updated_at_ms = v.updated, last_seq = v.last "
+    "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
+    "AS v(id, status, created, updated, last) WHERE x.execution_id = v.id"
+)
 _HASHES = (
     "SELECT execution_id, definition_hash FROM workflow_executions "
     "WHERE execution_id = ANY(%b::text[])"
@@ -190,9 +209,9 @@ class PostgresStore(SqlStore):
 
     # Fenced mode: the term check opens every write transaction.
 
-    def _write(self, statements: Any, marker: Any) -> None:
+    def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
         if self.fence_term is None:
-            super()._write(statements, marker)
+            super()._write(statements, marker, alone=alone)
             return
 
         def fenced(cursor: Any) -> None:
@@ -226,24 +245,37 @@ class PostgresStore(SqlStore):
     def transaction_scope(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
         return raw.pipeline()  # type: ignore[no-any-return]
 
+    def one_statement(
+        self,
+        events: list[tuple[Any, ...]],
+        new_rows: list[tuple[Any, ...]],
+        updates: list[tuple[Any, ...]],
+    ) -> Callable[[Any], None] | None:
+        if self.fence_term is not None:
+            return None  # a fenced write checks its term first, in a transaction
+        latest = list({row[-1]: row for row in updates}.values())  # the later wins
+        changed = _columns(latest, 5)
+        params = [*_columns(events, 6), *_columns(new_rows, 8), changed[-1], *changed[:-1]]
+        return lambda cursor: cursor.execute(_GROUP, params)
+
     def insert_events(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().insert_events(cursor, rows)
         else:
-            cursor.execute(_INSERT_EVENTS, _columns(rows))
+            cursor.execute(_INSERT_EVENTS, _columns(rows, 6))
 
     def insert_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().insert_rows(cursor, rows)
         else:
-            cursor.execute(_INSERT_ROWS, _columns(rows))
+            cursor.execute(_INSERT_ROWS, _columns(rows, 8))
 
     def update_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().update_rows(cursor, rows)
             return
         latest = {row[-1]: row for row in rows}  # by execution id; the later wins
-        columns = _columns(list(latest.values()))
+        columns = _columns(list(latest.values()), 5)
         cursor.execute(_UPDATE_ROWS, [columns[-1], *columns[:-1]])
 
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
@@ -275,7 +307,10 @@ class PostgresStore(SqlStore):
                 os.unlink(bundle)
 
 
-def _columns(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows of `width` values as `width` column lists (empty for no rows)."""
+    if not rows:
+        return [[] for _ in range(width)]
     return [list(column) for column in zip(*rows, strict=True)]
 
 

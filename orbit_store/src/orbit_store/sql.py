@@ -502,24 +502,53 @@ class SqlStore(ScheduleTables):
             marker = (self._find_event, (events[-1][0], events[-1][1]))
         elif definitions:
             marker = (self._find_definition, definitions[0][:3])
+        if not (moves or definitions or batch.workers):
+            alone = self.one_statement(events, new_rows, updates)
+            if alone is not None:
+                self._write(alone, marker, alone=True)
+                return
         self._write(statements, marker)
+
+    def one_statement(
+        self,
+        events: list[tuple[Any, ...]],
+        new_rows: list[tuple[Any, ...]],
+        updates: list[tuple[Any, ...]],
+    ) -> Callable[[Any], None] | None:
+        """A dialect that can write a group of appends and projection rows
+        (the usual group) as one statement returns what runs it on a cursor
+        of a connection in autocommit mode: the statement is the whole
+        transaction. None: the group goes the general way."""
+        return None
 
     def _write(
         self,
         statements: Callable[[Any], None],
         marker: tuple[_Statement, tuple[Any, ...]] | None,
+        *,
+        alone: bool = False,
     ) -> None:
         """`statements` and a COMMIT as one transaction on the write
-        connection; see the class docstring for when it is tried again."""
+        connection (`alone`: one statement run in autocommit mode, which is
+        its own transaction); see the class docstring for when it is tried
+        again."""
         committing = False
 
         def attempt() -> None:
             nonlocal committing
-            committing = False
+            committing = alone
             with self._writer.lock, self._writer.errors():
                 raw = self._writer.raw()
                 cursor = raw.cursor()
                 try:
+                    if alone:
+                        raw.autocommit = True
+                        try:
+                            statements(cursor)
+                        finally:
+                            with contextlib.suppress(Exception):
+                                raw.autocommit = False
+                        return
                     with self.transaction_scope(raw):
                         statements(cursor)
                         committing = True
