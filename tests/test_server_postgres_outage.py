@@ -22,6 +22,7 @@ from server_harness import Http, RawWorker, ServerProcess, run_orbit
 pytestmark = pytest.mark.postgres
 
 REDACTED = r"postgres://orbit:\*\*\*@127\.0\.0\.1:\d+/\S+"
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z +[A-Z]+ orbit: ")
 
 
 def _wait(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -114,6 +115,9 @@ def test_a_database_stopped_immediately_and_restarted(pg_cluster: pgkit.Cluster)
     finally:
         proc.stop()
     _no_password(proc.log())
+    # Every line is one of the server's (no library's own messages).
+    stray = [line for line in proc.log().splitlines() if not LOG_LINE.match(line)]
+    assert not stray, stray
 
 
 def test_a_server_started_while_its_database_is_down(pg_cluster: pgkit.Cluster) -> None:

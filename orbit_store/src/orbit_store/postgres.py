@@ -46,6 +46,7 @@ rules (the election session of `orbit_store.cluster`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import Callable
@@ -62,6 +63,12 @@ from orbit_store.sql import SqlStore
 from orbit_store.urls import is_postgres, redact
 
 T = TypeVar("T")
+# psycopg warns through `logging` when it cannot close a pipeline or COPY on a
+# lost connection; with no handler configured, Python would print that raw to
+# stderr, in the middle of the server's log. The store's failures reach its
+# callers as StorageError (which the server logs once, redacted), so psycopg's
+# own lines get a handler that drops them unless the application adds one.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 SSLMODES = ("disable", "prefer", "require")
 CONNECT_TIMEOUT_S = 10
 # Bulk statements for at least this many rows of a group; fewer go as
