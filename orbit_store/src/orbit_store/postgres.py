@@ -18,11 +18,14 @@ certificate in the PEM file `ca_cert` names (ORBIT_DB_CA_CERT):
 - `require`: TLS or nothing.
 
 Writes go through one connection and reads through another (autocommit, so
-a read costs no BEGIN or ROLLBACK round trips). A group's transaction is
-sent in pipeline mode (BEGIN, its statements and the COMMIT in one round
-trip); groups of 8 rows or more write each table with one statement fed
-binary arrays through `unnest`, smaller ones with pipelined single-row
-statements. `execution_hashes` answers the ids of a group's starts with one
+a read costs no BEGIN or ROLLBACK round trips). The usual group (history
+appends, new and changed projection rows) is written by ONE statement in
+autocommit mode, a data-modifying WITH fed binary arrays through `unnest`:
+it is its own transaction, one message and one reply. Other groups
+(definitions, worker rows, continue-as-new moves, a fenced store) are a
+transaction sent in pipeline mode (BEGIN, statements, COMMIT in one round
+trip), where 8 rows or more of a table go as one array-fed statement and
+fewer as pipelined single-row statements. `execution_hashes` answers the ids of a group's starts with one
 `= ANY(array)` query. A lost connection is
 replaced on next use (`SqlStore` tries a statement once more on a new
 connection; the pool pings a connection before handing it out), and the

@@ -542,6 +542,7 @@ class SqlStore(ScheduleTables):
                 cursor = raw.cursor()
                 try:
                     if alone:
+                        raw.rollback()  # nothing open (then free); autocommit needs that
                         raw.autocommit = True
                         try:
                             statements(cursor)
