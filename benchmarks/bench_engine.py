@@ -21,6 +21,7 @@ process, and prints every figure against its target.
     python benchmarks/bench_engine.py --store /tmp/bench.db
     python benchmarks/bench_engine.py --targets --store /tmp/bench.db
     python benchmarks/bench_engine.py --store postgres://orbit:secret@127.0.0.1:5432/bench
+    python benchmarks/bench_engine.py --targets --store postgres://orbit:secret@127.0.0.1:5432/bench
 """
 
 from __future__ import annotations
@@ -319,20 +320,24 @@ def _median(results: list[dict[str, Any]], key: str) -> float:
 
 
 def targets(args: argparse.Namespace) -> int:
-    sqlite = args.store if args.store != "memory" else "/tmp/orbit-bench.db"
+    from orbit_store.urls import is_postgres
+
+    # A postgres:// --store adds the PostgreSQL target; SQLite then uses the default file.
+    postgres = args.store if is_postgres(args.store) else None
+    sqlite = args.store if args.store != "memory" and postgres is None else "/tmp/orbit-bench.db"
     print(
         f"each figure: the median of {args.runs} runs in fresh processes, taken in turns "
         "(best in brackets); steps per CPU-second count this process's CPU only"
     )
-    results = _runs(
-        {
-            "memory": ["--store", "memory"],
-            "sqlite": ["--store", sqlite],
-            "few": ["--store", "memory", "--executions", "10000", "--in-flight", "100"],
-            "many": ["--store", "memory", "--executions", "10000"],
-        },
-        args.runs,
-    )
+    scenarios = {
+        "memory": ["--store", "memory"],
+        "sqlite": ["--store", sqlite],
+        "few": ["--store", "memory", "--executions", "10000", "--in-flight", "100"],
+        "many": ["--store", "memory", "--executions", "10000"],
+    }
+    if postgres is not None:
+        scenarios["postgres"] = ["--store", postgres]
+    results = _runs(scenarios, args.runs)
     rows: list[tuple[str, str, str, bool]] = []
 
     def throughput(label: str, name: str, target: float) -> None:
@@ -345,6 +350,8 @@ def targets(args: argparse.Namespace) -> int:
 
     throughput("in memory, 2000 x 3", "memory", 15_000)
     throughput(f"SQLite ({sqlite}), 2000 x 3", "sqlite", 5_000)
+    if postgres is not None:
+        throughput(f"PostgreSQL ({redact(postgres)}), 2000 x 3", "postgres", 3_000)
     a, b = _median(results["few"], "steps_per_s"), _median(results["many"], "steps_per_s")
     ca, cb = (_median(results[n], "steps_per_cpu_s") for n in ("few", "many"))
     apart = abs(a - b) / max(a, b)

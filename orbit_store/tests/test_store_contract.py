@@ -191,7 +191,7 @@ def test_a_replacing_definition_takes_the_rows_place(store: Store) -> None:
 
 
 def test_a_large_group_and_repeated_updates(store: Store) -> None:
-    """Enough rows for a backend's bulk paths (COPY and one UPDATE on
+    """Enough rows for a backend's bulk paths (one statement fed arrays on
     PostgreSQL); an execution changed twice in one group keeps the later."""
     ids = [f"g-{i:02}" for i in range(20)]
     store.commit(
@@ -217,6 +217,43 @@ def test_a_large_group_and_repeated_updates(store: Store) -> None:
     history = store.history("g-00")
     assert history is not None and [x.seq for x in history] == [1, 2, 3, 4]
     assert sorted(eid for eid, _ in store.load_active()) == ids[1:]
+
+
+def test_bulk_rows_keep_every_character(store: Store) -> None:
+    """Payloads with quotes, backslashes, braces, commas, non-ASCII text and
+    escaped control characters survive the bulk paths unchanged."""
+    tricky: JsonObject = {"s": 'a"b\\c{d},e\u0000\n\t é 日本 🚀', "n": None, "big": 2**62}
+    ids = [f"q-{i:02}" for i in range(12)]
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    i,
+                    row(i),
+                    [created(), ev.StepScheduled(2, 1000, 'st"e\\p', 1, tricky, "k", False)],
+                    new=True,
+                )
+                for i in ids
+            ]
+        )
+    )
+    for i in ids:
+        history = store.history(i)
+        assert history is not None
+        scheduled = history[1]
+        assert isinstance(scheduled, ev.StepScheduled)
+        assert (scheduled.step, scheduled.input) == ('st"e\\p', tricky)
+
+
+def test_execution_hashes_answer_many_ids_in_one_read(store: Store) -> None:
+    start(store, "h-1")
+    start(store, "h-2")
+    assert isinstance(store, (MemoryStore, SqliteStore, PostgresStore))
+    read = store.execution_hashes
+    assert read([]) == {}
+    assert read(["h-1", "nope", "h-2", "h-1"]) == {"h-1": "sha256:x", "h-2": "sha256:x"}
+    many = [f"absent-{i}" for i in range(1200)] + ["h-2"]
+    assert read(many) == {"h-2": "sha256:x"}
 
 
 def test_a_failed_batch_writes_nothing(store: Store) -> None:

@@ -226,19 +226,43 @@ def test_a_connection_killed_between_commits_is_replaced_without_an_error(
 
 
 class _CutAtCommit:
-    """A DBAPI connection whose COMMIT is followed (or preceded) by the loss
+    """A DBAPI connection whose COMMIT (or, in autocommit mode, the one
+    statement that is the transaction) is followed (or preceded) by the loss
     of the connection, as when the server dies at that moment."""
 
     def __init__(self, raw: Any, lands: bool) -> None:
-        self._raw = raw
-        self._lands = lands
+        object.__setattr__(self, "_raw", raw)
+        object.__setattr__(self, "_lands", lands)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._raw, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._raw, name, value)
+
     def commit(self) -> None:
         if self._lands:
             self._raw.commit()
+        self._cut()
+
+    def cursor(self) -> Any:
+        cursor = self._raw.cursor()
+        outer = self
+
+        class Cut:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(cursor, name)
+
+            def execute(self, *args: Any) -> Any:
+                if not outer._raw.autocommit:
+                    return cursor.execute(*args)
+                if outer._lands:
+                    cursor.execute(*args)
+                outer._cut()
+
+        return Cut()
+
+    def _cut(self) -> None:
         self._raw.close()  # without a COMMIT, the server rolls back
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 

@@ -78,6 +78,11 @@ class MemoryStore:
         with self._lock:
             return self._rows.get(execution_id)
 
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        with self._lock:
+            rows = [self._rows.get(eid) for eid in execution_ids]
+        return {row.execution_id: row.definition_hash for row in rows if row is not None}
+
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int
     ) -> list[ExecutionRow]:

@@ -183,7 +183,12 @@ class ScheduleAdvance:
 
 
 class Store(Protocol):
-    """Durable storage. `commit` is one transaction (one fsync) or nothing."""
+    """Durable storage. `commit` is one transaction (one fsync) or nothing.
+
+    A store may also offer `execution_hashes(ids) -> {id: definition_hash}`
+    for the ids among `ids` it holds, in one read: the engine then checks
+    the ids of a group's starts at once (without it, one `execution_row`
+    per start)."""
 
     def load_definitions(self) -> list[DefinitionRow]: ...
 

@@ -77,12 +77,12 @@ class LoggedStore:
         """Why the database cannot be written now, or None."""
         check: Callable[[], str | None] | None = getattr(self.inner, "write_problem", None)
         problem = check() if check is not None else None
-        if problem != self._problem:
-            if problem is None:
-                self._writable_again()
-            else:
-                self._log.error("the database cannot be written", db=self.db, error=problem)
-                self._problem = problem
+        if problem is None and self._problem is not None:
+            self._writable_again()
+        elif problem is not None and self._problem is None:
+            # Once per outage, not again for each new wording of it.
+            self._log.error("the database cannot be written", db=self.db, error=problem)
+            self._problem = problem
         return problem
 
     def _writable_again(self) -> None:
@@ -100,6 +100,13 @@ class LoggedStore:
 
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
         return self._run("execution_row", lambda: self.inner.execution_row(execution_id))
+
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        read = getattr(self.inner, "execution_hashes", None)
+        if read is None:  # one read per id, as the engine would make them
+            rows = [self.execution_row(eid) for eid in execution_ids]
+            return {r.execution_id: r.definition_hash for r in rows if r is not None}
+        return self._run("execution_hashes", lambda: dict(read(execution_ids)))
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int

@@ -18,7 +18,15 @@ certificate in the PEM file `ca_cert` names (ORBIT_DB_CA_CERT):
 - `require`: TLS or nothing.
 
 Writes go through one connection and reads through another (autocommit, so
-a read costs no BEGIN or ROLLBACK round trips). A lost connection is
+a read costs no BEGIN or ROLLBACK round trips). The usual group (history
+appends, new and changed projection rows) is written by ONE statement in
+autocommit mode, a data-modifying WITH fed binary arrays through `unnest`:
+it is its own transaction, one message and one reply. Other groups
+(definitions, worker rows, continue-as-new moves, a fenced store) are a
+transaction sent in pipeline mode (BEGIN, statements, COMMIT in one round
+trip), where 8 rows or more of a table go as one array-fed statement and
+fewer as pipelined single-row statements. `execution_hashes` answers the ids of a group's starts with one
+`= ANY(array)` query. A lost connection is
 replaced on next use (`SqlStore` tries a statement once more on a new
 connection; the pool pings a connection before handing it out), and the
 store's `notice` reports "reconnected to PostgreSQL". Servers starting
@@ -41,6 +49,7 @@ rules (the election session of `orbit_store.cluster`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections.abc import Callable
@@ -57,22 +66,59 @@ from orbit_store.sql import SqlStore
 from orbit_store.urls import is_postgres, redact
 
 T = TypeVar("T")
+# psycopg warns through `logging` when it cannot close a pipeline or COPY on a
+# lost connection; with no handler configured, Python would print that raw to
+# stderr, in the middle of the server's log. The store's failures reach its
+# callers as StorageError (which the server logs once, redacted), so psycopg's
+# own lines get a handler that drops them unless the application adds one.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 SSLMODES = ("disable", "prefer", "require")
 CONNECT_TIMEOUT_S = 10
-# Bulk statements for at least this many rows of a group.
+# Bulk statements for at least this many rows of a group; fewer go as
+# single-row statements (one prepared statement, pipelined).
 _BULK_FROM = 8
-_COPY_EVENTS = (
-    "COPY execution_events (execution_id, seq, event_type, step, payload, timestamp_ms) FROM STDIN"
+# The bulk statements take one array per column, sent in binary (no quoting
+# of the JSON payloads), so each is one prepared statement whatever the
+# number of rows. (COPY is not allowed in pipeline mode.)
+_INSERT_EVENTS = (
+    "INSERT INTO execution_events (execution_id, seq, event_type, step, payload, timestamp_ms) "
+    "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[], %b::text[], "
+    "%b::bigint[])"
 )
-_COPY_ROWS = (
-    "COPY workflow_executions (execution_id, workflow, version, definition_hash, status, "
-    "created_at_ms, updated_at_ms, last_seq) FROM STDIN"
+_INSERT_ROWS = (
+    "INSERT INTO workflow_executions (execution_id, workflow, version, definition_hash, status, "
+    "created_at_ms, updated_at_ms, last_seq) "
+    "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::bigint[], %b::bigint[], %b::bigint[])"
 )
 _UPDATE_ROWS = (
     "UPDATE workflow_executions AS x SET status = v.status, created_at_ms = v.created, "
     "updated_at_ms = v.updated, last_seq = v.last "
-    "FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[]) "
+    "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
     "AS v(id, status, created, updated, last) WHERE x.execution_id = v.id"
+)
+# The usual group (appends, new and changed projection rows) as one
+# statement: in autocommit mode it is its own transaction, so the group costs
+# one message and one reply, with no BEGIN or COMMIT. The parts touch
+# different rows (a group's executions are either new or changed), so that
+# they share one snapshot does not matter.
+_GROUP = (
+    "WITH e AS (INSERT INTO execution_events "
+    "(execution_id, seq, event_type, step, payload, timestamp_ms) "
+    "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[], %b::text[], "
+    "%b::bigint[])), "
+    "n AS (INSERT INTO workflow_executions (execution_id, workflow, version, definition_hash, "
+    "status, created_at_ms, updated_at_ms, last_seq) "
+    "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::bigint[], %b::bigint[], %b::bigint[])) "
+    "UPDATE workflow_executions AS x SET status = v.status, created_at_ms = v.created, "
+    "updated_at_ms = v.updated, last_seq = v.last "
+    "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
+    "AS v(id, status, created, updated, last) WHERE x.execution_id = v.id"
+)
+_HASHES = (
+    "SELECT execution_id, definition_hash FROM workflow_executions "
+    "WHERE execution_id = ANY(%b::text[])"
 )
 # What libpq says when verify-full meets a server without TLS.
 _NO_TLS = "does not support SSL"
@@ -173,9 +219,9 @@ class PostgresStore(SqlStore):
 
     # Fenced mode: the term check opens every write transaction.
 
-    def _write(self, statements: Any, marker: Any) -> None:
+    def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
         if self.fence_term is None:
-            super()._write(statements, marker)
+            super()._write(statements, marker, alone=alone)
             return
 
         def fenced(cursor: Any) -> None:
@@ -201,34 +247,53 @@ class PostgresStore(SqlStore):
         if found != self.fence_term:
             raise Fenced(fenced_message(self.fence_term, found))
 
-    # A group's bulk writes: COPY for appends (measured about 4x faster than
-    # an executemany of INSERTs on a busy 2-core machine) and one UPDATE fed
-    # arrays for the projection, all inside the group's one transaction.
+    # A group's transaction is sent in pipeline mode: BEGIN, every statement
+    # and the COMMIT go out together and the results are read once, so a
+    # commit costs one round trip to the server instead of one per statement.
+    # The bulk writes feed arrays to one statement each.
+
+    def transaction_scope(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
+        return raw.pipeline()  # type: ignore[no-any-return]
+
+    def one_statement(
+        self,
+        events: list[tuple[Any, ...]],
+        new_rows: list[tuple[Any, ...]],
+        updates: list[tuple[Any, ...]],
+    ) -> Callable[[Any], None] | None:
+        if self.fence_term is not None:
+            return None  # a fenced write checks its term first, in a transaction
+        latest = list({row[-1]: row for row in updates}.values())  # the later wins
+        changed = _columns(latest, 5)
+        params = [*_columns(events, 6), *_columns(new_rows, 8), changed[-1], *changed[:-1]]
+        return lambda cursor: cursor.execute(_GROUP, params)
 
     def insert_events(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
-        if not self._copy(cursor, _COPY_EVENTS, rows):
+        if len(rows) < _BULK_FROM:
             super().insert_events(cursor, rows)
+        else:
+            cursor.execute(_INSERT_EVENTS, _columns(rows, 6))
 
     def insert_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
-        if not self._copy(cursor, _COPY_ROWS, rows):
+        if len(rows) < _BULK_FROM:
             super().insert_rows(cursor, rows)
+        else:
+            cursor.execute(_INSERT_ROWS, _columns(rows, 8))
 
     def update_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().update_rows(cursor, rows)
             return
         latest = {row[-1]: row for row in rows}  # by execution id; the later wins
-        columns = [list(column) for column in zip(*latest.values(), strict=True)]
+        columns = _columns(list(latest.values()), 5)
         cursor.execute(_UPDATE_ROWS, [columns[-1], *columns[:-1]])
 
-    @staticmethod
-    def _copy(cursor: Any, statement: str, rows: list[tuple[Any, ...]]) -> bool:
-        if len(rows) < _BULK_FROM:
-            return False
-        with cursor.copy(statement) as copy:
-            for row in rows:
-                copy.write_row(row)
-        return True
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        def read(cursor: Any) -> dict[str, str]:
+            cursor.execute(_HASHES, [execution_ids])
+            return dict(cursor.fetchall())
+
+        return self._raw_read(read)
 
     def describe_error(self, exc: BaseException, *, lost: bool = False) -> str:
         # psycopg's messages span lines (a hint on the second); one line here.
@@ -250,6 +315,13 @@ class PostgresStore(SqlStore):
         if bundle is not None and bundle != certifi.where():
             with contextlib.suppress(OSError):
                 os.unlink(bundle)
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows of `width` values as `width` column lists (empty for no rows)."""
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 def _trust_bundle(ca_cert: str | None, display: str) -> str:

@@ -9,7 +9,10 @@ The store remembers how its last write ended. `write_problem` answers
 readiness checks: None while writes work; after a failed commit, the failure,
 until a write transaction (`probe_write`, tried at most once a second) or a
 later commit succeeds, so a store that recovered (space freed, database back)
-reports ready without waiting for traffic a load balancer withholds.
+reports ready without waiting for traffic a load balancer withholds. A store
+that has written nothing for a second also tries a write when asked, so a
+database that went away under an idle server is noticed by the readiness
+check itself, not by the first request after it.
 """
 
 from __future__ import annotations
@@ -200,6 +203,8 @@ class SqlStore(ScheduleTables):
         self.on_notice: Callable[[str], None] | None = None
         self._write_error: str | None = None
         self._probed_at = float("-inf")
+        # When a write last succeeded.
+        self._wrote_at = time.monotonic()
         self._writer = _Link(self)
         self._reader = _Link(self, read_options) if separate_reads else self._writer
         with self._writer.errors():
@@ -389,6 +394,7 @@ class SqlStore(ScheduleTables):
             self._write_error = exc.message
             raise
         self._write_error = None
+        self._wrote_at = time.monotonic()
 
     def probe_write(self) -> None:
         """A write transaction that changes nothing: raises a StorageError
@@ -399,6 +405,7 @@ class SqlStore(ScheduleTables):
             self._write_error = exc.message
             raise
         self._write_error = None
+        self._wrote_at = time.monotonic()
 
     def mark_unwritable(self, message: str) -> None:
         """Records that writes cannot succeed now (until one does)."""
@@ -406,9 +413,9 @@ class SqlStore(ScheduleTables):
 
     def write_problem(self) -> str | None:
         """Why the store cannot write now, or None."""
-        if self._write_error is None:
-            return None
         now = time.monotonic()
+        if self._write_error is None and now - self._wrote_at < PROBE_INTERVAL_S:
+            return None
         if now - self._probed_at >= PROBE_INTERVAL_S:
             self._probed_at = now
             with contextlib.suppress(StorageError):
@@ -495,27 +502,58 @@ class SqlStore(ScheduleTables):
             marker = (self._find_event, (events[-1][0], events[-1][1]))
         elif definitions:
             marker = (self._find_definition, definitions[0][:3])
+        if not (moves or definitions or batch.workers):
+            alone = self.one_statement(events, new_rows, updates)
+            if alone is not None:
+                self._write(alone, marker, alone=True)
+                return
         self._write(statements, marker)
+
+    def one_statement(
+        self,
+        events: list[tuple[Any, ...]],
+        new_rows: list[tuple[Any, ...]],
+        updates: list[tuple[Any, ...]],
+    ) -> Callable[[Any], None] | None:
+        """A dialect that can write a group of appends and projection rows
+        (the usual group) as one statement returns what runs it on a cursor
+        of a connection in autocommit mode: the statement is the whole
+        transaction. None: the group goes the general way."""
+        return None
 
     def _write(
         self,
         statements: Callable[[Any], None],
         marker: tuple[_Statement, tuple[Any, ...]] | None,
+        *,
+        alone: bool = False,
     ) -> None:
         """`statements` and a COMMIT as one transaction on the write
-        connection; see the class docstring for when it is tried again."""
+        connection (`alone`: one statement run in autocommit mode, which is
+        its own transaction); see the class docstring for when it is tried
+        again."""
         committing = False
 
         def attempt() -> None:
             nonlocal committing
-            committing = False
+            committing = alone
             with self._writer.lock, self._writer.errors():
                 raw = self._writer.raw()
                 cursor = raw.cursor()
                 try:
-                    statements(cursor)
-                    committing = True
-                    raw.commit()
+                    if alone:
+                        raw.rollback()  # nothing open (then free); autocommit needs that
+                        raw.autocommit = True
+                        try:
+                            statements(cursor)
+                        finally:
+                            with contextlib.suppress(Exception):
+                                raw.autocommit = False
+                        return
+                    with self.transaction_scope(raw):
+                        statements(cursor)
+                        committing = True
+                        raw.commit()
                 except BaseException:
                     with contextlib.suppress(Exception):
                         raw.rollback()
@@ -534,6 +572,11 @@ class SqlStore(ScheduleTables):
             if committing and marker is not None and self._found(*marker):
                 return  # the COMMIT went through before the connection broke
         attempt()
+
+    def transaction_scope(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
+        """What a write transaction runs in, on the DBAPI connection `raw`
+        (PostgreSQL: pipeline mode)."""
+        return contextlib.nullcontext()
 
     # The bulk writes of a group, inside its open transaction; a dialect
     # with faster bulk paths overrides them.
@@ -566,10 +609,19 @@ class SqlStore(ScheduleTables):
 
     def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
         def read(cursor: Any) -> list[Any] | None:
+            if run is None:
+                # The current run always holds at least its first event (a
+                # continue-as-new moves the old run's events in the same
+                # transaction that writes the new run's), so one query
+                # answers; none found means no such execution.
+                events = self._select_events.query(cursor, (execution_id,))
+                if events or self._row(cursor, execution_id) is None:
+                    return events or None
+                return events
             current = self._row(cursor, execution_id)
             if current is None:
                 return None
-            if run is None or run == current.run:
+            if run == current.run:
                 return self._select_events.query(cursor, (execution_id,))
             return self._select_run.query(cursor, (execution_id, run)) or None
 
@@ -578,6 +630,25 @@ class SqlStore(ScheduleTables):
 
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
         return self._raw_read(lambda cursor: self._row(cursor, execution_id))
+
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        """The definition hash of each of `execution_ids` that is stored, in
+        one read (the engine's check of a group's starts)."""
+        x = s.workflow_executions
+        query = select(x.c.execution_id, x.c.definition_hash).where(
+            x.c.execution_id.in_(bindparam("ids", expanding=True))
+        )
+
+        def read(conn: Connection) -> dict[str, str]:
+            out: dict[str, str] = {}
+            for start in range(0, len(execution_ids), 500):
+                chunk = execution_ids[start : start + 500]
+                out.update(
+                    (r.execution_id, r.definition_hash) for r in conn.execute(query, {"ids": chunk})
+                )
+            return out
+
+        return self._read(read)
 
     def _row(self, cursor: Any, execution_id: str) -> ExecutionRow | None:
         rows = self._select_row.query(cursor, (execution_id,))

@@ -104,6 +104,10 @@ class Children:
     def forget(self, parent_id: str) -> None:
         self._by_parent.pop(parent_id, None)
 
+    def of(self, parent_id: str) -> set[str]:
+        """The ids of the running children of `parent_id`."""
+        return set(self._by_parent.get(parent_id, ()))
+
     def _start(self, tx: Tx, parent: Live, key: str) -> None:
         x = self._x
         state = parent.state

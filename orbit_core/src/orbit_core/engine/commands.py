@@ -60,6 +60,7 @@ class Command:
         "event",
         "fn",
         "leads",
+        "lookup",
         "origin",
         "parked",
         "read",
@@ -70,13 +71,20 @@ class Command:
     )
 
     def __init__(
-        self, fn: Callable[[Tx], object], read: bool = False, origin: str = "command"
+        self,
+        fn: Callable[[Tx], object],
+        read: bool = False,
+        origin: str = "command",
+        lookup: str | None = None,
     ) -> None:
         self.fn = fn
         self.read = read
         # Set by `Engine.receipt` in the submitting thread: recorded in the
         # commit of the group that applies this command (CommitBatch.receipts).
         self.receipt: str | None = getattr(RECEIPTS, "current", None)
+        # The execution id a start names: its group asks the store about the
+        # ids of all its starts in one read (`Tx.known`).
+        self.lookup = lookup
         # Who asked (the `Faults` component named when its run raises).
         self.origin = origin
         self.result: object = None
@@ -126,6 +134,7 @@ class Tx:
         "changes",
         "claimed",
         "definitions",
+        "known",
         "new_plans",
         "new_tasks",
         "now",
@@ -142,6 +151,9 @@ class Tx:
         # already changed something.
         self.appended = 0
         self.definitions: list[DefinitionRow] = []
+        # Definition hashes of the stored executions the group's starts
+        # name, read in one query before they run (None: not stored).
+        self.known: dict[str, str | None] = {}
         self.workers: list[WorkerRow] = []
         self.terminal: list[Live] = []
         self.new_tasks = False

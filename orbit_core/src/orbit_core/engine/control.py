@@ -8,13 +8,14 @@ from orbit_core import events as ev
 from orbit_core import ir
 from orbit_core import values as _values
 from orbit_core.api import ExecutionDoc, SignalAccepted, Started
-from orbit_core.engine.commands import Tx
+from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.errors import (
     ConflictError,
     InvalidError,
     LimitError,
     NotFoundError,
+    StorageError,
 )
 from orbit_core.jsontypes import JsonValue
 
@@ -48,7 +49,7 @@ class Control:
         if execution_id is None:
             execution_id = x.ids.execution_id()
         else:
-            existing_hash = self._existing_hash(execution_id)
+            existing_hash = self._existing_hash(tx, execution_id)
             if existing_hash is not None:
                 if existing_hash == plan.defn.definition_hash:
                     return {"execution_id": execution_id, "created": False}
@@ -94,10 +95,28 @@ class Control:
             )
         return f"execution `{execution_id}` already exists for a different workflow"
 
-    def _existing_hash(self, execution_id: str) -> str | None:
+    def look_up(self, tx: Tx, batch: list[Command]) -> None:
+        """Reads the definition hashes of the stored executions that the
+        group's starts name, in one store call instead of one per start
+        (a store without `execution_hashes` is asked per start). A failed
+        read is left to each start, which reports it to its own caller."""
+        memory = self._x.memory
+        ids = [c.lookup for c in batch if c.lookup is not None and c.lookup not in memory]
+        read = getattr(self._x.store, "execution_hashes", None)
+        if not ids or read is None:
+            return
+        try:
+            found = read(ids)
+        except StorageError:
+            return
+        tx.known = {eid: found.get(eid) for eid in ids}
+
+    def _existing_hash(self, tx: Tx, execution_id: str) -> str | None:
         live = self._x.memory.get(execution_id)
         if live is not None:
             return live.state.definition_hash
+        if execution_id in tx.known:
+            return tx.known[execution_id]
         row = self._x.store.execution_row(execution_id)
         return row.definition_hash if row is not None else None
 

@@ -23,7 +23,7 @@ from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
-from orbit_core.errors import ConflictError, not_found
+from orbit_core.errors import ConflictError, StorageError, not_found
 from orbit_core.jsontypes import JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import (
@@ -78,6 +78,10 @@ class Executions:
         # Executions whose decision raised on a tick: (not before, failures).
         # They are retried later and later, so one cannot stall every timer.
         self._held: dict[str, tuple[int, int]] = {}
+        # Executions a failed group touched that could not be read back from
+        # the store (the database was away), with the tokens they held: out
+        # of memory until `reload_lost` reads them again.
+        self._lost: dict[str, list[str]] = {}
 
     # ---- memory
 
@@ -110,6 +114,8 @@ class Executions:
         """The execution, which must still be running."""
         live = self.memory.get(execution_id)
         if live is None:
+            if execution_id in self._lost:
+                raise self.not_loaded(execution_id)
             row = self.store.execution_row(execution_id)
             if row is None:
                 raise not_found(execution_id)
@@ -187,15 +193,91 @@ class Executions:
 
     def rollback(self, tx: Tx) -> list[str]:
         """Rebuilds the executions a failed group touched from the store;
-        returns the tokens that no longer exist."""
+        returns the tokens that no longer exist. When the store cannot give
+        one back now (the database is away: the usual reason the group
+        failed), its whole execution tree leaves memory until `reload_lost`
+        can read it again, so the engine goes on and neither a parent nor a
+        child acts on a relative that is away."""
         dropped: list[str] = []
         for eid, change in tx.changes.items():
+            live = self.memory.get(eid)
+            parent = live.state.parent if live is not None else None
             gone = self.memory.discard(eid)
-            events = None if change.new else self.store.history(eid)
+            if eid in self._lost:  # its tree is away already
+                self._lost[eid].extend(gone)
+                continue
+            if change.new:
+                events = None
+            else:
+                try:
+                    events = self.store.history(eid)
+                except StorageError:
+                    self._lost.setdefault(eid, []).extend(gone)
+                    self._lose_tree(eid, parent["execution_id"] if parent else None)
+                    continue
             if events:
                 self.adopt(fold(events, eid))
             dropped.extend(t for t in gone if not self.memory.knows(t))
         return dropped
+
+    def _lose_tree(self, eid: str, parent_id: str | None) -> None:
+        """Takes the tree of `eid` (its ancestors in memory and all their
+        descendants) out of memory, into `_lost`."""
+        root = eid
+        while parent_id is not None and parent_id in self.memory:
+            root = parent_id
+            live = self.memory.get(parent_id)
+            link = live.state.parent if live is not None else None
+            parent_id = link["execution_id"] if link else None
+        # The failed group may have unlinked a child from its parent, so the
+        # children are also found by the parent their state names. (Rare:
+        # the scan happens only while the database is away.)
+        by_parent: dict[str, list[str]] = {}
+        for other in self.memory.all():
+            link = other.state.parent
+            if link is not None:
+                by_parent.setdefault(link["execution_id"], []).append(other.state.id)
+        stack, seen = [root], set()
+        while stack:
+            member = stack.pop()
+            if member in seen:
+                continue
+            seen.add(member)
+            stack.extend(self.children.of(member))
+            stack.extend(by_parent.get(member, ()))
+            if member in self.memory:
+                self._lost.setdefault(member, []).extend(self.memory.discard(member))
+
+    def reload_lost(self) -> None:
+        """Reads back what `rollback` could not, all of it or nothing (each
+        group tries, before its commands run)."""
+        try:
+            histories = [(eid, self.store.history(eid)) for eid in self._lost]
+        except StorageError:
+            return
+        self._lost.clear()
+        for eid, events in histories:
+            if events and eid not in self.memory:
+                self.adopt(fold(events, eid))
+
+    def lost_token(self, token: str) -> str | None:
+        """The execution of a token that is out of memory until reloaded."""
+        for eid, tokens in self._lost.items():
+            if token in tokens:
+                return eid
+        return None
+
+    @property
+    def lost(self) -> bool:
+        """Whether executions wait for `reload_lost`."""
+        return bool(self._lost)
+
+    @staticmethod
+    def not_loaded(execution_id: str) -> StorageError:
+        return StorageError(
+            f"execution `{execution_id}` is not loaded: the database could not be read "
+            "when its last change failed; try again once it is back"
+        )
 
     def route_unrouted(self, tx: Tx) -> None:
         """Routes the scheduled child and built-in units of adopted

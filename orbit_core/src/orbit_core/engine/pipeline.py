@@ -157,9 +157,15 @@ class GroupCommit:
 
     # ---- running commands
 
-    def submit(self, fn: Callable[[Tx], T], read: bool = False, origin: str = "command") -> T:
+    def submit(
+        self,
+        fn: Callable[[Tx], T],
+        read: bool = False,
+        origin: str = "command",
+        lookup: str | None = None,
+    ) -> T:
         """Runs `fn` as one command and returns what it returned."""
-        return cast(T, self.run(Command(fn, read=read, origin=origin)))
+        return cast(T, self.run(Command(fn, read=read, origin=origin, lookup=lookup)))
 
     def run(self, cmd: Command) -> object:
         if self.closed:

@@ -91,7 +91,14 @@ class Results:
         """The running execution, unit key and attempt of a token; a worker
         bound to an id may only report the tokens issued to that id."""
         attempt = self._x.memory.attempt(token)
-        if attempt is None or attempt.live.state.terminal:
+        if attempt is None:
+            lost = self._x.lost_token(token)
+            if lost is not None:
+                # Not unknown: its execution waits to be read back from the
+                # database; the worker reports again (at least once).
+                raise self._x.not_loaded(lost)
+            return None
+        if attempt.live.state.terminal:
             return None
         if worker is not None:
             self._workers.check_issued(token, worker)

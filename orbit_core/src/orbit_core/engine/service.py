@@ -221,7 +221,8 @@ class Engine:
                 input=input,
                 execution_id=execution_id,
                 schedule_id=schedule_id,
-            )
+            ),
+            lookup=execution_id,
         )
 
     def get(self, execution_id: str) -> ExecutionDoc:
@@ -555,6 +556,9 @@ class Engine:
         tx = Tx(self.clock.now_ms())
         current: Command | None = None
         try:
+            if self._executions.lost:
+                self._executions.reload_lost()
+            self._control.look_up(tx, batch)
             for cmd in batch:
                 if not cmd.read:
                     current = cmd

@@ -48,9 +48,10 @@ class ClusterView(Protocol):
 
 
 class Health:
-    """The store's fault would otherwise last until the next commit, which an
-    idle server never makes: while it is reported, each call asks the store
-    whether a write succeeds now (the store rate-limits its trial writes)."""
+    """Each call asks the store whether it can write now (the store
+    rate-limits its trial writes): so a store fault ends without waiting for
+    the next commit, which an idle server never makes, and a database that
+    went away under an idle server shows as a degraded store."""
 
     def __init__(self, engine: Engine, cluster: ClusterView | None = None) -> None:
         self._engine = engine
@@ -62,9 +63,14 @@ class Health:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         stats = self._engine.health()
         faults = self._engine.faults
-        if "store" in faults.failing() and self._problem is not None and self._problem() is None:
+        problem = self._problem() if self._problem is not None else None
+        if "store" in faults.failing() and self._problem is not None and problem is None:
             faults.recovered("store")
         failing = dict(faults.failing())
+        if problem is not None:
+            # Noticed by the store's own check (a database gone while idle),
+            # before any commit failed.
+            failing.setdefault("store", problem)
         body: dict[str, object] = {
             "status": "degraded" if failing else "ok",
             "api_version": API_VERSION,

@@ -1,0 +1,136 @@
+"""A server whose PostgreSQL disappears (`pg_ctl stop -m immediate`: the
+server process dies without a goodbye to its clients) and comes back, with a
+real server process and a real database: health and readiness say so while
+it is away, without waiting for traffic; one clear log line names the
+database (password hidden); the server reconnects by itself; nothing
+committed is lost and the executions started before the outage complete.
+A server started while its database is down stops with one line and a
+non-zero exit."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pgkit
+import pytest
+import server_ir
+from server_harness import Http, RawWorker, ServerProcess, run_orbit
+
+pytestmark = pytest.mark.postgres
+
+REDACTED = r"postgres://orbit:\*\*\*@127\.0\.0\.1:\d+/\S+"
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z +[A-Z]+ orbit: ")
+
+
+def _wait(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _no_password(text: str) -> None:
+    assert pgkit.PASSWORD not in text
+    assert "p%40ss" not in text
+
+
+def _health(api: Http) -> dict[str, Any]:
+    reply = api.get("/v1/health")
+    assert reply.status == 200, reply
+    return dict(reply.body)
+
+
+def _serve(api: Http, worker: RawWorker, ids: list[str]) -> None:
+    """Runs every task handed out until the executions `ids` completed."""
+
+    def done() -> bool:
+        reply = worker.poll(wait_ms=200)
+        if reply.status == 200:
+            task = reply.body
+            answer = worker.complete(task["token"], {"i": task["input"]["i"] + 1})
+            assert answer.status == 200, answer
+            return False
+        return all(api.get(f"/v1/executions/{eid}").body["status"] == "COMPLETED" for eid in ids)
+
+    _wait(done, 30, f"{ids} to complete")
+
+
+def test_a_database_stopped_immediately_and_restarted(pg_cluster: pgkit.Cluster) -> None:
+    url = pg_cluster.url(pg_cluster.create_database())
+    proc = ServerProcess(url).start()
+    try:
+        api = proc.http()
+        assert api.post("/v1/workflows", server_ir.chain(3)).status == 201
+        for eid in ("o-1", "o-2"):
+            assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": eid}).status
+        worker = RawWorker(api, "w-1", [("bench.step", "1.0.0")])
+        assert worker.register().status == 200
+        held = worker.task()  # o-1's or o-2's first step, in flight during the outage
+        committed = {
+            eid: len(api.get(f"/v1/executions/{eid}/history").body["events"])
+            for eid in ("o-1", "o-2")
+        }
+        assert _health(api)["status"] == "ok"
+        before = len(proc.log().splitlines())
+
+        pg_cluster.stop("immediate")
+        # Nothing is sent to the server: it notices by itself.
+        _wait(lambda: api.get("/v1/ready").status == 503, 15, "/v1/ready to answer 503")
+        health = _wait(
+            lambda: (h := _health(api))["status"] == "degraded" and h, 15, "a degraded health"
+        )
+        assert set(health["degraded"]) == {"store"}, health
+        assert "PostgreSQL at postgres://orbit:***@" in health["degraded"]["store"], health
+        refused = worker.complete(held["token"], {"i": held["input"]["i"] + 1})
+        assert refused.status == 500 and refused.body["error"]["code"] == "STORAGE_ERROR"
+        down = api.post("/v1/executions", {"workflow": "Chain", "execution_id": "o-3"})
+        assert down.body["error"]["code"] == "STORAGE_ERROR", down
+        errors = [line for line in proc.log().splitlines()[before:] if " ERROR " in line]
+        assert errors, proc.log()
+        for line in errors:
+            assert re.search(rf"ERROR orbit: .*db={REDACTED} error=\"", line), line
+
+        pg_cluster.start()
+        _wait(lambda: api.get("/v1/ready").status == 200, 20, "/v1/ready to answer 200")
+        _wait(lambda: _health(api)["status"] == "ok", 20, "health to be ok again")
+        assert re.search(rf"WARN orbit: reconnected to PostgreSQL db={REDACTED}", proc.log())
+        # The result refused during the outage is taken now, under its token.
+        again = worker.complete(held["token"], {"i": held["input"]["i"] + 1})
+        assert again.status == 200, again
+        assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": "o-3"}).status
+        _serve(api, worker, ["o-1", "o-2", "o-3"])
+        for eid in ("o-1", "o-2", "o-3"):
+            events = api.get(f"/v1/executions/{eid}/history").body["events"]
+            assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+            assert len(events) >= committed.get(eid, 0)
+            steps = [e["step"] for e in events if e["type"] == "StepSucceeded"]
+            assert steps == ["s0", "s1", "s2"], events
+    finally:
+        proc.stop()
+    _no_password(proc.log())
+    # Every line is one of the server's (no library's own messages).
+    stray = [line for line in proc.log().splitlines() if not LOG_LINE.match(line)]
+    assert not stray, stray
+
+
+def test_a_server_started_while_its_database_is_down(pg_cluster: pgkit.Cluster) -> None:
+    url = pg_cluster.url(pg_cluster.create_database())
+    pg_cluster.stop("immediate")
+    result = run_orbit("server", "--db", url, "--addr", "127.0.0.1:0")
+    assert result.returncode == 1, result.stderr
+    _no_password(result.stderr)
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, result.stderr
+    assert re.search(
+        rf"ERROR orbit: cannot open the database db={REDACTED} "
+        r"error=\"cannot connect to PostgreSQL at postgres://orbit:\*\*\*@",
+        errors[0],
+    ), errors[0]
+    assert "Traceback" not in result.stderr
