@@ -287,11 +287,20 @@ class SharedStore(PostgresStore):
         finally:
             self._batch.current = None
 
-    def _write(self, statements: Any, marker: Any) -> None:
+    def one_statement(
+        self,
+        events: list[tuple[Any, ...]],
+        new_rows: list[tuple[Any, ...]],
+        updates: list[tuple[Any, ...]],
+    ) -> Callable[[Any], None] | None:
+        return None  # the fence, owners and queue join the group's writes in one transaction
+
+    def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         if batch is None:
-            super()._write(statements, marker)
+            super()._write(statements, marker, alone=alone)
             return
+        assert not alone, "a shared commit is never one autocommitted statement"
         written: list[list[tuple[str, str, int]]] = []
 
         def shared(cursor: Any) -> None:
