@@ -27,9 +27,9 @@ class CountingStore(MemoryStore):
         super().__init__()
         self.reads: list[str] = []
 
-    def history(self, execution_id: str) -> list[ev.Event]:
+    def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
         self.reads.append(execution_id)
-        return super().history(execution_id)
+        return super().history(execution_id, run)
 
 
 def test_a_new_execution_costs_no_read_of_the_store() -> None:
