@@ -19,10 +19,7 @@ restart is rebuilt from its stored history.
 
 Export is opentelemetry-sdk's `BatchSpanProcessor` (a bounded queue and a
 background thread) with the OTLP/HTTP protobuf exporter: the engine's thread
-only queues a finished span. The exporter itself runs in a process of its
-own (`span_export`): encoding spans as protobuf is pure Python and cost
-about a third of the server's CPU at full sampling; there it uses the
-other core instead of the engine's GIL. A request the collector refuses, a collector
+only queues a finished span. A request the collector refuses, a collector
 that cannot be reached and a full queue each log the chapter's warning; the
 spans concerned are dropped (the history stays the complete record).
 Sampling follows the SDK's `OTEL_TRACES_SAMPLER`/`OTEL_TRACES_SAMPLER_ARG`
@@ -76,7 +73,7 @@ _STATUS = {
     "WorkflowCancelled": "CANCELLED",
     "WorkflowTimedOut": "TIMED_OUT",
 }
-SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
 def trace_id_of(top_level_id: str) -> int:
@@ -150,16 +147,22 @@ class Tracer:
         self._store = store
         self._lock = threading.Lock()
         self._executions: dict[str, _Execution] = {}
-        resource = span_resource(settings.service_name, __version__)
+        resource = _Resource(
+            {"service.name": settings.service_name, "service.version": __version__}
+        )
         # The provider is the SDK's configuration (its sampler, read from
         # OTEL_TRACES_SAMPLER) and owns the processor's shutdown.
         self._provider = TracerProvider(resource=resource)
         self._sampler = self._provider.sampler
         _route_sdk_logs()
         if exporter is None:
-            from orbit_server.span_export import ProcessExporter
-
-            exporter = ProcessExporter(settings, __version__)
+            exporter = ReportingExporter(
+                OTLPSpanExporter(
+                    endpoint=settings.traces_url,
+                    headers=dict(settings.headers),
+                    timeout=EXPORT_TIMEOUT_S,
+                )
+            )
         self._exporter = exporter
         self._processor = BatchSpanProcessor(
             exporter,
@@ -373,11 +376,11 @@ class Tracer:
         # so the tracer's own span lifecycle would only cost time.
         parent = None
         if parent_id is not None:
-            parent = SpanContext(trace_id, parent_id, is_remote=False, trace_flags=SAMPLED)
+            parent = SpanContext(trace_id, parent_id, is_remote=False, trace_flags=_SAMPLED)
         status = Status(StatusCode.OK) if error is None else Status(StatusCode.ERROR, error)
         span = ReadableSpan(
             name,
-            context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=SAMPLED),
+            context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED),
             parent=parent,
             resource=self._resource,
             attributes=attributes,
@@ -407,11 +410,6 @@ class _Resource(Resource):
         return super().__eq__(other)
 
 
-def span_resource(service: str, version: str) -> Resource:
-    """The resource every span of this server names."""
-    return _Resource({"service.name": service, "service.version": version})
-
-
 def _first_seq(events: list[ev.Event]) -> int:
     return events[0].seq
 
@@ -424,28 +422,18 @@ def _is_new_child(change: tuple[str, str, list[ev.Event]]) -> bool:
 # ---- export failures, as the chapter's warnings
 
 
-Warn = Callable[..., None]
-
-
-def _log_warning(event: str, **fields: Any) -> None:
-    logs.logger().warning(event, **fields)
-
-
 class ReportingExporter(SpanExporter):
-    """The OTLP exporter, with each failed request reported as one warning:
+    """The OTLP exporter, with each failed request logged as one warning:
     `OTLP collector rejected spans status=<code>` for an HTTP refusal,
-    `cannot export spans to the OTLP collector error=...` otherwise. `warn`
-    receives them (the server's log by default; the export process sends
-    them back to the server to log)."""
+    `cannot export spans to the OTLP collector error=...` otherwise."""
 
-    def __init__(self, inner: OTLPSpanExporter, warn: Warn = _log_warning) -> None:
+    def __init__(self, inner: OTLPSpanExporter) -> None:
         self._inner = inner
-        self._warn = warn
         # The exporter keeps the HTTP outcome to itself; its client (an
         # internal of opentelemetry-exporter-otlp-proto-http) returns it.
         client = getattr(inner, "_client", None)
         if client is not None and hasattr(client, "export"):
-            inner._client = _ReportingClient(client, warn)  # type: ignore[assignment]
+            inner._client = _ReportingClient(client)  # type: ignore[assignment]
             self._reported = True
         else:
             self._reported = False
@@ -454,10 +442,12 @@ class ReportingExporter(SpanExporter):
         try:
             result = self._inner.export(spans)
         except Exception as exc:  # never into the processor's thread
-            self._warn("cannot export spans to the OTLP collector", error=repr(exc))
+            logs.logger().warning("cannot export spans to the OTLP collector", error=repr(exc))
             return SpanExportResult.FAILURE
         if result is SpanExportResult.FAILURE and not self._reported:
-            self._warn("cannot export spans to the OTLP collector", error="export failed")
+            logs.logger().warning(
+                "cannot export spans to the OTLP collector", error="export failed"
+            )
         return result
 
     def shutdown(self) -> None:
@@ -468,19 +458,18 @@ class ReportingExporter(SpanExporter):
 
 
 class _ReportingClient:
-    def __init__(self, inner: Any, warn: Warn) -> None:
+    def __init__(self, inner: Any) -> None:
         self._inner = inner
-        self._warn = warn
 
     def export(self, data: bytes) -> Any:
         result = self._inner.export(data)
         if not getattr(result, "success", True):
             status = getattr(result, "status_code", None)
             if status is not None:
-                self._warn("OTLP collector rejected spans", status=status)
+                logs.logger().warning("OTLP collector rejected spans", status=status)
             else:
                 error = getattr(result, "error", None) or getattr(result, "reason", None)
-                self._warn(
+                logs.logger().warning(
                     "cannot export spans to the OTLP collector", error=str(error or "no answer")
                 )
         return result
