@@ -50,8 +50,9 @@ import signal
 import socket
 import ssl
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import falcon
 from gunicorn.app.base import BaseApplication
@@ -69,6 +70,7 @@ from orbit_server.cluster import ClusterNode, advertise_default, node_id_default
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
 from orbit_server.http_adapter import HttpAdapter
+from orbit_server.resources.health import ClusterView
 from orbit_server.shared import SharedNode
 from orbit_server.storage import LoggedStore
 from orbit_server.telemetry import Telemetry
@@ -234,6 +236,15 @@ def build_engine(
     )
 
 
+class _NodeParts(TypedDict):
+    """The parts `ClusterNode` and `SharedNode` take besides the config."""
+
+    node_id: str
+    advertise_addr: str | None
+    build_engine: Callable[[Store, type[Engine]], Engine]
+    make_app: Callable[[Engine, ClusterView], Callable[[dict[str, Any], Any], Iterable[bytes]]]
+
+
 class OrbitApplication(BaseApplication):  # type: ignore[misc]
     """gunicorn's application interface around one engine."""
 
@@ -305,18 +316,21 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self._log_listening()
         return app
 
+    def _node_parts(self) -> _NodeParts:
+        """What a node of either cluster mode is built from."""
+        config = self.config
+        return {
+            "node_id": config.node_id or node_id_default(),
+            "advertise_addr": advertise_default(config, self.bound),
+            "build_engine": lambda store, kind: build_engine(config, store, kind),
+            "make_app": lambda engine, view: create_app(engine, config, cluster=view),
+        }
+
     def _load_cluster(self) -> ClusterNode:
         """A cluster server (orbit_server/cluster.py) starts as a standby,
         listens at once and joins the election."""
-        config = self.config
         try:
-            node = ClusterNode(
-                config,
-                node_id=config.node_id or node_id_default(),
-                advertise_addr=advertise_default(config, self.bound),
-                build_engine=lambda store, kind: build_engine(config, store, kind),
-                make_app=lambda engine, view: create_app(engine, config, cluster=view),
-            )
+            node = ClusterNode(self.config, **self._node_parts())
         except OrbitError as exc:
             logs.logger().error("cannot start the runtime", error=exc.message)
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
@@ -328,15 +342,8 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
     def _load_shared(self) -> SharedNode:
         """A shared-mode server (orbit_server/shared.py): takes its node id,
         resumes what it owned, and serves every route."""
-        config = self.config
         try:
-            node = SharedNode(
-                config,
-                node_id=config.node_id or node_id_default(),
-                advertise_addr=advertise_default(config, self.bound),
-                build_engine=lambda store, kind: build_engine(config, store, kind),
-                make_app=lambda engine, view: create_app(engine, config, cluster=view),
-            )
+            node = SharedNode(self.config, **self._node_parts())
         except OrbitError as exc:
             logs.logger().error(f"cannot join the shared cluster: {exc.code}: {exc.message}")
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
