@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,16 @@ class RawWorker:
 
     def fail(self, token: str, code: str, **fields: Any) -> Response:
         return self.http.post("/v1/tasks/fail", {"token": token, "error_code": code, **fields})
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """`check()`'s first true value, polled every 50 ms for at most `timeout`
+    seconds (for state only visible through another process)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)

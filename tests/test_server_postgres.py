@@ -7,27 +7,14 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from collections.abc import Callable
-from typing import Any
 
 import pgkit
 import pytest
 import server_ir
-from server_harness import RawWorker, ServerProcess, run_orbit
+from server_harness import RawWorker, ServerProcess, run_orbit, wait_until
 
 pytestmark = pytest.mark.postgres
-
-
-def _wait(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def _assert_no_password(text: str) -> None:
@@ -84,7 +71,7 @@ def _run_to_completion(proc: ServerProcess, ids: list[str]) -> None:
             return False
         return all(api.get(f"/v1/executions/{eid}").body["status"] == "COMPLETED" for eid in ids)
 
-    _wait(done, 30, f"{ids} to complete")
+    wait_until(done, 30, f"{ids} to complete")
 
 
 def test_a_server_on_postgres_runs_restarts_and_recovers(pg_url: str) -> None:
@@ -137,7 +124,7 @@ def test_a_database_that_disappears_and_returns(pg_cluster: pgkit.Cluster) -> No
         assert unnamed.body["error"]["code"] == "STORAGE_ERROR", unnamed
         assert api.get("/v1/ready").status == 503
         pg_cluster.start()
-        _wait(lambda: api.get("/v1/ready").status == 200, 15, "/v1/ready to answer 200")
+        wait_until(lambda: api.get("/v1/ready").status == 200, 15, "/v1/ready to answer 200")
         assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": "d-2"}).status
         _run_to_completion(proc, ["d-1", "d-2"])  # nothing committed was lost
         assert api.get("/v1/executions/d-1").body["status"] == "COMPLETED"

@@ -10,30 +10,17 @@ non-zero exit."""
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pgkit
 import pytest
 import server_ir
-from server_harness import Http, RawWorker, ServerProcess, run_orbit
+from server_harness import Http, RawWorker, ServerProcess, run_orbit, wait_until
 
 pytestmark = pytest.mark.postgres
 
 REDACTED = r"postgres://orbit:\*\*\*@127\.0\.0\.1:\d+/\S+"
 LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z +[A-Z]+ orbit: ")
-
-
-def _wait(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def _no_password(text: str) -> None:
@@ -59,7 +46,7 @@ def _serve(api: Http, worker: RawWorker, ids: list[str]) -> None:
             return False
         return all(api.get(f"/v1/executions/{eid}").body["status"] == "COMPLETED" for eid in ids)
 
-    _wait(done, 30, f"{ids} to complete")
+    wait_until(done, 30, f"{ids} to complete")
 
 
 def test_a_database_stopped_immediately_and_restarted(pg_cluster: pgkit.Cluster) -> None:
@@ -82,8 +69,8 @@ def test_a_database_stopped_immediately_and_restarted(pg_cluster: pgkit.Cluster)
 
         pg_cluster.stop("immediate")
         # Nothing is sent to the server: it notices by itself.
-        _wait(lambda: api.get("/v1/ready").status == 503, 15, "/v1/ready to answer 503")
-        health = _wait(
+        wait_until(lambda: api.get("/v1/ready").status == 503, 15, "/v1/ready to answer 503")
+        health = wait_until(
             lambda: (h := _health(api))["status"] == "degraded" and h, 15, "a degraded health"
         )
         assert set(health["degraded"]) == {"store"}, health
@@ -98,8 +85,8 @@ def test_a_database_stopped_immediately_and_restarted(pg_cluster: pgkit.Cluster)
             assert re.search(rf"ERROR orbit: .*db={REDACTED} error=\"", line), line
 
         pg_cluster.start()
-        _wait(lambda: api.get("/v1/ready").status == 200, 20, "/v1/ready to answer 200")
-        _wait(lambda: _health(api)["status"] == "ok", 20, "health to be ok again")
+        wait_until(lambda: api.get("/v1/ready").status == 200, 20, "/v1/ready to answer 200")
+        wait_until(lambda: _health(api)["status"] == "ok", 20, "health to be ok again")
         assert re.search(rf"WARN orbit: reconnected to PostgreSQL db={REDACTED}", proc.log())
         # The result refused during the outage is taken now, under its token.
         again = worker.complete(held["token"], {"i": held["input"]["i"] + 1})
