@@ -406,9 +406,6 @@ class _Resource(Resource):
     def __hash__(self) -> int:
         return self._hash
 
-    def __eq__(self, other: object) -> bool:
-        return super().__eq__(other)
-
 
 def _first_seq(events: list[ev.Event]) -> int:
     return events[0].seq

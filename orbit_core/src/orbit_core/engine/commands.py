@@ -45,8 +45,15 @@ class Signal:
         return self._set
 
 
-# The receipt the commands a thread submits carry (Engine.receipt).
-RECEIPTS = threading.local()
+class _Receipts(threading.local):
+    """The receipt the commands a thread submits carry (`Engine.receipt`);
+    None outside its block (a class default, so reading it costs no lookup
+    with a fallback on every command)."""
+
+    current: str | None = None
+
+
+RECEIPTS = _Receipts()
 
 
 class Command:
@@ -81,7 +88,7 @@ class Command:
         self.read = read
         # Set by `Engine.receipt` in the submitting thread: recorded in the
         # commit of the group that applies this command (CommitBatch.receipts).
-        self.receipt: str | None = getattr(RECEIPTS, "current", None)
+        self.receipt = RECEIPTS.current
         # The execution id a start names: its group asks the store about the
         # ids of all its starts in one read (`Tx.known`).
         self.lookup = lookup

@@ -409,7 +409,7 @@ class Engine:
         into the commit that applies them (`CommitBatch.receipts`), so a
         store can record that a request was applied in the same transaction
         as its events; a command refused with an error carries none."""
-        before = getattr(RECEIPTS, "current", None)
+        before = RECEIPTS.current
         RECEIPTS.current = value
         try:
             yield
