@@ -475,14 +475,18 @@ def make_certificates() -> list[str]:
 
 def _receive_traces(port: multiprocessing.connection.Connection) -> None:
     """An OTLP/HTTP receiver: accepts every export (an empty body is an empty
-    ExportTraceServiceResponse) and counts the bytes it was sent."""
+    ExportTraceServiceResponse) and keeps the bodies; asked through `port`
+    once the run is over, it answers how many spans they held (decoding
+    them only then, so that the run does not pay for it)."""
     import http.server
+
+    bodies: list[bytes] = []
 
     class Receiver(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", "0")
@@ -493,15 +497,28 @@ def _receive_traces(port: multiprocessing.connection.Connection) -> None:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     port.send(server.server_address[1])
-    server.serve_forever()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port.recv()
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    spans = 0
+    for body in bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource in request.resource_spans:
+            spans += sum(len(scope.spans) for scope in resource.scope_spans)
+    port.send(spans)
 
 
-def start_receiver() -> tuple[multiprocessing.Process, str]:
-    """The OTLP receiver's process and the endpoint to give the server."""
+def start_receiver() -> tuple[multiprocessing.connection.Connection, str]:
+    """The OTLP receiver's process (through its pipe: send anything, get the
+    number of spans received) and the endpoint to give the server."""
     ours, theirs = multiprocessing.Pipe()
     proc = multiprocessing.Process(target=_receive_traces, args=(theirs,), daemon=True)
     proc.start()
-    return proc, f"http://127.0.0.1:{ours.recv()}"
+    return ours, f"http://127.0.0.1:{ours.recv()}"
 
 
 def start_server(
@@ -588,11 +605,14 @@ def main() -> None:
         parser.error("--protocol grpc runs raw workers only")
 
     proc = None
+    receiver: multiprocessing.connection.Connection | None = None
+    otlp: str | None = None
     server = args.server
     grpc_addr = args.grpc_addr
     if server == "none":
         tls = make_certificates() if args.tls else []
-        otlp = start_receiver()[1] if args.otlp else None
+        if args.otlp:
+            receiver, otlp = start_receiver()
         proc, server, grpc_addr = start_server(
             args.store, args.token, args.worker_token, tls, grpc=grpc, otlp=otlp
         )
@@ -676,6 +696,16 @@ def main() -> None:
             f"cpu          server {server_ms:.3f} ms/step, benchmark {bench_ms:.3f} ms/step "
             f"(on {os.cpu_count()} cores)"
         )
+    report_traces(receiver, args.executions * (args.steps + 1))
+
+
+def report_traces(receiver: multiprocessing.connection.Connection | None, expected: int) -> None:
+    """How many spans the OTLP receiver got, once the server has stopped
+    (what it had queued was sent on its way out)."""
+    if receiver is not None:
+        receiver.send("count")
+        spans = receiver.recv()
+        print(f"traces       {spans} spans received of {expected} (a root and one per step)")
 
 
 if __name__ == "__main__":

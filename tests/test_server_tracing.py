@@ -292,3 +292,37 @@ def test_a_failing_or_absent_receiver_costs_the_workflow_nothing(
     finally:
         if answer is not None:
             receiver.close()
+
+
+def test_a_trace_carries_on_across_a_restart(tmp_path: Path, receiver: Receiver) -> None:
+    """The execution began before the restart: the spans made after it (in
+    the exporting process) still know its workflow, start and trace."""
+    with ServerProcess(tmp_path / "o.db", "--otlp-endpoint", receiver.url) as server:
+        deploy(server)
+        api = server.http()
+        started = api.post(
+            "/v1/executions", {"workflow": "Order", "input": {"n": 1}, "execution_id": "again-1"}
+        )
+        assert started.status == 201, started.text
+        history = api.get("/v1/executions/again-1/history").body
+    created_ms = history["events"][0]["timestamp_ms"]
+    seen: list[dict[str, Any]] = []
+    with ServerProcess(tmp_path / "o.db", "--otlp-endpoint", receiver.url) as server:
+        worker = python_worker(server, seen)
+        try:
+            reply = server.http().get("/v1/executions/again-1/wait?timeout_ms=20000")
+            assert reply.body["status"] == "COMPLETED"
+            eventually(lambda: any(s["name"] == "workflow Order" for s in receiver.spans))
+        finally:
+            worker.stop()
+    spans = {
+        s["name"] + "#" + str(s["attributes"].get("orbit.attempt", "")): s for s in receiver.spans
+    }
+    root = spans["workflow Order#"]
+    assert root["trace_id"] == sha("orbit-trace:again-1", 16)
+    assert root["start"] == created_ms * 1_000_000
+    assert root["attributes"]["orbit.workflow_version"] == "1.0.0"
+    validate = spans["step validate#1"]
+    assert validate["parent"] == root["span_id"]
+    assert validate["attributes"]["orbit.workflow"] == "Order"
+    assert spans["workflow Shipping#"]["parent"] == spans["step ship#1"]["span_id"]

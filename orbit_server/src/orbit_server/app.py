@@ -38,7 +38,6 @@ from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
 from orbit_server.telemetry import Telemetry
-from orbit_server.tracing import Tracer
 from orbit_server.worker_calls import WorkerCalls
 
 App = falcon.App[falcon.Request, falcon.Response]
@@ -80,8 +79,7 @@ def telemetry_of(engine: Engine) -> Telemetry:
 
 def worker_calls(engine: Engine, telemetry: Telemetry | None = None) -> WorkerCalls:
     """The worker protocol's calls, for the HTTP routes and the gRPC binding."""
-    tracing = (telemetry or telemetry_of(engine)).tracing
-    return WorkerCalls(engine, tracing if isinstance(tracing, Tracer) else None)
+    return WorkerCalls(engine, (telemetry or telemetry_of(engine)).tracing)
 
 
 def create_app(

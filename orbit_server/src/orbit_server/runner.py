@@ -74,7 +74,8 @@ from orbit_server.resources.health import ClusterView
 from orbit_server.shared import SharedNode
 from orbit_server.storage import LoggedStore
 from orbit_server.telemetry import Telemetry
-from orbit_server.tracing import Tracer, TracingSettings
+from orbit_server.trace_export import TraceForwarder
+from orbit_server.tracing import TracingSettings
 from orbit_server.worker import OrbitWorker
 from orbit_server.worker_calls import WorkerCalls
 
@@ -207,26 +208,38 @@ def _check_database(config: ServerConfig, log: Any) -> bool:
     return True
 
 
+def make_telemetry(config: ServerConfig) -> Telemetry:
+    """What the server derives from commits; with `--otlp-endpoint` its
+    tracing starts the exporting process (`trace_export`). One per worker
+    process: a cluster node's successive engines share it."""
+    settings = TracingSettings.from_env(config.otlp_endpoint, os.environ)
+    if settings is None:
+        return Telemetry()
+    tracer = TraceForwarder(settings, config.log_format)
+    logs.logger().info(
+        "exporting OpenTelemetry traces",
+        endpoint=settings.endpoint,
+        service=settings.service_name,
+    )
+    return Telemetry(tracer)
+
+
 def build_engine(
-    config: ServerConfig, store: Store | None = None, engine_class: type[Engine] = Engine
+    config: ServerConfig,
+    store: Store | None = None,
+    engine_class: type[Engine] = Engine,
+    telemetry: Telemetry | None = None,
 ) -> Engine:
     """The engine (of `engine_class`) on `store`, or on the store `--db`
     names (the arbiter checked it just before forking: `_check_database`)."""
-    tracer = None
-    settings = TracingSettings.from_env(config.otlp_endpoint, os.environ)
-    if settings is not None:
-        tracer = Tracer(settings)
-        logs.logger().info(
-            "exporting OpenTelemetry traces",
-            endpoint=settings.endpoint,
-            service=settings.service_name,
-        )
+    if telemetry is None:
+        telemetry = make_telemetry(config)
     if store is None:
         store = open_store(config)
-    if tracer is not None:
-        tracer.attach(store)
+    if isinstance(telemetry.tracing, TraceForwarder):
+        telemetry.tracing.attach(store)
     return engine_class(
-        LoggedStore(store, config.db_display, Telemetry(tracer)),
+        LoggedStore(store, config.db_display, telemetry),
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
         session_timeout_ms=config.session_timeout_ms,
@@ -256,6 +269,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.grpc: GrpcServer | None = None
         self.cluster: ClusterNode | None = None
         self.shared: SharedNode | None = None
+        self.telemetry: Telemetry | None = None
         self._tls_context: ssl.SSLContext | None = None
         super().__init__(prog="orbit server")
 
@@ -295,12 +309,13 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         log = logs.logger()
         tune_process()
         _pin_to_one_cpu()
+        self.telemetry = make_telemetry(self.config)
         if self.config.cluster and self.config.cluster_mode == "shared":
             return self._load_shared()
         if self.config.cluster:
             return self._load_cluster()
         try:
-            self.engine = build_engine(self.config)
+            self.engine = build_engine(self.config, telemetry=self.telemetry)
         except OrbitError as exc:
             log.error("cannot start the runtime", error=exc.message)
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
@@ -318,11 +333,11 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
 
     def _node_parts(self) -> _NodeParts:
         """What a node of either cluster mode is built from."""
-        config = self.config
+        config, telemetry = self.config, self.telemetry
         return {
             "node_id": config.node_id or node_id_default(),
             "advertise_addr": advertise_default(config, self.bound),
-            "build_engine": lambda store, kind: build_engine(config, store, kind),
+            "build_engine": lambda store, kind: build_engine(config, store, kind, telemetry),
             "make_app": lambda engine, view: create_app(engine, config, cluster=view),
         }
 
@@ -424,10 +439,10 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             self.shared = None
         if self.engine is not None:
             self.engine.close()
-            telemetry = getattr(self.engine.store, "telemetry", None)
-            if isinstance(telemetry, Telemetry) and isinstance(telemetry.tracing, Tracer):
-                telemetry.tracing.close()  # what is queued goes out (10 s at most)
             self.engine = None
+        if self.telemetry is not None and self.telemetry.tracing is not None:
+            self.telemetry.tracing.close()  # what is queued goes out (10 s at most)
+            self.telemetry = None
 
 
 class OrbitArbiter(Arbiter):  # type: ignore[misc]

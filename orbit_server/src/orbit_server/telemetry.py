@@ -50,11 +50,20 @@ Changes = list[tuple[str, str, list[ev.Event]]]
 
 
 class Tracing(Protocol):
-    """Where committed events go to become spans (`tracing.Tracer`)."""
+    """Where committed events go to become spans (`tracing.Tracer`, or
+    `trace_export.TraceForwarder`, which makes them in another process)."""
 
     def committed(self, changes: Changes) -> Mapping[str, tuple[str, str]]:
         """Makes the spans; returns (trace id, root span id) in hex of each
         sampled execution of `changes`, for its log lines."""
+        ...
+
+    def traceparent(self, execution_id: str, unit: str) -> str | None:
+        """The W3C trace context of the attempt of `unit` dispatched last."""
+        ...
+
+    def close(self) -> None:
+        """Sends what is queued (for a bounded time) and stops."""
         ...
 
 

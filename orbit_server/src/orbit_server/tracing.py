@@ -142,9 +142,17 @@ class Tracer:
         *,
         exporter: SpanExporter | None = None,
         schedule_delay_ms: int = SCHEDULE_DELAY_MS,
+        export: bool = True,
+        restored: Callable[[str, list[ev.Event]], None] | None = None,
     ) -> None:
+        """`export=False` keeps only the execution model (the ids of
+        `committed` and `traceparent`) and makes no span: the engine's
+        process runs such a tracer while `trace_export` makes and sends the
+        spans in a process of its own. `restored` is told of each history
+        read from the store, so that process can rebuild the same model."""
         self.settings = settings
         self._store = store
+        self._restored = restored
         self._lock = threading.Lock()
         self._executions: dict[str, _Execution] = {}
         resource = _Resource(
@@ -154,6 +162,11 @@ class Tracer:
         # OTEL_TRACES_SAMPLER) and owns the processor's shutdown.
         self._provider = TracerProvider(resource=resource)
         self._sampler = self._provider.sampler
+        self._resource = resource
+        self._scope = InstrumentationScope(SCOPE, __version__)
+        self._export = export
+        if not export:
+            return
         _route_sdk_logs()
         if exporter is None:
             exporter = ReportingExporter(
@@ -172,8 +185,6 @@ class Tracer:
             export_timeout_millis=EXPORT_TIMEOUT_S * 1000,
         )
         self._provider.add_span_processor(self._processor)
-        self._resource = resource
-        self._scope = InstrumentationScope(SCOPE, __version__)
 
     def attach(self, store: Store) -> None:
         """The store histories are read from when an execution was started
@@ -185,6 +196,8 @@ class Tracer:
         would wait for every queued request and its retries (minutes with an
         unreachable collector): past the deadline the exporter is shut down,
         which ends its retries and fails the rest at once."""
+        if not self._export:
+            return
         closing = threading.Thread(target=self._provider.shutdown, name="otlp-close", daemon=True)
         closing.start()
         closing.join(timeout_s)
@@ -193,7 +206,7 @@ class Tracer:
             closing.join(timeout_s)
 
     def flush(self, timeout_ms: int = 10_000) -> bool:
-        return self._processor.force_flush(timeout_ms)
+        return not self._export or self._processor.force_flush(timeout_ms)
 
     # ---- from commits
 
@@ -209,8 +222,9 @@ class Tracer:
                 x = self._executions.get(execution_id)
                 if x is None:
                     x = self._rebuild(execution_id, before_seq=_first_seq(events))
+                emit = x.sampled and self._export
                 for event in events:
-                    self._apply(x, event, emit=x.sampled)
+                    self._apply(x, event, emit=emit)
                 if x.sampled:
                     ids[execution_id] = (f"{x.trace_id:032x}", f"{span_id_of(execution_id):016x}")
         return ids
@@ -225,21 +239,38 @@ class Tracer:
             span = span_id_of(execution_id, unit, x.open[unit].dispatch)
             return f"00-{x.trace_id:032x}-{span:016x}-01"
 
+    def sampled(self, execution_id: str) -> bool:
+        """Whether a running execution's trace is sampled (False once it ended)."""
+        x = self._executions.get(execution_id)
+        return x is not None and x.sampled
+
     # ---- the execution model
+
+    def restore(self, execution_id: str, events: list[ev.Event]) -> None:
+        """Rebuilds an execution's model from the events before those still
+        to come (what another tracer read from the store), making no span."""
+        with self._lock:
+            self._restore(execution_id, events)
 
     def _rebuild(self, execution_id: str, before_seq: int) -> _Execution:
         """An execution's tracing state from its stored history (a server
         restarted since it began), or an empty one without a history."""
-        x = _Execution(execution_id)
-        self._executions[execution_id] = x
         # Nothing comes before an execution's first event: a new execution
         # (every start) costs no read of the store.
-        history = None
+        history: list[ev.Event] = []
         if self._store is not None and before_seq > 1:
-            history = self._store.history(execution_id)
-        for event in history or ():
-            if event.seq >= before_seq:
-                break
+            for event in self._store.history(execution_id) or ():
+                if event.seq >= before_seq:
+                    break
+                history.append(event)
+            if self._restored is not None:
+                self._restored(execution_id, history)
+        return self._restore(execution_id, history)
+
+    def _restore(self, execution_id: str, history: list[ev.Event]) -> _Execution:
+        x = _Execution(execution_id)
+        self._executions[execution_id] = x
+        for event in history:
             self._apply(x, event, emit=False)
         if not x.trace_id:
             x.trace_id = trace_id_of(execution_id)

@@ -21,7 +21,7 @@ from orbit_core.errors import OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
 from orbit_server.logs import logger
-from orbit_server.tracing import Tracer
+from orbit_server.telemetry import Tracing
 
 _log = logger()
 _SESSIONS_KEPT = 10_000
@@ -30,7 +30,7 @@ _SESSIONS_KEPT = 10_000
 class WorkerCalls:
     """One per server, shared by its bindings."""
 
-    def __init__(self, engine: Engine, tracer: Tracer | None = None) -> None:
+    def __init__(self, engine: Engine, tracer: Tracing | None = None) -> None:
         self.engine = engine
         # With tracing on, a task carries its attempt's span as `traceparent`.
         self._tracer = tracer
