@@ -473,7 +473,7 @@ def make_certificates() -> list[str]:
     return ["--tls-cert", str(folder / "server.pem"), "--tls-key", str(folder / "server.key")]
 
 
-def _receive_traces(port: multiprocessing.connection.Connection) -> None:
+def _receive_traces(port: multiprocessing.connection.Connection, status: int) -> None:
     """An OTLP/HTTP receiver: accepts every export (an empty body is an empty
     ExportTraceServiceResponse) and keeps the bodies; asked through `port`
     once the run is over, it answers how many spans they held (decoding
@@ -486,8 +486,10 @@ def _receive_traces(port: multiprocessing.connection.Connection) -> None:
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:
-            bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            self.send_response(200)
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if status == 200:
+                bodies.append(body)
+            self.send_response(status)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -512,11 +514,16 @@ def _receive_traces(port: multiprocessing.connection.Connection) -> None:
     port.send(spans)
 
 
-def start_receiver() -> tuple[multiprocessing.connection.Connection, str]:
+def start_receiver(status: int) -> tuple[multiprocessing.connection.Connection | None, str]:
     """The OTLP receiver's process (through its pipe: send anything, get the
-    number of spans received) and the endpoint to give the server."""
+    number of spans received) and the endpoint to give the server. With
+    `status` 0, no receiver: the endpoint is a port nothing listens on."""
+    if status == 0:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return None, f"http://127.0.0.1:{probe.getsockname()[1]}"
     ours, theirs = multiprocessing.Pipe()
-    proc = multiprocessing.Process(target=_receive_traces, args=(theirs,), daemon=True)
+    proc = multiprocessing.Process(target=_receive_traces, args=(theirs, status), daemon=True)
     proc.start()
     return ours, f"http://127.0.0.1:{ours.recv()}"
 
@@ -599,6 +606,12 @@ def main() -> None:
         action="store_true",
         help="trace every execution to an OTLP receiver run for the benchmark",
     )
+    parser.add_argument(
+        "--otlp-status",
+        type=int,
+        default=200,
+        help="with --otlp: the status the receiver answers (0: no receiver listens)",
+    )
     args = parser.parse_args()
     grpc = args.protocol == "grpc"
     if grpc and args.worker_kind != "raw":
@@ -612,7 +625,7 @@ def main() -> None:
     if server == "none":
         tls = make_certificates() if args.tls else []
         if args.otlp:
-            receiver, otlp = start_receiver()
+            receiver, otlp = start_receiver(args.otlp_status)
         proc, server, grpc_addr = start_server(
             args.store, args.token, args.worker_token, tls, grpc=grpc, otlp=otlp
         )

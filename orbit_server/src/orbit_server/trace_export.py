@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from orbit_core import events as ev
+from orbit_core.engine.tuning import tune_process
 from orbit_core.ports import Store
 from orbit_server import logs
 from orbit_server.telemetry import Changes
@@ -161,18 +162,26 @@ def _read(source: IO[bytes]) -> Any | None:
     return pickle.loads(data)
 
 
-def _use_every_cpu() -> None:
+def _use_spare_cpu() -> None:
     """Undoes the CPU pinning inherited from the engine's process (see
-    `runner._pin_to_one_cpu`): this process is there to use another CPU."""
+    `runner._pin_to_one_cpu`): this process is there to use another CPU.
+    And it yields to the engine and its workers (nice 10): spans can wait
+    half a second in a queue, a caller cannot."""
     if hasattr(os, "sched_setaffinity"):
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    if hasattr(os, "nice"):
+        with contextlib.suppress(OSError):
+            os.nice(10)
 
 
 def main(argv: list[str]) -> int:
     """The child: reads messages from stdin until it closes."""
     log_format = argv[0] if argv else "text"
-    _use_every_cpu()
+    _use_spare_cpu()
+    # Spans wait in the processor's queue by the thousand while a collector
+    # is slow or down: the collector thresholds of a long-running process.
+    tune_process()
     logs.configure(log_format, logs.parse_filter(os.environ.get("ORBIT_LOG")))
     source = sys.stdin.buffer
     settings = _read(source)
