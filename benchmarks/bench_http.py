@@ -373,7 +373,8 @@ WORKER_KINDS = {
 
 
 def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
-    """The worker processes (forked) and the event that stops them."""
+    """The worker processes (forked) and the event that stops them; with
+    several comma-separated targets, worker i serves through target i mod n."""
     if args.worker_kind == "go":
         build_go_worker()
     if args.worker_kind == "rust":
@@ -382,13 +383,14 @@ def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
         build_java_worker()
     ctx = multiprocessing.get_context("fork")
     stop = ctx.Event()
+    targets = target.split(",")
     workers = [
         ctx.Process(
             target=grpc_worker if grpc else WORKER_KINDS[args.worker_kind],
-            args=(target, args.worker_token, worker_id, args.concurrency, stop),
+            args=(targets[i % len(targets)], args.worker_token, worker_id, args.concurrency, stop),
             daemon=True,
         )
-        for worker_id in worker_ids(args.worker_kind, grpc, args.workers)
+        for i, worker_id in enumerate(worker_ids(args.worker_kind, grpc, args.workers))
     ]
     for worker in workers:
         worker.start()
@@ -581,7 +583,12 @@ def main() -> None:
     parser.add_argument(
         "--store", default="memory", help="memory, a SQLite file path or a postgres:// URL"
     )
-    parser.add_argument("--server", default="none", help="use this runtime instead")
+    parser.add_argument(
+        "--server",
+        default="none",
+        help="use this runtime instead (several, comma-separated: the servers of one "
+        "shared-mode cluster, which workers and clients are spread over)",
+    )
     parser.add_argument("--token", default="admin")
     parser.add_argument("--worker-token", default="worker")
     parser.add_argument("--workers", type=int, default=4)
@@ -631,7 +638,8 @@ def main() -> None:
         )
     if grpc and not grpc_addr:
         parser.error("--protocol grpc needs the runtime's --grpc-addr")
-    admin = Client(server, args.token)
+    servers = server.split(",")
+    admin = Client(servers[0], args.token)
     status, reply = admin.call("POST", "/v1/workflows", definition(args.steps))
     assert status in (200, 201), reply
 
@@ -644,7 +652,7 @@ def main() -> None:
     began = time.monotonic()
 
     def starter(mine: list[str], offset: int) -> None:
-        client = Client(server, args.token)
+        client = Client(servers[offset % len(servers)], args.token)
         for n, eid in enumerate(mine):
             if args.rate:
                 due = began + (offset + n * args.clients) / args.rate

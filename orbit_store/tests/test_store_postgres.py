@@ -382,3 +382,41 @@ def test_the_engine_commits_groups_and_recovers_on_postgres(pg_url: str) -> None
     assert len(again.list_executions(None, None, 1000)) == 40
     assert [(d.name, d.version) for d in again.load_definitions()] == [("Plain", "1.0.0")]
     again.close()
+
+
+# ---- plans
+
+
+def test_statements_are_planned_for_their_own_arrays(pg_url: str) -> None:
+    """A prepared statement's generic plan takes `unnest` or `= ANY` of an
+    array parameter for 10 rows: made while the executions table was small
+    (and kept until autovacuum's next ANALYZE), it scanned the whole table
+    for every group's update and start check, so PostgreSQL's CPU per step
+    grew with the table. The store's connections plan each statement for
+    its own arrays."""
+    store = PostgresStore(pg_url)
+    try:
+        for i in range(4):
+            start(store, f"small-{i}")
+        with store._connect() as conn:
+            for i in range(12):
+                conn.execute(
+                    "SELECT execution_id FROM workflow_executions WHERE execution_id = ANY(%s)",
+                    ([f"small-{i % 4}"],),
+                    prepare=True,
+                )
+                conn.execute(
+                    "UPDATE workflow_executions AS x SET last_seq = v.last "
+                    "FROM unnest(%s::text[], %s::bigint[]) AS v(id, last) "
+                    "WHERE x.execution_id = v.id",
+                    ([f"small-{i % 4}"], [2]),
+                    prepare=True,
+                )
+            found = conn.execute(
+                "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements"
+            ).fetchone()
+        assert found is not None
+        generic, custom = found
+        assert (generic, custom) == (0, 24)
+    finally:
+        store.close()

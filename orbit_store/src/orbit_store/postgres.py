@@ -171,10 +171,16 @@ class PostgresStore(SqlStore):
         if "application_name" not in params:
             self._defaults["application_name"] = "orbit"
         self._options = str(params.get("options") or "")
+        # Every statement is planned for its own parameters. A prepared
+        # statement's generic plan takes `unnest` of an array parameter for
+        # 10 rows, so a group's update and the start check chose a hash join
+        # over a scan of the whole executions table while its statistics
+        # still called it small (until autovacuum's next ANALYZE): PostgreSQL's
+        # CPU per step grew with the table.
+        options = f"{self._options} -c plan_cache_mode=force_custom_plan"
         if fence_term is not None:
-            self._defaults["options"] = (
-                f"{self._options} -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
-            ).strip()
+            options += f" -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+        self._defaults["options"] = options.strip()
         if self.sslmode != "disable":
             self._bundle = _trust_bundle(ca_cert, self.display)
         engine = create_engine(
