@@ -1,4 +1,6 @@
-"""`orbit server` keeps its worker process, every thread of it, on one CPU."""
+"""`orbit server` keeps its worker process, every thread of it, on one CPU,
+without wake-up preemption (SCHED_BATCH); the process that exports traces
+uses every CPU, at a lower priority."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from server_harness import ServerProcess
+from server_harness import ServerProcess, wait_until
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
@@ -38,3 +40,25 @@ def test_the_worker_process_runs_on_one_cpu(tmp_path: Path) -> None:
         cpu = allowed.pop()
         assert cpu.isdigit()
         assert int(cpu) in os.sched_getaffinity(0)
+        threads = [int(task.name) for task in Path(f"/proc/{children[0]}/task").iterdir()]
+        assert {os.sched_getscheduler(tid) for tid in threads} == {os.SCHED_BATCH}
+
+
+def test_the_trace_exporting_process_uses_the_other_cpus(tmp_path: Path) -> None:
+    # Nothing listens at the endpoint: the process runs all the same.
+    with ServerProcess(tmp_path / "orbit.db", "--otlp-endpoint", "http://127.0.0.1:9") as proc:
+        assert proc.proc is not None
+        arbiter = proc.proc.pid
+        assert proc.http().get("/v1/health").status == 200
+        (worker,) = Path(f"/proc/{arbiter}/task/{arbiter}/children").read_text().split()
+        (exporter,) = Path(f"/proc/{worker}/task/{worker}/children").read_text().split()
+        cmdline = Path(f"/proc/{exporter}/cmdline").read_bytes().split(b"\0")
+        assert b"orbit_server.trace_export" in cmdline
+        assert len(_allowed(int(worker)).pop().split(",")) == 1
+        # It starts with its parent's CPU and lets go of it once running.
+        wait_until(
+            lambda: os.getpriority(os.PRIO_PROCESS, int(exporter)) == 10,
+            10,
+            "the exporting process to lower its priority",
+        )
+        assert os.sched_getaffinity(int(exporter)) == os.sched_getaffinity(0)

@@ -465,6 +465,12 @@ def _pin_to_one_cpu() -> None:
     are cheap switches. Measured with bench_http on 2 cores: about 1.5x the
     steps/s. The CPU it already runs on is the one the scheduler chose, so
     several servers on one machine do not all crowd onto the same CPU.
+
+    The threads are also SCHED_BATCH: a thread woken by another (a group's
+    leader answering each caller, a commit waking a long poll) does not
+    preempt the waker, which still holds the GIL and would be descheduled
+    only for the woken thread to find the GIL taken. About 10 % more
+    steps/s and less CPU per step with bench_http (6 of 7 alternated pairs).
     """
     if not hasattr(os, "sched_setaffinity"):
         return
@@ -475,6 +481,7 @@ def _pin_to_one_cpu() -> None:
             # Per thread on Linux: those started later inherit it.
             for thread in Path("/proc/self/task").iterdir():
                 os.sched_setaffinity(int(thread.name), {cpu})
+                os.sched_setscheduler(int(thread.name), os.SCHED_BATCH, os.sched_param(0))
     except (OSError, ValueError, IndexError):
         return
 
