@@ -8,6 +8,7 @@ import time
 import pytest
 
 from orbit_core import events as ev
+from orbit_core.memory_store import MemoryStore
 from orbit_server import logs
 from orbit_server.trace_export import TraceForwarder
 from orbit_server.tracing import TracingSettings, span_id_of, trace_id_of
@@ -55,3 +56,38 @@ def test_close_is_bounded_with_an_unreachable_collector() -> None:
     forwarder.close(timeout_s=0.5)
     assert time.monotonic() - started < 5
     assert forwarder._child.returncode is not None
+
+
+class Histories(MemoryStore):
+    """A store whose histories are given (those the new engine would read)."""
+
+    def __init__(self, histories: dict[str, list[ev.Event]]) -> None:
+        super().__init__()
+        self.histories = histories
+
+    def history(self, execution_id: str, run: int | None = None) -> list[ev.Event] | None:
+        return self.histories.get(execution_id)
+
+
+def test_a_new_engine_starts_the_model_again_from_the_histories() -> None:
+    """A cluster node builds an engine per term: what the tracers knew of an
+    execution another server moved on meanwhile is stale, so they forget it
+    and read its history when it is next seen."""
+    forwarder = TraceForwarder(TracingSettings("http://127.0.0.1:9"), "text")
+    try:
+        forwarder.committed([("x", "W", _run("x"))])  # dispatch 1 of s
+        assert forwarder.traceparent("x", "s") is not None
+        moved_on = [
+            *_run("x"),
+            ev.StepAttemptUncertain(3, 1002, "s", 1, "worker lost"),
+            ev.StepDispatched(4, 1003, "s", 1, "tok2", "w-2", "sess2", None),
+        ]
+        forwarder.attach(Histories({"x": moved_on}))
+        assert forwarder.traceparent("x", "s") is None
+        forwarder.committed([("x", "W", [ev.StepSucceeded(5, 1004, "s", 1, {})])])
+        forwarder.committed([("x", "W", [ev.StepDispatched(6, 1005, "t", 1, "k", "w", "s", None)])])
+        expected = f"00-{trace_id_of('x'):032x}-{span_id_of('x', 't', 1):016x}-01"
+        assert forwarder.traceparent("x", "t") == expected
+        assert forwarder._model._executions["x"].dispatches == {"s": 2, "t": 1}
+    finally:
+        forwarder.close(timeout_s=0.5)

@@ -49,9 +49,10 @@ _QUEUE_FULL_EVERY_S = 10.0
 _HEADER = struct.Struct("<I")
 _STOP = b""
 
-# What one message carries: (execution id, history) read from the store by
-# the engine's tracer, then the sampled changes of one commit.
-Message = tuple[list[tuple[str, list[ev.Event]]], Changes]
+# What one message carries: whether to forget every execution first (a new
+# engine), the (execution id, history) pairs read from the store by the
+# engine's tracer, then the sampled changes of one commit.
+Message = tuple[bool, list[tuple[str, list[ev.Event]]], Changes]
 
 
 class TraceForwarder:
@@ -80,7 +81,15 @@ class TraceForwarder:
         self._writer.start()
 
     def attach(self, store: Store) -> None:
-        self._model.attach(store)
+        """The store of a new engine (a cluster node builds one per term):
+        what both tracers knew may be stale, so they start again, and
+        rebuild each execution from its history when next seen."""
+        with self._lock:
+            self._model.attach(store)
+            self._model.forget()
+            self._restored.clear()
+            message: Message = (True, [], [])
+            self._put(pickle.dumps(message, pickle.HIGHEST_PROTOCOL), block=False)
 
     def committed(self, changes: Changes) -> Mapping[str, tuple[str, str]]:
         # One lock around the model and the queue: the child sees commits in
@@ -95,7 +104,7 @@ class TraceForwarder:
             ]
             self._restored.clear()
             if sampled or restored:
-                message: Message = (restored, sampled)
+                message: Message = (False, restored, sampled)
                 self._put(pickle.dumps(message, pickle.HIGHEST_PROTOCOL), block=False)
         return ids
 
@@ -190,7 +199,9 @@ def main(argv: list[str]) -> int:
     tracer = Tracer(settings)
     try:
         while (message := _read(source)) is not None:
-            restored, changes = message
+            reset, restored, changes = message
+            if reset:
+                tracer.forget()
             for execution_id, history in restored:
                 tracer.restore(execution_id, history)
             if changes:

@@ -239,6 +239,12 @@ class Tracer:
             span = span_id_of(execution_id, unit, x.open[unit].dispatch)
             return f"00-{x.trace_id:032x}-{span:016x}-01"
 
+    def forget(self) -> None:
+        """Drops what it knows of every execution (each is rebuilt from its
+        history when next seen); the spans of open attempts are lost."""
+        with self._lock:
+            self._executions.clear()
+
     def sampled(self, execution_id: str) -> bool:
         """Whether a running execution's trace is sampled (False once it ended)."""
         x = self._executions.get(execution_id)
