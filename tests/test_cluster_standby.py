@@ -481,6 +481,11 @@ def test_repeated_leader_kills_under_load_lose_and_fork_nothing(
     try:
         assert servers[0].http().post("/v1/workflows", server_ir.chain(3)).status == 201
         for i in range(rounds):
+            # A server killed in an earlier round follows the leader again
+            # before this round's leader dies: a takeover is timed from a
+            # standby that is up, not from one still starting on a busy machine.
+            for restart in restarts:
+                _wait(restart.up, 30, "a restarted server to stand by", restart.server)
             leader, _ = _leader_and_standby(servers)
             for j in range(2):
                 _start_through(proxy, f"r{i}-{j}")
