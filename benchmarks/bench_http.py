@@ -421,14 +421,17 @@ def wait_for(admin: Any, eid: str, workers: list[Any]) -> dict[str, Any]:
             sys.exit(f"bench_http: worker process {', '.join(dead)} died; stopping")
 
 
-def wait_registered(admin: Any, expected: set[str], workers: list[Any]) -> None:
+def wait_registered(admins: list[Any], expected: set[str], workers: list[Any]) -> None:
     """Returns once every worker has a session, so that the clock starts
-    with all of them serving (a gRPC worker takes longer to start)."""
+    with all of them serving (a gRPC worker takes longer to start). Each
+    server lists the sessions registered through it."""
     deadline = time.monotonic() + 60
     while True:
-        status, reply = admin.call("GET", "/v1/workers")
-        assert status == 200, reply
-        live = {w["worker_id"] for w in reply["workers"] if w["sessions"]}
+        live = set()
+        for admin in admins:
+            status, reply = admin.call("GET", "/v1/workers")
+            assert status == 200, reply
+            live |= {w["worker_id"] for w in reply["workers"] if w["sessions"]}
         if expected <= live:
             return
         if time.monotonic() > deadline or not all(w.is_alive() for w in workers):
@@ -644,7 +647,8 @@ def main() -> None:
     assert status in (200, 201), reply
 
     workers, stop = start_workers(args, grpc_addr if grpc else server, grpc)
-    wait_registered(admin, set(worker_ids(args.worker_kind, grpc, args.workers)), workers)
+    expected = set(worker_ids(args.worker_kind, grpc, args.workers))
+    wait_registered([Client(url, args.token) for url in servers], expected, workers)
 
     cpu_before = cpu_split(proc)
     prefix = f"bench-{os.getpid()}-{int(time.time())}"
