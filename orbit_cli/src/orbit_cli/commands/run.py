@@ -104,12 +104,15 @@ def cli(
     started = client.post("/v1/executions", request)
     run_id = str(started.get("execution_id"))
     verb = "started execution" if started.get("created", True) else "attached to existing execution"
-    err(f"{verb} {run_id}")
     if no_wait:
+        err(f"{verb} {run_id}")
         out(run_id)
         return
 
     try:
+        # Inside the try: a Ctrl-C that comes as soon as the line is out
+        # still gets the hints below, not click's bare "Aborted!".
+        err(f"{verb} {run_id}")
         state = follow(client, run_id)
     except KeyboardInterrupt:
         # Only the watching stops: the execution is the runtime's, not ours.
