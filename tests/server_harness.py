@@ -290,14 +290,22 @@ class RawWorker:
         return self.http.post("/v1/tasks/fail", {"token": token, "error_code": code, **fields})
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """`check()`'s first true value, polled every 50 ms for at most `timeout`
-    seconds (for state only visible through another process)."""
+def wait_until(
+    check: Callable[[], Any],
+    timeout: float,
+    what: str,
+    *logs: ServerProcess,
+    every: float = 0.05,
+) -> Any:
+    """`check()`'s first true value, polled every `every` seconds for at most
+    `timeout` seconds (for state only visible through another process); a
+    timeout shows the logs of `logs`."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+            shown = "\n".join(p.log() for p in logs)
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{shown}")
+        time.sleep(every)

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import pytest
 import server_ir
 from cluster_proxy import Proxy
-from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _pids
+from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _pids, wait_until
 from server_ir import _finish, _get, _obj, _rec
 
 from orbit_core import ir
@@ -435,15 +434,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _wait(check: Callable[[], Any], timeout: float, what: str, *logs: ServerProcess) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            shown = "\n".join(p.log() for p in logs)
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{shown}")
-        time.sleep(0.02)
+    return wait_until(check, timeout, what, *logs, every=0.02)
 
 
 def _shared_args(node: str) -> list[str]:

@@ -29,7 +29,7 @@ import falcon.testing
 import pytest
 import server_ir
 from cluster_proxy import Proxy, ready
-from server_harness import Http, RawWorker, ServerProcess, _parent_of, _pids, run_orbit
+from server_harness import Http, RawWorker, ServerProcess, _parent_of, _pids, run_orbit, wait_until
 
 from orbit_core.engine import Engine
 from orbit_core.errors import StorageError
@@ -50,15 +50,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _wait(check: Callable[[], Any], timeout: float, what: str, *logs: ServerProcess) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            shown = "\n".join(p.log() for p in logs)
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{shown}")
-        time.sleep(0.02)
+    return wait_until(check, timeout, what, *logs, every=0.02)
 
 
 # ---- in process: fencing
