@@ -267,13 +267,18 @@ def test_the_inbox_keeps_order_and_carries_replies(pg_url: str) -> None:
         assert [e.seq for e in entries] == [first, second]
         assert b.tables.pending() == []  # b owns nothing
         assert b.tables.reply(first) == (False, None)
-        a.tables.done(first, {"ok": {"seq": 5}})
+        a.tables.done([(entries[0], {"ok": {"seq": 5}})])
         assert b.tables.reply(first) == (True, {"ok": {"seq": 5}})
         assert [e.seq for e in a.tables.pending()] == [second]
         # A sender that gives up takes its entry back, unless it was applied.
         assert not b.tables.withdraw(first)
         assert b.tables.withdraw(second)
         assert a.tables.pending() == []
+        # Nobody waits for the reply to a result: the applied entry goes.
+        b.tables.put("r-1", "undelivered", {"token": "r-1/t"})
+        (result,) = a.tables.pending()
+        a.tables.done([(result, {"ok": True})])
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_inbox") == [(0,)]
     finally:
         a.close()
         b.close()

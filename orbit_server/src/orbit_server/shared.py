@@ -44,6 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from orbit_core.api import Accepted, Assignment, ExecutionDoc, Registered, SignalAccepted
@@ -62,6 +63,7 @@ from orbit_core.jsontypes import JsonValue
 from orbit_core.ports import Store
 from orbit_server import logs
 from orbit_server.config import ServerConfig
+from orbit_server.task_desk import TaskDesk
 from orbit_store.shared import (
     TAKEOVER_BATCH,
     Claim,
@@ -74,6 +76,13 @@ from orbit_store.shared import (
 )
 
 INTERVAL_ENV = "ORBIT_CLUSTER_INTERVAL_MS"
+# The channels of orbit_store.shared.Listener this module waits on.
+TASKS, INBOX, REPLIES, DONE = "orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done"
+# Inbox entries of different executions are applied by this many threads at
+# once, so that their commits share groups.
+INBOX_THREADS = 16
+# Entries read by one round over the whole inbox of a node.
+INBOX_ROUND = 200
 REPLY_WAIT_S = 10.0
 RECHECK_S = 1.0
 SHARED = "shared"
@@ -199,27 +208,24 @@ class SharedEngine(Engine):
         self._seen(session_id)
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
         deadline = time.monotonic() + (0 if self._draining else wait) / 1000
-        seen = self.node.listener.serial
         while True:
-            claim = self.node.tables.claim(
-                row.contracts, row.runtime, session_id, row.worker_id, _token
+            claim = self.node.desk.take(
+                row.contracts,
+                row.runtime,
+                session_id,
+                row.worker_id,
+                deadline,
+                gone=lambda: self._draining or (connected is not None and not connected()),
+                alive=lambda: self._seen(session_id),
             )
-            if claim is not None:
-                assignment = self._hand_out(claim, row)
-                if assignment is not None:
-                    return assignment
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._draining or (connected is not None and not connected()):
+            if claim is None:
                 return None
-            seen = self.node.listener.wait(seen, min(remaining, RECHECK_S))
-            self._seen(session_id)
+            assignment = self._hand_out(claim, row)
+            if assignment is not None:
+                return assignment
 
     def _hand_out(self, claim: Claim, row: SessionRow) -> Assignment | None:
         self.node.tasks_claimed += 1
-        if claim.owner is None:
-            self.node.tables.unclaim(claim.token)  # its execution ended meanwhile
-            return None
         if claim.owner != self.node.node_id:
             # The owner records StepDispatched from its inbox.
             assignment: dict[str, Any] = {**claim.assignment, "token": claim.token}
@@ -327,7 +333,7 @@ class SharedEngine(Engine):
         tables = self.node.tables
         seq = tables.put(execution_id, kind, payload)
         deadline = time.monotonic() + REPLY_WAIT_S
-        seen = self.node.listener.serial
+        seen = self.node.listener.serial(REPLIES)
         while True:
             done, reply = tables.reply(seq)
             if done:
@@ -346,13 +352,13 @@ class SharedEngine(Engine):
                     f"the owner of execution `{execution_id}` applied the {kind} "
                     "but stopped before it answered"
                 )
-            seen = self.node.listener.wait(seen, max(0.01, min(remaining, 0.25)))
+            seen = self.node.listener.wait(REPLIES, seen, max(0.01, min(remaining, 0.25)))
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         if self.holds(execution_id):
             return super().wait(execution_id, timeout_ms)
         deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
-        seen = self.node.listener.serial
+        seen = self.node.listener.serial(DONE)
         while True:
             doc = self.get(execution_id)
             remaining = deadline - time.monotonic()
@@ -360,7 +366,7 @@ class SharedEngine(Engine):
                 return super().wait(execution_id, max(0, int(remaining * 1000)))
             if _finished(doc) or remaining <= 0 or self._draining:
                 return doc
-            seen = self.node.listener.wait(seen, min(remaining, RECHECK_S))
+            seen = self.node.listener.wait(DONE, seen, min(remaining, RECHECK_S))
 
     # ---- the inbox
 
@@ -488,17 +494,27 @@ class SharedNode:
         self.store = SharedStore(config.db, node_id=node_id, ca_cert=ca_cert)
         self.store.on_lost = self._on_lost
         self.tables = SharedTables(self.store, node_id)
+        # The rounds' own connection: a heartbeat never queues behind requests.
+        self._own_tables = SharedTables(self.store, node_id, connections=1)
         try:
             self._join()
             built = build_engine(self.store, SharedEngine)
         except BaseException:
             self.tables.close()
+            self._own_tables.close()
             self.store.close()
             raise
         assert isinstance(built, SharedEngine)
         self.engine: SharedEngine = built
         self.engine.attach(self)
         self.listener = Listener(self.store, node_id)
+        self.desk = TaskDesk(self.tables, _token, recheck_s=RECHECK_S, on_error=self._claim_failed)
+        self.listener.subscribe(TASKS, self.desk.stir)
+        self._inbox_cond = threading.Condition()
+        self._inbox_due: set[str] = set()
+        self._inbox_all = True
+        self.listener.subscribe(INBOX, self._inbox_notified)
+        self._inbox_pool = ThreadPoolExecutor(INBOX_THREADS, thread_name_prefix="orbit-inbox")
         self._app = make_app(self.engine, self)
         self._log.info(
             "shared: node is serving",
@@ -588,7 +604,7 @@ class SharedNode:
 
     def round(self) -> None:
         """One round of heartbeat, clean-up, take-over and sync."""
-        if self.tables.heartbeat(self.instance):
+        if self._own_tables.heartbeat(self.instance):
             self._last_beat = time.monotonic()
             self._conflict = False
         elif not self._conflict:
@@ -599,8 +615,9 @@ class SharedNode:
         with self._lost_lock:
             lost, self._lost = self._lost, []
         lost.extend(self._reconcile())
-        if lost:
-            dropped = self.engine.release(lost)
+        dropped = self.engine.release(lost) if lost else 0
+        if dropped:
+            # (Most of `lost` ended here just now: nothing to drop.)
             self._log.warning("shared: lost executions to another server", executions=dropped)
         self._sync_sessions()
         if self.engine.reload_definitions():
@@ -621,9 +638,10 @@ class SharedNode:
         inbox now and then."""
         self._rounds += 1
         if self._rounds % SWEEP_ROUNDS == 0:
-            self.tables.sweep(SWEEP_AFTER_MS)
+            self._own_tables.sweep(SWEEP_AFTER_MS)
+        self._own_tables.vacuum()
         held = self.store.owned()
-        rows = self.tables.owned_rows()
+        rows = self._own_tables.owned_rows()
         # Owned here by the database and this store, but not running in the
         # engine (a take-over whose rebuild failed): rebuilt again.
         stranded = [e for e in rows if e in held and rows[e] == held[e][1]]
@@ -638,10 +656,10 @@ class SharedNode:
         return gone
 
     def _take_over(self) -> None:
-        orphaned = self.tables.orphaned_roots(self.node_timeout_ms)
+        orphaned = self._own_tables.orphaned_roots(self.node_timeout_ms)
         if not orphaned:
             return
-        live = [n.node_id for n in self.tables.nodes(self.node_timeout_ms) if n.live]
+        live = [n.node_id for n in self._own_tables.nodes(self.node_timeout_ms) if n.live]
         if self.node_id not in live:
             return
         by_dead: dict[str, list[str]] = {}
@@ -655,10 +673,11 @@ class SharedNode:
                 executions=len(roots),
             )
             for start in range(0, len(roots), TAKEOVER_BATCH):
-                moved = self.tables.take_over(roots[start : start + TAKEOVER_BATCH], dead)
+                moved = self._own_tables.take_over(roots[start : start + TAKEOVER_BATCH], dead)
                 self.store.adopt(moved)
                 histories = self.store.histories([m[0] for m in moved])
                 adopted, in_flight = self.engine.take_over(histories)
+                self._inbox_notified(None)  # what was sent to the dead node is ours now
                 self._log.info(
                     "shared: took ownership of executions",
                     executions=adopted,
@@ -669,41 +688,82 @@ class SharedNode:
     def _sync_sessions(self) -> None:
         """Contacts made here go to the database; contacts made elsewhere
         with the sessions this engine knows come back."""
-        self.tables.touch_sessions(self.engine.take_contacts())
+        self._own_tables.touch_sessions(self.engine.take_contacts())
         known = self.engine.session_ids()
-        rows = self.tables.sessions(known)
+        rows = self._own_tables.sessions(known)
         if rows:
             self.engine.touch_sessions({r.session_id: r.last_seen_ms for r in rows})
         # Attempts owned here that a session polling elsewhere should stop.
-        self.tables.post_cancels(self.engine.cancels(known))
+        self._own_tables.post_cancels(self.engine.cancels(known))
+
+    def _claim_failed(self, exc: StorageError) -> None:
+        self._log.warning("shared: claiming tasks failed", error=exc.message)
+
+    def _inbox_notified(self, execution_ids: list[str] | None) -> None:
+        with self._inbox_cond:
+            if execution_ids is None or "" in execution_ids:
+                self._inbox_all = True
+            else:
+                self._inbox_due.update(execution_ids)
+            self._inbox_cond.notify()
 
     def _inbox_loop(self) -> None:
-        seen = self.listener.serial
+        """Reads the entries of the executions named by notifications, and
+        every entry for this node every `RECHECK_S` (a notification can be
+        missed, and entries of executions taken over have none)."""
+        last_all = 0.0
         while not self._stop.is_set():
+            with self._inbox_cond:
+                self._inbox_cond.wait_for(
+                    lambda: self._inbox_due or self._inbox_all or self._stop.is_set(),
+                    max(0.0, last_all + RECHECK_S - time.monotonic()),
+                )
+                every = self._inbox_all or time.monotonic() - last_all >= RECHECK_S
+                due, self._inbox_due, self._inbox_all = self._inbox_due, set(), False
+            if every:
+                last_all = time.monotonic()
             try:
-                applied = self.apply_inbox()
+                applied = self.apply_inbox(None if every else due)
             except Exception as exc:
                 self._log.error("shared: inbox round failed", error=str(exc))
-                applied = 0
-            if not applied:
-                seen = self.listener.wait(seen, min(RECHECK_S, self.interval_s))
+                continue
+            if every and applied >= INBOX_ROUND:
+                self._inbox_notified(None)  # more are waiting
 
-    def apply_inbox(self) -> int:
-        """Applies the pending entries of the executions this engine holds."""
-        applied = 0
-        for entry in self.tables.pending():
-            if not self.engine.holds(entry.execution_id):
-                continue  # being taken over: applied once it is in memory
+    def apply_inbox(self, execution_ids: Iterable[str] | None = None) -> int:
+        """Applies the pending entries of the executions this engine holds
+        (of those named, or all): those of one execution in order, different
+        executions at once."""
+        if execution_ids is None:
+            entries = self.tables.pending(INBOX_ROUND)
+        else:
+            entries = self.tables.pending_for([e for e in execution_ids if self.engine.holds(e)])
+        runs: dict[str, list[InboxEntry]] = {}
+        for entry in entries:
+            if self.engine.holds(entry.execution_id):  # else being taken over: later
+                runs.setdefault(entry.execution_id, []).append(entry)
+        replies = [
+            reply
+            for applied in self._inbox_pool.map(self._apply_run, runs.values())
+            for reply in applied
+        ]
+        if replies:
+            self.tables.done(replies)
+        return len(replies)
+
+    def _apply_run(self, entries: list[InboxEntry]) -> list[tuple[InboxEntry, Any]]:
+        """Applies one execution's entries in order, up to the first that
+        the store refused (tried again in a later round)."""
+        replies = []
+        for entry in entries:
             try:
-                reply = self.engine.apply(entry)
+                replies.append((entry, self.engine.apply(entry)))
             except StorageError as exc:
                 self._log.warning(
                     "shared: inbox entry not applied", seq=entry.seq, error=exc.message
                 )
                 break
-            self.tables.done(entry.seq, reply)
-            applied += 1
-        return applied
+        return replies
 
     # ---- shutdown
 
@@ -714,6 +774,7 @@ class SharedNode:
         """Stops the threads and the engine; leaving sets the heartbeat to 0
         so the others take this server's executions over at once."""
         self._stop.set()
+        self._inbox_notified(None)
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=10)
@@ -724,5 +785,8 @@ class SharedNode:
                 self._log.info(
                     "shared: left the cluster; other servers take over this server's executions"
                 )
+        self.desk.close()
+        self._inbox_pool.shutdown(wait=True)
         self.listener.close()
         self.tables.close()
+        self._own_tables.close()

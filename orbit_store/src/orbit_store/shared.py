@@ -84,8 +84,13 @@ _CREATE = (
     "CREATE TABLE IF NOT EXISTS orbit_inbox (seq BIGSERIAL PRIMARY KEY, "
     "execution_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, "
     "sender TEXT NOT NULL, state TEXT NOT NULL, reply TEXT, created_ms BIGINT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS orbit_inbox_pending ON orbit_inbox (execution_id, seq) "
+    # Two partial indexes, as with (execution_id, seq) alone the planner took
+    # it for `seq = ANY(...) AND state = 'pending'` and read all of it.
+    "DROP INDEX IF EXISTS orbit_inbox_pending",
+    "CREATE INDEX IF NOT EXISTS orbit_inbox_pending_seq ON orbit_inbox (seq) "
     "WHERE state = 'pending'",
+    "CREATE INDEX IF NOT EXISTS orbit_inbox_pending_execution ON orbit_inbox "
+    "(execution_id, seq) WHERE state = 'pending'",
     "CREATE TABLE IF NOT EXISTS orbit_sessions (session_id TEXT PRIMARY KEY, "
     "worker_id TEXT NOT NULL, runtime TEXT NOT NULL, contracts TEXT NOT NULL, sdk TEXT, "
     "registered_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL)",
@@ -96,6 +101,8 @@ _CREATE = (
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
+# Inbox kinds whose sender waits for the owner's reply.
+REPLIED = frozenset({"signal", "cancel"})
 CLAIM_PAUSE_S = 0.1
 FORMER_KEPT = 10_000
 
@@ -134,7 +141,7 @@ class NodeRow:
 @attrs.frozen(slots=True)
 class Claim:
     """A task claimed from the queue for a session: `owner` is the node that
-    owns its execution (None: nobody; the execution ended meanwhile)."""
+    owns its execution."""
 
     execution_id: str
     unit_key: str
@@ -142,7 +149,7 @@ class Claim:
     token: str
     timeout_ms: int | None
     assignment: dict[str, Any]
-    owner: str | None
+    owner: str
 
 
 @attrs.frozen(slots=True)
@@ -319,10 +326,17 @@ class SharedStore(PostgresStore):
         self._queue(cursor, batch)
         if batch.receipts:
             # Inbox entries applied by this commit: never applied again.
+            # Those whose sender waits keep their row for the reply.
+            seqs = [int(r) for r in batch.receipts]
+            cursor.execute(
+                "DELETE FROM orbit_inbox WHERE seq = ANY(%s) AND state = 'pending' "
+                "AND kind <> ALL(%s)",
+                (seqs, sorted(REPLIED)),
+            )
             cursor.execute(
                 "UPDATE orbit_inbox SET state = 'applied' WHERE seq = ANY(%s) "
-                "AND state = 'pending'",
-                ([int(r) for r in batch.receipts],),
+                "AND state = 'pending' AND kind = ANY(%s)",
+                (seqs, sorted(REPLIED)),
             )
         return new_owned
 
@@ -586,62 +600,96 @@ class SharedTables:
         worker_id: str,
         token: Callable[[str], str],
     ) -> Claim | None:
-        """Claims the oldest queued task the session can take. When another
-        node owns its execution, a `dispatched` entry goes to that owner's
-        inbox in the same transaction."""
+        """Claims the oldest queued task the session can take (`claim_for`)."""
+        claims = self.claim_for(contracts, runtime, [(session_id, worker_id)], token)
+        return claims[0] if claims else None
+
+    def claim_for(
+        self,
+        contracts: Iterable[tuple[str, str]],
+        runtime: str,
+        sessions: list[tuple[str, str]],
+        token: Callable[[str], str],
+    ) -> list[Claim]:
+        """Claims the oldest queued tasks that sessions with these contracts
+        and runtime can take, at most one per (session id, worker id), in
+        one transaction; the i-th claim is the i-th session's. When another
+        node owns a claimed task's execution, a `dispatched` entry goes to
+        that owner's inbox in the same transaction."""
         pairs = list(contracts)
-        if not pairs:
-            return None
+        if not pairs or not sessions:
+            return []
         names = [p[0] for p in pairs]
         versions = [p[1] for p in pairs]
         language = "" if runtime == "*" else "AND (language IS NULL OR language = %s) "
         params: list[Any] = [names, versions]
         if language:
             params.append(runtime)
+        params.append(len(sessions))
         with self._conn() as conn, conn.transaction():
-            row = conn.execute(
+            rows = conn.execute(
                 "SELECT id, execution_id, unit_key, offer_seq, timeout_ms, assignment "
                 "FROM orbit_tasks WHERE state = 'queued' "
                 "AND (task_name, contract_version) IN "
                 "(SELECT * FROM unnest(%s::text[], %s::text[])) " + language + ""
-                "ORDER BY enqueued_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
                 params,
-            ).fetchone()
-            if row is None:
-                return None
-            task_id, eid, key, offer, timeout_ms, assignment = row
-            claimed = token(eid)
+            ).fetchall()
+            if not rows:
+                return []
+            owners = dict(
+                conn.execute(
+                    "SELECT execution_id, node_id FROM orbit_owners "
+                    "WHERE execution_id = ANY(%s) FOR SHARE",
+                    ([r[1] for r in rows],),
+                ).fetchall()
+            )
+            # A task of an execution with no owner is one that ended (a task
+            # put back by a server that lost its execution): never wanted.
+            ended = [r[0] for r in rows if r[1] not in owners]
+            if ended:
+                conn.execute("DELETE FROM orbit_tasks WHERE id = ANY(%s)", (ended,))
+                rows = [r for r in rows if r[1] in owners]
+            tokens = [token(row[1]) for row in rows]
+            taken = sessions[: len(rows)]
             conn.execute(
-                "UPDATE orbit_tasks SET state = 'claimed', token = %s, claimed_by = %s, "
-                "session_id = %s WHERE id = %s",
-                (claimed, self.node_id, session_id, task_id),
+                "UPDATE orbit_tasks t SET state = 'claimed', token = v.token, claimed_by = %s, "
+                "session_id = v.session_id FROM unnest(%s::bigint[], %s::text[], %s::text[]) "
+                "AS v(id, token, session_id) WHERE t.id = v.id",
+                (self.node_id, [r[0] for r in rows], tokens, [s[0] for s in taken]),
             )
-            owner = conn.execute(
-                "SELECT node_id FROM orbit_owners WHERE execution_id = %s FOR SHARE", (eid,)
-            ).fetchone()
-            owner_id = None if owner is None else owner[0]
-            if owner_id is not None and owner_id != self.node_id:
-                self._put(
-                    conn,
-                    eid,
-                    "dispatched",
-                    {
-                        "unit_key": key,
-                        "offer_seq": int(offer),
-                        "token": claimed,
-                        "session_id": session_id,
-                        "worker_id": worker_id,
-                    },
+            claims = []
+            elsewhere = []
+            for row, claimed, (session_id, worker_id) in zip(rows, tokens, taken, strict=True):
+                _task_id, eid, key, offer, timeout_ms, assignment = row
+                owner_id = owners[eid]
+                if owner_id != self.node_id:
+                    elsewhere.append(
+                        (
+                            eid,
+                            {
+                                "unit_key": key,
+                                "offer_seq": int(offer),
+                                "token": claimed,
+                                "session_id": session_id,
+                                "worker_id": worker_id,
+                            },
+                        )
+                    )
+                claims.append(
+                    Claim(
+                        eid,
+                        key,
+                        int(offer),
+                        claimed,
+                        None if timeout_ms is None else int(timeout_ms),
+                        orjson.loads(assignment),
+                        owner_id,
+                    )
                 )
-            return Claim(
-                eid,
-                key,
-                int(offer),
-                claimed,
-                None if timeout_ms is None else int(timeout_ms),
-                orjson.loads(assignment),
-                owner_id,
-            )
+            if elsewhere:
+                self._put_many(conn, "dispatched", elsewhere)
+            return claims
 
     def unclaim(self, token: str) -> None:
         """Puts a claimed task back on the queue (its dispatch failed here)."""
@@ -670,6 +718,25 @@ class SharedTables:
         assert row is not None
         return int(row[0])
 
+    def _put_many(
+        self, conn: psycopg.Connection[Any], kind: str, entries: list[tuple[str, Any]]
+    ) -> None:
+        conn.execute(
+            "INSERT INTO orbit_inbox (execution_id, kind, payload, sender, state, created_ms) "
+            "SELECT e, %s, p, %s, 'pending', " + NOW_MS + " "
+            "FROM unnest(%s::text[], %s::text[]) AS v(e, p)",
+            (
+                kind,
+                self.node_id,
+                [e[0] for e in entries],
+                [orjson.dumps(e[1]).decode() for e in entries],
+            ),
+        )
+        conn.execute(
+            "SELECT pg_notify('orbit_inbox', e) FROM unnest(%s::text[]) AS e",
+            (sorted({e[0] for e in entries}),),
+        )
+
     def put(self, execution_id: str, kind: str, payload: Any) -> int:
         """An entry for the owner of the execution; returns its seq."""
         with self._conn() as conn, conn.transaction():
@@ -686,14 +753,37 @@ class SharedTables:
             ).fetchall()
         return [InboxEntry(int(r[0]), r[1], r[2], orjson.loads(r[3]), r[4]) for r in rows]
 
-    def done(self, seq: int, reply: Any) -> None:
-        """Marks an entry applied, with the reply for the server that waits."""
+    def pending_for(self, execution_ids: list[str]) -> list[InboxEntry]:
+        """The pending entries of these executions (named by the notifications
+        of their `put`s), oldest first."""
+        if not execution_ids:
+            return []
         with self._conn() as conn:
-            conn.execute(
-                "UPDATE orbit_inbox SET state = 'done', reply = %s WHERE seq = %s",
-                (orjson.dumps(reply).decode(), seq),
-            )
-            conn.execute("SELECT pg_notify('orbit_inbox', '')")
+            rows = conn.execute(
+                "SELECT seq, execution_id, kind, payload, sender FROM orbit_inbox "
+                "WHERE execution_id = ANY(%s) AND state = 'pending' ORDER BY seq",
+                (execution_ids,),
+            ).fetchall()
+        return [InboxEntry(int(r[0]), r[1], r[2], orjson.loads(r[3]), r[4]) for r in rows]
+
+    def done(self, replies: list[tuple[InboxEntry, Any]]) -> None:
+        """Ends applied entries: those a sender waits for (`REPLIED`) keep
+        their reply for it, the others go (most went with the commit that
+        applied them; not those the engine refused with an error)."""
+        waited = [
+            (e.seq, orjson.dumps(reply).decode()) for e, reply in replies if e.kind in REPLIED
+        ]
+        gone = [e.seq for e, _ in replies if e.kind not in REPLIED]
+        with self._conn() as conn:
+            if gone:
+                conn.execute("DELETE FROM orbit_inbox WHERE seq = ANY(%s)", (gone,))
+            if waited:
+                conn.execute(
+                    "UPDATE orbit_inbox i SET state = 'done', reply = v.reply "
+                    "FROM unnest(%s::bigint[], %s::text[]) AS v(seq, reply) WHERE i.seq = v.seq",
+                    ([w[0] for w in waited], [w[1] for w in waited]),
+                )
+                conn.execute("SELECT pg_notify('orbit_replies', '')")
 
     def reply(self, seq: int) -> tuple[bool, Any]:
         """(applied, reply) of an entry; a read reply is deleted."""
@@ -726,6 +816,14 @@ class SharedTables:
                 "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = i.execution_id))",
                 (older_than_ms,),
             )
+
+    def vacuum(self) -> None:
+        """Vacuums the queue and the inbox. Their rows live for milliseconds,
+        and a claim or an inbox read walks its index from the oldest entry:
+        until a vacuum removes the entries of deleted and claimed rows, every
+        read goes through all of them (autovacuum looks once a minute)."""
+        with self._conn() as conn:
+            conn.execute("VACUUM (SKIP_LOCKED) orbit_tasks, orbit_inbox")
 
     # ---- sessions
 
@@ -805,31 +903,52 @@ class SharedTables:
 
 
 class Listener:
-    """One connection that LISTENs on the shared channels; `wait` returns
-    when a notification arrived (or the timeout passed). Missing one is
-    harmless: every waiter also looks again on its own schedule."""
+    """One connection that LISTENs on the shared channels. Each channel has
+    its own serial, raised by every batch of its notifications: `wait`
+    returns when the channel's serial passed `seen` (or the timeout), and
+    `subscribe`d callbacks get each batch's payloads on the listening
+    thread. Missing one is harmless: every waiter also looks again on its
+    own schedule, and a new connection raises every serial and calls every
+    callback with None (what came while none listened is lost)."""
 
-    CHANNELS = ("orbit_tasks", "orbit_inbox", "orbit_done", "orbit_defs")
+    CHANNELS = ("orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done", "orbit_defs")
 
     def __init__(self, store: PostgresStore, node_id: str) -> None:
         self._store = store
         self._name = f"orbit-listen:{node_id}"
         self._cond = threading.Condition()
-        self._serial = 0
+        self._serials = dict.fromkeys(self.CHANNELS, 0)
+        self._callbacks: dict[str, list[Callable[[list[str] | None], None]]] = {
+            c: [] for c in self.CHANNELS
+        }
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="orbit-listen", daemon=True)
         self._thread.start()
 
-    @property
-    def serial(self) -> int:
-        return self._serial
+    def serial(self, channel: str) -> int:
+        return self._serials[channel]
 
-    def wait(self, seen: int, timeout: float) -> int:
-        """Blocks until a notification after `seen` (a `serial`) or `timeout`."""
+    def wait(self, channel: str, seen: int, timeout: float) -> int:
+        """Blocks until a notification on `channel` after `seen` (a `serial`)
+        or `timeout`."""
         with self._cond:
-            if self._serial == seen:
-                self._cond.wait(timeout)
-            return self._serial
+            if self._serials[channel] == seen:
+                self._cond.wait_for(lambda: self._serials[channel] != seen, timeout)
+            return self._serials[channel]
+
+    def subscribe(self, channel: str, callback: Callable[[list[str] | None], None]) -> None:
+        """Calls `callback` (quick, never raising) with the payloads of each
+        batch of notifications on `channel` (None: there may have been any)."""
+        self._callbacks[channel].append(callback)
+
+    def _raise(self, batches: dict[str, list[str] | None]) -> None:
+        with self._cond:
+            for channel in batches:
+                self._serials[channel] += 1
+            self._cond.notify_all()
+        for channel, payloads in batches.items():
+            for callback in self._callbacks[channel]:
+                callback(payloads)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -841,14 +960,21 @@ class Listener:
             try:
                 for channel in self.CHANNELS:
                     conn.execute(f"LISTEN {channel}")
+                self._raise(dict.fromkeys(self.CHANNELS))
                 while not self._stop.is_set():
-                    got = False
-                    for _note in conn.notifies(timeout=0.5, stop_after=64):
-                        got = True
-                    if got:
-                        with self._cond:
-                            self._serial += 1
-                            self._cond.notify_all()
+                    # The first notification ends the wait (`notifies` would
+                    # otherwise go on until its timeout); those that came
+                    # with it are taken too.
+                    notes = list(conn.notifies(timeout=0.5, stop_after=1))
+                    if not notes:
+                        continue
+                    notes.extend(conn.notifies(timeout=0))
+                    batches: dict[str, list[str] | None] = {}
+                    for note in notes:
+                        batch = batches.setdefault(note.channel, [])
+                        assert batch is not None
+                        batch.append(note.payload)
+                    self._raise(batches)
             except psycopg.Error:
                 self._stop.wait(0.5)
             finally:

@@ -1,0 +1,191 @@
+"""The task desk of a shared-mode server: one thread claims from the shared
+queue (`orbit_tasks`) for every poll waiting on this server.
+
+Each waiting poll running its own claim would make every `NOTIFY
+orbit_tasks` cost one transaction per waiting poll, nearly all of them
+finding nothing (the first takes the task, the others skip its locked
+row), and would queue those transactions behind the few connections of
+`SharedTables`. Instead a poll hands itself to the desk and sleeps; the
+desk's thread runs a round when there are waiting polls and something may
+have changed (a notification on `orbit_tasks`, a poll that arrived since
+the last round, or `recheck_s` without either), claiming for all of them in
+one transaction per group of polls that can take the same tasks (same
+contracts and runtime, oldest poll first). A claim is made for one poll:
+its session id goes into the queue's row and, when the task's execution is
+owned elsewhere, into the owner's `dispatched` entry, so a claim is never
+passed to another poll.
+
+A poll leaves when its wait is over, but not before one round has looked
+for it (a poll with no wait still claims once) and not in the middle of a
+round that may claim for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from orbit_core.errors import StorageError
+from orbit_store.shared import Claim, SharedTables
+
+# Contracts and runtime: the polls of one group can take the same tasks.
+GroupKey = tuple[tuple[tuple[str, str], ...], str]
+
+
+class Waiter:
+    """One poll waiting at the desk."""
+
+    __slots__ = ("claim", "error", "key", "leaving", "looked", "session_id", "wake", "worker_id")
+
+    def __init__(
+        self, key: GroupKey, session_id: str, worker_id: str, lock: threading.Lock
+    ) -> None:
+        self.key = key
+        self.session_id = session_id
+        self.worker_id = worker_id
+        # Its own condition (on the desk's lock): a round wakes only the
+        # polls it answered or that wait to leave, not every waiting poll.
+        self.wake = threading.Condition(lock)
+        self.claim: Claim | None = None
+        self.error: StorageError | None = None
+        self.looked = False  # a round has looked for it
+        self.leaving = False  # would have left, but a round holds it
+
+
+class TaskDesk:
+    def __init__(
+        self,
+        tables: SharedTables,
+        token: Callable[[str], str],
+        *,
+        recheck_s: float,
+        on_error: Callable[[StorageError], None],
+    ) -> None:
+        self._tables = tables
+        self._token = token
+        self._recheck_s = recheck_s
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)  # the claiming thread's
+        self._waiting: dict[GroupKey, list[Waiter]] = {}
+        self._in_round: set[Waiter] = set()
+        self._stirred = False  # a notification or a new poll since the last round
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="orbit-claims", daemon=True)
+        self._thread.start()
+
+    def stir(self, _payloads: object = None) -> None:
+        """Something may be claimable (a notification on `orbit_tasks`)."""
+        with self._lock:
+            self._stirred = True
+            self._work.notify()
+
+    def take(
+        self,
+        contracts: list[tuple[str, str]],
+        runtime: str,
+        session_id: str,
+        worker_id: str,
+        deadline: float,
+        *,
+        gone: Callable[[], bool],
+        alive: Callable[[], None],
+    ) -> Claim | None:
+        """Waits until a round claims a task for this poll (returned), or
+        until `deadline` (monotonic) or `gone()` (None). `alive` is called
+        about every `recheck_s` while it waits. Raises the round's
+        StorageError when the database refused the claim."""
+        waiter = Waiter((tuple(sorted(contracts)), runtime), session_id, worker_id, self._lock)
+        with self._lock:
+            self._waiting.setdefault(waiter.key, []).append(waiter)
+            self._stirred = True
+            self._work.notify()
+            try:
+                while True:
+                    if waiter.error is not None:
+                        raise waiter.error
+                    if waiter.claim is not None:
+                        return waiter.claim
+                    if self._stop:
+                        return None
+                    remaining = deadline - time.monotonic()
+                    if (remaining <= 0 and waiter.looked) or gone():
+                        if waiter not in self._in_round:
+                            return None
+                        waiter.leaving = True
+                    elif remaining <= 0:
+                        waiter.leaving = True  # after the round that looks for it
+                    # (A poll about to leave is woken by the end of the round.)
+                    wait = min(remaining, self._recheck_s)
+                    waiter.wake.wait(self._recheck_s if waiter.leaving else max(0.001, wait))
+                    if waiter.claim is None:
+                        alive()
+            finally:
+                group = self._waiting.get(waiter.key)
+                if group is not None and waiter in group:
+                    group.remove(waiter)
+                    if not group:
+                        del self._waiting[waiter.key]
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._work.notify()
+            for waiters in self._waiting.values():
+                for waiter in waiters:
+                    waiter.wake.notify()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while True:
+            with self._lock:
+                while not self._stop:
+                    if self._waiting and (
+                        self._stirred or time.monotonic() - last >= self._recheck_s
+                    ):
+                        break
+                    self._work.wait(self._recheck_s if self._waiting else None)
+                if self._stop:
+                    return
+                self._stirred = False
+                groups = {key: list(ws) for key, ws in self._waiting.items()}
+                self._in_round = {w for ws in groups.values() for w in ws}
+            last = time.monotonic()
+            results: dict[GroupKey, list[Claim] | StorageError] = {}
+            for key, waiters in groups.items():
+                try:
+                    results[key] = self._tables.claim_for(
+                        list(key[0]),
+                        key[1],
+                        [(w.session_id, w.worker_id) for w in waiters],
+                        self._token,
+                    )
+                except StorageError as exc:
+                    results[key] = exc
+                    self._on_error(exc)
+                except Exception as exc:  # the thread must outlive any one failure
+                    error = StorageError(f"claiming a task failed: {exc}")
+                    error.__cause__ = exc
+                    results[key] = error
+                    self._on_error(error)
+            with self._lock:
+                for key, waiters in groups.items():
+                    result = results[key]
+                    for i, waiter in enumerate(waiters):
+                        waiter.looked = True
+                        if isinstance(result, StorageError):
+                            waiter.error = result
+                        elif i < len(result):
+                            waiter.claim = result[i]
+                        else:
+                            if waiter.leaving:
+                                waiter.wake.notify()
+                            continue
+                        # Answered: no later round claims for it.
+                        self._waiting[key].remove(waiter)
+                        waiter.wake.notify()
+                    if key in self._waiting and not self._waiting[key]:
+                        del self._waiting[key]
+                self._in_round = set()
