@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,8 +33,9 @@ from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
+from orbit_server.task_desk import TaskDesk
 from orbit_store.postgres import PostgresStore
-from orbit_store.shared import SharedStore, SharedTables, rendezvous
+from orbit_store.shared import Listener, SharedStore, SharedTables, rendezvous
 
 pytestmark = pytest.mark.postgres
 
@@ -253,6 +255,109 @@ def test_concurrent_claims_never_hand_out_a_task_twice(pg_url: str) -> None:
         a.close()
         for node in nodes:
             node.close()
+
+
+def test_a_claimed_task_of_an_ended_execution_is_deleted_not_handed_out(pg_url: str) -> None:
+    # A task row left queued after its execution ended (put back by a server
+    # that had just lost the execution) was claimed, found ownerless, put
+    # back and claimed again, for ever.
+    a = Node(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="live")
+        admin = PostgresStore(pg_url)
+        with admin.session("stale") as conn:
+            conn.execute(
+                "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
+                "contract_version, language, timeout_ms, assignment, state, enqueued_ms) "
+                "VALUES ('gone', 's0', 1, 'bench.step', '1.0.0', NULL, NULL, '{}', 'queued', 0)"
+            )
+        admin.close()
+        claims = a.tables.claim_for(CHAIN, "python", [("s-1", "w-1"), ("s-2", "w-2")], _token)
+        assert [(c.execution_id, c.owner) for c in claims] == [("live", "a")]
+        assert _rows(pg_url, "SELECT execution_id FROM orbit_tasks") == [("live",)]
+        assert _rows(pg_url, "SELECT session_id FROM orbit_tasks") == [("s-1",)]
+    finally:
+        a.close()
+
+
+def test_the_task_desk_claims_once_for_all_waiting_polls(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    errors: list[StorageError] = []
+    desk = TaskDesk(b.tables, _token, recheck_s=0.2, on_error=errors.append)
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="one")
+        got: dict[str, Any] = {}
+
+        def poll(session: str, wait_s: float) -> None:
+            got[session] = desk.take(
+                CHAIN,
+                "python",
+                session,
+                "w-1",
+                time.monotonic() + wait_s,
+                gone=lambda: False,
+                alive=lambda: None,
+            )
+
+        # A poll that does not wait still claims what is queued.
+        poll("s-0", 0)
+        assert got["s-0"] is not None and got["s-0"].execution_id == "one"
+        # Five polls wait; two tasks come: two polls get one each, each
+        # claimed for its own session; the others end empty at their deadline.
+        threads = [threading.Thread(target=poll, args=(f"s-{i}", 3.0)) for i in range(1, 6)]
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(desk._waiting.get(desk_key(), [])) == 5, 10, "five waiting polls")
+        a.engine.start("Chain", execution_id="two")
+        a.engine.start("Chain", execution_id="three")
+        for thread in threads:
+            thread.join(timeout=10)
+        claims = {s: c for s, c in got.items() if c is not None and s != "s-0"}
+        assert sorted(c.execution_id for c in claims.values()) == ["three", "two"]
+        in_inbox = {e.payload["token"]: e.payload["session_id"] for e in a.tables.pending()}
+        assert {c.token: s for s, c in claims.items()}.items() <= in_inbox.items()
+        assert errors == []
+    finally:
+        desk.close()
+        a.close()
+        b.close()
+
+
+def desk_key() -> Any:
+    return (tuple(sorted(CHAIN)), "python")
+
+
+def test_notifications_reach_subscribers_before_the_listeners_wait_ends(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # psycopg's notifies(timeout=...) goes on until its timeout: the listener
+    # passed wake-ups on only when its wait ended (0.5 s), not when they came.
+    monkeypatch.setattr(Listener, "WAIT_S", 30.0)
+    store = PostgresStore(pg_url)
+    listener = Listener(store, "a")
+    got: list[list[str] | None] = []
+    arrived = threading.Event()
+
+    def note(payloads: list[str] | None) -> None:
+        got.append(payloads)
+        if payloads:
+            arrived.set()
+
+    try:
+        listener.subscribe("orbit_inbox", note)
+        wait_until(lambda: got == [None], 10, "the listener's first connection")
+        seen = listener.serial("orbit_done")
+        with store.session("sender") as conn:
+            conn.execute("SELECT pg_notify('orbit_inbox', 'x-1')")
+        assert arrived.wait(10)
+        assert got[-1] == ["x-1"]
+        assert listener.serial("orbit_done") == seen  # other channels stay asleep
+    finally:
+        listener.close()
+        store.close()
 
 
 def test_the_inbox_keeps_order_and_carries_replies(pg_url: str) -> None:

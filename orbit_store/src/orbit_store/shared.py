@@ -912,6 +912,7 @@ class Listener:
     callback with None (what came while none listened is lost)."""
 
     CHANNELS = ("orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done", "orbit_defs")
+    WAIT_S = 0.5  # how often the listening thread looks at `close`
 
     def __init__(self, store: PostgresStore, node_id: str) -> None:
         self._store = store
@@ -965,7 +966,7 @@ class Listener:
                     # The first notification ends the wait (`notifies` would
                     # otherwise go on until its timeout); those that came
                     # with it are taken too.
-                    notes = list(conn.notifies(timeout=0.5, stop_after=1))
+                    notes = list(conn.notifies(timeout=self.WAIT_S, stop_after=1))
                     if not notes:
                         continue
                     notes.extend(conn.notifies(timeout=0))
