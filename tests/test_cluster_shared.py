@@ -33,6 +33,9 @@ from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
+from orbit_server.app import create_app
+from orbit_server.config import ServerConfig
+from orbit_server.shared import SharedNode
 from orbit_server.task_desk import TaskDesk
 from orbit_store.postgres import PostgresStore
 from orbit_store.shared import Listener, SharedStore, SharedTables, rendezvous
@@ -58,7 +61,8 @@ class Node:
         self.store = SharedStore(url, node_id=name)
         self.lost: list[str] = []
         self.store.on_lost = self.lost.extend
-        self.tables = SharedTables(self.store, name)
+        # Another node's tasks at once: these tests are not about locality.
+        self.tables = SharedTables(self.store, name, local_first_ms=0)
         self.engine = Engine(self.store, auto_tick=False, offer_tasks=True)
 
     def claim(self, session: str = "s-1") -> Any:
@@ -225,6 +229,29 @@ def test_claims_skip_rows_another_server_is_claiming(pg_url: str) -> None:
         again = b.claim()
         assert again is not None and again.execution_id == "first"
         assert b.claim() is None
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_node_claims_its_own_tasks_first(pg_url: str) -> None:
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    b.tables.local_first_ms = 300
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        b.engine.reload_definitions()
+        b.engine.start("Chain", execution_id="b-1")
+        a.engine.start("Chain", execution_id="a-1")
+        a.engine.start("Chain", execution_id="a-2")
+        # b's own task, though a's are as old; a's once they waited.
+        assert [
+            c.execution_id for c in b.tables.claim_for(CHAIN, "python", [("s", "w")] * 3, _token)
+        ] == ["b-1"]
+        wait_until(lambda: b.claim() is not None, 10, "a's task, after it waited")
+        assert [
+            c.execution_id for c in a.tables.claim_for(CHAIN, "python", [("s", "w")] * 3, _token)
+        ] == ["a-2"]
     finally:
         a.close()
         b.close()
@@ -523,6 +550,46 @@ def test_a_node_id_is_held_by_one_live_process(pg_url: str) -> None:
         assert [(n.node_id, n.addr, n.live) for n in nodes] == [("a", "http://a", True)]
     finally:
         a.close()
+
+
+def test_a_stuck_round_does_not_stop_the_heartbeat(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The heartbeat was the first step of the round, which waited for a
+    # vacuum of the queue for up to 4 s under load: the other servers took
+    # this one's executions while it was serving them.
+    stuck = threading.Event()
+    release = threading.Event()
+
+    def round_that_hangs(node: SharedNode) -> None:
+        stuck.set()
+        release.wait(30)
+
+    monkeypatch.setattr(SharedNode, "round", round_that_hangs)
+    config = ServerConfig(db=pg_url, cluster=True, cluster_mode="shared", node_id="a")
+    node = SharedNode(
+        config,
+        node_id="a",
+        advertise_addr="http://a",
+        build_engine=lambda store, kind: kind(store, auto_tick=False),
+        make_app=lambda engine, view: create_app(engine, config),
+        interval=0.05,
+    )
+    try:
+        node.start()
+        assert stuck.wait(10)
+        ages: list[int] = []
+
+        def fresh() -> bool:
+            (row,) = [n for n in node.tables.nodes(10**9) if n.node_id == "a"]
+            ages.append(row.heartbeat_age_ms)
+            return len(ages) > 20 and ages[-1] < 1000
+
+        wait_until(fresh, 10, "heartbeats while the round hangs")
+        assert node.serving()
+    finally:
+        release.set()
+        node.close()
 
 
 def test_rendezvous_spreads_trees_over_the_live_nodes() -> None:

@@ -20,15 +20,24 @@ two threads.
   announces an end (NOTIFY orbit_done) and every second. Sessions are
   written to `orbit_sessions`, and a session registered elsewhere is loaded
   into this engine the first time it is used here.
-- `orbit-shared` (every `interval`, 1 s): the heartbeat (the database's
-  clock), dropping executions a fenced commit showed lost, taking over its
-  rendezvous share of the trees of servers whose heartbeat is older than
-  `--node-timeout` (in batches of 100 trees), syncing the sessions' last
-  contacts both ways, posting the cancellations of sessions that talk to
-  other servers, and loading definitions and schedules changed elsewhere
-  (schedule claims name the node, so an occurrence fires on one server).
+- `orbit-heartbeat` (every `interval`, 1 s): the heartbeat alone (the
+  database's clock), on its own connection, so that no slow round or
+  vacuum makes the others take this server's executions.
+- `orbit-shared` (every `interval`): dropping executions a fenced commit
+  showed lost, taking over its rendezvous share of the trees of servers
+  whose heartbeat is older than `--node-timeout` (in batches of 100 trees),
+  syncing the sessions' last contacts both ways, posting the cancellations
+  of sessions that talk to other servers, and loading definitions and
+  schedules changed elsewhere (schedule claims name the node, so an
+  occurrence fires on one server).
+- `orbit-claims` (orbit_server/task_desk.py): claims from the shared queue
+  for every poll waiting on this server, this server's tasks first.
 - `orbit-inbox`: applies the inbox entries of the executions this engine
-  holds, oldest first, woken by NOTIFY orbit_inbox, and writes each reply.
+  holds, those of one execution in order, different executions at once
+  (so their commits share groups); woken by NOTIFY orbit_inbox with the
+  execution's id, and reading every entry for this server each second.
+- `orbit-vacuum` (every 2 s): vacuums the queue and the inbox, whose rows
+  live for milliseconds (SharedTables.vacuum).
 
 An entry is applied through one engine call made under its receipt
 (`Engine.receipt`), so the commit of the events it causes also marks it
@@ -88,6 +97,7 @@ RECHECK_S = 1.0
 SHARED = "shared"
 # The inbox is swept every so many rounds of entries older than this.
 SWEEP_ROUNDS = 60
+VACUUM_S = 2.0
 SWEEP_AFTER_MS = 60_000
 _ERRORS: dict[str, type[OrbitError]] = {
     cls.__name__: cls
@@ -494,14 +504,16 @@ class SharedNode:
         self.store = SharedStore(config.db, node_id=node_id, ca_cert=ca_cert)
         self.store.on_lost = self._on_lost
         self.tables = SharedTables(self.store, node_id)
-        # The rounds' own connection: a heartbeat never queues behind requests.
+        # Connections of the background threads, which never queue behind requests.
         self._own_tables = SharedTables(self.store, node_id, connections=1)
+        self._beat_tables = SharedTables(self.store, node_id, connections=1)
+        self._vacuum_tables = SharedTables(self.store, node_id, connections=1)
         try:
             self._join()
             built = build_engine(self.store, SharedEngine)
         except BaseException:
-            self.tables.close()
-            self._own_tables.close()
+            for tables in (self.tables, self._own_tables, self._beat_tables, self._vacuum_tables):
+                tables.close()
             self.store.close()
             raise
         assert isinstance(built, SharedEngine)
@@ -579,7 +591,12 @@ class SharedNode:
     # ---- threads
 
     def start(self) -> None:
-        for target, name in ((self._loop, "orbit-shared"), (self._inbox_loop, "orbit-inbox")):
+        for target, name in (
+            (self._beat_loop, "orbit-heartbeat"),
+            (self._loop, "orbit-shared"),
+            (self._inbox_loop, "orbit-inbox"),
+            (self._vacuum_loop, "orbit-vacuum"),
+        ):
             thread = threading.Thread(target=target, name=name, daemon=True)
             self._threads.append(thread)
             thread.start()
@@ -597,14 +614,18 @@ class SharedNode:
                 self._failing = str(exc)
             delay = max(0.0, self.interval_s - (time.monotonic() - started))
 
-    def _on_lost(self, execution_ids: list[str]) -> None:
-        # Called inside a failing commit: the engine is busy; drop them later.
-        with self._lost_lock:
-            self._lost.extend(execution_ids)
+    def _beat_loop(self) -> None:
+        """The heartbeat alone, on a connection of its own: nothing a round
+        waits for (the engine, a vacuum) can make the others think this
+        node died."""
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.beat()
+            except Exception as exc:
+                self._log.error("shared: heartbeat failed", error=str(exc))
 
-    def round(self) -> None:
-        """One round of heartbeat, clean-up, take-over and sync."""
-        if self._own_tables.heartbeat(self.instance):
+    def beat(self) -> None:
+        if self._beat_tables.heartbeat(self.instance):
             self._last_beat = time.monotonic()
             self._conflict = False
         elif not self._conflict:
@@ -612,6 +633,25 @@ class SharedNode:
             self._log.error(
                 "shared: another process took this node id; not ready", node_id=self.node_id
             )
+
+    def _vacuum_loop(self) -> None:
+        """Vacuums the queue and the inbox (SharedTables.vacuum) every few
+        seconds, on a connection of its own (a vacuum can wait seconds for
+        the pages it cleans)."""
+        while not self._stop.wait(VACUUM_S):
+            try:
+                self._vacuum_tables.vacuum()
+            except Exception as exc:
+                self._log.warning("shared: vacuum failed", error=str(exc))
+
+    def _on_lost(self, execution_ids: list[str]) -> None:
+        # Called inside a failing commit: the engine is busy; drop them later.
+        with self._lost_lock:
+            self._lost.extend(execution_ids)
+
+    def round(self) -> None:
+        """One round of clean-up, take-over and sync (the heartbeat has a
+        thread of its own)."""
         with self._lost_lock:
             lost, self._lost = self._lost, []
         lost.extend(self._reconcile())
@@ -639,7 +679,6 @@ class SharedNode:
         self._rounds += 1
         if self._rounds % SWEEP_ROUNDS == 0:
             self._own_tables.sweep(SWEEP_AFTER_MS)
-        self._own_tables.vacuum()
         held = self.store.owned()
         rows = self._own_tables.owned_rows()
         # Owned here by the database and this store, but not running in the
@@ -788,5 +827,5 @@ class SharedNode:
         self.desk.close()
         self._inbox_pool.shutdown(wait=True)
         self.listener.close()
-        self.tables.close()
-        self._own_tables.close()
+        for tables in (self.tables, self._own_tables, self._beat_tables, self._vacuum_tables):
+            tables.close()

@@ -10,7 +10,10 @@ desk's thread runs a round when there are waiting polls and something may
 have changed (a notification on `orbit_tasks`, a poll that arrived since
 the last round, or `recheck_s` without either), claiming for all of them in
 one transaction per group of polls that can take the same tasks (same
-contracts and runtime, oldest poll first). A claim is made for one poll:
+contracts and runtime, oldest poll first). A round takes this node's own
+tasks, and another node's only once they waited `local_first_ms`, so a
+round that a notification started and that left polls waiting is run again
+that much later. A claim is made for one poll:
 its session id goes into the queue's row and, when the task's execution is
 owned elsewhere, into the owner's `dispatched` entry, so a claim is never
 passed to another poll.
@@ -65,6 +68,8 @@ class TaskDesk:
         self._tables = tables
         self._token = token
         self._recheck_s = recheck_s
+        self._local_first_s = tables.local_first_ms / 1000
+        self._retry_at = float("inf")  # when another node's new tasks are ours to take
         self._on_error = on_error
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)  # the claiming thread's
@@ -142,14 +147,14 @@ class TaskDesk:
         while True:
             with self._lock:
                 while not self._stop:
-                    if self._waiting and (
-                        self._stirred or time.monotonic() - last >= self._recheck_s
-                    ):
+                    due = min(last + self._recheck_s, self._retry_at)
+                    if self._waiting and (self._stirred or time.monotonic() >= due):
                         break
-                    self._work.wait(self._recheck_s if self._waiting else None)
+                    self._work.wait(max(0.0, due - time.monotonic()) if self._waiting else None)
                 if self._stop:
                     return
-                self._stirred = False
+                stirred, self._stirred = self._stirred, False
+                self._retry_at = float("inf")
                 groups = {key: list(ws) for key, ws in self._waiting.items()}
                 self._in_round = {w for ws in groups.values() for w in ws}
             last = time.monotonic()
@@ -188,4 +193,8 @@ class TaskDesk:
                         waiter.wake.notify()
                     if key in self._waiting and not self._waiting[key]:
                         del self._waiting[key]
+                if stirred and self._waiting:
+                    # What was queued may be another node's, which this one
+                    # takes only once it waited a while (claim_for).
+                    self._retry_at = time.monotonic() + self._local_first_s
                 self._in_round = set()

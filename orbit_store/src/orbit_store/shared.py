@@ -81,6 +81,8 @@ _CREATE = (
     "CREATE INDEX IF NOT EXISTS orbit_tasks_queued ON orbit_tasks "
     "(task_name, contract_version, enqueued_ms, id) WHERE state = 'queued'",
     "CREATE INDEX IF NOT EXISTS orbit_tasks_token ON orbit_tasks (token)",
+    # The node that owns the task's execution (moved with a take-over).
+    "ALTER TABLE orbit_tasks ADD COLUMN IF NOT EXISTS node_id TEXT",
     "CREATE TABLE IF NOT EXISTS orbit_inbox (seq BIGSERIAL PRIMARY KEY, "
     "execution_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, "
     "sender TEXT NOT NULL, state TEXT NOT NULL, reply TEXT, created_ms BIGINT NOT NULL)",
@@ -104,6 +106,9 @@ TAKEOVER_BATCH = 100
 # Inbox kinds whose sender waits for the owner's reply.
 REPLIED = frozenset({"signal", "cancel"})
 CLAIM_PAUSE_S = 0.1
+# How long a task waits for a poll on the node that owns its execution
+# before polls on other nodes take it first (SharedTables.claim_for).
+LOCAL_FIRST_MS = 100
 FORMER_KEPT = 10_000
 
 
@@ -424,11 +429,11 @@ class SharedStore(PostgresStore):
         if batch.offers:
             cursor.executemany(
                 "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
-                "contract_version, language, timeout_ms, assignment, state, enqueued_ms) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 'queued', "
+                "contract_version, language, timeout_ms, assignment, node_id, state, "
+                "enqueued_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', "
                 + NOW_MS
                 + ") ON CONFLICT (execution_id, unit_key, offer_seq) DO NOTHING",
-                [_offer_row(o) for o in batch.offers],
+                [(*_offer_row(o), self.node_id) for o in batch.offers],
             )
             cursor.execute("SELECT pg_notify('orbit_tasks', '')")
 
@@ -450,9 +455,17 @@ class SharedTables:
     """The request-path statements of one node (module docstring), each its
     own transaction on one of a few autocommit connections."""
 
-    def __init__(self, store: PostgresStore, node_id: str, *, connections: int = 4) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        node_id: str,
+        *,
+        connections: int = 4,
+        local_first_ms: int = LOCAL_FIRST_MS,
+    ) -> None:
         self._store = store
         self.node_id = node_id
+        self.local_first_ms = local_first_ms
         self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
         self._limit = threading.BoundedSemaphore(connections)
 
@@ -553,6 +566,13 @@ class SharedTables:
         own executions without recording them are queued again. Returns
         (execution id, root, epoch) of what moved."""
         with self._conn() as conn, conn.transaction():
+            # The queue's rows first, in the order a claim locks them (its
+            # task, then its owner's row): the other order deadlocked.
+            conn.execute(
+                "SELECT t.id FROM orbit_tasks t JOIN orbit_owners o USING (execution_id) "
+                "WHERE o.root_id = ANY(%s) AND o.node_id = %s ORDER BY t.id FOR UPDATE OF t",
+                (roots, dead),
+            )
             rows = conn.execute(
                 "UPDATE orbit_owners SET node_id = %s, epoch = epoch + 1, since_ms = "
                 + NOW_MS
@@ -562,6 +582,10 @@ class SharedTables:
             ).fetchall()
             moved = [(r[0], r[1], int(r[2])) for r in rows]
             if moved:
+                conn.execute(
+                    "UPDATE orbit_tasks SET node_id = %s WHERE execution_id = ANY(%s)",
+                    (self.node_id, [m[0] for m in moved]),
+                )
                 conn.execute(
                     "UPDATE orbit_tasks t SET state = 'queued', token = NULL, claimed_by = NULL, "
                     "session_id = NULL WHERE t.execution_id = ANY(%s) AND t.state = 'claimed' "
@@ -611,9 +635,9 @@ class SharedTables:
         sessions: list[tuple[str, str]],
         token: Callable[[str], str],
     ) -> list[Claim]:
-        """Claims the oldest queued tasks that sessions with these contracts
-        and runtime can take, at most one per (session id, worker id), in
-        one transaction; the i-th claim is the i-th session's. When another
+        """Claims queued tasks that sessions with these contracts and runtime
+        can take (this node's first, then the oldest), at most one per
+        (session id, worker id), in one transaction; the i-th claim is the i-th session's. When another
         node owns a claimed task's execution, a `dispatched` entry goes to
         that owner's inbox in the same transaction."""
         pairs = list(contracts)
@@ -625,25 +649,44 @@ class SharedTables:
         params: list[Any] = [names, versions]
         if language:
             params.append(runtime)
-        params.append(len(sessions))
+        select = (
+            "SELECT id, execution_id, unit_key, offer_seq, timeout_ms, assignment "
+            "FROM orbit_tasks WHERE state = 'queued' "
+            "AND (task_name, contract_version) IN "
+            "(SELECT * FROM unnest(%s::text[], %s::text[])) " + language
+        )
         with self._conn() as conn, conn.transaction():
+            # This node's own tasks, so that their dispatch and result need
+            # no inbox; another node's once they waited `local_first_ms` (a
+            # node without polls free does not keep them).
             rows = conn.execute(
-                "SELECT id, execution_id, unit_key, offer_seq, timeout_ms, assignment "
-                "FROM orbit_tasks WHERE state = 'queued' "
-                "AND (task_name, contract_version) IN "
-                "(SELECT * FROM unnest(%s::text[], %s::text[])) " + language + ""
+                select + "AND (node_id = %s OR enqueued_ms < " + NOW_MS + " - %s) "
                 "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
-                params,
+                [*params, self.node_id, self.local_first_ms, len(sessions)],
             ).fetchall()
             if not rows:
                 return []
             owners = dict(
                 conn.execute(
-                    "SELECT execution_id, node_id FROM orbit_owners "
-                    "WHERE execution_id = ANY(%s) FOR SHARE",
+                    "SELECT execution_id, node_id FROM orbit_owners WHERE execution_id = ANY(%s)",
                     ([r[1] for r in rows],),
                 ).fetchall()
             )
+            elsewhere_ids = [eid for eid, node in owners.items() if node != self.node_id]
+            if elsewhere_ids:
+                # Locked, so that a take-over of the owner waits for this
+                # claim's `dispatched` entry (and then leaves the task
+                # claimed). This node's own executions need no lock: a claim
+                # of one taken over meanwhile is refused by the fence.
+                for eid in elsewhere_ids:
+                    del owners[eid]
+                owners.update(
+                    conn.execute(
+                        "SELECT execution_id, node_id FROM orbit_owners "
+                        "WHERE execution_id = ANY(%s) FOR SHARE",
+                        (elsewhere_ids,),
+                    ).fetchall()
+                )
             # A task of an execution with no owner is one that ended (a task
             # put back by a server that lost its execution): never wanted.
             ended = [r[0] for r in rows if r[1] not in owners]
