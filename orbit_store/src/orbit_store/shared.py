@@ -83,6 +83,8 @@ _CREATE = (
     "CREATE INDEX IF NOT EXISTS orbit_tasks_token ON orbit_tasks (token)",
     # The node that owns the task's execution (moved with a take-over).
     "ALTER TABLE orbit_tasks ADD COLUMN IF NOT EXISTS node_id TEXT",
+    "CREATE INDEX IF NOT EXISTS orbit_tasks_node_queued ON orbit_tasks "
+    "(node_id, task_name, contract_version, enqueued_ms) WHERE state = 'queued'",
     "CREATE TABLE IF NOT EXISTS orbit_inbox (seq BIGSERIAL PRIMARY KEY, "
     "execution_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, "
     "sender TEXT NOT NULL, state TEXT NOT NULL, reply TEXT, created_ms BIGINT NOT NULL)",
@@ -109,6 +111,9 @@ CLAIM_PAUSE_S = 0.1
 # How long a task waits for a poll on the node that owns its execution
 # before polls on other nodes take it first (SharedTables.claim_for).
 LOCAL_FIRST_MS = 100
+# How much older than a node's own oldest task another node's must be to be
+# claimed before it (SharedTables.claim_for): fair within this bound.
+LOCAL_LEAD_MS = 1000
 FORMER_KEPT = 10_000
 
 
@@ -650,20 +655,35 @@ class SharedTables:
         if language:
             params.append(runtime)
         select = (
-            "SELECT id, execution_id, unit_key, offer_seq, timeout_ms, assignment "
+            "SELECT id, execution_id, unit_key, offer_seq, timeout_ms, assignment, enqueued_ms "
             "FROM orbit_tasks WHERE state = 'queued' "
             "AND (task_name, contract_version) IN "
             "(SELECT * FROM unnest(%s::text[], %s::text[])) " + language
         )
         with self._conn() as conn, conn.transaction():
             # This node's own tasks, so that their dispatch and result need
-            # no inbox; another node's once they waited `local_first_ms` (a
-            # node without polls free does not keep them).
-            rows = conn.execute(
-                select + "AND (node_id = %s OR enqueued_ms < " + NOW_MS + " - %s) "
-                "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
-                [*params, self.node_id, self.local_first_ms, len(sessions)],
+            # no inbox; another node's when they are LOCAL_LEAD_MS older than
+            # this node's oldest (so no task waits on a busy node for long),
+            # or, when this node has none, once they waited `local_first_ms`
+            # (a node with polls free takes its own at once). Two statements,
+            # each reading its index in order; what is locked and not taken
+            # is free again at the commit.
+            n = len(sessions)
+            mine = conn.execute(
+                select + "AND node_id = %s ORDER BY enqueued_ms, id LIMIT %s "
+                "FOR UPDATE SKIP LOCKED",
+                [*params, self.node_id, n],
             ).fetchall()
+            if mine:
+                cutoff, bound = "%s", int(mine[0][6]) - LOCAL_LEAD_MS
+            else:
+                cutoff, bound = NOW_MS + " - %s", self.local_first_ms
+            others = conn.execute(
+                select + "AND node_id IS DISTINCT FROM %s AND enqueued_ms < " + cutoff + " "
+                "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
+                [*params, self.node_id, bound, n],
+            ).fetchall()
+            rows = sorted(mine + others, key=lambda r: (int(r[6]), int(r[0])))[:n]
             if not rows:
                 return []
             owners = dict(
@@ -704,7 +724,7 @@ class SharedTables:
             claims = []
             elsewhere = []
             for row, claimed, (session_id, worker_id) in zip(rows, tokens, taken, strict=True):
-                _task_id, eid, key, offer, timeout_ms, assignment = row
+                _task_id, eid, key, offer, timeout_ms, assignment, _enqueued = row
                 owner_id = owners[eid]
                 if owner_id != self.node_id:
                     elsewhere.append(
