@@ -700,6 +700,10 @@ def test_every_server_serves_and_commands_reach_the_owner(three: list[ServerProc
     through_c.session = worker.session
     task = through_c.task()
     assert task["execution_id"] == "rv-1" and task["token"].startswith("rv-1/")
+    # Every server lists the worker online, whichever it talks to.
+    for server in three:
+        (listed,) = server.http().get("/v1/workers").body["workers"]
+        assert (listed["worker_id"], listed["online"], listed["sessions"]) == ("w-1", True, 1)
     assert worker.complete(task["token"], {"receipt": "r-1"}).body["accepted"] is True
     done = a.http().get("/v1/executions/rv-1/wait?timeout_ms=10000").body
     assert done["status"] == "COMPLETED", done

@@ -56,7 +56,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from orbit_core.api import Accepted, Assignment, ExecutionDoc, Registered, SignalAccepted
+from orbit_core.api import (
+    Accepted,
+    Assignment,
+    ExecutionDoc,
+    Registered,
+    SignalAccepted,
+    WorkerList,
+)
 from orbit_core.dispatch import Session
 from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
@@ -199,6 +206,26 @@ class SharedEngine(Engine):
         self.node.tables.drop_session(session_id)
         self._sessions.pop(session_id, None)
         return reply
+
+    def list_workers(self) -> WorkerList:
+        """`GET /v1/workers` of the whole cluster: the registry is shared, and
+        the sessions of every server come from `orbit_sessions` (in-flight
+        counts are this server's own)."""
+        listing = super().list_workers()
+        now = self.clock.now_ms()
+        timeout = self.session_timeout_ms
+        by_worker: dict[str, list[SessionRow]] = {}
+        for row in self.node.tables.sessions_seen_since(now - timeout):
+            by_worker.setdefault(row.worker_id, []).append(row)
+        for doc in listing["workers"]:
+            rows = by_worker.get(doc["worker_id"], [])
+            if not rows:
+                continue
+            last_seen = max(r.last_seen_ms for r in rows)
+            doc["sessions"] = max(doc["sessions"], len(rows))
+            doc["last_seen_ms"] = max(doc["last_seen_ms"], last_seen)
+            doc["online"] = doc["online"] or now - last_seen <= timeout
+        return listing
 
     # ---- tasks
 

@@ -910,11 +910,18 @@ class SharedTables:
     def sessions(self, ids: list[str]) -> list[SessionRow]:
         if not ids:
             return []
+        return self._sessions("session_id = ANY(%s)", ids)
+
+    def sessions_seen_since(self, since_ms: int) -> list[SessionRow]:
+        """Every session in contact with any server since `since_ms`."""
+        return self._sessions("last_seen_ms >= %s", since_ms)
+
+    def _sessions(self, where: str, param: object) -> list[SessionRow]:
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT session_id, worker_id, runtime, contracts, sdk, registered_ms, "
-                "last_seen_ms FROM orbit_sessions WHERE session_id = ANY(%s)",
-                (ids,),
+                "last_seen_ms FROM orbit_sessions WHERE " + where,
+                (param,),
             ).fetchall()
         return [
             SessionRow(
