@@ -145,56 +145,72 @@ class TaskDesk:
     def _run(self) -> None:
         last = time.monotonic()
         while True:
-            with self._lock:
-                while not self._stop:
-                    due = min(last + self._recheck_s, self._retry_at)
-                    if self._waiting and (self._stirred or time.monotonic() >= due):
-                        break
-                    self._work.wait(max(0.0, due - time.monotonic()) if self._waiting else None)
-                if self._stop:
-                    return
-                stirred, self._stirred = self._stirred, False
-                self._retry_at = float("inf")
-                groups = {key: list(ws) for key, ws in self._waiting.items()}
-                self._in_round = {w for ws in groups.values() for w in ws}
+            round_ = self._next_round(last)
+            if round_ is None:
+                return
+            groups, stirred = round_
             last = time.monotonic()
-            results: dict[GroupKey, list[Claim] | StorageError] = {}
+            self._answer(groups, {key: self._claim(key, ws) for key, ws in groups.items()}, stirred)
+
+    def _next_round(self, last: float) -> tuple[dict[GroupKey, list[Waiter]], bool] | None:
+        """Waits until a round is due; the polls it claims for (None: closed)."""
+        with self._lock:
+            while not self._stop:
+                due = min(last + self._recheck_s, self._retry_at)
+                if self._waiting and (self._stirred or time.monotonic() >= due):
+                    break
+                self._work.wait(max(0.0, due - time.monotonic()) if self._waiting else None)
+            if self._stop:
+                return None
+            stirred, self._stirred = self._stirred, False
+            self._retry_at = float("inf")
+            groups = {key: list(ws) for key, ws in self._waiting.items()}
+            self._in_round = {w for ws in groups.values() for w in ws}
+            return groups, stirred
+
+    def _claim(self, key: GroupKey, waiters: list[Waiter]) -> list[Claim] | StorageError:
+        try:
+            return self._tables.claim_for(
+                list(key[0]), key[1], [(w.session_id, w.worker_id) for w in waiters], self._token
+            )
+        except StorageError as exc:
+            self._on_error(exc)
+            return exc
+        except Exception as exc:  # the thread must outlive any one failure
+            error = StorageError(f"claiming a task failed: {exc}")
+            error.__cause__ = exc
+            self._on_error(error)
+            return error
+
+    def _answer(
+        self,
+        groups: dict[GroupKey, list[Waiter]],
+        results: dict[GroupKey, list[Claim] | StorageError],
+        stirred: bool,
+    ) -> None:
+        with self._lock:
             for key, waiters in groups.items():
-                try:
-                    results[key] = self._tables.claim_for(
-                        list(key[0]),
-                        key[1],
-                        [(w.session_id, w.worker_id) for w in waiters],
-                        self._token,
-                    )
-                except StorageError as exc:
-                    results[key] = exc
-                    self._on_error(exc)
-                except Exception as exc:  # the thread must outlive any one failure
-                    error = StorageError(f"claiming a task failed: {exc}")
-                    error.__cause__ = exc
-                    results[key] = error
-                    self._on_error(error)
-            with self._lock:
-                for key, waiters in groups.items():
-                    result = results[key]
-                    for i, waiter in enumerate(waiters):
-                        waiter.looked = True
-                        if isinstance(result, StorageError):
-                            waiter.error = result
-                        elif i < len(result):
-                            waiter.claim = result[i]
-                        else:
-                            if waiter.leaving:
-                                waiter.wake.notify()
-                            continue
-                        # Answered: no later round claims for it.
-                        self._waiting[key].remove(waiter)
-                        waiter.wake.notify()
-                    if key in self._waiting and not self._waiting[key]:
-                        del self._waiting[key]
-                if stirred and self._waiting:
-                    # What was queued may be another node's, which this one
-                    # takes only once it waited a while (claim_for).
-                    self._retry_at = time.monotonic() + self._local_first_s
-                self._in_round = set()
+                result = results[key]
+                for i, waiter in enumerate(waiters):
+                    waiter.looked = True
+                    if isinstance(result, StorageError):
+                        waiter.error = result
+                    elif i < len(result):
+                        waiter.claim = result[i]
+                    else:
+                        if waiter.leaving:
+                            waiter.wake.notify()
+                        continue
+                    # Answered: no later round claims for it. (Only a poll
+                    # that `close` ended has left during a round.)
+                    group = self._waiting.get(key, [])
+                    if waiter in group:
+                        group.remove(waiter)
+                    waiter.wake.notify()
+                if key in self._waiting and not self._waiting[key]:
+                    del self._waiting[key]
+            if stirred and self._waiting:
+                # What was queued may be another node's, which this one
+                # takes only once it waited a while (claim_for).
+                self._retry_at = time.monotonic() + self._local_first_s
+            self._in_round = set()

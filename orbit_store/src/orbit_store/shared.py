@@ -413,32 +413,37 @@ class SharedStore(PostgresStore):
             for c in batch.executions
             if c.row.status in _ENDED or c.archive_run is not None
         ]
+        ended = set(gone)
         gone_units: list[tuple[str, str]] = []
         dispatched: list[str] = []
         for change in batch.executions:
             for event in change.events:
                 if isinstance(event, ev.StepDispatched):
                     dispatched.append(event.token)
-                elif isinstance(event, _UNIT_ENDS):
+                elif isinstance(event, _UNIT_ENDS) and change.execution_id not in ended:
                     gone_units.append((change.execution_id, event.step))
+        # One statement each, whatever the size of the group.
         if gone:
             cursor.execute("DELETE FROM orbit_tasks WHERE execution_id = ANY(%s)", (gone,))
         if dispatched:
             cursor.execute("DELETE FROM orbit_tasks WHERE token = ANY(%s)", (dispatched,))
         if gone_units:
-            cursor.executemany(
-                "DELETE FROM orbit_tasks WHERE execution_id = %s AND unit_key = %s "
-                "AND state = 'queued'",
-                gone_units,
+            cursor.execute(
+                "DELETE FROM orbit_tasks t USING unnest(%s::text[], %s::text[]) AS g(e, k) "
+                "WHERE t.execution_id = g.e AND t.unit_key = g.k AND t.state = 'queued'",
+                ([u[0] for u in gone_units], [u[1] for u in gone_units]),
             )
         if batch.offers:
-            cursor.executemany(
+            rows = [_offer_row(o) for o in batch.offers]
+            cursor.execute(
                 "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
                 "contract_version, language, timeout_ms, assignment, node_id, state, "
-                "enqueued_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'queued', "
+                "enqueued_ms) SELECT e, k, o, n, v, l, t, a, %s, 'queued', "
                 + NOW_MS
-                + ") ON CONFLICT (execution_id, unit_key, offer_seq) DO NOTHING",
-                [(*_offer_row(o), self.node_id) for o in batch.offers],
+                + " FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], "
+                "%s::text[], %s::bigint[], %s::text[]) AS x(e, k, o, n, v, l, t, a) "
+                "ON CONFLICT (execution_id, unit_key, offer_seq) DO NOTHING",
+                (self.node_id, *([r[i] for r in rows] for i in range(8))),
             )
             cursor.execute("SELECT pg_notify('orbit_tasks', '')")
 
@@ -482,6 +487,14 @@ class SharedTables:
                 conn = self._idle.get_nowait()
             except queue.Empty:
                 conn = self._store.session(f"orbit-shared:{self.node_id}")
+                # Generic plans: these statements name rows by key or read a
+                # partial index in order, and planning each one again (the
+                # store's sessions' setting) cost as much as running it.
+                try:
+                    conn.execute("SET plan_cache_mode = auto")
+                except psycopg.Error as exc:
+                    conn.close()
+                    raise StorageError(self._store.describe_error(exc)) from exc
             try:
                 yield conn
             except psycopg.Error as exc:
