@@ -42,7 +42,7 @@ class WorkerProcess:
     def __init__(self, tmp_path: Path, fake: FakeRuntime, *args: str, **env: str) -> None:
         script = tmp_path / "worker.py"
         script.write_text(WORKER_SCRIPT)
-        environment = {**os.environ, "ORBIT_SERVER": fake.url, **env}
+        environment = {**os.environ, "ORBIT_SERVER": fake.url, "PYTHONFAULTHANDLER": "1", **env}
         self.proc = subprocess.Popen(
             [sys.executable, str(script), *args],
             stdout=subprocess.PIPE,
@@ -71,7 +71,15 @@ class WorkerProcess:
             time.sleep(0.02)
 
     def finish(self, timeout: float = 10) -> int:
-        code = self.proc.wait(timeout)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # What a hang waits for: faulthandler prints every thread's stack.
+            self.proc.send_signal(signal.SIGABRT)
+            self.proc.wait(timeout)
+            for reader in self._readers:
+                reader.join(timeout)
+            pytest.fail("the worker did not exit:\n" + "\n".join(self.stderr))
         for reader in self._readers:
             reader.join(timeout)
         assert self.proc.stdout is not None and self.proc.stderr is not None
