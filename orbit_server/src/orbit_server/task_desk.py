@@ -11,9 +11,9 @@ have changed (a notification on `orbit_tasks`, a poll that arrived since
 the last round, or `recheck_s` without either), claiming for all of them in
 one transaction per group of polls that can take the same tasks (same
 contracts and runtime, oldest poll first). A round takes this node's own
-tasks, and another node's only once they waited `local_first_ms`, so a
-round that a notification started and that left polls waiting is run again
-that much later. A claim is made for one poll:
+tasks, and another node's only once they waited `local_first_ms`: a
+notification of another node's new tasks (its payload names the node)
+schedules a round that much later instead of one at once. A claim is made for one poll:
 its session id goes into the queue's row and, when the task's execution is
 owned elsewhere, into the owner's `dispatched` entry, so a claim is never
 passed to another poll.
@@ -80,10 +80,19 @@ class TaskDesk:
         self._thread = threading.Thread(target=self._run, name="orbit-claims", daemon=True)
         self._thread.start()
 
-    def stir(self, _payloads: object = None) -> None:
-        """Something may be claimable (a notification on `orbit_tasks`)."""
+    def stir(self, nodes: list[str] | None = None) -> None:
+        """Something may be claimable: a notification on `orbit_tasks`, whose
+        payloads name the node that queued tasks ('' or None: anything may
+        have changed). Another node's new tasks are not this node's to take
+        before `local_first_ms`: they need a round then, not now."""
         with self._lock:
-            self._stirred = True
+            if nodes is None or "" in nodes or self._tables.node_id in nodes:
+                self._stirred = True
+            else:
+                later = time.monotonic() + self._local_first_s
+                if later >= self._retry_at:
+                    return
+                self._retry_at = later
             self._work.notify()
 
     def take(
@@ -145,14 +154,13 @@ class TaskDesk:
     def _run(self) -> None:
         last = time.monotonic()
         while True:
-            round_ = self._next_round(last)
-            if round_ is None:
+            groups = self._next_round(last)
+            if groups is None:
                 return
-            groups, stirred = round_
             last = time.monotonic()
-            self._answer(groups, {key: self._claim(key, ws) for key, ws in groups.items()}, stirred)
+            self._answer(groups, {key: self._claim(key, ws) for key, ws in groups.items()})
 
-    def _next_round(self, last: float) -> tuple[dict[GroupKey, list[Waiter]], bool] | None:
+    def _next_round(self, last: float) -> dict[GroupKey, list[Waiter]] | None:
         """Waits until a round is due; the polls it claims for (None: closed)."""
         with self._lock:
             while not self._stop:
@@ -162,11 +170,12 @@ class TaskDesk:
                 self._work.wait(max(0.0, due - time.monotonic()) if self._waiting else None)
             if self._stop:
                 return None
-            stirred, self._stirred = self._stirred, False
-            self._retry_at = float("inf")
+            self._stirred = False
+            if time.monotonic() >= self._retry_at:
+                self._retry_at = float("inf")
             groups = {key: list(ws) for key, ws in self._waiting.items()}
             self._in_round = {w for ws in groups.values() for w in ws}
-            return groups, stirred
+            return groups
 
     def _claim(self, key: GroupKey, waiters: list[Waiter]) -> list[Claim] | StorageError:
         try:
@@ -186,7 +195,6 @@ class TaskDesk:
         self,
         groups: dict[GroupKey, list[Waiter]],
         results: dict[GroupKey, list[Claim] | StorageError],
-        stirred: bool,
     ) -> None:
         with self._lock:
             for key, waiters in groups.items():
@@ -209,8 +217,4 @@ class TaskDesk:
                     waiter.wake.notify()
                 if key in self._waiting and not self._waiting[key]:
                     del self._waiting[key]
-            if stirred and self._waiting:
-                # What was queued may be another node's, which this one
-                # takes only once it waited a while (claim_for).
-                self._retry_at = time.monotonic() + self._local_first_s
             self._in_round = set()
