@@ -518,6 +518,44 @@ def test_a_dead_owners_own_claims_are_queued_again_on_take_over(pg_url: str) -> 
         b.close()
 
 
+def test_a_take_over_waits_for_a_claim_in_progress_instead_of_deadlocking(pg_url: str) -> None:
+    # A claim locks its task's row, then reads the owner's row FOR SHARE; a
+    # take-over that updated the owners' rows first and then the queue's
+    # deadlocked with it (PostgreSQL aborted one of the two).
+    a = Node(pg_url, "a")
+    c = Node(pg_url, "c")
+    admin = PostgresStore(pg_url)
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="d-1")
+        with admin.session("claimer") as claimer, claimer.transaction():
+            claimer.execute("SELECT id FROM orbit_tasks WHERE execution_id = 'd-1' FOR UPDATE")
+            moved: list[Any] = []
+            taking = threading.Thread(target=lambda: moved.extend(c.tables.take_over(["d-1"], "a")))
+            taking.start()
+
+            def take_over_waits() -> bool:
+                rows = _rows(
+                    pg_url,
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE application_name = 'orbit-shared:c' AND wait_event_type = 'Lock'",
+                )
+                return rows == [(1,)]
+
+            wait_until(take_over_waits, 10, "the take-over to wait for the claim's lock")
+            # The claim's second half: not blocked, no deadlock.
+            owner = claimer.execute(
+                "SELECT node_id FROM orbit_owners WHERE execution_id = 'd-1' FOR SHARE"
+            ).fetchone()
+            assert owner == ("a",)
+        taking.join(timeout=10)
+        assert [m[0] for m in moved] == ["d-1"]
+    finally:
+        admin.close()
+        a.close()
+        c.close()
+
+
 def test_a_restarted_node_resumes_its_executions_under_a_new_epoch(pg_url: str) -> None:
     a = Node(pg_url, "a")
     a.engine.deploy(server_ir.chain(1))
