@@ -493,14 +493,20 @@ def test_ctrl_c_on_run_leaves_the_execution_running(
         # A SIGABRT prints every thread's stack: what a hang waits for.
         "PYTHONFAULTHANDLER": "1",
     }
-    proc = subprocess.Popen(
-        [ORBIT, "run", str(source), "--id", "idle-1"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    # A shell's background job (`scripts/test &`) ignores SIGINT, and so
+    # would this child: started with Python's own handler, it gets the default.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [ORBIT, "run", str(source), "--id", "idle-1"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     lines: list[str] = []
     assert proc.stderr is not None
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
@@ -514,7 +520,7 @@ def test_ctrl_c_on_run_leaves_the_execution_running(
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            # Seen a few times under a loaded CI, never reproduced alone.
+            # A hang shows where it waits.
             proc.send_signal(signal.SIGABRT)
             proc.wait(timeout=10)
             reader.join(10)

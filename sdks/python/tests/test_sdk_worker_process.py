@@ -43,13 +43,20 @@ class WorkerProcess:
         script = tmp_path / "worker.py"
         script.write_text(WORKER_SCRIPT)
         environment = {**os.environ, "ORBIT_SERVER": fake.url, "PYTHONFAULTHANDLER": "1", **env}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(script), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment,
-        )
+        # A shell's background job ignores SIGINT, and so would the worker
+        # (and keep ignoring the second one): started with Python's own
+        # handler here, it gets the default.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(script), *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=environment,
+            )
+        finally:
+            signal.signal(signal.SIGINT, previous)
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._readers = [
