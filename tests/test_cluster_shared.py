@@ -66,7 +66,8 @@ class Node:
         self.engine = Engine(self.store, auto_tick=False, offer_tasks=True)
 
     def claim(self, session: str = "s-1") -> Any:
-        return self.tables.claim(CHAIN, "python", session, "w-1", _token)
+        claims = self.tables.claim_for(CHAIN, "python", [(session, "w-1")], _token)
+        return claims[0] if claims else None
 
     def run_claimed(self) -> Any:
         """Claims a task and, owning its execution, records its dispatch."""

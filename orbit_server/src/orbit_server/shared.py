@@ -531,16 +531,15 @@ class SharedNode:
         self.store = SharedStore(config.db, node_id=node_id, ca_cert=ca_cert)
         self.store.on_lost = self._on_lost
         self.tables = SharedTables(self.store, node_id)
-        # Connections of the background threads, which never queue behind requests.
-        self._own_tables = SharedTables(self.store, node_id, connections=1)
-        self._beat_tables = SharedTables(self.store, node_id, connections=1)
-        self._vacuum_tables = SharedTables(self.store, node_id, connections=1)
+        # One connection for each background thread (heartbeat, rounds,
+        # vacuum), so that none queues behind requests or behind another.
+        self._own_tables = SharedTables(self.store, node_id, connections=3)
         try:
             self._join()
             built = build_engine(self.store, SharedEngine)
         except BaseException:
-            for tables in (self.tables, self._own_tables, self._beat_tables, self._vacuum_tables):
-                tables.close()
+            self.tables.close()
+            self._own_tables.close()
             self.store.close()
             raise
         assert isinstance(built, SharedEngine)
@@ -652,7 +651,7 @@ class SharedNode:
                 self._log.error("shared: heartbeat failed", error=str(exc))
 
     def beat(self) -> None:
-        if self._beat_tables.heartbeat(self.instance):
+        if self._own_tables.heartbeat(self.instance):
             self._last_beat = time.monotonic()
             self._conflict = False
         elif not self._conflict:
@@ -667,7 +666,7 @@ class SharedNode:
         the pages it cleans)."""
         while not self._stop.wait(VACUUM_S):
             try:
-                self._vacuum_tables.vacuum()
+                self._own_tables.vacuum()
             except Exception as exc:
                 self._log.warning("shared: vacuum failed", error=str(exc))
 
@@ -854,5 +853,5 @@ class SharedNode:
         self.desk.close()
         self._inbox_pool.shutdown(wait=True)
         self.listener.close()
-        for tables in (self.tables, self._own_tables, self._beat_tables, self._vacuum_tables):
-            tables.close()
+        self.tables.close()
+        self._own_tables.close()

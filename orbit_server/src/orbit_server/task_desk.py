@@ -39,7 +39,17 @@ GroupKey = tuple[tuple[tuple[str, str], ...], str]
 class Waiter:
     """One poll waiting at the desk."""
 
-    __slots__ = ("claim", "error", "key", "leaving", "looked", "session_id", "wake", "worker_id")
+    __slots__ = (
+        "claim",
+        "error",
+        "in_round",
+        "key",
+        "leaving",
+        "looked",
+        "session_id",
+        "wake",
+        "worker_id",
+    )
 
     def __init__(
         self, key: GroupKey, session_id: str, worker_id: str, lock: threading.Lock
@@ -53,6 +63,7 @@ class Waiter:
         self.claim: Claim | None = None
         self.error: StorageError | None = None
         self.looked = False  # a round has looked for it
+        self.in_round = False  # a round in progress may claim for it
         self.leaving = False  # would have left, but a round holds it
 
 
@@ -74,7 +85,6 @@ class TaskDesk:
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)  # the claiming thread's
         self._waiting: dict[GroupKey, list[Waiter]] = {}
-        self._in_round: set[Waiter] = set()
         self._stirred = False  # a notification or a new poll since the last round
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="orbit-claims", daemon=True)
@@ -125,7 +135,7 @@ class TaskDesk:
                         return None
                     remaining = deadline - time.monotonic()
                     if (remaining <= 0 and waiter.looked) or gone():
-                        if waiter not in self._in_round:
+                        if not waiter.in_round:
                             return None
                         waiter.leaving = True
                     elif remaining <= 0:
@@ -136,11 +146,15 @@ class TaskDesk:
                     if waiter.claim is None:
                         alive()
             finally:
-                group = self._waiting.get(waiter.key)
-                if group is not None and waiter in group:
-                    group.remove(waiter)
-                    if not group:
-                        del self._waiting[waiter.key]
+                self._forget(waiter)
+
+    def _forget(self, waiter: Waiter) -> None:
+        """No round claims for it any more (under the lock)."""
+        group = self._waiting.get(waiter.key)
+        if group is not None and waiter in group:
+            group.remove(waiter)
+            if not group:
+                del self._waiting[waiter.key]
 
     def close(self) -> None:
         with self._lock:
@@ -174,7 +188,9 @@ class TaskDesk:
             if time.monotonic() >= self._retry_at:
                 self._retry_at = float("inf")
             groups = {key: list(ws) for key, ws in self._waiting.items()}
-            self._in_round = {w for ws in groups.values() for w in ws}
+            for waiters in groups.values():
+                for waiter in waiters:
+                    waiter.in_round = True
             return groups
 
     def _claim(self, key: GroupKey, waiters: list[Waiter]) -> list[Claim] | StorageError:
@@ -201,6 +217,7 @@ class TaskDesk:
                 result = results[key]
                 for i, waiter in enumerate(waiters):
                     waiter.looked = True
+                    waiter.in_round = False
                     if isinstance(result, StorageError):
                         waiter.error = result
                     elif i < len(result):
@@ -211,10 +228,5 @@ class TaskDesk:
                         continue
                     # Answered: no later round claims for it. (Only a poll
                     # that `close` ended has left during a round.)
-                    group = self._waiting.get(key, [])
-                    if waiter in group:
-                        group.remove(waiter)
+                    self._forget(waiter)
                     waiter.wake.notify()
-                if key in self._waiting and not self._waiting[key]:
-                    del self._waiting[key]
-            self._in_round = set()

@@ -635,18 +635,6 @@ class SharedTables:
 
     # ---- the task queue
 
-    def claim(
-        self,
-        contracts: Iterable[tuple[str, str]],
-        runtime: str,
-        session_id: str,
-        worker_id: str,
-        token: Callable[[str], str],
-    ) -> Claim | None:
-        """Claims the oldest queued task the session can take (`claim_for`)."""
-        claims = self.claim_for(contracts, runtime, [(session_id, worker_id)], token)
-        return claims[0] if claims else None
-
     def claim_for(
         self,
         contracts: Iterable[tuple[str, str]],
@@ -786,33 +774,28 @@ class SharedTables:
     # ---- the inbox
 
     def _put(self, conn: psycopg.Connection[Any], eid: str, kind: str, payload: Any) -> int:
-        row = conn.execute(
-            "INSERT INTO orbit_inbox (execution_id, kind, payload, sender, state, created_ms) "
-            "VALUES (%s, %s, %s, %s, 'pending', " + NOW_MS + ") RETURNING seq",
-            (eid, kind, orjson.dumps(payload).decode(), self.node_id),
-        ).fetchone()
-        conn.execute("SELECT pg_notify('orbit_inbox', %s)", (eid,))
-        assert row is not None
-        return int(row[0])
+        return self._put_many(conn, kind, [(eid, payload)])[0]
 
     def _put_many(
         self, conn: psycopg.Connection[Any], kind: str, entries: list[tuple[str, Any]]
-    ) -> None:
-        conn.execute(
+    ) -> list[int]:
+        """Inbox entries for the owners of these executions; their seqs."""
+        rows = conn.execute(
             "INSERT INTO orbit_inbox (execution_id, kind, payload, sender, state, created_ms) "
             "SELECT e, %s, p, %s, 'pending', " + NOW_MS + " "
-            "FROM unnest(%s::text[], %s::text[]) AS v(e, p)",
+            "FROM unnest(%s::text[], %s::text[]) AS v(e, p) RETURNING seq",
             (
                 kind,
                 self.node_id,
                 [e[0] for e in entries],
                 [orjson.dumps(e[1]).decode() for e in entries],
             ),
-        )
+        ).fetchall()
         conn.execute(
             "SELECT pg_notify('orbit_inbox', e) FROM unnest(%s::text[]) AS e",
             (sorted({e[0] for e in entries}),),
         )
+        return [int(r[0]) for r in rows]
 
     def put(self, execution_id: str, kind: str, payload: Any) -> int:
         """An entry for the owner of the execution; returns its seq."""
