@@ -12,7 +12,6 @@ scheduled in the next).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import cast
 
 import attrs
 import orjson
@@ -184,7 +183,7 @@ class _Decider:
                 cached = self.s.main_scope = _evaluate.Scope(
                     input=self.s.input, execution=self.execution(), steps=self.s.outputs
                 )
-            return cast(_evaluate.Scope, cached)
+            return cached
         return _evaluate.Scope(
             input=self.s.input,
             execution=self.execution(),

@@ -83,9 +83,12 @@ class TaskIndex:
             by_runtime = self._queues.get(contract)
             if not by_runtime:
                 continue
-            keys = list(by_runtime) if runtime == EVERY_RUNTIME else (RUNTIME_ANY, runtime)
-            for key in keys:
-                queue = by_runtime.get(key)
+            queues: Iterable[deque[QueuedTask] | None] = (
+                by_runtime.values()
+                if runtime == EVERY_RUNTIME
+                else (by_runtime.get(RUNTIME_ANY), by_runtime.get(runtime))
+            )
+            for queue in queues:
                 while queue:
                     head = queue[0]
                     if valid(head):

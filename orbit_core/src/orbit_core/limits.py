@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator
-from typing import cast
+from typing import Any, cast
 
 from orbit_core.errors import InvalidError
 from orbit_core.eval.jsonvalue import INT_MAX, INT_MIN
@@ -180,26 +180,28 @@ def _plain(value: object, max_depth: int, int_min: int, int_max: int) -> bool:
     the full walk, which finds the problem and where it is, or accepts what
     is only unusual here (non-ASCII text). Depth first, like the full walk,
     so a value that nests too deep is given up on by its first deep branch."""
-    # The stack is made only for a nested value: most are flat.
-    stack: list[tuple[object, int]] | None = None
-    container, depth = value, 1
+    # The stack is made only for a nested value: most are flat. `Any`, not
+    # `object`: the walk tests types with `type(x) is`, which mypy does not
+    # narrow through a saved type, and a `cast` per value would cost a call.
+    stack: list[tuple[Any, int]] | None = None
+    container: Any = value
+    depth = 1
     while True:
-        items: Iterable[object]
+        items: Iterable[Any]
         if type(container) is dict:
-            mapping = cast(dict[object, object], container)
-            for key in mapping:
+            for key in container:
                 if type(key) is not str or not key.isascii():
                     return False
-            items = mapping.values()
+            items = container.values()
         else:
-            items = cast(list[object], container)
+            items = container
         for item in items:
             t = type(item)
             if t is str:
-                if not cast(str, item).isascii():
+                if not item.isascii():
                     return False
             elif t is int:
-                if not int_min <= cast(int, item) <= int_max:
+                if not int_min <= item <= int_max:
                     return False
             elif t is dict or t is list:
                 if depth >= max_depth:
@@ -208,7 +210,7 @@ def _plain(value: object, max_depth: int, int_min: int, int_max: int) -> bool:
                     stack = []
                 stack.append((item, depth + 1))
             elif t is float:
-                if not math.isfinite(cast(float, item)):
+                if not math.isfinite(item):
                     return False
             elif t is not bool and item is not None:
                 return False
@@ -217,29 +219,28 @@ def _plain(value: object, max_depth: int, int_min: int, int_max: int) -> bool:
         container, depth = stack.pop()
 
 
-def _flat_and_plain(container: object, int_min: int, int_max: int) -> bool:
+def _flat_and_plain(container: Any, int_min: int, int_max: int) -> bool:
     """The common case, checked without the walk's machinery: an array, or
     an object with ASCII keys, of plain scalars. False sends everything else
     (nested values, and every problem) to the walk."""
-    items: Iterable[object]
+    items: Iterable[Any]  # as in `_plain`
     if type(container) is list:
-        items = cast(list[object], container)
+        items = container
     else:
-        mapping = cast(dict[object, object], container)
-        for key in mapping:
+        for key in container:
             if type(key) is not str or not key.isascii():
                 return False
-        items = mapping.values()
+        items = container.values()
     for item in items:
         t = type(item)
         if t is str:
-            if not cast(str, item).isascii():
+            if not item.isascii():
                 return False
         elif t is int:
-            if not int_min <= cast(int, item) <= int_max:
+            if not int_min <= item <= int_max:
                 return False
         elif t is float:
-            if not math.isfinite(cast(float, item)):
+            if not math.isfinite(item):
                 return False
         elif t is not bool and item is not None:
             return False

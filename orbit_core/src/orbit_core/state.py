@@ -45,6 +45,7 @@ from orbit_core.api import (
     UnitDoc,
     UnitStatus,
 )
+from orbit_core.eval.scope import Scope
 from orbit_core.jsontypes import JsonObject, JsonValue
 
 # The statuses an execution ends in, and those a unit is done in (a pending
@@ -173,7 +174,7 @@ class ExecutionState:
     instances: list[str] = attrs.field(factory=list)
     next_run: int | None = None
     # A memo for the decider: the expression scope over this state's data.
-    main_scope: object = None
+    main_scope: Scope | None = None
 
     @property
     def terminal(self) -> bool:

@@ -100,10 +100,12 @@ class Control:
         group's starts name, in one store call instead of one per start
         (a store without `execution_hashes` is asked per start). A failed
         read is left to each start, which reports it to its own caller."""
-        memory = self._x.memory
-        ids = [c.lookup for c in batch if c.lookup is not None and c.lookup not in memory]
+        known = self._x.memory.get
+        ids = [c.lookup for c in batch if c.lookup is not None and known(c.lookup) is None]
+        if not ids:
+            return
         read = getattr(self._x.store, "execution_hashes", None)
-        if not ids or read is None:
+        if read is None:
             return
         try:
             found = read(ids)

@@ -182,10 +182,12 @@ class Executions:
         eid = live.state.id
         self.memory.remove(live)
         tokens = []
+        release = self.memory.release
         for unit in live.state.units.values():
             if unit.tokens:
-                for token in unit.token_list():
-                    self.memory.release(token)
+                for entry in unit.tokens:
+                    token = str(entry[0])
+                    release(token)
                     tokens.append(token)
         self.children.forget(eid)
         self._held.pop(eid, None)

@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from orbit_core import events as ev
 from orbit_core import limits
@@ -104,41 +104,58 @@ class TaskContext:
 
     `cancelled` is an Event, as in the SDK; in-process attempts are not told
     of cancellations (a handler runs to its end, and its result is ignored
-    if the attempt is no longer wanted). It is made on first use: an Event
-    costs a Condition and two locks, more than the rest of the context.
+    if the attempt is no longer wanted). A context is made for every task, so
+    its fields are read from the assignment when asked for, and the Event is
+    made on first use (it costs a Condition and two locks).
     """
 
-    __slots__ = (
-        "_cancelled",
-        "_clock",
-        "_task",
-        "attempt",
-        "deadline_ms",
-        "execution_id",
-        "idempotency_key",
-        "redelivery",
-        "step_id",
-        "task_name",
-        "token",
-        "workflow",
-        "workflow_version",
-    )
+    __slots__ = ("_cancelled", "_clock", "_task")
 
     def __init__(self, task: Mapping[str, Any], clock: Callable[[], int]) -> None:
         self._task = task
         self._clock = clock
-        self.token = str(task["token"])
-        self.execution_id = str(task.get("execution_id", ""))
-        self.workflow = str(task.get("workflow", ""))
-        self.workflow_version = str(task.get("workflow_version", ""))
-        self.step_id = str(task.get("step_id", ""))
-        self.task_name = str(task.get("task_name", ""))
-        self.attempt = int(task.get("attempt", 1))
-        self.idempotency_key = str(task.get("idempotency_key", ""))
-        self.redelivery = bool(task.get("redelivery", False))
-        deadline = task.get("deadline_ms")
-        self.deadline_ms = None if deadline is None else int(deadline)
         self._cancelled: threading.Event | None = None
+
+    @property
+    def token(self) -> str:
+        return str(self._task["token"])
+
+    @property
+    def execution_id(self) -> str:
+        return str(self._task.get("execution_id", ""))
+
+    @property
+    def workflow(self) -> str:
+        return str(self._task.get("workflow", ""))
+
+    @property
+    def workflow_version(self) -> str:
+        return str(self._task.get("workflow_version", ""))
+
+    @property
+    def step_id(self) -> str:
+        return str(self._task.get("step_id", ""))
+
+    @property
+    def task_name(self) -> str:
+        return str(self._task.get("task_name", ""))
+
+    @property
+    def attempt(self) -> int:
+        return int(self._task.get("attempt", 1))
+
+    @property
+    def idempotency_key(self) -> str:
+        return str(self._task.get("idempotency_key", ""))
+
+    @property
+    def redelivery(self) -> bool:
+        return bool(self._task.get("redelivery", False))
+
+    @property
+    def deadline_ms(self) -> int | None:
+        deadline = self._task.get("deadline_ms")
+        return None if deadline is None else int(deadline)
 
     @property
     def cancelled(self) -> threading.Event:
@@ -152,9 +169,10 @@ class TaskContext:
 
     def remaining_ms(self) -> int | None:
         """Milliseconds until deadline_ms on the engine's clock, or None."""
-        if self.deadline_ms is None:
+        deadline = self.deadline_ms
+        if deadline is None:
             return None
-        return max(0, self.deadline_ms - self._clock())
+        return max(0, deadline - self._clock())
 
     def log(self, message: str, /, **fields: Any) -> None:
         """Logs `message {json}` at INFO on the `orbit` logger, as the SDK does."""
@@ -383,7 +401,7 @@ class Handlers:
         except limits.JsonShapeError as bad:
             message = f"task output is invalid at {bad}"
             return token, None, ev.make_error("OUTPUT_CONTRACT_VIOLATION", message, False)
-        return token, cast(JsonValue, output), None
+        return token, output, None  # type: ignore[return-value]  # checked just above
 
 
 def _storable(text: str) -> str:

@@ -11,6 +11,7 @@ token's, and is it still that unit's attempt in flight?"."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import NamedTuple
 
 from orbit_core.api import (
@@ -43,6 +44,9 @@ class Attempt(NamedTuple):
         return unit is not None and unit.status == UNIT_DISPATCHED and unit.token == self.token
 
 
+_new_tuple = tuple.__new__
+
+
 class Running:
     def __init__(self) -> None:
         self._live: dict[str, Live] = {}
@@ -52,11 +56,11 @@ class Running:
         self._tokens: dict[str, tuple[str, str, int]] = {}
         # When executions fall due (lazy: stale entries are skipped).
         self._due: list[tuple[int, str]] = []
+        # The execution by id, or None: the dict's own method, since it is
+        # called several times per event and a wrapper doubles its cost.
+        self.get: Callable[[str], Live | None] = self._live.get
 
     # ---- executions
-
-    def get(self, execution_id: str) -> Live | None:
-        return self._live.get(execution_id)
 
     def __contains__(self, execution_id: str) -> bool:
         return execution_id in self._live
@@ -129,7 +133,9 @@ class Running:
         live = self._live.get(ref[0])
         if live is None:
             return None
-        return Attempt(token, live, ref[1], ref[2])
+        # Made with tuple's own constructor: a NamedTuple's `__new__` is a
+        # Python function, and one Attempt is made per reported result.
+        return _new_tuple(Attempt, (token, live, ref[1], ref[2]))
 
     # ---- due times
 
