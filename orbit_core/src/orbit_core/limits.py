@@ -97,7 +97,9 @@ def admit(value: object, what: str, code: str, **strings: str | list[str] | None
     `InvalidError` with `code`, worded like the engine's type errors
     (`workflow input is invalid at $.a: nested deeper than 128 levels`)."""
     t = type(value)
-    if not ((t is dict or t is list) and _plain(value, MAX_DEPTH, INT_MIN, INT_MAX)):
+    if value is not None and not (
+        (t is dict or t is list) and (not value or _plain(value, MAX_DEPTH, INT_MIN, INT_MAX))
+    ):
         try:
             check_json(value)
         except JsonShapeError as exc:
@@ -133,7 +135,7 @@ def check_json(
         if problem is not None:
             raise JsonShapeError("$", problem)
         return
-    if max_depth >= 1 and _plain(value, max_depth, int_min, int_max):
+    if max_depth >= 1 and (not value or _plain(value, max_depth, int_min, int_max)):
         return
     if max_depth < 1:
         raise JsonShapeError("$", _too_deep(max_depth))

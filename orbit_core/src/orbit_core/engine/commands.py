@@ -11,6 +11,7 @@ from orbit_core.errors import OrbitError
 from orbit_core.ports import DefinitionRow, ExecutionChange, TaskOffer, WorkerRow
 
 if TYPE_CHECKING:
+    from orbit_core import events as ev
     from orbit_core.engine.live import Live
     from orbit_core.plan import Plan
 
@@ -137,11 +138,11 @@ class Tx:
 
     __slots__ = (
         "after_commit",
-        "appended",
         "changes",
         "claimed",
         "definitions",
         "known",
+        "last_event",
         "new_plans",
         "new_tasks",
         "now",
@@ -154,9 +155,9 @@ class Tx:
     def __init__(self, now: int) -> None:
         self.now = now
         self.changes: dict[str, ExecutionChange] = {}
-        # Events appended so far: tells whether a command that raised had
+        # The event appended last: tells whether a command that raised had
         # already changed something.
-        self.appended = 0
+        self.last_event: ev.Event | None = None
         self.definitions: list[DefinitionRow] = []
         # Definition hashes of the stored executions the group's starts
         # name, read in one query before they run (None: not stored).

@@ -100,10 +100,12 @@ class Control:
         group's starts name, in one store call instead of one per start
         (a store without `execution_hashes` is asked per start). A failed
         read is left to each start, which reports it to its own caller."""
+        if len(batch) < 2:
+            return  # a lone start reads its own row
         known = self._x.memory.get
         ids = [c.lookup for c in batch if c.lookup is not None and known(c.lookup) is None]
-        if not ids:
-            return
+        if len(ids) < 2:
+            return  # a lone start reads its own row
         read = getattr(self._x.store, "execution_hashes", None)
         if read is None:
             return

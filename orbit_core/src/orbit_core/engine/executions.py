@@ -181,14 +181,12 @@ class Executions:
         """Drops a finished execution; returns the tokens it held."""
         eid = live.state.id
         self.memory.remove(live)
-        tokens = []
-        release = self.memory.release
+        tokens: list[str] = []
         for unit in live.state.units.values():
             if unit.tokens:
                 for entry in unit.tokens:
-                    token = str(entry[0])
-                    release(token)
-                    tokens.append(token)
+                    tokens.append(str(entry[0]))
+        self.memory.release(tokens)
         self.children.forget(eid)
         self._held.pop(eid, None)
         return tokens
@@ -359,7 +357,7 @@ class Executions:
 
     def append(self, tx: Tx, live: Live, event: ev.Event) -> None:
         apply(live.state, event)
-        tx.appended += 1
+        tx.last_event = event
         change = tx.changes.get(live.state.id)
         if change is None:
             change = tx.changes[live.state.id] = ExecutionChange(live.state.id, NO_ROW)
@@ -517,9 +515,7 @@ class Executions:
         change.archive_run = old.run
         change.archived = change.events
         change.events = []
-        for unit in old.units.values():
-            for token in unit.token_list():
-                self.memory.release(token)
+        self.memory.release([token for unit in old.units.values() for token in unit.token_list()])
         new = ExecutionState(old.id)
         live.state = new
         self.counters["continued_as_new"] += 1

@@ -305,7 +305,7 @@ class Handlers:
                 # there are any; with several, report and move on.
                 sid = session.session_id
                 want = limit
-                claimed: list[str] = []
+                claimed: list[Assignment] = []
                 try:
                     if lost:
                         self._hand_back(lost)
@@ -319,7 +319,7 @@ class Handlers:
                             self._faults.recovered("handler")
                         if not tasks:
                             break
-                        claimed = [task["token"] for task in tasks]
+                        claimed = tasks
                         per_task = self._run_batch(sid, tasks, reports)
                         claimed = []
                         limit = _batch_size(per_task)
@@ -336,7 +336,7 @@ class Handlers:
                     self._faults.report("handler", exc)
                     failed = True
                     done = {report[0] for report in unreported.get(sid, ())}
-                    lost.extend(token for token in claimed if token not in done)
+                    lost.extend(t["token"] for t in claimed if t["token"] not in done)
                     self._stop.wait(backoff.next_s())
 
     def _hand_back(self, lost: list[str]) -> None:

@@ -119,8 +119,10 @@ class Running:
     def hold(self, token: str, execution_id: str, key: str, attempt: int) -> None:
         self._tokens[token] = (execution_id, key, attempt)
 
-    def release(self, token: str) -> None:
-        self._tokens.pop(token, None)
+    def release(self, tokens: list[str]) -> None:
+        pop = self._tokens.pop
+        for token in tokens:
+            pop(token, None)
 
     def knows(self, token: str) -> bool:
         return token in self._tokens

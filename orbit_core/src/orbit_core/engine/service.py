@@ -562,9 +562,9 @@ class Engine:
             for cmd in batch:
                 if not cmd.read:
                     current = cmd
-                    appended = tx.appended
+                    last = tx.last_event
                     cmd.run(tx)
-                    if cmd.error is not None and tx.appended != appended:
+                    if cmd.error is not None and tx.last_event is not last:
                         # It refused after it had changed executions (a store
                         # read that failed midway): undo it like a failure.
                         assert isinstance(cmd.error, OrbitError)
