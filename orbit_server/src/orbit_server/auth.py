@@ -40,6 +40,7 @@ after the response (`CertifyingGate`).
 from __future__ import annotations
 
 import enum
+import functools
 import hmac
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -115,6 +116,7 @@ class Caller:
 
 
 ANYONE = Caller(Kind.ADMIN)
+SHARED_WORKER = Caller(Kind.SHARED_WORKER)
 
 
 class Credentials:
@@ -163,7 +165,7 @@ class Credentials:
             if hmac.compare_digest(presented, self._admin):
                 return ANYONE
             if self._worker is not None and hmac.compare_digest(presented, self._worker):
-                return Caller(Kind.SHARED_WORKER)
+                return SHARED_WORKER
             identity = self._identities.by_token(presented)
             if identity is not None:
                 return _caller(identity)
@@ -311,6 +313,7 @@ def framework_error(
     resp.set_header(_VERSION_HEADER, API_VERSION)
 
 
+@functools.lru_cache(maxsize=4096)  # one per identity: made for every request
 def _caller(identity: WorkerIdentity | ClientIdentity) -> Caller:
     return Caller(Kind.CLIENT if isinstance(identity, ClientIdentity) else Kind.WORKER, identity)
 

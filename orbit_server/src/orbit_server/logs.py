@@ -32,7 +32,7 @@ import attrs
 import orjson
 import structlog
 
-from orbit_store.urls import redact
+from orbit_store.urls import redactor
 
 LEVELS = {
     "error": logging.ERROR,
@@ -131,6 +131,7 @@ def configure(
     _target_levels.clear()
     render = _render_json if log_format == "json" else _render_text
     hidden = tuple(s for s in secrets if s)
+    scrub = redactor(secret_url)
 
     def by_target(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
         target = str(event.get("target", "orbit"))
@@ -139,7 +140,7 @@ def configure(
         return event
 
     def redacted(logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
-        line = redact(render(logger, method, event), secret_url)
+        line = scrub(render(logger, method, event))
         for secret in hidden:
             if secret in line:
                 line = line.replace(secret, "***")

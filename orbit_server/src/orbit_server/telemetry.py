@@ -42,7 +42,9 @@ COUNTED: dict[str, str] = {
     "orbit_compensations_started": "CompensationStarted",
     "orbit_compensations_failed": "CompensationFailed",
 }
-_FAMILY_OF = {event: family for family, event in COUNTED.items()}
+# Keyed by class: `type(event)` is one lookup, `event.TYPE` two.
+_FAMILY_OF = {ev.EVENT_TYPES[event]: family for family, event in COUNTED.items()}
+_STARTED = "orbit_executions_started"
 EVENTS_COMMITTED = "orbit_events_committed"
 
 
@@ -72,7 +74,11 @@ def new_events(batch: CommitBatch) -> Changes:
     A run that ended with continue_as_new has its last events in `archived`,
     before the next run's."""
     return [
-        (change.execution_id, change.row.workflow, [*change.archived, *change.events])
+        (
+            change.execution_id,
+            change.row.workflow,
+            [*change.archived, *change.events] if change.archived else change.events,
+        )
         for change in batch.executions
         if change.archived or change.events
     ]
@@ -106,19 +112,19 @@ class Telemetry:
             self._log.error("recording telemetry of a commit failed", error=repr(exc), exc_info=exc)
 
     def _count(self, changes: Changes) -> None:
+        family_of = _FAMILY_OF.get
         with self._lock:
             counts = self._counts
             for _id, _workflow, events in changes:
                 counts[EVENTS_COMMITTED] += len(events)
                 for event in events:
-                    family = _FAMILY_OF.get(event.TYPE)
-                    if family is None:
-                        continue
-                    # The first event of a run after continue_as_new is a
-                    # WorkflowCreated too; it starts no new execution.
-                    if isinstance(event, ev.WorkflowCreated) and (event.run or 1) > 1:
-                        continue
-                    counts[family] += 1
+                    family = family_of(type(event))
+                    if family is not None:
+                        # The first event of a run after continue_as_new is a
+                        # WorkflowCreated too; it starts no new execution.
+                        if family == _STARTED and (event.run or 1) > 1:  # type: ignore[union-attr]
+                            continue
+                        counts[family] += 1
 
     def _log_events(self, changes: Changes, ids: Mapping[str, tuple[str, str]]) -> None:
         # One concrete logger per batch: the lazy proxy would build a new one

@@ -17,6 +17,7 @@ Standard library only: the CLI imports it before anything heavy.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from urllib.parse import unquote
 
 SCHEMES = ("postgres://", "postgresql://")
@@ -59,14 +60,27 @@ def redact(text: str, url: str | None = None) -> str:
     """`text` with the password of every PostgreSQL URL in it replaced by
     `***`; with `url`, also every bare occurrence of that URL's password
     (as written and percent-decoded)."""
+    return redactor(url)(text)
+
+
+def redactor(url: str | None = None) -> Callable[[str], str]:
+    """`redact` with `url`'s passwords worked out once, for a caller that
+    redacts many texts (every log line)."""
     secrets: set[str] = set()
     for raw in _raw_passwords(url) if url is not None else []:
         secrets.update(x for x in (raw, unquote(raw)) if x)
-    text = _URL.sub(lambda m: _redact_url(m[0]), text)
     # Longest first, so a secret that contains another is masked whole.
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    return text
+    ordered = sorted(secrets, key=len, reverse=True)
+
+    def scrub(text: str) -> str:
+        if "://" in text:  # what every URL `_URL` matches has; most texts have none
+            text = _URL.sub(lambda m: _redact_url(m[0]), text)
+        for secret in ordered:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+    return scrub
 
 
 def _raw_passwords(url: str) -> list[str]:
