@@ -98,10 +98,9 @@ class Control:
     def look_up(self, tx: Tx, batch: list[Command]) -> None:
         """Reads the definition hashes of the stored executions that the
         group's starts name, in one store call instead of one per start
-        (a store without `execution_hashes` is asked per start). A failed
-        read is left to each start, which reports it to its own caller."""
-        if len(batch) < 2:
-            return  # a lone start reads its own row
+        (a store without `execution_hashes` is asked per start; a lone
+        start reads its own row). A failed read is left to each start,
+        which reports it to its own caller."""
         known = self._x.memory.get
         ids = [c.lookup for c in batch if c.lookup is not None and known(c.lookup) is None]
         if len(ids) < 2:

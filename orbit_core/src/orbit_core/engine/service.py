@@ -212,7 +212,9 @@ class Engine:
         schedule_id: str | None = None,
     ) -> Started:
         """Starts an execution: `{"execution_id", "created"}` (RULINGS §18's check order)."""
-        limits.admit(input, "workflow input", "INVALID_INPUT", schedule_id=schedule_id)
+        limits.admit(input, "workflow input", "INVALID_INPUT")
+        if schedule_id is not None:
+            limits.admit_strings("INVALID_INPUT", schedule_id=schedule_id)
         return self._pipeline.submit(
             lambda tx: self._control.start(
                 tx,
@@ -558,7 +560,8 @@ class Engine:
         try:
             if self._executions.lost:
                 self._executions.reload_lost()
-            self._control.look_up(tx, batch)
+            if len(batch) > 1:
+                self._control.look_up(tx, batch)
             for cmd in batch:
                 if not cmd.read:
                     current = cmd
