@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from orbit_lang import compile_source
 from orbit_lang.parser import parse_source
@@ -58,3 +60,17 @@ def test_test_benchmark_program_passes() -> None:
         result = CliRunner().invoke(cli, ["test", str(path)])
     assert result.exit_code == 0, result.output
     assert "6 passed, 0 failed" in result.stdout
+
+
+def test_cost_benchmark_counts_the_bytecodes_of_a_step(tmp_path: Path, capsys: Any) -> None:
+    bench = _benchmark("bench_cost")
+    saved = tmp_path / "counts.json"
+    assert bench.main(["--bytecodes", "--traced", "20", "--save", str(saved), "--top", "3"]) == 0
+    counts = json.loads(saved.read_text())
+    # Every step appends events and runs the decider, whatever else changes.
+    assert counts["executions.py:append"] >= 1 and counts["decide.py:decide"] >= 1
+    assert len(capsys.readouterr().out.splitlines()) == 4  # the total, then the top three
+    # Against saved counts: the totals, then the largest changes.
+    assert bench.main(["--bytecodes", "--traced", "20", "--vs", str(saved), "--top", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("bytecodes per step: ") and len(lines) == 2
