@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from concurrent import futures
-from typing import cast
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -34,6 +34,7 @@ class Handlers:
         self.entered = threading.Event()
         self.release = threading.Event()
         self.inactive = threading.Event()
+        self.undelivered = threading.Event()
         self.metadata: dict[str, str | bytes] = {}
 
     def echo(self, call: Call, data: bytes) -> Reply:
@@ -47,6 +48,14 @@ class Handlers:
 
     def broken(self, call: Call, data: bytes) -> Reply:
         raise RuntimeError("a bug")
+
+    def hand_over(self, call: Call, data: bytes) -> Reply:
+        """Answers once released, as a long poll handed a task does, and
+        asks to hear if that answer is lost."""
+        self.entered.set()
+        self.release.wait(10)
+        call.on_undelivered(self.undelivered.set)
+        return Reply(b"task")
 
     def park(self, call: Call, data: bytes) -> Reply:
         """Waits as a long poll does, asking whether the caller is there."""
@@ -67,6 +76,7 @@ def served() -> Iterator[tuple[UnaryServer, Handlers, grpc.Channel]]:
         "/t.S/Refuse": handlers.refuse,
         "/t.S/Broken": handlers.broken,
         "/t.S/Park": handlers.park,
+        "/t.S/HandOver": handlers.hand_over,
     }
     server = UnaryServer(
         {path: (handler, pool) for path, handler in methods.items()},
@@ -150,6 +160,29 @@ def test_a_caller_that_gives_up_is_seen_as_inactive(
     assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
     assert handlers.inactive.wait(10)
     assert channel.unary_unary("/t.S/Echo")(b"ok", timeout=10) == b"ko"
+
+
+def test_a_reply_the_caller_gave_up_on_is_reported_undelivered(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    # Before, the reply was dropped without a word, so a task handed to a
+    # poll whose worker had gone waited for the session timeout.
+    _, handlers, channel = served
+    error = _error(channel.unary_unary("/t.S/HandOver"), b"", timeout=0.5)
+    assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    handlers.release.set()
+    assert handlers.undelivered.wait(10)
+
+
+def test_a_reply_that_reaches_its_caller_is_not_reported(
+    served: tuple[UnaryServer, Handlers, grpc.Channel],
+) -> None:
+    _, handlers, channel = served
+    handlers.release.set()
+    assert channel.unary_unary("/t.S/HandOver")(b"", timeout=10) == b"task"
+    # The call's close has been seen once a later call on the connection is answered.
+    assert channel.unary_unary("/t.S/Echo")(b"ok", timeout=10) == b"ko"
+    assert not handlers.undelivered.wait(0.3)
 
 
 def test_stopping_lets_a_running_call_finish_and_takes_no_new_one(
@@ -268,3 +301,52 @@ def test_grpc_core_starts_with_the_older_polling_engine() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["-event_engine_listener,-event_engine_for_all_other_endpoints"]
+
+
+_TASK = {
+    "token": "t-1",
+    "execution_id": "e-1",
+    "workflow": "W",
+    "workflow_version": "1.0.0",
+    "step_id": "s0",
+    "task_name": "bench.step",
+    "contract_version": "1.0.0",
+    "input": {},
+    "idempotency_key": "e-1/s0",
+    "attempt": 1,
+    "redelivery": False,
+}
+
+
+class LateTask:
+    """`WorkerCalls` whose poll hands out a task only after the caller gave up."""
+
+    def __init__(self) -> None:
+        self.gave_up = threading.Event()
+        self.undelivered_tokens: list[str] = []
+        self.redelivered = threading.Event()
+
+    def poll(self, who: object, session: str, wait_ms: int | None, connected: object) -> object:
+        self.gave_up.wait(30)
+        return _TASK
+
+    def undelivered(self, task: dict[str, object]) -> None:
+        self.undelivered_tokens.append(str(task["token"]))
+        self.redelivered.set()
+
+
+def test_a_task_whose_poller_gave_up_is_handed_back_as_over_http() -> None:
+    calls = LateTask()
+    server = GrpcServer(ServerConfig(grpc_addr=Address.parse("127.0.0.1:0")), cast(Any, calls))
+    bound = server.start()
+    try:
+        with grpc.insecure_channel(str(bound)) as channel:
+            stub = pb_grpc.WorkerServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.PollTask(pb.PollTaskRequest(worker_session_id="s", wait_ms=1000), timeout=0.5)
+            assert caught.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+            calls.gave_up.set()
+            assert calls.redelivered.wait(10)
+            assert calls.undelivered_tokens == ["t-1"]
+    finally:
+        server.wait_stopped()

@@ -44,6 +44,7 @@ experiment" once at start (tests/test_server_grpc.py checks it does not).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -228,6 +229,9 @@ class WorkerService:
         )
         if task is None:
             return pb.ExecuteTaskRequest()
+        # As over HTTP: a task whose worker hung up is redelivered now, not
+        # after the session timeout.
+        rpc.on_undelivered(functools.partial(self._calls.undelivered, task))
         return _assignment(task)
 
     def _complete(

@@ -17,7 +17,10 @@ keeps what a unary call needs and nothing else:
   the response (or none) and the status with its trailing metadata;
 - the client's close tells whether the call was cancelled (by the client,
   its deadline, or the server stopping): `Call.is_active` is false from
-  then on, and a reply to a cancelled call is not sent.
+  then on, and a reply to a cancelled call is not sent. A handler whose
+  reply must not be lost silently (a task handed to a long poll) names
+  what to do if it is, with `Call.on_undelivered`: it runs when the call
+  ends cancelled, whether before or after the reply was sent.
 
 Measured on the server's one CPU with an empty handler: about 0.12-0.15 ms
 of CPU per call, against 0.22-0.25 ms for `grpc.server` (docs/grpc.md).
@@ -70,7 +73,7 @@ class Reply:
 class Call:
     """One call as its handler sees it."""
 
-    __slots__ = ("_call", "_cancelled", "_server", "metadata", "method")
+    __slots__ = ("_call", "_cancelled", "_server", "_undelivered", "metadata", "method")
 
     def __init__(self, server: UnaryServer, event: Any) -> None:
         self._server = server
@@ -79,10 +82,26 @@ class Call:
         # (key, value) pairs; a binary (-bin) value is bytes.
         self.metadata: Sequence[tuple[str, str | bytes]] = event.invocation_metadata or ()
         self._cancelled = False
+        self._undelivered: Callable[[], None] | None = None
 
     def is_active(self) -> bool:
         """False once the call was cancelled (client, deadline, stop)."""
         return not self._cancelled
+
+    def on_undelivered(self, callback: Callable[[], None]) -> None:
+        """Has `callback` run once, on a thread of its own, if the call ends
+        cancelled, so that its reply did not reach the client (or may not
+        have: a cancellation that comes while the reply is being sent)."""
+        with self._server._lock:
+            self._undelivered = callback
+
+    def _lost(self) -> None:
+        """The reply is lost: runs the `on_undelivered` callback, if any (the
+        polling thread must not block on it, nor may it run twice)."""
+        with self._server._lock:
+            callback, self._undelivered = self._undelivered, None
+        if callback is not None:
+            threading.Thread(target=callback, name="orbit-grpc-undelivered", daemon=True).start()
 
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
         """The connection's authentication properties (x509_pem_cert,
@@ -99,6 +118,8 @@ class Call:
             self._cancelled = bool(event.batch_operations[0].cancelled())
         else:
             self._cancelled = True
+        if self._cancelled:
+            self._lost()
 
     def _message(self, event: Any) -> None:
         data = event.batch_operations[0].message() if event.success else None
@@ -236,6 +257,7 @@ class UnaryServer:
     def _answer(self, call: Call, reply: Reply) -> None:
         """Sends the reply in one batch, unless the call is already over."""
         if call._cancelled:
+            call._lost()  # the close came first: nothing will be sent
             return
         operations: list[Any] = [cygrpc.SendInitialMetadataOperation((), _FLAGS)]
         if reply.body is not None:
