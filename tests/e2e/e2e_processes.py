@@ -21,7 +21,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -30,6 +29,7 @@ from typing import Any, TypeVar
 
 import pgkit
 import trustme
+from server_harness import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = Path(__file__).resolve().parent / "workers"
@@ -54,18 +54,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
-    """Polls `check` until it returns something truthy; fails with `what`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(every)
 
 
 class Process:

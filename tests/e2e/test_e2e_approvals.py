@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_processes import TSX_LOADER, Cli, Server, Stack, Worker, clean_env, wait_until
+from e2e_processes import TSX_LOADER, Cli, Server, Stack, Worker, clean_env
+from server_harness import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 import trustme
-from e2e_processes import ORBIT, TS_SDK, TSX_LOADER, Server, Stack, clean_env, wait_until
+from e2e_processes import ORBIT, TS_SDK, TSX_LOADER, Server, Stack, clean_env
+from server_harness import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from e2e_processes import Stack, wait_until
+from e2e_processes import Stack
+from server_harness import wait_until
 from test_server_tracing import Receiver, sha
 
 from orbit_core import ir
