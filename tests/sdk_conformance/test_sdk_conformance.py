@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from conformance_kit import SESSION_TIMEOUT_S, Conformance, new_server
-from e2e_processes import Server, Stack, Worker, wait_until
+from e2e_processes import Server, Stack, Worker
+from server_harness import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -29,8 +29,9 @@ pytest.importorskip("playwright.sync_api")
 pytest.importorskip("axe_playwright_python")
 
 from axe_playwright_python.sync_playwright import Axe
-from e2e_processes import ORBIT, Server, Stack, Worker, clean_env, wait_until
+from e2e_processes import ORBIT, Server, Stack, Worker, clean_env
 from playwright.sync_api import Page, expect
+from server_harness import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
