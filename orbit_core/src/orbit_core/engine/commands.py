@@ -58,25 +58,29 @@ RECEIPTS = _Receipts()
 
 
 class Command:
-    """One caller's request, run by whichever thread leads its group."""
+    """One caller's request, run by whichever thread leads its group.
 
-    __slots__ = (
-        "answered",
-        "connected",
-        "done",
-        "error",
-        "event",
-        "fn",
-        "leads",
-        "lookup",
-        "origin",
-        "parked",
-        "read",
-        "receipt",
-        "result",
-        "session",
-        "want",
-    )
+    The fields most commands never change are class defaults rather than
+    slots set in `__init__`: one command is made per request, and each store
+    in `__init__` costs as much as the rest of making it."""
+
+    result: object = None
+    error: BaseException | None = None
+    done = False
+    answered = False
+    event: Signal | None = None
+    # Set when the caller is handed the lead of the next group.
+    leads = False
+    # Long polls and waits: "waiting" until claimed by a group or expired.
+    parked: str | None = None
+    session: Session | None = None
+    # A parked claim of up to `want` tasks (answered with a list); None for a
+    # poll (answered with one task).
+    want: int | None = None
+    # A parked poll's way to ask its transport whether the worker is still
+    # there (None: assume it is). Checked before a task is handed to the poll
+    # and on every tick.
+    connected: Callable[[], bool] | None = None
 
     def __init__(
         self,
@@ -95,23 +99,6 @@ class Command:
         self.lookup = lookup
         # Who asked (the `Faults` component named when its run raises).
         self.origin = origin
-        self.result: object = None
-        self.error: BaseException | None = None
-        self.done = False
-        self.answered = False
-        self.event: Signal | None = None
-        # Set when the caller is handed the lead of the next group.
-        self.leads = False
-        # Long polls and waits: "waiting" until claimed by a group or expired.
-        self.parked: str | None = None
-        self.session: Session | None = None
-        # A parked claim of up to `want` tasks (answered with a list); None
-        # for a poll (answered with one task).
-        self.want: int | None = None
-        # A parked poll's way to ask its transport whether the worker is
-        # still there (None: assume it is). Checked before a task is handed
-        # to the poll and on every tick.
-        self.connected: Callable[[], bool] | None = None
 
     def run(self, tx: Tx) -> None:
         """Runs the request against its group's transaction. An `OrbitError`

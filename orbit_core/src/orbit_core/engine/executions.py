@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import cast
 
 from orbit_core import events as ev
 from orbit_core.api import (
@@ -181,11 +182,16 @@ class Executions:
         """Drops a finished execution; returns the tokens it held."""
         eid = live.state.id
         self.memory.remove(live)
-        tokens: list[str] = []
-        for unit in live.state.units.values():
-            if unit.tokens:
-                for entry in unit.tokens:
-                    tokens.append(str(entry[0]))
+        # A unit's token entries are [token, attempt] pairs.
+        tokens = cast(
+            "list[str]",
+            [
+                entry[0]
+                for unit in live.state.units.values()
+                if unit.tokens
+                for entry in unit.tokens
+            ],
+        )
         self.memory.release(tokens)
         self.children.forget(eid)
         self._held.pop(eid, None)

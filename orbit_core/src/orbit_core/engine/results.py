@@ -13,6 +13,7 @@ from orbit_core.api import (
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
+from orbit_core.engine.running import Attempt
 from orbit_core.engine.workers import Workers
 from orbit_core.jsontypes import JsonValue
 
@@ -33,7 +34,7 @@ class Results:
         resolved = self._resolve(tx, token, worker)
         if resolved is None:
             return _UNKNOWN_TOKEN.copy()
-        live, key, attempt = resolved
+        _, live, key, attempt = resolved
         state = live.state
         unit = state.units[key]
         if unit.done:
@@ -71,7 +72,7 @@ class Results:
         resolved = self._resolve(tx, token, worker)
         if resolved is None:
             return _UNKNOWN_TOKEN.copy()
-        live, key, attempt = resolved
+        _, live, key, attempt = resolved
         unit = live.state.units[key]
         if unit.done:
             self._stale(tx, live, key, token, "duplicate")
@@ -87,8 +88,8 @@ class Results:
         self._x.decide(tx, live)
         return {"accepted": True}
 
-    def _resolve(self, tx: Tx, token: str, worker: str | None) -> tuple[Live, str, int] | None:
-        """The running execution, unit key and attempt of a token; a worker
+    def _resolve(self, tx: Tx, token: str, worker: str | None) -> Attempt | None:
+        """The attempt a token names, while its execution runs; a worker
         bound to an id may only report the tokens issued to that id."""
         attempt = self._x.memory.attempt(token)
         if attempt is None:
@@ -103,7 +104,7 @@ class Results:
         if worker is not None:
             self._workers.check_issued(token, worker)
         self._workers.reported(tx, token)
-        return attempt.live, attempt.key, attempt.number
+        return attempt
 
     def _stale(self, tx: Tx, live: Live, key: str, token: str, outcome: str) -> None:
         self._x.append(
