@@ -48,7 +48,6 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Mapping
-from concurrent import futures
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,6 +61,7 @@ from google.protobuf.message import DecodeError, Message
 
 from orbit_core.errors import OrbitError
 from orbit_server.auth import ANYONE, Caller, Credentials, Kind
+from orbit_server.call_threads import CallThreads
 from orbit_server.config import Address, ServerConfig
 from orbit_server.errors import STATUS
 from orbit_server.grpc_proto import worker_pb2 as pb
@@ -341,8 +341,8 @@ class GrpcServer:
         # the HTTP side. They have a pool of their own, so that however many
         # polls are parked, results and heartbeats still find a thread (the
         # executors start threads only as calls need them).
-        self._polls = futures.ThreadPoolExecutor(config.threads, thread_name_prefix="orbit-poll")
-        self._pool = futures.ThreadPoolExecutor(config.threads, thread_name_prefix="orbit-grpc")
+        self._polls = CallThreads(config.threads, "orbit-poll")
+        self._pool = CallThreads(config.threads, "orbit-grpc")
         options = [
             # A busy port is an error, not a port shared with another server.
             ("grpc.so_reuseport", 0),
@@ -401,5 +401,5 @@ class GrpcServer:
         self.stop()
         assert self._stopped is not None
         self._stopped.wait(STOP_GRACE_S + 1)
-        self._polls.shutdown(wait=False)
-        self._pool.shutdown(wait=False)
+        self._polls.shutdown()
+        self._pool.shutdown()

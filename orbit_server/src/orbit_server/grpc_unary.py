@@ -43,8 +43,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import grpc
@@ -133,13 +132,20 @@ class Call:
 Handler = Callable[[Call, bytes], Reply]
 
 
+class Runs(Protocol):
+    """Where a method's handler runs (`call_threads.CallThreads`, or any
+    `concurrent.futures.Executor`)."""
+
+    def submit(self, fn: Callable[..., object], /, *args: Any) -> object: ...
+
+
 class UnaryServer:
     """The server: `add_port`, then `start`; `stop` to end it. `handlers`
     maps a method's path to its handler and the executor it runs on."""
 
     def __init__(
         self,
-        handlers: Mapping[str, tuple[Handler, Executor]],
+        handlers: Mapping[str, tuple[Handler, Runs]],
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self._handlers = dict(handlers)
