@@ -309,6 +309,42 @@ def test_a_claimed_task_of_an_ended_execution_is_deleted_not_handed_out(pg_url: 
         a.close()
 
 
+def test_a_claim_its_owner_no_longer_wants_is_deleted_and_the_poll_goes_on(pg_url: str) -> None:
+    # A row claimed while its unit moved on (ended, or offered again) was
+    # left `claimed` until its execution ended, where a re-offer under the
+    # same offer number could not replace it.
+    config = ServerConfig(db=pg_url, cluster=True, cluster_mode="shared", node_id="a")
+    node = SharedNode(
+        config,
+        node_id="a",
+        advertise_addr="http://a",
+        build_engine=lambda store, kind: kind(store, auto_tick=False),
+        make_app=lambda engine, view: create_app(engine, config),
+        interval=0.05,
+    )
+    try:
+        node.start()
+        node.engine.deploy(server_ir.chain(1))
+        node.engine.start("Chain", execution_id="live")
+        admin = PostgresStore(pg_url)
+        with admin.session("stale") as conn:
+            # An offer of the running unit that it no longer waits for, the
+            # oldest in the queue, so it is claimed first.
+            conn.execute(
+                "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
+                "contract_version, language, timeout_ms, assignment, node_id, state, "
+                "enqueued_ms) VALUES ('live', 's0', 99, 'bench.step', '1.0.0', NULL, NULL, "
+                "'{}', 'a', 'queued', 0)"
+            )
+        admin.close()
+        session = node.engine.register_worker("w-1", "python", [CHAIN[0]])
+        task = node.engine.poll(session["worker_session_id"], 5_000)
+        assert task is not None and task["execution_id"] == "live"
+        assert _rows(pg_url, "SELECT offer_seq FROM orbit_tasks") == []
+    finally:
+        node.close()
+
+
 def test_the_task_desk_claims_once_for_all_waiting_polls(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")

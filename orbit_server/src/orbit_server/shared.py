@@ -271,7 +271,7 @@ class SharedEngine(Engine):
                 assignment["timeout_ms"] = claim.timeout_ms
             return assignment  # type: ignore[return-value]
         try:
-            return self.dispatch_offer(
+            dispatched = self.dispatch_offer(
                 _session(row),
                 execution_id=claim.execution_id,
                 unit_key=claim.unit_key,
@@ -281,6 +281,14 @@ class SharedEngine(Engine):
         except StorageError:
             self.node.tables.unclaim(claim.token)
             raise
+        if dispatched is None:
+            if self.holds(claim.execution_id):
+                # The unit no longer waits for that offer: nobody will take it.
+                self.node.tables.drop_claim(claim.token)
+            else:
+                # The execution left this server meanwhile: its new owner may want it.
+                self.node.tables.unclaim(claim.token)
+        return dispatched
 
     def undelivered(self, token: str) -> None:
         eid = token.partition("/")[0]

@@ -15,7 +15,8 @@ lock, without changing the schema version):
 - `orbit_tasks`: the shared queue of worker tasks (`TaskOffer`s of a
   group, written in its transaction). Any server claims the oldest row a
   session can take with `FOR UPDATE SKIP LOCKED`; the row is deleted by the
-  commit that records its dispatch, or when its unit or execution ends.
+  commit that records its dispatch, when its unit or execution ends, or when
+  its owner finds the claimed offer no longer wanted (`drop_claim`).
 - `orbit_inbox`: commands for an execution's owner (a dispatch claimed
   elsewhere, results, signals, cancellations), applied by the owner in
   `seq` order. The commit of the events an entry causes marks it applied
@@ -765,6 +766,13 @@ class SharedTables:
                 (token,),
             )
             conn.execute("SELECT pg_notify('orbit_tasks', '')")
+
+    def drop_claim(self, token: str) -> None:
+        """Deletes a claimed task its owner no longer wants (its unit ended or
+        was offered again while it was being claimed): put back, it would
+        only be claimed and refused again."""
+        with self._conn() as conn:
+            conn.execute("DELETE FROM orbit_tasks WHERE token = %s AND state = 'claimed'", (token,))
 
     def queued(self) -> int:
         with self._conn() as conn:
