@@ -403,7 +403,7 @@ class SharedStore(PostgresStore):
         if ended:
             cursor.execute("DELETE FROM orbit_owners WHERE execution_id = ANY(%s)", (ended,))
             cursor.execute(
-                "SELECT pg_notify('orbit_done', x) FROM unnest(%s::text[]) AS x", (ended,)
+                "SELECT pg_notify('orbit_done', x) FROM unnest(%b::text[]) AS x", (ended,)
             )
         return new_owned
 
@@ -430,7 +430,7 @@ class SharedStore(PostgresStore):
             cursor.execute("DELETE FROM orbit_tasks WHERE token = ANY(%s)", (dispatched,))
         if gone_units:
             cursor.execute(
-                "DELETE FROM orbit_tasks t USING unnest(%s::text[], %s::text[]) AS g(e, k) "
+                "DELETE FROM orbit_tasks t USING unnest(%b::text[], %b::text[]) AS g(e, k) "
                 "WHERE t.execution_id = g.e AND t.unit_key = g.k AND t.state = 'queued'",
                 ([u[0] for u in gone_units], [u[1] for u in gone_units]),
             )
@@ -441,8 +441,8 @@ class SharedStore(PostgresStore):
                 "contract_version, language, timeout_ms, assignment, node_id, state, "
                 "enqueued_ms) SELECT e, k, o, n, v, l, t, a, %s, 'queued', "
                 + NOW_MS
-                + " FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], "
-                "%s::text[], %s::bigint[], %s::text[]) AS x(e, k, o, n, v, l, t, a) "
+                + " FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[], "
+                "%b::text[], %b::bigint[], %b::text[]) AS x(e, k, o, n, v, l, t, a) "
                 "ON CONFLICT (execution_id, unit_key, offer_seq) DO NOTHING",
                 (self.node_id, *([r[i] for r in rows] for i in range(8))),
             )
@@ -661,7 +661,7 @@ class SharedTables:
             "SELECT id, execution_id, unit_key, offer_seq, timeout_ms, assignment, enqueued_ms "
             "FROM orbit_tasks WHERE state = 'queued' "
             "AND (task_name, contract_version) IN "
-            "(SELECT * FROM unnest(%s::text[], %s::text[])) " + language
+            "(SELECT * FROM unnest(%b::text[], %b::text[])) " + language
         )
         with self._conn() as conn, conn.transaction():
             # This node's own tasks, so that their dispatch and result need
@@ -720,7 +720,7 @@ class SharedTables:
             taken = sessions[: len(rows)]
             conn.execute(
                 "UPDATE orbit_tasks t SET state = 'claimed', token = v.token, claimed_by = %s, "
-                "session_id = v.session_id FROM unnest(%s::bigint[], %s::text[], %s::text[]) "
+                "session_id = v.session_id FROM unnest(%b::bigint[], %b::text[], %b::text[]) "
                 "AS v(id, token, session_id) WHERE t.id = v.id",
                 (self.node_id, [r[0] for r in rows], tokens, [s[0] for s in taken]),
             )
@@ -791,7 +791,7 @@ class SharedTables:
         rows = conn.execute(
             "INSERT INTO orbit_inbox (execution_id, kind, payload, sender, state, created_ms) "
             "SELECT e, %s, p, %s, 'pending', " + NOW_MS + " "
-            "FROM unnest(%s::text[], %s::text[]) AS v(e, p) RETURNING seq",
+            "FROM unnest(%b::text[], %b::text[]) AS v(e, p) RETURNING seq",
             (
                 kind,
                 self.node_id,
@@ -800,7 +800,7 @@ class SharedTables:
             ),
         ).fetchall()
         conn.execute(
-            "SELECT pg_notify('orbit_inbox', e) FROM unnest(%s::text[]) AS e",
+            "SELECT pg_notify('orbit_inbox', e) FROM unnest(%b::text[]) AS e",
             (sorted({e[0] for e in entries}),),
         )
         return [int(r[0]) for r in rows]
@@ -848,7 +848,7 @@ class SharedTables:
             if waited:
                 conn.execute(
                     "UPDATE orbit_inbox i SET state = 'done', reply = v.reply "
-                    "FROM unnest(%s::bigint[], %s::text[]) AS v(seq, reply) WHERE i.seq = v.seq",
+                    "FROM unnest(%b::bigint[], %b::text[]) AS v(seq, reply) WHERE i.seq = v.seq",
                     ([w[0] for w in waited], [w[1] for w in waited]),
                 )
                 conn.execute("SELECT pg_notify('orbit_replies', '')")
@@ -947,7 +947,7 @@ class SharedTables:
         with self._conn() as conn:
             conn.execute(
                 "UPDATE orbit_sessions s SET last_seen_ms = GREATEST(s.last_seen_ms, v.at) "
-                "FROM unnest(%s::text[], %s::bigint[]) AS v(id, at) WHERE s.session_id = v.id",
+                "FROM unnest(%b::text[], %b::bigint[]) AS v(id, at) WHERE s.session_id = v.id",
                 (list(seen), list(seen.values())),
             )
 
