@@ -88,6 +88,19 @@ class Node:
         self.tables.close()
 
 
+def _server_node(url: str) -> SharedNode:
+    """A whole shared-mode server "a" in this process, not started."""
+    config = ServerConfig(db=url, cluster=True, cluster_mode="shared", node_id="a")
+    return SharedNode(
+        config,
+        node_id="a",
+        advertise_addr="http://a",
+        build_engine=lambda store, kind: kind(store, auto_tick=False),
+        make_app=lambda engine, view: create_app(engine, config),
+        interval=0.05,
+    )
+
+
 def _rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     store = PostgresStore(url)
     try:
@@ -313,15 +326,7 @@ def test_a_claim_its_owner_no_longer_wants_is_deleted_and_the_poll_goes_on(pg_ur
     # A row claimed while its unit moved on (ended, or offered again) was
     # left `claimed` until its execution ended, where a re-offer under the
     # same offer number could not replace it.
-    config = ServerConfig(db=pg_url, cluster=True, cluster_mode="shared", node_id="a")
-    node = SharedNode(
-        config,
-        node_id="a",
-        advertise_addr="http://a",
-        build_engine=lambda store, kind: kind(store, auto_tick=False),
-        make_app=lambda engine, view: create_app(engine, config),
-        interval=0.05,
-    )
+    node = _server_node(pg_url)
     try:
         node.start()
         node.engine.deploy(server_ir.chain(1))
@@ -641,15 +646,7 @@ def test_a_stuck_round_does_not_stop_the_heartbeat(
         release.wait(30)
 
     monkeypatch.setattr(SharedNode, "round", round_that_hangs)
-    config = ServerConfig(db=pg_url, cluster=True, cluster_mode="shared", node_id="a")
-    node = SharedNode(
-        config,
-        node_id="a",
-        advertise_addr="http://a",
-        build_engine=lambda store, kind: kind(store, auto_tick=False),
-        make_app=lambda engine, view: create_app(engine, config),
-        interval=0.05,
-    )
+    node = _server_node(pg_url)
     try:
         node.start()
         assert stuck.wait(10)
