@@ -99,10 +99,6 @@ class Unit:
         """(token, attempt) of every attempt dispatched so far."""
         return [(str(token), int(attempt)) for token, attempt in self.tokens or ()]
 
-    def token_list(self) -> list[str]:
-        """The token of every attempt dispatched so far."""
-        return [str(entry[0]) for entry in self.tokens] if self.tokens else []
-
     @property
     def done(self) -> bool:
         return self.status in UNIT_DONE
@@ -179,6 +175,15 @@ class ExecutionState:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+    def tokens(self) -> list[str]:
+        """The token of every attempt dispatched in this run, of every unit
+        (read once per finished execution: no call per unit)."""
+        # A unit's entries are [token, attempt] pairs.
+        return cast(
+            "list[str]",
+            [entry[0] for unit in self.units.values() if unit.tokens for entry in unit.tokens],
+        )
 
     def changed_unit(self, key: str, at_ms: int) -> Unit:
         """The unit `key` (created when new), stamped as changed at `at_ms`."""

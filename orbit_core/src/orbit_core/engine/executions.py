@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import cast
 
 from orbit_core import events as ev
 from orbit_core.api import (
@@ -182,16 +181,7 @@ class Executions:
         """Drops a finished execution; returns the tokens it held."""
         eid = live.state.id
         self.memory.remove(live)
-        # A unit's token entries are [token, attempt] pairs.
-        tokens = cast(
-            "list[str]",
-            [
-                entry[0]
-                for unit in live.state.units.values()
-                if unit.tokens
-                for entry in unit.tokens
-            ],
-        )
+        tokens = live.state.tokens()
         self.memory.release(tokens)
         self.children.forget(eid)
         self._held.pop(eid, None)
@@ -521,7 +511,7 @@ class Executions:
         change.archive_run = old.run
         change.archived = change.events
         change.events = []
-        self.memory.release([token for unit in old.units.values() for token in unit.token_list()])
+        self.memory.release(old.tokens())
         new = ExecutionState(old.id)
         live.state = new
         self.counters["continued_as_new"] += 1
