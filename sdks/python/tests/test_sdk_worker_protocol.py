@@ -198,16 +198,20 @@ def test_results_survive_a_runtime_restart(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     worker = make_worker(concurrency=2)
+    running = threading.Event()
     release = threading.Event()
 
     @worker.task("a.one")
     def slow(input: Any, ctx: Context) -> dict[str, Any]:
+        running.set()
         release.wait(10)
         return {"done": True}
 
     start_worker(worker)
     token = fake.enqueue("a.one", {})
-    fake.wait_for(lambda: token in fake.dispatched)
+    # Not `token in fake.dispatched`: the fake records the dispatch before the
+    # poll's answer is read, and stopping it then cuts that answer off.
+    assert running.wait(10)
 
     fake.stop()
     release.set()
