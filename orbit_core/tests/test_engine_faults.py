@@ -205,7 +205,9 @@ def test_a_long_poll_claimed_by_a_failed_group_ends_and_the_task_waits(
     eventually(lambda: engine._polling.waiting)
     # The group fails after its commands ran (and the poll was claimed).
     monkeypatch.setattr(
-        engine._executions, "row", once(engine._executions.row, RuntimeError("row bug"))
+        engine._executions,
+        "stamp_rows",
+        once(engine._executions.stamp_rows, RuntimeError("row bug")),
     )
     with pytest.raises(OrbitError) as info:
         engine.start("Plain", input={"n": 1}, execution_id="p-1")

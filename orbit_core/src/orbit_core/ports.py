@@ -15,7 +15,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -98,7 +98,8 @@ class ExecutionChange:
     row: ExecutionRow
     events: list[Event] = attrs.field(factory=list)
     archive_run: int | None = None
-    archived: list[Event] = attrs.field(factory=list)
+    # Read only (never appended to), so one empty tuple serves every change.
+    archived: Sequence[Event] = ()
     new: bool = False
 
 

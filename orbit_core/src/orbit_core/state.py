@@ -171,19 +171,25 @@ class ExecutionState:
     next_run: int | None = None
     # A memo for the decider: the expression scope over this state's data.
     main_scope: Scope | None = None
+    # Whether `status` is terminal: read several times per event, so kept
+    # as a field (set with the status by `set_status`) and not a property.
+    terminal: bool = False
 
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
+    def set_status(self, status: ExecutionStatus) -> None:
+        self.status = status
+        self.terminal = status in TERMINAL
 
     def tokens(self) -> list[str]:
         """The token of every attempt dispatched in this run, of every unit
         (read once per finished execution: no call per unit)."""
         # A unit's entries are [token, attempt] pairs.
-        return cast(
-            "list[str]",
-            [entry[0] for unit in self.units.values() if unit.tokens for entry in unit.tokens],
-        )
+        tokens: list[str] = [
+            entry[0]  # type: ignore[misc]  # a token is a str
+            for unit in self.units.values()
+            if unit.tokens
+            for entry in unit.tokens
+        ]
+        return tokens
 
     def changed_unit(self, key: str, at_ms: int) -> Unit:
         """The unit `key` (created when new), stamped as changed at `at_ms`."""
@@ -252,7 +258,7 @@ def _created(s: ExecutionState, e: ev.WorkflowCreated) -> None:
     s.schedule_id = e.schedule_id
     s.run = e.run or 1
     s.created_at_ms = e.timestamp_ms
-    s.status = EXEC_RUNNING
+    s.set_status(EXEC_RUNNING)
 
 
 def _started(s: ExecutionState, e: ev.WorkflowStarted) -> None:
@@ -277,7 +283,7 @@ def _limit(s: ExecutionState, e: ev.LimitExceeded) -> None:
 
 
 def _finish(s: ExecutionState, e: ev.Event, status: ExecutionStatus) -> None:
-    s.status = status
+    s.set_status(status)
     s.finished_at_ms = e.timestamp_ms
 
 
@@ -453,7 +459,7 @@ def _signal_delivered(s: ExecutionState, e: ev.SignalDelivered) -> None:
 
 
 def _compensation_started(s: ExecutionState, e: ev.CompensationStarted) -> None:
-    s.status = EXEC_COMPENSATING
+    s.set_status(EXEC_COMPENSATING)
     s.compensation_order = list(e.steps)
 
 

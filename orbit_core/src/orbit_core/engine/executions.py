@@ -7,7 +7,7 @@ of tasks, to a built-in, or to a child start) and handles the end of a run."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from orbit_core import events as ev
 from orbit_core.api import (
@@ -159,23 +159,25 @@ class Executions:
         self.push_due(live)
         return live
 
-    def row(self, execution_id: str) -> ExecutionRow | None:
-        """The projection row of a running execution, as it stands."""
-        live = self.memory.get(execution_id)
-        if live is None:
-            return None
-        s = live.state
-        return ExecutionRow(
-            s.id,
-            s.workflow,
-            s.version,
-            s.definition_hash,
-            s.status,
-            s.created_at_ms,
-            s.updated_at_ms,
-            s.last_seq,
-            s.run,
-        )
+    def stamp_rows(self, changes: Iterable[ExecutionChange]) -> None:
+        """Gives each change the projection row of its execution as it
+        stands; a change of an execution no longer in memory keeps its own."""
+        get = self.memory.get
+        for change in changes:
+            live = get(change.execution_id)
+            if live is not None:
+                s = live.state
+                change.row = ExecutionRow(
+                    s.id,
+                    s.workflow,
+                    s.version,
+                    s.definition_hash,
+                    s.status,
+                    s.created_at_ms,
+                    s.updated_at_ms,
+                    s.last_seq,
+                    s.run,
+                )
 
     def forget(self, live: Live) -> list[str]:
         """Drops a finished execution; returns the tokens it held."""
@@ -545,7 +547,7 @@ class Executions:
         self.due_now(tx, old.id)
 
 
-def _next_input(archived: list[ev.Event]) -> JsonValue:
+def _next_input(archived: Sequence[ev.Event]) -> JsonValue:
     for event in reversed(archived):
         if isinstance(event, ev.WorkflowContinuedAsNew):
             return event.input

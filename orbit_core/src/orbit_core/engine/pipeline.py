@@ -493,7 +493,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
                     change.row,
                     list(change.events),
                     change.archive_run,
-                    list(change.archived),
+                    change.archived,
                     change.new,
                 )
                 continue
@@ -501,7 +501,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
                 if into.archive_run is not None:
                     raise _TwoRuns
                 # A run ended: what came before joins the archived run.
-                into.archived = into.events + change.archived
+                into.archived = [*into.events, *change.archived]
                 into.archive_run = change.archive_run
                 into.events = list(change.events)
             else:

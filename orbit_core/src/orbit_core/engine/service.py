@@ -578,10 +578,7 @@ class Engine:
             for cmd in batch:
                 if cmd.read:
                     self._read(cmd, tx)
-            for change in tx.changes.values():
-                row = self._executions.row(change.execution_id)
-                if row is not None:
-                    change.row = row
+            self._executions.stamp_rows(tx.changes.values())
         except PrepareFailed:
             raise
         except Exception as exc:
