@@ -173,7 +173,10 @@ class ExecutionState:
     main_scope: Scope | None = None
     # Whether `status` is terminal: read several times per event, so kept
     # as a field (set with the status by `set_status`) and not a property.
-    terminal: bool = False
+    terminal: bool = attrs.field(default=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.terminal = self.status in TERMINAL
 
     def set_status(self, status: ExecutionStatus) -> None:
         self.status = status
