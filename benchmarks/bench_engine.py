@@ -3,8 +3,9 @@
 Starts every execution (each a chain of `--steps` sequential task steps), then
 plays the worker until every execution has completed, and prints
 executions/s and steps/s. `--store` is `memory`, a SQLite file path
-(deleted first) or a postgres:// URL (ORBIT's tables dropped first). With `--in-flight N`, about N executions run at once (new
-ones start as others complete), to compare scale.
+(deleted first) or a postgres:// URL (ORBIT's tables dropped first). With
+`--in-flight N`, N executions run at once: `--clients` threads start a new
+one as each completes, as many callers of a server would.
 
 How the worker is played (`--worker`):
 - `handlers` (default): a no-op in-process handler on `--workers` engine
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -102,40 +104,36 @@ def rss_mb() -> float:
 
 
 class Starter:
-    """Starts executions `bench-0`, `bench-1`, ... from any thread, keeping
-    between 90 % and 100 % of `in_flight` of them running: the rest are
-    started a tenth of `in_flight` at a time, so that refilling does not
-    wake a thread per finished execution."""
+    """Starts executions `bench-0`, `bench-1`, ... from `clients` threads,
+    keeping `in_flight` of them running: a start waits for its commit, so
+    refilling from one thread would start one execution per commit and the
+    starter, not the engine, would set the pace."""
 
     def __init__(self, engine: Engine, total: int, in_flight: int) -> None:
         self.engine = engine
         self.total = total
         self.in_flight = in_flight
-        self.refill = max(1, in_flight // 10)
         self.started = 0
         self.finished = 0
-        self.lock = threading.Lock()
-        self.room = threading.Condition(self.lock)
-
-    def start_next(self) -> bool:
-        with self.lock:
-            if self.started >= self.total:
-                return False
-            i = self.started
-            self.started += 1
-        self.engine.start("Bench", execution_id=f"bench-{i}")
-        return True
+        self.room = threading.Condition()
 
     def start_initial(self, clients: int) -> None:
-        """The first `in_flight` executions, from `clients` threads."""
+        """The first `in_flight` executions."""
+        self._from_threads(clients, self._next_initial)
 
+    def keep_in_flight(self, clients: int) -> None:
+        """Starts the rest, one as each earlier execution finishes."""
+        self._from_threads(clients, self._next_when_room)
+
+    def one_finished(self) -> None:
+        with self.room:
+            self.finished += 1
+            self.room.notify()
+
+    def _from_threads(self, clients: int, take: Callable[[], int | None]) -> None:
         def loop() -> None:
-            while True:
-                with self.lock:
-                    if self.started >= self.in_flight:
-                        return
-                if not self.start_next():
-                    return
+            while (i := take()) is not None:
+                self.engine.start("Bench", execution_id=f"bench-{i}")
 
         threads = [threading.Thread(target=loop) for _ in range(clients - 1)]
         for th in threads:
@@ -144,25 +142,27 @@ class Starter:
         for th in threads:
             th.join()
 
-    def one_finished(self) -> None:
+    def _next_initial(self) -> int | None:
         with self.room:
-            self.finished += 1
-            if self.started - self.finished == self.in_flight - self.refill:
-                self.room.notify()
+            if self.started >= min(self.in_flight, self.total):
+                return None
+            return self._take()
 
-    def keep_in_flight(self) -> None:
-        """Starts the rest as earlier executions finish."""
-        while True:
-            with self.room:
-                while self.started - self.finished > self.in_flight - self.refill:
-                    self.room.wait()
-                room = min(
-                    self.in_flight - (self.started - self.finished), self.total - self.started
-                )
-            if room <= 0:
-                return
-            for _ in range(room):
-                self.start_next()
+    def _next_when_room(self) -> int | None:
+        """The number of the next execution, once fewer than `in_flight` run;
+        None when all are started."""
+        with self.room:
+            while self.started < self.total and self.started - self.finished >= self.in_flight:
+                self.room.wait()
+            if self.started >= self.total:
+                self.room.notify()  # the next waiting thread ends too
+                return None
+            return self._take()
+
+    def _take(self) -> int:
+        i = self.started
+        self.started += 1
+        return i
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.workers):
             threading.Thread(target=worker, daemon=True).start()
 
-    starter.keep_in_flight()
+    starter.keep_in_flight(args.clients)
     all_done.wait()
     # The last results were handed in; they count once they are committed.
     while engine.health()["active_executions"]:
@@ -332,6 +332,7 @@ def targets(args: argparse.Namespace) -> int:
     scenarios = {
         "memory": ["--store", "memory"],
         "sqlite": ["--store", sqlite],
+        "sqlite64": ["--store", sqlite, "--executions", "5000", "--in-flight", "64"],
         "few": ["--store", "memory", "--executions", "10000", "--in-flight", "100"],
         "many": ["--store", "memory", "--executions", "10000"],
     }
@@ -350,6 +351,7 @@ def targets(args: argparse.Namespace) -> int:
 
     throughput("in memory, 2000 x 3", "memory", 15_000)
     throughput(f"SQLite ({sqlite}), 2000 x 3", "sqlite", 5_000)
+    throughput("SQLite, 5000 x 3, 64 in flight", "sqlite64", 5_000)
     if postgres is not None:
         throughput(f"PostgreSQL ({redact(postgres)}), 2000 x 3", "postgres", 3_000)
     a, b = _median(results["few"], "steps_per_s"), _median(results["many"], "steps_per_s")

@@ -74,3 +74,14 @@ def test_cost_benchmark_counts_the_bytecodes_of_a_step(tmp_path: Path, capsys: A
     assert bench.main(["--bytecodes", "--traced", "20", "--vs", str(saved), "--top", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("bytecodes per step: ") and len(lines) == 2
+
+
+def test_engine_benchmark_starts_executions_from_every_client(tmp_path: Path, capsys: Any) -> None:
+    # With a few executions in flight on a durable store, the starts of new
+    # executions must share commits: started one at a time from one thread,
+    # each start waited for a commit of its own and set the pace.
+    bench = _benchmark("bench_engine")
+    argv = ["--store", str(tmp_path / "b.db"), "--executions", "300", "--in-flight", "30"]
+    assert bench.main([*argv, "--clients", "30", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert result["commits"] < 300 / 2, result
