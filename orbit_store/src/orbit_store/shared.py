@@ -39,8 +39,10 @@ take-over waits for a commit in progress, and a commit after it sees the new
 epoch, so a server that lost an execution (paused past the node timeout)
 cannot write to it. The executions a refused commit named are reported
 through `on_lost`, so the server drops them. Everything else of a commit is
-written in the same transaction: new ownership rows, queued tasks, deleted
-rows of what ended, and `NOTIFY orbit_tasks` / `orbit_done`.
+written in the same transaction: the group's events and execution rows (in
+one statement, `PostgresStore.one_statement`, not autocommitted here), new
+ownership rows, queued tasks, deleted rows of what ended, and `NOTIFY
+orbit_tasks` / `orbit_done`.
 
 `SharedTables` holds the request-path statements (claims, inbox, sessions,
 heartbeats, take-overs) on a few connections of its own, so that they never
@@ -321,20 +323,13 @@ class SharedStore(PostgresStore):
         finally:
             self._batch.current = None
 
-    def one_statement(
-        self,
-        events: list[tuple[Any, ...]],
-        new_rows: list[tuple[Any, ...]],
-        updates: list[tuple[Any, ...]],
-    ) -> Callable[[Any], None] | None:
-        return None  # the fence, owners and queue join the group's writes in one transaction
-
     def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         if batch is None:
             super()._write(statements, marker, alone=alone)
             return
-        assert not alone, "a shared commit is never one autocommitted statement"
+        # The group's one statement (`one_statement`) is not autocommitted
+        # here: the fence, owners and queue join it in one transaction.
         written: list[tuple[list[tuple[str, str, int]], Callable[[], None]]] = []
 
         def shared(cursor: Any) -> None:
@@ -415,16 +410,18 @@ class SharedStore(PostgresStore):
             owned[change.execution_id] = (root, 1)
             new_owned.append((change.execution_id, root, 1))
         if new_owned:
-            cursor.executemany(
+            # One statement, whatever the number (all at epoch 1).
+            cursor.execute(
                 "INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
-                "VALUES (%s, %s, %s, %s, " + NOW_MS + ")",
-                [(eid, root, self.node_id, epoch) for eid, root, epoch in new_owned],
+                "SELECT e, r, %s, 1, " + NOW_MS + " FROM unnest(%b::text[], %b::text[]) AS v(e, r)",
+                (self.node_id, [o[0] for o in new_owned], [o[1] for o in new_owned]),
             )
         ended = [c.execution_id for c in batch.executions if c.row.status in _ENDED]
         if ended:
-            cursor.execute("DELETE FROM orbit_owners WHERE execution_id = ANY(%s)", (ended,))
             cursor.execute(
-                "SELECT pg_notify('orbit_done', x) FROM unnest(%b::text[]) AS x", (ended,)
+                "WITH gone AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[])) "
+                "SELECT pg_notify('orbit_done', x) FROM unnest(%b::text[]) AS x",
+                (ended, ended),
             )
         return new_owned
 
