@@ -300,7 +300,9 @@ class SharedEngine(Engine):
                 if got is not None:
                     return got
                 if claim is None:
-                    if self._draining or (connected is not None and not connected()):
+                    if time.monotonic() >= deadline or self._draining:
+                        return None  # (rounds of the desk looked for it meanwhile)
+                    if connected is not None and not connected():
                         return None
                     continue  # ended during a round that found nothing: wait on
             assert row is not None
@@ -765,11 +767,15 @@ class SharedNode:
         """Every `PUBLISH_S`, the tasks that waited in the engine's index
         since the last time (no poll here took them) go to the shared queue,
         for the polls of every server (`Engine.publish_stale`)."""
+        failing = None
         while not self._stop.wait(PUBLISH_S):
             try:
                 self.engine.publish_stale()
+                failing = None
             except Exception as exc:
-                self._log.warning("shared: publishing tasks failed", error=str(exc))
+                if str(exc) != failing:  # once per distinct failure, not 20 times a second
+                    self._log.warning("shared: publishing tasks failed", error=str(exc))
+                failing = str(exc)
 
     def _vacuum_loop(self) -> None:
         """Vacuums the queue and the inbox (SharedTables.vacuum) every few
