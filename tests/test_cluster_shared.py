@@ -88,13 +88,13 @@ class Node:
         self.tables.close()
 
 
-def _server_node(url: str) -> SharedNode:
-    """A whole shared-mode server "a" in this process, not started."""
-    config = ServerConfig(db=url, cluster=True, cluster_mode="shared", node_id="a")
+def _server_node(url: str, name: str = "a") -> SharedNode:
+    """A whole shared-mode server in this process, not started."""
+    config = ServerConfig(db=url, cluster=True, cluster_mode="shared", node_id=name)
     return SharedNode(
         config,
-        node_id="a",
-        advertise_addr="http://a",
+        node_id=name,
+        advertise_addr=f"http://{name}",
         build_engine=lambda store, kind: kind(store, auto_tick=False),
         make_app=lambda engine, view: create_app(engine, config),
         interval=0.05,
@@ -342,12 +342,124 @@ def test_a_claim_its_owner_no_longer_wants_is_deleted_and_the_poll_goes_on(pg_ur
                 "'{}', 'a', 'queued', 0)"
             )
         admin.close()
+        # No poll took the unit's task from the engine: it goes to the queue.
+        wait_until(
+            lambda: (
+                _rows(pg_url, "SELECT count(*) FROM orbit_tasks WHERE offer_seq <> 99") == [(1,)]
+            ),
+            10,
+            "the task to be published",
+        )
         session = node.engine.register_worker("w-1", "python", [CHAIN[0]])
         task = node.engine.poll(session["worker_session_id"], 5_000)
         assert task is not None and task["execution_id"] == "live"
         assert _rows(pg_url, "SELECT offer_seq FROM orbit_tasks") == []
     finally:
         node.close()
+
+
+def _count_queued_rows(url: str) -> None:
+    """From now on every row written to the queue is also counted in
+    `queue_writes` (a trigger), so a test sees rows that came and went."""
+    store = PostgresStore(url)
+    try:
+        with store.session("audit") as conn:
+            conn.execute("CREATE TABLE queue_writes (execution_id TEXT, node_id TEXT)")
+            conn.execute(
+                "CREATE FUNCTION count_queue_write() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN INSERT INTO queue_writes VALUES (NEW.execution_id, NEW.node_id); "
+                "RETURN NEW; END $$"
+            )
+            conn.execute(
+                "CREATE TRIGGER queue_write AFTER INSERT ON orbit_tasks "
+                "FOR EACH ROW EXECUTE FUNCTION count_queue_write()"
+            )
+    finally:
+        store.close()
+
+
+def test_a_task_a_poll_on_its_owner_takes_never_reaches_the_queue(pg_url: str) -> None:
+    node = _server_node(pg_url)
+    _count_queued_rows(pg_url)
+    try:
+        node.start()
+        node.engine.deploy(server_ir.chain(2))
+        session = node.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        got: list[Any] = []
+        waiting = threading.Thread(target=lambda: got.append(node.engine.poll(session, 5_000)))
+        waiting.start()
+        wait_until(lambda: node.engine._polls_waiting, 10, "the poll to wait")
+        node.engine.start("Chain", execution_id="here")
+        waiting.join(10)
+        first = got[0]
+        assert first is not None and first["step_id"] == "s0"
+        # Tokens name their execution, so any server can route the result.
+        assert first["token"].startswith("here/")
+        node.engine.complete(first["token"], {"i": 1})
+        second = node.engine.poll(session, 5_000)  # queued a moment ago: still here
+        assert second is not None and second["step_id"] == "s1"
+        node.engine.complete(second["token"], {"i": 2})
+        assert node.engine.wait("here", 5_000)["status"] == "COMPLETED"
+        assert _rows(pg_url, "SELECT count(*) FROM queue_writes") == [(0,)]
+    finally:
+        node.close()
+
+
+def test_a_task_no_poll_on_its_owner_takes_is_queued_for_the_other_servers(
+    pg_url: str,
+) -> None:
+    a = _server_node(pg_url, "a")
+    b = _server_node(pg_url, "b")
+    _count_queued_rows(pg_url)
+    try:
+        a.start()
+        b.start()
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="there")
+        # Nothing polls on `a`: after PUBLISH_S or two, the task is queued.
+        wait_until(
+            lambda: _rows(pg_url, "SELECT node_id, state FROM orbit_tasks") == [("a", "queued")],
+            10,
+            "the task to be queued",
+        )
+        b.engine.reload_definitions()
+        session = b.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = b.engine.poll(session, 5_000)
+        assert task is not None and task["execution_id"] == "there"
+        # `a` recorded the dispatch from its inbox; the result goes back there.
+        b.engine.complete(task["token"], {"i": 1})
+        assert a.engine.wait("there", 10_000)["status"] == "COMPLETED"
+        history = a.engine.history("there")["events"]
+        dispatched = [ev for ev in history if ev["type"] == "StepDispatched"]
+        assert [ev["worker_session"] for ev in dispatched] == [session]
+        assert _rows(pg_url, "SELECT count(*) FROM queue_writes") == [(1,)]
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_tasks") == [(0,)]
+    finally:
+        a.close(leave=False)
+        b.close(leave=False)
+
+
+def test_a_take_over_queues_the_tasks_that_waited_in_the_dead_servers_engine(
+    pg_url: str,
+) -> None:
+    # `a` is never started: its tasks wait in its engine's index, never
+    # queued, and it stops heartbeating. The history says what is pending.
+    a = _server_node(pg_url, "a")
+    b = _server_node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="orphan")
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_tasks") == [(0,)]
+        b.start()
+        session = b.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = wait_until(lambda: b.engine.poll(session, 200), 20, "b to take the task over")
+        assert task["execution_id"] == "orphan" and task["step_id"] == "s0"
+        assert _rows(pg_url, "SELECT node_id FROM orbit_owners") == [("b",)]
+        b.engine.complete(task["token"], {"i": 1})
+        assert b.engine.wait("orphan", 10_000)["status"] == "COMPLETED"
+    finally:
+        a.close(leave=False)
+        b.close(leave=False)
 
 
 def test_the_task_desk_claims_once_for_all_waiting_polls(pg_url: str) -> None:

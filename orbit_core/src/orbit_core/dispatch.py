@@ -101,6 +101,25 @@ class TaskIndex:
     def __len__(self) -> int:
         return sum(len(q) for by in self._queues.values() for q in by.values())
 
+    def newest(self) -> int:
+        """The serial of the newest entry still queued (0: none)."""
+        return max(
+            (q[-1].serial for by in self._queues.values() for q in by.values() if q), default=0
+        )
+
+    def take_until(self, serial: int, valid: Callable[[QueuedTask], bool]) -> list[QueuedTask]:
+        """Removes and returns the valid entries queued up to `serial` (each
+        queue is in serial order, so they are its heads); invalid ones met
+        on the way are dropped."""
+        taken = []
+        for by_runtime in self._queues.values():
+            for queue in by_runtime.values():
+                while queue and queue[0].serial <= serial:
+                    head = queue.popleft()
+                    if valid(head):
+                        taken.append(head)
+        return taken
+
 
 @attrs.define(slots=True, eq=False)
 class Session:

@@ -6,14 +6,23 @@ served, nothing refused for want of a leader) around a `SharedEngine`, and
 two threads.
 
 - The engine is a full one on a `SharedStore` (orbit_store/shared.py), built
-  with `offer_tasks=True`: it runs the executions this server owns (those it
-  started, those it resumed after a restart of the same node id, and those
-  it took over), and its worker tasks go to the shared queue instead of its
-  own index. Every commit is fenced on the owners' epochs by the database.
-- `SharedEngine` sends each call where it can be answered: a poll claims
-  from the shared queue (the owner records the dispatch: this engine when it
-  owns the execution, else the owner through its inbox, while the task is
-  returned at once); a result, signal or cancellation for an execution
+  with `offer_tasks=True, local_first=True`: it runs the executions this
+  server owns (those it started, those it resumed after a restart of the
+  same node id, and those it took over), and its worker tasks wait in its
+  own index first, as on a single server, so a poll here takes one in the
+  group that queued it, with no statement of its own. Those no poll here
+  took within one to two `PUBLISH_S` go to the shared queue (taken out of
+  the index in the same group, so a task is handed out through one of the
+  two only), as do the pending tasks of executions it adopts (taken over or
+  resumed: the queue may hold them already). Task tokens name their
+  execution. Every commit is fenced on the owners' epochs by the database.
+- `SharedEngine` sends each call where it can be answered: a poll waits in
+  this engine for its own tasks while the task desk claims for it from the
+  shared queue, and a claim first takes the poll back from the engine
+  (`Engine.poll_withdrawable`), so it gets one task from one of them (for a
+  claimed task the owner records the dispatch: this engine when it owns the
+  execution, else the owner through its inbox, while the task is returned
+  at once); a result, signal or cancellation for an execution
   owned elsewhere goes to the owner's inbox (a signal or cancel waits up to
   10 s for the owner's reply, so it answers as on one server); a wait on an
   execution owned elsewhere reads the database again whenever a server
@@ -32,6 +41,9 @@ two threads.
   occurrence fires on one server).
 - `orbit-claims` (orbit_server/task_desk.py): claims from the shared queue
   for every poll waiting on this server, this server's tasks first.
+- `orbit-publish` (every `PUBLISH_S`): moves the tasks that waited in the
+  engine's index since the last time to the shared queue
+  (`Engine.publish_stale`).
 - `orbit-inbox`: applies the inbox entries of the executions this engine
   holds, those of one execution in order, different executions at once
   (so their commits share groups); woken by NOTIFY orbit_inbox with the
@@ -100,6 +112,12 @@ INBOX_THREADS = 16
 # Entries read by one round over the whole inbox of a node.
 INBOX_ROUND = 200
 REPLY_WAIT_S = 10.0
+# A task waits in its owner's engine from one to two of these before it goes
+# to the shared queue: a poll on the owner takes it with no statement of its
+# own (the group that queued it records the dispatch), and the owner's
+# workers, which poll again right after each result, take nearly all of
+# theirs in that time; a task no worker here can take waits at most 0.1 s.
+PUBLISH_S = 0.05
 RECHECK_S = 1.0
 SHARED = "shared"
 # The inbox is swept every so many rounds of entries older than this.
@@ -141,6 +159,7 @@ class SharedEngine(Engine):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["offer_tasks"] = True
+        kwargs["local_first"] = True
         kwargs["shared_catalog"] = True
         super().__init__(*args, **kwargs)
 
@@ -149,6 +168,8 @@ class SharedEngine(Engine):
         self._sessions: dict[str, SessionRow] = {}
         self._contacts: dict[str, int] = {}
         self._contacts_lock = threading.Lock()
+        # Sessions with a poll waiting here (how many): in contact now.
+        self._polls_waiting: dict[str, int] = {}
 
     # ---- sessions
 
@@ -189,7 +210,19 @@ class SharedEngine(Engine):
     def take_contacts(self) -> dict[str, int]:
         with self._contacts_lock:
             contacts, self._contacts = self._contacts, {}
+            now = self.clock.now_ms()
+            for session_id in self._polls_waiting:
+                contacts[session_id] = now
         return contacts
+
+    def _waits(self, session_id: str, delta: int) -> None:
+        with self._contacts_lock:
+            count = self._polls_waiting.get(session_id, 0) + delta
+            if count > 0:
+                self._polls_waiting[session_id] = count
+            else:
+                self._polls_waiting.pop(session_id, None)
+            self._contacts[session_id] = self.clock.now_ms()
 
     def heartbeat(self, session_id: str, *, worker: str | None = None) -> Any:
         self._session_row(session_id)
@@ -238,28 +271,84 @@ class SharedEngine(Engine):
         worker: str | None = None,
     ) -> Assignment | None:
         row = self._session_row(session_id)
-        # Checks the session and its worker binding and marks it seen
-        # (this engine's own index is empty: nothing is handed out here).
-        super().poll(session_id, 0, worker=worker)
-        assert row is not None
-        self._seen(session_id)
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
         deadline = time.monotonic() + (0 if self._draining else wait) / 1000
+        desk = self.node.desk
         while True:
-            claim = self.node.desk.take(
-                row.contracts,
-                row.runtime,
-                session_id,
-                row.worker_id,
-                deadline,
-                gone=lambda: self._draining or (connected is not None and not connected()),
-                alive=lambda: self._seen(session_id),
-            )
-            if claim is None:
-                return None
+            remaining = int((deadline - time.monotonic()) * 1000)
+            if remaining <= 0 or self._draining:
+                # This engine's own tasks, then one round of the shared queue.
+                # (The engine checks the session and its worker binding.)
+                got = super().poll(session_id, 0, worker=worker)
+                if got is not None:
+                    return got
+                assert row is not None
+                self._seen(session_id)
+                claim = desk.take(
+                    row.contracts,
+                    row.runtime,
+                    session_id,
+                    row.worker_id,
+                    deadline,
+                    gone=lambda: self._draining or (connected is not None and not connected()),
+                    alive=lambda: self._seen(session_id),
+                )
+                if claim is None:
+                    return None
+            else:
+                got, claim = self._poll_both(session_id, row, remaining, connected, worker)
+                if got is not None:
+                    return got
+                if claim is None:
+                    if time.monotonic() >= deadline or self._draining:
+                        return None  # (rounds of the desk looked for it meanwhile)
+                    if connected is not None and not connected():
+                        return None
+                    continue  # ended during a round that found nothing: wait on
+            assert row is not None
             assignment = self._hand_out(claim, row)
             if assignment is not None:
                 return assignment
+
+    def _poll_both(
+        self,
+        session_id: str,
+        row: SessionRow | None,
+        wait_ms: int,
+        connected: Callable[[], bool] | None,
+        worker: str | None,
+    ) -> tuple[Assignment | None, Claim | None]:
+        """Waits in this engine for one of its own tasks (dispatched by the
+        group that queued it, with no statement of its own) while the task
+        desk claims for the poll from the shared queue; a round of the desk
+        first takes the poll back from the engine (`withdraw`), so the poll
+        gets a task from one of them only."""
+        if row is None:
+            return super().poll(session_id, 0, worker=worker), None  # refuses it
+        desk = self.node.desk
+        waiter = desk.enter(row.contracts, row.runtime, session_id, row.worker_id)
+        self._waits(session_id, 1)
+        try:
+            got = self.poll_withdrawable(
+                session_id,
+                wait_ms,
+                lambda withdraw: desk.parked(waiter, withdraw),
+                connected,
+                worker=worker,
+            )
+        finally:
+            claim, error = desk.leave(waiter)
+            self._waits(session_id, -1)
+        if got is not None:
+            # (Not expected: a claim withdraws the poll first.)
+            if claim is not None and claim.owner == self.node.node_id:
+                self.node.tables.unclaim(claim.token)
+            elif claim is not None:
+                self.undelivered(claim.token)  # after the claim's `dispatched` entry
+            return got, None
+        if error is not None:
+            raise error
+        return None, claim
 
     def _hand_out(self, claim: Claim, row: SessionRow) -> Assignment | None:
         self.node.tasks_claimed += 1
@@ -554,7 +643,12 @@ class SharedNode:
         self.engine: SharedEngine = built
         self.engine.attach(self)
         self.listener = Listener(self.store, node_id)
-        self.desk = TaskDesk(self.tables, _token, recheck_s=RECHECK_S, on_error=self._claim_failed)
+        self.desk = TaskDesk(
+            self.tables,
+            _token,
+            recheck_s=RECHECK_S,
+            on_error=self._claim_failed,
+        )
         self.listener.subscribe(TASKS, self.desk.stir)
         self._inbox_cond = threading.Condition()
         self._inbox_due: set[str] = set()
@@ -630,6 +724,7 @@ class SharedNode:
             (self._loop, "orbit-shared"),
             (self._inbox_loop, "orbit-inbox"),
             (self._vacuum_loop, "orbit-vacuum"),
+            (self._publish_loop, "orbit-publish"),
         ):
             thread = threading.Thread(target=target, name=name, daemon=True)
             self._threads.append(thread)
@@ -667,6 +762,20 @@ class SharedNode:
             self._log.error(
                 "shared: another process took this node id; not ready", node_id=self.node_id
             )
+
+    def _publish_loop(self) -> None:
+        """Every `PUBLISH_S`, the tasks that waited in the engine's index
+        since the last time (no poll here took them) go to the shared queue,
+        for the polls of every server (`Engine.publish_stale`)."""
+        failing = None
+        while not self._stop.wait(PUBLISH_S):
+            try:
+                self.engine.publish_stale()
+                failing = None
+            except Exception as exc:
+                if str(exc) != failing:  # once per distinct failure, not 20 times a second
+                    self._log.warning("shared: publishing tasks failed", error=str(exc))
+                failing = str(exc)
 
     def _vacuum_loop(self) -> None:
         """Vacuums the queue and the inbox (SharedTables.vacuum) every few

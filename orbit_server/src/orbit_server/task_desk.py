@@ -1,6 +1,15 @@
 """The task desk of a shared-mode server: one thread claims from the shared
 queue (`orbit_tasks`) for every poll waiting on this server.
 
+A long poll waits in the engine for the server's own tasks and is
+registered here at the same time (`enter`, then `parked` once it waits
+there, `leave`): a round claims a task for it only after taking it back
+from the engine (its `withdraw`, which fails when the engine gave it a
+task meanwhile), so a poll never gets two. A round that found fewer tasks
+than polls marks their group drained, and a poll that joins a drained
+group does not start a round: nearly every task is taken in its owner's
+engine, and the queue holds only those no poll there took.
+
 Each waiting poll running its own claim would make every `NOTIFY
 orbit_tasks` cost one transaction per waiting poll, nearly all of them
 finding nothing (the first takes the task, the others skip its locked
@@ -19,8 +28,8 @@ owned elsewhere, into the owner's `dispatched` entry, so a claim is never
 passed to another poll.
 
 A poll leaves when its wait is over, but not before one round has looked
-for it (a poll with no wait still claims once) and not in the middle of a
-round that may claim for it.
+for it (a poll with no wait, through `take`, still claims once) and not in
+the middle of a round that may claim for it.
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ from orbit_store.shared import Claim, SharedTables
 
 # Contracts and runtime: the polls of one group can take the same tasks.
 GroupKey = tuple[tuple[tuple[str, str], ...], str]
+# A group's round: the claim of each poll answered, and whether the queue
+# had no more for the group; or the error that stopped it.
+Answers = tuple[dict["Waiter", Claim], bool] | StorageError
 
 
 class Waiter:
@@ -46,8 +58,10 @@ class Waiter:
         "key",
         "leaving",
         "looked",
+        "parked",
         "session_id",
         "wake",
+        "withdraw",
         "worker_id",
     )
 
@@ -65,6 +79,10 @@ class Waiter:
         self.looked = False  # a round has looked for it
         self.in_round = False  # a round in progress may claim for it
         self.leaving = False  # would have left, but a round holds it
+        self.parked = False  # waits in the engine (`enter`), not in `take`
+        # Takes the poll back from the engine (`Engine.poll_withdrawable`):
+        # None until it waits there.
+        self.withdraw: Callable[[], bool] | None = None
 
 
 class TaskDesk:
@@ -77,6 +95,9 @@ class TaskDesk:
         on_error: Callable[[StorageError], None],
     ) -> None:
         self._tables = tables
+        # Groups whose last round found fewer tasks than polls, and no
+        # notification since: a poll that `enter`s one needs no round.
+        self._drained: set[GroupKey] = set()
         self._token = token
         self._recheck_s = recheck_s
         self._local_first_s = tables.local_first_ms / 1000
@@ -96,6 +117,7 @@ class TaskDesk:
         have changed). Another node's new tasks are not this node's to take
         before `local_first_ms`: they need a round then, not now."""
         with self._lock:
+            self._drained.clear()
             if nodes is None or "" in nodes or self._tables.node_id in nodes:
                 self._stirred = True
             else:
@@ -148,6 +170,37 @@ class TaskDesk:
             finally:
                 self._forget(waiter)
 
+    def enter(
+        self, contracts: list[tuple[str, str]], runtime: str, session_id: str, worker_id: str
+    ) -> Waiter:
+        """Registers a poll that waits in the engine for this server's own
+        tasks, until it calls `leave`; rounds claim for it once `parked`
+        gave its `withdraw`, which a round calls before it claims a task for
+        the poll (so the poll never gets a task from both)."""
+        waiter = Waiter((tuple(sorted(contracts)), runtime), session_id, worker_id, self._lock)
+        waiter.parked = True
+        with self._lock:
+            self._waiting.setdefault(waiter.key, []).append(waiter)
+        return waiter
+
+    def parked(self, waiter: Waiter, withdraw: Callable[[], bool]) -> None:
+        """The poll waits in the engine now: `withdraw` takes it back."""
+        with self._lock:
+            waiter.withdraw = withdraw
+            if waiter.key not in self._drained:
+                self._stirred = True
+                self._work.notify()
+
+    def leave(self, waiter: Waiter) -> tuple[Claim | None, StorageError | None]:
+        """Ends an `enter`: after the round that may be claiming for it, so
+        that no claim is made for a poll that left; its claim or error."""
+        with self._lock:
+            while waiter.in_round and not self._stop:
+                waiter.leaving = True
+                waiter.wake.wait(self._recheck_s)
+            self._forget(waiter)
+            return waiter.claim, waiter.error
+
     def _forget(self, waiter: Waiter) -> None:
         """No round claims for it any more (under the lock)."""
         group = self._waiting.get(waiter.key)
@@ -187,16 +240,40 @@ class TaskDesk:
             self._stirred = False
             if time.monotonic() >= self._retry_at:
                 self._retry_at = float("inf")
-            groups = {key: list(ws) for key, ws in self._waiting.items()}
+            # (A poll of `enter` is not claimed for before it waits in the engine.)
+            groups = {
+                key: kept
+                for key, ws in self._waiting.items()
+                if (kept := [w for w in ws if not w.parked or w.withdraw is not None])
+            }
             for waiters in groups.values():
                 for waiter in waiters:
                     waiter.in_round = True
             return groups
 
-    def _claim(self, key: GroupKey, waiters: list[Waiter]) -> list[Claim] | StorageError:
+    def _claim(self, key: GroupKey, waiters: list[Waiter]) -> Answers:
+        """Claims for a group's polls: each claim with its poll, and whether
+        the queue had no more for them (every poll asked, and fewer found)."""
+        kept: list[Waiter] = []
+        refused = False
+
+        def keep(i: int) -> bool:
+            nonlocal refused
+            waiter = waiters[i]
+            withdraw = waiter.withdraw
+            if not waiter.parked or (withdraw is not None and withdraw()):
+                kept.append(waiter)
+                return True
+            refused = True
+            return False
+
         try:
-            return self._tables.claim_for(
-                list(key[0]), key[1], [(w.session_id, w.worker_id) for w in waiters], self._token
+            claims = self._tables.claim_for(
+                list(key[0]),
+                key[1],
+                [(w.session_id, w.worker_id) for w in waiters],
+                self._token,
+                keep,
             )
         except StorageError as exc:
             self._on_error(exc)
@@ -206,22 +283,28 @@ class TaskDesk:
             error.__cause__ = exc
             self._on_error(error)
             return error
+        drained = not refused and len(claims) < len(waiters)
+        return dict(zip(kept, claims, strict=False)), drained
 
     def _answer(
-        self,
-        groups: dict[GroupKey, list[Waiter]],
-        results: dict[GroupKey, list[Claim] | StorageError],
+        self, groups: dict[GroupKey, list[Waiter]], results: dict[GroupKey, Answers]
     ) -> None:
         with self._lock:
             for key, waiters in groups.items():
                 result = results[key]
-                for i, waiter in enumerate(waiters):
+                if isinstance(result, StorageError) or not result[1]:
+                    self._drained.discard(key)
+                else:
+                    self._drained.add(key)
+                for waiter in waiters:
                     waiter.looked = True
                     waiter.in_round = False
                     if isinstance(result, StorageError):
+                        if waiter.parked and not waiter.leaving:
+                            continue  # still waits in the engine: the next round
                         waiter.error = result
-                    elif i < len(result):
-                        waiter.claim = result[i]
+                    elif waiter in result[0]:
+                        waiter.claim = result[0][waiter]
                     else:
                         if waiter.leaving:
                             waiter.wake.notify()

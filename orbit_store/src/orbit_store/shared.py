@@ -13,10 +13,14 @@ lock, without changing the schema version):
   owner). Rows are written in the transaction that creates the execution
   and deleted in the one that ends it.
 - `orbit_tasks`: the shared queue of worker tasks (`TaskOffer`s of a
-  group, written in its transaction). Any server claims the oldest row a
-  session can take with `FOR UPDATE SKIP LOCKED`; the row is deleted by the
-  commit that records its dispatch, when its unit or execution ends, or when
-  its owner finds the claimed offer no longer wanted (`drop_claim`).
+  group, written in its transaction: with a local-first engine, only the
+  tasks no poll on their owner took, and those of executions it adopted).
+  Any server claims the oldest row a session can take with `FOR UPDATE SKIP
+  LOCKED`; the row is deleted by the commit that records its dispatch, when
+  its unit or execution ends, or when its owner finds the claimed offer no
+  longer wanted (`drop_claim`). The store remembers which executions may
+  have rows (`_queued`), so the commit of a task taken from the engine's
+  own index writes nothing to the queue.
 - `orbit_inbox`: commands for an execution's owner (a dispatch claimed
   elsewhere, results, signals, cancellations), applied by the owner in
   `seq` order. The commit of the events an entry causes marks it applied
@@ -35,8 +39,10 @@ take-over waits for a commit in progress, and a commit after it sees the new
 epoch, so a server that lost an execution (paused past the node timeout)
 cannot write to it. The executions a refused commit named are reported
 through `on_lost`, so the server drops them. Everything else of a commit is
-written in the same transaction: new ownership rows, queued tasks, deleted
-rows of what ended, and `NOTIFY orbit_tasks` / `orbit_done`.
+written in the same transaction: the group's events and execution rows (in
+one statement, `PostgresStore.one_statement`, not autocommitted here), new
+ownership rows, queued tasks, deleted rows of what ended, and `NOTIFY
+orbit_tasks` / `orbit_done`.
 
 `SharedTables` holds the request-path statements (claims, inbox, sessions,
 heartbeats, take-overs) on a few connections of its own, so that they never
@@ -109,9 +115,11 @@ TAKEOVER_BATCH = 100
 # Inbox kinds whose sender waits for the owner's reply.
 REPLIED = frozenset({"signal", "cancel"})
 CLAIM_PAUSE_S = 0.1
-# How long a task waits for a poll on the node that owns its execution
-# before polls on other nodes take it first (SharedTables.claim_for).
-LOCAL_FIRST_MS = 100
+# How long a queued task waits for a poll on the node that owns its
+# execution before polls on other nodes take it first (SharedTables.claim_for).
+# None at all: a task is queued only once no poll on its owner took it from
+# the owner's engine in one to two PUBLISH_S (orbit_server/shared.py).
+LOCAL_FIRST_MS = 0
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.
 LOCAL_LEAD_MS = 1000
@@ -192,6 +200,11 @@ class SharedStore(PostgresStore):
         self._lock = threading.Lock()
         # What this node owns: execution id -> (root id, epoch held).
         self._owned: dict[str, tuple[str, int]] = {}
+        # The executions whose tasks may have rows in the queue, with the
+        # units offered (None: any unit, for what was owned elsewhere or by
+        # a previous process). A task taken from the engine's own index has
+        # none, so its commit need not look (SharedStore._queue).
+        self._queued: dict[str, set[str] | None] = {}
         # The epochs of executions this node held last (the newest few).
         self._former: dict[str, int] = {}
         self._batch = threading.local()
@@ -210,16 +223,21 @@ class SharedStore(PostgresStore):
         with self._lock:
             return dict(self._owned)
 
-    def adopt(self, rows: Iterable[tuple[str, str, int]]) -> None:
-        """Records executions this node now owns: (id, root, epoch)."""
+    def adopt(self, rows: Iterable[tuple[str, str, int]], *, queued: bool = True) -> None:
+        """Records executions this node now owns: (id, root, epoch);
+        `queued`: the queue may hold rows of theirs written elsewhere (taken
+        over, or resumed after a restart)."""
         with self._lock:
             for eid, root, epoch in rows:
                 self._owned[eid] = (root, epoch)
+                if queued:
+                    self._queued[eid] = None
 
     def disown(self, execution_ids: Iterable[str]) -> None:
         with self._lock:
             for eid in execution_ids:
                 held = self._owned.pop(eid, None)
+                self._queued.pop(eid, None)
                 if held is not None:
                     # For the refusal of a write still under way for it.
                     self._former[eid] = held[1]
@@ -305,36 +323,34 @@ class SharedStore(PostgresStore):
         finally:
             self._batch.current = None
 
-    def one_statement(
-        self,
-        events: list[tuple[Any, ...]],
-        new_rows: list[tuple[Any, ...]],
-        updates: list[tuple[Any, ...]],
-    ) -> Callable[[Any], None] | None:
-        return None  # the fence, owners and queue join the group's writes in one transaction
-
     def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         if batch is None:
             super()._write(statements, marker, alone=alone)
             return
-        assert not alone, "a shared commit is never one autocommitted statement"
-        written: list[list[tuple[str, str, int]]] = []
+        # The group's one statement (`one_statement`) is not autocommitted
+        # here: the fence, owners and queue join it in one transaction.
+        written: list[tuple[list[tuple[str, str, int]], Callable[[], None]]] = []
 
         def shared(cursor: Any) -> None:
-            new_owned = self._shared_writes(cursor, batch)
+            done = self._shared_writes(cursor, batch)
             statements(cursor)
-            written.append(new_owned)
+            written.append(done)
 
         super()._write(shared, marker)
-        self.adopt(written[-1] if written else [])
+        if written:
+            new_owned, record = written[-1]
+            self.adopt(new_owned, queued=False)
+            record()
         self.disown(c.execution_id for c in batch.executions if c.row.status in _ENDED)
 
-    def _shared_writes(self, cursor: Any, batch: CommitBatch) -> list[tuple[str, str, int]]:
+    def _shared_writes(
+        self, cursor: Any, batch: CommitBatch
+    ) -> tuple[list[tuple[str, str, int]], Callable[[], None]]:
         owned = self.owned()
         self._fence(cursor, batch, owned)
         new_owned = self._own(cursor, batch, owned)
-        self._queue(cursor, batch)
+        record = self._queue(cursor, batch)
         if batch.receipts:
             # Inbox entries applied by this commit: never applied again.
             # Those whose sender waits keep their row for the reply.
@@ -349,7 +365,7 @@ class SharedStore(PostgresStore):
                 "AND state = 'pending' AND kind = ANY(%s)",
                 (seqs, sorted(REPLIED)),
             )
-        return new_owned
+        return new_owned, record
 
     def _fence(self, cursor: Any, batch: CommitBatch, owned: dict[str, tuple[str, int]]) -> None:
         """Refuses the commit unless this node still owns, at the epoch it
@@ -394,48 +410,53 @@ class SharedStore(PostgresStore):
             owned[change.execution_id] = (root, 1)
             new_owned.append((change.execution_id, root, 1))
         if new_owned:
-            cursor.executemany(
+            # One statement, whatever the number (all at epoch 1).
+            cursor.execute(
                 "INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
-                "VALUES (%s, %s, %s, %s, " + NOW_MS + ")",
-                [(eid, root, self.node_id, epoch) for eid, root, epoch in new_owned],
+                "SELECT e, r, %s, 1, " + NOW_MS + " FROM unnest(%b::text[], %b::text[]) AS v(e, r)",
+                (self.node_id, [o[0] for o in new_owned], [o[1] for o in new_owned]),
             )
         ended = [c.execution_id for c in batch.executions if c.row.status in _ENDED]
         if ended:
-            cursor.execute("DELETE FROM orbit_owners WHERE execution_id = ANY(%s)", (ended,))
             cursor.execute(
-                "SELECT pg_notify('orbit_done', x) FROM unnest(%b::text[]) AS x", (ended,)
+                "WITH gone AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[])) "
+                "SELECT pg_notify('orbit_done', x) FROM unnest(%b::text[]) AS x",
+                (ended, ended),
             )
         return new_owned
 
-    def _queue(self, cursor: Any, batch: CommitBatch) -> None:
-        """The shared queue: rows of what ended or was dispatched go, offers come."""
-        gone = [
-            c.execution_id
-            for c in batch.executions
-            if c.row.status in _ENDED or c.archive_run is not None
-        ]
+    def _queue(self, cursor: Any, batch: CommitBatch) -> Callable[[], None]:
+        """The shared queue: rows of what ended or was dispatched go, offers
+        come. Only executions that may have rows (`_queued`) are looked at,
+        so a commit of tasks taken from the engine's own index writes
+        nothing here. Returns what to record once the commit is durable."""
+        queued = self._queued
+        gone, units, later = _queue_changes(batch, queued)
+        done = [(u[0], u[1]) for u in units]
         ended = set(gone)
-        gone_units: list[tuple[str, str]] = []
-        dispatched: list[str] = []
-        for change in batch.executions:
-            for event in change.events:
-                if isinstance(event, ev.StepDispatched):
-                    dispatched.append(event.token)
-                elif isinstance(event, _UNIT_ENDS) and change.execution_id not in ended:
-                    gone_units.append((change.execution_id, event.step))
+        # An offer made before a later command of its group dispatched or
+        # ended its unit (or its execution) is not wanted.
+        offers = [
+            o
+            for o in batch.offers
+            if o.execution_id not in ended
+            and later.get((o.execution_id, o.unit_key), 0) < o.offer_seq
+        ]
         # One statement each, whatever the size of the group.
         if gone:
             cursor.execute("DELETE FROM orbit_tasks WHERE execution_id = ANY(%s)", (gone,))
-        if dispatched:
-            cursor.execute("DELETE FROM orbit_tasks WHERE token = ANY(%s)", (dispatched,))
-        if gone_units:
+        if units:
+            # A dispatched unit's claimed row (its token) and any queued one
+            # (an offer made again after a failed group); an ended unit's
+            # queued rows (a claimed one is dropped by its claimer).
             cursor.execute(
-                "DELETE FROM orbit_tasks t USING unnest(%b::text[], %b::text[]) AS g(e, k) "
-                "WHERE t.execution_id = g.e AND t.unit_key = g.k AND t.state = 'queued'",
-                ([u[0] for u in gone_units], [u[1] for u in gone_units]),
+                "DELETE FROM orbit_tasks t USING unnest(%b::text[], %b::text[], %b::text[]) "
+                "AS g(e, k, tok) WHERE t.execution_id = g.e AND t.unit_key = g.k "
+                "AND (t.state = 'queued' OR t.token = g.tok)",
+                ([u[0] for u in units], [u[1] for u in units], [u[2] for u in units]),
             )
-        if batch.offers:
-            rows = [_offer_row(o) for o in batch.offers]
+        if offers:
+            rows = [_offer_row(o) for o in offers]
             cursor.execute(
                 "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
                 "contract_version, language, timeout_ms, assignment, node_id, state, "
@@ -448,6 +469,53 @@ class SharedStore(PostgresStore):
             )
             # Named, so that other nodes need not look at once (claim_for).
             cursor.execute("SELECT pg_notify('orbit_tasks', %s)", (self.node_id,))
+        kept = [(o.execution_id, o.unit_key) for o in offers]
+
+        def record() -> None:
+            with self._lock:
+                for eid in gone:
+                    queued.pop(eid, None)
+                for eid, key in done:
+                    keys = queued.get(eid)
+                    if keys:
+                        keys.discard(key)
+                        if not keys:
+                            del queued[eid]
+                for eid, key in kept:
+                    keys = queued.setdefault(eid, set())
+                    if keys is not None:
+                        keys.add(key)
+
+        return record
+
+
+def _queue_changes(
+    batch: CommitBatch, queued: dict[str, set[str] | None]
+) -> tuple[list[str], list[tuple[str, str, str | None]], dict[tuple[str, str], int]]:
+    """Of the executions that may have rows in the queue or are offered
+    now: those that ended (or started a new run), the units dispatched
+    (with their token) or ended (None), and the seq of the last event that
+    dispatched or ended each unit."""
+    offered = {o.execution_id for o in batch.offers}
+    gone: list[str] = []
+    units: list[tuple[str, str, str | None]] = []
+    later: dict[tuple[str, str], int] = {}
+    for change in batch.executions:
+        eid = change.execution_id
+        if eid not in queued and eid not in offered:
+            continue
+        if change.row.status in _ENDED or change.archive_run is not None:
+            gone.append(eid)
+            continue
+        for event in change.events:
+            if isinstance(event, ev.StepDispatched):
+                units.append((eid, event.step, event.token))
+            elif isinstance(event, _UNIT_ENDS):
+                units.append((eid, event.step, None))
+            else:
+                continue
+            later[(eid, event.step)] = event.seq
+    return gone, units, later
 
 
 def _offer_row(offer: TaskOffer) -> tuple[Any, ...]:
@@ -642,10 +710,14 @@ class SharedTables:
         runtime: str,
         sessions: list[tuple[str, str]],
         token: Callable[[str], str],
+        keep: Callable[[int], bool] | None = None,
     ) -> list[Claim]:
         """Claims queued tasks that sessions with these contracts and runtime
         can take (this node's first, then the oldest), at most one per
-        (session id, worker id), in one transaction; the i-th claim is the i-th session's. When another
+        (session id, worker id), in one transaction; the i-th claim is the
+        i-th session's. With `keep`, a session gets a task only if
+        `keep(its index)` says so, asked in order once a task is found for
+        it (the claims go to the sessions it kept, in order). When another
         node owns a claimed task's execution, a `dispatched` entry goes to
         that owner's inbox in the same transaction."""
         pairs = list(contracts)
@@ -716,8 +788,16 @@ class SharedTables:
             if ended:
                 conn.execute("DELETE FROM orbit_tasks WHERE id = ANY(%s)", (ended,))
                 rows = [r for r in rows if r[1] in owners]
+            taken: list[tuple[str, str]] = []
+            for i, session in enumerate(sessions):
+                if len(taken) == len(rows):
+                    break
+                if keep is None or keep(i):
+                    taken.append(session)
+            rows = rows[: len(taken)]  # the others stay queued
+            if not rows:
+                return []
             tokens = [token(row[1]) for row in rows]
-            taken = sessions[: len(rows)]
             conn.execute(
                 "UPDATE orbit_tasks t SET state = 'claimed', token = v.token, claimed_by = %s, "
                 "session_id = v.session_id FROM unnest(%b::bigint[], %b::text[], %b::text[]) "

@@ -17,7 +17,7 @@ from orbit_core.api import (
     ParentRef,
 )
 from orbit_core.decide import Limits, decide, next_due_ms
-from orbit_core.dispatch import TaskIndex, routing_runtime
+from orbit_core.dispatch import QueuedTask, TaskIndex, routing_runtime
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
@@ -56,12 +56,21 @@ class Executions:
         builtins: BuiltinTasks | None,
         report_builtin: BuiltinReport,
         offer_tasks: bool = False,
+        local_first: bool = False,
     ) -> None:
         self.store = store
         # Worker tasks go to the store's shared queue (TaskOffer) instead of
         # `index`; offers made outside a group wait in `_offers` for the next.
-        self.offer_tasks = offer_tasks
+        # With `local_first` they wait in `index` first, and only those no
+        # poll took are offered (`publish_stale`). `shared` (either way): the
+        # scheduled tasks of adopted executions are offered at once (the
+        # shared queue may hold them already: a task must not wait in both),
+        # and tokens name their execution, for a result sent to any server.
+        self.offer_tasks = offer_tasks and not local_first
+        self.shared = offer_tasks
         self._offers: list[TaskOffer] = []
+        # The newest index entry when `publish_stale` last looked.
+        self._publish_mark = 0
         self.ids = ids
         self.limits = limits
         self.catalog = catalog
@@ -148,7 +157,10 @@ class Executions:
                 if spec is None:
                     continue
                 if not spec.is_child and not spec.is_builtin:
-                    self._queue(live, unit.key)
+                    if self.shared:
+                        self._offers.append(self.offer(live, unit.key))
+                    else:
+                        self._queue(live, unit.key)
                 else:
                     self._unrouted.append((state.id, unit.key, unit.offer_seq))
                     self.memory.due_at(0, state.id)
@@ -420,6 +432,32 @@ class Executions:
             live.state.id,
             key,
             live.state.units[key].offer_seq,
+        )
+
+    def publish_stale(self, tx: Tx) -> int:
+        """Offers the tasks that waited in the index since the previous call
+        (with `local_first`: no poll here took them) and takes them out of
+        it, so each is handed out through one of the two only; returns how
+        many. Those not committed are offered again with the next group."""
+        mark, self._publish_mark = self._publish_mark, self.index.newest()
+        stale = self.index.take_until(mark, self._still_offered) if mark else []
+        for task in stale:
+            live = self.memory.get(task.execution_id)
+            assert live is not None  # _still_offered checked it
+            self._offers.append(self.offer(live, task.unit_key))
+        if self._offers:
+            offers = list(self._offers)
+            tx.offers.extend(offers)
+            tx.after_commit.append(lambda: self._drop_offers(offers))
+        return len(stale)
+
+    def _still_offered(self, task: QueuedTask) -> bool:
+        live = self.memory.get(task.execution_id)
+        if live is None or live.state.terminal:
+            return False
+        unit = live.state.units.get(task.unit_key)
+        return (
+            unit is not None and unit.status == UNIT_SCHEDULED and unit.offer_seq == task.offer_seq
         )
 
     def _drop_offers(self, offers: list[TaskOffer]) -> None:

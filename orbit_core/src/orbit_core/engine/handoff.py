@@ -5,10 +5,16 @@ engine (chapter 44's shared mode), as a few store-neutral steps; the server
 
 - Tasks: with `Engine(offer_tasks=True)` a scheduled worker task becomes a
   `TaskOffer` of its group's `CommitBatch` instead of an entry of the
-  engine's own index, so polls never find work locally; whoever claims the
-  offer from the shared queue has the owner record the dispatch with the
-  claimed token (`dispatch_offer`), which still checks that the unit waits
-  for exactly that offer.
+  engine's own index, so polls never find work locally; with
+  `local_first=True` as well it waits in the index first, and
+  `publish_stale` turns the entries no poll took since its previous call
+  into offers (out of the index in the same group), while an adopted
+  execution's scheduled tasks are offered at once. Whoever claims an offer
+  from the shared queue has the owner record the dispatch with the claimed
+  token (`dispatch_offer`), which still checks that the unit waits for
+  exactly that offer; `poll_withdrawable` lets a server take a waiting poll
+  back before it claims a task for it elsewhere. Tokens the engine makes
+  then name their execution (`<execution id>/<id>`).
 - Sessions: a session registered through another server is made known here
   (`know_sessions`) so the attempts it takes can be held by it, the
   contacts it made elsewhere keep it alive (`touch_sessions`), and the

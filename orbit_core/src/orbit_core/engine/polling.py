@@ -177,6 +177,8 @@ class Polling:
         assert spec is not None
         if token is None:
             token = x.ids.token()
+            if x.shared:  # (for a result sent to another server)
+                token = f"{state.id}/{token}"
         timeout = spec.timeout_ms
         deadline = None if timeout is None else tx.now + timeout
         x.append(

@@ -84,10 +84,13 @@ class Engine:
         random: RandomSource | None = None,
         offer_tasks: bool = False,
         shared_catalog: bool = False,
+        local_first: bool = False,
     ) -> None:
         """`offer_tasks`: worker tasks go to the store's shared queue as
         `TaskOffer`s instead of this engine's own index (servers that share
-        executions; engine/handoff.py). `shared_catalog`: other servers
+        executions; engine/handoff.py); with `local_first` they wait in the
+        index first and `publish_stale` offers those no poll took.
+        `shared_catalog`: other servers
         deploy into the same store, so a workflow not known here is looked
         for there before it is reported unknown."""
         self.store: Store = store if store is not None else MemoryStore()
@@ -129,6 +132,7 @@ class Engine:
             builtins=builtins,
             report_builtin=self._report_builtin,
             offer_tasks=offer_tasks,
+            local_first=local_first,
         )
         self._control = Control(self._executions, max_active_executions)
         self._workers = Workers(self._executions, session_timeout_ms)
@@ -448,6 +452,35 @@ class Engine:
         return self._pipeline.submit(
             lambda tx: handoff.release(self._executions, self._workers, execution_ids)
         )
+
+    def publish_stale(self) -> int:
+        """With `local_first`: offers to the shared queue the tasks that
+        waited in this engine's index since the previous call; how many."""
+        return self._pipeline.submit(self._executions.publish_stale)
+
+    def poll_withdrawable(
+        self,
+        session_id: str,
+        wait_ms: int,
+        parked: Callable[[Callable[[], bool]], None],
+        connected: Callable[[], bool] | None = None,
+        *,
+        worker: str | None = None,
+    ) -> Assignment | None:
+        """`poll`, for a server that also looks for the poll's task elsewhere:
+        once the poll waits, `parked` is given a function that takes it back,
+        which returns True when no task of this engine's will be given to it
+        (it then ends with None), False when one already was."""
+        wait = min(max(wait_ms, 0), MAX_POLL_MS) if not self._draining else 0
+        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
+        cmd.connected = connected
+        result = self._pipeline.run(cmd)
+        if cmd.parked is None:
+            return cast(Assignment, result).copy() if result is not None else None
+        parked(lambda: self._pipeline.expire(cmd))
+        if self._pipeline.await_parked(cmd, wait):
+            return cast(Assignment, cmd.result).copy()
+        return None
 
     def holds(self, execution_id: str) -> bool:
         """Whether the execution is running in this engine's memory."""
