@@ -101,6 +101,23 @@ def _server_node(url: str, name: str = "a") -> SharedNode:
     )
 
 
+def _queue_stale_row(url: str, execution_id: str, offer_seq: int, node: str | None) -> None:
+    """A queued `orbit_tasks` row of unit `s0`, oldest in the queue, as a
+    server that lost the execution or the offer could have left it."""
+    store = PostgresStore(url)
+    try:
+        with store.session("stale") as conn:
+            conn.execute(
+                "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
+                "contract_version, language, timeout_ms, assignment, node_id, state, "
+                "enqueued_ms) VALUES (%s, 's0', %s, 'bench.step', '1.0.0', NULL, NULL, "
+                "'{}', %s, 'queued', 0)",
+                (execution_id, offer_seq, node),
+            )
+    finally:
+        store.close()
+
+
 def _rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     store = PostgresStore(url)
     try:
@@ -306,14 +323,7 @@ def test_a_claimed_task_of_an_ended_execution_is_deleted_not_handed_out(pg_url: 
     try:
         a.engine.deploy(server_ir.chain(1))
         a.engine.start("Chain", execution_id="live")
-        admin = PostgresStore(pg_url)
-        with admin.session("stale") as conn:
-            conn.execute(
-                "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
-                "contract_version, language, timeout_ms, assignment, state, enqueued_ms) "
-                "VALUES ('gone', 's0', 1, 'bench.step', '1.0.0', NULL, NULL, '{}', 'queued', 0)"
-            )
-        admin.close()
+        _queue_stale_row(pg_url, "gone", 1, None)
         claims = a.tables.claim_for(CHAIN, "python", [("s-1", "w-1"), ("s-2", "w-2")], _token)
         assert [(c.execution_id, c.owner) for c in claims] == [("live", "a")]
         assert _rows(pg_url, "SELECT execution_id FROM orbit_tasks") == [("live",)]
@@ -331,17 +341,9 @@ def test_a_claim_its_owner_no_longer_wants_is_deleted_and_the_poll_goes_on(pg_ur
         node.start()
         node.engine.deploy(server_ir.chain(1))
         node.engine.start("Chain", execution_id="live")
-        admin = PostgresStore(pg_url)
-        with admin.session("stale") as conn:
-            # An offer of the running unit that it no longer waits for, the
-            # oldest in the queue, so it is claimed first.
-            conn.execute(
-                "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
-                "contract_version, language, timeout_ms, assignment, node_id, state, "
-                "enqueued_ms) VALUES ('live', 's0', 99, 'bench.step', '1.0.0', NULL, NULL, "
-                "'{}', 'a', 'queued', 0)"
-            )
-        admin.close()
+        # An offer of the running unit that it no longer waits for, the
+        # oldest in the queue, so it is claimed first.
+        _queue_stale_row(pg_url, "live", 99, "a")
         # No poll took the unit's task from the engine: it goes to the queue.
         wait_until(
             lambda: (

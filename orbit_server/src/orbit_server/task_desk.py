@@ -54,11 +54,11 @@ class Waiter:
     __slots__ = (
         "claim",
         "error",
+        "in_engine",
         "in_round",
         "key",
         "leaving",
         "looked",
-        "parked",
         "session_id",
         "wake",
         "withdraw",
@@ -79,7 +79,7 @@ class Waiter:
         self.looked = False  # a round has looked for it
         self.in_round = False  # a round in progress may claim for it
         self.leaving = False  # would have left, but a round holds it
-        self.parked = False  # waits in the engine (`enter`), not in `take`
+        self.in_engine = False  # entered with `enter` (waits in the engine), not `take`
         # Takes the poll back from the engine (`Engine.poll_withdrawable`):
         # None until it waits there.
         self.withdraw: Callable[[], bool] | None = None
@@ -178,7 +178,7 @@ class TaskDesk:
         gave its `withdraw`, which a round calls before it claims a task for
         the poll (so the poll never gets a task from both)."""
         waiter = Waiter((tuple(sorted(contracts)), runtime), session_id, worker_id, self._lock)
-        waiter.parked = True
+        waiter.in_engine = True
         with self._lock:
             self._waiting.setdefault(waiter.key, []).append(waiter)
         return waiter
@@ -244,7 +244,7 @@ class TaskDesk:
             groups = {
                 key: kept
                 for key, ws in self._waiting.items()
-                if (kept := [w for w in ws if not w.parked or w.withdraw is not None])
+                if (kept := [w for w in ws if not w.in_engine or w.withdraw is not None])
             }
             for waiters in groups.values():
                 for waiter in waiters:
@@ -261,7 +261,7 @@ class TaskDesk:
             nonlocal refused
             waiter = waiters[i]
             withdraw = waiter.withdraw
-            if not waiter.parked or (withdraw is not None and withdraw()):
+            if not waiter.in_engine or (withdraw is not None and withdraw()):
                 kept.append(waiter)
                 return True
             refused = True
@@ -300,7 +300,7 @@ class TaskDesk:
                     waiter.looked = True
                     waiter.in_round = False
                     if isinstance(result, StorageError):
-                        if waiter.parked and not waiter.leaving:
+                        if waiter.in_engine and not waiter.leaving:
                             continue  # still waits in the engine: the next round
                         waiter.error = result
                     elif waiter in result[0]:

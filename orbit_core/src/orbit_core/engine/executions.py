@@ -443,7 +443,7 @@ class Executions:
         stale = self.index.take_until(mark, self._still_offered) if mark else []
         for task in stale:
             live = self.memory.get(task.execution_id)
-            assert live is not None  # _still_offered checked it
+            assert live is not None  # still offered: running
             self._offers.append(self.offer(live, task.unit_key))
         if self._offers:
             offers = list(self._offers)
@@ -452,13 +452,7 @@ class Executions:
         return len(stale)
 
     def _still_offered(self, task: QueuedTask) -> bool:
-        live = self.memory.get(task.execution_id)
-        if live is None or live.state.terminal:
-            return False
-        unit = live.state.units.get(task.unit_key)
-        return (
-            unit is not None and unit.status == UNIT_SCHEDULED and unit.offer_seq == task.offer_seq
-        )
+        return self.memory.offered(task.execution_id, task.unit_key, task.offer_seq) is not None
 
     def _drop_offers(self, offers: list[TaskOffer]) -> None:
         done = {id(o) for o in offers}

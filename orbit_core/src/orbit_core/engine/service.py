@@ -335,16 +335,7 @@ class Engine:
         when it may act for any): another worker's session or task token is
         refused with FORBIDDEN before anything changes."""
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
-        if self._draining:
-            wait = 0
-        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
-        cmd.connected = connected
-        result = self._pipeline.run(cmd)
-        if cmd.parked is None:
-            return cast(Assignment, result).copy() if result is not None else None
-        if self._pipeline.await_parked(cmd, wait):
-            return cast(Assignment, cmd.result).copy()
-        return None
+        return self._poll(session_id, wait, connected, worker, None)
 
     def undelivered(self, token: str) -> None:
         """Tells the engine that the assignment for `token` could not be sent
@@ -471,13 +462,25 @@ class Engine:
         once the poll waits, `parked` is given a function that takes it back,
         which returns True when no task of this engine's will be given to it
         (it then ends with None), False when one already was."""
-        wait = min(max(wait_ms, 0), MAX_POLL_MS) if not self._draining else 0
+        return self._poll(session_id, min(max(wait_ms, 0), MAX_POLL_MS), connected, worker, parked)
+
+    def _poll(
+        self,
+        session_id: str,
+        wait: int,
+        connected: Callable[[], bool] | None,
+        worker: str | None,
+        parked: Callable[[Callable[[], bool]], None] | None,
+    ) -> Assignment | None:
+        if self._draining:
+            wait = 0
         cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
         cmd.connected = connected
         result = self._pipeline.run(cmd)
         if cmd.parked is None:
             return cast(Assignment, result).copy() if result is not None else None
-        parked(lambda: self._pipeline.expire(cmd))
+        if parked is not None:
+            parked(lambda: self._pipeline.expire(cmd))
         if self._pipeline.await_parked(cmd, wait):
             return cast(Assignment, cmd.result).copy()
         return None
