@@ -40,6 +40,8 @@ from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.plan import Plan, UnitSpec
 from orbit_core.state import ExecutionState, Unit
 
+# Statuses after which a unit never changes again.
+_SETTLED = frozenset((UNIT_SUCCEEDED, UNIT_SKIPPED, UNIT_FAILED, "CANCELLED"))
 WHEN_FALSE = "`when` condition was false"
 HANDLER_KIND = {"failed": "failure", "cancelled": "cancel", "timed_out": "timeout"}
 LIMIT_HINT = "(--max-{} or the workflow's `limits`)"
@@ -150,11 +152,9 @@ class _Decider:
 
     # ------------------------------------------------------------ emitting
 
-    def _seq(self) -> int:
-        return self.s.last_seq + len(self.out) + 1
-
     def emit(self, cls: Callable[..., ev.Event], *fields: object) -> None:
-        self.out.append(cls(self._seq(), self.now, *fields))
+        out = self.out
+        out.append(cls(self.s.last_seq + len(out) + 1, self.now, *fields))
 
     def fail_unit(self, key: str, code: str, message: str, details: JsonValue = None) -> None:
         self.emit(ev.StepFailed, key, ev.make_error(code, message, False, details))
@@ -215,8 +215,18 @@ class _Decider:
         if timeout is not None and self.now >= s.created_at_ms + timeout:
             self.emit(ev.WorkflowTimeoutReached)
             return
+        units = s.units
         for step in plan.defn.steps:
-            self.main_step(step)
+            # Inlined `main_step`: this loop runs over every step at every
+            # decision, and most steps are settled or not yet due.
+            unit = units.get(step.name)
+            if unit is None or (status := unit.status) is None:
+                if self.deps_done(step.depends_on):
+                    self.start_step(step, step.name, self.scope())
+            elif status in _SETTLED:
+                continue
+            else:
+                self.progress_step(step, unit, retries=True)
             if self.failed:
                 return
         self.event_handlers()
@@ -239,26 +249,13 @@ class _Decider:
             return False
         return True
 
-    def main_step(self, step: Step) -> None:
-        unit = self.s.units.get(step.name)
-        if unit is None or unit.status is None:
-            if self.deps_done(step.depends_on):
-                self.start_step(step, step.name, self.scope())
-            return
-        self.progress_step(step, unit, retries=True)
-
     def progress_step(self, step: Step, unit: Unit, retries: bool) -> None:
         status = unit.status
         if status == "RUNNING":
             self.fan_out(step, unit, self.scope(), retries)
         elif status == UNIT_WAITING:
             self.waiting(step, unit)
-        elif status is not None and status not in (
-            UNIT_SUCCEEDED,
-            UNIT_SKIPPED,
-            UNIT_FAILED,
-            "CANCELLED",
-        ):
+        elif status is not None and status not in _SETTLED:
             spec = self.plan.spec(unit.key)
             if spec is not None:
                 self.progress(unit, spec, retries)
