@@ -173,10 +173,10 @@ def test_compiled_expressions_are_cached_and_released_with_the_expression() -> N
     first = compiler.compiled(expr)
     assert compiler.compiled(expr) is first
     key = id(expr)
-    assert key in compiler._cache
+    assert key in compiler.compiled_cache
     del expr, first
     gc.collect()
-    assert key not in compiler._cache
+    assert key not in compiler.compiled_cache
 
 
 def test_equal_but_distinct_expressions_each_evaluate_correctly() -> None:

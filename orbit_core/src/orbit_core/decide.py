@@ -229,7 +229,8 @@ class _Decider:
                 self.progress_step(step, unit, retries=True)
             if self.failed:
                 return
-        self.event_handlers()
+        if plan.events or s.instances:
+            self.event_handlers()
         if self.failed or self.out:
             return
         if self.all_finished():

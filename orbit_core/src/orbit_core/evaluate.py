@@ -7,7 +7,7 @@ queries. Semantics are those of the book's chapters 26 and 27; see
 
 from __future__ import annotations
 
-from orbit_core.eval.compiler import compiled
+from orbit_core.eval.compiler import compiled, compiled_cache
 from orbit_core.eval.scope import EvalError, Scope
 from orbit_core.ir.expr import Expr
 from orbit_core.jsontypes import JsonValue
@@ -23,8 +23,12 @@ def evaluate(expr: Expr, scope: Scope) -> JsonValue:
     The result may share lists and objects with the scope (a field read returns
     the stored value itself); copy before changing it.
     """
+    # The cache lookup of `compiled`, in line: every step evaluates at least
+    # one expression, and a Python call costs more than the lookup.
+    entry = compiled_cache.get(id(expr))
     try:
-        value: JsonValue = compiled(expr)(scope, scope.vars)
+        fn = entry[1] if entry is not None else compiled(expr)
+        value: JsonValue = fn(scope, scope.vars)
         return value
     except RecursionError:
         raise EvalError(TOO_DEEP) from None

@@ -119,10 +119,26 @@ def conform(
     The result is a new value for records, lists and maps; JSON-typed parts are
     shared with `value`. Fields keep their order, and defaults come after them.
     """
-    if type(value) is dict and type(type_) is RecordType:
-        flat = _flat_record(value, type_)
-        if flat is not None:
-            return flat
+    if type(value) is dict and type(type_) is RecordType and len(value) == len(type_.fields):
+        # The common case of the hot path, without the general machinery: a
+        # record of primitive fields holding exactly its declared fields, in
+        # order, each valid. Anything else, or a check that words its own
+        # error, takes the general path, which also locates and words errors.
+        out = {}
+        try:
+            for field, (key, item) in zip(type_.fields, value.items(), strict=True):
+                kind = field.type
+                if (
+                    field.name != key
+                    or type(kind) is not Primitive
+                    or not _PRIMITIVE_CHECKS[kind.kind](item)
+                ):
+                    break
+                out[key] = item
+            else:
+                return out
+        except _Invalid:
+            pass
     try:
         return _Conformer(defaults, strict).check(value, type_)
     except _Invalid as invalid:
@@ -197,30 +213,6 @@ def _may_be_absent(f: Field) -> bool:
         or isinstance(f.type, OptionalType)
         or (isinstance(f.type, Primitive) and f.type.kind == "json")
     )
-
-
-def _flat_record(value: JsonObject, type_: RecordType) -> JsonObject | None:
-    """The common case of the hot path, without the general machinery: a
-    record of primitive fields holding exactly its declared fields, in
-    order, each valid. None sends everything else down the general path
-    (which also words the errors)."""
-    fields = type_.fields
-    if len(value) != len(fields):
-        return None
-    out = {}
-    try:
-        for field, (key, item) in zip(fields, value.items(), strict=True):
-            kind = field.type
-            if (
-                field.name != key
-                or type(kind) is not Primitive
-                or not _PRIMITIVE_CHECKS[kind.kind](item)
-            ):
-                return None
-            out[key] = item
-    except _Invalid:  # a check that words its own error: the general path locates it
-        return None
-    return out
 
 
 class _Conformer:

@@ -23,18 +23,18 @@ Compiled = Callable[[Scope, Env], Any]
 
 LAMBDA_OUTSIDE_CALL = "a lambda can only be passed to `map`, `filter`, `any`, `all` or `find`"
 
-_cache: dict[int, tuple[weakref.ref[e.Expr], Compiled]] = {}
+compiled_cache: dict[int, tuple[weakref.ref[e.Expr], Compiled]] = {}
 
 
 def compiled(expr: e.Expr) -> Compiled:
     """The closure for `expr`, built on first use and kept while `expr` lives."""
-    entry = _cache.get(id(expr))
+    entry = compiled_cache.get(id(expr))
     if entry is not None:
         return entry[1]
     fn = compile_expr(expr)
     key = id(expr)
-    ref = weakref.ref(expr, lambda _ref: _cache.pop(key, None))
-    _cache[key] = (ref, fn)
+    ref = weakref.ref(expr, lambda _ref: compiled_cache.pop(key, None))
+    compiled_cache[key] = (ref, fn)
     return fn
 
 
