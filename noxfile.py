@@ -305,7 +305,20 @@ def conformance(session: nox.Session) -> None:
     session.install("-e", "./sdks/python")
     with session.chdir("sdks/typescript"):  # the SDK's dist/ and tsx
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
-    session.run("pytest", "tests/sdk_conformance", "-m", "e2e", *session.posargs)
+    # Three pytest workers on two CPUs: the scenarios mostly wait on real
+    # timeouts (session expiry, outages), and each program's scenarios stay
+    # on one worker (conftest.py's xdist groups), so its build happens once.
+    session.run(
+        "pytest",
+        "tests/sdk_conformance",
+        "-m",
+        "e2e",
+        "-n",
+        "3",
+        "--dist",
+        "loadgroup",
+        *session.posargs,
+    )
 
 
 def _cargo() -> str:

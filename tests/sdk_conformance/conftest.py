@@ -19,6 +19,18 @@ from e2e_processes import LIVE, TS_SDK, TSX_LOADER, Stack, Worker
 LOG_TAIL = 120
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Puts each program's scenarios in one xdist group (`--dist loadgroup`,
+    the nox session): a program's runtime, long-lived worker and build are
+    then made on one pytest worker only, while the programs' scenarios,
+    which mostly wait on real timeouts, run side by side."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        program = callspec.params.get("sdk") if callspec is not None else None
+        if program is not None:
+            item.add_marker(pytest.mark.xdist_group(str(program)))
+
+
 @pytest.fixture(scope="session")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where programs are built or copied (once per session)."""
