@@ -174,7 +174,11 @@ def e2e(session: nox.Session) -> None:
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     # The Go workers' programs are built with the Go toolchain (sdks/go has
     # no dependencies, so nothing is downloaded).
-    session.run("pytest", "tests/e2e", "-m", "e2e", *session.posargs)
+    # Three pytest workers on two CPUs, a module on each (its servers are
+    # module-scoped): the tests wait on real processes more than they compute.
+    session.run(
+        "pytest", "tests/e2e", "-m", "e2e", "-n", "3", "--dist", "loadscope", *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)
