@@ -126,7 +126,9 @@ def conform(
         # error, takes the general path, which also locates and words errors.
         out = {}
         try:
-            for field, (key, item) in zip(type_.fields, value.items(), strict=True):
+            # The lengths are equal (checked above); a keyword argument would
+            # make zip parse its arguments the slow way on every call.
+            for field, (key, item) in zip(type_.fields, value.items()):  # noqa: B905
                 kind = field.type
                 if (
                     field.name != key
