@@ -7,8 +7,14 @@ Counts do not move:
 - `--instructions` runs `bench_engine.py` (in memory, one handler thread)
   under valgrind's callgrind at two sizes and prints the machine
   instructions of one step: the difference of the two runs divided by the
-  difference in steps, so start-up and imports cancel out. Repeated runs
-  agree within about 0.5 %. Needs `valgrind`.
+  difference in steps, so start-up and imports cancel out. The threads
+  interleave differently from run to run, so repeated runs differ by up to
+  about 1.5 %. Needs `valgrind`.
+- `--cache` does the same under cachegrind with its cache simulation and
+  also prints the cache misses of one step and valgrind's estimate of its
+  cycles (instructions + 10 x first-level misses + 100 x last-level
+  misses). Where two builds execute nearly the same instructions, the one
+  whose hot path spreads over more code can still be slower: this shows it.
 - `--bytecodes` counts the bytecodes each Python function executes during a
   `bench_engine.py` run (every thread, `sys.settrace` opcode events), per
   step; `--save FILE` keeps the counts, and `--vs FILE` prints what changed
@@ -19,6 +25,7 @@ run by `--python`), to compare two builds:
 
     python benchmarks/bench_cost.py --instructions
     python benchmarks/bench_cost.py --instructions --repo ../base --python ../base/.venv/bin/python
+    python benchmarks/bench_cost.py --cache --repo ../base --python ../base/.venv/bin/python
     python benchmarks/bench_cost.py --bytecodes --save /tmp/base.json --repo ../base --python ../base/.venv/bin/python
     python benchmarks/bench_cost.py --bytecodes --vs /tmp/base.json
 """
@@ -51,28 +58,75 @@ def instructions(repo: Path, python: str, small: int, large: int) -> float:
     return (counts[1] - counts[0]) / ((large - small) * STEPS)
 
 
+# cachegrind's events: instructions, first-level and last-level misses of
+# instruction fetches, data reads and data writes.
+CACHE_EVENTS = ("Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+
+
+def cache(repo: Path, python: str, small: int, large: int) -> dict[str, float]:
+    """Per step of `repo`'s bench_engine in memory: cachegrind's events and
+    `cycles`, its estimate of the cycles they cost."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_cost: --cache needs valgrind on the PATH")
+    runs = [_cachegrind(repo, python, n) for n in (small, large)]
+    steps = (large - small) * STEPS
+    per = {event: (runs[1][event] - runs[0][event]) / steps for event in CACHE_EVENTS}
+    first = per["I1mr"] + per["D1mr"] + per["D1mw"]
+    last = per["ILmr"] + per["DLmr"] + per["DLmw"]
+    per["cycles"] = per["Ir"] + 10 * first + 100 * last
+    return per
+
+
+def _cachegrind(repo: Path, python: str, executions: int) -> dict[str, int]:
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "out"
+        _valgrind(repo, python, executions, "cachegrind", options=["--cache-sim=yes"], out=out)
+        text = out.read_text()
+    events = re.search(r"^events: (.*)$", text, re.M)
+    summary = re.search(r"^summary: (.*)$", text, re.M)
+    if events is None or summary is None:
+        raise SystemExit("bench_cost: no summary in cachegrind's output")
+    return dict(zip(events[1].split(), map(int, summary[1].split()), strict=True))
+
+
+def _valgrind(
+    repo: Path, python: str, executions: int, tool: str, *, options: list[str], out: Path
+) -> str:
+    """Runs `repo`'s bench_engine in memory under valgrind's `tool`, which
+    writes to `out`; returns valgrind's stderr."""
+    # A fixed hash seed, so that dicts and sets lay out alike from run to run.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # compile once, not on every run
+    done = subprocess.run(
+        [
+            "valgrind",
+            f"--tool={tool}",
+            *options,
+            f"--{tool}-out-file={out}",
+            python,
+            str(repo / "benchmarks" / "bench_engine.py"),
+            "--executions",
+            str(executions),
+            "--store",
+            "memory",
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stderr
+
+
 def _callgrind(repo: Path, python: str, executions: int) -> int:
     with tempfile.TemporaryDirectory() as scratch:
-        done = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={scratch}/out",
-                python,
-                str(repo / "benchmarks" / "bench_engine.py"),
-                "--executions",
-                str(executions),
-                "--store",
-                "memory",
-            ],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            check=True,
+        stderr = _valgrind(
+            repo, python, executions, "callgrind", options=[], out=Path(scratch) / "out"
         )
-    found = re.search(r"Collected : (\d+)", done.stderr)
+    found = re.search(r"Collected : (\d+)", stderr)
     if found is None:
-        raise SystemExit(f"bench_cost: no instruction count from callgrind:\n{done.stderr}")
+        raise SystemExit(f"bench_cost: no instruction count from callgrind:\n{stderr}")
     return int(found[1])
 
 
@@ -130,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_cost", description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--instructions", action="store_true", help="instructions per step")
+    mode.add_argument(
+        "--cache", action="store_true", help="instructions, cache misses and cycles per step"
+    )
     mode.add_argument("--bytecodes", action="store_true", help="bytecodes per step, by function")
     parser.add_argument("--repo", type=Path, default=HERE.parent, help="the checkout to measure")
     parser.add_argument("--python", default=sys.executable, help="its interpreter")
@@ -147,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.instructions:
         per_step = instructions(repo, args.python, args.small, args.large)
         print(f"instructions per step: {per_step:,.0f} ({repo})")
+        return 0
+    if args.cache:
+        per = cache(repo, args.python, args.small, args.large)
+        print(f"per step ({repo}):")
+        for event, value in per.items():
+            print(f"  {event:<7} {value:>10,.0f}")
         return 0
     if args.json is not None:
         args.json.write_text(json.dumps(bytecodes(args.traced)))

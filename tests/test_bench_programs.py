@@ -76,6 +76,19 @@ def test_cost_benchmark_counts_the_bytecodes_of_a_step(tmp_path: Path, capsys: A
     assert lines[0].startswith("bytecodes per step: ") and len(lines) == 2
 
 
+def test_cost_benchmark_estimates_the_cycles_of_a_step(monkeypatch: Any) -> None:
+    # The two runs' totals (valgrind itself is not needed here): the
+    # difference is divided by the 3 x 100 steps between them.
+    bench = _benchmark("bench_cost")
+    small = dict.fromkeys(bench.CACHE_EVENTS, 1_000_000)
+    large = {**small, "Ir": 1_300_000, "I1mr": 1_000_300, "DLmr": 1_000_030}
+    monkeypatch.setattr(bench.shutil, "which", lambda _tool: "/usr/bin/valgrind")
+    monkeypatch.setattr(bench, "_cachegrind", lambda _repo, _py, n: small if n == 100 else large)
+    per = bench.cache(Path("."), sys.executable, 100, 200)
+    assert (per["Ir"], per["I1mr"], per["DLmr"], per["D1mr"]) == (1000, 1, 0.1, 0)
+    assert per["cycles"] == 1000 + 10 * 1 + 100 * 0.1
+
+
 def test_engine_benchmark_starts_executions_from_every_client(tmp_path: Path, capsys: Any) -> None:
     # With a few executions in flight on a durable store, the starts of new
     # executions must share commits: started one at a time from one thread,
