@@ -54,6 +54,7 @@ def instructions(repo: Path, python: str, small: int, large: int) -> float:
     """Machine instructions per step of `repo`'s bench_engine in memory."""
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_cost: --instructions needs valgrind on the PATH")
+    _warm(repo, python)
     counts = [_callgrind(repo, python, n) for n in (small, large)]
     return (counts[1] - counts[0]) / ((large - small) * STEPS)
 
@@ -68,6 +69,7 @@ def cache(repo: Path, python: str, small: int, large: int) -> dict[str, float]:
     `cycles`, its estimate of the cycles they cost."""
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_cost: --cache needs valgrind on the PATH")
+    _warm(repo, python)
     runs = [_cachegrind(repo, python, n) for n in (small, large)]
     steps = (large - small) * STEPS
     per = {event: (runs[1][event] - runs[0][event]) / steps for event in CACHE_EVENTS}
@@ -87,6 +89,21 @@ def _cachegrind(repo: Path, python: str, executions: int) -> dict[str, int]:
     if events is None or summary is None:
         raise SystemExit("bench_cost: no summary in cachegrind's output")
     return dict(zip(events[1].split(), map(int, summary[1].split()), strict=True))
+
+
+def _warm(repo: Path, python: str) -> None:
+    """One short run outside valgrind first: it writes the bytecode caches,
+    which a fresh checkout lacks and which the first measured run would
+    otherwise compile (and so count) alone."""
+    env = {**os.environ}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run(
+        [python, str(repo / "benchmarks" / "bench_engine.py"), "--executions", "10"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
 
 
 def _valgrind(

@@ -83,6 +83,7 @@ def test_cost_benchmark_estimates_the_cycles_of_a_step(monkeypatch: Any) -> None
     small = dict.fromkeys(bench.CACHE_EVENTS, 1_000_000)
     large = {**small, "Ir": 1_300_000, "I1mr": 1_000_300, "DLmr": 1_000_030}
     monkeypatch.setattr(bench.shutil, "which", lambda _tool: "/usr/bin/valgrind")
+    monkeypatch.setattr(bench, "_warm", lambda _repo, _py: None)
     monkeypatch.setattr(bench, "_cachegrind", lambda _repo, _py, n: small if n == 100 else large)
     per = bench.cache(Path("."), sys.executable, 100, 200)
     assert (per["Ir"], per["I1mr"], per["DLmr"], per["D1mr"]) == (1000, 1, 0.1, 0)
