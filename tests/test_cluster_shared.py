@@ -657,6 +657,88 @@ def test_a_take_over_fences_the_old_owner(pg_url: str) -> None:
         b.close()
 
 
+def _record_writes(url: str) -> None:
+    """From now on every row written to the history or the ownership table
+    is recorded in `writes` with the client statement that wrote it and
+    its transaction (triggers)."""
+    store = PostgresStore(url)
+    try:
+        with store.session("audit") as conn:
+            conn.execute("CREATE TABLE writes (tab TEXT, execution_id TEXT, query TEXT, xid BIGINT)")
+            conn.execute(
+                "CREATE FUNCTION record_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "INSERT INTO writes SELECT TG_TABLE_NAME, "
+                "CASE WHEN TG_OP = 'DELETE' THEN OLD.execution_id ELSE NEW.execution_id END, "
+                "current_query(), txid_current(); RETURN NULL; END $$"
+            )
+            for table in ("execution_events", "orbit_owners"):
+                conn.execute(
+                    f"CREATE TRIGGER {table}_write AFTER INSERT OR DELETE ON {table} "
+                    "FOR EACH ROW EXECUTE FUNCTION record_write()"
+                )
+    finally:
+        store.close()
+
+
+def _local_first(url: str, name: str) -> Node:
+    """A node whose engine keeps its tasks in its own index, as a shared
+    server's does: its commits have nothing for the queue."""
+    node = Node(url, name)
+    node.engine.close()
+    node.engine = Engine(node.store, auto_tick=False, offer_tasks=True, local_first=True)
+    return node
+
+
+def test_a_usual_commit_is_one_statement_with_its_fence_and_ownership(pg_url: str) -> None:
+    a = _local_first(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        _record_writes(pg_url)
+        a.engine.start("Chain", execution_id="o-1")
+        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = a.engine.poll(sid, 0)
+        assert task is not None
+        a.engine.complete(task["token"], {"i": 1})
+        assert a.engine.get("o-1")["status"] == "COMPLETED"
+        writes = _rows(pg_url, "SELECT tab, query, xid FROM writes ORDER BY xid")
+        # Start, dispatch, completion: three commits, each one statement
+        # that wrote the history and the ownership row with the fence.
+        assert len({xid for _, _, xid in writes}) == 3
+        for xid in {xid for _, _, xid in writes}:
+            queries = {q for _, q, x in writes if x == xid}
+            assert len(queries) == 1 and "orbit_fence" in queries.pop()
+        tables = [(t, x) for t, _, x in writes if t == "orbit_owners"]
+        assert [x for _, x in tables] == [writes[0][2], writes[-1][2]]  # inserted, deleted
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
+    finally:
+        a.close()
+
+
+def test_a_one_statement_commit_of_a_deposed_owner_writes_nothing(pg_url: str) -> None:
+    a = _local_first(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(2))
+        a.engine.start("Chain", execution_id="f-1")
+        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        held = a.engine.poll(sid, 0)
+        assert held is not None
+        moved = b.tables.take_over(["f-1"], "a")
+        assert moved == [("f-1", "f-1", 2)]
+        before = _rows(pg_url, "SELECT count(*) FROM execution_events")
+        with pytest.raises(StorageError) as refused:
+            a.engine.complete(held["token"], {"i": 1})
+        assert refused.value.message == (
+            "fenced: execution `f-1` is owned by node `b` at epoch 2; this node held epoch 1"
+        )
+        assert a.lost == ["f-1"] and a.store.owned() == {}
+        assert _rows(pg_url, "SELECT count(*) FROM execution_events") == before
+        assert _rows(pg_url, "SELECT node_id, epoch FROM orbit_owners") == [("b", 2)]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_dead_owners_own_claims_are_queued_again_on_take_over(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")

@@ -39,10 +39,15 @@ take-over waits for a commit in progress, and a commit after it sees the new
 epoch, so a server that lost an execution (paused past the node timeout)
 cannot write to it. The executions a refused commit named are reported
 through `on_lost`, so the server drops them. Everything else of a commit is
-written in the same transaction: the group's events and execution rows (in
-one statement, `PostgresStore.one_statement`, not autocommitted here), new
-ownership rows, queued tasks, deleted rows of what ended, and `NOTIFY
-orbit_tasks` / `orbit_done`.
+written in the same transaction: the group's events and execution rows (as
+a single server writes them, `PostgresStore.one_statement`), new ownership
+rows, queued tasks, deleted rows of what ended, and `NOTIFY orbit_tasks` /
+`orbit_done`. A commit with nothing for the queue or the inbox (nearly
+every one: tasks wait in their owner's engine first) is all of that in ONE
+autocommitted statement, whose first part is the fence (`orbit_fence`, a
+function that locks the rows and raises when one moved on) and whose other
+parts run only once it passed; a commit with queue rows or inbox receipts
+is a transaction in pipeline mode, fence first.
 
 `SharedTables` holds the request-path statements (claims, inbox, sessions,
 heartbeats, take-overs) on a few connections of its own, so that they never
@@ -68,10 +73,20 @@ from orbit_core.api import ExecutionStatus
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
 from orbit_core.state import TERMINAL
-from orbit_store.postgres import Fenced, PostgresStore
+from orbit_store.postgres import (
+    INSERT_EVENTS,
+    INSERT_ROWS,
+    UPDATE_ROWS,
+    Fenced,
+    PostgresStore,
+    group_params,
+)
 from orbit_store.schema import SCHEMA_LOCK_KEY
 
 NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+# The SQLSTATE orbit_fence raises (a class of its own, so no other error
+# reads as a refusal).
+FENCED_STATE = "OF001"
 
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS orbit_nodes (node_id TEXT PRIMARY KEY, addr TEXT, "
@@ -107,6 +122,18 @@ _CREATE = (
     "registered_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS orbit_cancels (session_id TEXT NOT NULL, token TEXT NOT NULL, "
     "PRIMARY KEY (session_id, token))",
+    # The fence of a commit's one statement (_FENCED_GROUP): locks the
+    # ownership rows (FOR SHARE, the latest versions), then raises unless
+    # each still names `node` at the epoch given. The check is a statement
+    # of its own, so it reads what a take-over committed before the lock.
+    "CREATE OR REPLACE FUNCTION orbit_fence(node TEXT, ids TEXT[], epochs BIGINT[]) "
+    "RETURNS BOOLEAN LANGUAGE plpgsql AS $$ BEGIN "
+    "PERFORM 1 FROM orbit_owners WHERE execution_id = ANY(ids) FOR SHARE; "
+    "IF EXISTS (SELECT 1 FROM unnest(ids, epochs) AS v(id, epoch) WHERE NOT EXISTS "
+    "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = v.id AND o.node_id = node "
+    "AND o.epoch = v.epoch)) THEN "
+    f"RAISE EXCEPTION 'fenced' USING ERRCODE = '{FENCED_STATE}'; END IF; "
+    "RETURN true; END $$",
 )
 # Events that end a unit: its queued offers are no longer wanted.
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
@@ -124,6 +151,24 @@ LOCAL_FIRST_MS = 0
 # claimed before it (SharedTables.claim_for): fair within this bound.
 LOCAL_LEAD_MS = 1000
 FORMER_KEPT = 10_000
+# A commit with no inbox receipts and nothing for the queue (nearly all of
+# them) is one statement, autocommitted: the fence first (every part waits
+# for `f`: a one-time filter, evaluated before any row is written), then
+# the group's events and rows as a single server writes them, the ownership
+# rows of new executions and the end of those that ended. A refusal raises
+# inside it, so nothing of it is written.
+_GATE = "(SELECT ok FROM f)"
+_FENCED_GROUP = (
+    "WITH f AS (SELECT orbit_fence(%s, %b::text[], %b::bigint[]) AS ok), "
+    f"e AS ({INSERT_EVENTS} WHERE {_GATE}), "
+    f"n AS ({INSERT_ROWS} WHERE {_GATE}), "
+    f"u AS ({UPDATE_ROWS} AND {_GATE}), "
+    "o AS (INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
+    f"SELECT e, r, %s, 1, {NOW_MS} FROM unnest(%b::text[], %b::text[]) AS v(e, r) "
+    f"WHERE {_GATE}), "
+    f"d AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[]) AND {_GATE}) "
+    "SELECT CASE WHEN %s THEN pg_notify('orbit_done', '') END FROM f"
+)
 
 
 def create_tables(conn: psycopg.Connection[Any]) -> None:
@@ -323,13 +368,76 @@ class SharedStore(PostgresStore):
         finally:
             self._batch.current = None
 
+    def one_statement(
+        self,
+        events: list[tuple[Any, ...]],
+        new_rows: list[tuple[Any, ...]],
+        updates: list[tuple[Any, ...]],
+    ) -> Callable[[Any], None] | None:
+        """The usual group with its fence and ownership rows, as one
+        statement (`_FENCED_GROUP`), unless it has inbox receipts or
+        anything for the queue: those go as one transaction (`_write`)."""
+        batch: CommitBatch | None = getattr(self._batch, "current", None)
+        self._batch.fenced = None
+        if batch is None or batch.receipts or batch.offers:
+            return super().one_statement(events, new_rows, updates)
+        gone, units, _ = _queue_changes(batch, self._queued)
+        if gone or units:
+            return super().one_statement(events, new_rows, updates)
+        owned = self.owned()
+        changed = [c.execution_id for c in batch.executions if not c.new]
+        epochs = [owned[eid][1] if eid in owned else 0 for eid in changed]
+        new_owned = _new_owners(batch, owned)
+        ended = [c.execution_id for c in batch.executions if c.row.status in _ENDED]
+        # The parts of one statement do not see each other's rows: one that
+        # starts and ends here gets no ownership row at all.
+        done = set(ended)
+        rows = [o for o in new_owned if o[0] not in done]
+        params = [
+            self.node_id,
+            changed,
+            epochs,
+            *group_params(events, new_rows, updates),
+            self.node_id,
+            [o[0] for o in rows],
+            [o[1] for o in rows],
+            ended,
+            bool(ended),
+        ]
+
+        def run(cursor: Any) -> None:
+            try:
+                cursor.execute(_FENCED_GROUP, params)
+            except psycopg.Error as exc:
+                if exc.sqlstate != FENCED_STATE:
+                    raise
+                # Nothing was written; what the rows say now names the lost.
+                cursor.execute(
+                    "SELECT execution_id, node_id, epoch FROM orbit_owners "
+                    "WHERE execution_id = ANY(%s)",
+                    (changed,),
+                )
+                self._fence(cursor, changed, owned)
+                raise  # (the fence read found nothing lost: never the case)
+
+        self._batch.fenced = new_owned
+        return run
+
     def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         if batch is None:
             super()._write(statements, marker, alone=alone)
             return
+        fenced: list[tuple[str, str, int]] | None = getattr(self._batch, "fenced", None)
+        self._batch.fenced = None
+        if alone and fenced is not None:
+            super()._write(statements, marker, alone=True)
+            self.adopt(fenced, queued=False)
+            self.disown(c.execution_id for c in batch.executions if c.row.status in _ENDED)
+            return
         # The group's one statement (`one_statement`) is not autocommitted
-        # here: the fence, owners and queue join it in one transaction.
+        # here: the fence, owners, queue and receipts join it in one
+        # transaction.
         written: list[tuple[list[tuple[str, str, int]], Callable[[], None]]] = []
 
         def shared(cursor: Any) -> None:
@@ -348,7 +456,14 @@ class SharedStore(PostgresStore):
         self, cursor: Any, batch: CommitBatch
     ) -> tuple[list[tuple[str, str, int]], Callable[[], None]]:
         owned = self.owned()
-        self._fence(cursor, batch, owned)
+        changed = [c.execution_id for c in batch.executions if not c.new]
+        if changed:
+            cursor.execute(
+                "SELECT execution_id, node_id, epoch FROM orbit_owners "
+                "WHERE execution_id = ANY(%s) FOR SHARE",
+                (changed,),
+            )
+            self._fence(cursor, changed, owned)
         new_owned = self._own(cursor, batch, owned)
         record = self._queue(cursor, batch)
         if batch.receipts:
@@ -367,17 +482,10 @@ class SharedStore(PostgresStore):
             )
         return new_owned, record
 
-    def _fence(self, cursor: Any, batch: CommitBatch, owned: dict[str, tuple[str, int]]) -> None:
+    def _fence(self, cursor: Any, changed: list[str], owned: dict[str, tuple[str, int]]) -> None:
         """Refuses the commit unless this node still owns, at the epoch it
-        holds, every execution the batch changes."""
-        changed = [c.execution_id for c in batch.executions if not c.new]
-        if not changed:
-            return
-        cursor.execute(
-            "SELECT execution_id, node_id, epoch FROM orbit_owners "
-            "WHERE execution_id = ANY(%s) FOR SHARE",
-            (changed,),
-        )
+        holds, every execution the batch changes: `cursor` holds the
+        ownership rows of `changed` (execution id, node, epoch) read."""
         found = {r[0]: (r[1], int(r[2])) for r in cursor.fetchall()}
         lost = []
         for eid in changed:
@@ -398,17 +506,7 @@ class SharedStore(PostgresStore):
     ) -> list[tuple[str, str, int]]:
         """Ownership rows of new executions (a child joins its parent's
         tree) and the end of those that ended."""
-        new_owned = []
-        for change in batch.executions:
-            if not change.new:
-                continue
-            root = change.execution_id
-            created = change.events[0] if change.events else None
-            if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
-                parent = created.parent["execution_id"]
-                root = owned.get(parent, (parent, 0))[0]
-            owned[change.execution_id] = (root, 1)
-            new_owned.append((change.execution_id, root, 1))
+        new_owned = _new_owners(batch, owned)
         if new_owned:
             # One statement, whatever the number (all at epoch 1).
             cursor.execute(
@@ -418,11 +516,11 @@ class SharedStore(PostgresStore):
             )
         ended = [c.execution_id for c in batch.executions if c.row.status in _ENDED]
         if ended:
+            # One notification: those waiting for an end read again.
             cursor.execute(
-                "WITH gone AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[])) "
-                "SELECT pg_notify('orbit_done', x) FROM unnest(%b::text[]) AS x",
-                (ended, ended),
+                "DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[])", (ended,)
             )
+            cursor.execute("SELECT pg_notify('orbit_done', '')")
         return new_owned
 
     def _queue(self, cursor: Any, batch: CommitBatch) -> Callable[[], None]:
@@ -487,6 +585,25 @@ class SharedStore(PostgresStore):
                         keys.add(key)
 
         return record
+
+
+def _new_owners(
+    batch: CommitBatch, owned: dict[str, tuple[str, int]]
+) -> list[tuple[str, str, int]]:
+    """(execution id, root, epoch 1) of the batch's new executions: a child
+    joins its parent's tree. Adds them to `owned`."""
+    new_owned = []
+    for change in batch.executions:
+        if not change.new:
+            continue
+        root = change.execution_id
+        created = change.events[0] if change.events else None
+        if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
+            parent = created.parent["execution_id"]
+            root = owned.get(parent, (parent, 0))[0]
+        owned[change.execution_id] = (root, 1)
+        new_owned.append((change.execution_id, root, 1))
+    return new_owned
 
 
 def _queue_changes(
