@@ -38,7 +38,7 @@ from orbit_server.config import ServerConfig
 from orbit_server.shared import SharedNode
 from orbit_server.task_desk import TaskDesk
 from orbit_store.postgres import PostgresStore
-from orbit_store.shared import Listener, SharedStore, SharedTables, rendezvous
+from orbit_store.shared import Int8s, Listener, SharedStore, SharedTables, Texts, rendezvous
 
 pytestmark = pytest.mark.postgres
 
@@ -664,7 +664,9 @@ def _record_writes(url: str) -> None:
     store = PostgresStore(url)
     try:
         with store.session("audit") as conn:
-            conn.execute("CREATE TABLE writes (tab TEXT, execution_id TEXT, query TEXT, xid BIGINT)")
+            conn.execute(
+                "CREATE TABLE writes (tab TEXT, execution_id TEXT, query TEXT, xid BIGINT)"
+            )
             conn.execute(
                 "CREATE FUNCTION record_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                 "INSERT INTO writes SELECT TG_TABLE_NAME, "
@@ -702,16 +704,35 @@ def test_a_usual_commit_is_one_statement_with_its_fence_and_ownership(pg_url: st
         assert a.engine.get("o-1")["status"] == "COMPLETED"
         writes = _rows(pg_url, "SELECT tab, query, xid FROM writes ORDER BY xid")
         # Start, dispatch, completion: three commits, each one statement
-        # that wrote the history and the ownership row with the fence.
-        assert len({xid for _, _, xid in writes}) == 3
-        for xid in {xid for _, _, xid in writes}:
-            queries = {q for _, q, x in writes if x == xid}
-            assert len(queries) == 1 and "orbit_fence" in queries.pop()
+        # that wrote the history and the ownership row; those that changed
+        # an execution it held with the fence.
+        xids = sorted({xid for _, _, xid in writes})
+        assert len(xids) == 3
+        queries = [{q for _, q, x in writes if x == xid} for xid in xids]
+        assert [len(q) for q in queries] == [1, 1, 1]
+        assert ["orbit_fence" in q.pop() for q in queries] == [False, True, True]
         tables = [(t, x) for t, _, x in writes if t == "orbit_owners"]
-        assert [x for _, x in tables] == [writes[0][2], writes[-1][2]]  # inserted, deleted
+        assert [x for _, x in tables] == [xids[0], xids[-1]]  # inserted, deleted
         assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
     finally:
         a.close()
+
+
+def test_the_commit_statements_arrays_reach_postgresql_as_sent(pg_url: str) -> None:
+    store = SharedStore(pg_url, node_id="a")
+    try:
+        with store.engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            texts = Texts(["x", None, "é\u2603\x1f", "", '{"a": [1]}'])
+            int8s = Int8s([0, -1, 2**62, -(2**63)])
+            row = raw.execute(
+                "SELECT %b::text[], %b::bigint[], %b::text[], %b::bigint[]",
+                (texts, int8s, Texts(), Int8s()),
+            ).fetchone()
+            assert row == (list(texts), list(int8s), [], [])
+    finally:
+        store.close()
 
 
 def test_a_one_statement_commit_of_a_deposed_owner_writes_nothing(pg_url: str) -> None:

@@ -57,8 +57,10 @@ wait for a group commit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import queue
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -67,6 +69,8 @@ from typing import Any
 import attrs
 import orjson
 import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from orbit_core import events as ev
 from orbit_core.api import ExecutionStatus
@@ -122,7 +126,7 @@ _CREATE = (
     "registered_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS orbit_cancels (session_id TEXT NOT NULL, token TEXT NOT NULL, "
     "PRIMARY KEY (session_id, token))",
-    # The fence of a commit's one statement (_FENCED_GROUP): locks the
+    # The fence of a commit's one statement (`_fenced_group`): locks the
     # ownership rows (FOR SHARE, the latest versions), then raises unless
     # each still names `node` at the epoch given. The check is a statement
     # of its own, so it reads what a take-over committed before the lock.
@@ -152,23 +156,107 @@ LOCAL_FIRST_MS = 0
 LOCAL_LEAD_MS = 1000
 FORMER_KEPT = 10_000
 # A commit with no inbox receipts and nothing for the queue (nearly all of
-# them) is one statement, autocommitted: the fence first (every part waits
-# for `f`: a one-time filter, evaluated before any row is written), then
-# the group's events and rows as a single server writes them, the ownership
-# rows of new executions and the end of those that ended. A refusal raises
-# inside it, so nothing of it is written.
+# them) is one statement, autocommitted (`_fenced_group`): the fence first
+# (`f`; every other part waits for it: a one-time filter, evaluated before
+# any row is written), then the group's events and rows as a single server
+# writes them, the ownership rows of new executions and the end of those
+# that ended. A refusal raises inside it, so nothing of it is written.
 _GATE = "(SELECT ok FROM f)"
-_FENCED_GROUP = (
-    "WITH f AS (SELECT orbit_fence(%s, %b::text[], %b::bigint[]) AS ok), "
-    f"e AS ({INSERT_EVENTS} WHERE {_GATE}), "
-    f"n AS ({INSERT_ROWS} WHERE {_GATE}), "
-    f"u AS ({UPDATE_ROWS} AND {_GATE}), "
+_FENCE_PART = "f AS (SELECT orbit_fence(%s, %b::text[], %b::bigint[]) AS ok)"
+_NEW_OWNERS_PART = (
     "o AS (INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
     f"SELECT e, r, %s, 1, {NOW_MS} FROM unnest(%b::text[], %b::text[]) AS v(e, r) "
-    f"WHERE {_GATE}), "
-    f"d AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[]) AND {_GATE}) "
-    "SELECT CASE WHEN %s THEN pg_notify('orbit_done', '') END FROM f"
+    "WHERE {gate})"
 )
+
+
+class Texts(list[str | None]):
+    """A text[] parameter sent in binary by `_TextsDumper`."""
+
+
+class Int8s(list[int]):
+    """A bigint[] parameter sent in binary by `_Int8sDumper`."""
+
+
+# The binary array format: dimensions, has-nulls flag, element type, then
+# the length and lower bound of the one dimension; then each element as its
+# length (-1: NULL) and bytes.
+_ARRAY_HEAD = struct.Struct("!iiiii")
+_EMPTY_ARRAY = struct.Struct("!iii")  # no dimensions, no nulls, the element type
+_INT8_ITEM = struct.Struct("!iq")
+_TEXT_OID, _TEXT_ARRAY_OID, _INT8_OID, _INT8_ARRAY_OID = 25, 1009, 20, 1016
+
+
+class _TextsDumper(Dumper):
+    """psycopg's own list dumper looks at every list for the type of its
+    elements and dumps each through a dumper it looks up: about 10 us per
+    array, and a commit's statement has up to 21 of them. These two know
+    their type."""
+
+    format = Format.BINARY
+    oid = _TEXT_ARRAY_OID
+
+    def dump(self, obj: Any) -> bytes:
+        if not obj:
+            return _EMPTY_ARRAY.pack(0, 0, _TEXT_OID)
+        parts = [b""]
+        nulls = 0
+        for value in obj:
+            if value is None:
+                parts.append(b"\xff\xff\xff\xff")
+                nulls = 1
+            else:
+                data = value.encode()
+                parts.append(len(data).to_bytes(4, "big"))
+                parts.append(data)
+        parts[0] = _ARRAY_HEAD.pack(1, nulls, _TEXT_OID, len(obj), 1)
+        return b"".join(parts)
+
+
+class _Int8sDumper(Dumper):
+    format = Format.BINARY
+    oid = _INT8_ARRAY_OID
+
+    def dump(self, obj: Any) -> bytes:
+        if not obj:
+            return _EMPTY_ARRAY.pack(0, 0, _INT8_OID)
+        head = _ARRAY_HEAD.pack(1, 0, _INT8_OID, len(obj), 1)
+        return head + b"".join([_INT8_ITEM.pack(8, value) for value in obj])
+
+
+# The types of `group_params`' arrays: those of INSERT_EVENTS, INSERT_ROWS
+# and UPDATE_ROWS.
+_GROUP_TYPES: tuple[type[Texts] | type[Int8s], ...] = (
+    *(Texts, Int8s, Texts, Texts, Texts, Int8s),
+    *(Texts, Texts, Texts, Texts, Texts, Int8s, Int8s, Int8s),
+    *(Texts, Texts, Int8s, Int8s, Int8s),
+)
+
+
+@functools.cache
+def _fenced_group(changed: bool, new: bool, owners: bool, gone: bool, ended: bool) -> str:
+    """The statement of a commit with only the parts it needs (each one
+    costs PostgreSQL planning and running even with no rows): the fence
+    and the update of execution rows when it changes executions this node
+    holds (`changed`), new execution rows (`new`) and ownership rows
+    (`owners`), the ownership rows of held executions that ended (`gone`),
+    and `NOTIFY orbit_done` when any ended. Parameters in the order of the
+    parts."""
+    gate = _GATE if changed else "true"
+    parts = [_FENCE_PART] if changed else []
+    parts.append(f"e AS ({INSERT_EVENTS} WHERE {gate})")
+    if new:
+        parts.append(f"n AS ({INSERT_ROWS} WHERE {gate})")
+    if changed:
+        parts.append(f"u AS ({UPDATE_ROWS} AND {gate})")
+    if owners:
+        parts.append(_NEW_OWNERS_PART.format(gate=gate))
+    if gone:
+        parts.append(
+            f"d AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[]) AND {gate})"
+        )
+    notify = "pg_notify('orbit_done', '')" if ended else "1"
+    return "WITH " + ", ".join(parts) + f" SELECT {notify}" + (" FROM f" if changed else "")
 
 
 def create_tables(conn: psycopg.Connection[Any]) -> None:
@@ -261,6 +349,12 @@ class SharedStore(PostgresStore):
             raise StorageError(self.describe_error(exc)) from exc
         finally:
             conn.close()
+
+    def _connect(self, **extra: Any) -> psycopg.Connection[Any]:
+        conn = super()._connect(**extra)
+        conn.adapters.register_dumper(Texts, _TextsDumper)
+        conn.adapters.register_dumper(Int8s, _Int8sDumper)
+        return conn
 
     # ---- ownership held in memory
 
@@ -375,7 +469,7 @@ class SharedStore(PostgresStore):
         updates: list[tuple[Any, ...]],
     ) -> Callable[[Any], None] | None:
         """The usual group with its fence and ownership rows, as one
-        statement (`_FENCED_GROUP`), unless it has inbox receipts or
+        statement (`_fenced_group`), unless it has inbox receipts or
         anything for the queue: those go as one transaction (`_write`)."""
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         self._batch.fenced = None
@@ -386,28 +480,38 @@ class SharedStore(PostgresStore):
             return super().one_statement(events, new_rows, updates)
         owned = self.owned()
         changed = [c.execution_id for c in batch.executions if not c.new]
-        epochs = [owned[eid][1] if eid in owned else 0 for eid in changed]
         new_owned = _new_owners(batch, owned)
-        ended = [c.execution_id for c in batch.executions if c.row.status in _ENDED]
+        ended = {c.execution_id for c in batch.executions if c.row.status in _ENDED}
         # The parts of one statement do not see each other's rows: one that
         # starts and ends here gets no ownership row at all.
-        done = set(ended)
-        rows = [o for o in new_owned if o[0] not in done]
-        params = [
-            self.node_id,
-            changed,
-            epochs,
-            *group_params(events, new_rows, updates),
-            self.node_id,
-            [o[0] for o in rows],
-            [o[1] for o in rows],
-            ended,
-            bool(ended),
+        rows = [o for o in new_owned if o[0] not in ended]
+        gone = [eid for eid in changed if eid in ended]
+        group = [
+            kind(column)
+            for kind, column in zip(
+                _GROUP_TYPES, group_params(events, new_rows, updates), strict=True
+            )
         ]
+        params: list[Any] = []
+        if changed:
+            epochs = Int8s(owned[eid][1] if eid in owned else 0 for eid in changed)
+            params += [self.node_id, Texts(changed), epochs]
+        params += group[:6]
+        if new_rows:
+            params += group[6:14]
+        if changed:
+            params += group[14:]
+        if rows:
+            params += [self.node_id, Texts(o[0] for o in rows), Texts(o[1] for o in rows)]
+        if gone:
+            params.append(Texts(gone))
+        statement = _fenced_group(
+            bool(changed), bool(new_rows), bool(rows), bool(gone), bool(ended)
+        )
 
         def run(cursor: Any) -> None:
             try:
-                cursor.execute(_FENCED_GROUP, params)
+                cursor.execute(statement, params)
             except psycopg.Error as exc:
                 if exc.sqlstate != FENCED_STATE:
                     raise
