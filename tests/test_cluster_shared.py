@@ -543,6 +543,53 @@ def test_notifications_reach_subscribers_before_the_listeners_wait_ends(
         store.close()
 
 
+def test_an_end_is_announced_only_when_a_server_waits_for_it_elsewhere(pg_url: str) -> None:
+    a = _server_node(pg_url, "a")
+    b = _server_node(pg_url, "b")
+    store = PostgresStore(pg_url)
+    ears = store.session("ears")
+    try:
+        ears.execute("LISTEN orbit_done")
+        a.start()
+        b.start()
+        a.engine.deploy(server_ir.chain(1))
+        b.engine.reload_definitions()
+        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+
+        def run(eid: str) -> None:
+            a.engine.start("Chain", execution_id=eid)
+            task = a.engine.poll(sid, 5_000)
+            assert task is not None and task["execution_id"] == eid
+            a.engine.complete(task["token"], {"i": 1})
+
+        run("quiet")
+        assert a.engine.get("quiet")["status"] == "COMPLETED"
+        assert list(ears.notifies(timeout=0.3)) == []  # nobody waited elsewhere
+        a.engine.start("Chain", execution_id="watched")
+        done: list[Any] = []
+        waiting = threading.Thread(target=lambda: done.append(b.engine.wait("watched", 10_000)))
+        waiting.start()
+        wait_until(
+            lambda: (
+                _rows(pg_url, "SELECT execution_id, node_id FROM orbit_waits") == [("watched", "b")]
+            ),
+            10,
+            "b to list its wait",
+        )
+        task = a.engine.poll(sid, 5_000)
+        assert task is not None
+        a.engine.complete(task["token"], {"i": 1})
+        assert [n.channel for n in ears.notifies(timeout=10, stop_after=1)] == ["orbit_done"]
+        waiting.join(10)
+        assert done[0]["status"] == "COMPLETED"
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_waits") == [(0,)]
+    finally:
+        ears.close()
+        store.close()
+        a.close(leave=False)
+        b.close(leave=False)
+
+
 def test_the_inbox_keeps_order_and_carries_replies(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")

@@ -27,6 +27,10 @@ lock, without changing the schema version):
   (its seq is the commands' receipt, `CommitBatch.receipts`), so an entry
   is applied once even if its owner dies right after; the reply is written
   back to the row for the server waiting.
+- `orbit_waits`: the waits of servers for the end of an execution another
+  server owns; the commit that ends one announces it (`NOTIFY orbit_done`)
+  only if it is listed, so that no listener wakes for the ends nobody
+  waits for elsewhere (nearly all).
 - `orbit_sessions`: worker sessions and their last contact, so a session
   works through every server; `orbit_cancels`: the attempts an owner wants
   a session to stop, returned by the session's next heartbeat anywhere.
@@ -42,7 +46,8 @@ through `on_lost`, so the server drops them. Everything else of a commit is
 written in the same transaction: the group's events and execution rows (as
 a single server writes them, `PostgresStore.one_statement`), new ownership
 rows, queued tasks, deleted rows of what ended, and `NOTIFY orbit_tasks` /
-`orbit_done`. A commit with nothing for the queue or the inbox (nearly
+`orbit_done` (only when another server waits for one of the executions
+that ended: `orbit_waits`). A commit with nothing for the queue or the inbox (nearly
 every one: tasks wait in their owner's engine first) is all of that in ONE
 autocommitted statement, whose first part is the fence (`orbit_fence`, a
 function that locks the rows and raises when one moved on) and whose other
@@ -126,6 +131,11 @@ _CREATE = (
     "registered_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS orbit_cancels (session_id TEXT NOT NULL, token TEXT NOT NULL, "
     "PRIMARY KEY (session_id, token))",
+    # Waits for the end of an execution owned by another server: its end
+    # is announced (NOTIFY orbit_done) only when one is listed here.
+    "CREATE TABLE IF NOT EXISTS orbit_waits (id BIGSERIAL PRIMARY KEY, "
+    "execution_id TEXT NOT NULL, node_id TEXT NOT NULL, since_ms BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS orbit_waits_execution ON orbit_waits (execution_id)",
     # The fence of a commit's one statement (`_fenced_group`): locks the
     # ownership rows (FOR SHARE, the latest versions), then raises unless
     # each still names `node` at the epoch given. The check is a statement
@@ -155,6 +165,9 @@ LOCAL_FIRST_MS = 0
 # claimed before it (SharedTables.claim_for): fair within this bound.
 LOCAL_LEAD_MS = 1000
 FORMER_KEPT = 10_000
+# Longer than any wait (MAX_WAIT_MS is 300 s): older `orbit_waits` rows are
+# left over by a server that stopped while it waited.
+WAITS_KEPT_MS = 600_000
 # A commit with no inbox receipts and nothing for the queue (nearly all of
 # them) is one statement, autocommitted (`_fenced_group`): the fence first
 # (`f`; every other part waits for it: a one-time filter, evaluated before
@@ -162,6 +175,14 @@ FORMER_KEPT = 10_000
 # writes them, the ownership rows of new executions and the end of those
 # that ended. A refusal raises inside it, so nothing of it is written.
 _GATE = "(SELECT ok FROM f)"
+# The end of executions (an array parameter) is announced only when a
+# server waits for one of them (`SharedTables.watch`): every server's
+# listener wakes for a notification, and nearly every end has no waiter
+# elsewhere.
+_ANNOUNCE = (
+    "CASE WHEN EXISTS (SELECT 1 FROM orbit_waits WHERE execution_id = ANY(%b::text[])) "
+    "THEN pg_notify('orbit_done', '') END"
+)
 _FENCE_PART = "f AS (SELECT orbit_fence(%s, %b::text[], %b::bigint[]) AS ok)"
 _NEW_OWNERS_PART = (
     "o AS (INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
@@ -240,8 +261,8 @@ def _fenced_group(changed: bool, new: bool, owners: bool, gone: bool, ended: boo
     and the update of execution rows when it changes executions this node
     holds (`changed`), new execution rows (`new`) and ownership rows
     (`owners`), the ownership rows of held executions that ended (`gone`),
-    and `NOTIFY orbit_done` when any ended. Parameters in the order of the
-    parts."""
+    and the announcement of those that ended (`ended`, `_ANNOUNCE`).
+    Parameters in the order of the parts."""
     gate = _GATE if changed else "true"
     parts = [_FENCE_PART] if changed else []
     parts.append(f"e AS ({INSERT_EVENTS} WHERE {gate})")
@@ -255,7 +276,7 @@ def _fenced_group(changed: bool, new: bool, owners: bool, gone: bool, ended: boo
         parts.append(
             f"d AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[]) AND {gate})"
         )
-    notify = "pg_notify('orbit_done', '')" if ended else "1"
+    notify = _ANNOUNCE if ended else "1"
     return "WITH " + ", ".join(parts) + f" SELECT {notify}" + (" FROM f" if changed else "")
 
 
@@ -505,6 +526,8 @@ class SharedStore(PostgresStore):
             params += [self.node_id, Texts(o[0] for o in rows), Texts(o[1] for o in rows)]
         if gone:
             params.append(Texts(gone))
+        if ended:
+            params.append(Texts(ended))
         statement = _fenced_group(
             bool(changed), bool(new_rows), bool(rows), bool(gone), bool(ended)
         )
@@ -620,11 +643,10 @@ class SharedStore(PostgresStore):
             )
         ended = [c.execution_id for c in batch.executions if c.row.status in _ENDED]
         if ended:
-            # One notification: those waiting for an end read again.
             cursor.execute(
                 "DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[])", (ended,)
             )
-            cursor.execute("SELECT pg_notify('orbit_done', '')")
+            cursor.execute("SELECT " + _ANNOUNCE, (ended,))
         return new_owned
 
     def _queue(self, cursor: Any, batch: CommitBatch) -> Callable[[], None]:
@@ -1185,6 +1207,28 @@ class SharedTables:
                 "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = i.execution_id))",
                 (older_than_ms,),
             )
+            # Waits a server that stopped left behind (no wait is that long).
+            conn.execute(
+                "DELETE FROM orbit_waits WHERE since_ms < " + NOW_MS + " - %s",
+                (max(older_than_ms, WAITS_KEPT_MS),),
+            )
+
+    def watch(self, execution_id: str) -> int:
+        """Lists a wait for the end of an execution owned elsewhere, so that
+        its owner announces the end (NOTIFY orbit_done); returns what
+        `unwatch` takes."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO orbit_waits (execution_id, node_id, since_ms) "
+                "VALUES (%s, %s, " + NOW_MS + ") RETURNING id",
+                (execution_id, self.node_id),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def unwatch(self, watch: int) -> None:
+        with self._conn() as conn:
+            conn.execute("DELETE FROM orbit_waits WHERE id = %s", (watch,))
 
     def vacuum(self) -> None:
         """Vacuums the queue and the inbox. Their rows live for milliseconds,
