@@ -61,8 +61,7 @@ class Node:
         self.store = SharedStore(url, node_id=name)
         self.lost: list[str] = []
         self.store.on_lost = self.lost.extend
-        # Another node's tasks at once: these tests are not about locality.
-        self.tables = SharedTables(self.store, name, local_first_ms=0)
+        self.tables = SharedTables(self.store, name)
         self.engine = Engine(self.store, auto_tick=False, offer_tasks=True)
 
     def claim(self, session: str = "s-1") -> Any:
@@ -268,18 +267,18 @@ def test_claims_skip_rows_another_server_is_claiming(pg_url: str) -> None:
 def test_a_node_claims_its_own_tasks_first(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")
-    b.tables.local_first_ms = 300
     try:
         a.engine.deploy(server_ir.chain(1))
         b.engine.reload_definitions()
         b.engine.start("Chain", execution_id="b-1")
         a.engine.start("Chain", execution_id="a-1")
         a.engine.start("Chain", execution_id="a-2")
-        # b's own task, though a's are as old; a's once they waited.
+        # b's own task, though a's are as old (not LOCAL_LEAD_MS older);
+        # a's once b has none of its own.
         assert [
             c.execution_id for c in b.tables.claim_for(CHAIN, "python", [("s", "w")] * 3, _token)
         ] == ["b-1"]
-        wait_until(lambda: b.claim() is not None, 10, "a's task, after it waited")
+        assert b.claim().execution_id == "a-1"
         assert [
             c.execution_id for c in a.tables.claim_for(CHAIN, "python", [("s", "w")] * 3, _token)
         ] == ["a-2"]

@@ -156,11 +156,6 @@ TAKEOVER_BATCH = 100
 # Inbox kinds whose sender waits for the owner's reply.
 REPLIED = frozenset({"signal", "cancel"})
 CLAIM_PAUSE_S = 0.1
-# How long a queued task waits for a poll on the node that owns its
-# execution before polls on other nodes take it first (SharedTables.claim_for).
-# None at all: a task is queued only once no poll on its owner took it from
-# the owner's engine in one to two PUBLISH_S (orbit_server/shared.py).
-LOCAL_FIRST_MS = 0
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.
 LOCAL_LEAD_MS = 1000
@@ -691,8 +686,7 @@ class SharedStore(PostgresStore):
                 "ON CONFLICT (execution_id, unit_key, offer_seq) DO NOTHING",
                 (self.node_id, *([r[i] for r in rows] for i in range(8))),
             )
-            # Named, so that other nodes need not look at once (claim_for).
-            cursor.execute("SELECT pg_notify('orbit_tasks', %s)", (self.node_id,))
+            cursor.execute("SELECT pg_notify('orbit_tasks', '')")
         kept = [(o.execution_id, o.unit_key) for o in offers]
 
         def record() -> None:
@@ -784,11 +778,9 @@ class SharedTables:
         node_id: str,
         *,
         connections: int = 4,
-        local_first_ms: int = LOCAL_FIRST_MS,
     ) -> None:
         self._store = store
         self.node_id = node_id
-        self.local_first_ms = local_first_ms
         self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
         self._limit = threading.BoundedSemaphore(connections)
 
@@ -980,26 +972,25 @@ class SharedTables:
         )
         with self._conn() as conn, conn.transaction():
             # This node's own tasks, so that their dispatch and result need
-            # no inbox; another node's when they are LOCAL_LEAD_MS older than
-            # this node's oldest (so no task waits on a busy node for long),
-            # or, when this node has none, once they waited `local_first_ms`
-            # (a node with polls free takes its own at once). Two statements,
-            # each reading its index in order; what is locked and not taken
-            # is free again at the commit.
+            # no inbox; another node's when this node has none, or when they
+            # are LOCAL_LEAD_MS older than this node's oldest (so no task
+            # waits on a busy node for long). (A task is queued only once no
+            # poll on its owner took it.) Two statements, each reading its
+            # index in order; what is locked and not taken is free again at
+            # the commit.
             n = len(sessions)
             mine = conn.execute(
                 select + "AND node_id = %s ORDER BY enqueued_ms, id LIMIT %s "
                 "FOR UPDATE SKIP LOCKED",
                 [*params, self.node_id, n],
             ).fetchall()
-            if mine:
-                cutoff, bound = "%s", int(mine[0][6]) - LOCAL_LEAD_MS
-            else:
-                cutoff, bound = NOW_MS + " - %s", self.local_first_ms
+            older = [int(mine[0][6]) - LOCAL_LEAD_MS] if mine else []
             others = conn.execute(
-                select + "AND node_id IS DISTINCT FROM %s AND enqueued_ms < " + cutoff + " "
-                "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
-                [*params, self.node_id, bound, n],
+                select
+                + "AND node_id IS DISTINCT FROM %s "
+                + ("AND enqueued_ms < %s " if mine else "")
+                + "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
+                [*params, self.node_id, *older, n],
             ).fetchall()
             rows = sorted(mine + others, key=lambda r: (int(r[6]), int(r[0])))[:n]
             if not rows:
