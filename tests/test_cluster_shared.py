@@ -764,6 +764,30 @@ def test_a_usual_commit_is_one_statement_with_its_fence_and_ownership(pg_url: st
         a.close()
 
 
+def test_publishing_with_nothing_queued_runs_no_command(pg_url: str) -> None:
+    a = _local_first(pg_url, "a")
+    commands: list[Any] = []
+    submit = a.engine._pipeline.submit
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        commands.append(args)
+        return submit(*args, **kwargs)
+
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine._pipeline.submit = counted  # type: ignore[method-assign]
+        assert [a.engine.publish_stale() for _ in range(3)] == [0, 0, 0]
+        assert commands == []
+        a.engine.start("Chain", execution_id="p-1")
+        commands.clear()
+        # Marked by the first call, published by the second, then idle again.
+        assert [a.engine.publish_stale() for _ in range(4)] == [0, 1, 0, 0]
+        assert len(commands) == 3
+        assert _rows(pg_url, "SELECT execution_id FROM orbit_tasks") == [("p-1",)]
+    finally:
+        a.close()
+
+
 def test_the_commit_statements_arrays_reach_postgresql_as_sent(pg_url: str) -> None:
     store = SharedStore(pg_url, node_id="a")
     try:
