@@ -473,6 +473,7 @@ class SharedStore(PostgresStore):
 
     def commit(self, batch: CommitBatch) -> None:
         self._batch.current = batch
+        self._batch.fenced = None  # (set by `one_statement` for this batch)
         try:
             super().commit(batch)
         finally:
@@ -491,8 +492,8 @@ class SharedStore(PostgresStore):
         self._batch.fenced = None
         if batch is None or batch.receipts or batch.offers:
             return super().one_statement(events, new_rows, updates)
-        gone, units, _ = _queue_changes(batch, self._queued)
-        if gone or units:
+        unqueued, units, _ = _queue_changes(batch, self._queued)
+        if unqueued or units:
             return super().one_statement(events, new_rows, updates)
         owned = self.owned()
         changed = [c.execution_id for c in batch.executions if not c.new]
