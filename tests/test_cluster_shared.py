@@ -38,7 +38,7 @@ from orbit_server.config import ServerConfig
 from orbit_server.shared import SharedNode
 from orbit_server.task_desk import TaskDesk
 from orbit_store.postgres import PostgresStore
-from orbit_store.shared import Listener, SharedStore, SharedTables, rendezvous
+from orbit_store.shared import Int8s, Listener, SharedStore, SharedTables, Texts, rendezvous
 
 pytestmark = pytest.mark.postgres
 
@@ -61,8 +61,7 @@ class Node:
         self.store = SharedStore(url, node_id=name)
         self.lost: list[str] = []
         self.store.on_lost = self.lost.extend
-        # Another node's tasks at once: these tests are not about locality.
-        self.tables = SharedTables(self.store, name, local_first_ms=0)
+        self.tables = SharedTables(self.store, name)
         self.engine = Engine(self.store, auto_tick=False, offer_tasks=True)
 
     def claim(self, session: str = "s-1") -> Any:
@@ -268,18 +267,18 @@ def test_claims_skip_rows_another_server_is_claiming(pg_url: str) -> None:
 def test_a_node_claims_its_own_tasks_first(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")
-    b.tables.local_first_ms = 300
     try:
         a.engine.deploy(server_ir.chain(1))
         b.engine.reload_definitions()
         b.engine.start("Chain", execution_id="b-1")
         a.engine.start("Chain", execution_id="a-1")
         a.engine.start("Chain", execution_id="a-2")
-        # b's own task, though a's are as old; a's once they waited.
+        # b's own task, though a's are as old (not LOCAL_LEAD_MS older);
+        # a's once b has none of its own.
         assert [
             c.execution_id for c in b.tables.claim_for(CHAIN, "python", [("s", "w")] * 3, _token)
         ] == ["b-1"]
-        wait_until(lambda: b.claim() is not None, 10, "a's task, after it waited")
+        assert b.claim().execution_id == "a-1"
         assert [
             c.execution_id for c in a.tables.claim_for(CHAIN, "python", [("s", "w")] * 3, _token)
         ] == ["a-2"]
@@ -543,6 +542,53 @@ def test_notifications_reach_subscribers_before_the_listeners_wait_ends(
         store.close()
 
 
+def test_an_end_is_announced_only_when_a_server_waits_for_it_elsewhere(pg_url: str) -> None:
+    a = _server_node(pg_url, "a")
+    b = _server_node(pg_url, "b")
+    store = PostgresStore(pg_url)
+    ears = store.session("ears")
+    try:
+        ears.execute("LISTEN orbit_done")
+        a.start()
+        b.start()
+        a.engine.deploy(server_ir.chain(1))
+        b.engine.reload_definitions()
+        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+
+        def run(eid: str) -> None:
+            a.engine.start("Chain", execution_id=eid)
+            task = a.engine.poll(sid, 5_000)
+            assert task is not None and task["execution_id"] == eid
+            a.engine.complete(task["token"], {"i": 1})
+
+        run("quiet")
+        assert a.engine.get("quiet")["status"] == "COMPLETED"
+        assert list(ears.notifies(timeout=0.3)) == []  # nobody waited elsewhere
+        a.engine.start("Chain", execution_id="watched")
+        done: list[Any] = []
+        waiting = threading.Thread(target=lambda: done.append(b.engine.wait("watched", 10_000)))
+        waiting.start()
+        wait_until(
+            lambda: (
+                _rows(pg_url, "SELECT execution_id, node_id FROM orbit_waits") == [("watched", "b")]
+            ),
+            10,
+            "b to list its wait",
+        )
+        task = a.engine.poll(sid, 5_000)
+        assert task is not None
+        a.engine.complete(task["token"], {"i": 1})
+        assert [n.channel for n in ears.notifies(timeout=10, stop_after=1)] == ["orbit_done"]
+        waiting.join(10)
+        assert done[0]["status"] == "COMPLETED"
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_waits") == [(0,)]
+    finally:
+        ears.close()
+        store.close()
+        a.close(leave=False)
+        b.close(leave=False)
+
+
 def test_the_inbox_keeps_order_and_carries_replies(pg_url: str) -> None:
     a = Node(pg_url, "a")
     b = Node(pg_url, "b")
@@ -651,6 +697,133 @@ def test_a_take_over_fences_the_old_owner(pg_url: str) -> None:
         # The worker's result reaches the new owner, which carries on.
         assert b.engine.complete(held["token"], {"i": 1})["accepted"]
         b.run_claimed()
+        assert _rows(pg_url, "SELECT node_id, epoch FROM orbit_owners") == [("b", 2)]
+    finally:
+        a.close()
+        b.close()
+
+
+def _record_writes(url: str) -> None:
+    """From now on every row written to the history or the ownership table
+    is recorded in `writes` with the client statement that wrote it and
+    its transaction (triggers)."""
+    store = PostgresStore(url)
+    try:
+        with store.session("audit") as conn:
+            conn.execute(
+                "CREATE TABLE writes (tab TEXT, execution_id TEXT, query TEXT, xid BIGINT)"
+            )
+            conn.execute(
+                "CREATE FUNCTION record_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "INSERT INTO writes SELECT TG_TABLE_NAME, "
+                "CASE WHEN TG_OP = 'DELETE' THEN OLD.execution_id ELSE NEW.execution_id END, "
+                "current_query(), txid_current(); RETURN NULL; END $$"
+            )
+            for table in ("execution_events", "orbit_owners"):
+                conn.execute(
+                    f"CREATE TRIGGER {table}_write AFTER INSERT OR DELETE ON {table} "
+                    "FOR EACH ROW EXECUTE FUNCTION record_write()"
+                )
+    finally:
+        store.close()
+
+
+def _local_first(url: str, name: str) -> Node:
+    """A node whose engine keeps its tasks in its own index, as a shared
+    server's does: its commits have nothing for the queue."""
+    node = Node(url, name)
+    node.engine.close()
+    node.engine = Engine(node.store, auto_tick=False, offer_tasks=True, local_first=True)
+    return node
+
+
+def test_a_usual_commit_is_one_statement_with_its_fence_and_ownership(pg_url: str) -> None:
+    a = _local_first(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        _record_writes(pg_url)
+        a.engine.start("Chain", execution_id="o-1")
+        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = a.engine.poll(sid, 0)
+        assert task is not None
+        a.engine.complete(task["token"], {"i": 1})
+        assert a.engine.get("o-1")["status"] == "COMPLETED"
+        writes = _rows(pg_url, "SELECT tab, query, xid FROM writes ORDER BY xid")
+        # Start, dispatch, completion: three commits, each one statement
+        # that wrote the history and the ownership row; those that changed
+        # an execution it held with the fence.
+        xids = sorted({xid for _, _, xid in writes})
+        assert len(xids) == 3
+        queries = [{q for _, q, x in writes if x == xid} for xid in xids]
+        assert [len(q) for q in queries] == [1, 1, 1]
+        assert ["orbit_fence" in q.pop() for q in queries] == [False, True, True]
+        tables = [(t, x) for t, _, x in writes if t == "orbit_owners"]
+        assert [x for _, x in tables] == [xids[0], xids[-1]]  # inserted, deleted
+        assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
+    finally:
+        a.close()
+
+
+def test_publishing_with_nothing_queued_runs_no_command(pg_url: str) -> None:
+    a = _local_first(pg_url, "a")
+    commands: list[Any] = []
+    submit = a.engine._pipeline.submit
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        commands.append(args)
+        return submit(*args, **kwargs)
+
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine._pipeline.submit = counted  # type: ignore[method-assign]
+        assert [a.engine.publish_stale() for _ in range(3)] == [0, 0, 0]
+        assert commands == []
+        a.engine.start("Chain", execution_id="p-1")
+        commands.clear()
+        # Marked by the first call, published by the second, then idle again.
+        assert [a.engine.publish_stale() for _ in range(4)] == [0, 1, 0, 0]
+        assert len(commands) == 3
+        assert _rows(pg_url, "SELECT execution_id FROM orbit_tasks") == [("p-1",)]
+    finally:
+        a.close()
+
+
+def test_the_commit_statements_arrays_reach_postgresql_as_sent(pg_url: str) -> None:
+    store = SharedStore(pg_url, node_id="a")
+    try:
+        with store.engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            texts = Texts(["x", None, "é\u2603\x1f", "", '{"a": [1]}'])
+            int8s = Int8s([0, -1, 2**62, -(2**63)])
+            row = raw.execute(
+                "SELECT %b::text[], %b::bigint[], %b::text[], %b::bigint[]",
+                (texts, int8s, Texts(), Int8s()),
+            ).fetchone()
+            assert row == (list(texts), list(int8s), [], [])
+    finally:
+        store.close()
+
+
+def test_a_one_statement_commit_of_a_deposed_owner_writes_nothing(pg_url: str) -> None:
+    a = _local_first(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(2))
+        a.engine.start("Chain", execution_id="f-1")
+        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        held = a.engine.poll(sid, 0)
+        assert held is not None
+        moved = b.tables.take_over(["f-1"], "a")
+        assert moved == [("f-1", "f-1", 2)]
+        before = _rows(pg_url, "SELECT count(*) FROM execution_events")
+        with pytest.raises(StorageError) as refused:
+            a.engine.complete(held["token"], {"i": 1})
+        assert refused.value.message == (
+            "fenced: execution `f-1` is owned by node `b` at epoch 2; this node held epoch 1"
+        )
+        assert a.lost == ["f-1"] and a.store.owned() == {}
+        assert _rows(pg_url, "SELECT count(*) FROM execution_events") == before
         assert _rows(pg_url, "SELECT node_id, epoch FROM orbit_owners") == [("b", 2)]
     finally:
         a.close()

@@ -11,7 +11,6 @@ A poll therefore costs O(1) amortised, however many executions are in flight.
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -40,7 +39,9 @@ class QueuedTask:
 class TaskIndex:
     def __init__(self) -> None:
         self._queues: dict[tuple[str, str], dict[str | None, deque[QueuedTask]]] = {}
-        self._serial = itertools.count(1)
+        # The serial of the newest entry ever pushed (read by other threads:
+        # `Executions.nothing_stale`).
+        self.pushed = 0
 
     def push(
         self, contract: tuple[str, str], using: str | None, execution_id: str, key: str, offer: int
@@ -49,7 +50,8 @@ class TaskIndex:
         queue = by_runtime.get(routing_runtime(using))
         if queue is None:
             queue = by_runtime[routing_runtime(using)] = deque()
-        queue.append(QueuedTask(next(self._serial), execution_id, key, offer))
+        self.pushed += 1
+        queue.append(QueuedTask(self.pushed, execution_id, key, offer))
 
     def pop(
         self,

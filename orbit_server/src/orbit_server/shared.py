@@ -25,8 +25,10 @@ two threads.
   at once); a result, signal or cancellation for an execution
   owned elsewhere goes to the owner's inbox (a signal or cancel waits up to
   10 s for the owner's reply, so it answers as on one server); a wait on an
-  execution owned elsewhere reads the database again whenever a server
-  announces an end (NOTIFY orbit_done) and every second. Sessions are
+  execution owned elsewhere lists itself in `orbit_waits`, so that its
+  owner announces the end (NOTIFY orbit_done: no end is announced that
+  nobody waits for elsewhere), and reads the database again at each
+  announcement and every second. Sessions are
   written to `orbit_sessions`, and a session registered elsewhere is loaded
   into this engine the first time it is used here.
 - `orbit-heartbeat` (every `interval`, 1 s): the heartbeat alone (the
@@ -492,15 +494,25 @@ class SharedEngine(Engine):
         if self.holds(execution_id):
             return super().wait(execution_id, timeout_ms)
         deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
-        seen = self.node.listener.serial(DONE)
-        while True:
-            doc = self.get(execution_id)
-            remaining = deadline - time.monotonic()
-            if self.holds(execution_id):
-                return super().wait(execution_id, max(0, int(remaining * 1000)))
-            if _finished(doc) or remaining <= 0 or self._draining:
-                return doc
-            seen = self.node.listener.wait(DONE, seen, min(remaining, RECHECK_S))
+        doc = self.get(execution_id)
+        if _finished(doc) or time.monotonic() >= deadline or self._draining:
+            return doc
+        # Listed, so that the owner announces the end (else it does not).
+        tables = self.node.tables
+        watch = tables.watch(execution_id)
+        try:
+            seen = self.node.listener.serial(DONE)
+            while True:
+                doc = self.get(execution_id)
+                remaining = deadline - time.monotonic()
+                if self.holds(execution_id):
+                    return super().wait(execution_id, max(0, int(remaining * 1000)))
+                if _finished(doc) or remaining <= 0 or self._draining:
+                    return doc
+                seen = self.node.listener.wait(DONE, seen, min(remaining, RECHECK_S))
+        finally:
+            with contextlib.suppress(StorageError):
+                tables.unwatch(watch)
 
     # ---- the inbox
 

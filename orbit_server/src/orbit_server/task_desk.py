@@ -19,10 +19,8 @@ desk's thread runs a round when there are waiting polls and something may
 have changed (a notification on `orbit_tasks`, a poll that arrived since
 the last round, or `recheck_s` without either), claiming for all of them in
 one transaction per group of polls that can take the same tasks (same
-contracts and runtime, oldest poll first). A round takes this node's own
-tasks, and another node's only once they waited `local_first_ms`: a
-notification of another node's new tasks (its payload names the node)
-schedules a round that much later instead of one at once. A claim is made for one poll:
+contracts and runtime, oldest poll first), this node's own tasks first
+(`SharedTables.claim_for`). A claim is made for one poll:
 its session id goes into the queue's row and, when the task's execution is
 owned elsewhere, into the owner's `dispatched` entry, so a claim is never
 passed to another poll.
@@ -100,8 +98,6 @@ class TaskDesk:
         self._drained: set[GroupKey] = set()
         self._token = token
         self._recheck_s = recheck_s
-        self._local_first_s = tables.local_first_ms / 1000
-        self._retry_at = float("inf")  # when another node's new tasks are ours to take
         self._on_error = on_error
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)  # the claiming thread's
@@ -111,20 +107,11 @@ class TaskDesk:
         self._thread = threading.Thread(target=self._run, name="orbit-claims", daemon=True)
         self._thread.start()
 
-    def stir(self, nodes: list[str] | None = None) -> None:
-        """Something may be claimable: a notification on `orbit_tasks`, whose
-        payloads name the node that queued tasks ('' or None: anything may
-        have changed). Another node's new tasks are not this node's to take
-        before `local_first_ms`: they need a round then, not now."""
+    def stir(self, payloads: list[str] | None = None) -> None:
+        """Something may be claimable: a notification on `orbit_tasks`."""
         with self._lock:
             self._drained.clear()
-            if nodes is None or "" in nodes or self._tables.node_id in nodes:
-                self._stirred = True
-            else:
-                later = time.monotonic() + self._local_first_s
-                if later >= self._retry_at:
-                    return
-                self._retry_at = later
+            self._stirred = True
             self._work.notify()
 
     def take(
@@ -231,15 +218,13 @@ class TaskDesk:
         """Waits until a round is due; the polls it claims for (None: closed)."""
         with self._lock:
             while not self._stop:
-                due = min(last + self._recheck_s, self._retry_at)
+                due = last + self._recheck_s
                 if self._waiting and (self._stirred or time.monotonic() >= due):
                     break
                 self._work.wait(max(0.0, due - time.monotonic()) if self._waiting else None)
             if self._stop:
                 return None
             self._stirred = False
-            if time.monotonic() >= self._retry_at:
-                self._retry_at = float("inf")
             # (A poll of `enter` is not claimed for before it waits in the engine.)
             groups = {
                 key: kept

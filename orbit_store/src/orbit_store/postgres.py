@@ -80,18 +80,18 @@ _BULK_FROM = 8
 # The bulk statements take one array per column, sent in binary (no quoting
 # of the JSON payloads), so each is one prepared statement whatever the
 # number of rows. (COPY is not allowed in pipeline mode.)
-_INSERT_EVENTS = (
+INSERT_EVENTS = (
     "INSERT INTO execution_events (execution_id, seq, event_type, step, payload, timestamp_ms) "
     "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[], %b::text[], "
     "%b::bigint[])"
 )
-_INSERT_ROWS = (
+INSERT_ROWS = (
     "INSERT INTO workflow_executions (execution_id, workflow, version, definition_hash, status, "
     "created_at_ms, updated_at_ms, last_seq) "
     "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
     "%b::bigint[], %b::bigint[], %b::bigint[])"
 )
-_UPDATE_ROWS = (
+UPDATE_ROWS = (
     "UPDATE workflow_executions AS x SET status = v.status, created_at_ms = v.created, "
     "updated_at_ms = v.updated, last_seq = v.last "
     "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
@@ -102,20 +102,7 @@ _UPDATE_ROWS = (
 # one message and one reply, with no BEGIN or COMMIT. The parts touch
 # different rows (a group's executions are either new or changed), so that
 # they share one snapshot does not matter.
-_GROUP = (
-    "WITH e AS (INSERT INTO execution_events "
-    "(execution_id, seq, event_type, step, payload, timestamp_ms) "
-    "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[], %b::text[], "
-    "%b::bigint[])), "
-    "n AS (INSERT INTO workflow_executions (execution_id, workflow, version, definition_hash, "
-    "status, created_at_ms, updated_at_ms, last_seq) "
-    "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
-    "%b::bigint[], %b::bigint[], %b::bigint[])) "
-    "UPDATE workflow_executions AS x SET status = v.status, created_at_ms = v.created, "
-    "updated_at_ms = v.updated, last_seq = v.last "
-    "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[]) "
-    "AS v(id, status, created, updated, last) WHERE x.execution_id = v.id"
-)
+_GROUP = f"WITH e AS ({INSERT_EVENTS}), n AS ({INSERT_ROWS}) {UPDATE_ROWS}"
 _HASHES = (
     "SELECT execution_id, definition_hash FROM workflow_executions "
     "WHERE execution_id = ANY(%b::text[])"
@@ -269,22 +256,20 @@ class PostgresStore(SqlStore):
     ) -> Callable[[Any], None] | None:
         if self.fence_term is not None:
             return None  # a fenced write checks its term first, in a transaction
-        latest = list({row[-1]: row for row in updates}.values())  # the later wins
-        changed = _columns(latest, 5)
-        params = [*_columns(events, 6), *_columns(new_rows, 8), changed[-1], *changed[:-1]]
+        params = group_params(events, new_rows, updates)
         return lambda cursor: cursor.execute(_GROUP, params)
 
     def insert_events(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().insert_events(cursor, rows)
         else:
-            cursor.execute(_INSERT_EVENTS, _columns(rows, 6))
+            cursor.execute(INSERT_EVENTS, _columns(rows, 6))
 
     def insert_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().insert_rows(cursor, rows)
         else:
-            cursor.execute(_INSERT_ROWS, _columns(rows, 8))
+            cursor.execute(INSERT_ROWS, _columns(rows, 8))
 
     def update_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
@@ -292,7 +277,7 @@ class PostgresStore(SqlStore):
             return
         latest = {row[-1]: row for row in rows}  # by execution id; the later wins
         columns = _columns(list(latest.values()), 5)
-        cursor.execute(_UPDATE_ROWS, [columns[-1], *columns[:-1]])
+        cursor.execute(UPDATE_ROWS, [columns[-1], *columns[:-1]])
 
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
         def read(cursor: Any) -> dict[str, str]:
@@ -321,6 +306,15 @@ class PostgresStore(SqlStore):
         if bundle is not None and bundle != certifi.where():
             with contextlib.suppress(OSError):
                 os.unlink(bundle)
+
+
+def group_params(
+    events: list[tuple[Any, ...]], new_rows: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
+) -> list[list[Any]]:
+    """The arrays of `_GROUP`: those of INSERT_EVENTS, INSERT_ROWS and UPDATE_ROWS."""
+    latest = list({row[-1]: row for row in updates}.values())  # the later wins
+    changed = _columns(latest, 5)
+    return [*_columns(events, 6), *_columns(new_rows, 8), changed[-1], *changed[:-1]]
 
 
 def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:

@@ -27,6 +27,10 @@ lock, without changing the schema version):
   (its seq is the commands' receipt, `CommitBatch.receipts`), so an entry
   is applied once even if its owner dies right after; the reply is written
   back to the row for the server waiting.
+- `orbit_waits`: the waits of servers for the end of an execution another
+  server owns; the commit that ends one announces it (`NOTIFY orbit_done`)
+  only if it is listed, so that no listener wakes for the ends nobody
+  waits for elsewhere (nearly all).
 - `orbit_sessions`: worker sessions and their last contact, so a session
   works through every server; `orbit_cancels`: the attempts an owner wants
   a session to stop, returned by the session's next heartbeat anywhere.
@@ -39,10 +43,16 @@ take-over waits for a commit in progress, and a commit after it sees the new
 epoch, so a server that lost an execution (paused past the node timeout)
 cannot write to it. The executions a refused commit named are reported
 through `on_lost`, so the server drops them. Everything else of a commit is
-written in the same transaction: the group's events and execution rows (in
-one statement, `PostgresStore.one_statement`, not autocommitted here), new
-ownership rows, queued tasks, deleted rows of what ended, and `NOTIFY
-orbit_tasks` / `orbit_done`.
+written in the same transaction: the group's events and execution rows (as
+a single server writes them, `PostgresStore.one_statement`), new ownership
+rows, queued tasks, deleted rows of what ended, and `NOTIFY orbit_tasks` /
+`orbit_done` (only when another server waits for one of the executions
+that ended: `orbit_waits`). A commit with nothing for the queue or the inbox (nearly
+every one: tasks wait in their owner's engine first) is all of that in ONE
+autocommitted statement, whose first part is the fence (`orbit_fence`, a
+function that locks the rows and raises when one moved on) and whose other
+parts run only once it passed; a commit with queue rows or inbox receipts
+is a transaction in pipeline mode, fence first.
 
 `SharedTables` holds the request-path statements (claims, inbox, sessions,
 heartbeats, take-overs) on a few connections of its own, so that they never
@@ -52,8 +62,10 @@ wait for a group commit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import queue
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -62,16 +74,28 @@ from typing import Any
 import attrs
 import orjson
 import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from orbit_core import events as ev
 from orbit_core.api import ExecutionStatus
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
 from orbit_core.state import TERMINAL
-from orbit_store.postgres import Fenced, PostgresStore
+from orbit_store.postgres import (
+    INSERT_EVENTS,
+    INSERT_ROWS,
+    UPDATE_ROWS,
+    Fenced,
+    PostgresStore,
+    group_params,
+)
 from orbit_store.schema import SCHEMA_LOCK_KEY
 
 NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+# The SQLSTATE orbit_fence raises (a class of its own, so no other error
+# reads as a refusal).
+FENCED_STATE = "OF001"
 
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS orbit_nodes (node_id TEXT PRIMARY KEY, addr TEXT, "
@@ -107,6 +131,26 @@ _CREATE = (
     "registered_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS orbit_cancels (session_id TEXT NOT NULL, token TEXT NOT NULL, "
     "PRIMARY KEY (session_id, token))",
+    # Waits for the end of an execution owned by another server: its end
+    # is announced (NOTIFY orbit_done) only when one is listed here.
+    "CREATE TABLE IF NOT EXISTS orbit_waits (id BIGSERIAL PRIMARY KEY, "
+    "execution_id TEXT NOT NULL, node_id TEXT NOT NULL, since_ms BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS orbit_waits_execution ON orbit_waits (execution_id)",
+    # The fence of a commit's one statement (`_fenced_group`): locks the
+    # ownership rows (FOR SHARE, the latest versions), then raises unless
+    # each still names `node` at the epoch given. The check is a statement
+    # of its own, so it reads what a take-over committed before the lock.
+    # Its two statements look rows up by key: their plans are kept (the
+    # store's sessions plan every statement again, which cost a fenced
+    # commit about 75 us of PostgreSQL's CPU here).
+    "CREATE OR REPLACE FUNCTION orbit_fence(node TEXT, ids TEXT[], epochs BIGINT[]) "
+    "RETURNS BOOLEAN LANGUAGE plpgsql SET plan_cache_mode = auto AS $$ BEGIN "
+    "PERFORM 1 FROM orbit_owners WHERE execution_id = ANY(ids) FOR SHARE; "
+    "IF EXISTS (SELECT 1 FROM unnest(ids, epochs) AS v(id, epoch) WHERE NOT EXISTS "
+    "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = v.id AND o.node_id = node "
+    "AND o.epoch = v.epoch)) THEN "
+    f"RAISE EXCEPTION 'fenced' USING ERRCODE = '{FENCED_STATE}'; END IF; "
+    "RETURN true; END $$",
 )
 # Events that end a unit: its queued offers are no longer wanted.
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
@@ -115,15 +159,123 @@ TAKEOVER_BATCH = 100
 # Inbox kinds whose sender waits for the owner's reply.
 REPLIED = frozenset({"signal", "cancel"})
 CLAIM_PAUSE_S = 0.1
-# How long a queued task waits for a poll on the node that owns its
-# execution before polls on other nodes take it first (SharedTables.claim_for).
-# None at all: a task is queued only once no poll on its owner took it from
-# the owner's engine in one to two PUBLISH_S (orbit_server/shared.py).
-LOCAL_FIRST_MS = 0
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.
 LOCAL_LEAD_MS = 1000
 FORMER_KEPT = 10_000
+# Longer than any wait (MAX_WAIT_MS is 300 s): older `orbit_waits` rows are
+# left over by a server that stopped while it waited.
+WAITS_KEPT_MS = 600_000
+# A commit with no inbox receipts and nothing for the queue (nearly all of
+# them) is one statement, autocommitted (`_fenced_group`): the fence first
+# (`f`; every other part waits for it: a one-time filter, evaluated before
+# any row is written), then the group's events and rows as a single server
+# writes them, the ownership rows of new executions and the end of those
+# that ended. A refusal raises inside it, so nothing of it is written.
+_GATE = "(SELECT ok FROM f)"
+# The end of executions (an array parameter) is announced only when a
+# server waits for one of them (`SharedTables.watch`): every server's
+# listener wakes for a notification, and nearly every end has no waiter
+# elsewhere.
+_ANNOUNCE = (
+    "CASE WHEN EXISTS (SELECT 1 FROM orbit_waits WHERE execution_id = ANY(%b::text[])) "
+    "THEN pg_notify('orbit_done', '') END"
+)
+_FENCE_PART = "f AS (SELECT orbit_fence(%s, %b::text[], %b::bigint[]) AS ok)"
+_NEW_OWNERS_PART = (
+    "o AS (INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
+    f"SELECT e, r, %s, 1, {NOW_MS} FROM unnest(%b::text[], %b::text[]) AS v(e, r) "
+    "WHERE {gate})"
+)
+
+
+class Texts(list[str | None]):
+    """A text[] parameter sent in binary by `_TextsDumper`."""
+
+
+class Int8s(list[int]):
+    """A bigint[] parameter sent in binary by `_Int8sDumper`."""
+
+
+# The binary array format: dimensions, has-nulls flag, element type, then
+# the length and lower bound of the one dimension; then each element as its
+# length (-1: NULL) and bytes.
+_ARRAY_HEAD = struct.Struct("!iiiii")
+_EMPTY_ARRAY = struct.Struct("!iii")  # no dimensions, no nulls, the element type
+_INT8_ITEM = struct.Struct("!iq")
+_TEXT_OID, _TEXT_ARRAY_OID, _INT8_OID, _INT8_ARRAY_OID = 25, 1009, 20, 1016
+
+
+class _TextsDumper(Dumper):
+    """psycopg's own list dumper looks at every list for the type of its
+    elements and dumps each through a dumper it looks up: about 10 us per
+    array, and a commit's statement has up to 21 of them. These two know
+    their type."""
+
+    format = Format.BINARY
+    oid = _TEXT_ARRAY_OID
+
+    def dump(self, obj: Any) -> bytes:
+        if not obj:
+            return _EMPTY_ARRAY.pack(0, 0, _TEXT_OID)
+        parts = [b""]
+        nulls = 0
+        for value in obj:
+            if value is None:
+                parts.append(b"\xff\xff\xff\xff")
+                nulls = 1
+            else:
+                data = value.encode()
+                parts.append(len(data).to_bytes(4, "big"))
+                parts.append(data)
+        parts[0] = _ARRAY_HEAD.pack(1, nulls, _TEXT_OID, len(obj), 1)
+        return b"".join(parts)
+
+
+class _Int8sDumper(Dumper):
+    format = Format.BINARY
+    oid = _INT8_ARRAY_OID
+
+    def dump(self, obj: Any) -> bytes:
+        if not obj:
+            return _EMPTY_ARRAY.pack(0, 0, _INT8_OID)
+        head = _ARRAY_HEAD.pack(1, 0, _INT8_OID, len(obj), 1)
+        return head + b"".join([_INT8_ITEM.pack(8, value) for value in obj])
+
+
+# The types of `group_params`' arrays: those of INSERT_EVENTS, INSERT_ROWS
+# and UPDATE_ROWS.
+_GROUP_TYPES: tuple[type[Texts] | type[Int8s], ...] = (
+    *(Texts, Int8s, Texts, Texts, Texts, Int8s),
+    *(Texts, Texts, Texts, Texts, Texts, Int8s, Int8s, Int8s),
+    *(Texts, Texts, Int8s, Int8s, Int8s),
+)
+
+
+@functools.cache
+def _fenced_group(changed: bool, new: bool, owners: bool, gone: bool, ended: bool) -> str:
+    """The statement of a commit with only the parts it needs (each one
+    costs PostgreSQL planning and running even with no rows): the fence
+    and the update of execution rows when it changes executions this node
+    holds (`changed`), new execution rows (`new`) and ownership rows
+    (`owners`), the ownership rows of held executions that ended (`gone`),
+    and the announcement of those that ended (`ended`, `_ANNOUNCE`).
+    Parameters in the order of the parts."""
+    gate = _GATE if changed else "true"
+    parts = [_FENCE_PART] if changed else []
+    parts.append(f"e AS ({INSERT_EVENTS} WHERE {gate})")
+    if new:
+        parts.append(f"n AS ({INSERT_ROWS} WHERE {gate})")
+    if changed:
+        parts.append(f"u AS ({UPDATE_ROWS} AND {gate})")
+    if owners:
+        parts.append(_NEW_OWNERS_PART.format(gate=gate))
+    if gone:
+        parts.append(
+            f"d AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[]) AND {gate})"
+        )
+    notify = _ANNOUNCE if ended else "1"
+    return "WITH " + ", ".join(parts) + f" SELECT {notify}" + (" FROM f" if changed else "")
 
 
 def create_tables(conn: psycopg.Connection[Any]) -> None:
@@ -216,6 +368,12 @@ class SharedStore(PostgresStore):
             raise StorageError(self.describe_error(exc)) from exc
         finally:
             conn.close()
+
+    def _connect(self, **extra: Any) -> psycopg.Connection[Any]:
+        conn = super()._connect(**extra)
+        conn.adapters.register_dumper(Texts, _TextsDumper)
+        conn.adapters.register_dumper(Int8s, _Int8sDumper)
+        return conn
 
     # ---- ownership held in memory
 
@@ -318,18 +476,94 @@ class SharedStore(PostgresStore):
 
     def commit(self, batch: CommitBatch) -> None:
         self._batch.current = batch
+        self._batch.fenced = None  # (set by `one_statement` for this batch)
         try:
             super().commit(batch)
         finally:
             self._batch.current = None
+
+    def one_statement(
+        self,
+        events: list[tuple[Any, ...]],
+        new_rows: list[tuple[Any, ...]],
+        updates: list[tuple[Any, ...]],
+    ) -> Callable[[Any], None] | None:
+        """The usual group with its fence and ownership rows, as one
+        statement (`_fenced_group`), unless it has inbox receipts or
+        anything for the queue: those go as one transaction (`_write`)."""
+        batch: CommitBatch | None = getattr(self._batch, "current", None)
+        self._batch.fenced = None
+        if batch is None or batch.receipts or batch.offers:
+            return super().one_statement(events, new_rows, updates)
+        unqueued, units, _ = _queue_changes(batch, self._queued)
+        if unqueued or units:
+            return super().one_statement(events, new_rows, updates)
+        owned = self.owned()
+        changed = [c.execution_id for c in batch.executions if not c.new]
+        new_owned = _new_owners(batch, owned)
+        ended = {c.execution_id for c in batch.executions if c.row.status in _ENDED}
+        # The parts of one statement do not see each other's rows: one that
+        # starts and ends here gets no ownership row at all.
+        rows = [o for o in new_owned if o[0] not in ended]
+        gone = [eid for eid in changed if eid in ended]
+        group = [
+            kind(column)
+            for kind, column in zip(
+                _GROUP_TYPES, group_params(events, new_rows, updates), strict=True
+            )
+        ]
+        params: list[Any] = []
+        if changed:
+            epochs = Int8s(owned[eid][1] if eid in owned else 0 for eid in changed)
+            params += [self.node_id, Texts(changed), epochs]
+        params += group[:6]
+        if new_rows:
+            params += group[6:14]
+        if changed:
+            params += group[14:]
+        if rows:
+            params += [self.node_id, Texts(o[0] for o in rows), Texts(o[1] for o in rows)]
+        if gone:
+            params.append(Texts(gone))
+        if ended:
+            params.append(Texts(ended))
+        statement = _fenced_group(
+            bool(changed), bool(new_rows), bool(rows), bool(gone), bool(ended)
+        )
+
+        def run(cursor: Any) -> None:
+            try:
+                cursor.execute(statement, params)
+            except psycopg.Error as exc:
+                if exc.sqlstate != FENCED_STATE:
+                    raise
+                # Nothing was written; what the rows say now names the lost.
+                cursor.execute(
+                    "SELECT execution_id, node_id, epoch FROM orbit_owners "
+                    "WHERE execution_id = ANY(%s)",
+                    (changed,),
+                )
+                self._fence(cursor, changed, owned)
+                raise  # (the fence read found nothing lost: never the case)
+
+        self._batch.fenced = new_owned
+        return run
 
     def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         if batch is None:
             super()._write(statements, marker, alone=alone)
             return
+        fenced: list[tuple[str, str, int]] | None = getattr(self._batch, "fenced", None)
+        self._batch.fenced = None
+        if alone and fenced is not None:
+            super()._write(statements, marker, alone=True)
+            self.adopt(fenced, queued=False)
+            self.disown(c.execution_id for c in batch.executions if c.row.status in _ENDED)
+            return
         # The group's one statement (`one_statement`) is not autocommitted
-        # here: the fence, owners and queue join it in one transaction.
+        # here: the fence, owners, queue and receipts join it in one
+        # transaction.
         written: list[tuple[list[tuple[str, str, int]], Callable[[], None]]] = []
 
         def shared(cursor: Any) -> None:
@@ -348,7 +582,14 @@ class SharedStore(PostgresStore):
         self, cursor: Any, batch: CommitBatch
     ) -> tuple[list[tuple[str, str, int]], Callable[[], None]]:
         owned = self.owned()
-        self._fence(cursor, batch, owned)
+        changed = [c.execution_id for c in batch.executions if not c.new]
+        if changed:
+            cursor.execute(
+                "SELECT execution_id, node_id, epoch FROM orbit_owners "
+                "WHERE execution_id = ANY(%s) FOR SHARE",
+                (changed,),
+            )
+            self._fence(cursor, changed, owned)
         new_owned = self._own(cursor, batch, owned)
         record = self._queue(cursor, batch)
         if batch.receipts:
@@ -367,17 +608,10 @@ class SharedStore(PostgresStore):
             )
         return new_owned, record
 
-    def _fence(self, cursor: Any, batch: CommitBatch, owned: dict[str, tuple[str, int]]) -> None:
+    def _fence(self, cursor: Any, changed: list[str], owned: dict[str, tuple[str, int]]) -> None:
         """Refuses the commit unless this node still owns, at the epoch it
-        holds, every execution the batch changes."""
-        changed = [c.execution_id for c in batch.executions if not c.new]
-        if not changed:
-            return
-        cursor.execute(
-            "SELECT execution_id, node_id, epoch FROM orbit_owners "
-            "WHERE execution_id = ANY(%s) FOR SHARE",
-            (changed,),
-        )
+        holds, every execution the batch changes: `cursor` holds the
+        ownership rows of `changed` (execution id, node, epoch) read."""
         found = {r[0]: (r[1], int(r[2])) for r in cursor.fetchall()}
         lost = []
         for eid in changed:
@@ -398,17 +632,7 @@ class SharedStore(PostgresStore):
     ) -> list[tuple[str, str, int]]:
         """Ownership rows of new executions (a child joins its parent's
         tree) and the end of those that ended."""
-        new_owned = []
-        for change in batch.executions:
-            if not change.new:
-                continue
-            root = change.execution_id
-            created = change.events[0] if change.events else None
-            if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
-                parent = created.parent["execution_id"]
-                root = owned.get(parent, (parent, 0))[0]
-            owned[change.execution_id] = (root, 1)
-            new_owned.append((change.execution_id, root, 1))
+        new_owned = _new_owners(batch, owned)
         if new_owned:
             # One statement, whatever the number (all at epoch 1).
             cursor.execute(
@@ -419,10 +643,9 @@ class SharedStore(PostgresStore):
         ended = [c.execution_id for c in batch.executions if c.row.status in _ENDED]
         if ended:
             cursor.execute(
-                "WITH gone AS (DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[])) "
-                "SELECT pg_notify('orbit_done', x) FROM unnest(%b::text[]) AS x",
-                (ended, ended),
+                "DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[])", (ended,)
             )
+            cursor.execute("SELECT " + _ANNOUNCE, (ended,))
         return new_owned
 
     def _queue(self, cursor: Any, batch: CommitBatch) -> Callable[[], None]:
@@ -467,8 +690,7 @@ class SharedStore(PostgresStore):
                 "ON CONFLICT (execution_id, unit_key, offer_seq) DO NOTHING",
                 (self.node_id, *([r[i] for r in rows] for i in range(8))),
             )
-            # Named, so that other nodes need not look at once (claim_for).
-            cursor.execute("SELECT pg_notify('orbit_tasks', %s)", (self.node_id,))
+            cursor.execute("SELECT pg_notify('orbit_tasks', '')")
         kept = [(o.execution_id, o.unit_key) for o in offers]
 
         def record() -> None:
@@ -487,6 +709,25 @@ class SharedStore(PostgresStore):
                         keys.add(key)
 
         return record
+
+
+def _new_owners(
+    batch: CommitBatch, owned: dict[str, tuple[str, int]]
+) -> list[tuple[str, str, int]]:
+    """(execution id, root, epoch 1) of the batch's new executions: a child
+    joins its parent's tree. Adds them to `owned`."""
+    new_owned = []
+    for change in batch.executions:
+        if not change.new:
+            continue
+        root = change.execution_id
+        created = change.events[0] if change.events else None
+        if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
+            parent = created.parent["execution_id"]
+            root = owned.get(parent, (parent, 0))[0]
+        owned[change.execution_id] = (root, 1)
+        new_owned.append((change.execution_id, root, 1))
+    return new_owned
 
 
 def _queue_changes(
@@ -541,11 +782,9 @@ class SharedTables:
         node_id: str,
         *,
         connections: int = 4,
-        local_first_ms: int = LOCAL_FIRST_MS,
     ) -> None:
         self._store = store
         self.node_id = node_id
-        self.local_first_ms = local_first_ms
         self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
         self._limit = threading.BoundedSemaphore(connections)
 
@@ -737,26 +976,25 @@ class SharedTables:
         )
         with self._conn() as conn, conn.transaction():
             # This node's own tasks, so that their dispatch and result need
-            # no inbox; another node's when they are LOCAL_LEAD_MS older than
-            # this node's oldest (so no task waits on a busy node for long),
-            # or, when this node has none, once they waited `local_first_ms`
-            # (a node with polls free takes its own at once). Two statements,
-            # each reading its index in order; what is locked and not taken
-            # is free again at the commit.
+            # no inbox; another node's when this node has none, or when they
+            # are LOCAL_LEAD_MS older than this node's oldest (so no task
+            # waits on a busy node for long). (A task is queued only once no
+            # poll on its owner took it.) Two statements, each reading its
+            # index in order; what is locked and not taken is free again at
+            # the commit.
             n = len(sessions)
             mine = conn.execute(
                 select + "AND node_id = %s ORDER BY enqueued_ms, id LIMIT %s "
                 "FOR UPDATE SKIP LOCKED",
                 [*params, self.node_id, n],
             ).fetchall()
-            if mine:
-                cutoff, bound = "%s", int(mine[0][6]) - LOCAL_LEAD_MS
-            else:
-                cutoff, bound = NOW_MS + " - %s", self.local_first_ms
+            older = [int(mine[0][6]) - LOCAL_LEAD_MS] if mine else []
             others = conn.execute(
-                select + "AND node_id IS DISTINCT FROM %s AND enqueued_ms < " + cutoff + " "
-                "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
-                [*params, self.node_id, bound, n],
+                select
+                + "AND node_id IS DISTINCT FROM %s "
+                + ("AND enqueued_ms < %s " if mine else "")
+                + "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
+                [*params, self.node_id, *older, n],
             ).fetchall()
             rows = sorted(mine + others, key=lambda r: (int(r[6]), int(r[0])))[:n]
             if not rows:
@@ -964,6 +1202,28 @@ class SharedTables:
                 "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = i.execution_id))",
                 (older_than_ms,),
             )
+            # Waits a server that stopped left behind (no wait is that long).
+            conn.execute(
+                "DELETE FROM orbit_waits WHERE since_ms < " + NOW_MS + " - %s",
+                (max(older_than_ms, WAITS_KEPT_MS),),
+            )
+
+    def watch(self, execution_id: str) -> int:
+        """Lists a wait for the end of an execution owned elsewhere, so that
+        its owner announces the end (NOTIFY orbit_done); returns what
+        `unwatch` takes."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO orbit_waits (execution_id, node_id, since_ms) "
+                "VALUES (%s, %s, " + NOW_MS + ") RETURNING id",
+                (execution_id, self.node_id),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def unwatch(self, watch: int) -> None:
+        with self._conn() as conn:
+            conn.execute("DELETE FROM orbit_waits WHERE id = %s", (watch,))
 
     def vacuum(self) -> None:
         """Vacuums the queue and the inbox. Their rows live for milliseconds,

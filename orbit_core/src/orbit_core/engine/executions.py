@@ -69,8 +69,10 @@ class Executions:
         self.offer_tasks = offer_tasks and not local_first
         self.shared = offer_tasks
         self._offers: list[TaskOffer] = []
-        # The newest index entry when `publish_stale` last looked.
+        # The newest index entry when `publish_stale` last looked, and the
+        # newest ever pushed then.
         self._publish_mark = 0
+        self._publish_seen = 0
         self.ids = ids
         self.limits = limits
         self.catalog = catalog
@@ -440,6 +442,7 @@ class Executions:
         it, so each is handed out through one of the two only; returns how
         many. Those not committed are offered again with the next group."""
         mark, self._publish_mark = self._publish_mark, self.index.newest()
+        self._publish_seen = self.index.pushed
         stale = self.index.take_until(mark, self._still_offered) if mark else []
         for task in stale:
             live = self.memory.get(task.execution_id)
@@ -450,6 +453,13 @@ class Executions:
             tx.offers.extend(offers)
             tx.after_commit.append(lambda: self._drop_offers(offers))
         return len(stale)
+
+    def nothing_stale(self) -> bool:
+        """Whether `publish_stale` would find nothing: the index was empty
+        when it last looked and has had no entry since, and no offer waits.
+        Read outside the groups (plain reads): an entry pushed meanwhile is
+        seen by the next call, as if pushed just after this one."""
+        return not (self._publish_mark or self._offers) and self.index.pushed == self._publish_seen
 
     def _still_offered(self, task: QueuedTask) -> bool:
         return self.memory.offered(task.execution_id, task.unit_key, task.offer_seq) is not None
