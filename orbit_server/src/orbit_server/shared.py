@@ -503,6 +503,8 @@ class SharedEngine(Engine):
         try:
             seen = self.node.listener.serial(DONE)
             while True:
+                # Read again once listed, not only after announcements: an
+                # end committed before the listing was announced to nobody.
                 doc = self.get(execution_id)
                 remaining = deadline - time.monotonic()
                 if self.holds(execution_id):

@@ -275,9 +275,7 @@ class PostgresStore(SqlStore):
         if len(rows) < _BULK_FROM:
             super().update_rows(cursor, rows)
             return
-        latest = {row[-1]: row for row in rows}  # by execution id; the later wins
-        columns = _columns(list(latest.values()), 5)
-        cursor.execute(UPDATE_ROWS, [columns[-1], *columns[:-1]])
+        cursor.execute(UPDATE_ROWS, _update_params(rows))
 
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
         def read(cursor: Any) -> dict[str, str]:
@@ -312,9 +310,15 @@ def group_params(
     events: list[tuple[Any, ...]], new_rows: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
 ) -> list[list[Any]]:
     """The arrays of `_GROUP`: those of INSERT_EVENTS, INSERT_ROWS and UPDATE_ROWS."""
-    latest = list({row[-1]: row for row in updates}.values())  # the later wins
-    changed = _columns(latest, 5)
-    return [*_columns(events, 6), *_columns(new_rows, 8), changed[-1], *changed[:-1]]
+    return [*_columns(events, 6), *_columns(new_rows, 8), *_update_params(updates)]
+
+
+def _update_params(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+    """The arrays of UPDATE_ROWS (the execution id first), one row per
+    execution: the later of a group's rows wins."""
+    latest = list({row[-1]: row for row in rows}.values())
+    columns = _columns(latest, 5)
+    return [columns[-1], *columns[:-1]]
 
 
 def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:

@@ -538,12 +538,7 @@ class SharedStore(PostgresStore):
                 if exc.sqlstate != FENCED_STATE:
                     raise
                 # Nothing was written; what the rows say now names the lost.
-                cursor.execute(
-                    "SELECT execution_id, node_id, epoch FROM orbit_owners "
-                    "WHERE execution_id = ANY(%s)",
-                    (changed,),
-                )
-                self._fence(cursor, changed, owned)
+                self._fence(cursor, changed, owned, lock=False)
                 raise  # (the fence read found nothing lost: never the case)
 
         self._batch.fenced = new_owned
@@ -557,25 +552,24 @@ class SharedStore(PostgresStore):
         fenced: list[tuple[str, str, int]] | None = getattr(self._batch, "fenced", None)
         self._batch.fenced = None
         if alone and fenced is not None:
+            # The fenced one statement of `one_statement`, autocommitted.
             super()._write(statements, marker, alone=True)
             self.adopt(fenced, queued=False)
-            self.disown(c.execution_id for c in batch.executions if c.row.status in _ENDED)
-            return
-        # The group's one statement (`one_statement`) is not autocommitted
-        # here: the fence, owners, queue and receipts join it in one
-        # transaction.
-        written: list[tuple[list[tuple[str, str, int]], Callable[[], None]]] = []
+        else:
+            # The group's statement is not autocommitted here: the fence,
+            # owners, queue and receipts join it in one transaction.
+            written: list[tuple[list[tuple[str, str, int]], Callable[[], None]]] = []
 
-        def shared(cursor: Any) -> None:
-            done = self._shared_writes(cursor, batch)
-            statements(cursor)
-            written.append(done)
+            def shared(cursor: Any) -> None:
+                done = self._shared_writes(cursor, batch)
+                statements(cursor)
+                written.append(done)
 
-        super()._write(shared, marker)
-        if written:
-            new_owned, record = written[-1]
-            self.adopt(new_owned, queued=False)
-            record()
+            super()._write(shared, marker)
+            if written:
+                new_owned, record = written[-1]
+                self.adopt(new_owned, queued=False)
+                record()
         self.disown(c.execution_id for c in batch.executions if c.row.status in _ENDED)
 
     def _shared_writes(
@@ -584,12 +578,7 @@ class SharedStore(PostgresStore):
         owned = self.owned()
         changed = [c.execution_id for c in batch.executions if not c.new]
         if changed:
-            cursor.execute(
-                "SELECT execution_id, node_id, epoch FROM orbit_owners "
-                "WHERE execution_id = ANY(%s) FOR SHARE",
-                (changed,),
-            )
-            self._fence(cursor, changed, owned)
+            self._fence(cursor, changed, owned, lock=True)
         new_owned = self._own(cursor, batch, owned)
         record = self._queue(cursor, batch)
         if batch.receipts:
@@ -608,10 +597,17 @@ class SharedStore(PostgresStore):
             )
         return new_owned, record
 
-    def _fence(self, cursor: Any, changed: list[str], owned: dict[str, tuple[str, int]]) -> None:
+    def _fence(
+        self, cursor: Any, changed: list[str], owned: dict[str, tuple[str, int]], *, lock: bool
+    ) -> None:
         """Refuses the commit unless this node still owns, at the epoch it
-        holds, every execution the batch changes: `cursor` holds the
-        ownership rows of `changed` (execution id, node, epoch) read."""
+        holds, every execution the batch changes (`changed`); `lock` holds
+        their ownership rows (FOR SHARE) until the commit's transaction ends."""
+        cursor.execute(
+            "SELECT execution_id, node_id, epoch FROM orbit_owners WHERE execution_id = ANY(%s)"
+            + (" FOR SHARE" if lock else ""),
+            (changed,),
+        )
         found = {r[0]: (r[1], int(r[2])) for r in cursor.fetchall()}
         lost = []
         for eid in changed:
