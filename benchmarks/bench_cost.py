@@ -95,15 +95,7 @@ def _warm(repo: Path, python: str) -> None:
     """One short run outside valgrind first: it writes the bytecode caches,
     which a fresh checkout lacks and which the first measured run would
     otherwise compile (and so count) alone."""
-    env = {**os.environ}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    subprocess.run(
-        [python, str(repo / "benchmarks" / "bench_engine.py"), "--executions", "10"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        check=True,
-    )
+    _bench_engine(repo, python, 10)
 
 
 def _valgrind(
@@ -111,15 +103,20 @@ def _valgrind(
 ) -> str:
     """Runs `repo`'s bench_engine in memory under valgrind's `tool`, which
     writes to `out`; returns valgrind's stderr."""
+    wrapper = ["valgrind", f"--tool={tool}", *options, f"--{tool}-out-file={out}"]
+    return _bench_engine(repo, python, executions, wrapper)
+
+
+def _bench_engine(
+    repo: Path, python: str, executions: int, wrapper: list[str] | None = None
+) -> str:
+    """Runs `repo`'s bench_engine in memory (under `wrapper`); its stderr."""
     # A fixed hash seed, so that dicts and sets lay out alike from run to run.
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # compile once, not on every run
     done = subprocess.run(
         [
-            "valgrind",
-            f"--tool={tool}",
-            *options,
-            f"--{tool}-out-file={out}",
+            *(wrapper or []),
             python,
             str(repo / "benchmarks" / "bench_engine.py"),
             "--executions",
