@@ -350,7 +350,7 @@ def targets(args: argparse.Namespace) -> int:
         rows.append((label, figure, f">= {target:.0f} steps/s", median >= target))
 
     throughput("in memory, 2000 x 3", "memory", 15_000)
-    throughput(f"SQLite ({sqlite}), 2000 x 3", "sqlite", 5_000)
+    throughput(f"SQLite ({sqlite}), 2000 x 3", "sqlite", 10_000)
     throughput("SQLite, 5000 x 3, 64 in flight", "sqlite64", 5_000)
     if postgres is not None:
         throughput(f"PostgreSQL ({redact(postgres)}), 2000 x 3", "postgres", 3_000)

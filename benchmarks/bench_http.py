@@ -25,11 +25,18 @@ receiver in a process of its own (it reads each export and answers 200), so
 that every execution is traced (the default sampler keeps every trace) and
 the figures show what tracing costs.
 
+`--half-load` measures the latency target of issue 17: it runs the
+benchmark flat out (with the other options given) to find the maximum
+executions/s, then again at half that rate for about `--half-load-s`
+seconds, each in a fresh run (a SQLite `--store` file is made anew), `--runs`
+times in turns, and prints the medians with the p50 against 5 ms.
+
     python benchmarks/bench_http.py --executions 2000 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --rate 250 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --store postgres://orbit:pw@127.0.0.1/bench
     python benchmarks/bench_http.py --executions 2000 --protocol grpc
     python benchmarks/bench_http.py --executions 2000 --otlp --store /tmp/bench.db
+    python benchmarks/bench_http.py --half-load --executions 3000 --store /tmp/bench.db
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import re
 import shutil
 import socket
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -579,7 +587,7 @@ def percentile(values: list[int], p: float) -> int:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--executions", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=3)
@@ -622,7 +630,27 @@ def main() -> None:
         default=200,
         help="with --otlp: the status the receiver answers (0: no receiver listens)",
     )
+    parser.add_argument(
+        "--half-load",
+        action="store_true",
+        help="find the maximum rate flat out, then measure the latency at half of it",
+    )
+    parser.add_argument(
+        "--half-load-s",
+        type=float,
+        default=8.0,
+        help="with --half-load: seconds of each half-load run",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="with --half-load: runs of each")
+    return parser
+
+
+def main() -> None:
+    parser = arguments()
     args = parser.parse_args()
+    if args.half_load:
+        half_load(args, sys.argv[1:])
+        return
     grpc = args.protocol == "grpc"
     if grpc and args.worker_kind != "raw":
         parser.error("--protocol grpc runs raw workers only")
@@ -694,8 +722,33 @@ def main() -> None:
     GO_WORKER.unlink(missing_ok=True)
 
     total = (last_finished - (first_created or 0)) / 1000
+    report(
+        args, server, grpc_addr if grpc else None, started=started, total=total, latencies=latencies
+    )
+    if cpu_before is not None and cpu_after is not None:
+        steps = args.executions * args.steps
+        server_ms, bench_ms = (
+            1000 * (b - a) / steps for a, b in zip(cpu_before, cpu_after, strict=True)
+        )
+        print(
+            f"cpu          server {server_ms:.3f} ms/step, benchmark {bench_ms:.3f} ms/step "
+            f"(on {os.cpu_count()} cores)"
+        )
+    report_traces(receiver, args.executions * (args.steps + 1))
+
+
+def report(
+    args: argparse.Namespace,
+    server: str,
+    grpc_addr: str | None,
+    *,
+    started: float,
+    total: float,
+    latencies: list[int],
+) -> None:
+    """The run's figures, as chapter 47 prints them."""
     print(f"runtime      {server}")
-    if grpc:
+    if grpc_addr is not None:
         print(f"protocol     gRPC at {grpc_addr}")
     print(f"executions   {args.executions} ({args.steps} task steps each)")
     print(
@@ -712,16 +765,61 @@ def main() -> None:
         f"latency      p50 {percentile(latencies, 50)}ms, p90 {percentile(latencies, 90)}ms, "
         f"p99 {percentile(latencies, 99)}ms (start to completion)"
     )
-    if cpu_before is not None and cpu_after is not None:
-        steps = args.executions * args.steps
-        server_ms, bench_ms = (
-            1000 * (b - a) / steps for a, b in zip(cpu_before, cpu_after, strict=True)
-        )
+
+
+HALF_LOAD_P50_MS = 5
+
+
+def half_load(args: argparse.Namespace, argv: list[str]) -> None:
+    """Flat out, then at half the rate reached, each run a fresh process;
+    `--runs` pairs, taken in turns."""
+    own = {"--half-load", "--half-load-s", "--runs", "--rate", "--executions"}
+    options: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in own:
+            skip = "=" not in arg and name not in ("--half-load",)
+            continue
+        options.append(arg)
+    maxima: list[float] = []
+    p50s: list[int] = []
+    for _ in range(args.runs):
+        flat = _one_run([*options, "--executions", str(args.executions)], args.store)
+        top = float(re.search(r"throughput\s+(\d+) executions/s", flat)[1])  # type: ignore[index]
+        rate = top / 2
+        count = max(50, int(rate * args.half_load_s))
+        half = _one_run([*options, "--executions", str(count), "--rate", f"{rate:.1f}"], args.store)
+        p50 = int(re.search(r"p50 (\d+)ms", half)[1])  # type: ignore[index]
+        maxima.append(top)
+        p50s.append(p50)
         print(
-            f"cpu          server {server_ms:.3f} ms/step, benchmark {bench_ms:.3f} ms/step "
-            f"(on {os.cpu_count()} cores)"
+            f"run          flat out {top:.0f} executions/s; at {rate:.0f}/s p50 {p50}ms", flush=True
         )
-    report_traces(receiver, args.executions * (args.steps + 1))
+    middle = statistics.median(p50s)
+    met = "met" if middle <= HALF_LOAD_P50_MS else "NOT met"
+    print(
+        f"maximum      {statistics.median(maxima):.0f} executions/s (median of {args.runs} flat-out runs)"
+    )
+    print(
+        f"half load    p50 {middle:g}ms at half of each run's maximum [target <= {HALF_LOAD_P50_MS} ms: {met}]"
+    )
+
+
+def _one_run(options: list[str], store: str) -> str:
+    """One run of this benchmark in a fresh process (on a fresh SQLite file)."""
+    if store not in ("memory", "none") and "://" not in store:
+        for suffix in ("", "-wal", "-shm"):
+            Path(store + suffix).unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, __file__, *options], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"bench_http: a run failed: {done.stderr.strip()[-2000:]}")
+    return done.stdout
 
 
 def report_traces(receiver: multiprocessing.connection.Connection | None, expected: int) -> None:

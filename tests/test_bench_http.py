@@ -89,3 +89,26 @@ def test_bench_http_with_java_workers() -> None:
         check=True,
     )
     assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)
+
+
+def test_bench_http_half_load() -> None:
+    """`--half-load` runs flat out, then at half the rate reached, and
+    prints the p50 there against the latency target."""
+    small = ["--executions", "40", "--workers", "1", "--concurrency", "2", "--clients", "2"]
+    result = subprocess.run(
+        [sys.executable, str(_PATH), "--half-load", *small, "--runs", "1", "--half-load-s", "1"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    run = re.search(r"run          flat out (\d+) executions/s; at (\d+)/s p50 (\d+)ms", out)
+    assert run, out
+    assert abs(int(run[2]) - int(run[1]) / 2) <= 1
+    assert re.search(r"maximum      \d+ executions/s \(median of 1 flat-out runs\)", out)
+    assert re.search(
+        r"half load    p50 \d+ms at half of each run's maximum \[target <= 5 ms: (met|NOT met)\]",
+        out,
+    )
