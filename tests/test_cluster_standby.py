@@ -136,6 +136,14 @@ def test_a_deposed_leader_that_still_believes_it_leads_gets_fenced(pg_url: str) 
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE application_name = 'orbit-cluster:a'"
             )
+            # pg_terminate_backend only signals: the lock goes when the backend has exited.
+            _wait(
+                lambda: not admin.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE application_name = 'orbit-cluster:a'"
+                ).fetchall(),
+                10,
+                "a's election session to end",
+            )
         b.round()
         assert (b.role, b.term) == ("leader", 2)
         assert a.serving()
@@ -544,3 +552,34 @@ def test_only_the_leader_fires_schedules_and_a_new_leader_carries_on(
     assert len(ids) == len(set(ids))
     # Every fire started one execution (the latest may not be counted yet).
     assert schedule["fired"] <= len(ids) <= schedule["fired"] + 1, (schedule, ids)
+
+
+def test_a_standby_reads_changed_schedules_and_rebuilds_only_for_definitions(
+    pg_url: str,
+) -> None:
+    """A schedule that changes (or fires, every second) is read again into
+    the standby's engine; only new definitions build a new engine."""
+    a, b = _node(pg_url, "a"), _node(pg_url, "b")
+    to_a, to_b = falcon.testing.TestClient(a), falcon.testing.TestClient(b)
+    try:
+        a.round()
+        b.round()
+        assert (a.role, b.role) == ("leader", "standby")
+        assert to_a.simulate_post("/v1/workflows", json=server_ir.chain(1)).status_code == 201
+        body = {"schedule_id": "hourly", "workflow": "Chain", "interval": "1h"}
+        assert to_a.simulate_post("/v1/schedules", json=body).status_code == 201
+        b.round()
+        assert to_b.simulate_get("/v1/schedules/hourly").json["paused"] is False
+        engine = b.engine
+        assert to_a.simulate_post("/v1/schedules/hourly/pause").status_code == 200
+        b.round()
+        assert to_b.simulate_get("/v1/schedules/hourly").json["paused"] is True
+        assert b.engine is engine  # the schedules' rows were read again, no rebuild
+        assert to_a.simulate_post("/v1/workflows", json=server_ir.countdown()).status_code == 201
+        b.round()
+        assert b.engine is not engine
+        assert to_b.simulate_get("/v1/workflows").json["workflows"]
+        assert to_b.simulate_get("/v1/schedules/hourly").json["paused"] is True
+    finally:
+        b.close()
+        a.close()

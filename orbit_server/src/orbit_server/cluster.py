@@ -8,13 +8,16 @@ election every `interval_s`:
 - A standby holds a read-only engine (`StandbyStore`: it loads no
   execution, and refuses every write), so it answers GET routes from the
   database (`StandbyEngine`: a wait reads it again every second). What
-  that engine keeps in memory (definitions, the schedules' mirror) is
-  rebuilt when the database's differs (`Election.definitions_mark`); it
-  never fires a schedule (its claims are refused). Every other request is answered here, before Falcon and so
-  before authentication, with 503 NOT_LEADER naming the leader
-  (`orbit_cluster`). Each round it tries for the leader lock
-  (`orbit_store.cluster.Election`), follows the recorded leader, and builds
-  its read-only engine again when the stored definitions changed.
+  that engine keeps in memory follows the database's
+  (`Election.mark`): the engine is built again when the
+  definitions changed (they are compiled once, when an engine starts), and
+  the schedules' mirror reads its rows again when a schedule changed or
+  fired (a schedule firing every second must not rebuild the engine every
+  second); it never fires a schedule (its claims are refused). Every other
+  request is answered here, before Falcon and so before authentication, with
+  503 NOT_LEADER naming the leader (`orbit_cluster`). Each round it tries
+  for the leader lock (`orbit_store.cluster.Election`) and follows the
+  recorded leader.
 - Once elected, it opens a store fenced with the new term, builds a full
   engine on it (which recovers every running execution from history; the
   election session's idle timeout is suspended meanwhile), swaps it in and
@@ -60,7 +63,7 @@ from orbit_core.ports import (
 )
 from orbit_server import logs
 from orbit_server.config import Address, ServerConfig
-from orbit_store.cluster import Election, Leadership
+from orbit_store.cluster import Election, Leadership, Mark
 from orbit_store.postgres import PostgresStore
 
 INTERVAL_ENV = "ORBIT_CLUSTER_INTERVAL_MS"
@@ -226,7 +229,7 @@ class ClusterNode:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._draining = False
-        self._definitions: tuple[int, ...] | None = None
+        self._mark: Mark | None = None
         self._stale = False
         self._unreachable: str | None = None
         # The election's own store: it only lends its URL and TLS rules.
@@ -355,12 +358,17 @@ class ClusterNode:
                 term=seen.term,
                 leader=logs.Quoted(seen.leader_node),
             )
-        mark = self.election.definitions_mark()
-        if self._stale or (self._definitions is not None and mark != self._definitions):
-            # Definitions or schedules changed through the leader, or no
-            # standby engine since a step-down the database was gone for.
+        mark = self.election.mark()
+        last = self._mark
+        if self._stale or (last is not None and mark.definitions != last.definitions):
+            # Definitions changed through the leader (what an engine compiles
+            # once), or no standby engine since a step-down the database was
+            # gone for.
             self._install_standby()
-        self._definitions = mark
+        elif last is not None and mark.schedules != last.schedules:
+            # A fire or a change of a schedule only: its rows are read again.
+            self.engine.schedules.refresh()
+        self._mark = mark
 
     def _install_standby(self) -> None:
         """A new read-only engine in place of the current one; on failure

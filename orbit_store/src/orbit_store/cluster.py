@@ -72,6 +72,15 @@ class Leadership:
     leader_addr: str | None
 
 
+@attrs.frozen
+class Mark:
+    """`Election.mark`: the definitions as (count, newest) and
+    the schedules as (count, latest change, fires)."""
+
+    definitions: tuple[int, ...]
+    schedules: tuple[int, ...]
+
+
 class Election:
     """One server's election session. Not thread-safe: one thread (the
     server's cluster loop) drives it. Every method raises StorageError when
@@ -163,13 +172,13 @@ class Election:
         timeout = 0 if suspended else int(self.idle_timeout_ms)
         self._run(f"SET idle_session_timeout = {timeout}")
 
-    def definitions_mark(self) -> tuple[int, ...]:
+    def mark(self) -> Mark:
         """What a standby's read-only engine keeps in memory, in a few
         numbers: the definitions (count, newest) and the schedules (count,
-        latest change, fires). The standby builds its engine again when
-        they change."""
-        row = self._run(_MARK)
-        return tuple(int(x) for x in row)
+        latest change, fires). The standby builds its engine again when the
+        definitions change, and reads the schedules again when they do."""
+        row = [int(x) for x in self._run(_MARK)]
+        return Mark(definitions=tuple(row[:2]), schedules=tuple(row[2:]))
 
     def close(self) -> None:
         """Ends the session (which releases the lock if it held it)."""
