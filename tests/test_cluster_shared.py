@@ -38,7 +38,7 @@ from orbit_server.config import ServerConfig
 from orbit_server.shared import SharedNode
 from orbit_server.task_desk import TaskDesk
 from orbit_store.postgres import PostgresStore
-from orbit_store.shared import Int8s, Listener, SharedStore, SharedTables, Texts, rendezvous
+from orbit_store.shared import Listener, SharedStore, SharedTables, rendezvous
 
 pytestmark = pytest.mark.postgres
 
@@ -786,23 +786,6 @@ def test_publishing_with_nothing_queued_runs_no_command(pg_url: str) -> None:
         assert _rows(pg_url, "SELECT execution_id FROM orbit_tasks") == [("p-1",)]
     finally:
         a.close()
-
-
-def test_the_commit_statements_arrays_reach_postgresql_as_sent(pg_url: str) -> None:
-    store = SharedStore(pg_url, node_id="a")
-    try:
-        with store.engine.connect() as conn:
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            texts = Texts(["x", None, "é\u2603\x1f", "", '{"a": [1]}'])
-            int8s = Int8s([0, -1, 2**62, -(2**63)])
-            row = raw.execute(
-                "SELECT %b::text[], %b::bigint[], %b::text[], %b::bigint[]",
-                (texts, int8s, Texts(), Int8s()),
-            ).fetchone()
-            assert row == (list(texts), list(int8s), [], [])
-    finally:
-        store.close()
 
 
 def test_a_one_statement_commit_of_a_deposed_owner_writes_nothing(pg_url: str) -> None:

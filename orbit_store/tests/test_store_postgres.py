@@ -23,6 +23,7 @@ from orbit_core.engine import Engine
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow, Store
 from orbit_store import schema
+from orbit_store.pg_arrays import Int8s, Texts
 from orbit_store.postgres import PostgresStore
 from orbit_store.sql import Disconnected, SqlStore
 from orbit_store.sqlite import SqliteStore
@@ -55,6 +56,25 @@ def step_on(store: Store, eid: str, seq: int) -> None:
             ]
         )
     )
+
+
+def test_the_commit_statements_arrays_reach_postgresql_as_sent(pg_url: str) -> None:
+    """`pg_arrays`' binary dumpers, on the store's own connections: NULLs,
+    non-ASCII and control characters, JSON text, the int8 extremes, empty."""
+    store = PostgresStore(pg_url)
+    try:
+        with store.engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            texts = Texts(["x", None, "é\u2603\x1f", "", '{"a": [1]}'])
+            int8s = Int8s([0, -1, 2**62, -(2**63), 2**63 - 1])
+            row = raw.execute(
+                "SELECT %b::text[], %b::bigint[], %b::text[], %b::bigint[]",
+                (texts, int8s, Texts(), Int8s()),
+            ).fetchone()
+            assert row == (list(texts), list(int8s), [], [])
+    finally:
+        store.close()
 
 
 # ---- URLs, credentials, bad input

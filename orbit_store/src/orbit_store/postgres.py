@@ -62,6 +62,8 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.pool import QueuePool
 
 from orbit_core.errors import StorageError
+from orbit_store import pg_arrays
+from orbit_store.pg_arrays import Int8s, Texts
 from orbit_store.sql import SqlStore
 from orbit_store.urls import is_postgres, redact
 
@@ -186,7 +188,13 @@ class PostgresStore(SqlStore):
             raise
 
     def _connect(self, **extra: Any) -> psycopg.Connection[Any]:
-        """A new connection, with TLS as `sslmode` says (module docstring)."""
+        """A new connection, with TLS as `sslmode` says (module docstring),
+        that sends the typed arrays of `pg_arrays`."""
+        conn = self._open(**extra)
+        pg_arrays.register(conn)
+        return conn
+
+    def _open(self, **extra: Any) -> psycopg.Connection[Any]:
         options = {**self._defaults, **extra}
         if self.sslmode == "disable":
             return psycopg.connect(self.url, **options, sslmode="disable")
@@ -263,13 +271,13 @@ class PostgresStore(SqlStore):
         if len(rows) < _BULK_FROM:
             super().insert_events(cursor, rows)
         else:
-            cursor.execute(INSERT_EVENTS, _columns(rows, 6))
+            cursor.execute(INSERT_EVENTS, _columns(rows, _EVENT_TYPES))
 
     def insert_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().insert_rows(cursor, rows)
         else:
-            cursor.execute(INSERT_ROWS, _columns(rows, 8))
+            cursor.execute(INSERT_ROWS, _columns(rows, _ROW_TYPES))
 
     def update_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
@@ -306,26 +314,38 @@ class PostgresStore(SqlStore):
                 os.unlink(bundle)
 
 
+# The array types of each statement's columns, in its order.
+_EVENT_TYPES: tuple[type[Texts] | type[Int8s], ...] = (Texts, Int8s, Texts, Texts, Texts, Int8s)
+_ROW_TYPES: tuple[type[Texts] | type[Int8s], ...] = (*(Texts,) * 5, Int8s, Int8s, Int8s)
+_UPDATE_TYPES: tuple[type[Texts] | type[Int8s], ...] = (Texts, Int8s, Int8s, Int8s, Texts)
+
+
 def group_params(
     events: list[tuple[Any, ...]], new_rows: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
-) -> list[list[Any]]:
+) -> list[Texts | Int8s]:
     """The arrays of `_GROUP`: those of INSERT_EVENTS, INSERT_ROWS and UPDATE_ROWS."""
-    return [*_columns(events, 6), *_columns(new_rows, 8), *_update_params(updates)]
+    return [
+        *_columns(events, _EVENT_TYPES),
+        *_columns(new_rows, _ROW_TYPES),
+        *_update_params(updates),
+    ]
 
 
-def _update_params(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+def _update_params(rows: list[tuple[Any, ...]]) -> list[Texts | Int8s]:
     """The arrays of UPDATE_ROWS (the execution id first), one row per
     execution: the later of a group's rows wins."""
     latest = list({row[-1]: row for row in rows}.values())
-    columns = _columns(latest, 5)
+    columns = _columns(latest, _UPDATE_TYPES)
     return [columns[-1], *columns[:-1]]
 
 
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    """Rows of `width` values as `width` column lists (empty for no rows)."""
+def _columns(
+    rows: list[tuple[Any, ...]], types: tuple[type[Texts] | type[Int8s], ...]
+) -> list[Texts | Int8s]:
+    """Rows as one typed array per column (empty ones for no rows)."""
     if not rows:
-        return [[] for _ in range(width)]
-    return [list(column) for column in zip(*rows, strict=True)]
+        return [kind() for kind in types]
+    return [kind(column) for kind, column in zip(types, zip(*rows, strict=True), strict=True)]
 
 
 def _trust_bundle(ca_cert: str | None, display: str) -> str:

@@ -65,7 +65,6 @@ import contextlib
 import functools
 import hashlib
 import queue
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -74,14 +73,13 @@ from typing import Any
 import attrs
 import orjson
 import psycopg
-from psycopg.adapt import Dumper
-from psycopg.pq import Format
 
 from orbit_core import events as ev
 from orbit_core.api import ExecutionStatus
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
 from orbit_core.state import TERMINAL
+from orbit_store.pg_arrays import Int8s, Texts
 from orbit_store.postgres import (
     INSERT_EVENTS,
     INSERT_ROWS,
@@ -186,69 +184,6 @@ _NEW_OWNERS_PART = (
     "o AS (INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
     f"SELECT e, r, %s, 1, {NOW_MS} FROM unnest(%b::text[], %b::text[]) AS v(e, r) "
     "WHERE {gate})"
-)
-
-
-class Texts(list[str | None]):
-    """A text[] parameter sent in binary by `_TextsDumper`."""
-
-
-class Int8s(list[int]):
-    """A bigint[] parameter sent in binary by `_Int8sDumper`."""
-
-
-# The binary array format: dimensions, has-nulls flag, element type, then
-# the length and lower bound of the one dimension; then each element as its
-# length (-1: NULL) and bytes.
-_ARRAY_HEAD = struct.Struct("!iiiii")
-_EMPTY_ARRAY = struct.Struct("!iii")  # no dimensions, no nulls, the element type
-_INT8_ITEM = struct.Struct("!iq")
-_TEXT_OID, _TEXT_ARRAY_OID, _INT8_OID, _INT8_ARRAY_OID = 25, 1009, 20, 1016
-
-
-class _TextsDumper(Dumper):
-    """psycopg's own list dumper looks at every list for the type of its
-    elements and dumps each through a dumper it looks up: about 10 us per
-    array, and a commit's statement has up to 21 of them. These two know
-    their type."""
-
-    format = Format.BINARY
-    oid = _TEXT_ARRAY_OID
-
-    def dump(self, obj: Any) -> bytes:
-        if not obj:
-            return _EMPTY_ARRAY.pack(0, 0, _TEXT_OID)
-        parts = [b""]
-        nulls = 0
-        for value in obj:
-            if value is None:
-                parts.append(b"\xff\xff\xff\xff")
-                nulls = 1
-            else:
-                data = value.encode()
-                parts.append(len(data).to_bytes(4, "big"))
-                parts.append(data)
-        parts[0] = _ARRAY_HEAD.pack(1, nulls, _TEXT_OID, len(obj), 1)
-        return b"".join(parts)
-
-
-class _Int8sDumper(Dumper):
-    format = Format.BINARY
-    oid = _INT8_ARRAY_OID
-
-    def dump(self, obj: Any) -> bytes:
-        if not obj:
-            return _EMPTY_ARRAY.pack(0, 0, _INT8_OID)
-        head = _ARRAY_HEAD.pack(1, 0, _INT8_OID, len(obj), 1)
-        return head + b"".join([_INT8_ITEM.pack(8, value) for value in obj])
-
-
-# The types of `group_params`' arrays: those of INSERT_EVENTS, INSERT_ROWS
-# and UPDATE_ROWS.
-_GROUP_TYPES: tuple[type[Texts] | type[Int8s], ...] = (
-    *(Texts, Int8s, Texts, Texts, Texts, Int8s),
-    *(Texts, Texts, Texts, Texts, Texts, Int8s, Int8s, Int8s),
-    *(Texts, Texts, Int8s, Int8s, Int8s),
 )
 
 
@@ -368,12 +303,6 @@ class SharedStore(PostgresStore):
             raise StorageError(self.describe_error(exc)) from exc
         finally:
             conn.close()
-
-    def _connect(self, **extra: Any) -> psycopg.Connection[Any]:
-        conn = super()._connect(**extra)
-        conn.adapters.register_dumper(Texts, _TextsDumper)
-        conn.adapters.register_dumper(Int8s, _Int8sDumper)
-        return conn
 
     # ---- ownership held in memory
 
@@ -506,12 +435,7 @@ class SharedStore(PostgresStore):
         # starts and ends here gets no ownership row at all.
         rows = [o for o in new_owned if o[0] not in ended]
         gone = [eid for eid in changed if eid in ended]
-        group = [
-            kind(column)
-            for kind, column in zip(
-                _GROUP_TYPES, group_params(events, new_rows, updates), strict=True
-            )
-        ]
+        group = group_params(events, new_rows, updates)
         params: list[Any] = []
         if changed:
             epochs = Int8s(owned[eid][1] if eid in owned else 0 for eid in changed)
