@@ -137,10 +137,9 @@ def test_a_deposed_leader_that_still_believes_it_leads_gets_fenced(pg_url: str) 
                 "WHERE application_name = 'orbit-cluster:a'"
             )
             # pg_terminate_backend only signals: the lock goes when the backend has exited.
+            ended = "SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s"
             _wait(
-                lambda: not admin.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE application_name = 'orbit-cluster:a'"
-                ).fetchall(),
+                lambda: admin.execute(ended, ["orbit-cluster:a"]).fetchone() == (True,),
                 10,
                 "a's election session to end",
             )
