@@ -264,26 +264,26 @@ class PostgresStore(SqlStore):
     ) -> Callable[[Any], None] | None:
         if self.fence_term is not None:
             return None  # a fenced write checks its term first, in a transaction
-        params = group_params(events, new_rows, updates)
+        params = _group_params(events, new_rows, updates)
         return lambda cursor: cursor.execute(_GROUP, params)
 
     def insert_events(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().insert_events(cursor, rows)
         else:
-            cursor.execute(INSERT_EVENTS, _columns(rows, _EVENT_TYPES))
+            cursor.execute(INSERT_EVENTS, event_params(rows))
 
     def insert_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().insert_rows(cursor, rows)
         else:
-            cursor.execute(INSERT_ROWS, _columns(rows, _ROW_TYPES))
+            cursor.execute(INSERT_ROWS, row_params(rows))
 
     def update_rows(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
             super().update_rows(cursor, rows)
             return
-        cursor.execute(UPDATE_ROWS, _update_params(rows))
+        cursor.execute(UPDATE_ROWS, update_params(rows))
 
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
         def read(cursor: Any) -> dict[str, str]:
@@ -320,18 +320,24 @@ _ROW_TYPES: tuple[type[Texts] | type[Int8s], ...] = (*(Texts,) * 5, Int8s, Int8s
 _UPDATE_TYPES: tuple[type[Texts] | type[Int8s], ...] = (Texts, Int8s, Int8s, Int8s, Texts)
 
 
-def group_params(
+def _group_params(
     events: list[tuple[Any, ...]], new_rows: list[tuple[Any, ...]], updates: list[tuple[Any, ...]]
 ) -> list[Texts | Int8s]:
     """The arrays of `_GROUP`: those of INSERT_EVENTS, INSERT_ROWS and UPDATE_ROWS."""
-    return [
-        *_columns(events, _EVENT_TYPES),
-        *_columns(new_rows, _ROW_TYPES),
-        *_update_params(updates),
-    ]
+    return [*event_params(events), *row_params(new_rows), *update_params(updates)]
 
 
-def _update_params(rows: list[tuple[Any, ...]]) -> list[Texts | Int8s]:
+def event_params(rows: list[tuple[Any, ...]]) -> list[Texts | Int8s]:
+    """The arrays of INSERT_EVENTS."""
+    return _columns(rows, _EVENT_TYPES)
+
+
+def row_params(rows: list[tuple[Any, ...]]) -> list[Texts | Int8s]:
+    """The arrays of INSERT_ROWS."""
+    return _columns(rows, _ROW_TYPES)
+
+
+def update_params(rows: list[tuple[Any, ...]]) -> list[Texts | Int8s]:
     """The arrays of UPDATE_ROWS (the execution id first), one row per
     execution: the later of a group's rows wins."""
     latest = list({row[-1]: row for row in rows}.values())

@@ -86,7 +86,9 @@ from orbit_store.postgres import (
     UPDATE_ROWS,
     Fenced,
     PostgresStore,
-    group_params,
+    event_params,
+    row_params,
+    update_params,
 )
 from orbit_store.schema import SCHEMA_LOCK_KEY
 
@@ -435,16 +437,15 @@ class SharedStore(PostgresStore):
         # starts and ends here gets no ownership row at all.
         rows = [o for o in new_owned if o[0] not in ended]
         gone = [eid for eid in changed if eid in ended]
-        group = group_params(events, new_rows, updates)
         params: list[Any] = []
         if changed:
             epochs = Int8s(owned[eid][1] if eid in owned else 0 for eid in changed)
             params += [self.node_id, Texts(changed), epochs]
-        params += group[:6]
+        params += event_params(events)
         if new_rows:
-            params += group[6:14]
+            params += row_params(new_rows)
         if changed:
-            params += group[14:]
+            params += update_params(updates)
         if rows:
             params += [self.node_id, Texts(o[0] for o in rows), Texts(o[1] for o in rows)]
         if gone:
