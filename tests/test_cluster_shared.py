@@ -56,13 +56,15 @@ def _session(sid: str = "s-1") -> Session:
 class Node:
     """One shared-mode node's store, tables and engine, in this process."""
 
-    def __init__(self, url: str, name: str) -> None:
+    def __init__(self, url: str, name: str, *, local_first: bool = False) -> None:
+        """`local_first`: the engine keeps its tasks in its own index, as a
+        shared server's does, so its commits have nothing for the queue."""
         self.name = name
         self.store = SharedStore(url, node_id=name)
         self.lost: list[str] = []
         self.store.on_lost = self.lost.extend
         self.tables = SharedTables(self.store, name)
-        self.engine = Engine(self.store, auto_tick=False, offer_tasks=True)
+        self.engine = Engine(self.store, auto_tick=False, offer_tasks=True, local_first=local_first)
 
     def claim(self, session: str = "s-1") -> Any:
         claims = self.tables.claim_for(CHAIN, "python", [(session, "w-1")], _token)
@@ -728,17 +730,8 @@ def _record_writes(url: str) -> None:
         store.close()
 
 
-def _local_first(url: str, name: str) -> Node:
-    """A node whose engine keeps its tasks in its own index, as a shared
-    server's does: its commits have nothing for the queue."""
-    node = Node(url, name)
-    node.engine.close()
-    node.engine = Engine(node.store, auto_tick=False, offer_tasks=True, local_first=True)
-    return node
-
-
 def test_a_usual_commit_is_one_statement_with_its_fence_and_ownership(pg_url: str) -> None:
-    a = _local_first(pg_url, "a")
+    a = Node(pg_url, "a", local_first=True)
     try:
         a.engine.deploy(server_ir.chain(1))
         _record_writes(pg_url)
@@ -765,7 +758,7 @@ def test_a_usual_commit_is_one_statement_with_its_fence_and_ownership(pg_url: st
 
 
 def test_publishing_with_nothing_queued_runs_no_command(pg_url: str) -> None:
-    a = _local_first(pg_url, "a")
+    a = Node(pg_url, "a", local_first=True)
     commands: list[Any] = []
     submit = a.engine._pipeline.submit
 
@@ -789,7 +782,7 @@ def test_publishing_with_nothing_queued_runs_no_command(pg_url: str) -> None:
 
 
 def test_a_one_statement_commit_of_a_deposed_owner_writes_nothing(pg_url: str) -> None:
-    a = _local_first(pg_url, "a")
+    a = Node(pg_url, "a", local_first=True)
     b = Node(pg_url, "b")
     try:
         a.engine.deploy(server_ir.chain(2))
