@@ -773,22 +773,13 @@ HALF_LOAD_P50_MS = 5
 def half_load(args: argparse.Namespace, argv: list[str]) -> None:
     """Flat out, then at half the rate reached, each run a fresh process;
     `--runs` pairs, taken in turns."""
-    own = {"--half-load", "--half-load-s", "--runs", "--rate", "--executions"}
-    options: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in own:
-            skip = "=" not in arg and name not in ("--half-load",)
-            continue
-        options.append(arg)
+    # The runs take the same options; the last --executions and --rate
+    # given win (and --half-load-s and --runs mean nothing without --half-load).
+    options = [arg for arg in argv if arg != "--half-load"]
     maxima: list[float] = []
     p50s: list[int] = []
     for _ in range(args.runs):
-        flat = _one_run([*options, "--executions", str(args.executions)], args.store)
+        flat = _one_run([*options, "--executions", str(args.executions), "--rate", "0"], args.store)
         top = float(re.search(r"throughput\s+(\d+) executions/s", flat)[1])  # type: ignore[index]
         rate = top / 2
         count = max(50, int(rate * args.half_load_s))

@@ -10,6 +10,19 @@ from pathlib import Path
 import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_http.py"
+# A small load: one worker process of two threads, two client threads.
+_SMALL = ["--workers", "1", "--concurrency", "2", "--clients", "2"]
+
+
+def _bench(*args: str, timeout: float, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """One run of bench_http on the small load, with `args`."""
+    return subprocess.run(
+        [sys.executable, str(_PATH), *_SMALL, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+    )
 
 
 @pytest.mark.parametrize(
@@ -18,22 +31,15 @@ _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_http.py"
     ids=["http", "https", "grpc", "grpc-tls"],
 )
 def test_bench_http_smoke(tls: bool, protocol: str) -> None:
-    small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(_PATH),
-            *small,
-            "--store",
-            "memory",
-            *(["--tls"] if tls else []),
-            "--protocol",
-            protocol,
-        ],
-        capture_output=True,
-        text=True,
+    result = _bench(
+        "--executions",
+        "20",
+        "--store",
+        "memory",
+        *(["--tls"] if tls else []),
+        "--protocol",
+        protocol,
         timeout=120,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -52,13 +58,8 @@ def test_bench_http_smoke(tls: bool, protocol: str) -> None:
 
 def test_bench_http_with_go_workers() -> None:
     """--worker-kind go builds the Go SDK's bench worker and serves with it."""
-    small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
-    result = subprocess.run(
-        [sys.executable, str(_PATH), *small, "--store", "memory", "--worker-kind", "go"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+    result = _bench(
+        "--executions", "20", "--store", "memory", "--worker-kind", "go", timeout=300, check=True
     )
     assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)
 
@@ -66,13 +67,8 @@ def test_bench_http_with_go_workers() -> None:
 @pytest.mark.timeout(900)  # the first optimised build of the crate takes minutes
 def test_bench_http_with_rust_workers() -> None:
     """--worker-kind rust builds the Rust SDK's bench worker and serves with it."""
-    small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
-    result = subprocess.run(
-        [sys.executable, str(_PATH), *small, "--store", "memory", "--worker-kind", "rust"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=True,
+    result = _bench(
+        "--executions", "20", "--store", "memory", "--worker-kind", "rust", timeout=900, check=True
     )
     assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)
 
@@ -80,13 +76,8 @@ def test_bench_http_with_rust_workers() -> None:
 @pytest.mark.timeout(600)  # Maven packages the SDK first
 def test_bench_http_with_java_workers() -> None:
     """--worker-kind java packages the Java SDK and serves with its bench worker."""
-    small = ["--executions", "20", "--workers", "1", "--concurrency", "2", "--clients", "2"]
-    result = subprocess.run(
-        [sys.executable, str(_PATH), *small, "--store", "memory", "--worker-kind", "java"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
+    result = _bench(
+        "--executions", "20", "--store", "memory", "--worker-kind", "java", timeout=600, check=True
     )
     assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)
 
@@ -94,13 +85,8 @@ def test_bench_http_with_java_workers() -> None:
 def test_bench_http_half_load() -> None:
     """`--half-load` runs flat out, then at half the rate reached, and
     prints the p50 there against the latency target."""
-    small = ["--executions", "40", "--workers", "1", "--concurrency", "2", "--clients", "2"]
-    result = subprocess.run(
-        [sys.executable, str(_PATH), "--half-load", *small, "--runs", "1", "--half-load-s", "1"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+    result = _bench(
+        "--half-load", "--executions", "40", "--runs", "1", "--half-load-s", "1", timeout=180
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
