@@ -4,8 +4,9 @@ Starts every execution (each a chain of `--steps` sequential task steps), then
 plays the worker until every execution has completed, and prints
 executions/s and steps/s. `--store` is `memory`, a SQLite file path
 (deleted first) or a postgres:// URL (ORBIT's tables dropped first). With
-`--in-flight N`, N executions run at once: `--clients` threads start a new
-one as each completes, as many callers of a server would.
+`--in-flight N`, N executions run at once: new ones are started as earlier
+ones complete. One thread starts them, with `Engine.start_many`, as many as
+there is room for at a time.
 
 How the worker is played (`--worker`):
 - `handlers` (default): a no-op in-process handler on `--workers` engine
@@ -35,13 +36,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from orbit_core import ir
+from orbit_core.api import StartRequest
 from orbit_core.engine import Engine, tune_process
+from orbit_core.errors import OrbitError
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_core.memory_store import MemoryStore
@@ -104,10 +106,11 @@ def rss_mb() -> float:
 
 
 class Starter:
-    """Starts executions `bench-0`, `bench-1`, ... from `clients` threads,
-    keeping `in_flight` of them running: a start waits for its commit, so
-    refilling from one thread would start one execution per commit and the
-    starter, not the engine, would set the pace."""
+    """Starts executions `bench-0`, `bench-1`, ... keeping `in_flight` of them
+    running, each call of `Engine.start_many` taking as many as there is
+    room for: a lone start waits for its commit, so starting one at a time
+    would start one execution per commit and the starter, not the engine,
+    would set the pace."""
 
     def __init__(self, engine: Engine, total: int, in_flight: int) -> None:
         self.engine = engine
@@ -117,52 +120,39 @@ class Starter:
         self.finished = 0
         self.room = threading.Condition()
 
-    def start_initial(self, clients: int) -> None:
+    def start_initial(self) -> None:
         """The first `in_flight` executions."""
-        self._from_threads(clients, self._next_initial)
+        self._start(self._take(min(self.in_flight, self.total)))
 
-    def keep_in_flight(self, clients: int) -> None:
-        """Starts the rest, one as each earlier execution finishes."""
-        self._from_threads(clients, self._next_when_room)
+    def keep_in_flight(self) -> None:
+        """Starts the rest, as earlier executions finish."""
+        while ids := self._next_when_room():
+            self._start(ids)
 
     def one_finished(self) -> None:
         with self.room:
             self.finished += 1
             self.room.notify()
 
-    def _from_threads(self, clients: int, take: Callable[[], int | None]) -> None:
-        def loop() -> None:
-            while (i := take()) is not None:
-                self.engine.start("Bench", execution_id=f"bench-{i}")
+    def _start(self, ids: range) -> None:
+        requests = [StartRequest("Bench", execution_id=f"bench-{i}") for i in ids]
+        for answer in self.engine.start_many(requests):
+            if isinstance(answer, OrbitError):
+                raise answer
 
-        threads = [threading.Thread(target=loop) for _ in range(clients - 1)]
-        for th in threads:
-            th.start()
-        loop()
-        for th in threads:
-            th.join()
-
-    def _next_initial(self) -> int | None:
-        with self.room:
-            if self.started >= min(self.in_flight, self.total):
-                return None
-            return self._take()
-
-    def _next_when_room(self) -> int | None:
-        """The number of the next execution, once fewer than `in_flight` run;
-        None when all are started."""
+    def _next_when_room(self) -> range:
+        """The numbers of the next executions, once fewer than `in_flight`
+        run; empty when all are started."""
         with self.room:
             while self.started < self.total and self.started - self.finished >= self.in_flight:
                 self.room.wait()
-            if self.started >= self.total:
-                self.room.notify()  # the next waiting thread ends too
-                return None
-            return self._take()
+            room = self.in_flight - (self.started - self.finished)
+            return self._take(min(room, self.total - self.started))
 
-    def _take(self) -> int:
-        i = self.started
-        self.started += 1
-        return i
+    def _take(self, count: int) -> range:
+        first = self.started
+        self.started += count
+        return range(first, first + count)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -190,7 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     c0 = time.process_time()
-    starter.start_initial(args.clients)
+    starter.start_initial()
     t_started = time.perf_counter()
     waiting_rss = rss_mb()
 
@@ -215,7 +205,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.workers):
             threading.Thread(target=worker, daemon=True).start()
 
-    starter.keep_in_flight(args.clients)
+    starter.keep_in_flight()
     all_done.wait()
     # The last results were handed in; they count once they are committed.
     while engine.health()["active_executions"]:
@@ -243,8 +233,7 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
     print(f"store        {redact(args.store)}")
     print(
         f"executions   {args.executions} ({args.steps} task steps each, "
-        f"{args.in_flight or args.executions} in flight, started from {args.clients} "
-        f"client threads)"
+        f"{args.in_flight or args.executions} in flight, started in batches from one thread)"
     )
     print(f"worker       {worker}")
     elapsed, steps = result["elapsed"], args.executions * args.steps
@@ -399,12 +388,6 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="handler threads (default 1 in memory, 2 on SQLite) or poll threads (default 8)",
     )
-    parser.add_argument(
-        "--clients",
-        type=int,
-        default=0,
-        help="threads starting executions (default 1 in memory, 64 on SQLite)",
-    )
     parser.add_argument("--poll-ms", type=int, default=50, help="long-poll wait of poll workers")
     parser.add_argument(
         "--commit",
@@ -428,8 +411,6 @@ def main(argv: list[str] | None = None) -> int:
             # In memory a second handler thread only adds GIL hand-offs; on a
             # durable store one runs handlers while the other's group is written.
             args.workers = 1 if args.store == "memory" else 2
-    if not args.clients:
-        args.clients = 1 if args.store == "memory" else 64
     if args.profile:
         result = profiled(run, args, args.profile)
     else:

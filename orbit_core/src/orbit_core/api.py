@@ -11,6 +11,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final, NotRequired, Required, TypedDict
 
+import attrs
+
 from orbit_core.jsontypes import JsonObject, JsonValue
 
 
@@ -198,6 +200,17 @@ class HistoryPage(TypedDict):
 class Started(TypedDict):
     execution_id: str
     created: bool
+
+
+@attrs.frozen
+class StartRequest:
+    """One start of `Engine.start_many`: the arguments of `Engine.start`."""
+
+    workflow: str
+    version: str | None = None
+    input: JsonValue = None
+    execution_id: str | None = None
+    schedule_id: str | None = None
 
 
 class SignalAccepted(TypedDict):

@@ -197,6 +197,39 @@ class GroupCommit:
             raise cmd.error
         return cmd.result
 
+    def run_all(self, cmds: list[Command]) -> None:
+        """Runs several commands as if each had its own caller, waiting for
+        all: they join the pending list together, so they usually share one
+        group, and the caller wakes once instead of once per command. Each
+        command keeps its own answer (`result`, or the `error` a lone `run`
+        would raise)."""
+        if not cmds:
+            return
+        if self.closed:
+            raise StorageError(_BROKEN if self.broken else "the engine is closed")
+        with self.lock:
+            self._pending.extend(cmds)
+            leads = not self._leading
+            if leads:
+                self._leading = True
+            for cmd in cmds:
+                cmd.event = Signal()
+        if leads:
+            self._lead()
+        # Only the first of them can be handed the lead: the commands are
+        # contiguous in the pending list and a leader takes the whole list.
+        for cmd in cmds:
+            while True:
+                event = cmd.event
+                if cmd.answered:
+                    break
+                if cmd.leads:
+                    cmd.leads = False
+                    self._lead()
+                    continue
+                assert event is not None
+                event.wait()
+
     def _lead(self) -> None:
         """Prepares and commits (or queues) one group: every pending command
         (again without the culprit when one command's run failed it)."""

@@ -5,8 +5,9 @@ work itself is done by the components it assembles."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import cast
 
 from orbit_core import events as ev
@@ -23,6 +24,7 @@ from orbit_core.api import (
     Registered,
     SignalAccepted,
     Started,
+    StartRequest,
     WorkerList,
     WorkflowList,
 )
@@ -230,6 +232,41 @@ class Engine:
             ),
             lookup=execution_id,
         )
+
+    def start_many(self, requests: Sequence[StartRequest]) -> list[Started | OrbitError]:
+        """Starts several executions with one wait: each exactly as `start`
+        would (its own checks, its own answer), but submitted together, so
+        they share a group and its commit and the caller is woken once. The
+        answers are in the order of `requests`: what `start` returns, or the
+        `OrbitError` it would raise."""
+        answers: list[Started | OrbitError | None] = [None] * len(requests)
+        commands: list[tuple[int, Command]] = []
+        for i, request in enumerate(requests):
+            try:
+                limits.admit(request.input, "workflow input", "INVALID_INPUT")
+                if request.schedule_id is not None:
+                    limits.admit_strings("INVALID_INPUT", schedule_id=request.schedule_id)
+            except OrbitError as exc:
+                answers[i] = exc
+                continue
+            run = functools.partial(
+                self._control.start,
+                workflow=request.workflow,
+                version=request.version,
+                input=request.input,
+                execution_id=request.execution_id,
+                schedule_id=request.schedule_id,
+            )
+            commands.append((i, Command(run, lookup=request.execution_id)))
+        self._pipeline.run_all([cmd for _, cmd in commands])
+        for i, cmd in commands:
+            if cmd.error is None:
+                answers[i] = cast(Started, cmd.result)
+            elif isinstance(cmd.error, OrbitError):
+                answers[i] = cmd.error
+            else:
+                raise cmd.error
+        return cast(list[Started | OrbitError], answers)
 
     def get(self, execution_id: str) -> ExecutionDoc:
         """The execution state document (`GET /v1/executions/{id}`), with
