@@ -124,13 +124,15 @@ TYPED_TESTS = [
 
 @nox.session(python=PYTHON)
 def types(session: nox.Session) -> None:
-    """mypy --strict over the five packages and their tests."""
+    """mypy --strict over the five packages, their tests and the benchmarks."""
     session.install("mypy>=1.11", *TEST_DEPS, *TRACE_TEST_DEPS)
     _install(session, ALL)
     session.install("-e", "./sdks/python")  # the tests' SDK workers
     session.run("mypy", *[f"{p}/src/{p}" for p in ALL])
     for run in TYPED_TESTS:
         session.run("mypy", *run)
+    # The benchmark programs import each other and the LSP tests' client.
+    session.run("mypy", "benchmarks", env={"MYPYPATH": "benchmarks:orbit_cli/tests"})
 
 
 @nox.session(python=PYTHON)

@@ -148,7 +148,7 @@ def bytecodes(executions: int) -> dict[str, float]:
     """Bytecodes per step of each function, in this process (this checkout
     or, through `--repo`, the child that runs this file there)."""
     sys.path.insert(0, str(Path.cwd() / "benchmarks"))
-    import bench_engine  # type: ignore[import-not-found]
+    import bench_engine
 
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
 

@@ -274,7 +274,7 @@ def profiled(fn: Any, args: argparse.Namespace, path: str) -> dict[str, Any]:
     try:
         result: dict[str, Any] = main.runcall(fn, args)
     finally:
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
     stats = pstats.Stats(main)
     for profiler in profilers:
         profiler.disable()
@@ -305,7 +305,7 @@ def _runs(scenarios: dict[str, list[str]], runs: int) -> dict[str, list[dict[str
 
 
 def _median(results: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(r[key] for r in results)
+    return float(statistics.median(r[key] for r in results))
 
 
 def targets(args: argparse.Namespace) -> int:

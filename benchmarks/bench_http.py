@@ -101,12 +101,13 @@ class Client:
 
     def __init__(self, server: str, token: str, timeout: float = 120.0) -> None:
         parts = urlsplit(server)
+        host = parts.hostname or "127.0.0.1"
         if parts.scheme == "https":
             self.conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=timeout, context=_tls_context()
+                host, parts.port, timeout=timeout, context=_tls_context()
             )
         else:
-            self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+            self.conn = http.client.HTTPConnection(host, parts.port, timeout=timeout)
         self.headers = {"content-type": "application/json", "authorization": f"Bearer {token}"}
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
