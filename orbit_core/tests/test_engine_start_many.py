@@ -14,6 +14,7 @@ from test_engine_faults import SwitchableStore, poison
 from orbit_core.api import StartRequest
 from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.jsontypes import JsonValue
 from orbit_core.memory_store import MemoryStore
 from orbit_core.testing import simulated_engine
 
@@ -59,7 +60,7 @@ def test_each_start_answers_as_a_lone_start_would_in_the_order_asked() -> None:
 def test_an_input_over_the_size_limit_is_refused_before_anything_is_submitted() -> None:
     engine = simulated_engine(MemoryStore())
     engine.deploy(plain())
-    huge = {"n": 1, "pad": "x" * (3 * 2**20)}
+    huge: JsonValue = {"n": 1, "pad": "x" * (3 * 2**20)}
     answers = engine.start_many(
         [
             StartRequest("Plain", input=huge, execution_id="big"),
