@@ -139,6 +139,12 @@ class Executions:
         live = self.memory.get(execution_id)
         if live is not None:
             return live.state
+        return self.stored_state(execution_id)
+
+    def stored_state(self, execution_id: str) -> ExecutionState:
+        """The state its stored history folds to (an execution not in
+        memory: finished, or run by another server). Reads only the store,
+        so it may run outside a group, on the caller's thread."""
         events = self.store.history(execution_id)
         if not events:
             raise not_found(execution_id)

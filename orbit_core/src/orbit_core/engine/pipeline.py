@@ -168,9 +168,14 @@ class GroupCommit:
         # `run` answers what `fn` returned; a `cast` here would cost a call.
         return self.run(Command(fn, read=read, origin=origin, lookup=lookup))  # type: ignore[return-value]
 
-    def run(self, cmd: Command) -> object:
+    def check_open(self) -> None:
+        """Raises the StorageError a command gets once the engine is closed
+        (or broken): for reads that go to the store without a command."""
         if self.closed:
             raise StorageError(_BROKEN if self.broken else "the engine is closed")
+
+    def run(self, cmd: Command) -> object:
+        self.check_open()
         with self.lock:
             self._pending.append(cmd)
             leads = not self._leading
@@ -205,8 +210,7 @@ class GroupCommit:
         would raise)."""
         if not cmds:
             return
-        if self.closed:
-            raise StorageError(_BROKEN if self.broken else "the engine is closed")
+        self.check_open()
         with self.lock:
             self._pending.extend(cmds)
             leads = not self._leading

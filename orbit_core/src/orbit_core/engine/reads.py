@@ -1,6 +1,12 @@
-"""Reads: histories, queries and waits for an execution to finish. Reads run
-as commands of a group, after its writes, and are answered after its commit,
-so they only ever see committed state."""
+"""Reads: histories, queries and waits for an execution to finish.
+
+A read of what memory holds (a running execution, a parked wait) runs as a
+command of a group, after its writes, and is answered after its commit, so it
+only ever sees committed state. A read that only the store can answer (a
+history, a listing, an execution no longer in memory) runs on the caller's
+thread instead, outside any group: the store holds only committed state too,
+and a group's leader never waits on a database read made for somebody else
+(on PostgreSQL, a round trip per read while every other command waits)."""
 
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.errors import InvalidError, NotFoundError, not_found
 
 DEFAULT_WAIT_MS = 30_000
+# What a command answers when only the store knows the execution.
+STORED: object = object()
 MAX_WAIT_MS = 300_000
 
 
@@ -78,10 +86,14 @@ class Reads:
         return {"execution_id": execution_id, "query": name, "value": value}
 
     def park_wait(self, execution_id: str, cmd: Command) -> object:
-        """The state document of a finished execution, or PENDING once parked."""
+        """The state document of a finished execution, PENDING once parked,
+        or STORED for an execution memory does not hold (its caller reads it
+        from the store, outside the group)."""
         live = self._x.memory.get(execution_id)
-        if live is None or (live.state.terminal and live.state.status != EXEC_CONTINUED_AS_NEW):
-            return self._x.state_of(execution_id).to_json()
+        if live is None:
+            return STORED
+        if live.state.terminal and live.state.status != EXEC_CONTINUED_AS_NEW:
+            return live.state.to_json()
         pending = self._pipeline.park(cmd)
         waiters = [c for c in self._waiters.get(execution_id, ()) if c.parked == "waiting"]
         waiters.append(cmd)

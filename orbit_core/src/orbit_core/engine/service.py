@@ -39,7 +39,7 @@ from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
-from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, Reads
+from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, STORED, Reads
 from orbit_core.engine.results import Results
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.workers import Workers
@@ -272,36 +272,46 @@ class Engine:
         """The execution state document (`GET /v1/executions/{id}`), with
         `waiting_for` while tasks are queued (see `Workers.waiting_for`)."""
 
-        def read(tx: Tx) -> ExecutionDoc:
-            state = self._executions.state_of(execution_id)
-            doc = state.to_json()
-            waiting = self._workers.waiting_for(state)
+        def read(tx: Tx) -> ExecutionDoc | None:
+            live = self._executions.memory.get(execution_id)
+            if live is None:
+                return None
+            doc = live.state.to_json()
+            waiting = self._workers.waiting_for(live.state)
             if waiting:
                 doc["waiting_for"] = waiting
             return doc
 
-        return self._pipeline.submit(read, read=True)
+        doc = self._pipeline.submit(read, read=True)
+        if doc is None:  # not in memory: the store's, read outside the group (see `reads`)
+            return self._executions.stored_state(execution_id).to_json()
+        return doc
 
     def state(self, execution_id: str) -> ExecutionState:
         """The execution's state object (a copy for finished executions)."""
-        return self._pipeline.submit(lambda tx: self._executions.state_of(execution_id), read=True)
+        live = self._pipeline.submit(
+            lambda tx: self._executions.memory.get(execution_id), read=True
+        )
+        if live is None:
+            return self._executions.stored_state(execution_id)
+        return live.state
+
+    # Store-only reads run on the caller's thread, outside any group (see `reads`).
 
     def history(self, execution_id: str, run: int | None = None) -> HistoryPage:
-        return self._pipeline.submit(lambda tx: self._reads.history(execution_id, run), read=True)
+        self._pipeline.check_open()
+        return self._reads.history(execution_id, run)
 
     def events(self, execution_id: str, run: int | None = None) -> list[ev.Event]:
-        return self._pipeline.submit(lambda tx: self._reads.events(execution_id, run), read=True)
+        self._pipeline.check_open()
+        return self._reads.events(execution_id, run)
 
     def list_executions(
         self, status: str | None = None, workflow: str | None = None, limit: int = 50
     ) -> ExecutionList:
         limit = min(max(limit, 1), 1000)
-        rows = self._pipeline.submit(
-            lambda tx: self.store.list_executions(
-                status.upper() if status else None, workflow, limit
-            ),
-            read=True,
-        )
+        self._pipeline.check_open()
+        rows = self.store.list_executions(status.upper() if status else None, workflow, limit)
         return {"executions": [r.to_json() for r in rows]}
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
@@ -310,6 +320,8 @@ class Engine:
         timeout_ms = 0 if self._draining else min(max(timeout_ms, 0), MAX_WAIT_MS)
         cmd = Command(lambda tx: self._reads.park_wait(execution_id, cmd))
         result = self._pipeline.run(cmd)
+        if result is STORED:
+            return self._executions.stored_state(execution_id).to_json()
         if cmd.parked is None:
             return cast(ExecutionDoc, result).copy()
         if self._pipeline.await_parked(cmd, timeout_ms):
