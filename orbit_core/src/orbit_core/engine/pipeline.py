@@ -185,19 +185,7 @@ class GroupCommit:
                 cmd.event = Signal()
         if leads:
             self._lead()
-        while True:
-            # The event is read before the flags: whoever swaps in a new event
-            # sets its flag first, so a caller never waits on an event that
-            # nobody will set.
-            event = cmd.event
-            if cmd.answered:
-                break
-            if cmd.leads:
-                cmd.leads = False
-                self._lead()
-                continue
-            assert event is not None
-            event.wait()
+        self._await(cmd)
         if cmd.error is not None:
             raise cmd.error
         return cmd.result
@@ -223,16 +211,24 @@ class GroupCommit:
         # Only the first of them can be handed the lead: the commands are
         # contiguous in the pending list and a leader takes the whole list.
         for cmd in cmds:
-            while True:
-                event = cmd.event
-                if cmd.answered:
-                    break
-                if cmd.leads:
-                    cmd.leads = False
-                    self._lead()
-                    continue
-                assert event is not None
-                event.wait()
+            self._await(cmd)
+
+    def _await(self, cmd: Command) -> None:
+        """Waits until `cmd` is answered, leading a group whenever its
+        caller is handed the lead."""
+        while True:
+            # The event is read before the flags: whoever swaps in a new event
+            # sets its flag first, so a caller never waits on an event that
+            # nobody will set.
+            event = cmd.event
+            if cmd.answered:
+                return
+            if cmd.leads:
+                cmd.leads = False
+                self._lead()
+                continue
+            assert event is not None
+            event.wait()
 
     def _lead(self) -> None:
         """Prepares and commits (or queues) one group: every pending command
