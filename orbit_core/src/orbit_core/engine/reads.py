@@ -24,9 +24,9 @@ from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.errors import InvalidError, NotFoundError, not_found
 
 DEFAULT_WAIT_MS = 30_000
+MAX_WAIT_MS = 300_000
 # What a command answers when only the store knows the execution.
 STORED: object = object()
-MAX_WAIT_MS = 300_000
 
 
 class Reads:
