@@ -18,8 +18,10 @@ server and of the benchmark's own processes (Linux), which share the machine.
 `--tls` serves HTTPS with a certificate made for the run (trustme), and
 every client and worker connects over TLS. `--protocol grpc` has the
 workers speak the worker protocol's gRPC binding instead (the server runs
-with `--grpc-addr`; raw workers only): one channel, thus one HTTP/2
-connection, per poll thread, with the stub generated from protocol/.
+with `--grpc-addr`): raw workers have one grpcio channel, thus one HTTP/2
+connection, per poll thread, with the stub generated from protocol/;
+`--worker-kind go` runs benchmarks/grpcworker (grpc-go, one connection per
+process), whose client costs far less CPU than grpcio's.
 `--otlp` runs the server with `--otlp-endpoint` pointing at a minimal OTLP/HTTP
 receiver in a process of its own (it reads each export and answers 200), so
 that every execution is traced (the default sampler keeps every trace) and
@@ -35,6 +37,7 @@ times in turns, and prints the medians with the p50 against 5 ms.
     python benchmarks/bench_http.py --executions 2000 --rate 250 --store /tmp/bench.db
     python benchmarks/bench_http.py --executions 2000 --store postgres://orbit:pw@127.0.0.1/bench
     python benchmarks/bench_http.py --executions 2000 --protocol grpc
+    python benchmarks/bench_http.py --executions 2000 --protocol grpc --worker-kind go
     python benchmarks/bench_http.py --executions 2000 --otlp --store /tmp/bench.db
     python benchmarks/bench_http.py --half-load --executions 3000 --store /tmp/bench.db
 """
@@ -234,6 +237,30 @@ def go_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) 
     proc.wait(30)
 
 
+GO_GRPC = Path(__file__).resolve().parent / "grpcworker"
+GO_GRPC_WORKER = Path(tempfile.gettempdir()) / f"orbit-bench-go-grpc-worker-{os.getpid()}"
+
+
+def build_go_grpc_worker() -> None:
+    subprocess.run(["go", "build", "-o", str(GO_GRPC_WORKER), "."], cwd=GO_GRPC, check=True)
+
+
+def go_grpc_worker(target: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
+    """One Go worker process over the gRPC binding (benchmarks/grpcworker:
+    grpc-go, its `threads` goroutines on one connection)."""
+    env = {
+        **os.environ,
+        "ORBIT_GRPC_TARGET": target,
+        "ORBIT_WORKER_TOKEN": token,
+        "ORBIT_BENCH_WORKER_ID": worker_id,
+        "ORBIT_BENCH_CONCURRENCY": str(threads),
+    }
+    proc = subprocess.Popen([str(GO_GRPC_WORKER)], env=env)
+    stop.wait()
+    proc.terminate()
+    proc.wait(30)
+
+
 RUST_SDK = Path(__file__).resolve().parents[1] / "sdks" / "rust"
 RUST_TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or RUST_SDK / "target")
 RUST_WORKER = RUST_TARGET / "release" / "examples" / "bench_worker"
@@ -381,11 +408,16 @@ WORKER_KINDS = {
 }
 
 
+# The worker kinds that speak the gRPC binding: the Python loop on grpcio's
+# stub, and a Go program on grpc-go.
+GRPC_WORKER_KINDS = {"raw": grpc_worker, "go": go_grpc_worker}
+
+
 def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
     """The worker processes (forked) and the event that stops them; with
     several comma-separated targets, worker i serves through target i mod n."""
     if args.worker_kind == "go":
-        build_go_worker()
+        build_go_grpc_worker() if grpc else build_go_worker()
     if args.worker_kind == "rust":
         build_rust_worker()
     if args.worker_kind == "java":
@@ -395,7 +427,7 @@ def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
     targets = target.split(",")
     workers = [
         ctx.Process(
-            target=grpc_worker if grpc else WORKER_KINDS[args.worker_kind],
+            target=GRPC_WORKER_KINDS[args.worker_kind] if grpc else WORKER_KINDS[args.worker_kind],
             args=(targets[i % len(targets)], args.worker_token, worker_id, args.concurrency, stop),
             daemon=True,
         )
@@ -409,7 +441,11 @@ def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
 def worker_ids(kind: str, grpc: bool, count: int) -> list[str]:
     """The ids the bench's workers register under (one place, since the
     bench waits for exactly these)."""
-    prefix = "bench-grpc-" if grpc else {"raw": "bench-"}.get(kind, f"bench-{kind}-")
+    prefix = (
+        {"raw": "bench-grpc-"}.get(kind, f"bench-grpc-{kind}-")
+        if grpc
+        else {"raw": "bench-"}.get(kind, f"bench-{kind}-")
+    )
     return [f"{prefix}{i}" for i in range(count)]
 
 
@@ -615,7 +651,7 @@ def arguments() -> argparse.ArgumentParser:
         "--protocol",
         choices=["http", "grpc"],
         default="http",
-        help="the workers' binding of the worker protocol (grpc: raw workers only)",
+        help="the workers' binding of the worker protocol (grpc: raw or go workers)",
     )
     parser.add_argument(
         "--grpc-addr", help="with --server and --protocol grpc: the runtime's gRPC address"
@@ -653,8 +689,8 @@ def main() -> None:
         half_load(args, sys.argv[1:])
         return
     grpc = args.protocol == "grpc"
-    if grpc and args.worker_kind != "raw":
-        parser.error("--protocol grpc runs raw workers only")
+    if grpc and args.worker_kind not in GRPC_WORKER_KINDS:
+        parser.error("--protocol grpc runs raw or go workers only")
 
     proc = None
     receiver: multiprocessing.connection.Connection | None = None

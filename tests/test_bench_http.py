@@ -64,6 +64,28 @@ def test_bench_http_with_go_workers() -> None:
     assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)
 
 
+@pytest.mark.timeout(600)  # a fresh machine downloads and builds grpc-go first
+@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "tls"])
+def test_bench_http_with_go_workers_over_grpc(tls: bool) -> None:
+    """--protocol grpc --worker-kind go builds benchmarks/grpcworker (grpc-go)
+    and serves with it."""
+    result = _bench(
+        "--executions",
+        "20",
+        "--store",
+        "memory",
+        "--protocol",
+        "grpc",
+        "--worker-kind",
+        "go",
+        *(["--tls"] if tls else []),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"protocol     gRPC at 127.0.0.1:\d+", result.stdout)
+    assert re.search(r"throughput   \d+ executions/s, \d+ steps/s", result.stdout)
+
+
 @pytest.mark.timeout(900)  # the first optimised build of the crate takes minutes
 def test_bench_http_with_rust_workers() -> None:
     """--worker-kind rust builds the Rust SDK's bench worker and serves with it."""
