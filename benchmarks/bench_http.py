@@ -215,6 +215,24 @@ GO_SDK = Path(__file__).resolve().parents[1] / "sdks" / "go"
 GO_WORKER = Path(tempfile.gettempdir()) / f"orbit-bench-go-worker-{os.getpid()}"
 
 
+def _program(command: list[str], env: dict[str, str], stop: Any) -> None:
+    """Runs a worker program, with `env` added to the environment, until
+    `stop` is set (the forked worker process stands in for it)."""
+    proc = subprocess.Popen(command, env={**os.environ, **env})
+    stop.wait()
+    proc.terminate()
+    proc.wait(30)
+
+
+def _program_env(token: str, worker_id: str, threads: int) -> dict[str, str]:
+    """What every worker program reads: its token, id and concurrency."""
+    return {
+        "ORBIT_WORKER_TOKEN": token,
+        "ORBIT_BENCH_WORKER_ID": worker_id,
+        "ORBIT_BENCH_CONCURRENCY": str(threads),
+    }
+
+
 def build_go_worker() -> None:
     subprocess.run(
         ["go", "build", "-o", str(GO_WORKER), "./internal/benchworker"], cwd=GO_SDK, check=True
@@ -223,18 +241,8 @@ def build_go_worker() -> None:
 
 def go_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Go SDK worker process with `threads` poll goroutines."""
-    env = {
-        **os.environ,
-        "ORBIT_SERVER": server,
-        "ORBIT_WORKER_TOKEN": token,
-        "ORBIT_BENCH_WORKER_ID": worker_id,
-        "ORBIT_BENCH_CONCURRENCY": str(threads),
-        "ORBIT_BENCH_QUIET": "1",
-    }
-    proc = subprocess.Popen([str(GO_WORKER)], env=env)
-    stop.wait()
-    proc.terminate()
-    proc.wait(30)
+    env = {"ORBIT_SERVER": server, "ORBIT_BENCH_QUIET": "1"}
+    _program([str(GO_WORKER)], {**env, **_program_env(token, worker_id, threads)}, stop)
 
 
 GO_GRPC = Path(__file__).resolve().parent / "grpcworker"
@@ -248,17 +256,8 @@ def build_go_grpc_worker() -> None:
 def go_grpc_worker(target: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Go worker process over the gRPC binding (benchmarks/grpcworker:
     grpc-go, its `threads` goroutines on one connection)."""
-    env = {
-        **os.environ,
-        "ORBIT_GRPC_TARGET": target,
-        "ORBIT_WORKER_TOKEN": token,
-        "ORBIT_BENCH_WORKER_ID": worker_id,
-        "ORBIT_BENCH_CONCURRENCY": str(threads),
-    }
-    proc = subprocess.Popen([str(GO_GRPC_WORKER)], env=env)
-    stop.wait()
-    proc.terminate()
-    proc.wait(30)
+    env = {"ORBIT_GRPC_TARGET": target, **_program_env(token, worker_id, threads)}
+    _program([str(GO_GRPC_WORKER)], env, stop)
 
 
 RUST_SDK = Path(__file__).resolve().parents[1] / "sdks" / "rust"
@@ -279,17 +278,8 @@ def build_rust_worker() -> None:
 
 def rust_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Rust SDK worker process with `threads` poll threads."""
-    env = {
-        **os.environ,
-        "ORBIT_SERVER": server,
-        "ORBIT_WORKER_TOKEN": token,
-        "ORBIT_BENCH_WORKER_ID": worker_id,
-        "ORBIT_BENCH_CONCURRENCY": str(threads),
-    }
-    proc = subprocess.Popen([str(RUST_WORKER)], env=env)
-    stop.wait()
-    proc.terminate()
-    proc.wait(30)
+    env = {"ORBIT_SERVER": server, **_program_env(token, worker_id, threads)}
+    _program([str(RUST_WORKER)], env, stop)
 
 
 JAVA_SDK = Path(__file__).resolve().parents[1] / "sdks" / "java"
@@ -324,20 +314,11 @@ def build_java_worker() -> None:
 
 def java_worker(server: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Java SDK worker process with `threads` poll threads."""
-    env = {
-        **os.environ,
-        "ORBIT_SERVER": server,
-        "ORBIT_WORKER_TOKEN": token,
-        "ORBIT_BENCH_WORKER_ID": worker_id,
-        "ORBIT_BENCH_CONCURRENCY": str(threads),
-        "ORBIT_BENCH_QUIET": "1",
-    }
+    env = {"ORBIT_SERVER": server, "ORBIT_BENCH_QUIET": "1"}
     classpath = (JAVA_BUILD / "classpath.txt").read_text()
     program = JAVA_SDK / "bench" / "BenchWorker.java"
-    proc = subprocess.Popen(["java", "-cp", classpath, str(program)], env=env)
-    stop.wait()
-    proc.terminate()
-    proc.wait(30)
+    command = ["java", "-cp", classpath, str(program)]
+    _program(command, {**env, **_program_env(token, worker_id, threads)}, stop)
 
 
 def grpc_worker(target: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
