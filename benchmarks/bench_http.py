@@ -253,6 +253,12 @@ def build_go_grpc_worker() -> None:
     subprocess.run(["go", "build", "-o", str(GO_GRPC_WORKER), "."], cwd=GO_GRPC, check=True)
 
 
+def remove_programs() -> None:
+    """Deletes the Go worker programs a run built (in the temporary directory)."""
+    for program in (GO_WORKER, GO_GRPC_WORKER):
+        program.unlink(missing_ok=True)
+
+
 def go_grpc_worker(target: str, token: str, worker_id: str, threads: int, stop: Any) -> None:
     """One Go worker process over the gRPC binding (benchmarks/grpcworker:
     grpc-go, its `threads` goroutines on one connection)."""
@@ -737,7 +743,7 @@ def main() -> None:
     if proc is not None:
         proc.terminate()
         proc.wait(30)
-    GO_WORKER.unlink(missing_ok=True)
+    remove_programs()
 
     total = (last_finished - (first_created or 0)) / 1000
     report(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +15,9 @@ _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_http.py"
 _SMALL = ["--workers", "1", "--concurrency", "2", "--clients", "2"]
 
 
-def _bench(*args: str, timeout: float, check: bool = False) -> subprocess.CompletedProcess[str]:
+def _bench(
+    *args: str, timeout: float, check: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """One run of bench_http on the small load, with `args`."""
     return subprocess.run(
         [sys.executable, str(_PATH), *_SMALL, *args],
@@ -22,6 +25,7 @@ def _bench(*args: str, timeout: float, check: bool = False) -> subprocess.Comple
         text=True,
         timeout=timeout,
         check=check,
+        env=env,
     )
 
 
@@ -67,6 +71,19 @@ def test_bench_http_smoke(tls: bool, protocol: str, kind: str) -> None:
         assert re.search(
             r"cpu          server \d+\.\d{3} ms/step, benchmark \d+\.\d{3} ms/step", out
         )
+
+
+@pytest.mark.timeout(600)  # a fresh machine downloads and builds grpc-go first
+def test_bench_http_removes_the_go_programs_it_built(tmp_path: Path) -> None:
+    """The Go worker programs are built into the temporary directory and
+    deleted when the run ends (the gRPC one was once left behind)."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    for protocol in ("http", "grpc"):
+        _bench(
+            "--executions", "5", "--store", "memory", "--worker-kind", "go",
+            "--protocol", protocol, timeout=300, check=True, env=env,
+        )  # fmt: skip
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("orbit-bench-go")] == []
 
 
 def test_bench_http_with_go_workers() -> None:
