@@ -403,8 +403,10 @@ GRPC_WORKER_KINDS = {"raw": grpc_worker, "go": go_grpc_worker}
 def start_workers(args: Any, target: str, grpc: bool) -> tuple[list[Any], Any]:
     """The worker processes (forked) and the event that stops them; with
     several comma-separated targets, worker i serves through target i mod n."""
-    if args.worker_kind == "go":
-        build_go_grpc_worker() if grpc else build_go_worker()
+    if args.worker_kind == "go" and grpc:
+        build_go_grpc_worker()
+    elif args.worker_kind == "go":
+        build_go_worker()
     if args.worker_kind == "rust":
         build_rust_worker()
     if args.worker_kind == "java":
@@ -803,11 +805,11 @@ def half_load(args: argparse.Namespace, argv: list[str]) -> None:
     maxima: list[float] = []
     p50s: list[int] = []
     for _ in range(args.runs):
-        flat = _one_run([*options, "--executions", str(args.executions), "--rate", "0"], args.store)
+        flat = _one_run([*options, "--executions", str(args.executions), "--rate", "0"])
         top = float(re.search(r"throughput\s+(\d+) executions/s", flat)[1])  # type: ignore[index]
         rate = top / 2
         count = max(50, int(rate * args.half_load_s))
-        half = _one_run([*options, "--executions", str(count), "--rate", f"{rate:.1f}"], args.store)
+        half = _one_run([*options, "--executions", str(count), "--rate", f"{rate:.1f}"])
         p50 = int(re.search(r"p50 (\d+)ms", half)[1])  # type: ignore[index]
         maxima.append(top)
         p50s.append(p50)
@@ -824,11 +826,9 @@ def half_load(args: argparse.Namespace, argv: list[str]) -> None:
     )
 
 
-def _one_run(options: list[str], store: str) -> str:
-    """One run of this benchmark in a fresh process (on a fresh SQLite file)."""
-    if store not in ("memory", "none") and "://" not in store:
-        for suffix in ("", "-wal", "-shm"):
-            Path(store + suffix).unlink(missing_ok=True)
+def _one_run(options: list[str]) -> str:
+    """One run of this benchmark in a fresh process (whose server starts on
+    an emptied store: `start_server`)."""
     done = subprocess.run(
         [sys.executable, __file__, *options], capture_output=True, text=True, check=False
     )
