@@ -218,20 +218,8 @@ class Engine:
         schedule_id: str | None = None,
     ) -> Started:
         """Starts an execution: `{"execution_id", "created"}` (RULINGS §18's check order)."""
-        limits.admit(input, "workflow input", "INVALID_INPUT")
-        if schedule_id is not None:
-            limits.admit_strings("INVALID_INPUT", schedule_id=schedule_id)
-        return self._pipeline.submit(
-            lambda tx: self._control.start(
-                tx,
-                workflow=workflow,
-                version=version,
-                input=input,
-                execution_id=execution_id,
-                schedule_id=schedule_id,
-            ),
-            lookup=execution_id,
-        )
+        request = StartRequest(workflow, version, input, execution_id, schedule_id)
+        return cast(Started, self._pipeline.run(self._start_command(request)))
 
     def start_many(self, requests: Sequence[StartRequest]) -> list[Started | OrbitError]:
         """Starts several executions with one wait: each exactly as `start`
@@ -243,21 +231,9 @@ class Engine:
         commands: list[tuple[int, Command]] = []
         for i, request in enumerate(requests):
             try:
-                limits.admit(request.input, "workflow input", "INVALID_INPUT")
-                if request.schedule_id is not None:
-                    limits.admit_strings("INVALID_INPUT", schedule_id=request.schedule_id)
+                commands.append((i, self._start_command(request)))
             except OrbitError as exc:
                 answers[i] = exc
-                continue
-            run = functools.partial(
-                self._control.start,
-                workflow=request.workflow,
-                version=request.version,
-                input=request.input,
-                execution_id=request.execution_id,
-                schedule_id=request.schedule_id,
-            )
-            commands.append((i, Command(run, lookup=request.execution_id)))
         self._pipeline.run_all([cmd for _, cmd in commands])
         for i, cmd in commands:
             if cmd.error is None:
@@ -267,6 +243,22 @@ class Engine:
             else:
                 raise cmd.error
         return cast(list[Started | OrbitError], answers)
+
+    def _start_command(self, request: StartRequest) -> Command:
+        """The command of one start, once the checks made before any
+        command (the sizes of its input and schedule id) have passed."""
+        limits.admit(request.input, "workflow input", "INVALID_INPUT")
+        if request.schedule_id is not None:
+            limits.admit_strings("INVALID_INPUT", schedule_id=request.schedule_id)
+        run = functools.partial(
+            self._control.start,
+            workflow=request.workflow,
+            version=request.version,
+            input=request.input,
+            execution_id=request.execution_id,
+            schedule_id=request.schedule_id,
+        )
+        return Command(run, lookup=request.execution_id)
 
     def get(self, execution_id: str) -> ExecutionDoc:
         """The execution state document (`GET /v1/executions/{id}`), with
