@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from bookkit import BOOK, CASES, ENTRIES, orbit, prepare
+from click.testing import Result
 
 UPDATE = bool(os.environ.get("UPDATE_GOLDEN"))
 INDEX: dict[str, dict[str, Any]] = json.loads((CASES / "index.json").read_text(encoding="utf-8"))
@@ -34,7 +35,7 @@ CASE_DIRS = sorted(path for path in CASES.iterdir() if path.is_dir())
 
 def _run_case(
     case: Path, where: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *flags: str
-):  # type: ignore[no-untyped-def]
+) -> Result:
     shutil.copytree(case, tmp_path, dirs_exist_ok=True)
     if "policy" in where:
         flags = ("--policy", where["policy"], *flags)
