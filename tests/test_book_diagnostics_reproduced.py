@@ -3,8 +3,10 @@
 Each block in tests/book/diagnostics/ (extracted from the book) is produced
 byte for byte, by one of the book's examples or, when the book prints the
 diagnostic without a whole program, by a source reconstructed around the
-lines it quotes (tests/book/cases/, mapped in cases/index.json). Chapter 58's
-policy diagnostics and the other P-codes belong to a later issue.
+lines it quotes (tests/book/cases/, mapped in cases/index.json); an entry
+with a `policy` checks the case with `--policy` (the P-codes other chapters
+print). Chapter 58's own transcripts are pinned by
+orbit_cli/tests/test_cli_policy.py, with the policy files they need.
 
 Each reconstructed case also has its complete output pinned in
 `expected.txt` (UPDATE_GOLDEN=1 rewrites it), and cases with a `book.json`
@@ -21,6 +23,7 @@ from typing import Any
 
 import pytest
 from bookkit import BOOK, CASES, ENTRIES, orbit, prepare
+from click.testing import Result
 
 UPDATE = bool(os.environ.get("UPDATE_GOLDEN"))
 INDEX: dict[str, dict[str, Any]] = json.loads((CASES / "index.json").read_text(encoding="utf-8"))
@@ -30,15 +33,19 @@ BLOCKS = sorted(
 CASE_DIRS = sorted(path for path in CASES.iterdir() if path.is_dir())
 
 
-def _run_case(case: Path, check: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *flags: str):  # type: ignore[no-untyped-def]
+def _run_case(
+    case: Path, where: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *flags: str
+) -> Result:
     shutil.copytree(case, tmp_path, dirs_exist_ok=True)
-    return orbit(tmp_path, monkeypatch, "check", *flags, check)
+    if "policy" in where:
+        flags = ("--policy", where["policy"], *flags)
+    return orbit(tmp_path, monkeypatch, "check", *flags, where["check"])
 
 
-def _check_file(case: Path) -> str:
+def _entry(case: Path) -> dict[str, Any]:
     for entry in INDEX.values():
         if entry.get("case") == case.name:
-            return str(entry["check"])
+            return entry
     raise AssertionError(f"{case.name} is not in index.json")
 
 
@@ -55,7 +62,7 @@ def test_book_diagnostic_is_reproduced(
         files = prepare(ENTRIES[where["example"]], tmp_path)
         result = orbit(tmp_path, monkeypatch, "check", *flags, *files)
     else:
-        result = _run_case(CASES / where["case"], where["check"], tmp_path, monkeypatch, *flags)
+        result = _run_case(CASES / where["case"], where, tmp_path, monkeypatch, *flags)
     block = path.read_text(encoding="utf-8")
     if block.count("\n") == 1:
         # The book quotes only the first line of this one.
@@ -69,7 +76,7 @@ def test_book_diagnostic_is_reproduced(
 def test_reconstructed_case_output_is_pinned(
     case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    result = _run_case(case, _check_file(case), tmp_path, monkeypatch)
+    result = _run_case(case, _entry(case), tmp_path, monkeypatch)
     expected = case / "expected.txt"
     if UPDATE:
         expected.write_text(result.stderr + result.stdout, encoding="utf-8")
@@ -82,7 +89,7 @@ def test_reconstructed_case_output_is_pinned(
 def test_json_output_of_the_book(
     case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    result = _run_case(case, _check_file(case), tmp_path, monkeypatch, "--format", "json")
+    result = _run_case(case, _entry(case), tmp_path, monkeypatch, "--format", "json")
     assert (result.exit_code, result.stderr) == (1, "")
     assert result.stdout == (case / "book.json").read_text(encoding="utf-8")
 

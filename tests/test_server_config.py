@@ -92,6 +92,24 @@ def test_refused_configurations_exit_1(
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tls-cert", "server.pem"], "--tls-cert requires --tls-key"),
+        (["--tls-key", "server.key"], "--tls-key requires --tls-cert"),
+        (["--tls-client-ca", "ca.pem"], "--tls-client-ca requires --tls-cert and --tls-key"),
+    ],
+)
+def test_a_tls_flag_without_its_partner_is_invalid_usage(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    # Chapter 66: a flag that requires another is invalid usage, exit 2.
+    result = run_orbit("server", "--db", str(tmp_path / "x.db"), *args)
+    assert result.returncode == 2, result.stderr
+    assert f"Error: {message}" in result.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_addresses_must_be_ip_and_port(tmp_path: Path) -> None:
     result = run_orbit("server", "--db", str(tmp_path / "x.db"), "--addr", "localhost:7233")
     assert result.returncode == 2

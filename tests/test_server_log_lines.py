@@ -228,3 +228,31 @@ def test_lines_carry_the_trace_when_tracing_is_on(capsys: pytest.CaptureFixture[
     assert child["trace_id"] == started["trace_id"]
     names = {span.name for span in exporter.get_finished_spans()}
     assert {"workflow Flow", "step first", "step pause", "workflow Child"} <= names
+
+
+def test_worker_registered_counts_the_tasks(capsys: pytest.CaptureFixture[str]) -> None:
+    # Chapter 46: `worker registered worker_id=py-1 runtime=python tasks=1`.
+    from orbit_server.auth import SHARED_WORKER
+    from orbit_server.worker_calls import WorkerCalls
+
+    engine = simulated_engine(MemoryStore())
+    contracts = [
+        {"task_name": "t.one", "contract_version": "1.0.0"},
+        {"task_name": "t.two", "contract_version": "1.0.0"},
+    ]
+    logs.configure("text")
+    capsys.readouterr()
+    try:
+        calls = WorkerCalls(engine)
+        calls.register(SHARED_WORKER, "py-1", "Python", contracts[:1], None)
+        calls.register(SHARED_WORKER, "py-2", "python", contracts, None)
+        err = capsys.readouterr().err
+        logs.configure("json")
+        calls.register(SHARED_WORKER, "py-3", "python", contracts, None)
+        records = json_lines(capsys.readouterr().err)
+    finally:
+        logs.configure("text")
+        engine.close()
+    assert " INFO orbit: worker registered worker_id=py-1 runtime=python tasks=1\n" in err
+    assert " INFO orbit: worker registered worker_id=py-2 runtime=python tasks=2\n" in err
+    assert find(records, "worker registered", worker_id="py-3")["fields"]["tasks"] == 2

@@ -238,54 +238,229 @@ workflow W {
 """
 
 
+# Chapter 69's table of P01xx messages, one case per variant, word for word.
+RULES = """
+task "payments.charge" {
+    version "1.0.0"
+    input { amount: Float }
+    output { id: String }
+}
+task "legacy.fax" {
+    version "1.0.0"
+    input { to: String }
+    output { ok: Bool }
+}
+
+workflow W {
+    version "1.0.0"
+    input { amount: Float, items: List<String> }
+    signal review { approved: Bool }
+    signal approval { approved: Bool }
+
+    step wait { await review }
+
+    step later {
+        await approval
+        timeout 30d
+    }
+
+    step charge {
+        worker "payments.charge"
+        with { amount: input.amount }
+        retry { attempts: 5 }
+        timeout 10m
+        compensate {
+            worker "legacy.fax"
+            with { to: "billing" }
+        }
+    }
+
+    step fax {
+        worker "legacy.fax"
+        with { to: "ops" }
+    }
+
+    step each {
+        for item in input.items
+        worker "legacy.fax"
+        with { to: item }
+    }
+}
+
+workflow V {
+    version "1.0.0"
+    input { items: List<String> }
+
+    limits { max_fan_out: 1000 }
+
+    step each {
+        for item in input.items
+        max_parallel 4
+        worker "legacy.fax"
+        with { to: item }
+    }
+}
+"""
+
+EVERY_MESSAGE = [
+    (
+        'type = "require_compensation"\ntasks = ["legacy.*"]\nworkflows = ["W"]',
+        "P0101",
+        [
+            "step `fax` calls `legacy.fax` but has no compensation",
+            "step `each` calls `legacy.fax` but has no compensation",
+        ],
+    ),
+    (
+        'type = "require_compensation"\ntasks = ["payments.*"]\n'
+        'compensate_with = ["payments.refund", "payments.void"]',
+        "P0101",
+        [
+            "step `charge` compensates `payments.charge` with `legacy.fax`, which is not one "
+            "of `payments.refund`, `payments.void`"
+        ],
+    ),
+    (
+        'type = "require_retry"\ntasks = ["legacy.*"]\nmin_attempts = 3\nworkflows = ["W"]',
+        "P0102",
+        [
+            "step `fax` calls `legacy.fax` with 1 attempt(s); at least 3 required",
+            "step `each` calls `legacy.fax` with 1 attempt(s); at least 3 required",
+        ],
+    ),
+    (
+        'type = "require_retry"\ntasks = ["payments.*"]\nmax_attempts = 3',
+        "P0102",
+        ["step `charge` calls `payments.charge` with up to 5 attempts; at most 3 allowed"],
+    ),
+    (
+        'type = "max_attempts"\nmax = 3',
+        "P0103",
+        ["step `charge` calls `payments.charge` with up to 5 attempts; at most 3 allowed"],
+    ),
+    (
+        'type = "require_timeout"\ntasks = ["payments.*"]\nmax = "1m"',
+        "P0104",
+        ["step `charge` has `timeout 10m`; at most 1m allowed"],
+    ),
+    (
+        'type = "require_timeout"\ntasks = ["legacy.*"]\nworkflows = ["W"]',
+        "P0104",
+        [
+            "step `fax` calls `legacy.fax` without a `timeout`",
+            "step `each` calls `legacy.fax` without a `timeout`",
+        ],
+    ),
+    (
+        'type = "require_timeout"\ntasks = ["payments.*"]\nqueue_timeout = true',
+        "P0104",
+        ["step `charge` calls `payments.charge` without a `queue_timeout`"],
+    ),
+    (
+        'type = "require_approval"\ntasks = ["payments.*"]\nsignals = ["review", "approval"]\n'
+        'when = "input.amount >= 10000"',
+        "P0105",
+        [
+            "step `charge` calls `payments.charge` without depending on an approval "
+            "(`await` of `review`, `approval`) when input.amount >= 10000"
+        ],
+    ),
+    (
+        'type = "require_approval"\ntasks = ["payments.*"]\nsignals = ["review"]\n'
+        'when = "input.total >= 10000"',
+        "P0105",
+        [
+            "step `charge` calls `payments.charge`, but the workflow input has no numeric "
+            "field `total` to evaluate `input.total >= 10000`"
+        ],
+    ),
+    (
+        'type = "require_handler"\nhandlers = ["failure", "cancel", "timeout"]\nworkflows = ["W"]',
+        "P0106",
+        ["workflow `W` has no `on failure`, `on cancel`, `on timeout` handler"],
+    ),
+    (
+        'type = "require_handler"\nworkflows = ["W"]',
+        "P0106",
+        ["workflow `W` has no `on failure` handler"],
+    ),
+    (
+        'type = "forbid_tasks"\ntasks = ["legacy.*"]\nworkflows = ["W"]',
+        "P0107",
+        [
+            "the compensation of step `charge` calls `legacy.fax`, a forbidden task",
+            "step `fax` calls `legacy.fax`, a forbidden task",
+            "step `each` calls `legacy.fax`, a forbidden task",
+        ],
+    ),
+    (
+        'type = "allow_tasks"\ntasks = ["payments.*"]\nworkflows = ["W"]',
+        "P0108",
+        [
+            "the compensation of step `charge` calls `legacy.fax`, a task outside the allowed list",
+            "step `fax` calls `legacy.fax`, a task outside the allowed list",
+            "step `each` calls `legacy.fax`, a task outside the allowed list",
+        ],
+    ),
+    (
+        'type = "max_fan_out"\nmax = 500\nrequire_max_parallel = true',
+        "P0109",
+        [
+            "workflow `W` has `for` steps (`each`) but no `limits { max_fan_out: ... }`",
+            "`for` step `each` has no `max_parallel`",
+            "workflow `V` allows `max_fan_out: 1000`; at most 500 allowed",
+        ],
+    ),
+    (
+        'type = "require_limits"\nkeys = ["max_history_events", "max_payload_bytes"]\n'
+        'workflows = ["W"]',
+        "P0110",
+        [
+            "workflow `W` does not set `max_history_events` in `limits`",
+            "workflow `W` does not set `max_payload_bytes` in `limits`",
+        ],
+    ),
+    (
+        'type = "require_signal_timeout"\nmax = "7d"',
+        "P0111",
+        [
+            "step `wait` waits for signal `review` without a step `timeout`",
+            "step `later` waits up to 30d for `approval`; at most 7d allowed",
+        ],
+    ),
+]
+
+
 @pytest.mark.parametrize(
-    ("rule", "code", "message"),
-    [
-        (
-            'type = "require_retry"\ntasks = ["legacy.*"]',
-            "P0102",
-            "with 1 attempt(s), fewer than 2",
-        ),
-        ('type = "max_attempts"\nmax = 3', "P0103", "with 5 attempts, more than 3"),
-        ('type = "require_timeout"\ntasks = ["payments.*"]\nmax = "1m"', "P0104", "longer than 1m"),
-        ('type = "require_timeout"\ntasks = ["legacy.*"]', "P0104", "without a `timeout`"),
-        ('type = "require_handler"\nhandlers = ["cancel"]', "P0106", "has no `on cancel` handler"),
-        (
-            'type = "forbid_tasks"\ntasks = ["legacy.*"]',
-            "P0107",
-            "calls forbidden task `legacy.fax`",
-        ),
-        (
-            'type = "allow_tasks"\ntasks = ["payments.*"]',
-            "P0108",
-            "`legacy.fax`, which is not an allowed task",
-        ),
-        (
-            'type = "max_fan_out"\nmax = 10',
-            "P0109",
-            "has `for` steps but no `limits { max_fan_out }`",
-        ),
-        (
-            'type = "require_limits"\nkeys = ["max_history_events"]',
-            "P0110",
-            "does not set `max_history_events`",
-        ),
-        ('type = "require_signal_timeout"', "P0111", "awaits `review` without a `timeout`"),
-        ('type = "require_compensation"\ntasks = ["payments.*"]', "P0101", "has no compensation"),
-        (
-            'type = "require_approval"\ntasks = ["payments.*"]\nsignals = ["review"]',
-            "P0105",
-            "without depending on an approval (`await` of `review`)",
-        ),
-    ],
+    ("rule", "code", "messages"),
+    EVERY_MESSAGE,
+    ids=[f"{code}-{i}" for i, (_, code, _) in enumerate(EVERY_MESSAGE)],
 )
-def test_every_rule_reports_its_code(book: Path, rule: str, code: str, message: str) -> None:
-    (book / "w.orbit").write_text(WORKFLOW)
+def test_every_rule_prints_chapter_69s_message(
+    book: Path, rule: str, code: str, messages: list[str]
+) -> None:
+    (book / "w.orbit").write_text(RULES)
     (book / "p.toml").write_text(f'[[rule]]\nid = "r"\n{rule}\n')
+    result = orbit("check", "--format", "json", "--policy", "p.toml", "w.orbit")
+    assert result.exit_code == 1, result.output
+    found = [
+        (d["code"], d["message"])
+        for d in json.loads(result.stdout)["diagnostics"]
+        if d["code"].startswith("P")
+    ]
+    assert sorted(found) == sorted((code, f"policy rule `r`: {m}") for m in messages)
+
+
+def test_every_rule_renders_in_full(book: Path, golden: Golden) -> None:
+    # Every variant above at once, with its location, note and help.
+    (book / "w.orbit").write_text(RULES)
+    rules = "".join(
+        f'[[rule]]\nid = "r{i}"\n{rule}\n\n' for i, (rule, _, _) in enumerate(EVERY_MESSAGE)
+    )
+    (book / "p.toml").write_text(rules)
     result = orbit("check", "--policy", "p.toml", "w.orbit")
-    assert f"[{code}]: policy rule `r`: " in result.stderr, result.stderr
-    assert message in result.stderr
-    assert result.exit_code == 1
+    assert result.exit_code == 1, result.output
+    golden("policy_every_rule", result.stderr + result.stdout)
 
 
 def test_a_waiver_above_the_workflow_waives_every_step(book: Path) -> None:

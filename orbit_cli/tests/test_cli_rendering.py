@@ -180,8 +180,9 @@ def test_follower_reports_each_new_status_once() -> None:
         "attempt": 1,
         "last_error": {"message": "server responded 503"},
     }
+    # Chapter 62's line: the unit's status, as the other lines give theirs.
     assert follower.observe({"units": {"a": retry}}) == [
-        "  ↻ a                              failed, retrying: server responded 503"
+        "  ↻ a                              retry_wait server responded 503"
     ]
     assert follower.observe({"units": {"a": retry}}) == []
     again = {**retry, "attempt": 2}

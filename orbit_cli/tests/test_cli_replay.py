@@ -284,3 +284,68 @@ def test_an_unreachable_runtime(project: Path) -> None:
     result = orbit_replay("rem-1")
     assert result.exit_code == 1
     assert result.stderr.startswith("error: cannot reach the ORBIT runtime at http://127.0.0.1:9")
+
+
+REMINDER = """\
+workflow Reminder {
+    version "1.0.0"
+    input { name: String }
+    signal ack { ok: Bool }
+    step greet { compute { text: "hello " + input.name } }
+    step wait { sleep 1s  after greet }
+    step confirm { await ack  after wait  timeout 1h }
+    return { text: greet.text }
+}
+"""
+
+
+def test_time_travel_prints_the_chapters_state(project: Path) -> None:
+    # Chapter 53's rem-1, with the timestamps its `orbit logs` shows: the
+    # elapsed time is the one at event 6, not the time since then.
+    from orbit_cli.definitions import load_definitions
+
+    _write(project, "reminder.orbit", REMINDER)
+    (definition,) = load_definitions([project / "reminder.orbit"])
+    t = 1_794_753_907_612
+    events: list[dict[str, Any]] = [
+        {
+            "type": "WorkflowCreated",
+            "workflow": "Reminder",
+            "version": "1.0.0",
+            "definition_hash": definition.definition_hash,
+            "input": {"name": "Ada"},
+        },
+        {"type": "WorkflowStarted"},
+        {"type": "StepSucceeded", "step": "greet", "attempt": 1, "output": {"text": "hello Ada"}},
+        {"type": "TimerStarted", "step": "wait", "fire_at_ms": t + 1001},
+        {"type": "TimerFired", "step": "wait"},
+        {"type": "SignalAwaitStarted", "step": "confirm", "signal": "ack", "deadline_ms": 0},
+        {"type": "SignalReceived", "name": "ack", "payload": {"ok": True}},
+        {"type": "SignalDelivered", "step": "confirm", "signal_seq": 7},
+        {"type": "WorkflowCompleted", "output": {"text": "hello Ada"}},
+    ]
+    offsets = [0, 0, 1, 1, 1009, 1009, 2004, 2004, 2005]
+    for seq, (event, offset) in enumerate(zip(events, offsets, strict=True), 1):
+        event.update(seq=seq, timestamp_ms=t + offset)
+    events[5]["deadline_ms"] = t + 1009 + 3_600_000
+    _write(project, "h.json", {"execution_id": "rem-1", "events": events})
+    result = orbit_replay("--history", "h.json", "--definition", "reminder.orbit", "--at", "6")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "replayed 6 events of rem-1 against Reminder@1.0.0 with the current decider\n"
+        "  4 decided, 2 external\n"
+        "\n"
+        "state after #6 SignalAwaitStarted (+1009ms):\n"
+        "\n"
+        "RUNNING rem-1  Reminder@1.0.0\n"
+        "  elapsed: 1.0s\n"
+        "\n"
+        "  STEP                         STATUS       ATTEMPT     TIME  DETAIL\n"
+        "  greet                        SUCCEEDED          1\n"
+        "  confirm                      WAITING            1\n"
+        "  wait                         SUCCEEDED          1     1.0s\n"
+        "\n"
+        "  step outputs:\n"
+        '    greet: {"text":"hello Ada"}\n'
+        "    wait: {}\n"
+    )

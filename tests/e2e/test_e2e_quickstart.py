@@ -300,7 +300,7 @@ def test_v110_failure_path(flaky: CompletedProcess[str]) -> None:
     assert flaky.stdout == ""
     # `orbit run` looks at the execution every 500 ms, and compose waits
     # 500 ms for its retry: the book's run missed that wait, ours may see it.
-    retry = "  ↻ compose                        failed, retrying: try again shortly"
+    retry = "  ↻ compose                        retry_wait try again shortly"
     lines = flaky.stderr.splitlines()
     assert lines.count(retry) <= 1
     same(

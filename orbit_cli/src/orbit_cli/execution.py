@@ -38,12 +38,13 @@ STATUS_COLOURS = {
 
 TABLE_HEADER = f"  {'STEP':<28} {'STATUS':<12} {'ATTEMPT':>7} {'TIME':>8}  DETAIL"
 
-# Transitions `orbit run` reports: symbol, word, colour. Others (dispatched,
-# waiting, running) are not news to the person watching.
+# Transitions `orbit run` reports: symbol, word, colour. The word is the
+# unit's status in lower case. Others (dispatched, waiting, running) are not
+# news to the person watching.
 TRANSITIONS = {
     "SUCCEEDED": ("✓", "succeeded", "green"),
     "FAILED": ("✗", "failed", "red"),
-    "RETRY_WAIT": ("↻", "failed, retrying:", "yellow"),
+    "RETRY_WAIT": ("↻", "retry_wait", "yellow"),
     "SKIPPED": ("↷", "skipped", "bright_black"),
     "CANCELLED": ("⊘", "cancelled", "yellow"),
     "SCHEDULED": ("·", "scheduled", "bright_black"),

@@ -380,6 +380,11 @@ def _steps(definition: Definition, node: ast.Workflow) -> Iterator[Located]:
                 yield Located(step, key, handler.steps, inner.get(step.name), False)
 
 
+def _and(items: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def _duration(ms: int) -> str:
     return render_expr(e.Duration(ms))
 
@@ -452,8 +457,8 @@ class _Checker:
             elif allowed and not _any(allowed, step.compensate.task):
                 patterns = ", ".join(f"`{p}`" for p in allowed)
                 self.report(
-                    f"step `{step.name}` calls `{step.task}` but its compensation calls "
-                    f"`{step.compensate.task}`, which matches none of {patterns}",
+                    f"step `{step.name}` compensates `{step.task}` with "
+                    f"`{step.compensate.task}`, which is not one of {patterns}",
                     located,
                     f"compensate with one of {patterns}",
                 )
@@ -466,18 +471,13 @@ class _Checker:
             attempts = step.retry.attempts if step.retry is not None else 1
             if attempts < least:
                 self.report(
-                    f"step `{step.name}` calls `{step.task}` with {attempts} attempt(s), "
-                    f"fewer than {least}",
+                    f"step `{step.name}` calls `{step.task}` with {attempts} attempt(s); "
+                    f"at least {least} required",
                     located,
                     f"add `retry {{ attempts: {least} }}` to the step",
                 )
             elif most is not None and attempts > most:
-                self.report(
-                    f"step `{step.name}` calls `{step.task}` with {attempts} attempts, "
-                    f"more than {most}",
-                    located,
-                    f"set `retry {{ attempts: {most} }}` or fewer",
-                )
+                self._too_many(located, attempts, most)
 
     def max_attempts(self) -> None:
         most = self.rule.get("max")
@@ -485,12 +485,16 @@ class _Checker:
             step = located.step
             attempts = step.retry.attempts if step.retry is not None else 1
             if attempts > most:
-                self.report(
-                    f"step `{step.name}` calls `{step.task}` with {attempts} attempts, "
-                    f"more than {most}",
-                    located,
-                    f"set `retry {{ attempts: {most} }}` or fewer",
-                )
+                self._too_many(located, attempts, most)
+
+    def _too_many(self, located: Located, attempts: int, most: int) -> None:
+        step = located.step
+        self.report(
+            f"step `{step.name}` calls `{step.task}` with up to {attempts} attempts; "
+            f"at most {most} allowed",
+            located,
+            f"set `retry {{ attempts: {most} }}` or fewer",
+        )
 
     def require_timeout(self) -> None:
         limit = self.rule.get("max")
@@ -505,8 +509,8 @@ class _Checker:
                 )
             elif limit and step.timeout_ms > limit[0]:
                 self.report(
-                    f"step `{step.name}` calls `{step.task}` with `timeout "
-                    f"{_duration(step.timeout_ms)}`, longer than {limit[1]}",
+                    f"step `{step.name}` has `timeout {_duration(step.timeout_ms)}`; "
+                    f"at most {limit[1]} allowed",
                     located,
                     f"shorten it to `timeout {limit[1]}` or less",
                 )
@@ -518,13 +522,16 @@ class _Checker:
                 )
 
     def require_handler(self) -> None:
-        for kind in self.rule.get("handlers") or ("failure",):
-            if kind not in self.definition.handlers:
-                self.report(
-                    f"workflow `{self.definition.name}` has no `on {kind}` handler",
-                    None,
-                    f"add `on {kind} {{ step ... }}`",
-                )
+        # One violation per workflow, naming every handler it lacks.
+        wanted = self.rule.get("handlers") or ("failure",)
+        missing = [kind for kind in wanted if kind not in self.definition.handlers]
+        if missing:
+            self.report(
+                f"workflow `{self.definition.name}` has no "
+                f"{', '.join(f'`on {kind}`' for kind in missing)} handler",
+                None,
+                f"add {_and([f'`on {kind} {{ step ... }}`' for kind in missing])}",
+            )
 
     def _calls(self) -> Iterator[tuple[Located, str, bool]]:
         """Every task a step or compensation runs: (step, task, is compensation)."""
@@ -543,7 +550,7 @@ class _Checker:
                     if compensation
                     else (f"step `{located.step.name}`")
                 )
-                self.report(f"{who} calls forbidden task `{task}`", located, "call another task")
+                self.report(f"{who} calls `{task}`, a forbidden task", located, "call another task")
 
     def allow_tasks(self) -> None:
         for located, task, compensation in self._calls():
@@ -555,7 +562,7 @@ class _Checker:
                 )
                 allowed = ", ".join(f"`{p}`" for p in self.tasks())
                 self.report(
-                    f"{who} calls `{task}`, which is not an allowed task",
+                    f"{who} calls `{task}`, a task outside the allowed list",
                     located,
                     f"call a task matching {allowed}",
                 )
@@ -568,14 +575,16 @@ class _Checker:
         declared = self.definition.limits.get("max_fan_out")
         name = self.definition.name
         if declared is None:
+            steps = ", ".join(f"`{s.key}`" for s in fan_outs)
             self.report(
-                f"workflow `{name}` has `for` steps but no `limits {{ max_fan_out }}`",
+                f"workflow `{name}` has `for` steps ({steps}) but no "
+                "`limits { max_fan_out: ... }`",
                 None,
                 f"add `limits {{ max_fan_out: {most} }}`",
             )
         elif declared > most:
             self.report(
-                f"workflow `{name}` allows a fan-out of {declared}, more than {most}",
+                f"workflow `{name}` allows `max_fan_out: {declared}`; at most {most} allowed",
                 None,
                 f"set `max_fan_out` to {most} or less",
             )
@@ -592,7 +601,7 @@ class _Checker:
         for key in self.rule.get("keys") or ():
             if key not in self.definition.limits:
                 self.report(
-                    f"workflow `{self.definition.name}` does not set `{key}` in its `limits`",
+                    f"workflow `{self.definition.name}` does not set `{key}` in `limits`",
                     None,
                     f"add `{key}` to the `limits` block",
                 )
@@ -611,14 +620,14 @@ class _Checker:
             suggestion = limit[1] if limit else "<duration>"
             if timeout is None:
                 self.report(
-                    f"step `{step.name}` awaits `{step.signal}` without a `timeout`",
+                    f"step `{step.name}` waits for signal `{step.signal}` without a step `timeout`",
                     located,
                     f"add `timeout {suggestion}` to the step",
                 )
             elif limit and timeout > limit[0]:
                 self.report(
-                    f"step `{step.name}` awaits `{step.signal}` for up to {_duration(timeout)}, "
-                    f"longer than {limit[1]}",
+                    f"step `{step.name}` waits up to {_duration(timeout)} for "
+                    f"`{step.signal}`; at most {limit[1]} allowed",
                     located,
                     f"shorten the timeout to {limit[1]} or less",
                 )
@@ -634,7 +643,7 @@ class _Checker:
             if threshold is not None and not _numeric_input(self.definition.input, threshold.path):
                 self.report(
                     f"step `{step.name}` calls `{step.task}`, but the workflow input has no "
-                    f"number at `input.{'.'.join(threshold.path)}` for the rule's condition",
+                    f"numeric field `{'.'.join(threshold.path)}` to evaluate `{threshold.text}`",
                     located,
                     "compare a numeric input field in the rule's `when`",
                 )

@@ -270,22 +270,32 @@ def _read_workers_file(config: ServerConfig) -> ServerConfig:
     return attrs.evolve(config, identities=found)
 
 
-def _check_tls(config: ServerConfig) -> None:
+def missing_tls_partner(config: ServerConfig) -> str | None:
+    """A TLS flag given without the one it needs, or None. `orbit server`
+    reports it as invalid usage (exit 2, chapter 66) before `check`, which
+    refuses it too for configurations built in code."""
     if config.tls_cert is not None and config.tls_key is None:
-        raise ConfigError("--tls-cert requires --tls-key (the certificate's private key)")
+        return "--tls-cert requires --tls-key (the certificate's private key)"
     if config.tls_key is not None and config.tls_cert is None:
-        raise ConfigError("--tls-key requires --tls-cert")
-    if config.tls_client_ca is not None:
-        if config.tls_cert is None:
-            raise ConfigError(
-                "--tls-client-ca requires --tls-cert and --tls-key: "
-                "client certificates are only seen over TLS"
-            )
-        if config.identities is None or not config.identities.has_certificates:
-            raise ConfigError(
-                "--tls-client-ca needs --workers-file entries with `client_cert` "
-                "to map certificates to workers"
-            )
+        return "--tls-key requires --tls-cert"
+    if config.tls_client_ca is not None and config.tls_cert is None:
+        return (
+            "--tls-client-ca requires --tls-cert and --tls-key: "
+            "client certificates are only seen over TLS"
+        )
+    return None
+
+
+def _check_tls(config: ServerConfig) -> None:
+    problem = missing_tls_partner(config)
+    if problem is not None:
+        raise ConfigError(problem)
+    certificates = config.identities is not None and config.identities.has_certificates
+    if config.tls_client_ca is not None and not certificates:
+        raise ConfigError(
+            "--tls-client-ca needs --workers-file entries with `client_cert` "
+            "to map certificates to workers"
+        )
     if config.tls_cert is not None:
         from orbit_server import tls
 

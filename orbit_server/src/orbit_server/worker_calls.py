@@ -57,7 +57,7 @@ class WorkerCalls:
             "worker registered",
             worker_id=worker_id,
             runtime=runtime.lower(),
-            tasks=",".join(c["task_name"] for c in contracts),
+            tasks=len(contracts),  # a count, as chapter 46 logs it
         )
         return answer
 

@@ -206,7 +206,8 @@ def _state(report: Report) -> list[str]:
     since = int(last.get("timestamp_ms", report.first_ms)) - report.first_ms
     state: dict[str, Any] = dict(report.state.to_json())  # the renderers take plain dicts
     lines = ["", f"state after #{last.get('seq')} {last.get('type')} (+{since}ms):", ""]
-    lines += execution.header(state)
+    # The execution as it stood at that event: its elapsed time ends there too.
+    lines += execution.header(state, now_ms=report.first_ms + since)
     units = execution.touched_units(state)
     if units:
         lines.append("")

@@ -226,7 +226,7 @@ def cli(**options: Any) -> None:
 
     Without --token the server is open, which it allows only on a loopback
     address (or with --insecure)."""
-    from orbit_server.config import ConfigError, ServerConfig, check
+    from orbit_server.config import ConfigError, ServerConfig, check, missing_tls_partner
 
     config = ServerConfig(
         db=options["db"],
@@ -260,6 +260,9 @@ def cli(**options: Any) -> None:
         node_id=options["node_id"] or None,
         advertise_addr=options["advertise_addr"] or None,
     )
+    usage = missing_tls_partner(config)
+    if usage is not None:
+        raise click.UsageError(usage)  # chapter 66: a flag that needs another, exit 2
     try:
         # Before the runner's heavy imports, so a refusal is instant.
         config = check(config)

@@ -11,7 +11,10 @@ book adds fields for other modes.
 `/v1/metrics` is every family of chapter 46 through prometheus-client: a
 collector reads the counters at each scrape (events from `Telemetry`, which
 counts committed events; schedules and gauges from the engine), and counts
-every failure the engine handled in `orbit_engine_faults_total{component=...}`."""
+every failure the engine handled in `orbit_engine_faults_total`. Like the
+book's families it has no label (only `orbit_schedules_skipped_total` has
+one, `reason`): which component failed is in the error log line of each
+fault and in `/v1/health`'s `degraded` while it lasts."""
 
 from __future__ import annotations
 
@@ -26,7 +29,6 @@ from prometheus_client.registry import Collector
 
 from orbit_core.engine import Engine
 from orbit_core.ir import IR_VERSIONS
-from orbit_core.ports import FAULT_COMPONENTS
 from orbit_server import __version__
 from orbit_server.auth import API_VERSION
 from orbit_server.resources._json import send
@@ -151,27 +153,22 @@ class EngineCollector(Collector):
         stats = self._engine.health()
         yield CounterMetricFamily(
             "orbit_schedules_fired",
-            "Executions this server started for a schedule",
+            "Schedule occurrences that started an execution",
             value=stats.get("schedules_fired", 0),
         )
         skipped = CounterMetricFamily(
             "orbit_schedules_skipped",
-            "Schedule starts that did not happen",
+            "Schedule occurrences that started nothing",
             labels=["reason"],
         )
         skipped.add_metric(["overlap"], stats.get("schedules_skipped_overlap", 0))
         skipped.add_metric(["missed"], stats.get("schedules_skipped_missed", 0))
         yield skipped
-        faults = self._engine.faults.counts()
-        components = [*FAULT_COMPONENTS, *sorted(set(faults) - set(FAULT_COMPONENTS))]
-        by_component = CounterMetricFamily(
+        yield CounterMetricFamily(
             "orbit_engine_faults",
-            "Failures the engine handled itself, by component",
-            labels=["component"],
+            "Failures the engine handled itself, all components together",
+            value=sum(self._engine.faults.counts().values()),
         )
-        for component in components:
-            by_component.add_metric([component], faults.get(component, 0))
-        yield by_component
         yield GaugeMetricFamily(
             "orbit_active_executions",
             "Executions not yet finished",
