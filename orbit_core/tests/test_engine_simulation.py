@@ -395,6 +395,8 @@ class Simulation:
             return fn(*args)
         except OrbitError as exc:
             assert exc.code in EXPECTED, exc
+            if exc.code == "UNKNOWN_SESSION" and args and args[0] in self.sessions:
+                self.sessions.remove(args[0])  # expired: its worker registers again
             return None
 
     def session(self) -> str | None:
@@ -534,7 +536,7 @@ class Simulation:
                 break
             self.dispatched.append((task_["execution_id"], task_["token"]))
             self.answer(task_, True)
-        for session in self.sessions:
+        for session in list(self.sessions):
             self.call(engine.heartbeat, session)
         self.call(engine.run_handlers)
         eid = self.rng.choice(self.executions)

@@ -128,13 +128,19 @@ class Workers:
         }
 
     def session(self, tx: Tx, session_id: str, worker: str | None = None) -> Session:
-        """The session, seen now; `worker`: the id the caller is bound to."""
+        """The session, seen now; `worker`: the id the caller is bound to.
+        A session silent for longer than the session timeout has expired,
+        whether or not a tick has found it yet (its attempts are, or will
+        be, redelivered): it is unknown from then on, so it is handed no
+        more tasks and its worker registers again (chapter 68)."""
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None or (
+            not session.local
+            and (session.lost or tx.now - session.last_seen_ms > self.session_timeout_ms)
+        ):
             raise unknown_session()
         _check_owner(session, worker)
         session.last_seen_ms = max(session.last_seen_ms, tx.now)
-        session.lost = False
         return session
 
     def heartbeat(self, tx: Tx, session_id: str, worker: str | None = None) -> HeartbeatReply:
