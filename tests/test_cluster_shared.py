@@ -1306,6 +1306,9 @@ def test_a_server_paused_past_the_node_timeout_cannot_write_when_it_resumes(
     else:
         assert late.status == 200 and late.body["accepted"] is True, late
     _wait(lambda: "shared: lost executions to another server" in c.log(), 10, "c to drop p-1", c)
+    # Silent through the take-over, past the session timeout: its session
+    # expired, so the worker registers again, as chapter 68 has it do.
+    assert worker.register().status == 200
     second = worker.task()
     assert second["step_id"] == "s1"
     assert worker.complete(second["token"], {"i": 2}).status == 200

@@ -439,8 +439,8 @@ def test_an_expired_session_is_not_found_until_the_worker_registers(tmp_path: Pa
             while "StepAttemptUncertain" not in [e["type"] for e in _events(api, "g-lost")]:
                 assert time.monotonic() < deadline, "the session was never lost"
                 threading.Event().wait(0.1)
-            # A lost session revives on contact until it has been silent for
-            # four session timeouts; then it is forgotten.
+            # An expired session stays unknown (it is forgotten for good
+            # after four session timeouts); the worker registers again.
             threading.Event().wait(max(0.0, contact + 4.5 - time.monotonic()))
             error = _refusal(worker.heartbeat)
             assert error.code() is grpc.StatusCode.NOT_FOUND

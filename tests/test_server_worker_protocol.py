@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import server_ir
-from server_harness import Http, RawWorker, ServerProcess
+from server_harness import Http, RawWorker, ServerProcess, wait_until
 
 ADMIN, WORKER = "admin-secret", "worker-secret"
 GREETING = [("greeting.compose", "1.0.0")]
@@ -230,6 +230,27 @@ def test_duplicate_results_are_recorded_and_refused(server: ServerProcess, api: 
     api.post("/v1/executions/dup-1/cancel")
 
 
+def test_a_token_that_reported_a_failure_cannot_report_a_success(
+    server: ServerProcess, api: Http
+) -> None:
+    """Issue 36: a token reports once; a success after its accepted
+    failure is a stale attempt's, and the retry goes on."""
+    worker = _ruby(server)
+    _start(api, "greet-twice", "Tw")
+    task = worker.task()
+    assert worker.fail(task["token"], "GREETER_BUSY").body == {"accepted": True}
+    late = worker.complete(task["token"], {"message": "too late"})
+    assert late.raw == b'{"accepted":false,"reason":"stale attempt"}'
+    second = worker.task()
+    assert second["attempt"] == 2
+    assert worker.complete(second["token"], {"message": "Hello, Tw"}).body == {"accepted": True}
+    state = _wait(api, "greet-twice")
+    assert (state["status"], state["output"]) == ("COMPLETED", {"message": "Hello, Tw"})
+    events = api.get("/v1/executions/greet-twice/history").body["events"]
+    stale = [e for e in events if e["type"] == "StaleResultIgnored"]
+    assert [(e["token"], e["outcome"]) for e in stale] == [(task["token"], "failure")]
+
+
 def test_result_refusals(server: ServerProcess) -> None:
     http = server.http(WORKER)
     assert http.post("/v1/tasks/complete", {"output": {}}).status == 422
@@ -355,6 +376,28 @@ def test_silent_sessions_are_lost_then_forgotten(tmp_path: Path) -> None:
             assert backup.heartbeat().status == 200
             time.sleep(0.25)
         assert flaky.heartbeat().body["error"]["code"] == "UNKNOWN_SESSION"
+
+
+def test_an_expired_session_is_handed_no_task(tmp_path: Path) -> None:
+    """Issue 36: once its session expired, a worker's poll is answered
+    UNKNOWN_SESSION, not with a task."""
+    with ServerProcess(tmp_path / "orbit.db", "--session-timeout", "1") as proc:
+        api = proc.http()
+        assert api.post("/v1/workflows", server_ir.greet()).status == 201
+        gone = RawWorker(proc.http(), "gone-1", GREETING, runtime="ruby")
+        gone.register()
+
+        def expired() -> bool:
+            workers = api.get("/v1/workers").body["workers"]
+            return any(w["worker_id"] == "gone-1" and w["sessions"] == 0 for w in workers)
+
+        wait_until(expired, 10, "the silent session to expire", proc)
+        _start(api, "greet-expired", "Ex")
+        reply = gone.poll(wait_ms=100)
+        assert reply.status == 404
+        assert reply.body["error"]["code"] == "UNKNOWN_SESSION"
+        assert gone.register().status == 200
+        assert gone.task()["execution_id"] == "greet-expired"
 
 
 def test_a_worker_waiting_in_a_long_poll_is_not_silent(tmp_path: Path) -> None:

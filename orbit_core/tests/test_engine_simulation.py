@@ -1,5 +1,6 @@
 """Deterministic simulation: seeded random workflows (tasks, fan-outs, timers,
-signals, compensation, in-process handlers) driven by workers that fail, hang,
+signals, compensation, in-process handlers, built-in tasks whose effect the
+simulation records) driven by workers that fail, hang,
 answer twice or late, lost sessions, and the engine's own faults: commits and
 reads the store refuses, exceptions while a group is prepared (a decision
 that raises, in a command, a tick or a handler's report), ticks that raise,
@@ -12,6 +13,8 @@ rebuilt from its store). The invariants:
   accepted result is a success in the history, an accepted signal is in the
   history at the seq it was given, a dispatched task's token is stored;
 - no duplicated success: no unit succeeds twice in a run;
+- no effect before its commit: a built-in task runs only once the
+  StepDispatched of its attempt is in the store;
 - every succeeded unit with a `compensate` block is compensated when its
   execution aborts; histories are gap-free;
 - after each run, an engine rebuilt from the store answers exactly what the
@@ -35,6 +38,7 @@ from typing import Any
 import pytest
 from engine_kit import (
     Int,
+    Str,
     binop,
     child_contract,
     inp,
@@ -68,6 +72,7 @@ ONLY = os.environ.get("ORBIT_SIM_SEED")
 WORK = task("t.work", rec(n=Int), rec(v=Int))
 UNDO = task("t.undo", rec(v=Int), rec(ok=Int))
 LOCAL = task("t.local", rec(n=Int), rec(v=Int))
+HTTP = task("orbit.http.request", rec(method=(Str, "GET"), url=Str), rec(status=Int))
 # The child workflow some steps start: one task, sometimes a timer first.
 LEAF = workflow(
     "Leaf",
@@ -109,12 +114,20 @@ class FaultyStore(MemoryStore):
     def __init__(self, faults: Faults) -> None:
         super().__init__()
         self.faults = faults
+        # StepDispatched events of built-in tasks committed so far.
+        self.builtin_dispatches = 0
 
     def commit(self, batch: CommitBatch) -> None:
         if self.faults.commits_fail:
             self.faults.commits_fail -= 1
             raise StorageError("disk I/O error (simulated)")
         super().commit(batch)
+        self.builtin_dispatches += sum(
+            1
+            for change in batch.executions
+            for event in [*change.archived, *change.events]
+            if isinstance(event, ev.StepDispatched) and event.worker_session.startswith("builtin:")
+        )
 
     def _read(self) -> None:
         if self.faults.reads_fail:
@@ -137,6 +150,38 @@ class FaultyStore(MemoryStore):
         return all(row.status in TERMINAL for row in self._rows.values())
 
 
+class SimulatedAdapter:
+    """The built-in tasks (the HTTP adapter): each run is an effect, counted
+    against the built-in dispatches the store holds at that moment; the
+    simulation reports the results later (`pending`)."""
+
+    def __init__(self, store: FaultyStore) -> None:
+        self.store = store
+        self.effects = 0
+        self.early: list[int] = []
+        self.pending: list[Any] = []
+
+    def supports(self, task_name: str) -> bool:
+        return task_name == "orbit.http.request"
+
+    def run(self, task_name: str, input: Any, timeout_ms: Any, done: Any) -> None:
+        self.effects += 1
+        if self.effects > self.store.builtin_dispatches:
+            self.early.append(self.effects)
+        self.pending.append(done)
+
+
+class InlineThread:
+    """Runs the engine's built-in task threads at once, so that an effect
+    happens at a deterministic point of the simulation."""
+
+    def __init__(self, target: Any, daemon: bool = False) -> None:
+        self._target = target
+
+    def start(self) -> None:
+        self._target()
+
+
 _CURRENT: list[Faults] = [Faults()]
 _REAL_DECIDE = decide_module.decide
 
@@ -156,7 +201,9 @@ def random_workflow(rng: random.Random, name: str) -> ir.Definition:
     for i in range(rng.randint(1, 4)):
         sname = f"s{i}"
         after = rng.sample(names, k=min(len(names), rng.randint(0, 2)))
-        kind = rng.choice(["task", "task", "local", "fan", "sleep", "compute", "await", "child"])
+        kind = rng.choice(
+            ["task", "task", "local", "fan", "sleep", "compute", "await", "child", "http"]
+        )
         common: dict[str, Any] = {"after": after}
         if rng.random() < 0.2:
             common["when"] = binop("gt", inp("x"), rng.randint(0, 3))
@@ -202,6 +249,16 @@ def random_workflow(rng: random.Random, name: str) -> ir.Definition:
                     **common,
                 )
             )
+        elif kind == "http":
+            steps.append(
+                step(
+                    sname,
+                    task="orbit.http.request",
+                    with_=obj(url=f"http://example.test/{i}"),
+                    **policy,
+                    **common,
+                )
+            )
         elif kind == "child":
             steps.append(
                 step(
@@ -230,7 +287,7 @@ def random_workflow(rng: random.Random, name: str) -> ir.Definition:
     return workflow(
         name,
         steps,
-        [WORK, UNDO, LOCAL, child_contract(LEAF)],
+        [WORK, UNDO, LOCAL, HTTP, child_contract(LEAF)],
         input=rec(x=Int, items=lst(Int)),
         **extra,
     )
@@ -263,6 +320,7 @@ class Simulation:
         self.faults = Faults()
         _CURRENT[0] = self.faults
         self.store = FaultyStore(self.faults)
+        self.adapter = SimulatedAdapter(self.store)
         self.clock = SimulatedClock()
         self.ids = SequentialIds()
         self.sessions: list[str] = []
@@ -286,6 +344,7 @@ class Simulation:
                     session_timeout_ms=3000,
                     pipeline=self.pipeline,
                     random=random.Random(self.rng.random()),
+                    builtins=self.adapter,
                 )
             except StorageError:
                 continue
@@ -326,6 +385,7 @@ class Simulation:
         with contextlib.suppress(OrbitError):
             self.engine.close()  # nothing is queued: every call returned
         self.clock = SimulatedClock(self.clock.now_ms() + self.rng.choice([0, 500, 4000]))
+        self.adapter.pending = []  # their threads died with the process
         self.engine = self.open()
         self.sessions = []
         self.check_answers()
@@ -335,6 +395,8 @@ class Simulation:
             return fn(*args)
         except OrbitError as exc:
             assert exc.code in EXPECTED, exc
+            if exc.code == "UNKNOWN_SESSION" and args and args[0] in self.sessions:
+                self.sessions.remove(args[0])  # expired: its worker registers again
             return None
 
     def session(self) -> str | None:
@@ -385,6 +447,15 @@ class Simulation:
             assert exc.code in EXPECTED, exc
             self.held.append(task_)
 
+    def builtin_result(self, reliable: bool) -> None:
+        """Reports one built-in task's result, as its thread would."""
+        pending = self.adapter.pending
+        done = pending.pop(self.rng.randrange(len(pending)))
+        if reliable or self.rng.random() < 0.7:
+            done({"status": 200}, None)
+        else:
+            done(None, ev.make_error("HTTP_ERROR", "connection refused (simulated)", True))
+
     def start(self, eid: str, workflow_name: str) -> None:
         self.planned[eid] = workflow_name
         reply = self.call(
@@ -409,9 +480,12 @@ class Simulation:
                 if task_ is not None:
                     self.dispatched.append((task_["execution_id"], task_["token"]))
                     self.answer(task_, reliable)
-        elif action < 0.4 and self.held:
-            task_ = self.held.pop(rng.randrange(len(self.held)))
-            self.answer(task_, True)
+        elif action < 0.4 and (self.held or self.adapter.pending):
+            if self.adapter.pending and (not self.held or rng.random() < 0.5):
+                self.builtin_result(reliable)
+            else:
+                task_ = self.held.pop(rng.randrange(len(self.held)))
+                self.answer(task_, True)
         elif action < 0.55:
             for session in list(self.sessions):
                 if rng.random() < 0.8:
@@ -451,6 +525,8 @@ class Simulation:
         """Answers every task reliably, signals, and moves time to the next
         thing due."""
         engine = self.engine
+        while self.adapter.pending:
+            self.builtin_result(True)
         while self.held:
             self.answer(self.held.pop(), True)
         session = self.session()
@@ -460,7 +536,7 @@ class Simulation:
                 break
             self.dispatched.append((task_["execution_id"], task_["token"]))
             self.answer(task_, True)
-        for session in self.sessions:
+        for session in list(self.sessions):
             self.call(engine.heartbeat, session)
         self.call(engine.run_handlers)
         eid = self.rng.choice(self.executions)
@@ -503,7 +579,11 @@ class Simulation:
             ), f"child {eid} runs though its parent no longer waits for it"
 
     def check_answers(self) -> None:
-        """Everything a caller was told is in the store."""
+        """Everything a caller was told is in the store, and no built-in
+        task ran before its dispatch was."""
+        assert not self.adapter.early, (
+            f"built-in task runs {self.adapter.early} came before their dispatch was committed"
+        )
         for eid in self.started:
             assert self.store.execution_row(eid) is not None, f"{eid} was started but is lost"
         histories: dict[str, list[ev.Event]] = {}
@@ -608,6 +688,7 @@ def run_seed(seed: int) -> int:
 @pytest.fixture
 def chaos(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(executions_module, "decide", _chaotic_decide)
+    monkeypatch.setattr(executions_module, "threading", types.SimpleNamespace(Thread=InlineThread))
     monkeypatch.setattr(service_module, "checked_definition", _checked)
     monkeypatch.setattr(
         recovery_module, "ir", types.SimpleNamespace(from_json=_decoded, IRError=ir.IRError)

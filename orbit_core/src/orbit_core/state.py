@@ -94,6 +94,12 @@ class Unit:
     # the unit, which `to_json` lists units by. The unit's own timestamps
     # cannot tell it (a failed attempt or a retry wait changes none of them).
     changed_at_ms: int = 0
+    # Not in the API document: the tokens whose attempt failed while it was
+    # theirs, other than by passing its deadline (a reported failure, an
+    # output that broke the contract). That attempt has its answer, so a
+    # later result for such a token is stale; a success after a timeout
+    # still counts (chapter 42).
+    answered: list[str] | None = None
 
     def attempts(self) -> list[tuple[str, int]]:
         """(token, attempt) of every attempt dispatched so far."""
@@ -376,6 +382,15 @@ def _succeeded(s: ExecutionState, e: ev.StepSucceeded) -> None:
 
 def _attempt_failed(s: ExecutionState, e: ev.StepAttemptFailed) -> None:
     u = s.changed_unit(e.step, e.timestamp_ms)
+    token = u.token
+    if token is not None and not (
+        e.error["code"] == "TIMEOUT"
+        and u.deadline_ms is not None
+        and e.timestamp_ms >= u.deadline_ms
+    ):
+        if u.answered is None:
+            u.answered = []
+        u.answered.append(token)
     u.status = UNIT_ATTEMPT_FAILED
     u.last_error = e.error
     u.token = None

@@ -135,6 +135,7 @@ class Tx:
         "now",
         "offers",
         "receipts",
+        "reported",
         "terminal",
         "workers",
     )
@@ -157,6 +158,9 @@ class Tx:
         # Receipts of the commands applied (see Command.receipt).
         self.receipts: list[str] = []
         self.claimed: list[Command] = []
+        # Tokens whose results the group's commands took: if the group is
+        # undone, those results are not recorded (Workers.unrecorded).
+        self.reported: list[str] = []
         self.new_plans: list[Plan] = []
         # Changes to sessions and timers that must not happen if the commit fails.
         self.after_commit: list[Callable[[], None]] = []

@@ -542,9 +542,15 @@ class Executions:
             self._report_builtin(token, output, error)
 
         task, value, timeout = spec.task or "", unit.input, spec.timeout_ms
-        threading.Thread(
-            target=lambda: builtins.run(task, value, timeout, done), daemon=True
-        ).start()
+
+        def start() -> None:
+            threading.Thread(
+                target=lambda: builtins.run(task, value, timeout, done), daemon=True
+            ).start()
+
+        # The task's effect (an HTTP request, say) must not happen unless its
+        # StepDispatched is durable: a group whose commit fails never runs it.
+        tx.after_commit.append(start)
 
     # ---- run ends
 

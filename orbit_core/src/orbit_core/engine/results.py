@@ -1,6 +1,13 @@
 """Task results: successes and failures reported for an attempt's token,
 reconciled against its unit (stale and duplicate results are recorded and
-ignored)."""
+ignored).
+
+A success counts for any token of an unresolved unit (the work happened),
+except a token whose attempt already has its answer: it failed while it was
+that token's, by a reported failure or a refused output, not by its deadline
+(`Unit.answered`). A token reports once; its later success is answered as a
+failure from an attempt no longer in flight is ("stale attempt", recorded as
+StaleResultIgnored with outcome `failure`), since the step is not resolved."""
 
 from __future__ import annotations
 
@@ -40,6 +47,9 @@ class Results:
         if unit.done:
             self._stale(tx, live, key, token, "duplicate")
             return {"accepted": False, "reason": "duplicate result; step already resolved"}
+        if unit.answered is not None and token in unit.answered:
+            self._stale(tx, live, key, token, "failure")
+            return {"accepted": False, "reason": "stale attempt"}
         output = {} if output is None else output
         live.limits.check_payload("task result", output)
         spec = live.plan.spec(key)

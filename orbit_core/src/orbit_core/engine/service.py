@@ -692,6 +692,7 @@ class Engine:
         for plan in tx.new_plans:
             self._catalog.remove(plan)
         self._workers.drop(self._executions.rollback(tx))
+        self._workers.unrecorded(tx.reported, tx.now)
 
     # ---- threads and time
 
@@ -788,7 +789,8 @@ class Engine:
                     )
                 return
             except StorageError:
-                if self._stop.wait(backoff.next_s()):
+                # A closed engine (or one that broke) never takes it.
+                if self._pipeline.closed or self._stop.wait(backoff.next_s()):
                     return
             except OrbitError:
                 return  # refused (reported where it failed): nothing to retry

@@ -5,7 +5,24 @@ unregister, whose attempts become uncertain and are redelivered.
 A caller bound to a worker id (a per-worker identity of the server) may only
 use sessions registered under that id and report tokens issued to it: every
 dispatched token remembers its worker id (`issued_to`, rebuilt from the
-history at recovery) for as long as its execution runs."""
+history at recovery) for as long as its execution runs.
+
+A result the engine took but could not record (its group was undone: the
+store refused the commit, or the command raised) leaves memory exactly as
+the store has it, so the attempt is still in flight under the same token
+and the worker may send the same report again; once the store takes it, it
+is answered as usual. Nothing makes a worker do so, though (an SDK may give
+up, a built-in task's report may be refused), and the session that holds the
+attempt keeps heartbeating: it would own the attempt forever. So the token
+also gets the deadline an attempt gets after a restart (`unrecorded`): one
+session timeout from the failure, after which, if still in flight, the
+attempt is uncertain and redelivered. We do not make it uncertain at once:
+that needs a commit, which is what just failed, and a worker that reports
+again soon should not cause a second delivery. Redelivery keeps the
+at-least-once rule (an uncertain attempt is never taken as failed), and the
+original token's success is still accepted while its unit is unresolved.
+The deadlines are bookkeeping about sessions, like the sessions themselves,
+not execution state: memory still never runs ahead of the store."""
 
 from __future__ import annotations
 
@@ -32,6 +49,7 @@ from orbit_core.state import ExecutionState
 
 V = TypeVar("V")
 RESTART_REASON = "runtime restarted and no worker reported the result"
+UNRECORDED_REASON = "its result could not be recorded and was not reported again"
 # Unit keys listed per `waiting_for` entry; a large fan-out says how many more.
 WAITING_UNITS_SHOWN = 20
 
@@ -45,8 +63,9 @@ class Workers:
         self._holders: dict[str, str] = {}
         # The worker id each token of a running execution was dispatched to.
         self.issued_to: dict[str, str] = {}
-        # Attempts in flight at a restart: when to give up waiting for a report.
-        self._recovered: dict[str, int] = {}
+        # Attempts in flight at a restart, or whose result could not be
+        # recorded: when to give up waiting for a report, and why.
+        self._recovered: dict[str, tuple[int, str]] = {}
 
     # ---- sessions
 
@@ -109,13 +128,19 @@ class Workers:
         }
 
     def session(self, tx: Tx, session_id: str, worker: str | None = None) -> Session:
-        """The session, seen now; `worker`: the id the caller is bound to."""
+        """The session, seen now; `worker`: the id the caller is bound to.
+        A session silent for longer than the session timeout has expired,
+        whether or not a tick has found it yet (its attempts are, or will
+        be, redelivered): it is unknown from then on, so it is handed no
+        more tasks and its worker registers again (chapter 68)."""
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None or (
+            not session.local
+            and (session.lost or tx.now - session.last_seen_ms > self.session_timeout_ms)
+        ):
             raise unknown_session()
         _check_owner(session, worker)
         session.last_seen_ms = max(session.last_seen_ms, tx.now)
-        session.lost = False
         return session
 
     def heartbeat(self, tx: Tx, session_id: str, worker: str | None = None) -> HeartbeatReply:
@@ -244,6 +269,7 @@ class Workers:
     def reported(self, tx: Tx, token: str) -> None:
         """A result arrived for the token: its holder was seen, and lets go of
         it once the result is committed."""
+        tx.reported.append(token)
         holder = self.sessions.get(self._holders.get(token, ""))
         if holder is None:
             return
@@ -285,14 +311,28 @@ class Workers:
 
     # ---- lost attempts
 
-    def expect_reports(self, tokens: list[str], deadline: int) -> None:
+    def expect_reports(
+        self, tokens: list[str], deadline: int, reason: str = RESTART_REASON
+    ) -> None:
         """Attempts in flight at a restart become uncertain at `deadline`
         unless a worker reports them first."""
         for token in tokens:
-            self._recovered[token] = deadline
+            self._recovered[token] = (deadline, reason)
+
+    def unrecorded(self, tokens: list[str], now: int) -> None:
+        """Results taken for `tokens` were undone with their group: each
+        attempt still in flight one session timeout from now is uncertain
+        (see the module's docstring). A later failure moves the deadline on."""
+        deadline = now + self.session_timeout_ms
+        for token in tokens:
+            waiting = self._recovered.get(token)
+            if waiting is None or waiting[0] < deadline:
+                self._recovered[token] = (deadline, UNRECORDED_REASON)
 
     def next_due_ms(self) -> int | None:
-        return min(self._recovered.values()) if self._recovered else None
+        if not self._recovered:
+            return None
+        return min(deadline for deadline, _ in self._recovered.values())
 
     def make_uncertain(self, tx: Tx, token: str, reason: str) -> None:
         attempt = self._x.memory.attempt(token)
@@ -345,10 +385,12 @@ class Workers:
                     functools.partial(_discard, self.sessions, session.session_id)
                 )
         if self._recovered:
-            for token, deadline in list(self._recovered.items()):
-                if now >= deadline:
-                    self.make_uncertain(tx, token, RESTART_REASON)
-                    tx.after_commit.append(functools.partial(_discard, self._recovered, token))
+            x = self._x
+            for token, (deadline, reason) in list(self._recovered.items()):
+                if now < deadline or (x.lost and x.lost_token(token) is not None):
+                    continue  # (away with its execution until the store answers)
+                self.make_uncertain(tx, token, reason)
+                tx.after_commit.append(functools.partial(_discard, self._recovered, token))
 
 
 def _check_owner(session: Session, worker: str | None) -> None:
