@@ -491,7 +491,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve
         leaf.private_key_pem.write_to_path(str(root / f"{name}.key"))
     (root / "workers.toml").write_text(WORKERS_TLS)
     args = (
-        "--token", ADMIN, "--workers-file", str(root / "workers.toml"),
+        "--token", ADMIN, "--worker-token", WORKER, "--workers-file", str(root / "workers.toml"),
         "--tls-cert", str(root / "server.pem"), "--tls-key", str(root / "server.key"),
         "--tls-client-ca", str(root / "workers-ca.pem"), "--grpc-addr", "127.0.0.1:0",
     )  # fmt: skip
@@ -544,10 +544,32 @@ def test_a_certificate_identifies_its_worker_over_grpc(
         stranger = _refusal(GrpcWorker(channel, None, "stranger").register)
         assert stranger.code() is grpc.StatusCode.PERMISSION_DENIED
         assert stranger.details().startswith("FORBIDDEN: the client certificate is valid but")
-    with _tls_channel(proc, root, None) as channel:
-        # grpcio can only require client certificates: none, no handshake.
-        assert _refusal(GrpcWorker(channel, ADMIN).register).code() is grpc.StatusCode.UNAVAILABLE
     with _tls_channel(proc, root, "untrusted") as channel:
         assert _refusal(GrpcWorker(channel, None).register).code() is grpc.StatusCode.UNAVAILABLE
     with grpc.insecure_channel(grpc_addr(proc)) as channel:
         assert _refusal(GrpcWorker(channel, ADMIN).register).code() is grpc.StatusCode.UNAVAILABLE
+
+
+def test_without_a_certificate_a_worker_authenticates_with_its_token(
+    tls_server: tuple[ServerProcess, Path],
+) -> None:
+    """Chapter 45: client certificates are optional at the TLS layer on
+    both ports (the gRPC one refused every handshake without one)."""
+    proc, root = tls_server
+    with _tls_channel(proc, root, None) as channel:
+        missing = _refusal(GrpcWorker(channel, None).register)
+        assert missing.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert _error_code(missing) is None
+        assert GrpcWorker(channel, ADMIN, "ruby-admin").register().accepted
+        worker = GrpcWorker(channel, WORKER, "ruby-token")
+        assert worker.register().accepted
+        _https(proc, root, "POST", "/v1/executions", {
+            "workflow": "Greet", "execution_id": "tls-token", "input": {"name": "Tok"},
+        })  # fmt: skip
+        task = worker.task()
+        assert worker.complete(task.token, {"message": "by token"}).accepted
+        state = _https(proc, root, "GET", "/v1/executions/tls-token/wait?timeout_ms=10000")
+        assert state["output"] == {"message": "by token"}
+    # A certificate still names its worker when a token comes with none.
+    with _tls_channel(proc, root, "ruby-tls") as channel:
+        assert GrpcWorker(channel, None, "ruby-tls").register().accepted

@@ -26,10 +26,13 @@ its metadata (grpc core's own limit, set to twice that, refuses anything
 larger still, with RESOURCE_EXHAUSTED). Responses are serialized here
 too: a handler gets and answers bytes.
 
-TLS uses the HTTP port's files. With --tls-client-ca, grpcio can only
-require a client certificate (it has no "optional" mode as the HTTP port
-has), so every gRPC client then presents one; a bearer token sent with it
-still decides who the caller is. There is no server reflection.
+TLS uses the HTTP port's files and rules. With --tls-client-ca a client
+certificate is optional, as on the HTTP port: one that is presented must
+verify and then identifies its entry of the workers file, and a client
+without one authenticates with its token. grpcio cannot offer that mode,
+so the handshake is then `grpc_tls.TlsFront`'s, in front of a plaintext
+gRPC server on the loopback; a bearer token sent with a certificate still
+decides who the caller is. There is no server reflection.
 
 Transport: grpc core's EventEngine listener and endpoints read and write
 each connection on threads of their own, which wake the thread polling the
@@ -60,11 +63,13 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from orbit_core.errors import OrbitError
+from orbit_server import tls
 from orbit_server.auth import ANYONE, Caller, Credentials, Kind
 from orbit_server.call_threads import CallThreads
 from orbit_server.config import Address, ServerConfig
 from orbit_server.errors import STATUS
 from orbit_server.grpc_proto import worker_pb2 as pb
+from orbit_server.grpc_tls import TlsFront
 from orbit_server.grpc_unary import Call, Handler, Reply, UnaryServer
 from orbit_server.grpc_values import from_value, to_value
 from orbit_server.identities import Identities
@@ -135,10 +140,13 @@ class WorkerService:
         calls: WorkerCalls,
         credentials: Credentials,
         max_body: int,
+        certificate_names: Callable[[Call], list[str] | None] | None = None,
     ) -> None:
         self._calls = calls
         self._credentials = credentials
         self._max_body = max_body
+        # The verified client certificate's names (mutual TLS only).
+        self._certificate_names = certificate_names
 
     def handlers(self) -> dict[str, Handler]:
         methods: dict[str, tuple[Callable[[Any, Caller, Call], Message], type[Message]]] = {
@@ -187,8 +195,8 @@ class WorkerService:
                 authorization = value if isinstance(value, str) else None
                 break
         certified = None
-        if credentials.mtls and authorization is None:
-            certified = credentials.certified(_certificate_names(rpc))
+        if self._certificate_names is not None and authorization is None:
+            certified = credentials.certified(self._certificate_names(rpc))
         caller = credentials.caller(authorization, certified)
         if caller.kind is Kind.CLIENT:
             assert caller.identity is not None
@@ -320,17 +328,6 @@ def _assignment(task: Mapping[str, Any]) -> pb.ExecuteTaskRequest:
     return message
 
 
-def _certificate_names(rpc: Call) -> list[str] | None:
-    """The DNS names and common name of the verified client certificate
-    (what `identities.certificate_names` reads from an HTTP peer), or None
-    without one."""
-    found = rpc.auth_context()
-    if not found.get("x509_pem_cert"):
-        return None
-    names = [*found.get("peer_dns", ()), *found.get("x509_common_name", ())]
-    return [n.decode("utf-8", "replace") for n in names if n]
-
-
 class GrpcServer:
     """The gRPC server of one `orbit server` process."""
 
@@ -354,7 +351,16 @@ class GrpcServer:
             config.identities or Identities(),
             mtls=config.tls_client_ca is not None,
         )
-        service = WorkerService(calls, credentials, config.max_body)
+        # Mutual TLS: the handshake is the front's (grpc_tls, which says why).
+        self._front: TlsFront | None = None
+        names = None
+        if config.tls_client_ca is not None:
+            assert config.tls_cert is not None
+            front = self._front = TlsFront(
+                tls.server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+            )
+            names = lambda rpc: front.names(rpc.peer())  # noqa: E731
+        service = WorkerService(calls, credentials, config.max_body, names)
         self._server = UnaryServer(
             {
                 path: (handler, self._polls if path.endswith("/PollTask") else self._pool)
@@ -371,25 +377,32 @@ class GrpcServer:
         addr = self._config.grpc_addr
         assert addr is not None
         target = str(addr)
+        front = self._front
+        if front is not None:
+            port = front.bind(addr)
+            target = "127.0.0.1:0"
         try:
-            tls = self._tls() if self._config.tls_cert is not None else None
-            port = self._server.add_port(target, tls)
+            credentials = self._tls() if self._config.tls_cert is not None else None
+            bound = self._server.add_port(target, None if front else credentials)
         except RuntimeError as exc:
             raise OSError(str(exc)) from None
-        if not port:
+        if not bound:
             raise OSError("the address is in use or not available")
         self._server.start()
+        if front is not None:
+            front.start(bound)
+        else:
+            port = bound
         self.bound = Address(addr.host, port)
         return self.bound
 
     def _tls(self) -> grpc.ServerCredentials:
+        """grpc core's TLS, without client certificates (with a client CA
+        the front does the handshake instead)."""
         config = self._config
         assert config.tls_cert is not None and config.tls_key is not None
-        client_ca = config.tls_client_ca
         return grpc.ssl_server_credentials(
-            [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())],
-            root_certificates=Path(client_ca).read_bytes() if client_ca else None,
-            require_client_auth=client_ca is not None,
+            [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())]
         )
 
     def stop(self) -> None:
@@ -401,5 +414,7 @@ class GrpcServer:
         self.stop()
         assert self._stopped is not None
         self._stopped.wait(STOP_GRACE_S + 1)
+        if self._front is not None:
+            self._front.close()
         self._polls.shutdown()
         self._pool.shutdown()

@@ -102,6 +102,11 @@ class Call:
         if callback is not None:
             threading.Thread(target=callback, name="orbit-grpc-undelivered", daemon=True).start()
 
+    def peer(self) -> str:
+        """The client's address as grpc names it (`ipv4:127.0.0.1:5000`)."""
+        found = self._call.peer()
+        return found.decode("utf-8", "replace") if isinstance(found, bytes) else str(found)
+
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
         """The connection's authentication properties (x509_pem_cert,
         peer_dns, ... under TLS), as grpcio's ServicerContext has them."""
