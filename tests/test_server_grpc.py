@@ -369,6 +369,38 @@ def test_credentials_go_in_the_metadata(channel: grpc.Channel) -> None:
     assert GrpcWorker(channel, ADMIN).register().accepted
 
 
+def test_credentials_are_checked_before_the_message_is_read(channel: grpc.Channel) -> None:
+    """A caller without a credential gets UNAUTHENTICATED whatever it sends
+    (an oversized or garbage body got a size or parse error: the server read
+    it, up to twice --max-body, before looking at the credentials)."""
+    raw = channel.unary_unary("/orbit.worker.v1.WorkerService/CompleteTask")
+    for body in (b"\x0a\xff\xff", b"x" * (MAX_BODY + 1), b"x" * (4 * MAX_BODY)):
+        for metadata in ((), (("authorization", "Bearer not-a-token"),)):
+            error = _refusal(raw, body, metadata=metadata, timeout=30)
+            assert error.code() is grpc.StatusCode.UNAUTHENTICATED
+            assert error.details() == "UNAUTHENTICATED: missing or invalid credentials"
+            assert _error_code(error) is None
+    client = (("authorization", "Bearer app-token-0123456789"),)
+    refused = _refusal(raw, b"x" * (4 * MAX_BODY), metadata=client, timeout=30)
+    assert refused.code() is grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_a_unary_call_with_two_messages_is_refused(channel: grpc.Channel, api: Http) -> None:
+    worker = _ruby(channel)
+    _start(api, "g-two", "Tw")
+    task = worker.task()
+    before = _events(api, "g-two")
+    request = pb.CompleteTaskRequest(token=task.token)
+    request.output.CopyFrom(_value({"message": "twice"}))
+    body = request.SerializeToString()
+    raw = channel.stream_unary("/orbit.worker.v1.WorkerService/CompleteTask")
+    error = _refusal(raw, iter([body, body]), metadata=worker.metadata, timeout=30)
+    assert error.code() is grpc.StatusCode.UNIMPLEMENTED
+    assert _events(api, "g-two") == before
+    assert worker.complete(task.token, {"message": "once"}).accepted
+    assert _wait(api, "g-two")["output"] == {"message": "once"}
+
+
 def test_a_worker_identity_keeps_its_rules(channel: grpc.Channel, api: Http) -> None:
     other = _refusal(GrpcWorker(channel, "ruby-a-token-0123456789", "ruby-b").register)
     assert other.code() is grpc.StatusCode.PERMISSION_DENIED

@@ -19,6 +19,11 @@ The binding's own rules, as the chapter lists them:
   status follows the code's HTTP status (`errors.STATUS`) through `_STATUS`.
 - a client identity may not use the binding at all (PERMISSION_DENIED).
 
+The caller is authenticated from the call's metadata before its message
+is read (`WorkerService.admit`, run by `grpc_unary` on the call's arrival):
+a call without a valid credential is refused without the server reading,
+let alone decoding, what it sends.
+
 Requests are decoded here (`_decoder`): a message that does not parse is
 the caller's error (INVALID_ARGUMENT, where grpcio's own server answers
 INTERNAL); and a request larger than --max-body is PAYLOAD_TOO_LARGE with
@@ -162,15 +167,26 @@ class WorkerService:
             for name, (call, kind) in methods.items()
         }
 
+    def admit(self, rpc: Call) -> Reply | None:
+        """Authenticates the call from its metadata, before its message is
+        read: a refusal, or None with the caller kept on the call."""
+        try:
+            rpc.principal = self._caller(rpc)
+        except OrbitError as exc:
+            return _refusal(exc.code, exc.message, tagged=exc.code != "UNAUTHENTICATED")
+        return None
+
     def _rpc(
         self,
         call: Callable[[Any, Caller, Call], Message],
         decode: Callable[[bytes], Message],
     ) -> Handler:
         def rpc(rpc: Call, data: bytes) -> Reply:
+            who = rpc.principal
+            assert isinstance(who, Caller), "the server runs WorkerService.admit first"
             try:
                 request = decode(data)
-                answer: bytes = call(request, self._caller(rpc), rpc).SerializeToString()
+                answer: bytes = call(request, who, rpc).SerializeToString()
             except _Failure as failure:
                 return _refusal(failure.code, failure.message, tagged=failure.tagged)
             except OrbitError as exc:
@@ -367,6 +383,7 @@ class GrpcServer:
                 for path, handler in service.handlers().items()
             },
             options,
+            service.admit,
         )
         self._stopped: threading.Event | None = None
         self.bound: Address | None = None
