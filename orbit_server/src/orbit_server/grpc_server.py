@@ -64,6 +64,7 @@ from typing import Any, TypeVar
 os.environ.setdefault(
     "GRPC_EXPERIMENTS", "-event_engine_listener,-event_engine_for_all_other_endpoints"
 )
+import attrs
 import grpc
 from google.protobuf.message import DecodeError, Message
 
@@ -71,6 +72,7 @@ from orbit_core.errors import OrbitError
 from orbit_server import tls
 from orbit_server.auth import ANYONE, Caller, Credentials, Kind
 from orbit_server.call_threads import CallThreads
+from orbit_server.cluster import NotLeader
 from orbit_server.config import Address, ServerConfig
 from orbit_server.errors import STATUS
 from orbit_server.grpc_proto import worker_pb2 as pb
@@ -83,6 +85,8 @@ from orbit_server.worker_calls import WorkerCalls
 
 SERVICE = "orbit.worker.v1.WorkerService"
 ERROR_CODE_KEY = "orbit-error-code"
+# A standby's refusal names the leader's advertised address here too.
+LEADER_KEY = "x-orbit-leader"
 # How long a stopping server lets running calls finish (a poll is drained
 # at once by the engine, so only short calls remain).
 STOP_GRACE_S = 10.0
@@ -118,6 +122,18 @@ class _Failure(Exception):
 _M = TypeVar("_M", bound=Message)
 
 
+@attrs.frozen
+class _Admitted:
+    """What `admit` found for a call: its caller and the calls to make."""
+
+    caller: Caller
+    calls: WorkerCalls
+
+
+# An RPC: request, caller, the serving engine's calls, the call -> response.
+_Method = Callable[[Any, Caller, WorkerCalls, Call], Message]
+
+
 def _decoder(kind: type[_M], max_body: int) -> Callable[[bytes], _M]:
     name = kind.DESCRIPTOR.name
 
@@ -142,19 +158,21 @@ class WorkerService:
 
     def __init__(
         self,
-        calls: WorkerCalls,
+        calls: WorkerCalls | Callable[[], WorkerCalls],
         credentials: Credentials,
         max_body: int,
         certificate_names: Callable[[Call], list[str] | None] | None = None,
     ) -> None:
-        self._calls = calls
+        # The calls of the engine serving now (a cluster node changes its
+        # engine as it gains and loses the lead; a standby raises NotLeader).
+        self._source: Callable[[], WorkerCalls] = calls if callable(calls) else lambda: calls
         self._credentials = credentials
         self._max_body = max_body
         # The verified client certificate's names (mutual TLS only).
         self._certificate_names = certificate_names
 
     def handlers(self) -> dict[str, Handler]:
-        methods: dict[str, tuple[Callable[[Any, Caller, Call], Message], type[Message]]] = {
+        methods: dict[str, tuple[_Method, type[Message]]] = {
             "RegisterWorker": (self._register, pb.RegisterWorkerRequest),
             "Heartbeat": (self._heartbeat, pb.HeartbeatRequest),
             "PollTask": (self._poll, pb.PollTaskRequest),
@@ -168,25 +186,28 @@ class WorkerService:
         }
 
     def admit(self, rpc: Call) -> Reply | None:
-        """Authenticates the call from its metadata, before its message is
-        read: a refusal, or None with the caller kept on the call."""
+        """Before the call's message is read: a standby's refusal (before
+        authentication, as over HTTP), then the caller authenticated from
+        the metadata. A refusal, or None with the caller kept on the call."""
         try:
-            rpc.principal = self._caller(rpc)
+            calls = self._source()
+            rpc.principal = _Admitted(self._caller(rpc), calls)
+        except NotLeader as exc:
+            where = ((LEADER_KEY, exc.leader_addr),) if exc.leader_addr else ()
+            return _refusal(exc.code, exc.message, extra=where)
         except OrbitError as exc:
             return _refusal(exc.code, exc.message, tagged=exc.code != "UNAUTHENTICATED")
         return None
 
-    def _rpc(
-        self,
-        call: Callable[[Any, Caller, Call], Message],
-        decode: Callable[[bytes], Message],
-    ) -> Handler:
+    def _rpc(self, call: _Method, decode: Callable[[bytes], Message]) -> Handler:
         def rpc(rpc: Call, data: bytes) -> Reply:
-            who = rpc.principal
-            assert isinstance(who, Caller), "the server runs WorkerService.admit first"
+            admitted = rpc.principal
+            assert isinstance(admitted, _Admitted), "the server runs WorkerService.admit first"
             try:
                 request = decode(data)
-                answer: bytes = call(request, who, rpc).SerializeToString()
+                answer: bytes = call(
+                    request, admitted.caller, admitted.calls, rpc
+                ).SerializeToString()
             except _Failure as failure:
                 return _refusal(failure.code, failure.message, tagged=failure.tagged)
             except OrbitError as exc:
@@ -224,13 +245,13 @@ class WorkerService:
     # ---- the RPCs: message in, `WorkerCalls`, message out
 
     def _register(
-        self, request: pb.RegisterWorkerRequest, who: Caller, rpc: Call
+        self, request: pb.RegisterWorkerRequest, who: Caller, calls: WorkerCalls, rpc: Call
     ) -> pb.RegisterWorkerResponse:
         contracts = [
             {"task_name": c.task_name, "contract_version": c.contract_version}
             for c in request.contracts
         ]
-        answer = self._calls.register(
+        answer = calls.register(
             who, request.worker_id, request.runtime, contracts, request.sdk or None
         )
         return pb.RegisterWorkerResponse(
@@ -242,33 +263,35 @@ class WorkerService:
         )
 
     def _heartbeat(
-        self, request: pb.HeartbeatRequest, who: Caller, rpc: Call
+        self, request: pb.HeartbeatRequest, who: Caller, calls: WorkerCalls, rpc: Call
     ) -> pb.HeartbeatResponse:
-        answer = self._calls.heartbeat(who, request.worker_session_id)
+        answer = calls.heartbeat(who, request.worker_session_id)
         return pb.HeartbeatResponse(accepted=answer["accepted"], cancel=answer["cancel"])
 
-    def _poll(self, request: pb.PollTaskRequest, who: Caller, rpc: Call) -> pb.ExecuteTaskRequest:
-        task = self._calls.poll(
-            who, request.worker_session_id, request.wait_ms or None, rpc.is_active
-        )
+    def _poll(
+        self, request: pb.PollTaskRequest, who: Caller, calls: WorkerCalls, rpc: Call
+    ) -> pb.ExecuteTaskRequest:
+        task = calls.poll(who, request.worker_session_id, request.wait_ms or None, rpc.is_active)
         if task is None:
             return pb.ExecuteTaskRequest()
         # As over HTTP: a task whose worker hung up is redelivered now, not
         # after the session timeout.
-        rpc.on_undelivered(functools.partial(self._calls.undelivered, task))
+        rpc.on_undelivered(functools.partial(calls.undelivered, task))
         return _assignment(task)
 
     def _complete(
-        self, request: pb.CompleteTaskRequest, who: Caller, rpc: Call
+        self, request: pb.CompleteTaskRequest, who: Caller, calls: WorkerCalls, rpc: Call
     ) -> pb.TaskResultAck:
         if not request.token:
-            return self._untagged(lambda: self._calls.complete(who, "", None))
+            return _untagged(lambda: calls.complete(who, "", None))
         output = _json(request, "output")
-        return _ack(self._calls.complete(who, request.token, output))
+        return _ack(calls.complete(who, request.token, output))
 
-    def _fail(self, request: pb.FailTaskRequest, who: Caller, rpc: Call) -> pb.TaskResultAck:
+    def _fail(
+        self, request: pb.FailTaskRequest, who: Caller, calls: WorkerCalls, rpc: Call
+    ) -> pb.TaskResultAck:
         def fail() -> Mapping[str, Any]:
-            return self._calls.fail(
+            return calls.fail(
                 who,
                 request.token,
                 error_code=request.error_code,
@@ -278,32 +301,35 @@ class WorkerService:
             )
 
         if not request.token or not request.error_code:
-            return self._untagged(fail)
+            return _untagged(fail)
         return _ack(fail())
 
-    def _untagged(self, call: Callable[[], Mapping[str, Any]]) -> pb.TaskResultAck:
-        """An empty token or error_code: the engine refuses it, and the
-        chapter has that refusal carry its code in the message only."""
-        try:
-            return _ack(call())
-        except OrbitError as exc:
-            raise _Failure(exc.code, exc.message, tagged=False) from None
-
     def _unregister(
-        self, request: pb.UnregisterWorkerRequest, who: Caller, rpc: Call
+        self, request: pb.UnregisterWorkerRequest, who: Caller, calls: WorkerCalls, rpc: Call
     ) -> pb.UnregisterWorkerResponse:
-        answer = self._calls.unregister(who, request.worker_session_id)
+        answer = calls.unregister(who, request.worker_session_id)
         return pb.UnregisterWorkerResponse(accepted=answer["accepted"])
 
 
-def _refusal(code: str, message: str, *, tagged: bool = True) -> Reply:
+def _untagged(call: Callable[[], Mapping[str, Any]]) -> pb.TaskResultAck:
+    """An empty token or error_code: the engine refuses it, and the
+    chapter has that refusal carry its code in the message only."""
+    try:
+        return _ack(call())
+    except OrbitError as exc:
+        raise _Failure(exc.code, exc.message, tagged=False) from None
+
+
+def _refusal(
+    code: str, message: str, *, tagged: bool = True, extra: tuple[tuple[str, str], ...] = ()
+) -> Reply:
     """The status answering an error: `CODE: message`, and the code in the
-    trailing metadata when `tagged`."""
+    trailing metadata when `tagged` (with `extra` entries after it)."""
     return Reply(
         None,
         status_of(code),
         f"{code}: {message}",
-        ((ERROR_CODE_KEY, code),) if tagged else (),
+        (((ERROR_CODE_KEY, code),) if tagged else ()) + extra,
     )
 
 
@@ -347,7 +373,11 @@ def _assignment(task: Mapping[str, Any]) -> pb.ExecuteTaskRequest:
 class GrpcServer:
     """The gRPC server of one `orbit server` process."""
 
-    def __init__(self, config: ServerConfig, calls: WorkerCalls) -> None:
+    def __init__(
+        self, config: ServerConfig, calls: WorkerCalls | Callable[[], WorkerCalls]
+    ) -> None:
+        """`calls`: the engine's worker calls, or what gives the calls of
+        the engine serving at the time of each call (a cluster node)."""
         assert config.grpc_addr is not None
         self._config = config
         # One thread per call in progress: long polls each hold one, as on
