@@ -21,9 +21,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import server_ir
 from cluster_proxy import Proxy
+from grpc_client import GrpcWorker, grpc_addr
 from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _pids, wait_until
 from server_ir import _finish, _get, _obj, _rec
 
@@ -1315,3 +1317,32 @@ def test_a_server_paused_past_the_node_timeout_cannot_write_when_it_resumes(
     done = a.http().get("/v1/executions/p-1/wait?timeout_ms=10000").body
     assert done["status"] == "COMPLETED", done
     assert _succeeded(a.http(), "p-1") == ["s0", "s1"]
+
+
+def test_grpc_workers_are_served_like_http_ones(pg_url: str) -> None:
+    """gRPC with --cluster-mode shared (refused at start before): a gRPC
+    worker on one server runs the tasks of an execution another server owns,
+    its results reaching the owner, as an HTTP worker's do."""
+    servers = [_shared(pg_url, name, "--grpc-addr", "127.0.0.1:0") for name in ("a", "b")]
+    try:
+        a, b = (server.start(timeout=90) for server in servers)
+        assert re.search(r"gRPC worker protocol listening addr=127\.0\.0\.1:\d+", b.log())
+        api = a.http()
+        assert api.post("/v1/workflows", server_ir.chain(2)).status == 201
+        assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": "g-1"}).status
+        with grpc.insecure_channel(grpc_addr(b)) as channel:
+            worker = GrpcWorker(channel, None, "g-b", CHAIN, "python")
+            assert worker.register().accepted
+            for i in range(2):
+                task = worker.task(wait_ms=10_000)
+                assert (task.execution_id, task.step_id) == ("g-1", f"s{i}")
+                assert worker.complete(task.token, {"i": i + 1}).accepted
+            assert worker.heartbeat().accepted
+            assert worker.unregister().accepted
+        done = _wait(lambda: _finished(a, "g-1"), 10, "g-1 to finish", a, b)
+        assert done["status"] == "COMPLETED", done
+        assert _succeeded(b.http(), "g-1") == ["s0", "s1"]
+    finally:
+        for server in servers:
+            if server.proc is not None:
+                server.stop(signal.SIGKILL)

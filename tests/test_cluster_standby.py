@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import falcon.testing
+import grpc
 import pytest
 import server_ir
 from cluster_proxy import Proxy, ready
+from grpc_client import GrpcWorker, grpc_addr
 from server_harness import Http, RawWorker, ServerProcess, _parent_of, _pids, run_orbit, wait_until
 
 from orbit_core.engine import Engine
@@ -47,6 +49,7 @@ INTERVAL_MS = 200
 FAILOVERS = int(os.environ.get("ORBIT_TEST_FAILOVERS", "20"))
 ENV = {"ORBIT_CLUSTER_INTERVAL_MS": str(INTERVAL_MS)}
 HERE = Path(__file__).resolve().parent
+CHAIN = [("bench.step", "1.0.0")]
 
 
 def _wait(check: Callable[[], Any], timeout: float, what: str, *logs: ServerProcess) -> Any:
@@ -582,3 +585,69 @@ def test_a_standby_reads_changed_schedules_and_rebuilds_only_for_definitions(
     finally:
         b.close()
         a.close()
+
+
+# ---- the gRPC binding on a cluster
+
+
+def _grpc_code(error: grpc.RpcError, key: str) -> str | None:
+    return next((str(v) for k, v in error.trailing_metadata() or () if k == key), None)
+
+
+def _grpc_refusal(worker: GrpcWorker) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        worker.register()
+    error: grpc.RpcError = caught.value
+    return error
+
+
+def test_grpc_workers_run_on_the_leader_and_a_standby_names_it(pg_url: str) -> None:
+    """gRPC with --cluster (refused at start before): a standby fails every
+    call with UNAVAILABLE and NOT_LEADER naming the leader, even without
+    credentials; a gRPC worker runs a workflow on the leader, and after the
+    leader is killed, registers again on the new one and finishes it."""
+    args = ("--session-timeout", "2", "--grpc-addr", "127.0.0.1:0", "--token", "admin-0123456789")
+    a = _server(pg_url, "a", *args).start(timeout=90)
+    b: ServerProcess | None = None
+    try:
+        _wait(lambda: _role(a) == "leader", 30, "a to lead", a)
+        b = _server(pg_url, "b", *args).start(timeout=90)
+        _wait(lambda: "following the leader" in b.log(), 30, "b to follow a", b)
+        leader = f"http://{a.addr}"
+        with grpc.insecure_channel(grpc_addr(b)) as channel:
+            for token in (None, "admin-0123456789"):
+                error = _grpc_refusal(GrpcWorker(channel, token, "g-1", CHAIN, "python"))
+                assert error.code() is grpc.StatusCode.UNAVAILABLE
+                assert error.details() == (
+                    f"NOT_LEADER: this server is a standby; the leader is `a` at {leader}"
+                )
+                assert _grpc_code(error, "orbit-error-code") == "NOT_LEADER"
+                assert _grpc_code(error, "x-orbit-leader") == leader
+        api = a.http("admin-0123456789")
+        assert api.post("/v1/workflows", server_ir.chain(3)).status == 201
+        assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": "g-1"}).status
+        with grpc.insecure_channel(grpc_addr(a)) as channel:
+            worker = GrpcWorker(channel, "admin-0123456789", "g-1", CHAIN, "python")
+            assert worker.register().accepted
+            task = worker.task()
+            assert (task.execution_id, task.step_id) == ("g-1", "s0")
+            assert worker.complete(task.token, {"i": 1}).accepted
+            held = worker.task()  # s1, dispatched by a: a dies before its result
+            assert held.step_id == "s1"
+        a.stop(signal.SIGKILL)
+        _wait(lambda: _role(b) == "leader", 10, "b to lead", b)
+        with grpc.insecure_channel(grpc_addr(b)) as channel:
+            worker = GrpcWorker(channel, "admin-0123456789", "g-1", CHAIN, "python")
+            assert worker.register().accepted
+            assert worker.complete(held.token, {"i": 2}).accepted  # the late result
+            last = worker.task()
+            assert last.step_id == "s2"
+            assert worker.complete(last.token, {"i": 3}).accepted
+        api = b.http("admin-0123456789")
+        done = _wait(lambda: _finished(api, "g-1"), 10, "g-1 to finish", b)
+        assert done["status"] == "COMPLETED", done
+        assert _succeeded(api, "g-1") == ["s0", "s1", "s2"]
+    finally:
+        for proc in (a, b):
+            if proc is not None and proc.proc is not None:
+                proc.stop(signal.SIGKILL)

@@ -24,108 +24,17 @@ import grpc
 import pytest
 import server_ir
 import trustme
-from google.protobuf import struct_pb2
+from grpc_client import GrpcWorker, grpc_addr
+from grpc_client import value as _value
 from server_harness import Http, ServerProcess, run_orbit
 
 from orbit_server.grpc_proto import worker_pb2 as pb
-from orbit_server.grpc_proto import worker_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.timeout(120)
 
 ADMIN, WORKER = "admin-secret-0123456789", "worker-secret-0123456789"
-GREETING = [("greeting.compose", "1.0.0")]
-_GRPC_LINE = re.compile(r'gRPC worker protocol listening(?: addr=|",\s*"addr":\s*")([0-9.:\[\]]+)')
 MAX_BODY = 16_000
 MAX_PAYLOAD = 2_000
-
-
-def grpc_addr(proc: ServerProcess) -> str:
-    found = _GRPC_LINE.search(proc.log())
-    assert found, proc.log()
-    return found[1]
-
-
-class GrpcWorker:
-    """A worker speaking the gRPC binding with a generated stub."""
-
-    def __init__(
-        self,
-        channel: grpc.Channel,
-        token: str | None,
-        worker_id: str = "ruby-1",
-        contracts: list[tuple[str, str]] = GREETING,
-        runtime: str = "ruby",
-    ) -> None:
-        self.stub = pb_grpc.WorkerServiceStub(channel)
-        self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        self.worker_id = worker_id
-        self.contracts = contracts
-        self.runtime = runtime
-        self.session = ""
-
-    def register(self) -> pb.RegisterWorkerResponse:
-        reply: pb.RegisterWorkerResponse = self.stub.RegisterWorker(
-            pb.RegisterWorkerRequest(
-                worker_id=self.worker_id,
-                runtime=self.runtime,
-                sdk="raw-grpc",
-                contracts=[
-                    pb.TaskContract(task_name=n, contract_version=v) for n, v in self.contracts
-                ],
-            ),
-            metadata=self.metadata,
-            timeout=30,
-        )
-        self.session = reply.worker_session_id
-        return reply
-
-    def poll(self, wait_ms: int = 5000) -> pb.ExecuteTaskRequest:
-        task: pb.ExecuteTaskRequest = self.stub.PollTask(
-            pb.PollTaskRequest(worker_session_id=self.session, wait_ms=wait_ms),
-            metadata=self.metadata,
-            timeout=wait_ms / 1000 + 30,
-        )
-        return task
-
-    def task(self, wait_ms: int = 5000) -> pb.ExecuteTaskRequest:
-        task = self.poll(wait_ms)
-        assert task.token, "no task arrived"
-        return task
-
-    def heartbeat(self) -> pb.HeartbeatResponse:
-        reply: pb.HeartbeatResponse = self.stub.Heartbeat(
-            pb.HeartbeatRequest(worker_session_id=self.session), metadata=self.metadata, timeout=30
-        )
-        return reply
-
-    def complete(self, token: str, output: Any = None) -> pb.TaskResultAck:
-        request = pb.CompleteTaskRequest(token=token)
-        if output is not None:
-            request.output.CopyFrom(_value(output))
-        ack: pb.TaskResultAck = self.stub.CompleteTask(request, metadata=self.metadata, timeout=30)
-        return ack
-
-    def fail(self, token: str, code: str, **fields: Any) -> pb.TaskResultAck:
-        details = fields.pop("details", None)
-        request = pb.FailTaskRequest(token=token, error_code=code, **fields)
-        if details is not None:
-            request.details.CopyFrom(_value(details))
-        ack: pb.TaskResultAck = self.stub.FailTask(request, metadata=self.metadata, timeout=30)
-        return ack
-
-    def unregister(self) -> pb.UnregisterWorkerResponse:
-        reply: pb.UnregisterWorkerResponse = self.stub.UnregisterWorker(
-            pb.UnregisterWorkerRequest(worker_session_id=self.session),
-            metadata=self.metadata,
-            timeout=30,
-        )
-        return reply
-
-
-def _value(obj: Any) -> struct_pb2.Value:
-    holder = struct_pb2.Struct()
-    holder.update({"v": obj})
-    return holder.fields["v"]
 
 
 def _refusal(call: Any, *args: Any, **kw: Any) -> grpc.RpcError:
@@ -369,6 +278,38 @@ def test_credentials_go_in_the_metadata(channel: grpc.Channel) -> None:
     assert GrpcWorker(channel, ADMIN).register().accepted
 
 
+def test_credentials_are_checked_before_the_message_is_read(channel: grpc.Channel) -> None:
+    """A caller without a credential gets UNAUTHENTICATED whatever it sends
+    (an oversized or garbage body got a size or parse error: the server read
+    it, up to twice --max-body, before looking at the credentials)."""
+    raw = channel.unary_unary("/orbit.worker.v1.WorkerService/CompleteTask")
+    for body in (b"\x0a\xff\xff", b"x" * (MAX_BODY + 1), b"x" * (4 * MAX_BODY)):
+        for metadata in ((), (("authorization", "Bearer not-a-token"),)):
+            error = _refusal(raw, body, metadata=metadata, timeout=30)
+            assert error.code() is grpc.StatusCode.UNAUTHENTICATED
+            assert error.details() == "UNAUTHENTICATED: missing or invalid credentials"
+            assert _error_code(error) is None
+    client = (("authorization", "Bearer app-token-0123456789"),)
+    refused = _refusal(raw, b"x" * (4 * MAX_BODY), metadata=client, timeout=30)
+    assert refused.code() is grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_a_unary_call_with_two_messages_is_refused(channel: grpc.Channel, api: Http) -> None:
+    worker = _ruby(channel)
+    _start(api, "g-two", "Tw")
+    task = worker.task()
+    before = _events(api, "g-two")
+    request = pb.CompleteTaskRequest(token=task.token)
+    request.output.CopyFrom(_value({"message": "twice"}))
+    body = request.SerializeToString()
+    raw = channel.stream_unary("/orbit.worker.v1.WorkerService/CompleteTask")
+    error = _refusal(raw, iter([body, body]), metadata=worker.metadata, timeout=30)
+    assert error.code() is grpc.StatusCode.UNIMPLEMENTED
+    assert _events(api, "g-two") == before
+    assert worker.complete(task.token, {"message": "once"}).accepted
+    assert _wait(api, "g-two")["output"] == {"message": "once"}
+
+
 def test_a_worker_identity_keeps_its_rules(channel: grpc.Channel, api: Http) -> None:
     other = _refusal(GrpcWorker(channel, "ruby-a-token-0123456789", "ruby-b").register)
     assert other.code() is grpc.StatusCode.PERMISSION_DENIED
@@ -491,7 +432,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve
         leaf.private_key_pem.write_to_path(str(root / f"{name}.key"))
     (root / "workers.toml").write_text(WORKERS_TLS)
     args = (
-        "--token", ADMIN, "--workers-file", str(root / "workers.toml"),
+        "--token", ADMIN, "--worker-token", WORKER, "--workers-file", str(root / "workers.toml"),
         "--tls-cert", str(root / "server.pem"), "--tls-key", str(root / "server.key"),
         "--tls-client-ca", str(root / "workers-ca.pem"), "--grpc-addr", "127.0.0.1:0",
     )  # fmt: skip
@@ -544,10 +485,32 @@ def test_a_certificate_identifies_its_worker_over_grpc(
         stranger = _refusal(GrpcWorker(channel, None, "stranger").register)
         assert stranger.code() is grpc.StatusCode.PERMISSION_DENIED
         assert stranger.details().startswith("FORBIDDEN: the client certificate is valid but")
-    with _tls_channel(proc, root, None) as channel:
-        # grpcio can only require client certificates: none, no handshake.
-        assert _refusal(GrpcWorker(channel, ADMIN).register).code() is grpc.StatusCode.UNAVAILABLE
     with _tls_channel(proc, root, "untrusted") as channel:
         assert _refusal(GrpcWorker(channel, None).register).code() is grpc.StatusCode.UNAVAILABLE
     with grpc.insecure_channel(grpc_addr(proc)) as channel:
         assert _refusal(GrpcWorker(channel, ADMIN).register).code() is grpc.StatusCode.UNAVAILABLE
+
+
+def test_without_a_certificate_a_worker_authenticates_with_its_token(
+    tls_server: tuple[ServerProcess, Path],
+) -> None:
+    """Chapter 45: client certificates are optional at the TLS layer on
+    both ports (the gRPC one refused every handshake without one)."""
+    proc, root = tls_server
+    with _tls_channel(proc, root, None) as channel:
+        missing = _refusal(GrpcWorker(channel, None).register)
+        assert missing.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert _error_code(missing) is None
+        assert GrpcWorker(channel, ADMIN, "ruby-admin").register().accepted
+        worker = GrpcWorker(channel, WORKER, "ruby-token")
+        assert worker.register().accepted
+        _https(proc, root, "POST", "/v1/executions", {
+            "workflow": "Greet", "execution_id": "tls-token", "input": {"name": "Tok"},
+        })  # fmt: skip
+        task = worker.task()
+        assert worker.complete(task.token, {"message": "by token"}).accepted
+        state = _https(proc, root, "GET", "/v1/executions/tls-token/wait?timeout_ms=10000")
+        assert state["output"] == {"message": "by token"}
+    # A certificate still names its worker when a token comes with none.
+    with _tls_channel(proc, root, "ruby-tls") as channel:
+        assert GrpcWorker(channel, None, "ruby-tls").register().accepted

@@ -131,10 +131,21 @@ def test_an_unknown_method_is_unimplemented(
 def test_a_unary_method_needs_exactly_one_message(
     served: tuple[UnaryServer, Handlers, grpc.Channel],
 ) -> None:
-    none = served[2].stream_unary("/t.S/Echo")
+    _, handlers, channel = served
+    several = channel.stream_unary("/t.S/Echo")
     with pytest.raises(grpc.RpcError) as caught:
-        none(iter(()), timeout=10)
+        several(iter(()), timeout=10)
     assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED
+    assert several(iter((b"ab",)), timeout=10) == b"ba"
+    # Two messages are refused (grpcio's own server answers OK from the
+    # first): the handler never runs.
+    handlers.metadata = {}
+    for count in (2, 3):
+        with pytest.raises(grpc.RpcError) as caught:
+            several(iter([b"a"] * count), timeout=10, metadata=(("k", "v"),))
+        assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED
+        assert caught.value.details() == "a unary method takes exactly one request message"
+    assert handlers.metadata == {}
 
 
 def test_a_message_over_the_limit_is_refused_by_the_core(
@@ -142,6 +153,64 @@ def test_a_message_over_the_limit_is_refused_by_the_core(
 ) -> None:
     error = _error(served[2].unary_unary("/t.S/Echo"), b"x" * 2000)
     assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_a_call_admit_refuses_is_answered_without_its_message_being_read() -> None:
+    """Credentials are checked before the message is read: a caller without
+    one gets the refusal whatever it sends (it got the core's size error, or
+    had up to the size limit read and decoded first), and the server reads
+    no byte of its message."""
+    read: list[int] = []
+    ran: list[bytes] = []
+
+    def admit(call: Call) -> Reply | None:
+        if dict(call.metadata).get("authorization") == "Bearer ok":
+            call.principal = "worker"
+            return None
+        return Reply(None, grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED: no")
+
+    def echo(call: Call, data: bytes) -> Reply:
+        assert call.principal == "worker"
+        ran.append(data)
+        return Reply(data)
+
+    pool = futures.ThreadPoolExecutor(2)
+    server = UnaryServer(
+        {"/t.S/Echo": (echo, pool)},
+        [("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 1000)],
+        admit,
+    )
+    message = Call._message
+
+    def reading(call: Call, event: Any) -> None:
+        data = event.batch_operations[0].message() if event.success else None
+        read.append(len(data or b""))
+        message(call, event)
+
+    port = server.add_port("127.0.0.1:0")
+    server.start()
+    try:
+        with (
+            pytest.MonkeyPatch.context() as patch,
+            grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ):
+            patch.setattr(Call, "_message", reading)
+            echo_call = channel.unary_unary("/t.S/Echo")
+            for body in (b"x" * 100_000, b"\xff" * 500, b""):
+                error = _error(echo_call, body)
+                assert error.code() is grpc.StatusCode.UNAUTHENTICATED
+                assert error.details() == "UNAUTHENTICATED: no"
+            assert (read, ran) == ([], [])
+            ok = (("authorization", "Bearer ok"),)
+            assert echo_call(b"abc", timeout=10, metadata=ok) == b"abc"
+            assert (read, ran) == ([3], [b"abc"])
+            # An admitted caller still meets the core's size limit.
+            with pytest.raises(grpc.RpcError) as caught:
+                echo_call(b"x" * 2000, timeout=10, metadata=ok)
+            assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        assert server.stop(0).wait(10)
+        pool.shutdown()
 
 
 def test_a_failing_handler_answers_unknown_and_the_server_goes_on(

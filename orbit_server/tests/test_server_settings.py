@@ -62,10 +62,10 @@ def test_refusals() -> None:
         "--cluster requires a PostgreSQL database"
     )
     assert _refusal(node_id="n-1") == "--node-id requires --cluster"
+    # gRPC is served by the servers of a cluster of either mode too.
     grpc = Address.parse("127.0.0.1:7234")
-    assert _refusal(db="postgres://h/db", cluster=True, grpc_addr=grpc) == (
-        "--grpc-addr with --cluster: not supported yet by this version of orbit server"
-    )
+    for mode in ("standby", "shared"):
+        check(ServerConfig(db="postgres://h/db", cluster=True, cluster_mode=mode, grpc_addr=grpc))
 
 
 def test_derived_values() -> None:

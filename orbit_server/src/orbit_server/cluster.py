@@ -15,7 +15,8 @@ election every `interval_s`:
   fired (a schedule firing every second must not rebuild the engine every
   second); it never fires a schedule (its claims are refused). Every other
   request is answered here, before Falcon and so before authentication, with
-  503 NOT_LEADER naming the leader (`orbit_cluster`). Each round it tries
+  503 NOT_LEADER naming the leader (`orbit_cluster`); with --grpc-addr,
+  every gRPC call likewise (`not_leader`: UNAVAILABLE, `NOT_LEADER: ...`). Each round it tries
   for the leader lock (`orbit_store.cluster.Election`) and follows the
   recorded leader.
 - Once elected, it opens a store fenced with the new term, builds a full
@@ -108,6 +109,19 @@ def interval_s() -> float:
     if raw.isdigit() and int(raw) > 0:
         return int(raw) / 1000
     return DEFAULT_INTERVAL_S
+
+
+class NotLeader(OrbitError):
+    """A write refused by a standby: 503 NOT_LEADER over HTTP, UNAVAILABLE
+    with the same code over gRPC; `leader_addr` is the leader's advertised
+    address, when it has one."""
+
+    code = "NOT_LEADER"
+
+    def __init__(self, message: str, leader_node: str | None, leader_addr: str | None) -> None:
+        super().__init__(message)
+        self.leader_node = leader_node
+        self.leader_addr = leader_addr
 
 
 class StandbyStore:
@@ -269,22 +283,26 @@ class ClusterNode:
             return self._not_leader(start_response)
         return app(environ, start_response)
 
-    def _not_leader(self, start_response: Any) -> list[bytes]:
+    def not_leader(self) -> NotLeader:
+        """The refusal of a write while this server does not lead, naming
+        the leader it follows (HTTP and the gRPC binding)."""
         leader = self.leader
         node = leader.leader_node if leader is not None else None
         addr = leader.leader_addr if leader is not None else None
         if node is not None and node != self.node_id:
             where = f" at {addr}" if addr else " (it advertises no address)"
-            message = f"this server is a standby; the leader is `{node}`{where}"
-        else:
-            node = addr = None
-            message = "this server is a standby; no leader is serving now"
+            return NotLeader(f"this server is a standby; the leader is `{node}`{where}", node, addr)
+        return NotLeader("this server is a standby; no leader is serving now", None, None)
+
+    def _not_leader(self, start_response: Any) -> list[bytes]:
+        refusal = self.not_leader()
+        addr = refusal.leader_addr
         body = orjson.dumps(
             {
                 "error": {
-                    "code": "NOT_LEADER",
-                    "message": message,
-                    "leader_node": node,
+                    "code": refusal.code,
+                    "message": refusal.message,
+                    "leader_node": refusal.leader_node,
                     "leader_addr": addr,
                 }
             }

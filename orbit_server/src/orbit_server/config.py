@@ -226,10 +226,6 @@ def check(config: ServerConfig) -> ServerConfig:
     _check_tls(config)
     _check_cluster(config)
     unsupported = config.unsupported
-    if config.cluster and config.grpc_addr is not None:
-        # The gRPC binding serves one engine; a cluster server changes its
-        # engine as it gains and loses the lead.
-        unsupported = ("--grpc-addr with --cluster", *unsupported)
     if unsupported:
         names = ", ".join(unsupported)
         raise ConfigError(f"{names}: not supported yet by this version of orbit server")

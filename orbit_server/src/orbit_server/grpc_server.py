@@ -19,6 +19,11 @@ The binding's own rules, as the chapter lists them:
   status follows the code's HTTP status (`errors.STATUS`) through `_STATUS`.
 - a client identity may not use the binding at all (PERMISSION_DENIED).
 
+The caller is authenticated from the call's metadata before its message
+is read (`WorkerService.admit`, run by `grpc_unary` on the call's arrival):
+a call without a valid credential is refused without the server reading,
+let alone decoding, what it sends.
+
 Requests are decoded here (`_decoder`): a message that does not parse is
 the caller's error (INVALID_ARGUMENT, where grpcio's own server answers
 INTERNAL); and a request larger than --max-body is PAYLOAD_TOO_LARGE with
@@ -26,10 +31,13 @@ its metadata (grpc core's own limit, set to twice that, refuses anything
 larger still, with RESOURCE_EXHAUSTED). Responses are serialized here
 too: a handler gets and answers bytes.
 
-TLS uses the HTTP port's files. With --tls-client-ca, grpcio can only
-require a client certificate (it has no "optional" mode as the HTTP port
-has), so every gRPC client then presents one; a bearer token sent with it
-still decides who the caller is. There is no server reflection.
+TLS uses the HTTP port's files and rules. With --tls-client-ca a client
+certificate is optional, as on the HTTP port: one that is presented must
+verify and then identifies its entry of the workers file, and a client
+without one authenticates with its token. grpcio cannot offer that mode,
+so the handshake is then `grpc_tls.TlsFront`'s, in front of a plaintext
+gRPC server on the loopback; a bearer token sent with a certificate still
+decides who the caller is. There is no server reflection.
 
 Transport: grpc core's EventEngine listener and endpoints read and write
 each connection on threads of their own, which wake the thread polling the
@@ -56,15 +64,19 @@ from typing import Any, TypeVar
 os.environ.setdefault(
     "GRPC_EXPERIMENTS", "-event_engine_listener,-event_engine_for_all_other_endpoints"
 )
+import attrs
 import grpc
 from google.protobuf.message import DecodeError, Message
 
 from orbit_core.errors import OrbitError
+from orbit_server import tls
 from orbit_server.auth import ANYONE, Caller, Credentials, Kind
 from orbit_server.call_threads import CallThreads
+from orbit_server.cluster import NotLeader
 from orbit_server.config import Address, ServerConfig
 from orbit_server.errors import STATUS
 from orbit_server.grpc_proto import worker_pb2 as pb
+from orbit_server.grpc_tls import TlsFront
 from orbit_server.grpc_unary import Call, Handler, Reply, UnaryServer
 from orbit_server.grpc_values import from_value, to_value
 from orbit_server.identities import Identities
@@ -73,6 +85,8 @@ from orbit_server.worker_calls import WorkerCalls
 
 SERVICE = "orbit.worker.v1.WorkerService"
 ERROR_CODE_KEY = "orbit-error-code"
+# A standby's refusal names the leader's advertised address here too.
+LEADER_KEY = "x-orbit-leader"
 # How long a stopping server lets running calls finish (a poll is drained
 # at once by the engine, so only short calls remain).
 STOP_GRACE_S = 10.0
@@ -108,6 +122,18 @@ class _Failure(Exception):
 _M = TypeVar("_M", bound=Message)
 
 
+@attrs.frozen
+class _Admitted:
+    """What `admit` found for a call: its caller and the calls to make."""
+
+    caller: Caller
+    calls: WorkerCalls
+
+
+# An RPC: request, caller, the serving engine's calls, the call -> response.
+_Method = Callable[[Any, Caller, WorkerCalls, Call], Message]
+
+
 def _decoder(kind: type[_M], max_body: int) -> Callable[[bytes], _M]:
     name = kind.DESCRIPTOR.name
 
@@ -132,16 +158,21 @@ class WorkerService:
 
     def __init__(
         self,
-        calls: WorkerCalls,
+        calls: WorkerCalls | Callable[[], WorkerCalls],
         credentials: Credentials,
         max_body: int,
+        certificate_names: Callable[[Call], list[str] | None] | None = None,
     ) -> None:
-        self._calls = calls
+        # The calls of the engine serving now (a cluster node changes its
+        # engine as it gains and loses the lead; a standby raises NotLeader).
+        self._source: Callable[[], WorkerCalls] = calls if callable(calls) else lambda: calls
         self._credentials = credentials
         self._max_body = max_body
+        # The verified client certificate's names (mutual TLS only).
+        self._certificate_names = certificate_names
 
     def handlers(self) -> dict[str, Handler]:
-        methods: dict[str, tuple[Callable[[Any, Caller, Call], Message], type[Message]]] = {
+        methods: dict[str, tuple[_Method, type[Message]]] = {
             "RegisterWorker": (self._register, pb.RegisterWorkerRequest),
             "Heartbeat": (self._heartbeat, pb.HeartbeatRequest),
             "PollTask": (self._poll, pb.PollTaskRequest),
@@ -154,15 +185,29 @@ class WorkerService:
             for name, (call, kind) in methods.items()
         }
 
-    def _rpc(
-        self,
-        call: Callable[[Any, Caller, Call], Message],
-        decode: Callable[[bytes], Message],
-    ) -> Handler:
+    def admit(self, rpc: Call) -> Reply | None:
+        """Before the call's message is read: a standby's refusal (before
+        authentication, as over HTTP), then the caller authenticated from
+        the metadata. A refusal, or None with the caller kept on the call."""
+        try:
+            calls = self._source()
+            rpc.principal = _Admitted(self._caller(rpc), calls)
+        except NotLeader as exc:
+            where = ((LEADER_KEY, exc.leader_addr),) if exc.leader_addr else ()
+            return _refusal(exc.code, exc.message, extra=where)
+        except OrbitError as exc:
+            return _refusal(exc.code, exc.message, tagged=exc.code != "UNAUTHENTICATED")
+        return None
+
+    def _rpc(self, call: _Method, decode: Callable[[bytes], Message]) -> Handler:
         def rpc(rpc: Call, data: bytes) -> Reply:
+            admitted = rpc.principal
+            assert isinstance(admitted, _Admitted), "the server runs WorkerService.admit first"
             try:
                 request = decode(data)
-                answer: bytes = call(request, self._caller(rpc), rpc).SerializeToString()
+                answer: bytes = call(
+                    request, admitted.caller, admitted.calls, rpc
+                ).SerializeToString()
             except _Failure as failure:
                 return _refusal(failure.code, failure.message, tagged=failure.tagged)
             except OrbitError as exc:
@@ -187,8 +232,8 @@ class WorkerService:
                 authorization = value if isinstance(value, str) else None
                 break
         certified = None
-        if credentials.mtls and authorization is None:
-            certified = credentials.certified(_certificate_names(rpc))
+        if self._certificate_names is not None and authorization is None:
+            certified = credentials.certified(self._certificate_names(rpc))
         caller = credentials.caller(authorization, certified)
         if caller.kind is Kind.CLIENT:
             assert caller.identity is not None
@@ -200,13 +245,13 @@ class WorkerService:
     # ---- the RPCs: message in, `WorkerCalls`, message out
 
     def _register(
-        self, request: pb.RegisterWorkerRequest, who: Caller, rpc: Call
+        self, request: pb.RegisterWorkerRequest, who: Caller, calls: WorkerCalls, rpc: Call
     ) -> pb.RegisterWorkerResponse:
         contracts = [
             {"task_name": c.task_name, "contract_version": c.contract_version}
             for c in request.contracts
         ]
-        answer = self._calls.register(
+        answer = calls.register(
             who, request.worker_id, request.runtime, contracts, request.sdk or None
         )
         return pb.RegisterWorkerResponse(
@@ -218,33 +263,35 @@ class WorkerService:
         )
 
     def _heartbeat(
-        self, request: pb.HeartbeatRequest, who: Caller, rpc: Call
+        self, request: pb.HeartbeatRequest, who: Caller, calls: WorkerCalls, rpc: Call
     ) -> pb.HeartbeatResponse:
-        answer = self._calls.heartbeat(who, request.worker_session_id)
+        answer = calls.heartbeat(who, request.worker_session_id)
         return pb.HeartbeatResponse(accepted=answer["accepted"], cancel=answer["cancel"])
 
-    def _poll(self, request: pb.PollTaskRequest, who: Caller, rpc: Call) -> pb.ExecuteTaskRequest:
-        task = self._calls.poll(
-            who, request.worker_session_id, request.wait_ms or None, rpc.is_active
-        )
+    def _poll(
+        self, request: pb.PollTaskRequest, who: Caller, calls: WorkerCalls, rpc: Call
+    ) -> pb.ExecuteTaskRequest:
+        task = calls.poll(who, request.worker_session_id, request.wait_ms or None, rpc.is_active)
         if task is None:
             return pb.ExecuteTaskRequest()
         # As over HTTP: a task whose worker hung up is redelivered now, not
         # after the session timeout.
-        rpc.on_undelivered(functools.partial(self._calls.undelivered, task))
+        rpc.on_undelivered(functools.partial(calls.undelivered, task))
         return _assignment(task)
 
     def _complete(
-        self, request: pb.CompleteTaskRequest, who: Caller, rpc: Call
+        self, request: pb.CompleteTaskRequest, who: Caller, calls: WorkerCalls, rpc: Call
     ) -> pb.TaskResultAck:
         if not request.token:
-            return self._untagged(lambda: self._calls.complete(who, "", None))
+            return _untagged(lambda: calls.complete(who, "", None))
         output = _json(request, "output")
-        return _ack(self._calls.complete(who, request.token, output))
+        return _ack(calls.complete(who, request.token, output))
 
-    def _fail(self, request: pb.FailTaskRequest, who: Caller, rpc: Call) -> pb.TaskResultAck:
+    def _fail(
+        self, request: pb.FailTaskRequest, who: Caller, calls: WorkerCalls, rpc: Call
+    ) -> pb.TaskResultAck:
         def fail() -> Mapping[str, Any]:
-            return self._calls.fail(
+            return calls.fail(
                 who,
                 request.token,
                 error_code=request.error_code,
@@ -254,32 +301,35 @@ class WorkerService:
             )
 
         if not request.token or not request.error_code:
-            return self._untagged(fail)
+            return _untagged(fail)
         return _ack(fail())
 
-    def _untagged(self, call: Callable[[], Mapping[str, Any]]) -> pb.TaskResultAck:
-        """An empty token or error_code: the engine refuses it, and the
-        chapter has that refusal carry its code in the message only."""
-        try:
-            return _ack(call())
-        except OrbitError as exc:
-            raise _Failure(exc.code, exc.message, tagged=False) from None
-
     def _unregister(
-        self, request: pb.UnregisterWorkerRequest, who: Caller, rpc: Call
+        self, request: pb.UnregisterWorkerRequest, who: Caller, calls: WorkerCalls, rpc: Call
     ) -> pb.UnregisterWorkerResponse:
-        answer = self._calls.unregister(who, request.worker_session_id)
+        answer = calls.unregister(who, request.worker_session_id)
         return pb.UnregisterWorkerResponse(accepted=answer["accepted"])
 
 
-def _refusal(code: str, message: str, *, tagged: bool = True) -> Reply:
+def _untagged(call: Callable[[], Mapping[str, Any]]) -> pb.TaskResultAck:
+    """An empty token or error_code: the engine refuses it, and the
+    chapter has that refusal carry its code in the message only."""
+    try:
+        return _ack(call())
+    except OrbitError as exc:
+        raise _Failure(exc.code, exc.message, tagged=False) from None
+
+
+def _refusal(
+    code: str, message: str, *, tagged: bool = True, extra: tuple[tuple[str, str], ...] = ()
+) -> Reply:
     """The status answering an error: `CODE: message`, and the code in the
-    trailing metadata when `tagged`."""
+    trailing metadata when `tagged` (with `extra` entries after it)."""
     return Reply(
         None,
         status_of(code),
         f"{code}: {message}",
-        ((ERROR_CODE_KEY, code),) if tagged else (),
+        (((ERROR_CODE_KEY, code),) if tagged else ()) + extra,
     )
 
 
@@ -320,21 +370,14 @@ def _assignment(task: Mapping[str, Any]) -> pb.ExecuteTaskRequest:
     return message
 
 
-def _certificate_names(rpc: Call) -> list[str] | None:
-    """The DNS names and common name of the verified client certificate
-    (what `identities.certificate_names` reads from an HTTP peer), or None
-    without one."""
-    found = rpc.auth_context()
-    if not found.get("x509_pem_cert"):
-        return None
-    names = [*found.get("peer_dns", ()), *found.get("x509_common_name", ())]
-    return [n.decode("utf-8", "replace") for n in names if n]
-
-
 class GrpcServer:
     """The gRPC server of one `orbit server` process."""
 
-    def __init__(self, config: ServerConfig, calls: WorkerCalls) -> None:
+    def __init__(
+        self, config: ServerConfig, calls: WorkerCalls | Callable[[], WorkerCalls]
+    ) -> None:
+        """`calls`: the engine's worker calls, or what gives the calls of
+        the engine serving at the time of each call (a cluster node)."""
         assert config.grpc_addr is not None
         self._config = config
         # One thread per call in progress: long polls each hold one, as on
@@ -354,13 +397,23 @@ class GrpcServer:
             config.identities or Identities(),
             mtls=config.tls_client_ca is not None,
         )
-        service = WorkerService(calls, credentials, config.max_body)
+        # Mutual TLS: the handshake is the front's (grpc_tls, which says why).
+        self._front: TlsFront | None = None
+        names = None
+        if config.tls_client_ca is not None:
+            assert config.tls_cert is not None
+            front = self._front = TlsFront(
+                tls.server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+            )
+            names = lambda rpc: front.names(rpc.peer())  # noqa: E731
+        service = WorkerService(calls, credentials, config.max_body, names)
         self._server = UnaryServer(
             {
                 path: (handler, self._polls if path.endswith("/PollTask") else self._pool)
                 for path, handler in service.handlers().items()
             },
             options,
+            service.admit,
         )
         self._stopped: threading.Event | None = None
         self.bound: Address | None = None
@@ -371,25 +424,32 @@ class GrpcServer:
         addr = self._config.grpc_addr
         assert addr is not None
         target = str(addr)
+        front = self._front
+        if front is not None:
+            port = front.bind(addr)
+            target = "127.0.0.1:0"
         try:
-            tls = self._tls() if self._config.tls_cert is not None else None
-            port = self._server.add_port(target, tls)
+            credentials = self._tls() if self._config.tls_cert is not None else None
+            bound = self._server.add_port(target, None if front else credentials)
         except RuntimeError as exc:
             raise OSError(str(exc)) from None
-        if not port:
+        if not bound:
             raise OSError("the address is in use or not available")
         self._server.start()
+        if front is not None:
+            front.start(bound)
+        else:
+            port = bound
         self.bound = Address(addr.host, port)
         return self.bound
 
     def _tls(self) -> grpc.ServerCredentials:
+        """grpc core's TLS, without client certificates (with a client CA
+        the front does the handshake instead)."""
         config = self._config
         assert config.tls_cert is not None and config.tls_key is not None
-        client_ca = config.tls_client_ca
         return grpc.ssl_server_credentials(
-            [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())],
-            root_certificates=Path(client_ca).read_bytes() if client_ca else None,
-            require_client_auth=client_ca is not None,
+            [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())]
         )
 
     def stop(self) -> None:
@@ -401,5 +461,7 @@ class GrpcServer:
         self.stop()
         assert self._stopped is not None
         self._stopped.wait(STOP_GRACE_S + 1)
+        if self._front is not None:
+            self._front.close()
         self._polls.shutdown()
         self._pool.shutdown()

@@ -9,9 +9,18 @@ so every call crosses between the two threads three times. This server
 keeps what a unary call needs and nothing else:
 
 - one thread polls the completion queue. On a new call it asks for the
-  client's close and for the request message, and when the message is
-  there it hands the call to its method's executor: the only hand-off a
-  call makes;
+  client's close, runs the server's `admit` on the call's metadata (the
+  credentials), and only for an admitted call asks for the request
+  message; when the message is there it hands the call to its method's
+  executor (once it has also seen the end of the client's messages: a
+  unary call carrying a second message is refused, UNIMPLEMENTED, as gRPC's
+  status code table has it for a wrong number of request messages, where
+  grpcio's own server answers OK from the first one); the only hand-off a
+  call makes. A call `admit` refuses is
+  answered at once and its message is never read, so a caller without a
+  credential makes the server hold no more than what grpc core buffers of
+  a stream nobody reads (its flow-control window), however large the
+  message it sends;
 - the executor's thread runs the handler (which may block: a long poll
   parks in the engine) and starts ONE batch sending the initial metadata,
   the response (or none) and the status with its trailing metadata;
@@ -72,7 +81,16 @@ class Reply:
 class Call:
     """One call as its handler sees it."""
 
-    __slots__ = ("_call", "_cancelled", "_server", "_undelivered", "metadata", "method")
+    __slots__ = (
+        "_call",
+        "_cancelled",
+        "_data",
+        "_server",
+        "_undelivered",
+        "metadata",
+        "method",
+        "principal",
+    )
 
     def __init__(self, server: UnaryServer, event: Any) -> None:
         self._server = server
@@ -81,7 +99,10 @@ class Call:
         # (key, value) pairs; a binary (-bin) value is bytes.
         self.metadata: Sequence[tuple[str, str | bytes]] = event.invocation_metadata or ()
         self._cancelled = False
+        self._data = b""
         self._undelivered: Callable[[], None] | None = None
+        # What the server's `admit` found the caller to be, for the handler.
+        self.principal: object = None
 
     def is_active(self) -> bool:
         """False once the call was cancelled (client, deadline, stop)."""
@@ -101,6 +122,11 @@ class Call:
             callback, self._undelivered = self._undelivered, None
         if callback is not None:
             threading.Thread(target=callback, name="orbit-grpc-undelivered", daemon=True).start()
+
+    def peer(self) -> str:
+        """The client's address as grpc names it (`ipv4:127.0.0.1:5000`)."""
+        found = self._call.peer()
+        return found.decode("utf-8", "replace") if isinstance(found, bytes) else str(found)
 
     def auth_context(self) -> Mapping[str, Sequence[bytes]]:
         """The connection's authentication properties (x509_pem_cert,
@@ -125,11 +151,23 @@ class Call:
         if data is None:
             self._server._answer(self, Reply(None, grpc.StatusCode.UNIMPLEMENTED, _ONE_MESSAGE))
             return
+        # The handler runs once the client's messages are known to end here.
+        self._data = data
+        self._server._start(self, (cygrpc.ReceiveMessageOperation(_FLAGS),), self._end)
+
+    def _end(self, event: Any) -> None:
+        if event.success and event.batch_operations[0].message() is not None:
+            self._server._answer(self, Reply(None, grpc.StatusCode.UNIMPLEMENTED, _ONE_MESSAGE))
+            return
+        data, self._data = self._data, b""
         handler, executor = self._server._handlers[self.method]
         executor.submit(self._server._run, self, handler, data)
 
 
 Handler = Callable[[Call, bytes], Reply]
+# Runs on the polling thread before a call's message is read: a refusal,
+# or None to read the message and run the handler. It must not block.
+Admit = Callable[[Call], Reply | None]
 
 
 class Runs(Protocol):
@@ -147,8 +185,10 @@ class UnaryServer:
         self,
         handlers: Mapping[str, tuple[Handler, Runs]],
         options: Sequence[tuple[str, Any]] = (),
+        admit: Admit | None = None,
     ) -> None:
         self._handlers = dict(handlers)
+        self._admit = admit
         self._queue = cygrpc.CompletionQueue()
         self._server = cygrpc.Server(tuple(options), False)
         self._server.register_completion_queue(self._queue)
@@ -234,10 +274,23 @@ class UnaryServer:
             return
         call = Call(self, event)
         self._start(call, (cygrpc.ReceiveCloseOnServerOperation(_FLAGS),), call._closed)
-        if call.method in self._handlers:
-            self._start(call, (cygrpc.ReceiveMessageOperation(_FLAGS),), call._message)
-        else:
+        if call.method not in self._handlers:
             self._answer(call, Reply(None, grpc.StatusCode.UNIMPLEMENTED, "Method not found!"))
+            return
+        refusal = self._admitted(call)
+        if refusal is not None:
+            self._answer(call, refusal)
+            return
+        self._start(call, (cygrpc.ReceiveMessageOperation(_FLAGS),), call._message)
+
+    def _admitted(self, call: Call) -> Reply | None:
+        if self._admit is None:
+            return None
+        try:
+            return self._admit(call)
+        except Exception as exc:  # a fault of the server's, not the caller's
+            _log.error("gRPC admission failed", method=call.method, exc_info=exc)
+            return Reply(None, grpc.StatusCode.UNKNOWN, "Exception calling application")
 
     def _start(self, call: Call, operations: tuple[Any, ...], tag: Callable[[Any], None]) -> bool:
         with self._lock:

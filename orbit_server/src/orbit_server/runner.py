@@ -31,6 +31,10 @@ With `--grpc-addr` the worker also starts the gRPC binding of the worker
 protocol (`grpc_server.GrpcServer`, grpcio's own threads) over the same
 engine and `WorkerCalls` as the HTTP routes, after recovery and before the
 HTTP listening line; the arbiter checks its port first, as for `--addr`.
+A cluster node's engine changes (a standby's read-only one, the leader's
+after an election), so its gRPC binding asks for the calls of the engine
+serving at each call (`_node_calls`), which are those its HTTP app uses; a
+standby refuses every call with NOT_LEADER, as it refuses HTTP writes.
 
 SIGINT and SIGTERM both stop gracefully: the arbiter logs `shutting down`,
 the listener closes, the worker drains the engine (`Engine.drain`: parked
@@ -50,6 +54,7 @@ import signal
 import socket
 import ssl
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -271,6 +276,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.shared: SharedNode | None = None
         self.telemetry: Telemetry | None = None
         self._tls_context: ssl.SSLContext | None = None
+        # A cluster node's current engine and its worker calls (_node_calls).
+        self._calls_lock = threading.Lock()
+        self._engine_calls: tuple[Engine, WorkerCalls] | None = None
         super().__init__(prog="orbit server")
 
     def load_config(self) -> None:
@@ -338,8 +346,28 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             "node_id": config.node_id or node_id_default(),
             "advertise_addr": advertise_default(config, self.bound),
             "build_engine": lambda store, kind: build_engine(config, store, kind, telemetry),
-            "make_app": lambda engine, view: create_app(engine, config, cluster=view),
+            "make_app": lambda engine, view: create_app(
+                engine, config, cluster=view, calls=self._calls_of(engine)
+            ),
         }
+
+    def _calls_of(self, engine: Engine) -> WorkerCalls:
+        """The worker calls of a node's engine: one per engine, shared by
+        its HTTP app and the gRPC binding."""
+        with self._calls_lock:
+            if self._engine_calls is None or self._engine_calls[0] is not engine:
+                self._engine_calls = (engine, worker_calls(engine))
+            return self._engine_calls[1]
+
+    def _node_calls(self) -> WorkerCalls:
+        """For the gRPC binding of a cluster node: the calls of the engine
+        serving now; NotLeader while a standby-mode node does not lead."""
+        if self.cluster is not None:
+            if not self.cluster.serving():
+                raise self.cluster.not_leader()
+            return self._calls_of(self.cluster.engine)
+        assert self.shared is not None
+        return self._calls_of(self.shared.engine)
 
     def _load_cluster(self) -> ClusterNode:
         """A cluster server (orbit_server/cluster.py) starts as a standby,
@@ -351,6 +379,8 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
         self.cluster = node
         node.start()
+        if self.config.grpc_addr is not None:
+            self._start_grpc(self._node_calls, logs.logger())
         self._log_listening()
         return node
 
@@ -364,6 +394,8 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
         self.shared = node
         node.start()
+        if self.config.grpc_addr is not None:
+            self._start_grpc(self._node_calls, logs.logger())
         self._log_listening()
         return node
 
@@ -385,7 +417,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         else:
             log.info("ORBIT runtime listening", addr=str(self.bound), tls=False, ui=self.config.ui)
 
-    def _start_grpc(self, calls: WorkerCalls, log: Any) -> None:
+    def _start_grpc(self, calls: WorkerCalls | Callable[[], WorkerCalls], log: Any) -> None:
         # Imported here: grpcio is only loaded by servers that serve gRPC.
         from orbit_server.grpc_server import GrpcServer
 
