@@ -1,24 +1,23 @@
 """Reporting an attempt's result: which answers to retry, for how long, and what then.
 
 The runtime reconciles results by token, so sending one again is harmless and a
-result held through an outage or a restart is still accepted afterwards. Not
-every error is worth waiting out, though:
+result held through an outage or a restart is still accepted afterwards. So:
 
-- no answer, 408, 429, 502, 503 and 504 mean the runtime (or a proxy in front
-  of it) is restarting or overloaded: retried with backoff for up to
-  RESULT_RETRY_WINDOW_S, and no longer once shutdown has begun;
-- any other 5xx may be an outage too, or the runtime failing on this very
-  result: tried SERVER_ERROR_ATTEMPTS times in all, then treated as refused;
+- no answer, any 5xx, 408 and 429 mean the runtime, its database or a proxy in
+  front of it is restarting, failing or overloaded: retried with backoff until
+  the runtime answers, for up to RESULT_RETRY_WINDOW_S, and no longer once
+  shutdown has begun. There is no count of tries: giving up while the worker
+  keeps its session alive leaves the attempt owned by this worker, which the
+  runtime then never redelivers, so a step without a timeout would wait forever
+  after a storage outage of a few seconds;
 - any other 4xx is the runtime refusing the report, which sending it again
   cannot change.
 
 A refused report would leave the attempt in flight until its timeout (forever
 without one), so the SDK reports the attempt as failed instead, once, with a
-small body that carries the runtime's error. A refusal that was about the
-result itself (4xx) is INVALID_RESULT and not retryable; a result the runtime
-kept failing to record (5xx) is RESULT_UNDELIVERABLE and retryable, leaving the
-decision to the step's retry policy. A refusal of the credentials (401, 403)
-gets no fallback: the fallback would be refused the same way.
+non-retryable INVALID_RESULT and a small body that carries the runtime's error.
+A refusal of the credentials (401, 403) gets no fallback: the fallback would be
+refused the same way.
 """
 
 from __future__ import annotations
@@ -39,8 +38,8 @@ from orbit_sdk.context import Context
 # timeout (30 s by default), so a result held for much longer is rarely the
 # one that counts; ten minutes also matches the book's other SDKs.
 RESULT_RETRY_WINDOW_S = 600.0
-SERVER_ERROR_ATTEMPTS = 3
-UNAVAILABLE_STATUSES = frozenset({408, 429, 502, 503, 504})
+# Besides every 5xx: a proxy's timeout, and a runtime shedding load.
+UNAVAILABLE_STATUSES = frozenset({408, 429})
 CREDENTIAL_STATUSES = frozenset({401, 403})
 # Keeps the fallback report small even if the runtime's message is not.
 MAX_MESSAGE_CHARS = 2000
@@ -79,7 +78,6 @@ class Reporter:
         """Sends until answered; the error if refused, None once answered or given up."""
         backoff = Backoff(self._random)
         give_up_at = time.monotonic() + RESULT_RETRY_WINDOW_S
-        server_errors = 0
         last_chance = False
         while True:
             session_id = self._session.id
@@ -88,11 +86,7 @@ class Reporter:
             except ApiError as exc:
                 if is_unknown_session(exc):
                     self._session.renew(session_id)
-                elif exc.status >= 500 and exc.status not in UNAVAILABLE_STATUSES:
-                    server_errors += 1
-                    if server_errors >= SERVER_ERROR_ATTEMPTS:
-                        return exc
-                elif not (exc.is_connection_error or exc.status in UNAVAILABLE_STATUSES):
+                elif not _worth_waiting_out(exc):
                     return exc
                 fields = {**ctx._identity(), "error": describe(exc)}
                 if last_chance:
@@ -113,6 +107,10 @@ class Reporter:
             return None
 
 
+def _worth_waiting_out(error: ApiError) -> bool:
+    return error.is_connection_error or error.status >= 500 or error.status in UNAVAILABLE_STATUSES
+
+
 def _fallback(ctx: Context, refused: Outcome, error: ApiError) -> Outcome | None:
     """The failure reported in place of a refused result; None when there is none."""
     if error.status in CREDENTIAL_STATUSES or refused.fallback:
@@ -121,17 +119,11 @@ def _fallback(ctx: Context, refused: Outcome, error: ApiError) -> Outcome | None
     if refused.path == FAIL:
         details["error_code"] = refused.body.get("error_code")
     details.update(status=error.status, code=error.code, message=_clip(error.message))
-    if error.status >= 500:
-        code, retryable = "RESULT_UNDELIVERABLE", True
-        message = f"the runtime failed to record the task's result: {_clip(str(error))}"
-    else:
-        code, retryable = "INVALID_RESULT", False
-        message = f"the runtime refused the task's result: {_clip(str(error))}"
     body = {
         "token": ctx.token,
-        "error_code": code,
-        "error_message": message,
-        "retryable": retryable,
+        "error_code": "INVALID_RESULT",
+        "error_message": f"the runtime refused the task's result: {_clip(str(error))}",
+        "retryable": False,
         "details": details,
     }
     return Outcome(FAIL, body, fallback=True)
