@@ -3,13 +3,14 @@
 The runtime reconciles results by token, so sending one again is harmless and a
 result held through an outage or a restart is still accepted afterwards. So:
 
-- no answer, any 5xx, 408 and 429 mean the runtime, its database or a proxy in
-  front of it is restarting, failing or overloaded: retried with backoff until
-  the runtime answers, for up to RESULT_RETRY_WINDOW_S, and no longer once
-  shutdown has begun. There is no count of tries: giving up while the worker
-  keeps its session alive leaves the attempt owned by this worker, which the
-  runtime then never redelivers, so a step without a timeout would wait forever
-  after a storage outage of a few seconds;
+- no answer, any 5xx, 408 and 429 (`is_away`) mean the runtime, its database
+  or a proxy in front of it is restarting, failing or overloaded: retried with
+  backoff until the runtime answers (logged as _contact.py says), for up to
+  RESULT_RETRY_WINDOW_S, and no longer once shutdown has begun. There is no
+  count of tries: giving up while the worker keeps its session alive leaves
+  the attempt owned by this worker, which the runtime then never redelivers,
+  so a step without a timeout would wait forever after a storage outage of a
+  few seconds;
 - any other 4xx is the runtime refusing the report, which sending it again
   cannot change.
 
@@ -28,9 +29,10 @@ import time
 from typing import Any
 
 from orbit_sdk._backoff import Backoff, RandomSource
+from orbit_sdk._contact import Contact
 from orbit_sdk._execute import FAIL, Outcome
-from orbit_sdk._log import log_fields
-from orbit_sdk._session import Session, describe, is_unknown_session
+from orbit_sdk._log import fields_line, log_fields
+from orbit_sdk._session import Session, describe, is_away, is_unknown_session
 from orbit_sdk.client import ApiError, Client
 from orbit_sdk.context import Context
 
@@ -38,8 +40,6 @@ from orbit_sdk.context import Context
 # timeout (30 s by default), so a result held for much longer is rarely the
 # one that counts; ten minutes also matches the book's other SDKs.
 RESULT_RETRY_WINDOW_S = 600.0
-# Besides every 5xx: a proxy's timeout, and a runtime shedding load.
-UNAVAILABLE_STATUSES = frozenset({408, 429})
 CREDENTIAL_STATUSES = frozenset({401, 403})
 # Keeps the fallback report small even if the runtime's message is not.
 MAX_MESSAGE_CHARS = 2000
@@ -54,11 +54,13 @@ class Reporter:
         session: Session,
         stopping: threading.Event,
         random_source: RandomSource,
+        contact: Contact,
     ) -> None:
         self._client = client
         self._session = session
         self._stopping = stopping
         self._random = random_source
+        self._contact = contact
 
     def deliver(self, ctx: Context, outcome: Outcome) -> None:
         """Reports outcome; if the runtime refuses it, reports a failure in its place."""
@@ -84,9 +86,11 @@ class Reporter:
             try:
                 _, answer = self._client.post(outcome.path, outcome.body)
             except ApiError as exc:
+                if not is_away(exc):
+                    self._contact.answered()
                 if is_unknown_session(exc):
                     self._session.renew(session_id)
-                elif not _worth_waiting_out(exc):
+                elif not is_away(exc):
                     return exc
                 fields = {**ctx._identity(), "error": describe(exc)}
                 if last_chance:
@@ -98,17 +102,14 @@ class Reporter:
                     log_fields(logging.ERROR, message, fields)
                     return None
                 message = f"result delivery failed: {describe(exc)}; retrying in {delay:.1f}s"
-                log_fields(logging.WARNING, message, ctx._identity())
+                self._contact.failed(fields_line(message, ctx._identity()))
                 last_chance = self._stopping.wait(delay)
                 continue
+            self._contact.answered()
             if isinstance(answer, dict) and answer.get("accepted") is False:
                 fields = {**ctx._identity(), "reason": answer.get("reason")}
                 log_fields(logging.INFO, "result ignored", fields)
             return None
-
-
-def _worth_waiting_out(error: ApiError) -> bool:
-    return error.is_connection_error or error.status >= 500 or error.status in UNAVAILABLE_STATUSES
 
 
 def _fallback(ctx: Context, refused: Outcome, error: ApiError) -> Outcome | None:
