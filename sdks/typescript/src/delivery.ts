@@ -6,7 +6,7 @@
  * and a result held through an outage or a restart is still accepted later.
  * So:
  *
- * - no answer, any 5xx, 408 and 429 mean the runtime, its database or a proxy
+ * - no answer, any 5xx, 408 and 429 (`isAway`) mean the runtime, its database or a proxy
  *   in front of it is restarting, failing or overloaded: retried with backoff
  *   until the runtime answers, for up to `resultRetry.windowMs`, and no
  *   longer once shutdown has begun. Tries are not counted: a worker that gave
@@ -23,7 +23,8 @@
  * which would be refused the same way.
  */
 import type { Client } from "./client.ts";
-import { ApiError, explain } from "./errors.ts";
+import type { Contact } from "./contact.ts";
+import { ApiError, explain, isAway } from "./errors.ts";
 import type { Json } from "./json.ts";
 import type { Logger } from "./logger.ts";
 import { failRequest, type Outcome } from "./outcome.ts";
@@ -37,8 +38,6 @@ import { Backoff, sleep, type RandomSource } from "./timing.ts";
  */
 export const resultRetry = { windowMs: 600_000 };
 
-/** Besides every 5xx: a proxy's timeout, and a runtime shedding load. */
-const UNAVAILABLE = new Set([408, 429]);
 const CREDENTIALS = new Set([401, 403]);
 /** Keeps the fallback report small even if the runtime's message is not. */
 const MAX_MESSAGE_CHARS = 2000;
@@ -53,12 +52,20 @@ export class Reporter {
   readonly #logger: Logger;
   readonly #stopping: AbortSignal;
   readonly #random: RandomSource;
+  readonly #contact: Contact;
 
-  constructor(client: Client, logger: Logger, stopping: AbortSignal, random: RandomSource) {
+  constructor(
+    client: Client,
+    logger: Logger,
+    stopping: AbortSignal,
+    random: RandomSource,
+    contact: Contact,
+  ) {
     this.#client = client;
     this.#logger = logger;
     this.#stopping = stopping;
     this.#random = random;
+    this.#contact = contact;
   }
 
   /** Reports `outcome`; if the runtime refuses it, reports a failure in its place. */
@@ -91,6 +98,7 @@ export class Reporter {
           report.kind === "complete"
             ? await protocol.complete(this.#client, task.token, report.output)
             : await protocol.fail(this.#client, report.request);
+        this.#contact.answered();
         if (!ack.accepted) {
           const reason = ack.reason ?? "no reason given";
           this.#logger.info(`[orbit] result for ${describeTask(task)} not accepted: ${reason}`);
@@ -101,7 +109,10 @@ export class Reporter {
           this.#logger.error(`[orbit] result for ${describeTask(task)} not sent: ${explain(err)}`);
           return undefined;
         }
-        if (!worthWaitingOut(err)) return err;
+        if (!isAway(err)) {
+          this.#contact.answered();
+          return err;
+        }
         if (this.#stopping.aborted) {
           this.#logger.warn(
             `[orbit] result for ${describeTask(task)} not delivered before shutdown: ${explain(err)}`,
@@ -115,17 +126,13 @@ export class Reporter {
           );
           return undefined;
         }
-        this.#logger.warn(
+        this.#contact.failed(
           `[orbit] cannot deliver the result for ${describeTask(task)}: ${explain(err)}; retrying in ${delay} ms`,
         );
         await sleep(delay, this.#stopping);
       }
     }
   }
-}
-
-function worthWaitingOut(err: ApiError): boolean {
-  return err.status === 0 || err.status >= 500 || UNAVAILABLE.has(err.status);
 }
 
 function fallbackFor(
