@@ -96,3 +96,37 @@ def test_a_worker_logs_an_outage_once_and_its_end_once(
     assert "cannot reach ORBIT runtime at" in warnings[0]
     back = [m for m in _orbit(caplog, logging.INFO) if m.startswith("runtime reachable again")]
     assert len(back) == 1, caplog.messages
+
+
+def test_a_result_the_runtime_keeps_failing_is_logged_once_and_once_delivered(
+    fake: FakeRuntime,
+    make_worker: Callable[..., Worker],
+    start_worker: Callable[[Worker], Worker],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Polls are answered while this one result is not: the worker's contact
+    # with the runtime is fine, and only the result's own lines are quiet.
+    caplog.set_level(logging.DEBUG, logger="orbit")
+    worker = make_worker(concurrency=1)
+    worker._random = lambda: 0.05
+
+    @worker.task("a.one")
+    def echo(input: object, ctx: Context) -> dict[str, object]:
+        return {}
+
+    storage = (500, {"error": {"code": "STORAGE_ERROR", "message": "not loaded"}})
+    fake.script("/v1/tasks/complete", *[storage] * 6)
+    start_worker(worker)
+    token = fake.enqueue("a.one", {}, execution_id="e-1", step_id="s")
+    fake.result(token)
+    fake.wait_for(lambda: "result delivered after" in caplog.text)
+
+    identity = '{"execution_id": "e-1", "step": "s", "attempt": 1}'
+    warnings = _orbit(caplog, logging.WARNING)
+    assert warnings == [
+        f"result delivery failed: STORAGE_ERROR (500): not loaded; retrying in 0.0s {identity}"
+    ]
+    assert len(_orbit(caplog, logging.DEBUG)) == 5
+    delivered = [m for m in _orbit(caplog, logging.INFO) if m.startswith("result delivered")]
+    assert len(delivered) == 1 and delivered[0].endswith(f"s of retries {identity}"), delivered
+    assert not [m for m in caplog.messages if m.startswith("runtime reachable again")]

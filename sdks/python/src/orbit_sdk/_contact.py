@@ -4,7 +4,10 @@ Every poll thread, the heartbeat thread, registration and each result being
 delivered retry on their own while the runtime (or its database) cannot
 answer. Logged one line per retry, a worker with four poll threads wrote
 about seventy lines a minute through an outage, which buries whatever else
-the log holds. All of them share one Contact instead:
+the log holds. The poll threads, the heartbeat and registration share one
+Contact instead, and each result being delivered has one of its own (a
+runtime that answers polls may still fail to store one execution's result,
+and that must not read as the runtime coming and going):
 
 - the first failure after the runtime last answered is logged as it is, at
   WARNING;
@@ -12,7 +15,8 @@ the log holds. All of them share one Contact instead:
   WARNING when the next reminder is due: REMINDER_FIRST_S after the loss,
   then at intervals doubling up to REMINDER_MAX_S, each saying how long the
   runtime has been away and how many lines were held back;
-- the first answer after that is logged once, at INFO.
+- the first answer after that is logged once, at INFO ("runtime reachable
+  again after 12.3s", or what the owner passes as `back`).
 
 Only failures that mean "the runtime is away" (no answer, 5xx, 408, 429) go
 through here; a refusal is about the request and is logged where it happens.
@@ -31,10 +35,15 @@ REMINDER_MAX_S = 600.0
 
 
 class Contact:
-    """Whether the runtime answered last, shared by every thread of a worker."""
+    """Whether the runtime answered the last call, for the threads that share it."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        back: Callable[[float], str] = lambda away: f"runtime reachable again after {away:.1f}s",
+    ) -> None:
         self._clock = clock
+        self._back = back
         self._lock = threading.Lock()
         self._lost_at: float | None = None
         self._gap = REMINDER_FIRST_S
@@ -77,7 +86,7 @@ class Contact:
             return
         lost_at = self._end_outage()
         if lost_at is not None:  # else another thread logged it
-            LOGGER.info("runtime reachable again after %.1fs", self._clock() - lost_at)
+            LOGGER.info("%s", self._back(self._clock() - lost_at))
 
     def _end_outage(self) -> float | None:
         with self._lock:

@@ -54,13 +54,11 @@ class Reporter:
         session: Session,
         stopping: threading.Event,
         random_source: RandomSource,
-        contact: Contact,
     ) -> None:
         self._client = client
         self._session = session
         self._stopping = stopping
         self._random = random_source
-        self._contact = contact
 
     def deliver(self, ctx: Context, outcome: Outcome) -> None:
         """Reports outcome; if the runtime refuses it, reports a failure in its place."""
@@ -79,6 +77,8 @@ class Reporter:
     def _send(self, ctx: Context, outcome: Outcome) -> ApiError | None:
         """Sends until answered; the error if refused, None once answered or given up."""
         backoff = Backoff(self._random)
+        # This result's own: the runtime may answer polls and still fail it.
+        contact = Contact(back=lambda away: _delivered_after(away, ctx))
         give_up_at = time.monotonic() + RESULT_RETRY_WINDOW_S
         last_chance = False
         while True:
@@ -87,7 +87,7 @@ class Reporter:
                 _, answer = self._client.post(outcome.path, outcome.body)
             except ApiError as exc:
                 if not is_away(exc):
-                    self._contact.answered()
+                    contact.answered()
                 if is_unknown_session(exc):
                     self._session.renew(session_id)
                 elif not is_away(exc):
@@ -102,14 +102,18 @@ class Reporter:
                     log_fields(logging.ERROR, message, fields)
                     return None
                 message = f"result delivery failed: {describe(exc)}; retrying in {delay:.1f}s"
-                self._contact.failed(fields_line(message, ctx._identity()))
+                contact.failed(fields_line(message, ctx._identity()))
                 last_chance = self._stopping.wait(delay)
                 continue
-            self._contact.answered()
+            contact.answered()
             if isinstance(answer, dict) and answer.get("accepted") is False:
                 fields = {**ctx._identity(), "reason": answer.get("reason")}
                 log_fields(logging.INFO, "result ignored", fields)
             return None
+
+
+def _delivered_after(away: float, ctx: Context) -> str:
+    return fields_line(f"result delivered after {away:.1f}s of retries", ctx._identity())
 
 
 def _fallback(ctx: Context, refused: Outcome, error: ApiError) -> Outcome | None:

@@ -160,7 +160,7 @@ class Worker:
 
     def _serve(self, client: Client, session: Session) -> None:
         heartbeat = self._thread("orbit-heartbeat", self._heartbeat_loop, client, session)
-        reporter = Reporter(client, session, self._stopping, self._random, self._contact)
+        reporter = Reporter(client, session, self._stopping, self._random)
         pollers = [
             self._thread(f"orbit-poll-{i + 1}", self._poll_loop, client, session, reporter)
             for i in range(self.concurrency)
