@@ -6,7 +6,10 @@
  * delivered retry on their own while the runtime (or its database) cannot
  * answer. Logged one line per retry, a worker with several poll loops wrote
  * dozens of lines a minute through an outage, burying the rest of its log.
- * All of them share one Contact instead:
+ * The poll loops, the heartbeat and registration share one Contact instead,
+ * and each result being delivered has one of its own (a runtime that answers
+ * polls may still fail to store one execution's result, and that must not
+ * read as the runtime coming and going):
  *
  * - the first failure after the runtime last answered is logged as it is,
  *   with `logger.warn`;
@@ -14,7 +17,8 @@
  *   one is due: `reminders.firstMs` after the loss, then at intervals
  *   doubling up to `reminders.maxMs`, each saying how long the runtime has
  *   been away and how many lines were left out;
- * - the first answer after that is logged once, with `logger.info`.
+ * - the first answer after that is logged once, with `logger.info`
+ *   ("runtime reachable again after 12.3 s", or the owner's `back` line).
  *
  * The Logger interface has no debug level (and `console.debug` prints), so
  * the lines left out are only counted. Only failures that mean "the runtime
@@ -29,14 +33,20 @@ export const reminders = { firstMs: 10_000, maxMs: 600_000 };
 export class Contact {
   readonly #logger: Logger;
   readonly #clock: () => number;
+  readonly #back: (away: string) => string;
   #lostAt: number | undefined;
   #gapMs = 0;
   #nextReminder = 0;
   #leftOut = 0;
 
-  constructor(logger: Logger, clock: () => number = Date.now) {
+  constructor(
+    logger: Logger,
+    clock: () => number = Date.now,
+    back: (away: string) => string = (away) => `[orbit] runtime reachable again after ${away} s`,
+  ) {
     this.#logger = logger;
     this.#clock = clock;
+    this.#back = back;
   }
 
   get lost(): boolean {
@@ -72,7 +82,7 @@ export class Contact {
     if (this.#lostAt === undefined) return;
     const away = seconds(this.#clock() - this.#lostAt, 1);
     this.#lostAt = undefined;
-    this.#logger.info(`[orbit] runtime reachable again after ${away} s`);
+    this.#logger.info(this.#back(away));
   }
 }
 

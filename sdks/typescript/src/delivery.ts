@@ -23,7 +23,7 @@
  * which would be refused the same way.
  */
 import type { Client } from "./client.ts";
-import type { Contact } from "./contact.ts";
+import { Contact } from "./contact.ts";
 import { ApiError, explain, isAway } from "./errors.ts";
 import type { Json } from "./json.ts";
 import type { Logger } from "./logger.ts";
@@ -52,20 +52,12 @@ export class Reporter {
   readonly #logger: Logger;
   readonly #stopping: AbortSignal;
   readonly #random: RandomSource;
-  readonly #contact: Contact;
 
-  constructor(
-    client: Client,
-    logger: Logger,
-    stopping: AbortSignal,
-    random: RandomSource,
-    contact: Contact,
-  ) {
+  constructor(client: Client, logger: Logger, stopping: AbortSignal, random: RandomSource) {
     this.#client = client;
     this.#logger = logger;
     this.#stopping = stopping;
     this.#random = random;
-    this.#contact = contact;
   }
 
   /** Reports `outcome`; if the runtime refuses it, reports a failure in its place. */
@@ -91,6 +83,12 @@ export class Reporter {
   /** Sends until answered: the error if refused, undefined once answered or given up. */
   async #send(task: protocol.TaskAssignment, report: Report): Promise<ApiError | undefined> {
     const backoff = new Backoff(this.#random);
+    // This result's own: the runtime may answer polls and still fail it.
+    const contact = new Contact(
+      this.#logger,
+      Date.now,
+      (away) => `[orbit] result for ${describeTask(task)} delivered after ${away} s of retries`,
+    );
     const giveUpAt = Date.now() + resultRetry.windowMs;
     for (;;) {
       try {
@@ -98,7 +96,7 @@ export class Reporter {
           report.kind === "complete"
             ? await protocol.complete(this.#client, task.token, report.output)
             : await protocol.fail(this.#client, report.request);
-        this.#contact.answered();
+        contact.answered();
         if (!ack.accepted) {
           const reason = ack.reason ?? "no reason given";
           this.#logger.info(`[orbit] result for ${describeTask(task)} not accepted: ${reason}`);
@@ -110,7 +108,7 @@ export class Reporter {
           return undefined;
         }
         if (!isAway(err)) {
-          this.#contact.answered();
+          contact.answered();
           return err;
         }
         if (this.#stopping.aborted) {
@@ -126,7 +124,7 @@ export class Reporter {
           );
           return undefined;
         }
-        this.#contact.failed(
+        contact.failed(
           `[orbit] cannot deliver the result for ${describeTask(task)}: ${explain(err)}; retrying in ${delay} ms`,
         );
         await sleep(delay, this.#stopping);

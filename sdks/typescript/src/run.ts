@@ -77,7 +77,6 @@ export class WorkerRun {
       config.logger,
       this.#stopping.signal,
       config.random,
-      this.#contact,
     );
   }
 

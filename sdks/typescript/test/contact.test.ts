@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Contact, reminders } from "../src/contact.ts";
-import { eventually, recordingLogger } from "./fake-runtime.ts";
+import { error, eventually, recordingLogger } from "./fake-runtime.ts";
 import { harness } from "./support.ts";
 
 function clocked(): {
@@ -84,5 +84,35 @@ describe("logging while the runtime is away", () => {
     const back = h.logger.lines.filter((l) => l.text.startsWith("[orbit] runtime reachable again"));
     assert.equal(back.length, 1, JSON.stringify(h.logger.lines));
     assert.equal(back[0]?.level, "info");
+  });
+});
+
+describe("logging while one result is not taken", () => {
+  test("its first failure, then one line once it is delivered", async (t) => {
+    // Polls are answered while this one result is not: only its own lines are quiet.
+    const h = await harness(t, { concurrency: 1, random: () => 0.05 });
+    h.worker.task("a", {}, () => ({}));
+    const script = Array.from({ length: 6 }, () => error(500, "STORAGE_ERROR", "not loaded"));
+    h.fake.intercept((r) => (r.path === "/v1/tasks/complete" ? script.shift() : undefined));
+    void h.start();
+    h.fake.enqueue({ task_name: "a" });
+    await eventually(
+      () => h.logger.lines.some((l) => l.text.includes("delivered after")),
+      "the result to be delivered",
+    );
+    assert.equal(h.fake.calls("/v1/tasks/complete").length, 7);
+    const warnings = h.logger.lines.filter((l) => l.level === "warn").map((l) => l.text);
+    assert.equal(warnings.length, 1, JSON.stringify(warnings));
+    assert.match(warnings[0] ?? "", /^\[orbit\] cannot deliver the result for a .*STORAGE_ERROR/);
+    const delivered = h.logger.lines.filter((l) => l.text.includes("delivered after"));
+    assert.equal(delivered.length, 1);
+    const [line] = delivered;
+    assert.ok(line);
+    assert.equal(line.level, "info");
+    assert.match(
+      line.text,
+      /^\[orbit\] result for a \(execution .*\) delivered after [\d.]+ s of retries$/,
+    );
+    assert.ok(!h.logger.lines.some((l) => l.text.includes("runtime reachable again")));
   });
 });

@@ -411,6 +411,7 @@ describe("cancellation", () => {
 
 describe("result delivery", () => {
   test("retries 5xx answers with a doubling backoff", async (t) => {
+    logEveryRetry(t);
     const h = await harness(t);
     h.worker.task("a", {}, () => ({ done: true }));
     const times: number[] = [];
