@@ -5,22 +5,45 @@ it is away, without waiting for traffic; one clear log line names the
 database (password hidden); the server reconnects by itself; nothing
 committed is lost and the executions started before the outage complete.
 A server started while its database is down stops with one line and a
-non-zero exit."""
+non-zero exit.
+
+Under load, with Python SDK workers as real processes: PostgreSQL stopped
+for a few seconds, three times, loses no execution. Every result report made
+while the database is away is answered 500 STORAGE_ERROR; the workers keep
+their sessions (they heartbeat), so the runtime never redelivers what they
+hold, and an SDK that gave up on such a result would leave its step (which
+has no timeout) running forever, or, since the runtime gives such an attempt
+a deadline of one session timeout, until it is redelivered: so no execution
+may have been redelivered either."""
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pgkit
 import pytest
 import server_ir
+from cluster_proxy import ready
 from server_harness import Http, RawWorker, ServerProcess, run_orbit, wait_until
 
 pytestmark = pytest.mark.postgres
 
 REDACTED = r"postgres://orbit:\*\*\*@127\.0\.0\.1:\d+/\S+"
 LOG_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z +[A-Z]+ orbit: ")
+HERE = Path(__file__).resolve().parent
+OUTAGES = 3
+OUTAGE_S = 6.0
+# Load before each outage, and how often an execution is started.
+BETWEEN_OUTAGES_S = 3.0
+START_EVERY_S = 0.15
 
 
 def _no_password(text: str) -> None:
@@ -121,3 +144,134 @@ def test_a_server_started_while_its_database_is_down(pg_cluster: pgkit.Cluster) 
         errors[0],
     ), errors[0]
     assert "Traceback" not in result.stderr
+
+
+class _Load:
+    """Starts a `Chain` execution every START_EVERY_S seconds on a thread of
+    its own until stopped. A start answered with an error (the database is
+    away) may still have been committed: those are looked up afterwards."""
+
+    def __init__(self, addr: str) -> None:
+        self._api = Http(addr, timeout=30)
+        self._stop = threading.Event()
+        self.started: list[str] = []
+        self.uncertain: list[str] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.wait(START_EVERY_S):
+            n += 1
+            eid = f"load-{n}"
+            try:
+                reply = self._api.post("/v1/executions", {"workflow": "Chain", "execution_id": eid})
+            except OSError:
+                self._api.close()
+                self.uncertain.append(eid)
+                continue
+            (self.started if reply.status == 201 else self.uncertain).append(eid)
+
+    def started_at_least(self, n: int) -> bool:
+        return len(self.started) >= n
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self._api.close()
+
+
+def _start_sdk_worker(tmp_path: Path, addr: str, n: int) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORBIT_", "OTEL_"))}
+    env.update(ORBIT_SERVER=f"http://{addr}", PYTHONUNBUFFERED="1")
+    with open(tmp_path / f"worker-{n}.log", "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, str(HERE / "outage_worker.py")],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+
+def _status(api: Http, eid: str) -> str | None:
+    reply = api.get(f"/v1/executions/{eid}")
+    return str(reply.body["status"]) if reply.status == 200 else None
+
+
+def _stuck(api: Http, eids: set[str]) -> str:
+    """What these executions (not completed, or redelivered) last recorded."""
+    lines = []
+    for eid in sorted(eids)[:10]:
+        events = api.get(f"/v1/executions/{eid}/history").body["events"]
+        tail = [(e["type"], e.get("step"), e.get("attempt")) for e in events[-4:]]
+        lines.append(f"{eid}: {tail}")
+    return f"{len(eids)} executions:\n" + "\n".join(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sdk_workers_deliver_every_result_through_database_outages(
+    pg_cluster: pgkit.Cluster, tmp_path: Path
+) -> None:
+    url = pg_cluster.url(pg_cluster.create_database())
+    proc = ServerProcess(url).start()
+    workers = [_start_sdk_worker(tmp_path, proc.addr, n) for n in range(3)]
+    load = _Load(proc.addr)
+    try:
+        api = proc.http()
+        assert api.post("/v1/workflows", server_ir.chain(3)).status == 201
+        load.start()
+        per_round = int(BETWEEN_OUTAGES_S / START_EVERY_S)
+        for outage in range(OUTAGES):
+            wait_until(
+                functools.partial(load.started_at_least, (outage + 1) * per_round),
+                60,
+                "executions to start",
+                proc,
+            )
+            pg_cluster.stop("fast")
+            # The outage itself: its length is the point of the test.
+            time.sleep(OUTAGE_S)
+            pg_cluster.start()
+            wait_until(lambda: ready(proc.addr), 30, "the server to be ready again", proc)
+        load.stop()
+        committed = [eid for eid in load.uncertain if _status(api, eid) is not None]
+        pending = set(load.started + committed)
+        assert len(pending) >= OUTAGES * per_round
+
+        def all_completed() -> bool:
+            for eid in list(pending):
+                if _status(api, eid) == "COMPLETED":
+                    pending.discard(eid)
+            return not pending
+
+        try:
+            wait_until(all_completed, 90, "every execution to complete", every=0.5)
+        except AssertionError:
+            raise AssertionError(_stuck(api, pending)) from None
+        assert [w.poll() for w in workers] == [None] * len(workers)
+        # Delivered by the workers that ran them, not rescued by the runtime
+        # redelivering attempts whose results never arrived.
+        redelivered = [
+            eid
+            for eid in load.started + committed
+            if any(
+                e["type"] == "StepScheduled" and e["redelivery"]
+                for e in api.get(f"/v1/executions/{eid}/history").body["events"]
+            )
+        ]
+        assert not redelivered, _stuck(api, set(redelivered))
+    finally:
+        load.stop()
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(30)
+        proc.stop()
+    for n in range(len(workers)):
+        log = (tmp_path / f"worker-{n}.log").read_text()
+        assert "result refused" not in log, log
+        assert "result not delivered" not in log, log

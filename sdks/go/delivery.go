@@ -7,40 +7,34 @@ import (
 
 // Result delivery. The runtime reconciles results by token, so a report sent
 // twice is harmless and one held through an outage or a restart is still
-// accepted afterwards. Not every error is worth waiting out, though:
+// accepted afterwards. So:
 //
-//   - no answer, 408, 429, 502, 503 and 504 mean the runtime (or a proxy in
-//     front of it) is restarting or overloaded: retried with backoff for up
-//     to resultRetryWindow, shutdown included (Run's context is not the
-//     delivery's);
-//   - any other 5xx may be an outage, or the runtime failing on this very
-//     result: tried serverErrorAttempts times in all, then taken as refused;
+//   - no answer, any 5xx, 408 and 429 mean the runtime, its database or a
+//     proxy in front of it is restarting, failing or overloaded: retried
+//     with backoff until the runtime answers, for up to resultRetryWindow,
+//     shutdown included (Run's context is not the delivery's). Tries are not
+//     counted: a worker that gave up while it kept heartbeating would keep
+//     the attempt to itself, the runtime would never redeliver it, and a
+//     step without a timeout would wait forever after a storage outage of a
+//     few seconds;
 //   - any other 4xx is the runtime refusing the report, which sending it
 //     again cannot change.
 //
 // A refused report would leave the attempt in flight until its timeout
-// (forever without one), so the attempt is reported as failed instead, once:
-// INVALID_RESULT (not retryable) when the runtime refused the result, and
-// RESULT_UNDELIVERABLE (retryable) when it kept failing to record it. A
-// refusal of the credentials (401, 403) gets no fallback: it would be refused
-// the same way. The Python and TypeScript SDKs follow the same rules.
+// (forever without one), so the attempt is reported as failed instead, once,
+// with INVALID_RESULT (not retryable). A refusal of the credentials (401,
+// 403) gets no fallback: it would be refused the same way. The Python and
+// TypeScript SDKs follow the same rules.
 
 // resultRetryWindow matches the other SDKs: the runtime redelivers an attempt
 // whose worker went silent for a session timeout (30 s by default), so a
 // result held for much longer is rarely the one that counts. Tests shorten it.
 var resultRetryWindow = 10 * time.Minute
 
-const (
-	serverErrorAttempts = 3
-	maxMessageChars     = 2000
-)
+const maxMessageChars = 2000
 
 func unavailable(status int) bool {
-	switch status {
-	case 0, 408, 429, 502, 503, 504:
-		return true
-	}
-	return false
+	return status == 0 || status == 408 || status == 429 || status >= 500
 }
 
 type reporter struct {
@@ -75,7 +69,6 @@ func (r *reporter) send(t *Task, o outcome) *APIError {
 	ctx := context.Background()
 	b := newBackoff(r.run.random)
 	giveUpAt := time.Now().Add(resultRetryWindow)
-	serverErrors := 0
 	for {
 		var answer ack
 		_, err := r.client.post(ctx, o.path, o.body, callTimeout, &answer)
@@ -86,12 +79,7 @@ func (r *reporter) send(t *Task, o outcome) *APIError {
 			return nil
 		}
 		apiErr := err.(*APIError)
-		if apiErr.Status >= 500 && !unavailable(apiErr.Status) {
-			serverErrors++
-			if serverErrors >= serverErrorAttempts {
-				return apiErr
-			}
-		} else if !unavailable(apiErr.Status) {
+		if !unavailable(apiErr.Status) {
 			return apiErr
 		}
 		delay := b.next()
@@ -116,13 +104,8 @@ func fallbackFor(t *Task, refused outcome, err *APIError) (outcome, bool) {
 	details["status"] = err.Status
 	details["code"] = err.Code
 	details["message"] = clip(err.Message)
-	code, retryable := "INVALID_RESULT", false
 	message := "the runtime refused the task's result: " + clip(err.Error())
-	if err.Status >= 500 {
-		code, retryable = "RESULT_UNDELIVERABLE", true
-		message = "the runtime failed to record the task's result: " + clip(err.Error())
-	}
-	fb := failed(t.Token, code, message, retryable, details)
+	fb := failed(t.Token, "INVALID_RESULT", message, false, details)
 	fb.fallback = true
 	return fb, true
 }

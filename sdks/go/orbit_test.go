@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -201,23 +202,68 @@ func TestRefusedResultIsReplacedByAFailure(t *testing.T) {
 	}
 }
 
-func TestServerErrorsAreTriedThreeTimesThenReportedUndeliverable(t *testing.T) {
+// A storage outage of a few seconds answers every report 500 until the
+// database is back; giving up would leave the attempt to a worker that keeps
+// heartbeating, so the runtime would never redeliver it.
+func TestServerErrorsAreRetriedUntilTheRuntimeTakesTheResult(t *testing.T) {
+	for _, path := range []string{pathComplete, pathFail} {
+		t.Run(path, func(t *testing.T) {
+			f := newFakeRuntime(t)
+			w, logs := newTestWorker(f, 1)
+			w.Task("x", "1.0.0", func(context.Context, *Task) (any, error) {
+				if path == pathFail {
+					return nil, Retryable("E", "m")
+				}
+				return map[string]any{"n": 2}, nil
+			})
+			var mu sync.Mutex
+			calls := 0
+			f.on(path, func(map[string]any) (int, any, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				status := []int{500, 500, 500, 500, 500, 501, 500}
+				if calls > len(status) {
+					return 0, nil, false
+				}
+				return status[calls-1], map[string]any{"error": map[string]any{"code": "STORAGE_ERROR", "message": "db down"}}, true
+			})
+			start(t, w, logs)
+			f.queue(task("tok-u", "x", `{}`))
+			r := f.result()
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Path != path || calls != 8 {
+				t.Fatalf("result = %+v after %d calls", r, calls)
+			}
+			if path == pathFail && r.Body["error_code"] != "E" {
+				t.Fatalf("result = %+v", r)
+			}
+		})
+	}
+}
+
+func TestARefusalIsSentOnce(t *testing.T) {
 	f := newFakeRuntime(t)
 	w, logs := newTestWorker(f, 1)
-	w.Task("x", "1.0.0", func(context.Context, *Task) (any, error) { return nil, Retryable("E", "m") })
+	w.Task("x", "1.0.0", func(context.Context, *Task) (any, error) { return nil, nil })
+	var mu sync.Mutex
 	calls := 0
-	f.on(pathFail, func(body map[string]any) (int, any, bool) {
-		if body["error_code"] != "E" {
-			return 0, nil, false
-		}
+	f.on(pathComplete, func(map[string]any) (int, any, bool) {
+		mu.Lock()
+		defer mu.Unlock()
 		calls++
-		return 500, map[string]any{"error": map[string]any{"code": "INTERNAL", "message": "db"}}, true
+		return 422, "token is missing", true
 	})
 	start(t, w, logs)
-	f.queue(task("tok-u", "x", `{}`))
-	r := f.result()
-	if r.Body["error_code"] != "RESULT_UNDELIVERABLE" || r.Body["retryable"] != true || calls != 3 {
-		t.Fatalf("result = %+v after %d calls", r, calls)
+	f.queue(task("tok-r", "x", `{}`))
+	if r := f.result(); r.Path != pathFail || r.Body["error_code"] != "INVALID_RESULT" {
+		t.Fatalf("result = %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("the refused result was sent %d times", calls)
 	}
 }
 

@@ -1,4 +1,4 @@
-"""How a worker reports a result the runtime cannot take: bounded retries, fallbacks."""
+"""How a worker reports a result the runtime cannot take yet (retries) or at all (fallbacks)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ TOO_DEEP = (
     {"error": {"code": "INVALID_INPUT", "message": "task output is nested deeper than 64 levels"}},
 )
 INTERNAL = (500, {"error": {"code": "INTERNAL", "message": "internal error: RecursionError"}})
+STORAGE = (500, {"error": {"code": "STORAGE_ERROR", "message": "the store is unavailable"}})
 
 
 def _echo(input: Any, ctx: Context) -> dict[str, Any]:
@@ -75,26 +76,35 @@ def test_a_result_refused_with_4xx_fails_the_attempt_with_the_runtimes_message(
     )
 
 
-def test_a_result_answered_500_again_and_again_is_reported_as_a_retryable_failure(
+def test_a_result_answered_500_several_times_is_delivered_once_the_runtime_takes_it(
+    fake: FakeRuntime, make_worker: MakeWorker, start_worker: StartWorker
+) -> None:
+    # A storage outage of a few seconds: every report is answered 500 until
+    # the database is back. Giving up would leave the attempt owned by a
+    # worker that keeps heartbeating, so it would never be redelivered.
+    worker = _quick_worker(make_worker)
+    worker.register("a.one", _echo)
+    fake.script(COMPLETE, *[STORAGE] * 5, INTERNAL, (501, "not implemented"))
+    start_worker(worker)
+    token = fake.enqueue("a.one", {"n": 2})
+
+    assert fake.result(token).body == {"token": token, "output": {"echo": {"n": 2}}}
+    assert len(fake.calls_to(COMPLETE)) == 8
+    assert not fake.calls_to(FAIL)
+
+
+def test_a_failure_answered_500_several_times_is_delivered_as_it_was(
     fake: FakeRuntime, make_worker: MakeWorker, start_worker: StartWorker
 ) -> None:
     worker = _quick_worker(make_worker)
-    worker.register("a.one", _echo)
-    fake.routes[("POST", COMPLETE)] = _always(INTERNAL)
+    worker.register("a.one", _failing)
+    fake.script(FAIL, *[STORAGE] * 4)
     start_worker(worker)
     token = fake.enqueue("a.one", {})
 
     result = fake.result(token)
-    assert result.path == FAIL
-    assert result.body["error_code"] == "RESULT_UNDELIVERABLE"
-    assert result.body["retryable"] is True
-    assert result.body["error_message"] == (
-        "the runtime failed to record the task's result: INTERNAL (500): "
-        "internal error: RecursionError"
-    )
-    assert result.body["details"]["status"] == 500
-    time.sleep(0.2)
-    assert len(fake.calls_to(COMPLETE)) == 3
+    assert result.body["error_code"] == "UNHANDLED_EXCEPTION"
+    assert [call.body["error_code"] for call in fake.calls_to(FAIL)] == ["UNHANDLED_EXCEPTION"] * 5
 
 
 def test_a_refused_failure_falls_back_once_and_a_refused_fallback_is_logged(

@@ -99,6 +99,8 @@ def test_registration_is_retried_through_outages_and_5xx(
     start_worker: StartWorker,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # The retries after the first are logged at DEBUG (_contact.py).
+    caplog.set_level(logging.DEBUG, logger="orbit")
     fake.stop()
     worker = make_worker()
     worker.register("a.one", _echo)
@@ -174,6 +176,8 @@ def test_results_are_retried_through_5xx_with_backoff(
     start_worker: StartWorker,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # The retries after the first are logged at DEBUG (_contact.py).
+    caplog.set_level(logging.DEBUG, logger="orbit")
     worker = make_worker()
     worker.register("a.one", _echo)
     fake.script("/v1/tasks/complete", UNAVAILABLE, UNAVAILABLE, (502, "Bad Gateway"))
@@ -197,6 +201,8 @@ def test_results_survive_a_runtime_restart(
     start_worker: StartWorker,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # The retries after the first are logged at DEBUG (_contact.py).
+    caplog.set_level(logging.DEBUG, logger="orbit")
     worker = make_worker(concurrency=2)
     running = threading.Event()
     release = threading.Event()

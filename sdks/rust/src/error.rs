@@ -90,9 +90,10 @@ impl ApiError {
         self.status == 404 && self.code == "UNKNOWN_SESSION"
     }
 
-    /// The runtime (or a proxy before it) is restarting or overloaded.
+    /// The runtime, its database or a proxy before it is restarting,
+    /// failing or overloaded: a result is worth sending again.
     pub(crate) fn unavailable(&self) -> bool {
-        matches!(self.status, 0 | 408 | 429 | 502 | 503 | 504)
+        self.transient() || matches!(self.status, 408 | 429)
     }
 }
 
@@ -127,7 +128,9 @@ mod tests {
     fn api_errors_classify_statuses() {
         assert!(ApiError::new(0, "CONNECTION", "x").unavailable());
         assert!(ApiError::new(503, "HTTP_ERROR", "x").unavailable());
-        assert!(!ApiError::new(500, "HTTP_ERROR", "x").unavailable());
+        assert!(ApiError::new(500, "STORAGE_ERROR", "x").unavailable());
+        assert!(ApiError::new(429, "HTTP_ERROR", "x").unavailable());
+        assert!(!ApiError::new(422, "HTTP_ERROR", "x").unavailable());
         assert!(ApiError::new(500, "HTTP_ERROR", "x").transient());
         assert!(ApiError::new(404, "UNKNOWN_SESSION", "x").unknown_session());
         assert_eq!(

@@ -8,14 +8,15 @@
 //! session alive until the last poll thread is done, then the worker
 //! unregisters (which hands back tasks it was given but did not start).
 //!
-//! Delivery follows the same rules as the Python and Go SDKs: no answer,
-//! 408, 429, 502, 503 and 504 are waited out with jittered backoff for up to
-//! ten minutes (the runtime reconciles results by token, so a result held
-//! through an outage or a restart still counts); another 5xx is tried three
-//! times; another 4xx is a refusal. A refused result is replaced, once, by a
-//! failure (`INVALID_RESULT`, or `RESULT_UNDELIVERABLE` for repeated 5xx) so
-//! the attempt does not hang until its timeout; 401 and 403 get no such
-//! fallback, since it would be refused the same way.
+//! Delivery follows the same rules as the Python and Go SDKs: no answer, any
+//! 5xx, 408 and 429 are waited out with jittered backoff until the runtime
+//! answers, for up to ten minutes (the runtime reconciles results by token,
+//! so a result held through an outage or a restart still counts). Tries are
+//! not counted: a worker that gave up while it kept heartbeating would keep
+//! the attempt to itself and the runtime would never redeliver it. Another
+//! 4xx is a refusal: the result is replaced, once, by a non-retryable
+//! `INVALID_RESULT` failure so the attempt does not hang until its timeout;
+//! 401 and 403 get no such fallback, since it would be refused the same way.
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -37,7 +38,6 @@ const DEFAULT_CONCURRENCY: usize = 4;
 const DEFAULT_POLL_WAIT: Duration = Duration::from_secs(20);
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 const RESULT_RETRY_WINDOW: Duration = Duration::from_secs(600);
-const SERVER_ERROR_ATTEMPTS: u32 = 3;
 
 macro_rules! say {
     ($($arg:tt)*) => { eprintln!("[orbit] {}", format!($($arg)*)) };
@@ -614,7 +614,6 @@ impl Run<'_> {
     fn send(&self, a: &Assignment, report: &Report) -> Option<ApiError> {
         let mut backoff = Backoff::new();
         let give_up_at = Instant::now() + RESULT_RETRY_WINDOW;
-        let mut server_errors = 0;
         loop {
             let e = match self.client.post(report.path, &report.body, CALL_TIMEOUT) {
                 Ok(answer) => {
@@ -630,12 +629,7 @@ impl Run<'_> {
                 }
                 Err(e) => e,
             };
-            if e.status >= 500 && !e.unavailable() {
-                server_errors += 1;
-                if server_errors >= SERVER_ERROR_ATTEMPTS {
-                    return Some(e);
-                }
-            } else if !e.unavailable() {
+            if !e.unavailable() {
                 return Some(e);
             }
             let delay = backoff.next();
@@ -722,23 +716,13 @@ fn fallback(token: &str, refused: &Report, e: &ApiError) -> Option<Report> {
         details["refused"] = json!("fail");
         details["error_code"] = refused.body["error_code"].clone();
     }
-    let error = if e.status >= 500 {
-        TaskError::retryable(
-            "RESULT_UNDELIVERABLE",
-            format!(
-                "the runtime failed to record the task's result: {}",
-                clip(&e.to_string())
-            ),
-        )
-    } else {
-        TaskError::permanent(
-            "INVALID_RESULT",
-            format!(
-                "the runtime refused the task's result: {}",
-                clip(&e.to_string())
-            ),
-        )
-    };
+    let error = TaskError::permanent(
+        "INVALID_RESULT",
+        format!(
+            "the runtime refused the task's result: {}",
+            clip(&e.to_string())
+        ),
+    );
     let mut report = Report::failed(token, &error.with_details(details));
     report.fallback = true;
     Some(report)
@@ -848,8 +832,6 @@ mod tests {
         let fb = fallback("t", &done, &ApiError::new(422, "BAD", "no")).unwrap();
         assert_eq!(fb.body["error_code"], "INVALID_RESULT");
         assert_eq!(fb.body["retryable"], false);
-        let fb2 = fallback("t", &done, &ApiError::new(500, "HTTP_ERROR", "x")).unwrap();
-        assert_eq!(fb2.body["error_code"], "RESULT_UNDELIVERABLE");
         assert!(fallback("t", &fb, &ApiError::new(422, "BAD", "no")).is_none());
         assert!(fallback("t", &done, &ApiError::new(403, "FORBIDDEN", "no")).is_none());
     }

@@ -250,6 +250,44 @@ fn a_result_is_delivered_through_an_outage_once() {
     assert!(runtime.calls("/v1/tasks/fail").is_empty());
 }
 
+/// A storage outage of a few seconds answers every report 500 until the
+/// database is back; giving up would leave the attempt to a worker that keeps
+/// heartbeating, so the runtime would never redeliver it.
+#[test]
+fn a_result_answered_500_is_sent_until_the_runtime_takes_it() {
+    let runtime = Runtime::start(|path, _, n| match path {
+        "/v1/workers/poll" if n == 0 => (200, task("T1", "double")),
+        "/v1/tasks/complete" if n < 4 => (
+            500 + u16::from(n == 3),
+            json!({"error": {"code": "STORAGE_ERROR", "message": "the store is down"}}),
+        ),
+        _ => basics(path),
+    });
+    let worker = worker(&runtime);
+    let run = running(&worker);
+    let complete = runtime.wait_for("/v1/tasks/complete", 5);
+    assert_eq!(complete[4], json!({"token": "T1", "output": {"n": 4}}));
+    worker.stop();
+    run.join().unwrap().unwrap();
+    assert_eq!(runtime.calls("/v1/tasks/complete").len(), 5);
+    assert!(runtime.calls("/v1/tasks/fail").is_empty());
+}
+
+#[test]
+fn a_refused_result_is_sent_once() {
+    let runtime = Runtime::start(|path, _, n| match path {
+        "/v1/workers/poll" if n == 0 => (200, task("T1", "double")),
+        "/v1/tasks/complete" => (409, json!({"error": {"code": "CONFLICT", "message": "no"}})),
+        _ => basics(path),
+    });
+    let worker = worker(&runtime);
+    let run = running(&worker);
+    runtime.wait_for("/v1/tasks/fail", 1);
+    worker.stop();
+    run.join().unwrap().unwrap();
+    assert_eq!(runtime.calls("/v1/tasks/complete").len(), 1);
+}
+
 #[test]
 fn a_refused_result_is_replaced_by_a_failure() {
     let runtime = Runtime::start(|path, _, n| match path {

@@ -4,27 +4,27 @@
  *
  * The runtime reconciles results by token, so sending one again is harmless
  * and a result held through an outage or a restart is still accepted later.
- * Not every error is worth waiting out, though:
+ * So:
  *
- * - no answer, 408, 429, 502, 503 and 504 mean the runtime (or a proxy in
- *   front of it) is restarting or overloaded: retried with backoff for up to
- *   `resultRetry.windowMs`, and no longer once shutdown has begun;
- * - any other 5xx may be an outage too, or the runtime failing on this very
- *   result: tried `resultRetry.serverErrorAttempts` times in all, then
- *   treated as refused;
+ * - no answer, any 5xx, 408 and 429 (`isAway`) mean the runtime, its database or a proxy
+ *   in front of it is restarting, failing or overloaded: retried with backoff
+ *   until the runtime answers, for up to `resultRetry.windowMs`, and no
+ *   longer once shutdown has begun. Tries are not counted: a worker that gave
+ *   up while it kept heartbeating would keep the attempt to itself, the
+ *   runtime would never redeliver it, and a step without a timeout would wait
+ *   forever after a storage outage of a few seconds;
  * - any other 4xx is the runtime refusing the report, which sending it
  *   again cannot change.
  *
  * A refused report would leave the attempt in flight until its timeout
  * (forever without one), so the attempt is reported as failed instead, once,
- * with a small body that carries the runtime's error: `INVALID_RESULT`, not
- * retryable, when the runtime refused the result (4xx); `RESULT_UNDELIVERABLE`,
- * retryable, when it kept failing to record it (5xx), which leaves the choice
- * to the step's retry policy. A refusal of the credentials (401, 403) gets no
- * fallback, which would be refused the same way.
+ * with `INVALID_RESULT`, not retryable, and a small body that carries the
+ * runtime's error. A refusal of the credentials (401, 403) gets no fallback,
+ * which would be refused the same way.
  */
 import type { Client } from "./client.ts";
-import { ApiError, explain } from "./errors.ts";
+import { Contact } from "./contact.ts";
+import { ApiError, explain, isAway } from "./errors.ts";
 import type { Json } from "./json.ts";
 import type { Logger } from "./logger.ts";
 import { failRequest, type Outcome } from "./outcome.ts";
@@ -36,9 +36,8 @@ import { Backoff, sleep, type RandomSource } from "./timing.ts";
  * went silent for a session timeout (30 s by default), so a result held much
  * longer than ten minutes is rarely the one that counts. Mutable for tests.
  */
-export const resultRetry = { windowMs: 600_000, serverErrorAttempts: 3 };
+export const resultRetry = { windowMs: 600_000 };
 
-const UNAVAILABLE = new Set([408, 429, 502, 503, 504]);
 const CREDENTIALS = new Set([401, 403]);
 /** Keeps the fallback report small even if the runtime's message is not. */
 const MAX_MESSAGE_CHARS = 2000;
@@ -84,14 +83,20 @@ export class Reporter {
   /** Sends until answered: the error if refused, undefined once answered or given up. */
   async #send(task: protocol.TaskAssignment, report: Report): Promise<ApiError | undefined> {
     const backoff = new Backoff(this.#random);
+    // This result's own: the runtime may answer polls and still fail it.
+    const contact = new Contact(
+      this.#logger,
+      Date.now,
+      (away) => `[orbit] result for ${describeTask(task)} delivered after ${away} s of retries`,
+    );
     const giveUpAt = Date.now() + resultRetry.windowMs;
-    let serverErrors = 0;
     for (;;) {
       try {
         const ack =
           report.kind === "complete"
             ? await protocol.complete(this.#client, task.token, report.output)
             : await protocol.fail(this.#client, report.request);
+        contact.answered();
         if (!ack.accepted) {
           const reason = ack.reason ?? "no reason given";
           this.#logger.info(`[orbit] result for ${describeTask(task)} not accepted: ${reason}`);
@@ -102,9 +107,8 @@ export class Reporter {
           this.#logger.error(`[orbit] result for ${describeTask(task)} not sent: ${explain(err)}`);
           return undefined;
         }
-        if (err.status >= 500 && !UNAVAILABLE.has(err.status)) {
-          if (++serverErrors >= resultRetry.serverErrorAttempts) return err;
-        } else if (err.status !== 0 && !UNAVAILABLE.has(err.status)) {
+        if (!isAway(err)) {
+          contact.answered();
           return err;
         }
         if (this.#stopping.aborted) {
@@ -120,7 +124,7 @@ export class Reporter {
           );
           return undefined;
         }
-        this.#logger.warn(
+        contact.failed(
           `[orbit] cannot deliver the result for ${describeTask(task)}: ${explain(err)}; retrying in ${delay} ms`,
         );
         await sleep(delay, this.#stopping);
@@ -143,14 +147,11 @@ function fallbackFor(
   details.code = error.code;
   details.message = clip(error.message);
   const described = clip(`${error.code} (${error.status}): ${error.message}`);
-  const undeliverable = error.status >= 500;
   const request: protocol.FailRequest = {
     token: task.token,
-    error_code: undeliverable ? "RESULT_UNDELIVERABLE" : "INVALID_RESULT",
-    error_message: undeliverable
-      ? `the runtime failed to record the task's result: ${described}`
-      : `the runtime refused the task's result: ${described}`,
-    retryable: undeliverable,
+    error_code: "INVALID_RESULT",
+    error_message: `the runtime refused the task's result: ${described}`,
+    retryable: false,
     details,
   };
   return { kind: "fail", request, fallback: true };

@@ -48,6 +48,16 @@ export function isTransient(err: unknown): boolean {
   return err instanceof ApiError && (err.status === 0 || err.status >= 500);
 }
 
+/**
+ * The runtime, its database or a proxy before it could not answer the call
+ * itself: no answer, a 5xx, a proxy's 408, or a 429 shedding load.
+ */
+export function isAway(err: unknown): boolean {
+  return (
+    isTransient(err) || (err instanceof ApiError && (err.status === 408 || err.status === 429))
+  );
+}
+
 export function hasCode(err: unknown, code: string): boolean {
   return err instanceof ApiError && err.code === code;
 }

@@ -6,7 +6,8 @@
  */
 import type { Client } from "./client.ts";
 import { TaskContext, type Context } from "./context.ts";
-import { explain, hasCode, isTransient, TaskError } from "./errors.ts";
+import { Contact } from "./contact.ts";
+import { explain, hasCode, isAway, isTransient, TaskError } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 import { describeTask, Reporter } from "./delivery.ts";
 import { runHandler, type Outcome } from "./outcome.ts";
@@ -45,12 +46,15 @@ export class WorkerRun {
   readonly #stopping = new AbortController();
   readonly #session: Session;
   readonly #reporter: Reporter;
+  /** Whether the runtime answers, for the lines logged while it does not. */
+  readonly #contact: Contact;
   readonly #running = new Map<string, Running>();
   #fatal: { error: unknown } | undefined;
 
   constructor(config: RunConfig) {
     this.#config = config;
     this.#logger = config.logger;
+    this.#contact = new Contact(config.logger);
     const contracts = [...config.tasks].map(([name, task]) => ({
       task_name: name,
       contract_version: task.version,
@@ -66,6 +70,7 @@ export class WorkerRun {
       config.logger,
       this.#stopping.signal,
       config.random,
+      this.#contact,
     );
     this.#reporter = new Reporter(
       config.client,
@@ -111,14 +116,16 @@ export class WorkerRun {
       let task: protocol.TaskAssignment | undefined;
       try {
         task = await protocol.poll(client, sessionId, pollWaitMs, this.#stopping.signal);
+        this.#contact.answered();
         backoff.reset();
       } catch (err) {
         if (this.#isStopping()) return;
+        if (!isAway(err)) this.#contact.answered();
         if (hasCode(err, "UNKNOWN_SESSION")) {
           await this.#renew(sessionId);
         } else if (isTransient(err)) {
           const delay = backoff.next();
-          this.#logger.warn(`[orbit] poll failed: ${explain(err)}; retrying in ${delay} ms`);
+          this.#contact.failed(`[orbit] poll failed: ${explain(err)}; retrying in ${delay} ms`);
           await sleep(delay, this.#stopping.signal);
         } else {
           this.#abandon(err);
@@ -144,11 +151,14 @@ export class WorkerRun {
           timeoutMs,
           this.#stopping.signal,
         );
+        this.#contact.answered();
         for (const token of cancel) this.#cancel(token);
       } catch (err) {
         if (this.#isStopping()) return;
+        if (!isAway(err)) this.#contact.answered();
         if (hasCode(err, "UNKNOWN_SESSION")) await this.#renew(sessionId);
-        else if (isTransient(err)) this.#logger.warn(`[orbit] heartbeat failed: ${explain(err)}`);
+        else if (isTransient(err))
+          this.#contact.failed(`[orbit] heartbeat failed: ${explain(err)}`);
         else this.#abandon(err);
       }
     }

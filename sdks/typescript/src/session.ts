@@ -1,4 +1,5 @@
 import type { Client } from "./client.ts";
+import type { Contact } from "./contact.ts";
 import { explain, isTransient } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 import * as protocol from "./protocol.ts";
@@ -15,6 +16,7 @@ export class Session {
   readonly #logger: Logger;
   readonly #stopping: AbortSignal;
   readonly #random: RandomSource;
+  readonly #contact: Contact;
   #id: string | undefined;
   #renewal: Promise<boolean> | undefined;
   heartbeatIntervalMs = 5000;
@@ -26,12 +28,14 @@ export class Session {
     logger: Logger,
     stopping: AbortSignal,
     random: RandomSource,
+    contact: Contact,
   ) {
     this.#client = client;
     this.#request = request;
     this.#logger = logger;
     this.#stopping = stopping;
     this.#random = random;
+    this.#contact = contact;
   }
 
   #isStopping(): boolean {
@@ -64,7 +68,7 @@ export class Session {
         if (this.#isStopping()) return false;
         if (!isTransient(err)) throw err;
         const delay = backoff.next();
-        this.#logger.warn(
+        this.#contact.failed(
           `[orbit] cannot register with ${this.#client.server}: ${explain(err)}; retrying in ${delay} ms`,
         );
         await sleep(delay, this.#stopping);
@@ -98,6 +102,7 @@ export class Session {
 
   async #register(signal: AbortSignal | undefined, announce: boolean): Promise<void> {
     const answer = await protocol.register(this.#client, this.#request, signal);
+    this.#contact.answered();
     this.#id = answer.worker_session_id;
     // Kept from before when absent, so a sparse answer cannot make the heartbeat spin.
     if (answer.heartbeat_interval_ms > 0) this.heartbeatIntervalMs = answer.heartbeat_interval_ms;

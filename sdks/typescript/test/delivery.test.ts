@@ -8,6 +8,7 @@ const COMPLETE = "/v1/tasks/complete";
 const FAIL = "/v1/tasks/fail";
 const TOO_DEEP = error(400, "INVALID_INPUT", "task output is nested deeper than 64 levels");
 const INTERNAL = error(500, "INTERNAL", "internal error: RecursionError");
+const STORAGE = error(500, "STORAGE_ERROR", "the store is unavailable");
 
 /** Retries 10 ms, 20 ms, 40 ms ... apart. */
 const QUICK = { concurrency: 1, random: () => 0.05 };
@@ -50,22 +51,39 @@ describe("results the runtime does not take", () => {
     );
   });
 
-  test("a result answered 500 again and again becomes a retryable failure", async (t) => {
+  test("a result answered 500 several times is delivered once the runtime takes it", async (t) => {
+    // A storage outage of a few seconds answers every report 500 until the
+    // database is back; giving up would leave the attempt to a worker that
+    // keeps heartbeating, so the runtime would never redeliver it.
     const h = await harness(t, QUICK);
-    h.worker.task("a", {}, () => ({}));
-    h.fake.intercept(answer(COMPLETE, INTERNAL));
+    h.worker.task("a", {}, () => ({ n: 2 }));
+    const script = [STORAGE, STORAGE, STORAGE, STORAGE, STORAGE, INTERNAL];
+    script.push(error(501, "HTTP_ERROR", "not implemented"));
+    h.fake.intercept((r) => (r.path === COMPLETE ? script.shift() : undefined));
+    void h.start();
+    const token = h.fake.enqueue({ task_name: "a" });
+    await eventually(() => h.fake.calls(COMPLETE).length === 8, "the eighth attempt");
+    assert.deepEqual(h.fake.calls(COMPLETE)[7]?.body, { token, output: { n: 2 } });
+    await delay(100);
+    assert.equal(h.fake.calls(COMPLETE).length, 8);
+    assert.equal(h.fake.calls(FAIL).length, 0);
+  });
+
+  test("a failure answered 500 several times is delivered as it was", async (t) => {
+    const h = await harness(t, QUICK);
+    h.worker.task("a", {}, () => {
+      throw new Error("no luck");
+    });
+    const script = [STORAGE, STORAGE, STORAGE, STORAGE];
+    h.fake.intercept((r) => (r.path === FAIL ? script.shift() : undefined));
     void h.start();
     h.fake.enqueue({ task_name: "a" });
-    await eventually(() => h.fake.calls(FAIL).length === 1, "the fallback failure");
-    const body = h.fake.calls(FAIL)[0]?.body as Record<string, unknown>;
-    assert.equal(body.error_code, "RESULT_UNDELIVERABLE");
-    assert.equal(body.retryable, true);
-    assert.equal(
-      body.error_message,
-      "the runtime failed to record the task's result: INTERNAL (500): internal error: RecursionError",
+    await eventually(() => h.fake.calls(FAIL).length === 5, "the fifth attempt");
+    await delay(100);
+    assert.deepEqual(
+      h.fake.calls(FAIL).map((c) => (c.body as Record<string, unknown>).error_code),
+      Array(5).fill("UNHANDLED_EXCEPTION"),
     );
-    await delay(200);
-    assert.equal(h.fake.calls(COMPLETE).length, 3);
   });
 
   test("a refused failure falls back once; a refused fallback is logged", async (t) => {

@@ -1,4 +1,5 @@
 import type { TestContext } from "node:test";
+import { reminders } from "../src/contact.ts";
 import { Worker, type WorkerOptions } from "../src/index.ts";
 import { FakeRuntime, recordingLogger, type FakeOptions } from "./fake-runtime.ts";
 
@@ -52,6 +53,16 @@ export async function harness(
       return running;
     },
   };
+}
+
+/**
+ * Logs every retry while the runtime is away (each as a reminder), for the
+ * tests that count retries by their lines; the test's end restores it.
+ */
+export function logEveryRetry(t: TestContext): void {
+  const saved = { ...reminders };
+  reminders.firstMs = 0;
+  t.after(() => Object.assign(reminders, saved));
 }
 
 /** A promise with its resolve function, for holding a handler until the test lets go. */

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { ApiError, SDK_VERSION, TaskError, Worker, type Context } from "../src/index.ts";
 import { error, eventually } from "./fake-runtime.ts";
-import { delay, gate, harness } from "./support.ts";
+import { delay, gate, harness, logEveryRetry } from "./support.ts";
 
 describe("registration", () => {
   test("announces the worker, logs the registration and the runtime's warnings", async (t) => {
@@ -71,6 +71,7 @@ describe("registration", () => {
   });
 
   test("retries registration through 5xx answers and refused connections", async (t) => {
+    logEveryRetry(t);
     const h = await harness(t);
     h.worker.task("a", {}, () => ({}));
     let refusals = 2;
@@ -410,6 +411,7 @@ describe("cancellation", () => {
 
 describe("result delivery", () => {
   test("retries 5xx answers with a doubling backoff", async (t) => {
+    logEveryRetry(t);
     const h = await harness(t);
     h.worker.task("a", {}, () => ({ done: true }));
     const times: number[] = [];
@@ -438,6 +440,7 @@ describe("result delivery", () => {
   });
 
   test("holds a result through an outage and a restart, then registers again", async (t) => {
+    logEveryRetry(t);
     const h = await harness(t, { pollWaitMs: 200 });
     const release = gate();
     h.worker.task("payments.charge", {}, async () => {

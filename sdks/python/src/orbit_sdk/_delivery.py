@@ -1,24 +1,24 @@
 """Reporting an attempt's result: which answers to retry, for how long, and what then.
 
 The runtime reconciles results by token, so sending one again is harmless and a
-result held through an outage or a restart is still accepted afterwards. Not
-every error is worth waiting out, though:
+result held through an outage or a restart is still accepted afterwards. So:
 
-- no answer, 408, 429, 502, 503 and 504 mean the runtime (or a proxy in front
-  of it) is restarting or overloaded: retried with backoff for up to
-  RESULT_RETRY_WINDOW_S, and no longer once shutdown has begun;
-- any other 5xx may be an outage too, or the runtime failing on this very
-  result: tried SERVER_ERROR_ATTEMPTS times in all, then treated as refused;
+- no answer, any 5xx, 408 and 429 (`is_away`) mean the runtime, its database
+  or a proxy in front of it is restarting, failing or overloaded: retried with
+  backoff until the runtime answers (logged as _contact.py says), for up to
+  RESULT_RETRY_WINDOW_S, and no longer once shutdown has begun. There is no
+  count of tries: giving up while the worker keeps its session alive leaves
+  the attempt owned by this worker, which the runtime then never redelivers,
+  so a step without a timeout would wait forever after a storage outage of a
+  few seconds;
 - any other 4xx is the runtime refusing the report, which sending it again
   cannot change.
 
 A refused report would leave the attempt in flight until its timeout (forever
 without one), so the SDK reports the attempt as failed instead, once, with a
-small body that carries the runtime's error. A refusal that was about the
-result itself (4xx) is INVALID_RESULT and not retryable; a result the runtime
-kept failing to record (5xx) is RESULT_UNDELIVERABLE and retryable, leaving the
-decision to the step's retry policy. A refusal of the credentials (401, 403)
-gets no fallback: the fallback would be refused the same way.
+non-retryable INVALID_RESULT and a small body that carries the runtime's error.
+A refusal of the credentials (401, 403) gets no fallback: the fallback would be
+refused the same way.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ import time
 from typing import Any
 
 from orbit_sdk._backoff import Backoff, RandomSource
+from orbit_sdk._contact import Contact
 from orbit_sdk._execute import FAIL, Outcome
-from orbit_sdk._log import log_fields
-from orbit_sdk._session import Session, describe, is_unknown_session
+from orbit_sdk._log import fields_line, log_fields
+from orbit_sdk._session import Session, describe, is_away, is_unknown_session
 from orbit_sdk.client import ApiError, Client
 from orbit_sdk.context import Context
 
@@ -39,8 +40,6 @@ from orbit_sdk.context import Context
 # timeout (30 s by default), so a result held for much longer is rarely the
 # one that counts; ten minutes also matches the book's other SDKs.
 RESULT_RETRY_WINDOW_S = 600.0
-SERVER_ERROR_ATTEMPTS = 3
-UNAVAILABLE_STATUSES = frozenset({408, 429, 502, 503, 504})
 CREDENTIAL_STATUSES = frozenset({401, 403})
 # Keeps the fallback report small even if the runtime's message is not.
 MAX_MESSAGE_CHARS = 2000
@@ -78,21 +77,20 @@ class Reporter:
     def _send(self, ctx: Context, outcome: Outcome) -> ApiError | None:
         """Sends until answered; the error if refused, None once answered or given up."""
         backoff = Backoff(self._random)
+        # This result's own: the runtime may answer polls and still fail it.
+        contact = Contact(back=lambda away: _delivered_after(away, ctx))
         give_up_at = time.monotonic() + RESULT_RETRY_WINDOW_S
-        server_errors = 0
         last_chance = False
         while True:
             session_id = self._session.id
             try:
                 _, answer = self._client.post(outcome.path, outcome.body)
             except ApiError as exc:
+                if not is_away(exc):
+                    contact.answered()
                 if is_unknown_session(exc):
                     self._session.renew(session_id)
-                elif exc.status >= 500 and exc.status not in UNAVAILABLE_STATUSES:
-                    server_errors += 1
-                    if server_errors >= SERVER_ERROR_ATTEMPTS:
-                        return exc
-                elif not (exc.is_connection_error or exc.status in UNAVAILABLE_STATUSES):
+                elif not is_away(exc):
                     return exc
                 fields = {**ctx._identity(), "error": describe(exc)}
                 if last_chance:
@@ -104,13 +102,18 @@ class Reporter:
                     log_fields(logging.ERROR, message, fields)
                     return None
                 message = f"result delivery failed: {describe(exc)}; retrying in {delay:.1f}s"
-                log_fields(logging.WARNING, message, ctx._identity())
+                contact.failed(fields_line(message, ctx._identity()))
                 last_chance = self._stopping.wait(delay)
                 continue
+            contact.answered()
             if isinstance(answer, dict) and answer.get("accepted") is False:
                 fields = {**ctx._identity(), "reason": answer.get("reason")}
                 log_fields(logging.INFO, "result ignored", fields)
             return None
+
+
+def _delivered_after(away: float, ctx: Context) -> str:
+    return fields_line(f"result delivered after {away:.1f}s of retries", ctx._identity())
 
 
 def _fallback(ctx: Context, refused: Outcome, error: ApiError) -> Outcome | None:
@@ -121,17 +124,11 @@ def _fallback(ctx: Context, refused: Outcome, error: ApiError) -> Outcome | None
     if refused.path == FAIL:
         details["error_code"] = refused.body.get("error_code")
     details.update(status=error.status, code=error.code, message=_clip(error.message))
-    if error.status >= 500:
-        code, retryable = "RESULT_UNDELIVERABLE", True
-        message = f"the runtime failed to record the task's result: {_clip(str(error))}"
-    else:
-        code, retryable = "INVALID_RESULT", False
-        message = f"the runtime refused the task's result: {_clip(str(error))}"
     body = {
         "token": ctx.token,
-        "error_code": code,
-        "error_message": message,
-        "retryable": retryable,
+        "error_code": "INVALID_RESULT",
+        "error_message": f"the runtime refused the task's result: {_clip(str(error))}",
+        "retryable": False,
         "details": details,
     }
     return Outcome(FAIL, body, fallback=True)

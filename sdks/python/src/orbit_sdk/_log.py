@@ -18,6 +18,11 @@ def log_fields(level: int, message: str, fields: dict[str, Any], exc_info: bool 
         LOGGER.log(level, "%s %s", message, json.dumps(fields, default=str), exc_info=exc_info)
 
 
+def fields_line(message: str, fields: dict[str, Any]) -> str:
+    """The line log_fields writes, for a caller that decides later how to log it."""
+    return f"{message} {json.dumps(fields, default=str)}"
+
+
 def configure_logging() -> None:
     """basicConfig at ORBIT_LOG_LEVEL; a no-op when logging is already set up."""
     logging.basicConfig(level=_level(env("ORBIT_LOG_LEVEL")), format=LOG_FORMAT)

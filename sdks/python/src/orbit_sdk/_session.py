@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from orbit_sdk._backoff import Backoff, RandomSource
+from orbit_sdk._contact import Contact
 from orbit_sdk._log import LOGGER
 from orbit_sdk.client import ApiError, Client
 
@@ -16,6 +17,12 @@ DEFAULT_HEARTBEAT_INTERVAL_MS = 5000
 def is_transient(error: ApiError) -> bool:
     """Connection failures and 5xx answers are retried; other answers are final."""
     return error.is_connection_error or error.status >= 500
+
+
+def is_away(error: ApiError) -> bool:
+    """The runtime, its database or a proxy before it could not answer the
+    call itself (no answer, 5xx, a proxy's 408, a 429 shedding load)."""
+    return is_transient(error) or error.status in (408, 429)
 
 
 def is_unknown_session(error: ApiError) -> bool:
@@ -40,9 +47,11 @@ class Session:
         announcement: dict[str, Any],
         stopping: threading.Event,
         random_source: RandomSource,
+        contact: Contact,
     ) -> None:
         self._client = client
         self._random = random_source
+        self._contact = contact
         self._announcement = announcement
         self._stopping = stopping
         self._lock = threading.Lock()
@@ -84,9 +93,15 @@ class Session:
                 # A refusal after a restart may be a configuration being fixed
                 # on the runtime side, so it is retried like an outage.
                 delay = backoff.next_delay()
-                LOGGER.warning("%s; retrying in %.1fs", describe(exc), delay)
+                line = f"{describe(exc)}; retrying in {delay:.1f}s"
+                if is_away(exc):
+                    self._contact.failed(line)
+                else:
+                    self._contact.answered()
+                    LOGGER.warning("%s", line)
                 self._stopping.wait(delay)
                 continue
+            self._contact.answered()
             self._id = str(answer["worker_session_id"])
             interval = answer.get("heartbeat_interval_ms")
             self._heartbeat_interval_ms = int(interval or DEFAULT_HEARTBEAT_INTERVAL_MS)

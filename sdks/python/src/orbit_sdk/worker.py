@@ -29,10 +29,11 @@ from types import FrameType
 from typing import Any, Callable, Optional, TypeVar, Union
 
 from orbit_sdk._backoff import Backoff, RandomSource
+from orbit_sdk._contact import Contact
 from orbit_sdk._delivery import Reporter
 from orbit_sdk._execute import Handler, run_handler
 from orbit_sdk._log import LOGGER, configure_logging, log_fields
-from orbit_sdk._session import Session, describe, is_unknown_session
+from orbit_sdk._session import Session, describe, is_away, is_unknown_session
 from orbit_sdk._version import USER_AGENT
 from orbit_sdk.client import ApiError, Client
 from orbit_sdk.context import Context
@@ -80,6 +81,8 @@ class Worker:
         self._busy_changed = threading.Condition()
         # Jitter of every retry delay; tests replace it to fix the delays.
         self._random: RandomSource = random.random
+        # Whether the runtime answers, for the lines logged while it does not.
+        self._contact = Contact()
 
     def task(self, name: str, version: str = "1.0.0") -> Callable[[F], F]:
         """Decorator registering fn(input, ctx) for name@version; returns fn."""
@@ -118,7 +121,9 @@ class Worker:
         previous = self._install_signal_handlers() if install_signal_handlers else {}
         client = self.client
         try:
-            session = Session(client, self._announcement(), self._stopping, self._random)
+            session = Session(
+                client, self._announcement(), self._stopping, self._random, self._contact
+            )
             if session.open():
                 self._serve(client, session)
         finally:
@@ -234,6 +239,8 @@ class Worker:
             except ApiError as exc:
                 if self._stopping.is_set():
                     return  # the client was closed under a poll left open
+                if not is_away(exc):
+                    self._contact.answered()
                 if is_unknown_session(exc):
                     session.renew(session_id)
                     # A runtime that forgets every new session must not be
@@ -243,9 +250,14 @@ class Worker:
                     lost_session = True
                     continue
                 delay = backoff.next_delay()
-                LOGGER.warning("poll failed: %s; retrying in %.1fs", describe(exc), delay)
+                line = f"poll failed: {describe(exc)}; retrying in {delay:.1f}s"
+                if is_away(exc):
+                    self._contact.failed(line)
+                else:
+                    LOGGER.warning("%s", line)
                 self._stopping.wait(delay)
                 continue
+            self._contact.answered()
             backoff.reset()
             lost_session = False
             if task is not None:
@@ -291,11 +303,16 @@ class Worker:
             try:
                 _, answer = client.post(HEARTBEAT, {"worker_session_id": session_id})
             except ApiError as exc:
+                if is_away(exc):
+                    self._contact.failed(f"heartbeat failed: {describe(exc)}")
+                    continue
+                self._contact.answered()
                 if is_unknown_session(exc):
                     session.renew(session_id)
                 else:
                     LOGGER.warning("heartbeat failed: %s", describe(exc))
                 continue
+            self._contact.answered()
             tokens: list[Any] = (answer or {}).get("cancel") or []
             for token in tokens:
                 self._cancel(str(token))

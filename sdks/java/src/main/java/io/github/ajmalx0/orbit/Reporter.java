@@ -14,23 +14,25 @@ import java.util.Set;
  * Which answers are waited out:
  *
  * <ul>
- *   <li>no answer, 408, 429, 502, 503 and 504 (a restarting or overloaded
- *       runtime or proxy): retried with jittered backoff for up to the
- *       result retry timeout (10 minutes by default), and once more at most
- *       after shutdown began;
- *   <li>any other 5xx: tried {@value #SERVER_ERROR_ATTEMPTS} times in all,
- *       then treated as a refusal;
+ *   <li>no answer, any 5xx, 408 and 429 (a restarting, failing or overloaded
+ *       runtime, database or proxy): retried with jittered backoff until the
+ *       runtime answers, for up to the result retry timeout (10 minutes by
+ *       default), and once more at most after shutdown began. Tries are not
+ *       counted: a worker that gave up while it kept heartbeating would keep
+ *       the attempt to itself, the runtime would never redeliver it, and a
+ *       step without a timeout would wait forever after a short storage
+ *       outage;
  *   <li>any other 4xx: a refusal, which sending again cannot change.
  * </ul>
  *
  * <p>A refused result would leave the attempt in flight until its timeout, so
- * a failure is reported in its place, once: INVALID_RESULT (not retryable)
- * after a 4xx, RESULT_UNDELIVERABLE (retryable) after 5xx answers. Refused
- * credentials (401, 403) get no stand-in: it would be refused the same way.
+ * a non-retryable INVALID_RESULT failure is reported in its place, once.
+ * Refused credentials (401, 403) get no stand-in: it would be refused the
+ * same way.
  */
 final class Reporter {
-    static final int SERVER_ERROR_ATTEMPTS = 3;
-    private static final Set<Integer> UNAVAILABLE = Set.of(408, 429, 502, 503, 504);
+    /** Besides every 5xx: a proxy's timeout, and a runtime shedding load. */
+    private static final Set<Integer> UNAVAILABLE = Set.of(408, 429);
     private static final Set<Integer> CREDENTIALS = Set.of(401, 403);
     private static final int MAX_MESSAGE_CHARS = 2000;
 
@@ -66,7 +68,6 @@ final class Reporter {
     private ApiException send(TaskContext ctx, Worker.Outcome outcome) {
         Backoff backoff = new Backoff(worker.random);
         long giveUpAt = System.nanoTime() + window.toNanos();
-        int serverErrors = 0;
         boolean lastChance = false;
         while (true) {
             String sessionId = worker.session().id();
@@ -81,11 +82,7 @@ final class Reporter {
             } catch (ApiException e) {
                 if (e.isUnknownSession()) {
                     worker.session().renew(sessionId);
-                } else if (e.status() >= 500 && !UNAVAILABLE.contains(e.status())) {
-                    if (++serverErrors >= SERVER_ERROR_ATTEMPTS) {
-                        return e;
-                    }
-                } else if (!(e.isConnectionError() || UNAVAILABLE.contains(e.status()))) {
+                } else if (!(e.isConnectionError() || e.status() >= 500 || UNAVAILABLE.contains(e.status()))) {
                     return e;
                 }
                 if (lastChance) {
@@ -124,15 +121,9 @@ final class Reporter {
             details.set("error_code", refused.body().get("error_code"));
         }
         details.put("status", error.status()).put("code", error.code()).put("message", clip(error.detail()));
-        if (error.status() >= 500) {
-            body.put("error_code", "RESULT_UNDELIVERABLE")
-                    .put("error_message", "the runtime failed to record the task's result: " + clip(error.getMessage()))
-                    .put("retryable", true);
-        } else {
-            body.put("error_code", "INVALID_RESULT")
-                    .put("error_message", "the runtime refused the task's result: " + clip(error.getMessage()))
-                    .put("retryable", false);
-        }
+        body.put("error_code", "INVALID_RESULT")
+                .put("error_message", "the runtime refused the task's result: " + clip(error.getMessage()))
+                .put("retryable", false);
         body.set("details", details);
         return new Worker.Outcome(Worker.FAIL, body, true);
     }

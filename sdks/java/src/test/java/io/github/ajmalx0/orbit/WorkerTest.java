@@ -229,16 +229,43 @@ class WorkerTest {
         assertEquals(400, fail.path("details").path("status").asInt());
     }
 
+    /**
+     * A storage outage of a few seconds answers every report 500 until the
+     * database is back; giving up would leave the attempt to a worker that
+     * keeps heartbeating, so the runtime would never redeliver it.
+     */
     @Test
-    void persistentServerErrorsEndInResultUndeliverable() throws Exception {
+    void serverErrorsAreRetriedUntilTheRuntimeTakesTheResult() throws Exception {
+        Worker w = builder().build();
+        w.random = () -> 0.05;
+        w.rawTask("echo", "1.0.0", (in, ctx) -> in);
+        runtime.resultFailures.addAll(List.of(500, 500, 500, 500, 500, 501, 500));
+        started(w);
+        runtime.queue("echo", Map.of("text", "hi"));
+        FakeRuntime.Request result = runtime.nextResult(WAIT);
+        assertEquals("/v1/tasks/complete", result.path());
+        assertEquals("hi", result.body().path("output").path("text").asText());
+        assertTrue(runtime.resultFailures.isEmpty());
+        assertEquals(8, reports());
+        assertEquals(null, runtime.results.poll(300, TimeUnit.MILLISECONDS));
+    }
+
+    @Test
+    void aRefusedResultIsSentOnce() throws Exception {
         Worker w = builder().build();
         w.rawTask("echo", "1.0.0", (in, ctx) -> in);
-        runtime.resultFailures.addAll(List.of(500, 500, 500));
+        runtime.resultFailures.add(409);
         started(w);
         runtime.queue("echo", Map.of());
-        JsonNode fail = runtime.nextResult(WAIT).body();
-        assertEquals("RESULT_UNDELIVERABLE", fail.path("error_code").asText());
-        assertTrue(fail.path("retryable").asBoolean());
+        assertEquals("INVALID_RESULT", runtime.nextResult(WAIT).body().path("error_code").asText());
+        assertEquals(null, runtime.results.poll(300, TimeUnit.MILLISECONDS));
+        assertEquals(2, reports(), "the refused result, then its stand-in");
+    }
+
+    private long reports() {
+        return runtime.requests.stream()
+                .filter(r -> r.path().equals("/v1/tasks/complete") || r.path().equals("/v1/tasks/fail"))
+                .count();
     }
 
     @Test
