@@ -443,11 +443,16 @@ def _build(session: nox.Session) -> None:
         session,
         {d: [[_uv(), "build", "-q", "--out-dir", "dist", d]] for d in DISTS},
     )
+    # The TypeScript SDK's npm tarball beside the wheels: scripts/install
+    # (ORBIT_WHEELS=dist) and `orbit init` (ORBIT_SDK_DIR=dist) take both
+    # SDKs from there while they are on no index.
+    session.run("scripts/pack-sdks", "dist", "typescript", external=True)
 
 
 @nox.session(python=False)
 def build(session: nox.Session) -> None:
-    """Wheels and sdists of the five packages and the Python SDK, into dist/."""
+    """Wheels and sdists of the five packages and the Python SDK, and the
+    TypeScript SDK's npm tarball, into dist/."""
     _build(session)
 
 
