@@ -152,6 +152,10 @@ def repo(session: nox.Session) -> None:
     _install(session, ALL)
     # tests/test_server_tracing.py runs a Python SDK worker in the test process.
     session.install("-e", "./sdks/python")
+    # docs/sdk-typescript.md's script runs a TypeScript worker (the SDK's
+    # dist/ and tsx, which `npm ci` provides).
+    with session.chdir("sdks/typescript"):
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     # The cluster tests run in `postgres` (ON_POSTGRES), with their servers.
     session.run(
         "pytest",
