@@ -152,6 +152,10 @@ def repo(session: nox.Session) -> None:
     _install(session, ALL)
     # tests/test_server_tracing.py runs a Python SDK worker in the test process.
     session.install("-e", "./sdks/python")
+    # docs/sdk-typescript.md's script runs a TypeScript worker (the SDK's
+    # dist/ and tsx, which `npm ci` provides).
+    with session.chdir("sdks/typescript"):
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     # The cluster tests run in `postgres` (ON_POSTGRES), with their servers.
     session.run(
         "pytest",
@@ -443,11 +447,16 @@ def _build(session: nox.Session) -> None:
         session,
         {d: [[_uv(), "build", "-q", "--out-dir", "dist", d]] for d in DISTS},
     )
+    # The TypeScript SDK's npm tarball beside the wheels: scripts/install
+    # (ORBIT_WHEELS=dist) and `orbit init` (ORBIT_SDK_DIR=dist) take both
+    # SDKs from there while they are on no index.
+    session.run("scripts/pack-sdks", "dist", "typescript", external=True)
 
 
 @nox.session(python=False)
 def build(session: nox.Session) -> None:
-    """Wheels and sdists of the five packages and the Python SDK, into dist/."""
+    """Wheels and sdists of the five packages and the Python SDK, and the
+    TypeScript SDK's npm tarball, into dist/."""
     _build(session)
 
 

@@ -15,6 +15,10 @@ checkout's). What running means, by the fence's language:
   against `examples/`).
 - no language, or `text`: prose shown as code (a shape, an output); not run.
 
+The directory also has a `node_modules` with the checkout's TypeScript SDK
+as `orbit-lang` and its `tsx`, as `npm install orbit-lang tsx` would leave
+them, so a script can run a TypeScript worker with `node --import tsx`.
+
 Any other language, and any block not meant to run (a shell session that
 needs a running server, a fragment of a file, a long script), is marked on
 the line before its fence:
@@ -41,6 +45,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+TS_SDK = REPO / "sdks" / "typescript"
 SKIP = re.compile(r"^<!--\s*docs-test:\s*skip\b(.*?)-->\s*$")
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)[^`]*$")
 PROSE = frozenset({"", "text"})
@@ -108,6 +113,7 @@ def test_the_collector_reads_fences_and_markers(tmp_path: Path) -> None:
 def test_every_code_block_runs(page: Path, tmp_path: Path) -> None:
     work = tmp_path / "work"
     shutil.copytree(REPO / "examples", work)
+    _node_modules(work)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["NO_COLOR"] = "1"
@@ -115,6 +121,16 @@ def test_every_code_block_runs(page: Path, tmp_path: Path) -> None:
         if block.skip is not None or block.lang in PROSE:
             continue
         _run(block, number, work, env)
+
+
+def _node_modules(work: Path) -> None:
+    """`orbit-lang` and `tsx` where `npm install orbit-lang tsx` would put
+    them, from the checkout's TypeScript SDK (built by `npm ci` there, which
+    the `repo` nox session runs), for the TypeScript pages' scripts."""
+    modules = work / "node_modules"
+    modules.mkdir()
+    (modules / "orbit-lang").symlink_to(TS_SDK, target_is_directory=True)
+    (modules / "tsx").symlink_to(TS_SDK / "node_modules" / "tsx", target_is_directory=True)
 
 
 def _run(block: Block, number: int, work: Path, env: dict[str, str]) -> None:

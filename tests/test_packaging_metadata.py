@@ -65,3 +65,14 @@ def test_the_engine_fixture_is_a_pytest_plugin() -> None:
 
 def test_the_orbit_command_is_installed_by_the_cli() -> None:
     assert _project("orbit_cli").get("scripts") == {"orbit": "orbit_cli.main:main"}
+
+
+def test_the_testing_extra_brings_pytest() -> None:
+    # The fixture is a pytest plugin; nothing else installs pytest.
+    for directory, wanted in (("orbit_core", "pytest"), ("orbit_cli", "orbit-core")):
+        extras = _project(directory).get("optional-dependencies", {})
+        assert isinstance(extras, dict)
+        (requirement,) = map(Requirement, extras["testing"])
+        assert requirement.name == wanted
+        if wanted == "orbit-core":
+            assert requirement.extras == {"testing"}

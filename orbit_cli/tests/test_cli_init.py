@@ -91,3 +91,38 @@ def test_typescript_worker_uses_only_erasable_syntax() -> None:
     source = files("orbit_cli").joinpath("templates", "hello", "worker.ts").read_text()
     for construct in (r"\benum\b", r"\bnamespace\b", r"\bconstructor\s*\(\s*(private|public)"):
         assert not re.search(construct, source)
+
+
+def test_init_points_the_workers_at_the_installs_sdk_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Until the SDKs are on PyPI and npm, the project installs the copies an
+    # ORBIT install keeps, under the names they will be published as.
+    sdks = tmp_path / "sdks"
+    sdks.mkdir()
+    for name in (
+        "orbit_lang_sdk-0.1.0-py3-none-any.whl",
+        "orbit_lang_sdk-0.10.0-py3-none-any.whl",
+        "orbit-lang-0.1.0.tgz",
+        "orbit-lang-0.9.1.tgz",
+        "orbit-lang-core-1.0.0.tgz",
+    ):
+        (sdks / name).write_bytes(b"")
+    monkeypatch.setenv("ORBIT_SDK_DIR", "sdks")
+    assert _init()[0] == 0
+    root = tmp_path / "hello-orbit"
+    lines = (root / "workers/python/requirements.txt").read_text().splitlines()
+    wheel = (sdks / "orbit_lang_sdk-0.10.0-py3-none-any.whl").as_uri()
+    assert lines[-1] == f"orbit-lang-sdk @ {wheel}"
+    assert all(line.startswith("#") for line in lines[:-1])
+    assert "orbit-lang-sdk>=0.1,<0.2" in lines[-2]
+    package = json.loads((root / "workers/typescript/package.json").read_text())
+    assert package["dependencies"] == {"orbit-lang": f"file:{sdks / 'orbit-lang-0.9.1.tgz'}"}
+    assert package["scripts"] == {"start": "tsx worker.ts"}
+
+
+def test_init_refuses_an_sdk_folder_that_is_not_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORBIT_SDK_DIR", "nowhere")
+    code, _, stderr = _init()
+    assert code == 1
+    assert "ORBIT_SDK_DIR:" in stderr and "is not a directory" in stderr

@@ -11,9 +11,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from orbit_lang.compile_error import CompileError
     from orbit_lang.compiler import (
         CompileResult,
         check_paths,
+        compile_files,
         compile_paths,
         compile_source,
         render_diagnostics,
@@ -22,18 +24,22 @@ if TYPE_CHECKING:
 __version__ = "0.5.0"
 
 __all__ = [
+    "CompileError",
     "CompileResult",
     "__version__",
     "check_paths",
+    "compile_files",
     "compile_paths",
     "compile_source",
     "render_diagnostics",
 ]
 
-_COMPILER = frozenset(__all__) - {"__version__"}
+_COMPILER = frozenset(__all__) - {"__version__", "CompileError"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "CompileError":
+        return importlib.import_module("orbit_lang.compile_error").CompileError
     if name in _COMPILER:
         return getattr(importlib.import_module("orbit_lang.compiler"), name)
     raise AttributeError(f"module 'orbit_lang' has no attribute {name!r}")

@@ -21,6 +21,7 @@ import attrs
 from orbit_core.ir import Definition
 from orbit_lang import ast
 from orbit_lang.check import CheckedProgram, CheckedWorkflow, check_program
+from orbit_lang.compile_error import CompileError
 from orbit_lang.diagnostics import Diagnostic, count, sort_key
 from orbit_lang.loader import Program, load_program, load_source
 from orbit_lang.lower import lower
@@ -58,11 +59,24 @@ class CompileResult:
         errors, warnings = count(self.diagnostics)
         return errors == 0 and not (self.strict and warnings)
 
+    def raise_on_errors(self) -> list[Definition]:
+        """The definitions, or `CompileError` when the compilation failed."""
+        if not self.ok:
+            raise CompileError(self.diagnostics, self.sources, strict=self.strict)
+        return self.definitions
+
 
 def compile_paths(paths: Sequence[Path | str], strict: bool = False) -> CompileResult:
     """Compiles the files named and everything they import."""
     program, diagnostics = load_program(paths)
     return _compile(program, diagnostics, strict)
+
+
+def compile_files(paths: Sequence[Path | str], strict: bool = False) -> list[Definition]:
+    """The definitions of the files named (children first), or `CompileError`
+    carrying every diagnostic when they do not compile: the call to use from
+    Python, where a result whose `ok` nobody looks at would hide a typo."""
+    return compile_paths(paths, strict).raise_on_errors()
 
 
 def check_paths(paths: Sequence[Path | str], strict: bool = False) -> CompileResult:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from orbit_cli import execution
-from orbit_cli.client import RuntimeClient, connection_options, path
+from orbit_cli.client import RuntimeClient, Unreachable, connection_options, path
 from orbit_cli.commands.deploy import register
 from orbit_cli.output import err, out, paint, parse_json_option, pretty_json, read_text
 
 # How long each /wait call may hold while following. Transitions are printed
 # when a call returns, so this is also the longest a line can lag behind.
 POLL_MS = 500
+# While the runtime cannot be reached mid-run: the first pause, doubling up to the last.
+RECONNECT_FIRST_S = 0.2
+RECONNECT_MAX_S = 5.0
 # Workflow names are identifiers, so a target with one of these suffixes is a file.
 SOURCE_SUFFIXES = (".orbit", ".json")
 
@@ -132,13 +137,33 @@ def cli(
     sys.exit(1)
 
 
-def follow(client: RuntimeClient, execution_id: str) -> dict[str, Any]:
-    """Reports unit transitions until the execution is terminal; returns the final state."""
+def follow(
+    client: RuntimeClient, execution_id: str, sleep: Callable[[float], None] = time.sleep
+) -> dict[str, Any]:
+    """Reports unit transitions until the execution is terminal; returns the final state.
+
+    The runtime answered the start, so losing it later is an outage or a
+    restart, not a missing server: the follower says so once and keeps
+    asking (the execution is durable and goes on when the runtime is back),
+    rather than failing with the hint to start `orbit server`."""
     follower = execution.Follower(_paint)
     state: dict[str, Any] = client.get(path("v1", "executions", execution_id))
+    delay = None
     while True:
         for line in follower.observe(state):
             err(line)
         if state.get("status") in execution.TERMINAL:
             return state
-        state = client.get(path("v1", "executions", execution_id, "wait"), timeout_ms=POLL_MS)
+        try:
+            state = client.get(path("v1", "executions", execution_id, "wait"), timeout_ms=POLL_MS)
+        except Unreachable as exc:
+            if delay is None:
+                reason = str(exc).splitlines()[0]
+                err(f"lost the ORBIT runtime while following ({reason}); retrying until it is back")
+                delay = RECONNECT_FIRST_S
+            sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_S)
+            continue
+        if delay is not None:
+            err("reconnected to the ORBIT runtime")
+            delay = None
