@@ -47,6 +47,7 @@ server` stops everything at once, as a crash would.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -58,7 +59,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import falcon
 from gunicorn.app.base import BaseApplication
@@ -164,8 +165,20 @@ def serve(config: ServerConfig) -> int:
             # The forked worker unwinds through here: its status (a boot
             # error is 3) is what tells the arbiter to stop, not restart it.
             raise
-        return 0 if exc.code in (None, 0) else 1
-    return 0
+        return _exit_now(0 if exc.code in (None, 0) else 1)
+    return _exit_now(0)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Ends the arbiter once its worker is gone. Nothing is left to clean up
+    (the worker closed the store; the arbiter holds no connection), and
+    tearing the interpreter down (its modules, their objects) took most of
+    a second of a stop, more on a busy machine: the output is flushed and
+    the process exits at once (issue 36)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _listen(addr: Address) -> socket.socket:
