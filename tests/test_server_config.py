@@ -3,6 +3,7 @@ environment variables and a graceful stop."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import socket
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 import server_ir
-from server_harness import RawWorker, ServerProcess, run_orbit
+from server_harness import Http, RawWorker, ServerProcess, run_orbit, wait_until
 
 
 @pytest.mark.parametrize(
@@ -233,3 +234,78 @@ def test_an_idle_server_stops_without_waiting_out_a_grace_period(tmp_path: Path)
     began = time.monotonic()
     assert proc.stop(signal.SIGINT) == 0
     assert time.monotonic() - began < 10
+
+
+def _exit_time_after_sigint(proc: ServerProcess) -> tuple[int, float]:
+    """SIGINT, then the exit status and the seconds the process took to exit."""
+    assert proc.proc is not None
+    began = time.monotonic()
+    proc.proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.proc.wait(10)
+    except Exception:
+        proc.stop(signal.SIGKILL)
+        raise
+    took = time.monotonic() - began
+    proc.stop()
+    return code, took
+
+
+def test_a_departed_workers_open_poll_does_not_hold_the_shutdown(tmp_path: Path) -> None:
+    """Issue 36: a worker that unregistered while its long poll was parked
+    (an SDK stopping with a poll open) left the poll waiting out its
+    wait_ms, unseen by the drain; Ctrl-C then took until it ended. The
+    poll ends when its session does, and the server stops within 2 s."""
+    proc = ServerProcess(tmp_path / "orbit.db").start()
+    admin = Http(proc.addr)
+    worker = RawWorker(Http(proc.addr), "w", [("a.b", "1.0.0")])
+    assert worker.register().status == 200
+    registered = admin.get("/v1/workers").body["workers"][0]["last_seen_ms"]
+    answers: list[int] = []
+    poller = threading.Thread(target=lambda: answers.append(worker.poll(wait_ms=60_000).status))
+    poller.start()
+    # A parked poll keeps its session seen: the engine's tick moves last_seen.
+    wait_until(
+        lambda: admin.get("/v1/workers").body["workers"][0]["last_seen_ms"] > registered + 100,
+        10,
+        "the poll to park",
+        proc,
+    )
+    other = RawWorker(admin, "w", [])
+    other.session = worker.session
+    assert other.unregister().status == 200
+    # The session's end answers its poll (within a tick or two).
+    poller.join(2)
+    admin.close()
+    code, took = _exit_time_after_sigint(proc)
+    poller.join(10)
+    worker.http.close()
+    assert code == 0
+    assert answers == [204]
+    assert took < 2.0, took
+
+
+def test_idle_keep_alive_connections_do_not_hold_the_shutdown(tmp_path: Path) -> None:
+    """Issue 36: kept-alive connections with no request in flight, and one
+    never used, are closed at once on Ctrl-C (gunicorn gave each 2 s, one
+    after another, and a new connection 5 s to send its request)."""
+    proc = ServerProcess(tmp_path / "orbit.db").start()
+    host, port = proc.addr.rsplit(":", 1)
+    clients = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(5)]
+    unused = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        for client in clients:
+            client.request("GET", "/v1/health")
+            reply = client.getresponse()
+            reply.read()
+            assert reply.status == 200
+        code, took = _exit_time_after_sigint(proc)
+        assert code == 0
+        assert took < 2.0, took
+        for client in clients:
+            assert client.sock is not None and client.sock.recv(1) == b""
+        assert unused.recv(1) == b""
+    finally:
+        for client in clients:
+            client.close()
+        unused.close()

@@ -19,6 +19,7 @@ may have been redelivered either."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -97,7 +98,9 @@ def test_a_database_stopped_immediately_and_restarted(pg_cluster: pgkit.Cluster)
             lambda: (h := _health(api))["status"] == "degraded" and h, 15, "a degraded health"
         )
         assert set(health["degraded"]) == {"store"}, health
-        assert "PostgreSQL at postgres://orbit:***@" in health["degraded"]["store"], health
+        # The route is open: the kind of database, not its user, host or name.
+        assert health["degraded"]["store"].startswith("postgres: STORAGE_ERROR"), health
+        assert "orbit" not in json.dumps(health["degraded"]) and "127.0.0.1" not in str(health)
         refused = worker.complete(held["token"], {"i": held["input"]["i"] + 1})
         assert refused.status == 500 and refused.body["error"]["code"] == "STORAGE_ERROR"
         down = api.post("/v1/executions", {"workflow": "Chain", "execution_id": "o-3"})

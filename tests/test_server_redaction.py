@@ -105,3 +105,20 @@ def test_a_logged_token_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
     text = err.getvalue()
     assert ADMIN not in text and SHARED not in text
     assert text.count("***") == 3
+
+
+def test_a_short_token_is_masked_only_as_a_whole_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: `--token a` masked every "a" of every line. A token is
+    masked where it stands alone (as a header's, a field's or a query's
+    value), not inside longer words."""
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    logs.configure("text", secrets=("a", "s3"))
+    logs.logger().info("a database was created at data.db", path="/var/s3/a")
+    logs.logger().info("header was Bearer a", query="?token=a&x=1", items="s3,a")
+    logs.configure("json", secrets=("a",))
+    logs.logger().info("cannot parse", value="a")
+    first, second, third = err.getvalue().splitlines()
+    assert first.endswith("INFO orbit: *** database was created at data.db path=/var/***/***")
+    assert second.endswith("INFO orbit: header was Bearer *** query=?token=***&x=1 items=***,***")
+    assert '"value":"***"' in third and '"message":"cannot parse"' in third

@@ -193,3 +193,18 @@ def test_drain_ends_parked_polls_and_waits_at_once() -> None:
         assert time.monotonic() - started < 1
     finally:
         engine.close()
+
+
+def test_a_poll_ends_with_its_session_and_does_not_outlast_a_drain(engine: Engine) -> None:
+    """Issue 36: a worker that unregistered while its poll was parked (an SDK
+    stopping) left the poll waiting out its wait: the tick dropped it from
+    the queue without answering it, so the drain of a stopping server no
+    longer saw it either. It ends at the next tick, with no task."""
+    worker = Worker(engine, "leaving", ["demo.work"])
+    poll = ParkedPoll(engine, worker, wait_ms=60_000)
+    engine.unregister(worker.session)
+    started = time.monotonic()
+    advance(engine, 200)
+    engine.drain()
+    assert poll.answer() is None
+    assert time.monotonic() - started < 5

@@ -69,7 +69,9 @@ def test_health_is_degraded_while_the_store_fails(
     reply = client.simulate_get("/v1/health")
     assert reply.status_code == 200
     assert reply.json["status"] == "degraded"
-    assert reply.json["degraded"] == {"store": "OSError: disk I/O error (test)"}
+    assert reply.json["degraded"] == {
+        "store": "sqlite: STORAGE_ERROR (details in the server's log)"
+    }
     err = capsys.readouterr().err
     assert " ERROR orbit: storage failed component=store" in err
     assert "Traceback (most recent call last)" in err
@@ -123,3 +125,54 @@ def test_quiet_components_are_counted_not_logged(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err == ""
     assert faults.counts() == {"store": 1}
     assert faults.failing() == {"store": "OSError: disk full"}
+
+
+class UnreachableStore(SwitchableStore):
+    """A PostgreSQL database gone away, as the store words it."""
+
+    MESSAGE = (
+        "cannot connect to PostgreSQL at postgres://alice:***@db.internal.example:5432/orders: "
+        'connection to server at "db.internal.example" (10.1.2.3), port 5432 failed: '
+        'FATAL: password authentication failed for user "alice"'
+    )
+
+    def commit(self, batch: CommitBatch) -> None:
+        if self.failing:
+            raise StorageError(self.MESSAGE)
+        super().commit(batch)
+
+    def write_problem(self) -> str | None:
+        return self.MESSAGE if self.failing else None
+
+
+@pytest.mark.parametrize("noticed_by", ["commit", "probe"])
+def test_the_open_health_shows_nothing_of_the_database_it_cannot_reach(noticed_by: str) -> None:
+    """Issue 36: during an outage the unauthenticated /v1/health carried the
+    store's error, which names the database's user, host and name. It says
+    the kind of database and the error code; the log keeps the message."""
+    store = UnreachableStore()
+    engine = Engine(store, auto_tick=False, handler_threads=0, faults=LoggedFaults())
+    try:
+        config = ServerConfig(db="postgres://alice:pw@db.internal.example:5432/orders")
+        client = falcon.testing.TestClient(create_app(engine, config))
+        store.failing = True
+        if noticed_by == "commit":
+            with pytest.raises(StorageError):
+                register(engine)
+        reply = client.simulate_get("/v1/health")
+        assert reply.json["status"] == "degraded"
+        assert reply.json["degraded"] == {
+            "store": "postgres: STORAGE_ERROR (details in the server's log)"
+        }
+        for secret in ("alice", "db.internal", "10.1.2.3", "5432", "orders", "postgres://"):
+            assert secret not in reply.text
+    finally:
+        engine.close()
+
+
+def test_the_open_health_names_only_the_kind_of_a_components_failure(
+    engine: Engine, client: falcon.testing.TestClient
+) -> None:
+    engine.faults.report("tick", RuntimeError("execution `payroll-2024` of alice failed"))
+    reply = client.simulate_get("/v1/health")
+    assert reply.json["degraded"] == {"tick": "RuntimeError (details in the server's log)"}

@@ -102,7 +102,7 @@ def create_app(
     routes = _Routes(app)
     execution = Subject.EXECUTION
 
-    routes.add("/v1/health", Health(engine, cluster), OPEN)
+    routes.add("/v1/health", Health(engine, cluster, config.backend), OPEN)
     routes.add("/v1/ready", Ready(engine, cluster), OPEN)
     routes.add("/v1/metrics", Metrics(engine, telemetry), ADMIN)
     routes.add(OPENAPI_PATH, OpenApi(), ADMIN)

@@ -14,7 +14,12 @@ Every line passes through `orbit_store.urls.redact` on its way out: a
 PostgreSQL URL's password never reaches the log, wherever a message or a
 field carries it (with `secret_url`, neither does that URL's bare password).
 The bearer tokens the server was given (`secrets`: the admin and shared
-worker tokens) are replaced by `***` the same way, wherever they appear.
+worker tokens) are replaced by `***` the same way, wherever they appear as a
+whole token: not inside a longer run of letters, digits and underscores
+(`_whole_tokens`). A credential is never part of a longer word where a line
+could show it (a header, a field's value, a URL's path or query all end it
+with punctuation or space), while a short token (`--token a`, which the start
+already warns about) must not mask every word that contains it (issue 36).
 """
 
 from __future__ import annotations
@@ -131,6 +136,7 @@ def configure(
     _target_levels.clear()
     render = _render_json if log_format == "json" else _render_text
     hidden = tuple(s for s in secrets if s)
+    tokens = _whole_tokens(hidden)
     scrub = redactor(secret_url)
 
     def by_target(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
@@ -141,9 +147,8 @@ def configure(
 
     def redacted(logger: Any, method: str, event: MutableMapping[str, Any]) -> str:
         line = scrub(render(logger, method, event))
-        for secret in hidden:
-            if secret in line:
-                line = line.replace(secret, "***")
+        if tokens is not None and any(secret in line for secret in hidden):
+            line = tokens.sub("***", line)
         return line
 
     processors: list[Any] = [redacted] if not filter_.targets else [by_target, redacted]
@@ -153,6 +158,21 @@ def configure(
         logger_factory=structlog.PrintLoggerFactory(cast(TextIO, _Stderr())),
         cache_logger_on_first_use=False,
     )
+
+
+# What may continue a word: a token is masked only where none precedes or
+# follows it.
+_WORD = "A-Za-z0-9_"
+
+
+def _whole_tokens(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    """A pattern of `secrets` where each stands as a whole token, or None."""
+    if not secrets:
+        return None
+    # Longest first, so a secret that contains another is masked whole.
+    ordered = sorted(set(secrets), key=len, reverse=True)
+    alternatives = "|".join(re.escape(s) for s in ordered)
+    return re.compile(f"(?<![{_WORD}])(?:{alternatives})(?![{_WORD}])")
 
 
 class _Stderr:

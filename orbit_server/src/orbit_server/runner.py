@@ -47,9 +47,11 @@ server` stops everything at once, as a crash would.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
+import resource
 import signal
 import socket
 import ssl
@@ -57,7 +59,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import falcon
 from gunicorn.app.base import BaseApplication
@@ -93,6 +95,11 @@ from orbit_store.sqlite import SqliteStore
 # Idle keep-alive connections stay open this long: workers poll and heartbeat
 # continuously, so reusing their connections saves a TCP handshake per call.
 KEEPALIVE_S = 75
+# Connections the worker keeps open at once; beyond this it stops accepting
+# and new clients (health probes too) wait in the listen backlog. Idle ones
+# cost a descriptor and a selector entry, no thread (worker.py), so the bound
+# is high, and the process's descriptor limit is raised to fit it.
+MAX_CONNECTIONS = 10_000
 # Shutdown waits for the longest request the API allows: a /wait.
 GRACEFUL_TIMEOUT_S = MAX_WAIT_MS // 1000 + 5
 GRACEFUL_TIMEOUT_TLS_S = 10
@@ -158,8 +165,20 @@ def serve(config: ServerConfig) -> int:
             # The forked worker unwinds through here: its status (a boot
             # error is 3) is what tells the arbiter to stop, not restart it.
             raise
-        return 0 if exc.code in (None, 0) else 1
-    return 0
+        return _exit_now(0 if exc.code in (None, 0) else 1)
+    return _exit_now(0)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Ends the arbiter once its worker is gone. Nothing is left to clean up
+    (the worker closed the store; the arbiter holds no connection), and
+    tearing the interpreter down (its modules, their objects) took most of
+    a second of a stop, more on a busy machine: the output is flushed and
+    the process exits at once (issue 36)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _listen(addr: Address) -> socket.socket:
@@ -287,6 +306,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             "workers": 1,
             "worker_class": OrbitWorker,
             "threads": self.config.threads,
+            "worker_connections": _connection_limit(),
             "keepalive": KEEPALIVE_S,
             "graceful_timeout": GRACEFUL_TIMEOUT_S,
             # Recovery may take long on a big database, and a restarted
@@ -516,6 +536,24 @@ def _pin_to_one_cpu() -> None:
                 os.sched_setscheduler(int(thread.name), os.SCHED_BATCH, os.sched_param(0))
     except (OSError, ValueError, IndexError):
         return
+
+
+def _connection_limit() -> int:
+    """`MAX_CONNECTIONS`, or fewer if the process may not open that many
+    descriptors even after raising its soft limit to the hard one (a few
+    are kept for the database, logs and the listener)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = MAX_CONNECTIONS + 256
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            raised = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    except (OSError, ValueError):
+        return 1000
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(100, min(MAX_CONNECTIONS, soft - 256))
 
 
 def _post_fork(server: Any, worker: Any) -> None:

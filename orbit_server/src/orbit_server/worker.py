@@ -29,6 +29,19 @@ gunicorn's own refusals (400, 414, 431, ...) are answered with a one-line
 plain-text body, as chapter 67 has the HTTP layer answer (`handle_error`),
 not with gunicorn's HTML page.
 
+A connection holds a thread only while it has a request in hand or one
+is expected at once. An idle kept-alive connection waits in gunicorn's
+selector, not on a thread: a new connection gets `LINGER_S` for its first
+bytes (gunicorn would give it 5 s) before it is parked there, and a
+connection whose requests follow each other closely gives its thread back
+as soon as another connection waits for one (`_queued`), so a few hundred
+busy clients cannot keep a new client, or a health probe, from being
+served (issue 36; benchmarks/bench_keepalive.py). Only a long poll or
+wait, parked on the engine, holds a thread for longer; those end at once
+when the server stops (`Engine.drain`), and so do idle connections, which
+are closed rather than given gunicorn's two seconds to send one more
+request.
+
 TLS connections take the short path too, once gunicorn has made the
 handshake and served their first request. A blocking TLS socket cannot wait
 with a kernel receive timeout (Python's TLS read retries a timed-out read
@@ -38,6 +51,7 @@ bytes TLS has already decrypted (`_readable`), and never sets SO_RCVTIMEO.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import select
 import signal
@@ -53,6 +67,7 @@ from urllib.parse import unquote_to_bytes
 
 import httptools
 from gunicorn import SERVER, util
+from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 
 from orbit_server import errors, logs
@@ -61,6 +76,9 @@ from orbit_server import errors, logs
 # returning the connection to gunicorn's poller (and the thread to its pool).
 # A worker's poll follows its result within a millisecond.
 LINGER_S = 0.05
+# How long a busy connection keeps its thread while other connections wait
+# for one: a waiting connection is served within about this long.
+TURN_S = 0.02
 # Requests whose head or body is larger take gunicorn's path, which enforces
 # its limits and streams bodies.
 MAX_HEAD = 8192
@@ -79,6 +97,9 @@ _NO_BODY = frozenset({204, 304})
 _ERROR_500 = "500 Internal Server Error"
 # Error codes for the refusals of the HTTP layer below the app (gunicorn's);
 # another status gets its reason phrase as code.
+# gthread's answer for "no request came yet: park the connection in the
+# selector" (gunicorn 24 and later; before, a new connection's thread waited).
+_DEFER: object | None = getattr(gthread, "_DEFER", None)
 _REFUSALS = {
     400: "Malformed HTTP request",
     414: "Request line too long",
@@ -207,6 +228,9 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             threading.Thread(target=drain, name="orbit-drain", daemon=True).start()
 
     def init_process(self) -> None:
+        # Connections handed to the thread pool and not yet on a thread.
+        self._queued = 0
+        self._queued_lock = threading.Lock()
         self._date = _Date()
         self._server_header = f"Server: {SERVER}\r\n".encode("latin-1")
         self._short_path = True
@@ -225,9 +249,47 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         fields = cfg.limit_request_fields
         self._max_fields = fields if fields > 0 else MAX_HEAD
 
+    def enqueue_req(self, conn: Any) -> None:
+        """(gunicorn's main thread) A connection goes to the thread pool."""
+        with self._queued_lock:
+            self._queued += 1
+        super().enqueue_req(conn)
+
+    def _cap_keepalive(self, deadline: float) -> None:
+        """The worker stops: idle connections, kept alive or not yet used,
+        are closed now instead of at `deadline`, so they do not hold the
+        shutdown; requests in flight still finish."""
+        self.murder_keepalived(force=True)
+        pending = getattr(self, "pending_conns", None)
+        while pending:
+            conn = pending.popleft()
+            with contextlib.suppress(OSError, KeyError, ValueError):
+                self.poller.unregister(conn.sock)
+            self.nr_conns -= 1
+            _close_now(conn.sock)
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        """(gunicorn's main thread) While the worker stops, a connection that
+        is done is closed at once: gunicorn's lingering close waits up to 2 s
+        per connection for the client to close first, one after another."""
+        if self.alive or fs.cancelled() or fs.exception() is not None or fs.result():
+            super().finish_request(conn, fs)
+            return
+        self.nr_conns -= 1
+        _close_now(conn.sock)
+
     def handle(self, conn: Any) -> Any:
         """Serves a connection's requests while they come quickly; gunicorn
         serves the first one and whatever the short path declines."""
+        with self._queued_lock:
+            self._queued -= 1
+        if not conn.initialized and not conn.data_ready and _DEFER is not None:
+            # A new connection that has sent nothing yet waits in the
+            # selector, not on a thread.
+            if not self.alive:
+                return False
+            if not conn.wait_for_data(0.0 if self._queued else LINGER_S):
+                return _DEFER
         if not self._short_path:
             return super().handle(conn)
         if conn.initialized and not conn.is_http2:
@@ -240,12 +302,18 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             # A receive timeout instead of a select() before each request:
             # one system call less per request.
             _receive_timeout(conn.sock, LINGER_S)
+            turn_ends = time.monotonic() + TURN_S
             try:
+                # Once its turn is over, a connection gives its thread to
+                # any that waits for one, and goes back to the selector.
                 while keep is True and self.alive:
+                    if self._queued and time.monotonic() > turn_ends:
+                        break
                     keep = self._next(conn, wait=True)
             finally:
                 _receive_timeout(conn.sock, 0)
-        return keep is not False
+        # A stopping worker closes an idle connection rather than keep it.
+        return keep is not False and self.alive
 
     def _next(self, conn: Any, *, wait: bool) -> bool | None:
         """Serves the connection's next request; None when none came within
@@ -602,6 +670,20 @@ def _receive_timeout(sock: Any, seconds: float) -> None:
         socket.SO_RCVTIMEO,
         struct.pack("ll", whole, int((seconds - whole) * 1_000_000)),
     )
+
+
+def _close_now(sock: Any) -> None:
+    """Closes a connection without waiting for its client: what it sent is
+    read first (as far as it has arrived), so that closing with unread bytes
+    does not reset the connection under a response the client is reading."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        sock.setblocking(False)
+        for _ in range(16):
+            if not sock.recv(_RECV):
+                break
+    with contextlib.suppress(OSError):
+        sock.close()
 
 
 def _no_write(data: bytes) -> None:

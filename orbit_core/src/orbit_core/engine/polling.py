@@ -74,6 +74,7 @@ class Polling:
             cmd = self._pollers.popleft()
             session = self._waiting_session(cmd)
             if session is None:
+                self._pipeline.expire(cmd)
                 continue
             if not self._x.index.has(session.contracts, session.runtime, self._valid_task):
                 still.append(cmd)
@@ -103,7 +104,13 @@ class Polling:
         still: deque[Command] = deque()
         for cmd in self._pollers:
             session = self._waiting_session(cmd)
-            if session is None or self._hung_up(cmd):
+            if session is None:
+                # Its session ended (the worker unregistered): the poll ends
+                # now, with no task, and no longer holds its thread, nor a
+                # shutdown, which only ends the polls queued here.
+                self._pipeline.expire(cmd)
+                continue
+            if self._hung_up(cmd):
                 continue
             session.last_seen_ms = max(session.last_seen_ms, tx.now)
             still.append(cmd)
@@ -111,7 +118,8 @@ class Polling:
 
     def _waiting_session(self, cmd: Command) -> Session | None:
         """The session of a poll that still waits; None once the poll ended
-        or its session is gone (the poll is then dropped from the queue)."""
+        or its session is gone (the poll is then ended and dropped from the
+        queue)."""
         session = cmd.session
         if cmd.parked != "waiting" or session is None:
             return None

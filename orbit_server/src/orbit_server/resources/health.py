@@ -5,8 +5,13 @@ both health and readiness, and is ready only while it leads (chapter 44).
 
 While a part of the engine fails (the store refuses commits, the ticker keeps
 raising) `/v1/health` still answers 200 but says `"status": "degraded"` and
-adds `degraded`, each failing component with its last error, in the way the
-book adds fields for other modes.
+adds `degraded`, in the way the book adds fields for other modes: each
+failing component with what kind of failure it is, never the error's text.
+The route is open, and a store's errors name the database (its user, host
+and name: a PostgreSQL URL with only its password hidden), so the document
+says only the kind of database and `STORAGE_ERROR`, and for another
+component the exception's type; the server's log has the whole message
+(issue 36).
 
 `/v1/metrics` is every family of chapter 46 through prometheus-client: a
 collector reads the counters at each scrape (events from `Telemetry`, which
@@ -55,9 +60,13 @@ class Health:
     the next commit, which an idle server never makes, and a database that
     went away under an idle server shows as a degraded store."""
 
-    def __init__(self, engine: Engine, cluster: ClusterView | None = None) -> None:
+    def __init__(
+        self, engine: Engine, cluster: ClusterView | None = None, database: str = "sqlite"
+    ) -> None:
         self._engine = engine
         self._cluster = cluster
+        # The kind of database (`sqlite`, `postgres`), all a failure shows of it.
+        self._database = database
         self._problem: Callable[[], str | None] | None = getattr(
             engine.store, "write_problem", None
         )
@@ -88,8 +97,20 @@ class Health:
         if self._cluster is not None:
             body.update(self._cluster.fields())
         if failing:
-            body["degraded"] = failing
+            body["degraded"] = {
+                component: self._public(component, failure)
+                for component, failure in failing.items()
+            }
         send(resp, body)
+
+    def _public(self, component: str, failure: str) -> str:
+        """What anyone may read of a component's failure."""
+        if component == "store":
+            return f"{self._database}: STORAGE_ERROR (details in the server's log)"
+        kind = failure.partition(":")[0]
+        if not kind.isidentifier():
+            kind = "failing"
+        return f"{kind} (details in the server's log)"
 
 
 class Ready:
