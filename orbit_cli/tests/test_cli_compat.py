@@ -177,7 +177,9 @@ def _output_change(kind: str, old: Type | None, new: Type | None) -> bool:
         return False
     if new == JSON:
         return True
-    return not (old == OptionalType(new) or (old, new) == (FLOAT, INT))
+    # Narrowing is safe for readers: T? to T, Float to Int, and Float? to Int.
+    inner = old.type if isinstance(old, OptionalType) else old
+    return not (new == inner or (inner, new) == (FLOAT, INT))
 
 
 @attrs.frozen
