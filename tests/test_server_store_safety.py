@@ -39,6 +39,7 @@ def start_body(eid: str) -> dict[str, object]:
     return {"workflow": "Review", "execution_id": eid, "input": {"order_id": eid}}
 
 
+@pytest.mark.timeout(180)  # three server starts (one refused): about 30 s on a loaded machine
 def test_a_database_removed_while_running_stops_writes_and_is_not_recreated_silently(
     tmp_path: Path,
 ) -> None:
