@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import server_ir
 from server_harness import ORBIT, ServerProcess
-from sqlite_damage import corrupt_an_event_page
+from sqlite_damage import corrupt_a_table_under_its_users, corrupt_an_event_page
 
 from orbit_core import events as ev
 from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow
@@ -39,7 +39,8 @@ def start_body(eid: str) -> dict[str, object]:
     return {"workflow": "Review", "execution_id": eid, "input": {"order_id": eid}}
 
 
-def test_a_database_removed_while_running_stops_writes_and_is_recreated_with_a_notice(
+@pytest.mark.timeout(180)  # three server starts (one refused): about 30 s on a loaded machine
+def test_a_database_removed_while_running_stops_writes_and_is_not_recreated_silently(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "orbit.db"
@@ -64,12 +65,55 @@ def test_a_database_removed_while_running_stops_writes_and_is_recreated_with_a_n
         line = wait_for(proc, r"ERROR orbit: storage error op=commit ")
         assert f"db={db} " in line and "was removed while in use" in line
         assert api.get("/v1/ready").status == 503
-    # A restart finds no database but the lock file of one: it says so.
+    # A restart finds no database but the files it left: it refuses to start
+    # on an empty one, naming them.
+    rc, log = _run_server([ORBIT, "server", "--db", str(db), "--addr", "127.0.0.1:0"])
+    assert rc == 1, log
+    left = [f"{db}-wal", f"{db}-shm", f"{db}.lock"]
+    assert "ERROR orbit: cannot open the database" in log
+    assert (
+        f"the database {db} is missing, but {' and '.join(left)} show that it was in use; "
+        f"restore it from a backup, or delete {' and '.join(left)} to start with an empty "
+        "database"
+    ) in log
+    assert not db.exists()
+    # Deleting them asks for a new database, as deleting orbit.db and its
+    # -wal and -shm does to start over.
+    for name in left[:2]:
+        Path(name).unlink()
+    Path(left[2]).write_text("")  # as an older server left it: the lock file alone
     with ServerProcess(db) as again:
         assert re.search(
             rf"WARN orbit: created new database at {re.escape(str(db))} note=", again.log()
         )
         assert again.http().get("/v1/ready").status == 200
+
+
+def test_corruption_met_while_running_stops_writes_and_readiness(tmp_path: Path) -> None:
+    db = tmp_path / "orbit.db"
+    with ServerProcess(db) as proc:
+        api = proc.http()
+        assert api.post("/v1/workflows", server_ir.review()).status == 201
+        for eid in ("c1", "c2", "c3"):
+            assert api.post("/v1/executions", start_body(eid)).status == 201
+        assert api.get("/v1/ready").status == 200
+        corrupt_a_table_under_its_users(db, "workflow_executions")
+        refusal = (
+            f"the database {db} is corrupt (database disk image is malformed); every write is "
+            "refused from now on (restore it from a backup, then restart)"
+        )
+        for eid in ("c4", "c5"):
+            refused = api.post("/v1/executions", start_body(eid))
+            assert refused.status == 500
+            assert refused.body["error"] == {"code": "STORAGE_ERROR", "message": refusal}
+        # Readiness stays down, although a write elsewhere in the file works.
+        for _ in range(3):
+            ready = api.get("/v1/ready")
+            assert (ready.status, ready.body) == (503, {"role": "single", "ready": False})
+        wait_for(proc, rf"ERROR orbit: the database cannot be written db={re.escape(str(db))} ")
+        deploy = api.post("/v1/workflows", server_ir.greet())
+        assert (deploy.status, deploy.body["error"]["message"]) == (500, refusal)
+        assert api.get("/v1/ready").status == 503
 
 
 def test_a_second_server_on_the_same_database_is_refused(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from sqlalchemy import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "orbit_core" / "tests"))
 
@@ -339,8 +340,17 @@ def test_a_database_of_a_newer_schema_is_refused(opener: Any) -> None:
     with store.engine.begin() as conn:
         conn.execute(schema.schema_version.update().values(version=schema.SCHEMA_VERSION + 1))
     store.close()
-    with pytest.raises(StorageError, match="schema version 2, newer than this server knows"):
+    newer = schema.SCHEMA_VERSION + 1
+    with pytest.raises(StorageError) as info:
         opener()
+    assert info.value.message.endswith(
+        f"the database has schema version {newer}, newer than this server knows "
+        f"({schema.SCHEMA_VERSION}); run a release of orbit server that knows it"
+    )
+    # Refused before anything was written: the version is still the newer one.
+    with store.engine.connect() as conn:
+        assert conn.execute(select(schema.schema_version.c.version)).all() == [(newer,)]
+    store.engine.dispose()
 
 
 def test_migrations_run_once_in_order(opener: Any, monkeypatch: Any) -> None:
@@ -350,13 +360,18 @@ def test_migrations_run_once_in_order(opener: Any, monkeypatch: Any) -> None:
     def step_to(version: int) -> Any:
         return lambda conn: ran.append(version)
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
-    monkeypatch.setattr(schema, "MIGRATIONS", [(2, step_to(2)), (3, step_to(3))])
+    now = schema.SCHEMA_VERSION
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", now + 2)
+    monkeypatch.setattr(
+        schema,
+        "MIGRATIONS",
+        [*schema.MIGRATIONS, (now + 1, step_to(now + 1)), (now + 2, step_to(now + 2))],
+    )
     store = opener()
-    assert (store.found_version, ran) == (1, [2, 3])
+    assert (store.found_version, ran) == (now, [now + 1, now + 2])
     store.close()
     store = opener()
-    assert (store.found_version, ran) == (3, [2, 3])
+    assert (store.found_version, ran) == (now + 2, [now + 1, now + 2])
     store.close()
 
 
@@ -376,7 +391,8 @@ def test_servers_starting_together_prepare_the_schema_one_at_a_time(pg_url: str)
     for t in threads:
         t.join(60)
     assert not failed
-    assert sorted(s.found_version for s in opened) == [0, 1, 1, 1]
+    now = schema.SCHEMA_VERSION
+    assert sorted(s.found_version for s in opened) == [0, now, now, now]
     for store in opened:
         store.close()
     with psycopg.connect(pg_url) as conn:

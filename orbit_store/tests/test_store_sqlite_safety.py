@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlite_damage import corrupt_an_event_page
+from sqlite_damage import corrupt_a_table_under_its_users, corrupt_an_event_page
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
-from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow
+from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow, WorkerRow
 from orbit_store.sqlite import SqliteStore
 
 
@@ -186,6 +186,102 @@ def test_creation_is_reported(tmp_path: Path) -> None:
     third = SqliteStore(db)  # the lock file says a database was here
     assert (third.created, third.replaced_missing) == (True, True)
     third.close()
+
+
+def test_a_file_removed_while_open_is_refused_not_recreated(tmp_path: Path) -> None:
+    """The database was removed while a store had it open: SQLite leaves its
+    -wal and -shm behind, and the store, which saw the file go, says so in
+    the lock file. A new empty database there would hide the loss."""
+    db = tmp_path / "orbit.db"
+    store = SqliteStore(db)
+    start(store, "m-1")
+    db.unlink()
+    store.close()
+    left = [f"{db}-wal", f"{db}-shm", f"{db}.lock"]
+    with pytest.raises(StorageError) as info:
+        SqliteStore(db)
+    assert info.value.message == (
+        f"the database {db} is missing, but {' and '.join(left)} show that it was in use; "
+        f"restore it from a backup, or delete {' and '.join(left)} to start with an empty "
+        "database"
+    )
+    assert not db.exists()
+    for name in left:  # the way to ask for a new database
+        Path(name).unlink()
+    again = SqliteStore(db)
+    assert (again.created, again.replaced_missing) == (True, False)
+    again.close()
+
+
+@pytest.mark.parametrize("left", ["-wal", "-shm"])
+def test_a_missing_file_whose_wal_is_left_is_refused(tmp_path: Path, left: str) -> None:
+    """A store killed with its file open leaves -wal and -shm; with the file
+    itself gone, either one shows that a database was lost."""
+    db = tmp_path / "orbit.db"
+    holder = hold_in_another_process(db)
+    holder.kill()
+    holder.wait(10)
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.stdin.close()
+    holder.stdout.close()
+    db.unlink()
+    for name in {"-wal", "-shm"} - {left}:
+        Path(f"{db}{name}").unlink()
+    with pytest.raises(StorageError) as info:
+        SqliteStore(db)
+    assert info.value.message == (
+        f"the database {db} is missing, but {db}{left} shows that it was in use; restore it "
+        f"from a backup, or delete {db}{left} to start with an empty database"
+    )
+    Path(f"{db}{left}").unlink()
+    again = SqliteStore(db)  # the lock file alone, as after a clean start-over
+    assert (again.created, again.replaced_missing) == (True, True)
+    again.close()
+
+
+def test_a_file_removed_with_its_wal_while_open_is_refused_by_its_lock_file(
+    tmp_path: Path,
+) -> None:
+    """Every file of the database went while the store ran: the store, which
+    saw it, leaves word in the lock file for the next open."""
+    db = tmp_path / "orbit.db"
+    store = SqliteStore(db)
+    start(store, "m-1")
+    for name in ("", "-wal", "-shm"):
+        Path(f"{db}{name}").unlink()
+    store.close()
+    with pytest.raises(StorageError) as info:
+        SqliteStore(db)
+    assert info.value.message == (
+        f"the database {db} is missing, but {db}.lock shows that it was in use; restore it "
+        f"from a backup, or delete {db}.lock to start with an empty database"
+    )
+    Path(f"{db}.lock").unlink()
+    SqliteStore(db).close()
+
+
+def test_corruption_met_by_a_commit_refuses_every_later_write(tmp_path: Path) -> None:
+    db = tmp_path / "orbit.db"
+    store = SqliteStore(db)
+    for i in range(5):
+        start(store, f"c-{i}")
+    corrupt_a_table_under_its_users(db, "workflow_executions")
+    with pytest.raises(StorageError) as info:
+        start(store, "c-9")
+    refusal = (
+        f"the database {db} is corrupt (database disk image is malformed); every write is "
+        "refused from now on (restore it from a backup, then restart)"
+    )
+    assert info.value.message == refusal
+    # A write that touches no damaged page is refused too, and readiness
+    # says why (a probe write that works does not clear it).
+    assert store.write_problem() == refusal
+    worker = WorkerRow("w", "python", None, [], 1, 1)
+    with pytest.raises(StorageError) as again:
+        store.commit(CommitBatch(workers=[worker]))
+    assert again.value.message == refusal
+    assert store.write_problem() == refusal
+    store.close()
 
 
 def test_a_failed_write_makes_the_store_unready_until_a_write_works(tmp_path: Path) -> None:

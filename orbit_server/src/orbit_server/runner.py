@@ -14,7 +14,8 @@ plus headroom.
 place where a store of another kind, such as a cluster's fenced one, would
 be chosen). The database is checked by the arbiter before it forks
 (`_check_database`): a SQLite file is created with a notice naming it if
-missing, refused if another process holds its lock, or if it is corrupt or
+missing (unless the files it left show it was lost: orbit_store.sqlite),
+refused if another process holds its lock, or if it is corrupt or
 read-only; a PostgreSQL URL must parse, connect, log in and have its schema
 prepared. A refusal is one log line naming the database (a URL's password
 hidden, as in every log line: `logs.configure` masks it) and exit status 1.

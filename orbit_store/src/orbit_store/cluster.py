@@ -29,7 +29,7 @@ import psycopg
 
 from orbit_core.errors import StorageError
 from orbit_store.postgres import PostgresStore
-from orbit_store.schema import SCHEMA_LOCK_KEY
+from orbit_store.schema import SCHEMA_LOCK_KEY, create_statements
 
 # pg_try_advisory_lock's key: "orbit" and a 2 (schema preparation uses a 1).
 ELECTION_LOCK_KEY = 0x6F72626974_02
@@ -37,11 +37,7 @@ ELECTION_LOCK_KEY = 0x6F72626974_02
 _CLASSID, _OBJID = ELECTION_LOCK_KEY >> 32, ELECTION_LOCK_KEY & 0xFFFFFFFF
 
 # Only cluster servers have the table (single servers never read it), made
-# on first start under the schema lock; the schema version stays the same.
-_CREATE = (
-    "CREATE TABLE IF NOT EXISTS orbit_cluster (id INTEGER PRIMARY KEY, term BIGINT NOT NULL, "
-    "leader_node TEXT, leader_addr TEXT, since_ms BIGINT)"
-)
+# on first start under the schema lock (schema.CLUSTER).
 _ENSURE_ROW = "INSERT INTO orbit_cluster (id, term) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 _RAISE_TERM = (
@@ -117,7 +113,8 @@ class Election:
                 conn.execute(f"SET idle_session_timeout = {int(self.idle_timeout_ms)}")
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-                    conn.execute(_CREATE)
+                    for statement in create_statements("cluster"):
+                        conn.execute(statement)
                     conn.execute(_ENSURE_ROW)
             except psycopg.Error as exc:
                 conn.close()

@@ -1,19 +1,41 @@
-"""Every table of chapter 43 on one MetaData (schema version 1), and how a
-database is brought to it. The same definitions serve SQLite and PostgreSQL;
-BigInteger becomes INTEGER on SQLite.
+"""Every table ORBIT keeps (chapter 43) on one MetaData, and how a database
+is brought to the current schema version. The same definitions serve SQLite
+and PostgreSQL; BigInteger becomes INTEGER on SQLite.
 
-`prepare` runs on every open, in one transaction: it creates missing tables
-(so a database of an earlier release gains tables added since, without a
-version change, as the book describes), refuses a database whose version is
-newer than this code, and runs the `MIGRATIONS` a database of an older
-version lacks, each step recording its version. Both dialects share the
-steps; a step that needs dialect-specific SQL looks at `conn.dialect.name`.
-On PostgreSQL the transaction first takes an advisory lock, so servers
-starting together on one database prepare it one after the other.
+The tables come in three parts: `BASE` (every server), `CLUSTER` (the
+election row of `--cluster`) and `SHARED` (`--cluster-mode shared`, plus
+its fence function). A server creates only the parts it uses, as the book
+has it: a single server never creates the cluster or shared tables.
+
+`prepare` runs on every open, in one transaction: it reads the version the
+database records, refuses one newer than this code, runs the `MIGRATIONS`
+of the versions it lacks (each step recording its version), then creates
+the base tables still missing (a database of an earlier release gains
+tables added since, as the book describes). A step brings the tables that
+exist to the next version's shape, whatever part they belong to; a table
+created later is created at the current shape (`create_statements`, run by
+the cluster and shared stores under the same lock). On PostgreSQL the
+transaction first takes an advisory lock, so servers starting together on
+one database prepare it one after the other.
+
+Version 1 is the schema of the book's chapter 43. Version 2 changes no base
+table: it brings shared mode's tables, which builds before it created with
+`IF NOT EXISTS` and changed in place without recording a version, to one
+known shape (`orbit_tasks.node_id` and its index, the two partial indexes
+that replaced `orbit_inbox_pending`). `tests/fixtures` holds a database of
+each earlier shape, and a test upgrades every one of them.
+
+Our own steps rather than Alembic: the book's `schema_version` table (one
+integer) is the version record, where Alembic keeps revision ids in a table
+of its own; Alembic finds its migrations as scripts in a directory, which a
+wheel would have to carry and every start would import; and a step is a
+function of a Connection here, so it runs in the transaction (and under the
+lock) that also creates the tables, on both dialects.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from sqlalchemy import (
@@ -25,23 +47,26 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    UniqueConstraint,
     func,
     insert,
+    inspect,
     select,
     text,
     update,
 )
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from orbit_core.errors import StorageError
 
-SCHEMA_VERSION = 1
-
-# (version, step): what brings a database from version-1 to version. Empty
-# while the schema is at its first version.
-MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = []
+SCHEMA_VERSION = 2
 
 # pg_advisory_xact_lock's key for schema preparation: "orbit" and a 1.
 SCHEMA_LOCK_KEY = 0x6F72626974_01
+# The SQLSTATE orbit_fence raises (a class of its own, so no other error
+# reads as a refusal).
+FENCED_STATE = "OF001"
 
 # `sqlite_with_rowid=False`: on SQLite, the projection is stored by its key
 # (one B-tree written per update instead of a rowid table plus a key index).
@@ -139,23 +164,237 @@ worker_registry = Table(
 )
 
 
+# ---- standby mode (cluster.py): the term and leader of the election
+
+orbit_cluster = Table(
+    "orbit_cluster",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("term", BigInteger, nullable=False),
+    Column("leader_node", Text),
+    Column("leader_addr", Text),
+    Column("since_ms", BigInteger),
+)
+
+# ---- shared mode (shared.py's docstring says what each table is for)
+
+_QUEUED = text("state = 'queued'")
+_PENDING = text("state = 'pending'")
+
+orbit_nodes = Table(
+    "orbit_nodes",
+    metadata,
+    Column("node_id", Text, primary_key=True),
+    Column("addr", Text),
+    Column("instance", Text, nullable=False),
+    Column("heartbeat_ms", BigInteger, nullable=False),
+    Column("started_ms", BigInteger, nullable=False),
+)
+
+orbit_owners = Table(
+    "orbit_owners",
+    metadata,
+    Column("execution_id", Text, primary_key=True),
+    Column("root_id", Text, nullable=False),
+    Column("node_id", Text, nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("since_ms", BigInteger, nullable=False),
+    Index("orbit_owners_node", "node_id", "root_id"),
+)
+
+orbit_tasks = Table(
+    "orbit_tasks",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("execution_id", Text, nullable=False),
+    Column("unit_key", Text, nullable=False),
+    Column("offer_seq", BigInteger, nullable=False),
+    Column("task_name", Text, nullable=False),
+    Column("contract_version", Text, nullable=False),
+    Column("language", Text),
+    Column("timeout_ms", BigInteger),
+    Column("assignment", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("token", Text),
+    Column("claimed_by", Text),
+    Column("session_id", Text),
+    Column("enqueued_ms", BigInteger, nullable=False),
+    # The node that owns the task's execution (moved with a take-over); last,
+    # where version 2 adds it to an older table.
+    Column("node_id", Text),
+    UniqueConstraint("execution_id", "unit_key", "offer_seq"),
+    Index(
+        "orbit_tasks_queued",
+        "task_name",
+        "contract_version",
+        "enqueued_ms",
+        "id",
+        postgresql_where=_QUEUED,
+    ),
+    Index("orbit_tasks_token", "token"),
+    Index(
+        "orbit_tasks_node_queued",
+        "node_id",
+        "task_name",
+        "contract_version",
+        "enqueued_ms",
+        postgresql_where=_QUEUED,
+    ),
+)
+
+orbit_inbox = Table(
+    "orbit_inbox",
+    metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=True),
+    Column("execution_id", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("sender", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("reply", Text),
+    Column("created_ms", BigInteger, nullable=False),
+    # Two partial indexes, as with (execution_id, seq) alone the planner took
+    # it for `seq = ANY(...) AND state = 'pending'` and read all of it.
+    Index("orbit_inbox_pending_seq", "seq", postgresql_where=_PENDING),
+    Index("orbit_inbox_pending_execution", "execution_id", "seq", postgresql_where=_PENDING),
+)
+
+orbit_sessions = Table(
+    "orbit_sessions",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("worker_id", Text, nullable=False),
+    Column("runtime", Text, nullable=False),
+    Column("contracts", Text, nullable=False),
+    Column("sdk", Text),
+    Column("registered_ms", BigInteger, nullable=False),
+    Column("last_seen_ms", BigInteger, nullable=False),
+)
+
+orbit_cancels = Table(
+    "orbit_cancels",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("token", Text, primary_key=True),
+)
+
+# Waits for the end of an execution owned by another server: its end is
+# announced (NOTIFY orbit_done) only when one is listed here.
+orbit_waits = Table(
+    "orbit_waits",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("execution_id", Text, nullable=False),
+    Column("node_id", Text, nullable=False),
+    Column("since_ms", BigInteger, nullable=False),
+    Index("orbit_waits_execution", "execution_id"),
+)
+
+# The fence of a shared commit's one statement (shared.py, `_fenced_group`):
+# locks the ownership rows (FOR SHARE, the latest versions), then raises
+# unless each still names `node` at the epoch given. The check is a statement
+# of its own, so it reads what a take-over committed before the lock. Its two
+# statements look rows up by key: their plans are kept (the store's sessions
+# plan every statement again, which cost a fenced commit about 75 us of
+# PostgreSQL's CPU here). Code rather than data: replaced at every shared
+# start, so it needs no migration.
+FENCE_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION orbit_fence(node TEXT, ids TEXT[], epochs BIGINT[]) "
+    "RETURNS BOOLEAN LANGUAGE plpgsql SET plan_cache_mode = auto AS $$ BEGIN "
+    "PERFORM 1 FROM orbit_owners WHERE execution_id = ANY(ids) FOR SHARE; "
+    "IF EXISTS (SELECT 1 FROM unnest(ids, epochs) AS v(id, epoch) WHERE NOT EXISTS "
+    "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = v.id AND o.node_id = node "
+    "AND o.epoch = v.epoch)) THEN "
+    f"RAISE EXCEPTION 'fenced' USING ERRCODE = '{FENCED_STATE}'; END IF; "
+    "RETURN true; END $$"
+)
+
+BASE = (
+    schema_version,
+    workflow_definitions,
+    workflow_executions,
+    execution_events,
+    execution_run_events,
+    orbit_schedules,
+    worker_registry,
+)
+CLUSTER = (orbit_cluster,)
+SHARED = (
+    orbit_nodes,
+    orbit_owners,
+    orbit_tasks,
+    orbit_inbox,
+    orbit_sessions,
+    orbit_cancels,
+    orbit_waits,
+)
+PARTS = {"cluster": CLUSTER, "shared": SHARED}
+
+
+@functools.cache
+def create_statements(part: str) -> tuple[str, ...]:
+    """The PostgreSQL statements that create what is missing of a part
+    ("cluster" or "shared") at the current shape, for a psycopg session
+    that holds the schema lock in its transaction. The tables that exist
+    were brought to the current version by `prepare` when the store opened."""
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    out: list[str] = []
+    for table in PARTS[part]:
+        out.append(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
+        out.extend(
+            str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
+            for index in sorted(table.indexes, key=lambda i: str(i.name))
+        )
+    if part == "shared":
+        out.append(FENCE_FUNCTION)
+    return tuple(out)
+
+
+def _to_2(conn: Connection) -> None:
+    """Shared mode's tables, as any earlier build left them, to version 2."""
+    if conn.dialect.name != "postgresql":
+        return  # shared mode runs on PostgreSQL only
+    found = set(inspect(conn).get_table_names())
+    if "orbit_tasks" in found:
+        conn.execute(text("ALTER TABLE orbit_tasks ADD COLUMN IF NOT EXISTS node_id TEXT"))
+    if "orbit_inbox" in found:
+        conn.execute(text("DROP INDEX IF EXISTS orbit_inbox_pending"))
+    for table in SHARED:
+        if table.name in found:
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
+
+
+# (version, step): what brings a database from version-1 to version.
+MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [(2, _to_2)]
+
+
+def _recorded(conn: Connection) -> int | None:
+    """The version the database records; None for a new database."""
+    if not inspect(conn).has_table(schema_version.name):
+        return None
+    found = conn.execute(select(func.max(schema_version.c.version))).scalar()
+    return None if found is None else int(found)
+
+
 def prepare(conn: Connection) -> int:
     """Brings the database on `conn` to SCHEMA_VERSION inside the caller's
     transaction; returns the version it found (0 for a new database)."""
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-    metadata.create_all(conn, checkfirst=True)
-    found = conn.execute(select(func.max(schema_version.c.version))).scalar()
-    if found is None:
-        conn.execute(insert(schema_version).values(version=SCHEMA_VERSION))
-        return 0
-    if found > SCHEMA_VERSION:
+    found = _recorded(conn)
+    if found is not None and found > SCHEMA_VERSION:
         raise StorageError(
             f"the database has schema version {found}, newer than this server knows "
             f"({SCHEMA_VERSION}); run a release of orbit server that knows it"
         )
-    for version, step in MIGRATIONS:
-        if version > found:
-            step(conn)
-            conn.execute(update(schema_version).values(version=version))
-    return int(found)
+    if found is not None:
+        for version, step in MIGRATIONS:
+            if found < version <= SCHEMA_VERSION:
+                step(conn)
+                conn.execute(update(schema_version).values(version=version))
+    metadata.create_all(conn, tables=list(BASE), checkfirst=True)
+    if found is None:
+        conn.execute(insert(schema_version).values(version=SCHEMA_VERSION))
+        return 0
+    return found

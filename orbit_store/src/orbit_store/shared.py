@@ -2,7 +2,7 @@
 PostgreSQL, whose row locks are the only coordination.
 
 Tables, made by shared servers only (like `orbit_cluster`, under the schema
-lock, without changing the schema version):
+lock; their definitions and migrations are schema.py's):
 
 - `orbit_nodes`: one row per server id, with its heartbeat written with the
   database's clock (`clock_timestamp()`), so liveness never depends on the
@@ -90,68 +90,9 @@ from orbit_store.postgres import (
     row_params,
     update_params,
 )
-from orbit_store.schema import SCHEMA_LOCK_KEY
+from orbit_store.schema import FENCED_STATE, SCHEMA_LOCK_KEY, create_statements
 
 NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
-# The SQLSTATE orbit_fence raises (a class of its own, so no other error
-# reads as a refusal).
-FENCED_STATE = "OF001"
-
-_CREATE = (
-    "CREATE TABLE IF NOT EXISTS orbit_nodes (node_id TEXT PRIMARY KEY, addr TEXT, "
-    "instance TEXT NOT NULL, heartbeat_ms BIGINT NOT NULL, started_ms BIGINT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS orbit_owners (execution_id TEXT PRIMARY KEY, "
-    "root_id TEXT NOT NULL, node_id TEXT NOT NULL, epoch BIGINT NOT NULL, since_ms BIGINT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS orbit_owners_node ON orbit_owners (node_id, root_id)",
-    "CREATE TABLE IF NOT EXISTS orbit_tasks (id BIGSERIAL PRIMARY KEY, "
-    "execution_id TEXT NOT NULL, unit_key TEXT NOT NULL, offer_seq BIGINT NOT NULL, "
-    "task_name TEXT NOT NULL, contract_version TEXT NOT NULL, language TEXT, "
-    "timeout_ms BIGINT, assignment TEXT NOT NULL, state TEXT NOT NULL, token TEXT, "
-    "claimed_by TEXT, session_id TEXT, enqueued_ms BIGINT NOT NULL, "
-    "UNIQUE (execution_id, unit_key, offer_seq))",
-    "CREATE INDEX IF NOT EXISTS orbit_tasks_queued ON orbit_tasks "
-    "(task_name, contract_version, enqueued_ms, id) WHERE state = 'queued'",
-    "CREATE INDEX IF NOT EXISTS orbit_tasks_token ON orbit_tasks (token)",
-    # The node that owns the task's execution (moved with a take-over).
-    "ALTER TABLE orbit_tasks ADD COLUMN IF NOT EXISTS node_id TEXT",
-    "CREATE INDEX IF NOT EXISTS orbit_tasks_node_queued ON orbit_tasks "
-    "(node_id, task_name, contract_version, enqueued_ms) WHERE state = 'queued'",
-    "CREATE TABLE IF NOT EXISTS orbit_inbox (seq BIGSERIAL PRIMARY KEY, "
-    "execution_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, "
-    "sender TEXT NOT NULL, state TEXT NOT NULL, reply TEXT, created_ms BIGINT NOT NULL)",
-    # Two partial indexes, as with (execution_id, seq) alone the planner took
-    # it for `seq = ANY(...) AND state = 'pending'` and read all of it.
-    "DROP INDEX IF EXISTS orbit_inbox_pending",
-    "CREATE INDEX IF NOT EXISTS orbit_inbox_pending_seq ON orbit_inbox (seq) "
-    "WHERE state = 'pending'",
-    "CREATE INDEX IF NOT EXISTS orbit_inbox_pending_execution ON orbit_inbox "
-    "(execution_id, seq) WHERE state = 'pending'",
-    "CREATE TABLE IF NOT EXISTS orbit_sessions (session_id TEXT PRIMARY KEY, "
-    "worker_id TEXT NOT NULL, runtime TEXT NOT NULL, contracts TEXT NOT NULL, sdk TEXT, "
-    "registered_ms BIGINT NOT NULL, last_seen_ms BIGINT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS orbit_cancels (session_id TEXT NOT NULL, token TEXT NOT NULL, "
-    "PRIMARY KEY (session_id, token))",
-    # Waits for the end of an execution owned by another server: its end
-    # is announced (NOTIFY orbit_done) only when one is listed here.
-    "CREATE TABLE IF NOT EXISTS orbit_waits (id BIGSERIAL PRIMARY KEY, "
-    "execution_id TEXT NOT NULL, node_id TEXT NOT NULL, since_ms BIGINT NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS orbit_waits_execution ON orbit_waits (execution_id)",
-    # The fence of a commit's one statement (`_fenced_group`): locks the
-    # ownership rows (FOR SHARE, the latest versions), then raises unless
-    # each still names `node` at the epoch given. The check is a statement
-    # of its own, so it reads what a take-over committed before the lock.
-    # Its two statements look rows up by key: their plans are kept (the
-    # store's sessions plan every statement again, which cost a fenced
-    # commit about 75 us of PostgreSQL's CPU here).
-    "CREATE OR REPLACE FUNCTION orbit_fence(node TEXT, ids TEXT[], epochs BIGINT[]) "
-    "RETURNS BOOLEAN LANGUAGE plpgsql SET plan_cache_mode = auto AS $$ BEGIN "
-    "PERFORM 1 FROM orbit_owners WHERE execution_id = ANY(ids) FOR SHARE; "
-    "IF EXISTS (SELECT 1 FROM unnest(ids, epochs) AS v(id, epoch) WHERE NOT EXISTS "
-    "(SELECT 1 FROM orbit_owners o WHERE o.execution_id = v.id AND o.node_id = node "
-    "AND o.epoch = v.epoch)) THEN "
-    f"RAISE EXCEPTION 'fenced' USING ERRCODE = '{FENCED_STATE}'; END IF; "
-    "RETURN true; END $$",
-)
 # Events that end a unit: its queued offers are no longer wanted.
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
@@ -218,7 +159,7 @@ def _fenced_group(changed: bool, new: bool, owners: bool, gone: bool, ended: boo
 def create_tables(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-        for statement in _CREATE:
+        for statement in create_statements("shared"):
             conn.execute(statement)
 
 

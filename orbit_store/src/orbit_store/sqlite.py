@@ -16,7 +16,16 @@ A database file belongs to one store at a time. Opening one:
   every later write;
 - notes whether the file had to be created (`created`), and whether a lock
   file showed that a database had been used there before
-  (`replaced_missing`): the server logs either.
+  (`replaced_missing`): the server logs either. A missing file is created
+  only when nothing shows it was lost: SQLite's `-wal` or `-shm` left
+  beside it (what a file removed while open leaves, as SQLite keeps them
+  when it cannot checkpoint into the file), or a lock file in which the
+  store that last held it recorded that it saw the file go, refuse the
+  open, naming those files. Deleting them is the way to ask for a new
+  database: it is what the book's "start over" already says (delete
+  orbit.db, orbit.db-wal and orbit.db-shm), so no option was added to
+  `orbit server`, whose options the book lists. A lock file alone does
+  not refuse: it outlives every clean start-over.
 
 While open, the store remembers the device and inode of the file it opened.
 After every commit it compares them with what the path names now (one
@@ -24,7 +33,15 @@ After every commit it compares them with what the path names now (one
 3 ms for a durable commit there):
 a file that was removed or replaced means the commit went to a file nobody
 will find again, so that commit and every later one fail with a StorageError
-naming the path.
+naming the path. Closing a store whose file is gone writes `removed` into the
+lock file (where the holder's pid was), for the next open.
+
+A statement that SQLite fails with SQLITE_CORRUPT or SQLITE_NOTADB (a page
+that does not parse) refuses every later write the same way, and keeps
+readiness failing: the damage is in the file and a restart would refuse it
+(`PRAGMA quick_check`), so accepting more work only grows what a restore
+from backup loses. Only pages a statement reads are seen: damage nothing
+touches stays unseen until the next open checks the file.
 """
 
 from __future__ import annotations
@@ -44,6 +61,13 @@ from orbit_store.sql import SqlStore
 
 if sys.platform != "win32":
     import fcntl
+
+# SQLite's primary result codes of a damaged file (an extended code keeps its
+# primary code in the low byte).
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+# What the lock file holds after its holder saw the database removed.
+_REMOVED = b"removed\n"
 
 
 class SqliteStore(SqlStore):
@@ -66,9 +90,19 @@ class SqliteStore(SqlStore):
             self.path = os.path.abspath(self.path)
             lock_path = self.path + ".lock"
             had_lock = os.path.exists(lock_path)
-            self._lock_fd = _lock(self.path, lock_path, lock_wait_s)
+            self._lock_fd, previous = _lock(self.path, lock_path, lock_wait_s)
             self.created = not os.path.exists(self.path)
             self.replaced_missing = self.created and had_lock
+            if self.created:
+                left = _left_behind(self.path, lock_path, previous)
+                if left:
+                    self.close()
+                    raise StorageError(
+                        f"the database {self.path} is missing, but {' and '.join(left)} "
+                        f"{'shows' if len(left) == 1 else 'show'} that it was in use; restore "
+                        f"it from a backup, or delete {' and '.join(left)} to start with an "
+                        "empty database"
+                    )
         engine = create_engine(
             f"sqlite+pysqlite:///{self.path}",
             connect_args={"check_same_thread": False},
@@ -140,6 +174,19 @@ class SqliteStore(SqlStore):
         )
         raise StorageError(self._lost)
 
+    def describe_error(self, exc: BaseException, *, lost: bool = False) -> str:
+        message = super().describe_error(exc, lost=lost)
+        code = getattr(exc, "sqlite_errorcode", None)
+        damaged = isinstance(code, int) and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+        if not damaged or self._identity is None:  # opening: quick_check reports it
+            return message
+        if self._lost is None:
+            self._lost = (
+                f"the database {self.path} is corrupt ({message}); every write is refused "
+                "from now on (restore it from a backup, then restart)"
+            )
+        return self._lost
+
     def commit(self, batch: CommitBatch) -> None:
         if self._lost is not None:
             raise StorageError(self._lost)
@@ -162,6 +209,10 @@ class SqliteStore(SqlStore):
         finally:
             fd, self._lock_fd = self._lock_fd, None
             if fd is not None:
+                if self._identity is not None and not os.path.exists(self.path):
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, 0)
+                        os.pwrite(fd, _REMOVED, 0)
                 os.close(fd)  # releases the flock
 
 
@@ -170,10 +221,20 @@ def _identity(path: str) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _lock(path: str, lock_path: str, wait_s: float) -> int | None:
-    """An open, exclusively locked `lock_path` holding our pid."""
+def _left_behind(path: str, lock_path: str, previous: bytes) -> list[str]:
+    """The files beside a missing database that show it was in use and lost
+    (`previous`: what its lock file held before we took it)."""
+    left = [f"{path}{suffix}" for suffix in ("-wal", "-shm") if os.path.exists(f"{path}{suffix}")]
+    if previous == _REMOVED:
+        left.append(lock_path)
+    return left
+
+
+def _lock(path: str, lock_path: str, wait_s: float) -> tuple[int | None, bytes]:
+    """An open, exclusively locked `lock_path` holding our pid, and what it
+    held before."""
     if sys.platform == "win32":  # pragma: no cover - no flock: no lock is taken
-        return None
+        return None, b""
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as exc:
@@ -196,12 +257,15 @@ def _lock(path: str, lock_path: str, wait_s: float) -> int | None:
                 continue
             os.close(fd)
             raise _held(path, lock_path, pid, exc) from exc
+    previous = b""
+    with contextlib.suppress(OSError):
+        previous = os.pread(fd, 32, 0)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except OSError:
         pass  # the lock holds without the pid; only the message would lack it
-    return fd
+    return fd, previous
 
 
 def _held(path: str, lock_path: str, pid: str, exc: OSError) -> StorageError:

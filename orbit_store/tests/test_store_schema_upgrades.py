@@ -1,0 +1,213 @@
+"""Every database an earlier build could have left is brought to the current
+schema version, its rows intact, on SQLite and PostgreSQL; a database newer
+than the code is refused. The fixtures are SQL scripts written by
+`fixtures/make_schema_fixtures.py` from the DDL of each era in git history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import schema_samples
+from sqlalchemy import select
+
+from orbit_core import events as ev
+from orbit_core.errors import StorageError
+from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow
+from orbit_store import schema
+from orbit_store.cluster import Election
+from orbit_store.postgres import PostgresStore
+from orbit_store.shared import SharedStore
+from orbit_store.sql import SqlStore
+from orbit_store.sqlite import SqliteStore
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SQLITE = sorted(FIXTURES.glob("sqlite-v1-*.sql"))
+POSTGRES = sorted(FIXTURES.glob("postgres-v1-*.sql"))
+
+
+def test_there_is_a_fixture_of_every_era() -> None:
+    assert [p.name for p in SQLITE] == [
+        "sqlite-v1-0bb48ea.sql",
+        "sqlite-v1-bc1f352.sql",
+        "sqlite-v1-ebababd.sql",
+    ]
+    assert len(POSTGRES) == 10
+
+
+def load_sqlite(script: Path, db: Path) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    conn.executescript(script.read_text())
+    conn.close()
+
+
+def recorded(store: SqlStore) -> list[int]:
+    with store.engine.connect() as conn:
+        return [r[0] for r in conn.execute(select(schema.schema_version.c.version))]
+
+
+def assert_samples_survived(store: SqlStore) -> None:
+    """The rows of schema_samples.BASE, read through the store's own API."""
+    [definition] = store.load_definitions()
+    assert (definition.name, definition.version, definition.definition_hash) == (
+        "Wf",
+        "1.0.0",
+        "sha256:x",
+    )
+    assert store.history("e-1") == schema_samples.EVENTS
+    assert store.history("e-2", 1) == schema_samples.EVENTS
+    row = store.execution_row("e-2")
+    assert row is not None and (row.status, row.updated_at_ms, row.last_seq) == (
+        "COMPLETED",
+        3000,
+        2,
+    )
+    assert ("e-1", schema_samples.EVENTS) in store.load_active()
+    [worker] = store.list_workers()
+    assert (worker.worker_id, worker.contracts) == (
+        "w-1",
+        [{"name": "demo.work", "version": "1.0.0"}],
+    )
+    [sched] = store.load_schedules()
+    assert (sched.schedule_id, sched.spec, sched.fired, sched.skipped, sched.due_ms) == (
+        "hourly",
+        {"workflow": "Wf", "interval": "1h"},
+        2,
+        1,
+        5000,
+    )
+
+
+def start_one(store: SqlStore, eid: str) -> None:
+    created = ev.WorkflowCreated(1, 2000, "Wf", "1.0.0", "sha256:x", {}, None, None)
+    row = ExecutionRow(eid, "Wf", "1.0.0", "sha256:x", "RUNNING", 2000, 2000, 2)
+    change = ExecutionChange(eid, row, [created, ev.WorkflowStarted(2, 2000)], new=True)
+    store.commit(CommitBatch(executions=[change]))
+
+
+@pytest.mark.parametrize("script", SQLITE, ids=lambda p: p.stem)
+def test_a_sqlite_database_of_every_era_is_upgraded_with_its_rows(
+    script: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "old.db"
+    load_sqlite(script, db)
+    store = SqliteStore(db)
+    assert store.found_version == 1
+    assert recorded(store) == [schema.SCHEMA_VERSION]
+    assert_samples_survived(store)
+    start_one(store, "e-3")  # and it takes new work
+    store.close()
+    again = SqliteStore(db)
+    assert again.found_version == schema.SCHEMA_VERSION
+    assert again.history("e-3") is not None
+    assert_samples_survived(again)
+    again.close()
+
+
+def test_a_sqlite_database_newer_than_the_code_is_refused_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    load_sqlite(SQLITE[0], db)
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE schema_version SET version = ?", (schema.SCHEMA_VERSION + 1,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StorageError) as info:
+        SqliteStore(db)
+    assert info.value.message == (
+        f"the database {db} cannot be opened: the database has schema version "
+        f"{schema.SCHEMA_VERSION + 1}, newer than this server knows ({schema.SCHEMA_VERSION}); "
+        "run a release of orbit server that knows it"
+    )
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+        (schema.SCHEMA_VERSION + 1,)
+    ]
+    conn.close()
+
+
+# ---- PostgreSQL
+
+
+def shape(url: str) -> dict[str, Any]:
+    """What the schema is on a PostgreSQL database: columns, constraints,
+    indexes and the fence function (by name)."""
+    with psycopg.connect(url) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = current_schema() "
+            "ORDER BY table_name, column_name"
+        ).fetchall()
+        constraints = conn.execute(
+            "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) "
+            "FROM pg_constraint WHERE connamespace = current_schema()::regnamespace "
+            "ORDER BY 1, 2"
+        ).fetchall()
+        indexes = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "ORDER BY indexname"
+        ).fetchall()
+        functions = conn.execute(
+            "SELECT pg_get_functiondef(p.oid) FROM pg_proc p "
+            "WHERE p.pronamespace = current_schema()::regnamespace ORDER BY p.proname"
+        ).fetchall()
+    return {"columns": columns, "constraints": constraints, "indexes": indexes, "fn": functions}
+
+
+def open_parts(url: str, script: Path) -> None:
+    """Opens the database as the kind of server that made it would: a
+    single store, plus the election's table, plus shared mode's tables."""
+    store = PostgresStore(url)
+    if "-single" not in script.name:
+        election = Election(store, "n9", None)
+        election.leadership()
+        election.close()
+    store.close()
+    if "-shared-" in script.name:
+        SharedStore(url, node_id="n9").close()
+
+
+@pytest.mark.parametrize("script", POSTGRES, ids=lambda p: p.stem)
+def test_a_postgres_database_of_every_era_is_upgraded_with_its_rows(
+    script: Path, pg_server: Any
+) -> None:
+    url = pg_server.url(pg_server.create_database())
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(script.read_text().encode())
+    store = PostgresStore(url)
+    assert store.found_version == 1
+    assert recorded(store) == [schema.SCHEMA_VERSION]
+    assert_samples_survived(store)
+    start_one(store, "e-3")
+    store.close()
+    open_parts(url, script)
+    # The same shape as a database this code made from nothing.
+    fresh = pg_server.url(pg_server.create_database())
+    open_parts(fresh, script)
+    assert shape(url) == shape(fresh)
+    with psycopg.connect(url) as conn:
+        if "-single" not in script.name:
+            assert conn.execute("SELECT term, leader_node FROM orbit_cluster").fetchall() == [
+                (3, "n1")
+            ]
+        if "-shared-" in script.name:
+            assert conn.execute(
+                "SELECT execution_id, unit_key, state, node_id FROM orbit_tasks"
+            ).fetchall() == [("e-1", "step[0]", "queued", None)]
+            assert conn.execute("SELECT kind, state FROM orbit_inbox").fetchall() == [
+                ("signal", "pending")
+            ]
+            assert conn.execute("SELECT node_id, epoch FROM orbit_owners").fetchall() == [("n1", 4)]
+            assert conn.execute("SELECT worker_id FROM orbit_sessions").fetchall() == [("w-1",)]
+        else:  # a single server made none of shared mode's tables, nor makes them
+            tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables")}
+            assert not tables & {t.name for t in schema.SHARED}
+    again = PostgresStore(url)
+    assert again.found_version == schema.SCHEMA_VERSION
+    assert_samples_survived(again)
+    again.close()
