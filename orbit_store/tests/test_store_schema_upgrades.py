@@ -1,7 +1,10 @@
 """Every database an earlier build could have left is brought to the current
-schema version, its rows intact, on SQLite and PostgreSQL; a database newer
-than the code is refused. The fixtures are SQL scripts written by
-`fixtures/make_schema_fixtures.py` from the DDL of each era in git history."""
+schema, its rows intact, on SQLite and PostgreSQL: `schema_version` stays 1
+(the book's base schema) and the cluster and shared parts record their own
+versions in `orbit_schema_parts`, which a single server never creates; a
+database newer than the code, in any part, is refused. The fixtures are SQL
+scripts written by `fixtures/make_schema_fixtures.py` from the DDL of each
+era in git history."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 import schema_samples
-from sqlalchemy import select
+from sqlalchemy import inspect, select
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
@@ -22,6 +25,9 @@ from orbit_store.postgres import PostgresStore
 from orbit_store.shared import SharedStore
 from orbit_store.sql import SqlStore
 from orbit_store.sqlite import SqliteStore
+
+# What the book's chapter 43 numbers the base schema, in this release.
+BOOK_VERSION = 1
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SQLITE = sorted(FIXTURES.glob("sqlite-v1-*.sql"))
@@ -48,6 +54,24 @@ def load_sqlite(script: Path, db: Path) -> None:
 def recorded(store: SqlStore) -> list[int]:
     with store.engine.connect() as conn:
         return [r[0] for r in conn.execute(select(schema.schema_version.c.version))]
+
+
+def tables_of(store: SqlStore) -> set[str]:
+    return set(inspect(store.engine).get_table_names())
+
+
+def part_versions(url: str) -> dict[str, int] | None:
+    """The rows of orbit_schema_parts; None when the table does not exist."""
+    with psycopg.connect(url) as conn:
+        if conn.execute("SELECT to_regclass('orbit_schema_parts')").fetchone() == (None,):
+            return None
+        return dict(conn.execute("SELECT part, version FROM orbit_schema_parts").fetchall())
+
+
+def test_the_base_schema_is_the_books_version() -> None:
+    assert schema.SCHEMA_VERSION == BOOK_VERSION
+    assert schema.MIGRATIONS == []
+    assert schema.schema_parts not in schema.BASE
 
 
 def assert_samples_survived(store: SqlStore) -> None:
@@ -97,12 +121,13 @@ def test_a_sqlite_database_of_every_era_is_upgraded_with_its_rows(
     load_sqlite(script, db)
     store = SqliteStore(db)
     assert store.found_version == 1
-    assert recorded(store) == [schema.SCHEMA_VERSION]
+    assert recorded(store) == [BOOK_VERSION]
+    assert schema.schema_parts.name not in tables_of(store)
     assert_samples_survived(store)
     start_one(store, "e-3")  # and it takes new work
     store.close()
     again = SqliteStore(db)
-    assert again.found_version == schema.SCHEMA_VERSION
+    assert again.found_version == BOOK_VERSION
     assert again.history("e-3") is not None
     assert_samples_survived(again)
     again.close()
@@ -114,21 +139,26 @@ def test_a_sqlite_database_newer_than_the_code_is_refused_untouched(tmp_path: Pa
     import sqlite3
 
     conn = sqlite3.connect(db)
-    conn.execute("UPDATE schema_version SET version = ?", (schema.SCHEMA_VERSION + 1,))
+    conn.execute("UPDATE schema_version SET version = 2")
     conn.commit()
     conn.close()
     with pytest.raises(StorageError) as info:
         SqliteStore(db)
     assert info.value.message == (
-        f"the database {db} cannot be opened: the database has schema version "
-        f"{schema.SCHEMA_VERSION + 1}, newer than this server knows ({schema.SCHEMA_VERSION}); "
-        "run a release of orbit server that knows it"
+        f"the database {db} cannot be opened: the database has schema version 2, "
+        "newer than this server knows (1); run a release of orbit server that knows it"
     )
     conn = sqlite3.connect(db)
-    assert conn.execute("SELECT version FROM schema_version").fetchall() == [
-        (schema.SCHEMA_VERSION + 1,)
-    ]
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
     conn.close()
+
+
+def test_a_new_sqlite_database_records_the_books_version_and_no_parts(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "fresh.db")
+    assert store.found_version == 0
+    assert recorded(store) == [BOOK_VERSION]
+    assert tables_of(store) == {t.name for t in schema.BASE}
+    store.close()
 
 
 # ---- PostgreSQL
@@ -181,7 +211,7 @@ def test_a_postgres_database_of_every_era_is_upgraded_with_its_rows(
         conn.execute(script.read_text().encode())
     store = PostgresStore(url)
     assert store.found_version == 1
-    assert recorded(store) == [schema.SCHEMA_VERSION]
+    assert recorded(store) == [BOOK_VERSION]
     assert_samples_survived(store)
     start_one(store, "e-3")
     store.close()
@@ -190,7 +220,13 @@ def test_a_postgres_database_of_every_era_is_upgraded_with_its_rows(
     fresh = pg_server.url(pg_server.create_database())
     open_parts(fresh, script)
     assert shape(url) == shape(fresh)
+    # Each part the server uses at its current version; the base at the book's.
+    parts = {"cluster": 1, "shared": 2} if "-shared-" in script.name else {"cluster": 1}
+    expected = None if "-single" in script.name else parts
+    assert part_versions(url) == part_versions(fresh) == expected
+    assert parts == {p: schema.PART_VERSIONS[p] for p in parts}
     with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(BOOK_VERSION,)]
         if "-single" not in script.name:
             assert conn.execute("SELECT term, leader_node FROM orbit_cluster").fetchall() == [
                 (3, "n1")
@@ -208,6 +244,73 @@ def test_a_postgres_database_of_every_era_is_upgraded_with_its_rows(
             tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables")}
             assert not tables & {t.name for t in schema.SHARED}
     again = PostgresStore(url)
-    assert again.found_version == schema.SCHEMA_VERSION
+    assert again.found_version == BOOK_VERSION
     assert_samples_survived(again)
     again.close()
+
+
+def test_a_new_postgres_database_records_the_books_version_and_no_parts(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    assert store.found_version == 0
+    assert recorded(store) == [BOOK_VERSION]
+    assert tables_of(store) == {t.name for t in schema.BASE}
+    store.close()
+    assert part_versions(pg_url) is None
+
+
+def set_part(url: str, part: str, version: int) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE orbit_schema_parts SET version = %s WHERE part = %s", (version, part))
+
+
+def test_newer_cluster_tables_are_refused_untouched(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    election = Election(store, "n1", None)
+    election.leadership()
+    election.close()
+    newer = schema.PART_VERSIONS["cluster"] + 1
+    set_part(pg_url, "cluster", newer)
+    with pytest.raises(StorageError) as info:
+        Election(store, "n1", None).leadership()
+    assert info.value.message == (
+        f"the database has cluster tables at version {newer}, newer than this server "
+        f"knows ({newer - 1}); run a release of orbit server that knows it"
+    )
+    store.close()
+    assert part_versions(pg_url) == {"cluster": newer}
+
+
+def test_newer_shared_mode_tables_are_refused_untouched(pg_url: str) -> None:
+    SharedStore(pg_url, node_id="n1").close()
+    newer = schema.PART_VERSIONS["shared"] + 1
+    set_part(pg_url, "shared", newer)
+    with pytest.raises(StorageError) as info:
+        SharedStore(pg_url, node_id="n1")
+    assert info.value.message == (
+        f"the database has shared-mode tables at version {newer}, newer than this server "
+        f"knows ({newer - 1}); run a release of orbit server that knows it"
+    )
+    assert part_versions(pg_url) == {"shared": newer}
+    # The base is another part: a single server still opens the database.
+    PostgresStore(pg_url).close()
+
+
+def test_part_migrations_run_once_in_order(pg_url: str, monkeypatch: Any) -> None:
+    SharedStore(pg_url, node_id="n1").close()
+    ran: list[int] = []
+    now = schema.PART_VERSIONS["shared"]
+    monkeypatch.setitem(schema.PART_VERSIONS, "shared", now + 2)
+    monkeypatch.setitem(
+        schema.PART_MIGRATIONS,
+        "shared",
+        [
+            *schema.PART_MIGRATIONS["shared"],
+            (now + 1, lambda conn: ran.append(now + 1)),
+            (now + 2, lambda conn: ran.append(now + 2)),
+        ],
+    )
+    SharedStore(pg_url, node_id="n1").close()
+    assert ran == [now + 1, now + 2]
+    SharedStore(pg_url, node_id="n1").close()
+    assert ran == [now + 1, now + 2]
+    assert part_versions(pg_url) == {"shared": now + 2}

@@ -29,7 +29,7 @@ import psycopg
 
 from orbit_core.errors import StorageError
 from orbit_store.postgres import PostgresStore
-from orbit_store.schema import SCHEMA_LOCK_KEY, create_statements
+from orbit_store.schema import prepare_part
 
 # pg_try_advisory_lock's key: "orbit" and a 2 (schema preparation uses a 1).
 ELECTION_LOCK_KEY = 0x6F72626974_02
@@ -112,13 +112,14 @@ class Election:
             try:
                 conn.execute(f"SET idle_session_timeout = {int(self.idle_timeout_ms)}")
                 with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-                    for statement in create_statements("cluster"):
-                        conn.execute(statement)
+                    prepare_part(conn, "cluster")
                     conn.execute(_ENSURE_ROW)
             except psycopg.Error as exc:
                 conn.close()
                 raise self._failed(exc) from exc
+            except StorageError:  # the cluster tables are newer than this code
+                conn.close()
+                raise
             self._conn = conn
         return self._conn
 

@@ -1,42 +1,53 @@
 """Every table ORBIT keeps (chapter 43) on one MetaData, and how a database
-is brought to the current schema version. The same definitions serve SQLite
-and PostgreSQL; BigInteger becomes INTEGER on SQLite.
+is brought to the shape this code expects. The same definitions serve
+SQLite and PostgreSQL; BigInteger becomes INTEGER on SQLite.
 
 The tables come in three parts: `BASE` (every server), `CLUSTER` (the
 election row of `--cluster`) and `SHARED` (`--cluster-mode shared`, plus
 its fence function). A server creates only the parts it uses, as the book
-has it: a single server never creates the cluster or shared tables.
+has it: a single server never creates, nor reads, the cluster or shared
+tables.
 
-`prepare` runs on every open, in one transaction: it reads the version the
-database records, refuses one newer than this code, runs the `MIGRATIONS`
-of the versions it lacks (each step recording its version), then creates
+Each part has a version of its own. The base part's is the book's
+`schema_version` table, which holds 1 in this release (`SCHEMA_VERSION`):
+chapter 43's tables. The cluster and shared parts record theirs in
+`orbit_schema_parts` (one row a part), a table created only with one of
+those parts, so a single server's database is exactly the book's, and
+their changes leave `schema_version` at 1 as the book says they do.
+
+`prepare` runs on every open, in one transaction: it reads the base
+version, refuses one newer than this code, runs the `MIGRATIONS` of the
+versions it lacks (each step recording its version; none yet), then creates
 the base tables still missing (a database of an earlier release gains
-tables added since, as the book describes). A step brings the tables that
-exist to the next version's shape, whatever part they belong to; a table
-created later is created at the current shape (`create_statements`, run by
-the cluster and shared stores under the same lock). On PostgreSQL the
-transaction first takes an advisory lock, so servers starting together on
-one database prepare it one after the other.
+tables added since, as the book describes). `prepare_part`, run by the
+cluster and shared stores in the transaction that creates their tables,
+does the same for a part with `PART_MIGRATIONS`, then creates what is
+missing of it at the current shape (`create_statements`) and records the
+version reached. A part's tables that exist with no recorded version were
+left by a build before parts were versioned: version 1. On PostgreSQL both
+take an advisory lock first, so servers starting together on one database
+prepare it one after the other.
 
-Version 1 is the schema of the book's chapter 43. Version 2 changes no base
-table: it brings shared mode's tables, which builds before it created with
-`IF NOT EXISTS` and changed in place without recording a version, to one
-known shape (`orbit_tasks.node_id` and its index, the two partial indexes
-that replaced `orbit_inbox_pending`). `tests/fixtures` holds a database of
-each earlier shape, and a test upgrades every one of them.
+The shared part's version 2 brings its tables, which builds before it
+created with `IF NOT EXISTS` and changed in place without recording a
+version, to one known shape (`orbit_tasks.node_id` and its index, the two
+partial indexes that replaced `orbit_inbox_pending`). `tests/fixtures`
+holds a database of each earlier shape, and a test upgrades every one of
+them.
 
 Our own steps rather than Alembic: the book's `schema_version` table (one
-integer) is the version record, where Alembic keeps revision ids in a table
-of its own; Alembic finds its migrations as scripts in a directory, which a
-wheel would have to carry and every start would import; and a step is a
-function of a Connection here, so it runs in the transaction (and under the
-lock) that also creates the tables, on both dialects.
+integer) is the base version record, where Alembic keeps revision ids in a
+table of its own; Alembic finds its migrations as scripts in a directory,
+which a wheel would have to carry and every start would import; and a step
+is a function of a connection here, so it runs in the transaction (and
+under the lock) that also creates the tables.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -60,7 +71,11 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from orbit_core.errors import StorageError
 
-SCHEMA_VERSION = 2
+if TYPE_CHECKING:
+    import psycopg
+
+# The base part's version: chapter 43's schema, which the book numbers 1.
+SCHEMA_VERSION = 1
 
 # pg_advisory_xact_lock's key for schema preparation: "orbit" and a 1.
 SCHEMA_LOCK_KEY = 0x6F72626974_01
@@ -81,6 +96,14 @@ metadata = MetaData()
 schema_version = Table(
     "schema_version",
     metadata,
+    Column("version", Integer, nullable=False),
+)
+
+# The versions of the cluster and shared parts; created with either part.
+schema_parts = Table(
+    "orbit_schema_parts",
+    metadata,
+    Column("part", Text, primary_key=True),
     Column("version", Integer, nullable=False),
 )
 
@@ -220,7 +243,7 @@ orbit_tasks = Table(
     Column("session_id", Text),
     Column("enqueued_ms", BigInteger, nullable=False),
     # The node that owns the task's execution (moved with a take-over); last,
-    # where version 2 adds it to an older table.
+    # where the shared part's version 2 adds it to an older table.
     Column("node_id", Text),
     UniqueConstraint("execution_id", "unit_key", "offer_seq"),
     Index(
@@ -329,44 +352,73 @@ SHARED = (
     orbit_waits,
 )
 PARTS = {"cluster": CLUSTER, "shared": SHARED}
+PART_TABLES = {part: frozenset(t.name for t in tables) for part, tables in PARTS.items()}
+
+
+# What each part's tables are called in messages.
+PART_LABELS = {"cluster": "cluster tables", "shared": "shared-mode tables"}
 
 
 @functools.cache
 def create_statements(part: str) -> tuple[str, ...]:
     """The PostgreSQL statements that create what is missing of a part
-    ("cluster" or "shared") at the current shape, for a psycopg session
-    that holds the schema lock in its transaction. The tables that exist
-    were brought to the current version by `prepare` when the store opened."""
+    ("cluster" or "shared") at its current shape, with the table of part
+    versions (`prepare_part` runs them after the part's migrations)."""
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
     out: list[str] = []
-    for table in PARTS[part]:
+    for table in (schema_parts, *PARTS[part]):
         out.append(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
-        out.extend(
-            str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
-            for index in sorted(table.indexes, key=lambda i: str(i.name))
-        )
+        out.extend(_create_indexes(table))
     if part == "shared":
         out.append(FENCE_FUNCTION)
     return tuple(out)
 
 
-def _to_2(conn: Connection) -> None:
-    """Shared mode's tables, as any earlier build left them, to version 2."""
-    if conn.dialect.name != "postgresql":
-        return  # shared mode runs on PostgreSQL only
-    found = set(inspect(conn).get_table_names())
+def _create_indexes(table: Table) -> list[str]:
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    return [
+        str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
+        for index in sorted(table.indexes, key=lambda i: str(i.name))
+    ]
+
+
+def _tables(conn: psycopg.Connection[Any]) -> set[str]:
+    rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+    return {str(r[0]) for r in rows}
+
+
+def _shared_to_2(conn: psycopg.Connection[Any]) -> None:
+    """Shared mode's tables, as any build before version 2 left them, to
+    version 2."""
+    found = _tables(conn)
     if "orbit_tasks" in found:
-        conn.execute(text("ALTER TABLE orbit_tasks ADD COLUMN IF NOT EXISTS node_id TEXT"))
+        conn.execute("ALTER TABLE orbit_tasks ADD COLUMN IF NOT EXISTS node_id TEXT")
     if "orbit_inbox" in found:
-        conn.execute(text("DROP INDEX IF EXISTS orbit_inbox_pending"))
+        conn.execute("DROP INDEX IF EXISTS orbit_inbox_pending")
     for table in SHARED:
         if table.name in found:
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
+            for statement in _create_indexes(table):
+                conn.execute(statement)
 
 
-# (version, step): what brings a database from version-1 to version.
-MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [(2, _to_2)]
+# (version, step): what brings a base schema from version-1 to version.
+# None yet: the base tables are still the book's version 1.
+MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = []
+
+PartStep = Callable[["psycopg.Connection[Any]"], None]
+# Each part's current version, and its steps as MIGRATIONS has them.
+PART_VERSIONS = {"cluster": 1, "shared": 2}
+PART_MIGRATIONS: dict[str, list[tuple[int, PartStep]]] = {
+    "cluster": [],
+    "shared": [(2, _shared_to_2)],
+}
+
+
+def _newer(what: str, found: int, known: int) -> StorageError:
+    return StorageError(
+        f"the database has {what} version {found}, newer than this server knows "
+        f"({known}); run a release of orbit server that knows it"
+    )
 
 
 def _recorded(conn: Connection) -> int | None:
@@ -378,16 +430,14 @@ def _recorded(conn: Connection) -> int | None:
 
 
 def prepare(conn: Connection) -> int:
-    """Brings the database on `conn` to SCHEMA_VERSION inside the caller's
-    transaction; returns the version it found (0 for a new database)."""
+    """Brings the base tables on `conn` to SCHEMA_VERSION inside the
+    caller's transaction; returns the version it found (0 for a new
+    database)."""
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
     found = _recorded(conn)
     if found is not None and found > SCHEMA_VERSION:
-        raise StorageError(
-            f"the database has schema version {found}, newer than this server knows "
-            f"({SCHEMA_VERSION}); run a release of orbit server that knows it"
-        )
+        raise _newer("schema", found, SCHEMA_VERSION)
     if found is not None:
         for version, step in MIGRATIONS:
             if found < version <= SCHEMA_VERSION:
@@ -397,4 +447,38 @@ def prepare(conn: Connection) -> int:
     if found is None:
         conn.execute(insert(schema_version).values(version=SCHEMA_VERSION))
         return 0
+    return found
+
+
+def _part_recorded(conn: psycopg.Connection[Any], part: str) -> int | None:
+    """The version `orbit_schema_parts` records for `part`, if any."""
+    row = conn.execute("SELECT version FROM orbit_schema_parts WHERE part = %s", (part,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def prepare_part(conn: psycopg.Connection[Any], part: str) -> int:
+    """Brings a part ("cluster" or "shared") to its current version and
+    creates what is missing of it, inside the caller's transaction on a
+    PostgreSQL session; returns the version it found (0: a new part)."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+    current = PART_VERSIONS[part]
+    tables = _tables(conn)
+    recorded = _part_recorded(conn, part) if schema_parts.name in tables else None
+    # Unrecorded: the part is new (0), or a build before parts had versions
+    # left its tables (1).
+    found = recorded if recorded is not None else int(bool(tables & PART_TABLES[part]))
+    if found > current:
+        raise _newer(f"{PART_LABELS[part]} at", found, current)
+    if found:
+        for version, step in PART_MIGRATIONS[part]:
+            if found < version <= current:
+                step(conn)
+    for statement in create_statements(part):
+        conn.execute(statement)
+    if recorded != current:
+        conn.execute(
+            "INSERT INTO orbit_schema_parts (part, version) VALUES (%s, %s) "
+            "ON CONFLICT (part) DO UPDATE SET version = EXCLUDED.version",
+            (part, current),
+        )
     return found

@@ -90,7 +90,7 @@ from orbit_store.postgres import (
     row_params,
     update_params,
 )
-from orbit_store.schema import FENCED_STATE, SCHEMA_LOCK_KEY, create_statements
+from orbit_store.schema import FENCED_STATE, prepare_part
 
 NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 # Events that end a unit: its queued offers are no longer wanted.
@@ -158,9 +158,7 @@ def _fenced_group(changed: bool, new: bool, owners: bool, gone: bool, ended: boo
 
 def create_tables(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-        for statement in create_statements("shared"):
-            conn.execute(statement)
+        prepare_part(conn, "shared")
 
 
 def fenced_message(execution_id: str, found: tuple[str, int] | None, held: int) -> str:
@@ -239,13 +237,17 @@ class SharedStore(PostgresStore):
         self._former: dict[str, int] = {}
         self._batch = threading.local()
         self.on_lost: Callable[[list[str]], None] | None = None
-        conn = self.session(f"orbit-shared:{node_id}")
         try:
-            create_tables(conn)
-        except psycopg.Error as exc:
-            raise StorageError(self.describe_error(exc)) from exc
-        finally:
-            conn.close()
+            conn = self.session(f"orbit-shared:{node_id}")
+            try:
+                create_tables(conn)
+            except psycopg.Error as exc:
+                raise StorageError(self.describe_error(exc)) from exc
+            finally:
+                conn.close()
+        except BaseException:
+            self.close()  # the base store's engine, opened above
+            raise
 
     # ---- ownership held in memory
 
