@@ -133,7 +133,7 @@ def verify(
 
 class _Shuffled(Model):
     def __init__(self, target: Target, seed: int) -> None:
-        super().__init__(target.definition)
+        super().__init__(target.definition, codes=target.codes())
         self.seed = seed
 
     def choices(self, node: Node) -> list[Choice]:
@@ -145,7 +145,9 @@ class _Shuffled(Model):
 
 
 def _model(target: Target, seed: int | None) -> Model:
-    return Model(target.definition) if seed is None else _Shuffled(target, seed)
+    if seed is None:
+        return Model(target.definition, codes=target.codes())
+    return _Shuffled(target, seed)
 
 
 # ---------------------------------------------------------------- writing

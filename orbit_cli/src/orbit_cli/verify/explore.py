@@ -238,6 +238,8 @@ class _Checker:
             spec = self.plan.spec(key)
             if spec is None or spec.is_child:
                 continue
+            if spec.step.for_each is not None and not unitkeys.is_element(key):
+                continue  # a `for` step is compensated element by element
             if spec.step.compensate is not None:
                 if unitkeys.compensation(key) in units:
                     continue

@@ -40,7 +40,7 @@ fan-out limits, built-in tasks' runtime restarts, the run after a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -71,6 +71,7 @@ LOST_REASON = f"worker `{WORKER_ID}` stopped responding"
 RETRYABLE_CODE = "TEMPORARY"
 PERMANENT_CODE = "PERMANENT"
 CHILD_FAILED_CODE = "CHILD_FAILED"
+_OWN_CODES = frozenset({RETRYABLE_CODE, PERMANENT_CODE, "TIMEOUT"})
 # Decider iterations at one instant before the model gives up (a loop of
 # decisions that never settles would be a kernel bug).
 _MAX_ITERATIONS = 10_000
@@ -189,8 +190,12 @@ class Model:
         signals: int = 1,
         losses: int = 1,
         limits: Limits | None = None,
+        codes: Sequence[str] = (),
     ) -> None:
         self.definition = definition
+        # Error codes the invariants name (`error "CARD_DECLINED"`): a worker
+        # may report each of them too, as a retryable failure.
+        self.codes = tuple(c for c in dict.fromkeys(codes) if c not in _OWN_CODES)
         self.plan = Plan(definition)
         self.signals = signals
         self.losses = losses
@@ -266,7 +271,7 @@ class Model:
             yield Choice("fail", key, None, RETRYABLE_CODE, True)
         if not unitkeys.is_compensation(key):
             yield Choice("fail", key, None, PERMANENT_CODE, False)
-            for code in retry.non_retryable:
+            for code in dict.fromkeys((*retry.non_retryable, *self.codes)):
                 yield Choice("fail", key, None, code, True)
         if not spec.is_builtin and unit.dispatch_count - unit.attempt < self.losses:
             yield Choice("lose", key)

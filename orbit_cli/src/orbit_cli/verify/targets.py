@@ -27,6 +27,15 @@ class Target:
     # The source file defining the workflow (for `orbit replay --definition`).
     source: str
 
+    def codes(self) -> list[str]:
+        """The error codes the invariants name, in order."""
+        return [
+            str(e.value)
+            for invariant in self.invariants
+            for e in (invariant.expectation, *invariant.conditions)
+            if e.kind == "error"
+        ]
+
     def value(self) -> Any:
         return sample(self.definition.input) if self.input is None else self.input
 
