@@ -10,8 +10,8 @@ reported under the E09xx codes so that an editor or a script can tell a
 bad verify block from a bad test: an unknown step is E0903, a word that is
 not a status E0904, `compensated` of a step without a `compensate` block
 E0905, a constant that cannot be evaluated E0907 and a bad count E0908.
-Verify names are unique (E0906). A block without an invariant is W0900:
-only the built-in invariants are checked for it.
+Verify names are unique (E0906). A block without an invariant is fine:
+the built-in invariants are always checked.
 
 The expectation checks are `tests._TestChecker`'s own, run against a
 scratch reporter whose diagnostics are then given their E09xx codes; type
@@ -38,7 +38,7 @@ RECODED = {
     "E0711": "E0908",
     "E0712": "E0908",
     "E0713": "E0908",
-    "W0701": "W0901",
+    "W0701": "W0900",
 }
 _SINGLE: dict[type, str] = {
     ast.TestWorkflow: "workflow",
@@ -86,14 +86,6 @@ class _VerifyChecker:
                     continue
                 members[kind] = member
         invariants = [m for m in self.block.members if isinstance(m, ast.Invariant)]
-        if not invariants:
-            self.report.warning(
-                "W0900",
-                f"verify `{self.block.name.value}` declares no invariant",
-                self.block.name.span,
-                notes=["only the built-in invariants are checked"],
-                help="add one such as `invariant status COMPLETED when step <name> SUCCEEDED`",
-            )
         workflow = self._workflow(members)
         if workflow is None:
             return
