@@ -119,18 +119,22 @@ def test_compile_errors_exit_2_with_located_e09xx_codes(tmp_path: Path) -> None:
         .read_text()
         .replace('import "tasks.orbit"', f'import "{BUGS / "tasks.orbit"}"')
         .replace("invariant step charge SUCCEEDED", "invariant step chrage SUCCEEDED")
+        .replace(
+            "workflow Order\n    input", "workflow Order\n    invariant compensated ship\n    input"
+        )
         + '\nverify "other" {\n    workflow Ordr\n}\nverify "none" {\n    input {}\n}\n'
     )
     code, out, err = run("--out", str(tmp_path / "out"), str(source))
     assert code == 2
     assert "error[E0903]: `Order` has no step `chrage`" in err
-    assert "bad.orbit:27:20" in err
+    assert "bad.orbit:28:20" in err
     assert "error[E0900]: unknown workflow `Ordr`" in err
+    assert "`expect" not in err
     assert "error[E0901]: verify `none` does not name a workflow" in err
     code, out, _ = run("--json", str(source))
     assert code == 2
     codes = [d["code"] for d in json.loads(out)["diagnostics"]]
-    assert {"E0903", "E0900"} <= set(codes)
+    assert {"E0903", "E0900", "E0905"} <= set(codes)
 
 
 def test_usage_errors_exit_2() -> None:
