@@ -37,6 +37,8 @@ COMMANDS = {
         "simulate",
         "replay",
         "schedule",
+        # Beyond the book (issue 42): listed after the book's commands.
+        "verify",
     )
 }
 # `help` comes last in the command list, as chapter 66 lists it.

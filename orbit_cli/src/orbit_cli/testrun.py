@@ -16,6 +16,7 @@ when it has as many elements and each matches, and other values when equal
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -91,7 +92,7 @@ class _Mocks:
 # ---- expectations
 
 
-def ended(state: dict[str, Any]) -> str:
+def ended(state: Mapping[str, Any]) -> str:
     """How the execution ended: `COMPLETED`, or `FAILED (CODE: message)`."""
     status = str(state.get("status"))
     error = state.get("error")
@@ -124,7 +125,12 @@ def matches(expected: Any, actual: Any) -> bool:
 
 
 def _check(e: Expectation, outcome: Outcome) -> str | None:
-    state = outcome.main.state
+    return check_expectation(e, outcome.main.state)
+
+
+def check_expectation(e: Expectation, state: Mapping[str, Any]) -> str | None:
+    """None when `e` holds of the finished execution `state` (its state
+    document), else what went wrong."""
     status = state.get("status")
     if e.kind == "status":
         return None if status == e.value else f"expected status {e.value}, got {ended(state)}"
@@ -150,7 +156,7 @@ def _check(e: Expectation, outcome: Outcome) -> str | None:
     return _step(e, state)
 
 
-def _step(e: Expectation, state: dict[str, Any]) -> str | None:
+def _step(e: Expectation, state: Mapping[str, Any]) -> str | None:
     step = str(e.step)
     unit = state.get("units", {}).get(step, {})
     status = unit.get("status", "PENDING")
@@ -175,7 +181,7 @@ def _step(e: Expectation, state: dict[str, Any]) -> str | None:
     return f"expected step `{step}` attempts {e.value}, got {attempt}"
 
 
-def _compensated(step: str, state: dict[str, Any]) -> str | None:
+def _compensated(step: str, state: Mapping[str, Any]) -> str | None:
     units: dict[str, Any] = state.get("units", {})
     elements = [k for k in units if k.startswith(step + "[")]
     if elements:

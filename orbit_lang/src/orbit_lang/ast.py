@@ -678,6 +678,21 @@ class Expect:
 TestMember: TypeAlias = TestWorkflow | Version | TestInput | Mock | TestSignal | Expect
 
 
+@attrs.frozen
+class Invariant:
+    """`invariant <expectation> [when <expectation> (and <expectation>)*]` of a
+    `verify` block: `expectation` must hold at the end of every explored
+    execution in which every condition holds."""
+
+    expectation: Expectation
+    conditions: tuple[Expectation, ...]
+    keyword: Span
+    span: Span
+
+
+VerifyMember: TypeAlias = TestWorkflow | Version | TestInput | Invariant
+
+
 # Declarations -------------------------------------------------------------------------------
 
 
@@ -740,7 +755,19 @@ class Test:
     span: Span
 
 
-Declaration: TypeAlias = Import | Schema | Task | Workflow | Test
+@attrs.frozen
+class Verify:
+    """A `verify` block (beyond the book): invariants `orbit verify` checks
+    on every explored execution of a workflow. Never lowered, like a test."""
+
+    name: StringLiteral
+    members: tuple[VerifyMember, ...]
+    doc: str | None
+    keyword: Span
+    span: Span
+
+
+Declaration: TypeAlias = Import | Schema | Task | Workflow | Test | Verify
 
 
 @attrs.frozen

@@ -32,7 +32,7 @@ from orbit_lang.check.report import Reporter
 from orbit_lang.check.tests import partial
 from orbit_lang.check.types import strip, to_ir
 from orbit_lang.compiler import CompileResult, compile_program
-from orbit_lang.loader import load_program
+from orbit_lang.loader import Program, load_program
 from orbit_lang.source import Span
 
 _CONSTANT = Env(constant="a test value")
@@ -121,12 +121,39 @@ class TestCase:
 
 
 @attrs.frozen
+class Invariant:
+    """One `invariant` of a verify block: `expectation` must hold at the end
+    of an execution in which every one of `conditions` holds."""
+
+    expectation: Expectation
+    conditions: tuple[Expectation, ...]
+    span: Span
+    # The invariant as written, for reports.
+    text: str
+
+
+@attrs.frozen
+class VerifyCase:
+    """One `verify` block; `input` is None when `orbit verify` generates it."""
+
+    name: str
+    file: str
+    line: int
+    workflow: str
+    version: str
+    input: Any
+    invariants: tuple[Invariant, ...]
+
+
+@attrs.frozen
 class TestPlan:
     __test__ = False
 
     compiled: CompileResult
     # Every test of the compilation, in load order (empty when it failed).
     tests: tuple[TestCase, ...]
+    # Every verify block of the compilation, in load order.
+    verifies: tuple[VerifyCase, ...] = ()
 
     @property
     def definitions(self) -> list[Definition]:
@@ -141,18 +168,20 @@ def plan_tests(paths: Sequence[str | Path]) -> TestPlan:
         return TestPlan(compiled, ())
     definitions = {d.name: d for d in compiled.definitions}
     step_types = {w.definition.name: w.step_types for w in compiled.workflows}
-    tests = [
-        _Planner(declaration, definitions, step_types).plan()
-        for declaration in program.declarations()
-        if isinstance(declaration, ast.Test)
-    ]
-    return TestPlan(compiled, tuple(tests))
+    tests = []
+    verifies = []
+    for declaration in program.declarations():
+        if isinstance(declaration, ast.Test):
+            tests.append(_Planner(declaration, definitions, step_types).plan())
+        elif isinstance(declaration, ast.Verify):
+            verifies.append(_Planner(declaration, definitions, step_types).plan_verify(program))
+    return TestPlan(compiled, tuple(tests), tuple(verifies))
 
 
 class _Planner:
     def __init__(
         self,
-        test: ast.Test,
+        test: ast.Test | ast.Verify,
         definitions: dict[str, Definition],
         step_types: dict[str, Any],
     ) -> None:
@@ -160,6 +189,36 @@ class _Planner:
         self.definitions = definitions
         self.step_types = step_types
         self.report = Reporter()
+
+    def plan_verify(self, program: Program) -> VerifyCase:
+        block = self.test
+        workflow = next(m for m in block.members if isinstance(m, ast.TestWorkflow))
+        definition = self.definitions[workflow.workflow.name]
+        value: Any = None
+        invariants: list[Invariant] = []
+        source = program.sources.get(block.span.file)
+        text = source.text if source is not None else ""
+        for member in block.members:
+            if isinstance(member, ast.TestInput):
+                value = self._constant(member.expression, definition.input)
+            elif isinstance(member, ast.Invariant):
+                invariants.append(
+                    Invariant(
+                        self._expectation(member.expectation, member.span, definition),
+                        tuple(self._expectation(c, c.span, definition) for c in member.conditions),
+                        member.span,
+                        " ".join(text[member.span.start : member.span.end].split()),
+                    )
+                )
+        return VerifyCase(
+            block.name.value,
+            block.span.file,
+            block.span.line,
+            definition.name,
+            definition.version,
+            value,
+            tuple(invariants),
+        )
 
     def plan(self) -> TestCase:
         test = self.test
@@ -219,8 +278,9 @@ class _Planner:
         return SignalSend(name, payload)
 
     def _expect(self, member: ast.Expect, definition: Definition) -> Expectation:
-        e = member.expectation
-        span = member.span
+        return self._expectation(member.expectation, member.span, definition)
+
+    def _expectation(self, e: ast.Expectation, span: Span, definition: Definition) -> Expectation:
         if isinstance(e, ast.ExpectStatus):
             return Expectation("status", e.status.name, span)
         if isinstance(e, ast.ExpectOutput):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import attrs
 
 from orbit_lang import ast
-from orbit_lang.check import callgraph, tests
+from orbit_lang.check import callgraph, tests, verify
 from orbit_lang.check.context import CheckedWorkflow, Compilation
 from orbit_lang.check.contracts import check_contracts
 from orbit_lang.check.declarations import collect
@@ -61,5 +61,6 @@ def check_program(
     for name in order:
         compilation.checked[name] = check(compilation, declarations.workflows[name])
     tests.check_tests(compilation, check_test)
+    verify.check_verifies(compilation)
     workflows = [compilation.checked[name] for name in order]
     return CheckedProgram(report.diagnostics, workflows)

@@ -32,6 +32,7 @@ class Declarations:
     tasks: dict[str, ast.Task] = attrs.field(factory=dict)
     workflows: dict[str, ast.Workflow] = attrs.field(factory=dict)
     tests: list[ast.Test] = attrs.field(factory=list)
+    verifies: list[ast.Verify] = attrs.field(factory=list)
 
 
 def collect(program: Program, report: Reporter) -> Declarations:
@@ -47,6 +48,8 @@ def collect(program: Program, report: Reporter) -> Declarations:
                 _declare(found.workflows, "workflow", declaration.name.name, declaration, report)
             elif isinstance(declaration, ast.Test):
                 found.tests.append(declaration)
+            elif isinstance(declaration, ast.Verify):
+                found.verifies.append(declaration)
     return found
 
 

@@ -65,6 +65,7 @@ class Builder:
             "task_decl": self.task,
             "import_decl": self.import_,
             "test_decl": self.test,
+            "verify_decl": self.verify,
         }
         self._members: dict[str, Callable[[Node], Any]] = {
             "version": self.version,
@@ -104,6 +105,7 @@ class Builder:
             "mock": self.mock,
             "test_signal": self.test_signal,
             "expect": self.expect,
+            "invariant": self.invariant,
         }
 
     # Positions -------------------------------------------------------------
@@ -217,6 +219,19 @@ class Builder:
 
     def make_test(self, head: Node, members: list[Any], span: Span) -> ast.Test:
         return ast.Test(
+            self.string(head.children[1]),
+            tuple(members),
+            self.doc(head.start),
+            self.token_span(head.start),
+            span,
+        )
+
+    def verify(self, node: Node) -> ast.Verify:
+        head, items, _ = node.children
+        return self.make_verify(head, self.items(items), self.span(node))
+
+    def make_verify(self, head: Node, members: list[Any], span: Span) -> ast.Verify:
+        return ast.Verify(
             self.string(head.children[1]),
             tuple(members),
             self.doc(head.start),
@@ -514,32 +529,41 @@ class Builder:
         return ast.StepPath(tuple(parts), self.span(node))
 
     def expect(self, node: Node) -> ast.Expect:
-        chosen = node.children[1].children[0]
+        return ast.Expect(self.expectation(node.children[1]), self._keyword(node), self.span(node))
+
+    def invariant(self, node: Node) -> ast.Invariant:
+        _, expectation, condition = node.children
+        conditions: list[ast.Expectation] = []
+        if condition.children:
+            _, first, more = condition.children[0].children
+            conditions.append(self.expectation(first))
+            conditions += [self.expectation(m.children[1]) for m in more.children]
+        return ast.Invariant(
+            self.expectation(expectation), tuple(conditions), self._keyword(node), self.span(node)
+        )
+
+    def expectation(self, node: Node) -> ast.Expectation:
+        """The expectation of an `expectation` node (after `expect`, `invariant`, `when`, `and`)."""
+        chosen = node.children[0]
         name = chosen.expr_name
         span = self.span(chosen)
-        expectation: ast.Expectation
         if name == "expect_status":
-            expectation = ast.ExpectStatus(self.identifier(chosen.children[1]), span)
-        elif name == "expect_output":
-            expectation = ast.ExpectOutput(self.expression(chosen.children[1]), span)
-        elif name == "expect_error":
-            expectation = ast.ExpectError(self.string(chosen.children[1]), span)
-        elif name == "expect_step":
+            return ast.ExpectStatus(self.identifier(chosen.children[1]), span)
+        if name == "expect_output":
+            return ast.ExpectOutput(self.expression(chosen.children[1]), span)
+        if name == "expect_error":
+            return ast.ExpectError(self.string(chosen.children[1]), span)
+        if name == "expect_step":
             path = self.step_path(chosen.children[1])
             check = chosen.children[2].children[0]
             if check.expr_name == "step_output":
-                expectation = ast.ExpectStepOutput(path, self.expression(check.children[1]), span)
-            elif check.expr_name == "step_attempts":
-                expectation = ast.ExpectStepAttempts(
-                    path, self.int_literal(check.children[1].start), span
-                )
-            else:
-                expectation = ast.ExpectStepStatus(path, self.identifier(check), span)
-        elif name == "expect_compensated":
-            expectation = ast.ExpectCompensated(self.identifier(chosen.children[1]), span)
-        else:
-            expectation = ast.ExpectRuns(self.int_literal(chosen.children[1].start), span)
-        return ast.Expect(expectation, self._keyword(node), self.span(node))
+                return ast.ExpectStepOutput(path, self.expression(check.children[1]), span)
+            if check.expr_name == "step_attempts":
+                return ast.ExpectStepAttempts(path, self.int_literal(check.children[1].start), span)
+            return ast.ExpectStepStatus(path, self.identifier(check), span)
+        if name == "expect_compensated":
+            return ast.ExpectCompensated(self.identifier(chosen.children[1]), span)
+        return ast.ExpectRuns(self.int_literal(chosen.children[1].start), span)
 
     # Types --------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ RULES = r"""
 program             = top_item* eof
 top_item            = declaration / sep
 declaration         = workflow_decl / schema_decl / task_decl / import_decl / test_decl
+                    / verify_decl
 
 import_decl         = "import" import_path
 schema_decl         = "schema" schema_name record_body
@@ -173,6 +174,16 @@ step_output         = "output" expression
 step_attempts       = "attempts" count
 expect_compensated  = "compensated" step_name
 expect_runs         = "runs" count
+
+# Verify blocks (beyond the book: `orbit verify`) ------------------------------
+verify_decl         = verify_head verify_items block_close
+verify_head         = "verify" test_name "{"
+verify_items        = verify_item*
+verify_item         = verify_member / sep
+verify_member       = test_workflow / version / test_input / invariant
+invariant           = "invariant" expectation invariant_when?
+invariant_when      = "when" expectation invariant_and*
+invariant_and       = "and" expectation
 
 # Expressions (chapter 26) ---------------------------------------------------
 expression          = operand binary_tail*

@@ -41,7 +41,7 @@ from orbit_lang.syntax.grammar import EXPECTATIONS, GRAMMAR
 from orbit_lang.syntax.lexer import EOF, ERROR, Token
 from orbit_lang.syntax.nesting import TooDeep
 
-DECLARATION_KEYWORDS = ("workflow", "schema", "task", "import", "test")
+DECLARATION_KEYWORDS = ("workflow", "schema", "task", "import", "test", "verify")
 DECLARATION_NOTE = "top-level declarations are `workflow`, `schema`, `task`, `import` and `test`"
 _SEPARATORS = (",", ";")
 _OPENERS = {"{": "}", "(": ")", "[": "]"}
@@ -100,6 +100,7 @@ _BLOCKS = {
         "task_member", ("version", "description", "input", "output", "compensated_by")
     ),
     "test": _BlockKind("test_member", ("workflow", "version", "input", "mock", "signal", "expect")),
+    "verify": _BlockKind("verify_member", ("workflow", "version", "input", "invariant")),
     "step": _BlockKind("step_member", _STEP_KEYWORDS, ("compensate",)),
     "compensate": _BlockKind("step_simple_member", _STEP_KEYWORDS),
     "handler": _BlockKind("step_decl", (), ("step",)),
@@ -321,6 +322,7 @@ class _Recovery:
             "workflow": self.builder.make_workflow,
             "task": self.builder.make_task,
             "test": self.builder.make_test,
+            "verify": self.builder.make_verify,
         }
         return make[kind](head, members, span), end
 
