@@ -7,7 +7,8 @@ election every `interval_s`:
 
 - A standby holds a read-only engine (`StandbyStore`: it loads no
   execution, and refuses every write), so it answers GET routes from the
-  database (`StandbyEngine`: a wait reads it again every second). What
+  database (`StandbyEngine`: a wait reads it again every second, and the
+  workflow routes read the definitions again on each request). What
   that engine keeps in memory follows the database's
   (`Election.mark`): the engine is built again when the
   definitions changed (they are compiled once, when an engine starts), and
@@ -50,9 +51,10 @@ from typing import Any
 import orjson
 
 from orbit_core import events as ev
-from orbit_core.api import ExecutionDoc
+from orbit_core.api import ExecutionDoc, WorkflowList
 from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.jsontypes import JsonObject
 from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
@@ -200,7 +202,17 @@ class StandbyStore:
 
 class StandbyEngine(Engine):
     """A standby's engine: an execution's wait cannot park on commits this
-    server never makes, so it reads the database again every second."""
+    server never makes, so it reads the database again every second; the
+    workflow routes read the definitions again on each request (the
+    leader may have registered one since the last election round)."""
+
+    def list_workflows(self) -> WorkflowList:
+        self.reload_definitions()
+        return super().list_workflows()
+
+    def get_workflow(self, name: str, version: str | None = None) -> JsonObject:
+        self.reload_definitions()
+        return super().get_workflow(name, version)
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
