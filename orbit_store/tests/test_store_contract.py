@@ -420,6 +420,17 @@ def test_triggers_deletes_and_released_claims(store: Store) -> None:
     row = store.get_schedule("s-1")
     assert row is not None
     assert (row.fired, row.last_execution_id, row.updated_at_ms) == (1, "s-1:manual:t", 5000)
+    # A trigger the overlap policy declined: counted as skipped, nothing else changes.
+    assert store.record_schedule_skip("s-1", 6000)
+    assert not store.record_schedule_skip("nope", 6000)
+    row = store.get_schedule("s-1")
+    assert row is not None
+    assert (row.fired, row.skipped, row.last_execution_id, row.updated_at_ms) == (
+        1,
+        1,
+        "s-1:manual:t",
+        6000,
+    )
     store.claim_schedules([("s-1", 10_000), ("s-2", 10_000)], "gone", 40_000, 10_000)
     store.release_schedule_claims()
     assert all(r.claimed_by is None for r in store.load_schedules())

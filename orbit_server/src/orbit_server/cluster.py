@@ -190,6 +190,9 @@ class StandbyStore:
     def record_schedule_trigger(self, schedule_id: str, execution_id: str, now_ms: int) -> bool:
         raise self._refuse()
 
+    def record_schedule_skip(self, schedule_id: str, now_ms: int) -> bool:
+        raise self._refuse()
+
     def release_schedule_claims(self) -> None:
         return None  # the claims are the leader's
 

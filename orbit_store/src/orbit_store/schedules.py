@@ -166,6 +166,14 @@ class ScheduleTables:
         )
         return self._transaction(lambda conn: conn.execute(statement).rowcount == 1)
 
+    def record_schedule_skip(self, schedule_id: str, now_ms: int) -> bool:
+        statement = (
+            update(_t)
+            .where(_t.c.schedule_id == schedule_id)
+            .values(skipped_count=_t.c.skipped_count + 1, updated_at_ms=now_ms)
+        )
+        return self._transaction(lambda conn: conn.execute(statement).rowcount == 1)
+
     def release_schedule_claims(self) -> None:
         statement = (
             update(_t)
