@@ -10,6 +10,11 @@ from typing import Any
 import pgkit
 import pytest
 
+from orbit_lang.process import allow_deep_sources
+
+# As `orbit` does at start-up (orbit_lang.process): sources nest up to 100 levels.
+allow_deep_sources()
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[pgkit.Cluster | pgkit.External]:

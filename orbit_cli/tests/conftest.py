@@ -20,6 +20,10 @@ from cli_fake_runtime import FakeRuntime
 from click.testing import CliRunner, Result
 
 from orbit_cli.main import cli
+from orbit_lang.process import allow_deep_sources
+
+# As `orbit` does at start-up (orbit_lang.process): sources nest up to 100 levels.
+allow_deep_sources()
 
 GOLDEN = Path(__file__).parent / "golden"
 
