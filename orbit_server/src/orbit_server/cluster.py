@@ -10,11 +10,12 @@ election every `interval_s`:
   database (`StandbyEngine`: a wait reads it again every second, and the
   workflow routes read the definitions again on each request). What
   that engine keeps in memory follows the database's
-  (`Election.mark`): the engine is built again when the
-  definitions changed (they are compiled once, when an engine starts), and
-  the schedules' mirror reads its rows again when a schedule changed or
-  fired (a schedule firing every second must not rebuild the engine every
-  second); it never fires a schedule (its claims are refused). Every other
+  (`Election.mark`): it adds the definitions deployed since it last
+  looked, and the schedules' mirror reads its rows again when a schedule
+  changed or fired. The engine itself is never rebuilt for either: that
+  would end the waits parked on it, and a schedule firing every second
+  would rebuild it every second. It never fires a schedule (its claims are
+  refused). Every other
   request is answered here, before Falcon and so before authentication, with
   503 NOT_LEADER naming the leader (`orbit_cluster`); with --grpc-addr,
   every gRPC call likewise (`not_leader`: UNAVAILABLE, `NOT_LEADER: ...`). Each round it tries
@@ -393,14 +394,16 @@ class ClusterNode:
             )
         mark = self.election.mark()
         last = self._mark
-        if self._stale or (last is not None and mark.definitions != last.definitions):
-            # Definitions changed through the leader (what an engine compiles
-            # once), or no standby engine since a step-down the database was
-            # gone for.
+        if self._stale:
+            # No standby engine since a step-down the database was gone for.
             self._install_standby()
-        elif last is not None and mark.schedules != last.schedules:
-            # A fire or a change of a schedule only: its rows are read again.
-            self.engine.schedules.refresh()
+        else:
+            # Also on the first round: something may have changed since the
+            # engine was built.
+            if last is None or mark.definitions != last.definitions:
+                self.engine.reload_definitions()
+            if last is None or mark.schedules != last.schedules:
+                self.engine.schedules.refresh()
         self._mark = mark
 
     def _install_standby(self) -> None:
