@@ -4,11 +4,24 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pgkit
 import pytest
+
+from orbit_lang.process import allow_deep_sources
+
+
+@pytest.fixture(autouse=True)
+def _deep_sources() -> Iterator[None]:
+    """The recursion limit `orbit` raises at start-up (orbit_lang.process),
+    put back after the test for the other packages' tests."""
+    limit = sys.getrecursionlimit()
+    allow_deep_sources()
+    yield
+    sys.setrecursionlimit(limit)
 
 
 @pytest.fixture(scope="session")

@@ -556,11 +556,12 @@ def test_only_the_leader_fires_schedules_and_a_new_leader_carries_on(
     assert schedule["fired"] <= len(ids) <= schedule["fired"] + 1, (schedule, ids)
 
 
-def test_a_standby_reads_changed_schedules_and_rebuilds_only_for_definitions(
+def test_a_standby_reads_changed_schedules_and_definitions_without_a_new_engine(
     pg_url: str,
 ) -> None:
     """A schedule that changes (or fires, every second) is read again into
-    the standby's engine; only new definitions build a new engine."""
+    the standby's engine, and new definitions are added to it: a new engine
+    would end the waits parked on the old one."""
     a, b = _node(pg_url, "a"), _node(pg_url, "b")
     to_a, to_b = falcon.testing.TestClient(a), falcon.testing.TestClient(b)
     try:
@@ -579,9 +580,42 @@ def test_a_standby_reads_changed_schedules_and_rebuilds_only_for_definitions(
         assert b.engine is engine  # the schedules' rows were read again, no rebuild
         assert to_a.simulate_post("/v1/workflows", json=server_ir.countdown()).status_code == 201
         b.round()
-        assert b.engine is not engine
+        assert b.engine is engine
+        assert b.engine.definition("Countdown").name == "Countdown"
         assert to_b.simulate_get("/v1/workflows").json["workflows"]
         assert to_b.simulate_get("/v1/schedules/hourly").json["paused"] is True
+    finally:
+        b.close()
+        a.close()
+
+
+def test_a_standby_reads_workflow_definitions_from_the_database_on_each_request(
+    pg_url: str,
+) -> None:
+    """A workflow the leader registers is served by the standby at once,
+    without waiting for an election round (chapter 44: workflow definitions
+    are read from the database on each request)."""
+    a, b = _node(pg_url, "a"), _node(pg_url, "b")
+    to_a, to_b = falcon.testing.TestClient(a), falcon.testing.TestClient(b)
+    try:
+        a.round()
+        b.round()
+        assert (a.role, b.role) == ("leader", "standby")
+        assert to_b.simulate_get("/v1/workflows/Chain").status_code == 404
+        assert to_b.simulate_get("/v1/workflows").json == {"workflows": []}
+        assert to_a.simulate_post("/v1/workflows", json=server_ir.chain(1)).status_code == 201
+        # No round has run on b since the deploy.
+        got = to_b.simulate_get("/v1/workflows/Chain")
+        assert got.status_code == 200, got.json
+        assert got.json == to_a.simulate_get("/v1/workflows/Chain").json
+        assert to_b.simulate_get("/v1/workflows/Chain/1.0.0").status_code == 200
+        assert to_b.simulate_get("/v1/workflows").json == to_a.simulate_get("/v1/workflows").json
+        assert to_a.simulate_post("/v1/workflows", json=server_ir.countdown()).status_code == 201
+        names = [w["name"] for w in to_b.simulate_get("/v1/workflows").json["workflows"]]
+        assert names == ["Chain", "Countdown"]
+        missing = to_b.simulate_get("/v1/workflows/Nope")
+        assert missing.status_code == 404
+        assert missing.json["error"]["code"] == "WORKFLOW_NOT_FOUND"
     finally:
         b.close()
         a.close()

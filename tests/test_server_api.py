@@ -195,6 +195,24 @@ def test_deploy_is_idempotent_and_definitions_immutable(api: Http) -> None:
     assert (bad.status, bad.body["error"]["code"]) == (400, "INVALID_IR")
 
 
+def test_names_in_deployed_ir_must_be_identifiers(api: Http) -> None:
+    """A document the compiler could not have written, hash and all, is
+    refused like any malformed IR (issue 36.11a)."""
+    document = server_ir.greet()
+    document["name"] = "<img src=x onerror=alert(1)>"
+    document["definition_hash"] = ir.hash_document(document)
+    reply = api.post("/v1/workflows", document)
+    assert (reply.status, reply.body["error"]) == (
+        400,
+        {
+            "code": "INVALID_IR",
+            "message": '$.name: workflow name "<img src=x onerror=alert(1)>" is not an '
+            "identifier (a letter or _, then letters, digits or _)",
+        },
+    )
+    assert api.get("/v1/workflows/%3Cimg%20src=x%20onerror=alert(1)%3E").status == 404
+
+
 def test_a_parent_before_its_child_is_refused(api: Http) -> None:
     greet = ir.from_json(server_ir.greet())
     child = ir.ChildContract("Ghost", "1.0.0", "sha256:" + "0" * 64, greet.input, greet.output)

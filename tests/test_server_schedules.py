@@ -264,7 +264,7 @@ def test_patch_pause_resume_and_trigger(api: Http) -> None:
     doc = api.get("/v1/schedules/ops").body
     assert (doc["fired"], doc["skipped"], doc["last_execution_id"]) == (
         1,
-        0,
+        1,
         first.body["execution_id"],
     )
     api.request("DELETE", "/v1/schedules/ops")

@@ -12,6 +12,7 @@ diff before committing.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +21,18 @@ from cli_fake_runtime import FakeRuntime
 from click.testing import CliRunner, Result
 
 from orbit_cli.main import cli
+from orbit_lang.process import allow_deep_sources
+
+
+@pytest.fixture(autouse=True)
+def _deep_sources() -> Iterator[None]:
+    """The recursion limit `orbit` raises at start-up (orbit_lang.process),
+    put back after the test for the other packages' tests."""
+    limit = sys.getrecursionlimit()
+    allow_deep_sources()
+    yield
+    sys.setrecursionlimit(limit)
+
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -401,3 +401,30 @@ def test_the_lean_walk_accepts_only_what_the_full_walk_accepts(
         assert full(value) == verdict
     finally:
         limits._plain = lean
+
+
+def test_big_integers_as_floats_reads_what_int_cannot_hold_as_a_float() -> None:
+    plain: JsonValue = {"a": [1, 2**63 - 1, -(2**63)], "b": 1.5}
+    assert limits.big_integers_as_floats(plain) is plain  # nothing to change: no copy
+    value: Any = {"a": [1, 2**63, {"b": -(2**63) - 1}], "c": "x", "d": [2**63 - 1]}
+    widened = limits.big_integers_as_floats(value)
+    assert widened == {
+        "a": [1, float(2**63), {"b": float(-(2**63) - 1)}],
+        "c": "x",
+        "d": [2**63 - 1],
+    }
+    assert value["a"] == [1, 2**63, {"b": -(2**63) - 1}]  # the caller's value is left alone
+    assert limits.big_integers_as_floats(2**64) == float(2**64)
+    # An integer no float holds stays, for the checks to refuse.
+    assert limits.big_integers_as_floats([10**400]) == [10**400]
+
+
+def test_big_integers_as_floats_walks_deep_values_without_recursion() -> None:
+    deep: JsonValue = 2**63
+    for _ in range(5000):
+        deep = [deep]
+    widened = limits.big_integers_as_floats(deep)
+    for _ in range(5000):
+        assert isinstance(widened, list)
+        widened = widened[0]
+    assert widened == float(2**63)

@@ -291,19 +291,23 @@ def test_trigger_starts_now_even_while_paused_and_applies_overlap(world: World) 
         "started": True,
         "execution_id": "s:manual:2026-11-15T18:52:22.296Z",
     }
+    world.at("2026-11-15T18:52:23Z")
     assert world.engine.schedules.trigger("s") == {
         "schedule_id": "s",
         "started": False,
         "skipped": "overlap",
     }
     doc = world.get()
-    assert (doc["fired"], doc["skipped"], doc["last_fire_at"]) == (1, 0, None)
+    assert (doc["fired"], doc["skipped"], doc["last_fire_at"]) == (1, 1, None)
     assert doc["last_execution_id"] == "s:manual:2026-11-15T18:52:22.296Z"
-    assert doc["updated_at"] == "2026-11-15T18:52:22.296Z"
+    assert doc["updated_at"] == "2026-11-15T18:52:23.000Z"
     assert doc["paused"] is True
-    # The metric counts the trigger the overlap policy declined; the schedule does not.
+    # The schedule counts the trigger the overlap policy declined, as the
+    # metric does, and the count is stored (it covers every server).
     health = world.engine.health()
     assert (health["schedules_fired"], health["schedules_skipped_overlap"]) == (1, 1)
+    stored = world.engine.store.get_schedule("s")
+    assert stored is not None and (stored.fired, stored.skipped) == (1, 1)
 
 
 def test_a_change_recomputes_from_now_and_keeps_counters(world: World) -> None:

@@ -4,6 +4,7 @@ and advances)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import attrs
 import pytest
 
 from orbit_core import events as ev
+from orbit_core.errors import StorageError
 from orbit_core.jsontypes import JsonObject
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import (
@@ -257,12 +259,15 @@ def test_execution_hashes_answer_many_ids_in_one_read(store: Store) -> None:
 
 
 def test_a_failed_batch_writes_nothing(store: Store) -> None:
+    if isinstance(store, MemoryStore):
+        pytest.skip("the memory store does not check keys: its commits cannot fail")
     start(store, "d")
     duplicate = ExecutionChange("d", row("d"), [created(), ev.WorkflowStarted(2, 1)], new=True)
-    with pytest.raises(Exception):  # noqa: B017 - each backend raises its own error
-        if isinstance(store, MemoryStore):
-            raise RuntimeError("the memory store does not check keys")
+    with pytest.raises(StorageError) as refused:
         store.commit(CommitBatch(executions=[duplicate]))
+    # The database's own refusal (a key already taken), not a lost connection.
+    assert type(refused.value) is StorageError, refused.value
+    assert re.search(r"unique|duplicate", refused.value.message, re.IGNORECASE), refused.value
     history = store.history("d")
     assert history is not None and len(history) == 2
 
@@ -420,6 +425,17 @@ def test_triggers_deletes_and_released_claims(store: Store) -> None:
     row = store.get_schedule("s-1")
     assert row is not None
     assert (row.fired, row.last_execution_id, row.updated_at_ms) == (1, "s-1:manual:t", 5000)
+    # A trigger the overlap policy declined: counted as skipped, nothing else changes.
+    assert store.record_schedule_skip("s-1", 6000)
+    assert not store.record_schedule_skip("nope", 6000)
+    row = store.get_schedule("s-1")
+    assert row is not None
+    assert (row.fired, row.skipped, row.last_execution_id, row.updated_at_ms) == (
+        1,
+        1,
+        "s-1:manual:t",
+        6000,
+    )
     store.claim_schedules([("s-1", 10_000), ("s-2", 10_000)], "gone", 40_000, 10_000)
     store.release_schedule_claims()
     assert all(r.claimed_by is None for r in store.load_schedules())

@@ -6,6 +6,7 @@ import click
 
 from orbit_cli import __version__
 from orbit_cli.lazy import LazyGroup
+from orbit_lang.process import tune_for_compiling
 
 COMMANDS = {
     name: f"orbit_cli.commands.{name}.cli"
@@ -58,4 +59,6 @@ def cli() -> None:
 
 
 def main() -> None:
+    # Once for the process, before any thread compiles (orbit_lang.process).
+    tune_for_compiling()
     cli()

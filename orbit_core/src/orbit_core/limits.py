@@ -40,6 +40,7 @@ from typing import Any, cast
 
 from orbit_core.errors import InvalidError
 from orbit_core.eval.jsonvalue import INT_MAX, INT_MIN
+from orbit_core.jsontypes import JsonValue
 
 __all__ = [
     "INT_MAX",
@@ -50,6 +51,7 @@ __all__ = [
     "JsonShapeError",
     "admit",
     "admit_strings",
+    "big_integers_as_floats",
     "check_json",
     "render_path",
 ]
@@ -219,6 +221,51 @@ def _plain(value: object, max_depth: int, int_min: int, int_max: int) -> bool:
         if not stack:
             return True
         container, depth = stack.pop()
+
+
+def big_integers_as_floats(value: JsonValue) -> JsonValue:
+    """`value` with every integer outside the signed 64-bit range turned
+    into the nearest float, or `value` itself when it holds none.
+
+    JSON parsers read an integer literal from 2^64 up as a float (orjson
+    does, and protobuf's Value holds only doubles); this reads the literals
+    from 2^63 to 2^64 - 1, which orjson keeps as integers, the same way, so
+    a worker's task output gets one answer for every integer too large for
+    `Int` (docs/limits.md). Iterative, like the checks; only the containers
+    on the way to a changed integer are copied."""
+    if type(value) is int:
+        return _as_float(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    changed = False
+    root: Any = dict(value) if isinstance(value, dict) else list(value)
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        pairs = list(node.items()) if type(node) is dict else list(enumerate(node))
+        for key, item in pairs:
+            t = type(item)
+            if t is int and not INT_MIN <= item <= INT_MAX:
+                widened = _as_float(item)
+                if widened is not item:
+                    node[key] = widened
+                    changed = True
+            elif t is dict or t is list:
+                copy = dict(item) if t is dict else list(item)
+                node[key] = copy
+                stack.append(copy)
+    return root if changed else value
+
+
+def _as_float(number: int) -> int | float:
+    """The float nearest `number` when it is outside the 64-bit range and a
+    float can hold it; otherwise `number` (which the checks then refuse)."""
+    if INT_MIN <= number <= INT_MAX:
+        return number
+    try:
+        return float(number)
+    except OverflowError:
+        return number
 
 
 def _flat_and_plain(container: Any, int_min: int, int_max: int) -> bool:

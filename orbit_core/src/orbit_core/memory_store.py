@@ -192,6 +192,16 @@ class MemoryStore:
             )
             return True
 
+    def record_schedule_skip(self, schedule_id: str, now_ms: int) -> bool:
+        with self._lock:
+            row = self._schedules.get(schedule_id)
+            if row is None:
+                return False
+            self._schedules[schedule_id] = attrs.evolve(
+                row, skipped=row.skipped + 1, updated_at_ms=now_ms
+            )
+            return True
+
     def release_schedule_claims(self) -> None:
         with self._lock:
             for sid, row in list(self._schedules.items()):

@@ -243,6 +243,11 @@ class Store(Protocol):
         """A manual start: one more fired, the last execution, the update time."""
         ...
 
+    def record_schedule_skip(self, schedule_id: str, now_ms: int) -> bool:
+        """A manual start the overlap policy declined: one more skipped and
+        the update time. False when the schedule does not exist."""
+        ...
+
     def release_schedule_claims(self) -> None:
         """Drops every claim (a single server starting: their owner is gone)."""
         ...

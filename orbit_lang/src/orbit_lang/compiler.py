@@ -11,9 +11,7 @@ touched.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -28,9 +26,6 @@ from orbit_lang.lower import lower
 from orbit_lang.parser import read_source
 from orbit_lang.render import render_human_all
 from orbit_lang.source import SourceFile
-
-# As for parsing (orbit_lang.parser): room for a few hundred nesting levels.
-_RECURSION_LIMIT = 20_000
 
 # Checks a loaded program (`check.check_program` or a cached equivalent).
 ProgramCheck = Callable[[Program], CheckedProgram]
@@ -105,17 +100,6 @@ def compile_source(text: str, path: str = "source.orbit", strict: bool = False) 
     return _compile(program, diagnostics, strict)
 
 
-@contextlib.contextmanager
-def _deep_trees() -> Iterator[None]:
-    """Lets checking and lowering walk trees as deep as the parser accepts."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
-
-
 def _compile(
     program: Program,
     parsed: list[Diagnostic],
@@ -124,8 +108,8 @@ def _compile(
     check: ProgramCheck = check_program,
 ) -> CompileResult:
     try:
-        with _deep_trees():
-            return _check_and_lower(program, parsed, strict, lowered, check)
+        # Deep trees need the raised recursion limit (orbit_lang.process).
+        return _check_and_lower(program, parsed, strict, lowered, check)
     except RecursionError:
         too_deep = Diagnostic.error("E0100", "expressions are nested too deeply to compile", None)
         return CompileResult([], [*parsed, too_deep], program.sources, strict, [])

@@ -6,13 +6,9 @@ file, lexical and syntactic, in source order.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import gc
 import os
 import stat
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -25,37 +21,13 @@ from orbit_lang.syntax.builder import Builder
 from orbit_lang.syntax.lexer import tokenize
 from orbit_lang.syntax.parser import parse_tokens
 
-# Each level of bracket nesting costs a few dozen Python frames in the
-# packrat parser; this allows several hundred levels.
-_RECURSION_LIMIT = 20_000
-
-
-@contextlib.contextmanager
-def _parsing() -> Iterator[None]:
-    """Pauses the cycle collector and lifts the recursion limit.
-
-    Parsing allocates hundreds of thousands of short-lived, acyclic objects;
-    letting the collector walk them repeatedly costs more than the parse.
-    """
-    gc_was_enabled = gc.isenabled()
-    limit = sys.getrecursionlimit()
-    gc.disable()
-    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
-        if gc_was_enabled:
-            gc.enable()
-
 
 def parse(source: SourceFile) -> tuple[ast.Module, list[Diagnostic]]:
     lexed = tokenize(source)
     diagnostics = list(lexed.diagnostics)
     builder = Builder(source, lexed.tokens, lexed.doc_lines, diagnostics)
     try:
-        with _parsing():
-            declarations = parse_tokens(builder)
+        declarations = parse_tokens(builder)
     except RecursionError:
         declarations = []
         diagnostics.append(_too_deep(source, lexed.tokens))
@@ -66,7 +38,9 @@ def parse(source: SourceFile) -> tuple[ast.Module, list[Diagnostic]]:
 
 def _too_deep(source: SourceFile, tokens: list) -> Diagnostic:  # type: ignore[type-arg]
     # A safety net: the nesting limit (orbit_lang.syntax.nesting) stops the
-    # parser long before the interpreter's stack runs out.
+    # parser long before the interpreter's stack runs out, in a process that
+    # raised the recursion limit (orbit_lang.process); in one that did not, a
+    # deep source ends here.
     depth = deepest = 0
     where = 0
     for token in tokens:

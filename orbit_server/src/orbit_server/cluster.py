@@ -7,13 +7,15 @@ election every `interval_s`:
 
 - A standby holds a read-only engine (`StandbyStore`: it loads no
   execution, and refuses every write), so it answers GET routes from the
-  database (`StandbyEngine`: a wait reads it again every second). What
+  database (`StandbyEngine`: a wait reads it again every second, and the
+  workflow routes read the definitions again on each request). What
   that engine keeps in memory follows the database's
-  (`Election.mark`): the engine is built again when the
-  definitions changed (they are compiled once, when an engine starts), and
-  the schedules' mirror reads its rows again when a schedule changed or
-  fired (a schedule firing every second must not rebuild the engine every
-  second); it never fires a schedule (its claims are refused). Every other
+  (`Election.mark`): it adds the definitions deployed since it last
+  looked, and the schedules' mirror reads its rows again when a schedule
+  changed or fired. The engine itself is never rebuilt for either: that
+  would end the waits parked on it, and a schedule firing every second
+  would rebuild it every second. It never fires a schedule (its claims are
+  refused). Every other
   request is answered here, before Falcon and so before authentication, with
   503 NOT_LEADER naming the leader (`orbit_cluster`); with --grpc-addr,
   every gRPC call likewise (`not_leader`: UNAVAILABLE, `NOT_LEADER: ...`). Each round it tries
@@ -50,9 +52,10 @@ from typing import Any
 import orjson
 
 from orbit_core import events as ev
-from orbit_core.api import ExecutionDoc
+from orbit_core.api import ExecutionDoc, WorkflowList
 from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.jsontypes import JsonObject
 from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
@@ -188,6 +191,9 @@ class StandbyStore:
     def record_schedule_trigger(self, schedule_id: str, execution_id: str, now_ms: int) -> bool:
         raise self._refuse()
 
+    def record_schedule_skip(self, schedule_id: str, now_ms: int) -> bool:
+        raise self._refuse()
+
     def release_schedule_claims(self) -> None:
         return None  # the claims are the leader's
 
@@ -200,7 +206,17 @@ class StandbyStore:
 
 class StandbyEngine(Engine):
     """A standby's engine: an execution's wait cannot park on commits this
-    server never makes, so it reads the database again every second."""
+    server never makes, so it reads the database again every second; the
+    workflow routes read the definitions again on each request (the
+    leader may have registered one since the last election round)."""
+
+    def list_workflows(self) -> WorkflowList:
+        self.reload_definitions()
+        return super().list_workflows()
+
+    def get_workflow(self, name: str, version: str | None = None) -> JsonObject:
+        self.reload_definitions()
+        return super().get_workflow(name, version)
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
@@ -378,14 +394,16 @@ class ClusterNode:
             )
         mark = self.election.mark()
         last = self._mark
-        if self._stale or (last is not None and mark.definitions != last.definitions):
-            # Definitions changed through the leader (what an engine compiles
-            # once), or no standby engine since a step-down the database was
-            # gone for.
+        if self._stale:
+            # No standby engine since a step-down the database was gone for.
             self._install_standby()
-        elif last is not None and mark.schedules != last.schedules:
-            # A fire or a change of a schedule only: its rows are read again.
-            self.engine.schedules.refresh()
+        else:
+            # Also on the first round: something may have changed since the
+            # engine was built.
+            if last is None or mark.definitions != last.definitions:
+                self.engine.reload_definitions()
+            if last is None or mark.schedules != last.schedules:
+                self.engine.schedules.refresh()
         self._mark = mark
 
     def _install_standby(self) -> None:

@@ -149,6 +149,11 @@ class LoggedStore:
             lambda: self.inner.record_schedule_trigger(schedule_id, execution_id, now_ms),
         )
 
+    def record_schedule_skip(self, schedule_id: str, now_ms: int) -> bool:
+        return self._run(
+            "record_schedule_skip", lambda: self.inner.record_schedule_skip(schedule_id, now_ms)
+        )
+
     def release_schedule_claims(self) -> None:
         self._run("release_schedule_claims", self.inner.release_schedule_claims)
 

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+import requests
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -169,13 +170,7 @@ class Tracer:
             return
         _route_sdk_logs()
         if exporter is None:
-            exporter = ReportingExporter(
-                OTLPSpanExporter(
-                    endpoint=settings.traces_url,
-                    headers=dict(settings.headers),
-                    timeout=EXPORT_TIMEOUT_S,
-                )
-            )
+            exporter = otlp_exporter(settings)
         self._exporter = exporter
         self._processor = BatchSpanProcessor(
             exporter,
@@ -457,59 +452,78 @@ def _is_new_child(change: tuple[str, str, list[ev.Event]]) -> bool:
 
 
 class ReportingExporter(SpanExporter):
-    """The OTLP exporter, with each failed request logged as one warning:
-    `OTLP collector rejected spans status=<code>` for an HTTP refusal,
-    `cannot export spans to the OTLP collector error=...` otherwise."""
+    """The OTLP exporter, with each failed export logged as one warning:
+    `OTLP collector rejected spans status=<code>` when the collector
+    answered with an error status, `cannot export spans to the OTLP
+    collector error=...` otherwise.
 
-    def __init__(self, inner: OTLPSpanExporter) -> None:
+    The exporter reports only success or failure; what went wrong is seen
+    by the HTTP session it sends through, which it takes as its public
+    `session` argument (`otlp_exporter` makes both)."""
+
+    def __init__(self, inner: SpanExporter, session: ObservedSession | None = None) -> None:
         self._inner = inner
-        # The exporter keeps the HTTP outcome to itself; its client (an
-        # internal of opentelemetry-exporter-otlp-proto-http) returns it.
-        client = getattr(inner, "_client", None)
-        if client is not None and hasattr(client, "export"):
-            inner._client = _ReportingClient(client)  # type: ignore[assignment]
-            self._reported = True
-        else:
-            self._reported = False
+        self._session = session
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        session = self._session
+        if session is not None:
+            session.outcome = None
         try:
             result = self._inner.export(spans)
         except Exception as exc:  # never into the processor's thread
             logs.logger().warning("cannot export spans to the OTLP collector", error=repr(exc))
             return SpanExportResult.FAILURE
-        if result is SpanExportResult.FAILURE and not self._reported:
-            logs.logger().warning(
-                "cannot export spans to the OTLP collector", error="export failed"
-            )
+        if result is SpanExportResult.FAILURE:
+            outcome = session.outcome if session is not None else None
+            if isinstance(outcome, int):
+                logs.logger().warning("OTLP collector rejected spans", status=outcome)
+            else:
+                logs.logger().warning(
+                    "cannot export spans to the OTLP collector", error=outcome or "export failed"
+                )
         return result
 
     def shutdown(self) -> None:
-        self._inner.shutdown()  # type: ignore[no-untyped-call]
+        self._inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self._inner.force_flush(timeout_millis)
 
 
-class _ReportingClient:
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
+class ObservedSession(requests.Session):
+    """The OTLP exporter's HTTP session, keeping the outcome of its latest
+    request: the status code of an error answer, the text of an error that
+    left no answer, or None (a success, or no request yet). The batch
+    processor exports from one thread, and an export's retries happen
+    within it, so the latest outcome is that export's last."""
 
-    def export(self, data: bytes) -> Any:
-        result = self._inner.export(data)
-        if not getattr(result, "success", True):
-            status = getattr(result, "status_code", None)
-            if status is not None:
-                logs.logger().warning("OTLP collector rejected spans", status=status)
-            else:
-                error = getattr(result, "error", None) or getattr(result, "reason", None)
-                logs.logger().warning(
-                    "cannot export spans to the OTLP collector", error=str(error or "no answer")
-                )
-        return result
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcome: int | str | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        try:
+            response = super().request(*args, **kwargs)
+        except Exception as exc:
+            self.outcome = str(exc) or type(exc).__name__
+            raise
+        self.outcome = response.status_code if response.status_code >= 400 else None
+        return response
+
+
+def otlp_exporter(settings: TracingSettings) -> ReportingExporter:
+    """The OTLP/HTTP exporter for `settings`, reporting its failures."""
+    session = ObservedSession()
+    return ReportingExporter(
+        OTLPSpanExporter(
+            endpoint=settings.traces_url,
+            headers=dict(settings.headers),
+            timeout=EXPORT_TIMEOUT_S,
+            session=session,
+        ),
+        session,
+    )
 
 
 class _QueueFull(logging.Handler):

@@ -15,9 +15,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from orbit_core import limits
 from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered
 from orbit_core.engine import Engine
-from orbit_core.errors import OrbitError
+from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
 from orbit_server.logs import logger
@@ -102,7 +103,19 @@ class WorkerCalls:
         return answer
 
     def complete(self, who: Caller, token: str, output: JsonValue) -> Accepted:
-        return self.engine.complete(token, output, worker=bound_worker(who))
+        worker = bound_worker(who)
+        try:
+            return self.engine.complete(token, output, worker=worker)
+        except InvalidError:
+            # An integer from 2^63 to 2^64 - 1 is refused where a larger one,
+            # which the JSON parser already made a float, is judged by the
+            # contract (and over gRPC every such number is a float): read it
+            # as a float too and try again (docs/limits.md). Nothing was
+            # recorded: the engine checks an output before submitting it.
+            widened = limits.big_integers_as_floats(output)
+            if widened is output:
+                raise
+            return self.engine.complete(token, widened, worker=worker)
 
     def fail(
         self,

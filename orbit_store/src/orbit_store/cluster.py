@@ -173,8 +173,8 @@ class Election:
     def mark(self) -> Mark:
         """What a standby's read-only engine keeps in memory, in a few
         numbers: the definitions (count, newest) and the schedules (count,
-        latest change, fires). The standby builds its engine again when the
-        definitions change, and reads the schedules again when they do."""
+        latest change, fires). The standby adds the new definitions when
+        the first changes, and reads the schedules again when they do."""
         row = [int(x) for x in self._run(_MARK)]
         return Mark(definitions=tuple(row[:2]), schedules=tuple(row[2:]))
 

@@ -10,8 +10,10 @@ in one transaction, one statement per schedule.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from sqlalchemy import Connection, and_, delete, insert, or_, select, update
@@ -20,11 +22,20 @@ from sqlalchemy.exc import IntegrityError
 from orbit_core.ports import ScheduleAdvance, ScheduleRow
 from orbit_store import schema as s
 
-if TYPE_CHECKING:
-    from orbit_store.sql import _Link
-
 T = TypeVar("T")
 _t = s.orbit_schedules
+
+
+class Writer(Protocol):
+    """What the schedule methods need of the store's write connection
+    (`sql.SqlStore`'s link; declared here so neither module imports the
+    other)."""
+
+    lock: threading.Lock
+
+    def connection(self) -> Connection: ...
+
+    def errors(self) -> AbstractContextManager[None]: ...
 
 
 class _Exists(Exception):
@@ -34,7 +45,7 @@ class _Exists(Exception):
 class ScheduleTables:
     """The schedule methods of the store port (see `orbit_core.ports.Store`)."""
 
-    _writer: _Link
+    _writer: Writer
     _read: Callable[[Callable[[Connection], Any]], Any]
 
     def _transaction(self, fn: Callable[[Connection], T]) -> T:
@@ -163,6 +174,14 @@ class ScheduleTables:
                 last_execution_id=execution_id,
                 updated_at_ms=now_ms,
             )
+        )
+        return self._transaction(lambda conn: conn.execute(statement).rowcount == 1)
+
+    def record_schedule_skip(self, schedule_id: str, now_ms: int) -> bool:
+        statement = (
+            update(_t)
+            .where(_t.c.schedule_id == schedule_id)
+            .values(skipped_count=_t.c.skipped_count + 1, updated_at_ms=now_ms)
         )
         return self._transaction(lambda conn: conn.execute(statement).rowcount == 1)
 

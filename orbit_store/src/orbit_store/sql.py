@@ -187,6 +187,9 @@ class SqlStore(ScheduleTables):
 
     # What `notice` reports when a lost connection has been replaced.
     reconnected_notice = "reconnected to the database"
+    # The links (ScheduleTables declares what it needs of the writer).
+    _writer: _Link
+    _reader: _Link
 
     def __init__(
         self,

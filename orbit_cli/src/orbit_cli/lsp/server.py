@@ -32,6 +32,7 @@ from orbit_cli.lsp import features
 from orbit_cli.lsp.workspace import Analysis, Checkers, ParseCache, analyse, identity
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.formatter import FormatError, format_source
+from orbit_lang.process import tune_for_compiling
 
 SERVER_NAME = "orbit-lsp"
 
@@ -305,4 +306,6 @@ def serve() -> None:
     # The analysis thread is CPU-bound; a shorter switch interval lets the
     # thread that answers requests take the GIL back sooner while it runs.
     sys.setswitchinterval(0.001)
+    # Once, before the analysis thread parses anything (orbit_lang.process).
+    tune_for_compiling()
     build().start_io()

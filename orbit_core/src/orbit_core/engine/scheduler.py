@@ -248,8 +248,13 @@ class Scheduler:
 
             created = self._submit(run)
             if created is None:
-                # Counted by the metric, not in the schedule: a trigger is no occurrence.
+                # The schedule's own count agrees with the metric: both
+                # count the starts the overlap policy declined, triggers too.
                 self.counters["schedules_skipped_overlap"] += 1
+                self._store.record_schedule_skip(schedule_id, now)
+                entry.row = attrs.evolve(
+                    entry.row, skipped=entry.row.skipped + 1, updated_at_ms=now
+                )
                 return {"schedule_id": schedule_id, "started": False, "skipped": "overlap"}
             self.counters["schedules_fired"] += int(created)
             self._store.record_schedule_trigger(schedule_id, execution_id, now)

@@ -46,6 +46,7 @@ from orbit_core.ir.definition import (
     Definition,
     TaskContract,
 )
+from orbit_core.ir.names import name_problem
 from orbit_core.ir.types import (
     NO_DEFAULT,
     PRIMITIVES,
@@ -511,6 +512,9 @@ def from_json(document: object) -> Definition:
     except Exception as exc:  # cattrs reports nested problems as exception groups
         raise IRError(_explain(exc)) from None
     _check_enums(defn)
+    problem = name_problem(defn)
+    if problem is not None:
+        raise IRError(problem)
     return defn
 
 

@@ -8,12 +8,12 @@ evaluator checks them at run time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from orbit_core.ir import expr as e
 from orbit_core.ir.types import ListType, MapType, OptionalType, RecordType
 from orbit_lang import ast
 from orbit_lang.check.report import did_you_mean
+from orbit_lang.check.typed import Checking, Typed
 from orbit_lang.check.types import (
     BOOL,
     FLOAT,
@@ -31,9 +31,6 @@ from orbit_lang.check.types import (
     strip,
 )
 from orbit_lang.diagnostics import Label
-
-if TYPE_CHECKING:
-    from orbit_lang.check.expressions import ExprChecker, Typed
 
 COLLECTION = ("map", "filter", "find", "any", "all")
 
@@ -71,8 +68,7 @@ ARITY: dict[str, tuple[int, int | None]] = {
 }
 
 
-def check_call(checker: ExprChecker, node: ast.Call) -> Typed:
-    from orbit_lang.check.expressions import Typed
+def check_call(checker: Checking, node: ast.Call) -> Typed:
 
     name = node.function.name
     if name not in SIGNATURES:
@@ -99,7 +95,7 @@ def check_call(checker: ExprChecker, node: ast.Call) -> Typed:
     return Typed(result, e.Call(name, tuple(a.ir for a in args), float_sum))
 
 
-def _arity_error(checker: ExprChecker, node: ast.Call, least: int, most: int | None) -> None:
+def _arity_error(checker: Checking, node: ast.Call, least: int, most: int | None) -> None:
     name = node.function.name
     if most is None:
         wanted = f"at least {least} argument{'s' if least > 1 else ''}"
@@ -116,7 +112,7 @@ def _arity_error(checker: ExprChecker, node: ast.Call, least: int, most: int | N
 
 
 def _argument_error(
-    checker: ExprChecker, node: ast.Call, index: int, wanted: str, found: Type
+    checker: Checking, node: ast.Call, index: int, wanted: str, found: Type
 ) -> None:
     checker.error(
         "E0400",
@@ -125,10 +121,10 @@ def _argument_error(
     )
 
 
-Rule = Callable[["ExprChecker", ast.Call, "list[Typed]"], tuple[Type, bool]]
+Rule = Callable[[Checking, ast.Call, list[Typed]], tuple[Type, bool]]
 
 
-def _coalesce(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _coalesce(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     result: Type = args[0].type
     for arg, arg_node in zip(args[1:], node.arguments[1:], strict=True):
         combined = join(result, arg.type)
@@ -147,23 +143,23 @@ def _coalesce(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[
     return result, False
 
 
-def _is_null(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _is_null(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     return BOOL, False
 
 
-def _len(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _len(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     t = strip(args[0].type)
     if not (is_json(t) or t in (STRING, NULL) or isinstance(t, ListType | MapType)):
         _argument_error(checker, node, 0, "a String, List or Map", args[0].type)
     return INT, False
 
 
-def _string(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _string(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     return STRING, False
 
 
 def _converter(result: Type) -> Rule:
-    def rule(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+    def rule(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
         t = strip(args[0].type)
         if not (is_json(t) or is_number(t) or t in (STRING, BOOL, NULL)):
             _argument_error(checker, node, 0, "an Int, Float, String or Bool", args[0].type)
@@ -172,11 +168,11 @@ def _converter(result: Type) -> Rule:
     return rule
 
 
-def _contains(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _contains(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     return BOOL, False
 
 
-def _text(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _text(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     t = args[0].type
     if is_json(t):
         return JSON, False
@@ -188,7 +184,7 @@ def _text(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type
     return t, False
 
 
-def _join(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _join(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     t = strip(args[0].type)
     if not (is_json(t) or isinstance(t, ListType | NullType)):
         _argument_error(checker, node, 0, "a List", args[0].type)
@@ -196,14 +192,14 @@ def _join(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type
     return STRING, False
 
 
-def _keys(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _keys(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     t = strip(args[0].type)
     if not (is_json(t) or isinstance(t, MapType | RecordType | NullType)):
         _argument_error(checker, node, 0, "a Map", args[0].type)
     return ListType(STRING), False
 
 
-def _extreme(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _extreme(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     all_int = True
     for index, arg in enumerate(args):
         t = arg.type
@@ -217,7 +213,7 @@ def _extreme(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[T
     return (INT if all_int else FLOAT), False
 
 
-def _abs(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _abs(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     t = args[0].type
     if is_json(t):
         return JSON, False
@@ -227,7 +223,7 @@ def _abs(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type,
     return t, False
 
 
-def _sum(checker: ExprChecker, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
+def _sum(checker: Checking, node: ast.Call, args: list[Typed]) -> tuple[Type, bool]:
     t = strip(args[0].type)
     if is_json(t) or isinstance(t, NullType):
         return JSON, False
@@ -262,8 +258,7 @@ _RULES: dict[str, Rule] = {
 }
 
 
-def _collection(checker: ExprChecker, node: ast.Call) -> Typed:
-    from orbit_lang.check.expressions import Typed
+def _collection(checker: Checking, node: ast.Call) -> Typed:
 
     name = node.function.name
     items_node, function = node.arguments

@@ -29,6 +29,7 @@ from orbit_lang import ast
 from orbit_lang.check import builtins
 from orbit_lang.check.env import Env
 from orbit_lang.check.report import Reporter, did_you_mean
+from orbit_lang.check.typed import Typed
 from orbit_lang.check.types import (
     BOOL,
     DURATION,
@@ -83,16 +84,6 @@ _STRING_FORMS: dict[str, tuple[Callable[[str], bool], str]] = {
     "uuid": (values.is_uuid, "a valid UUID (8-4-4-4-12 hexadecimal digits)"),
     "timestamp": (values.is_timestamp, "a valid RFC 3339 timestamp"),
 }
-
-
-class Typed:
-    """A checked expression: its type and its IR."""
-
-    __slots__ = ("ir", "type")
-
-    def __init__(self, type: Type, ir: e.Expr) -> None:
-        self.type = type
-        self.ir = ir
 
 
 class ExprChecker:

@@ -22,9 +22,10 @@ from orbit_lang.check import graph, narrowing, settings
 from orbit_lang.check.context import Compilation
 from orbit_lang.check.contracts import Contract
 from orbit_lang.check.env import Env
-from orbit_lang.check.expressions import ExprChecker, Typed
+from orbit_lang.check.expressions import ExprChecker
 from orbit_lang.check.placement import CompensateShape, StepShape
 from orbit_lang.check.report import did_you_mean
+from orbit_lang.check.typed import Typed
 from orbit_lang.check.types import (
     JSON,
     STRING,

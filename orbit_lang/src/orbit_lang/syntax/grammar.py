@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from parsimonious.grammar import TokenGrammar
 
 from orbit_lang.syntax.lexer import RESERVED, Token
-from orbit_lang.syntax.nesting import CountedSequence
+from orbit_lang.syntax.nesting import counted
 
 TokenRule = Callable[[Sequence[Token], int], int | None]
 
@@ -57,7 +57,7 @@ record_item         = field opt_sep
 field               = field_name ":" type field_default?
 field_default       = "=" expression
 record_close        = "}"
-type                = base_type optional_marks
+type_body           = base_type optional_marks
 base_type           = type_name / list_type / map_type / record_body
 list_type           = "List" "<" type type_close
 map_type            = "Map" "<" type "," type type_close
@@ -186,7 +186,7 @@ invariant_when      = "when" expectation invariant_and*
 invariant_and       = "and" expectation
 
 # Expressions (chapter 26) ---------------------------------------------------
-expression          = operand binary_tail*
+expression_body     = operand binary_tail*
 binary_tail         = binary_op operand
 operand             = prefix_ops postfix
 postfix             = primary postfix_op*
@@ -404,20 +404,17 @@ _TOKEN_CLASSES: dict[str, TokenRule] = {
 }
 
 
-# The rules through which all nesting passes (see orbit_lang.syntax.nesting).
+# The rules through which all nesting passes (see orbit_lang.syntax.nesting):
+# each is a counting custom rule around the `<name>_body` written in RULES.
 NESTING_RULES = ("expression", "type")
 
 
 def _build() -> TokenGrammar:
-    custom: dict[str, TokenRule] = dict.fromkeys(_IDENT_ROLES, _ident)
+    custom: dict[str, Callable[..., object]] = dict.fromkeys(_IDENT_ROLES, _ident)
     custom.update(dict.fromkeys(_STRING_ROLES, _one_of(frozenset({"<string>"}))))
     custom.update(_TOKEN_CLASSES)
-    grammar = TokenGrammar(RULES, **custom)
-    for name in NESTING_RULES:
-        # Every reference to the rule is this one object: changing its class
-        # makes each of them count.
-        grammar[name].__class__ = CountedSequence
-    return grammar
+    custom.update({name: counted(f"{name}_body") for name in NESTING_RULES})
+    return TokenGrammar(RULES, **custom)
 
 
 GRAMMAR = _build()

@@ -6,8 +6,9 @@ keep every tree they see at most MAX_NESTING levels deep:
 
 - while parsing, the `expression` and `type` rules count how many of them are
   open (brackets, `if`, lambdas, generic and record types all nest through
-  one of the two); the one that would open level MAX_NESTING + 1 stops the
-  match by raising `TooDeep` at its first token;
+  one of the two; `counted` wraps their bodies); the one that would open
+  level MAX_NESTING + 1 stops the match by raising `TooDeep` at its first
+  token;
 - while building the AST, every expression node records its height, because
   operator chains (`a + b + c`, `!!x`, `a.b.c`) are flat in the grammar but
   nested in the tree; the node that would be MAX_NESTING + 1 high raises
@@ -20,9 +21,8 @@ drops any member that does not parse.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
-
-from parsimonious.expressions import Sequence
 
 from orbit_lang.source import Span
 
@@ -42,21 +42,25 @@ class TooDeep(Exception):
         self.span = span
 
 
-class CountedSequence(Sequence):  # type: ignore[misc]
-    """A grammar rule that counts as one level of nesting.
+def counted(body: str) -> Callable[[Any, int, Any, Any, Any], Any]:
+    """A grammar rule that matches the rule `body` and counts as one level
+    of nesting: a custom rule in parsimonious' documented five-argument form
+    (`parsimonious.expressions.expression`), which calls another rule of the
+    grammar through `match_core`, as that documentation shows.
 
     The count lives on the `error` object that parsimonious threads through
-    every match (its `depth` attribute), so concurrent parses do not share it.
-    """
+    every match (its `depth` attribute), so concurrent parses do not share
+    it. The node returned is `body`'s own."""
 
-    __slots__ = ()
-
-    def _uncached_match(self, tokens: Any, pos: int, cache: Any, error: Any) -> Any:
+    def rule(tokens: Any, pos: int, cache: Any, error: Any, grammar: Any) -> Any:
         depth = error.depth + 1
         if depth > MAX_NESTING:
             raise TooDeep(index=pos)
         error.depth = depth
         try:
-            return super()._uncached_match(tokens, pos, cache, error)
+            return grammar[body].match_core(tokens, pos, cache, error)
         finally:
             error.depth = depth - 1
+
+    rule.__name__ = f"counted_{body}"
+    return rule
