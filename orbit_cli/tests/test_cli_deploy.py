@@ -89,7 +89,7 @@ def test_inspect_summarises_an_ir_file(orbit: Orbit, tmp_path: Path) -> None:
         "  Compose a greeting, then decorate it\n"
         "  ir:      orbit-ir/1\n"
         f"  hash:    {defn.definition_hash}\n"
-        "  input:   { name: String, excitement: Int }\n"
+        "  input:   { name: String, excitement: Int = 3 }\n"
         "  output:  { greeting: String }\n"
         "  timeout: 5m00s\n"
         "\n"
@@ -109,6 +109,32 @@ def test_inspect_summarises_an_ir_file(orbit: Orbit, tmp_path: Path) -> None:
         "    in:  { message: String }\n"
         "    out: { removed: Bool }\n"
     )
+
+
+INBOX = """\
+workflow Inbox {
+    version "1.0.0"
+    input { seen: Int = 0, label: String = "inbox", tags: List<String> = [], name: String }
+    output { seen: Int }
+    signal message { text: String, urgent: Bool = false }
+    step take { await message timeout 1d }
+    return { seen: input.seen + 1 }
+}
+"""
+
+
+def test_inspect_shows_input_defaults(orbit: Orbit, tmp_path: Path) -> None:
+    # A caller reading the summary learns which fields it may leave out.
+    source = tmp_path / "inbox.orbit"
+    source.write_text(INBOX, encoding="utf-8")
+    result = orbit("inspect", str(source))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert (
+        '  input:   { seen: Int = 0, label: String = "inbox", tags: List<String> = [], '
+        "name: String }"
+    ) in lines
+    assert "  message                { text: String, urgent: Bool = false }" in lines
 
 
 def test_orbit_sources_need_the_compiler(

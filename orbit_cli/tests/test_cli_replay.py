@@ -277,7 +277,7 @@ def test_invalid_usage_exits_2(project: Path, args: tuple[str, ...]) -> None:
     _write(project, "h.json", [CREATED])
     result = orbit_replay(*args)
     assert result.exit_code == 2
-    assert "Error: " in result.stderr
+    assert result.stderr.startswith("error: ")
 
 
 def test_an_unreachable_runtime(project: Path) -> None:

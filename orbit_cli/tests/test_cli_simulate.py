@@ -345,8 +345,8 @@ def test_a_file_that_does_not_compile(project: Path) -> None:
         (["examples/approval.orbit", "--fail", "=X"], "expected TASK=CODE"),
         (["examples/approval.orbit", "--signal", "=1"], "expected NAME=JSON or NAME"),
         (["examples/approval.orbit", "-i", "{}", "--input-file", "x.json"], "not both"),
-        (["examples/approval.orbit", "--bogus"], "No such option"),
-        ([], "Missing argument"),
+        (["examples/approval.orbit", "--bogus"], "error: no such option"),
+        ([], "error: missing argument"),
     ],
 )
 def test_usage_errors_exit_2(project: Path, args: list[str], message: str) -> None:
@@ -358,7 +358,7 @@ def test_usage_errors_exit_2(project: Path, args: list[str], message: str) -> No
 def test_a_mistyped_command_gets_a_suggestion(project: Path) -> None:
     result = CliRunner().invoke(cli, ["simulat"])
     assert result.exit_code == 2
-    assert "No such command 'simulat'. Did you mean 'simulate'?" in result.stderr
+    assert "error: no such command 'simulat'. Did you mean 'simulate'?" in result.stderr
 
 
 def test_the_http_built_in_is_simulated_like_a_task(project: Path) -> None:

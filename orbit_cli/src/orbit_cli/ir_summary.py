@@ -5,14 +5,19 @@ takes and returns, its steps in execution order with their policies and
 compensations, the signal/query/handler surface of `orbit-ir/2`, and every
 contract it calls. Timeouts are printed as the CLI prints every duration
 (`5m00s`, `10.0s`), as the book's transcript does; a sleep keeps the source
-spelling of its action (`sleep 1s`).
+spelling of its action (`sleep 1s`). Record fields with a default show it
+as the source declares it (`excitement: Int = 3`), so the summary tells
+which input fields a caller may leave out.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from orbit_cli.output import duration
 from orbit_core.ir import ChildContract, Definition, Step, TaskContract
-from orbit_core.ir.types import render_type
+from orbit_core.ir.types import RecordType, Type, render_type
 
 NAME_WIDTH = 22
 INDENT = " " * (2 + NAME_WIDTH + 1)
@@ -34,6 +39,28 @@ def source_duration(ms: int) -> str:
     return "".join(parts)
 
 
+def literal(value: Any) -> str:
+    """A constant as ORBIT source writes it: `"USD"`, `3`, `true`, `[1, 2]`, `{ a: 1 }`."""
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{k}: {literal(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render_with_defaults(t: Type) -> str:
+    """`render_type`, with each default of an unnamed record's fields: `{ n: Int = 1 }`."""
+    if not isinstance(t, RecordType) or t.name is not None or not t.fields:
+        return render_type(t)
+    fields = [
+        f"{f.name}: {render_type(f.type)}" + (f" = {literal(f.default)}" if f.has_default else "")
+        for f in t.fields
+    ]
+    return "{ " + ", ".join(fields) + " }"
+
+
 def summary(defn: Definition) -> str:
     lines = [f"workflow {defn.name}@{defn.version}"]
     if defn.description:
@@ -41,7 +68,7 @@ def summary(defn: Definition) -> str:
     lines += [
         f"  ir:      {defn.ir_version}",
         f"  hash:    {defn.definition_hash}",
-        f"  input:   {render_type(defn.input)}",
+        f"  input:   {render_with_defaults(defn.input)}",
         f"  output:  {render_type(defn.output)}",
     ]
     if defn.timeout_ms is not None:
@@ -100,7 +127,9 @@ def _surface(defn: Definition) -> list[str]:
     lines: list[str] = []
     if defn.signals:
         lines += ["", "signals"]
-        lines += [f"  {s.name:<{NAME_WIDTH}} {render_type(s.payload)}" for s in defn.signals]
+        lines += [
+            f"  {s.name:<{NAME_WIDTH}} {render_with_defaults(s.payload)}" for s in defn.signals
+        ]
     if defn.queries:
         lines += ["", "queries"]
         lines += [f"  {q.name:<{NAME_WIDTH}} {render_type(q.type)}" for q in defn.queries]
@@ -127,6 +156,6 @@ def _contract_lines(contract: TaskContract | ChildContract) -> list[str]:
         head = f"  {contract.name}@{contract.version}"
     return [
         head,
-        f"    in:  {render_type(contract.input)}",
+        f"    in:  {render_with_defaults(contract.input)}",
         f"    out: {render_type(contract.output)}",
     ]

@@ -148,8 +148,9 @@ def create_app(
     for action in ("pause", "resume", "trigger"):
         routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, schedule, suffix=action)
 
-    routes.add("/v1/workers", Workers(engine), ADMIN)
-    protocol = WorkerProtocol(calls or worker_calls(engine, telemetry), config.max_body)
+    calls = calls or worker_calls(engine, telemetry)
+    routes.add("/v1/workers", Workers(engine, calls.task_use), ADMIN)
+    protocol = WorkerProtocol(calls, config.max_body)
     for action in ("register", "heartbeat", "poll", "unregister"):
         routes.add(f"/v1/workers/{action}", protocol, WORKER, suffix=action)
     for action in ("complete", "fail"):

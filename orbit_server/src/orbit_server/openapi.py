@@ -217,7 +217,17 @@ SCHEMAS: dict[str, Schema] = {
                         "online": BOOLEAN,
                         "sessions": INTEGER,
                         "inflight": INTEGER,
-                    }
+                    },
+                    {
+                        # Only when some announced task is called by no deployed workflow.
+                        "unused_contracts": {
+                            "type": "array",
+                            "items": _object(
+                                {"task_name": STRING, "contract_version": STRING},
+                                {"deployed_versions": {"type": "array", "items": STRING}},
+                            ),
+                        }
+                    },
                 ),
             }
         }

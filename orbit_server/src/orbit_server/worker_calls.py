@@ -22,6 +22,7 @@ from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
 from orbit_server.logs import logger
+from orbit_server.task_use import TaskUse
 from orbit_server.telemetry import Tracing
 
 _log = logger()
@@ -37,6 +38,8 @@ class WorkerCalls:
         self._tracer = tracer
         # Session -> worker id, for the "worker unregistered" line.
         self._sessions: OrderedDict[str, str] = OrderedDict()
+        # Which announced tasks no deployed workflow calls (shared with GET /v1/workers).
+        self.task_use = TaskUse()
 
     def register(
         self,
@@ -60,7 +63,21 @@ class WorkerCalls:
             runtime=runtime.lower(),
             tasks=len(contracts),  # a count, as chapter 46 logs it
         )
+        self._warn_unused(worker_id, contracts)
         return answer
+
+    def _warn_unused(self, worker_id: str, contracts: list[dict[str, str]]) -> None:
+        """A task nobody calls is usually a typo or a stale version: its steps would wait."""
+        try:
+            unused = self.task_use.unused(self.engine, contracts)
+        except OrbitError:
+            return  # the catalog could not be read; the registration stands
+        if unused:
+            _log.warning(
+                "worker registered tasks no deployed workflow calls",
+                worker_id=worker_id,
+                tasks=", ".join(u.text() for u in unused),
+            )
 
     def heartbeat(self, who: Caller, session: str) -> HeartbeatReply:
         return self.engine.heartbeat(session, worker=bound_worker(who))

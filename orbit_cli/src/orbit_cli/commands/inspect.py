@@ -16,8 +16,8 @@ from orbit_cli.redact import redact_state
 @connection_options
 def cli(client: RuntimeClient, target: str) -> None:
     """When TARGET is an existing file (.orbit source or compiled .json IR),
-    describe its workflow: types, steps in execution order with their
-    policies, and the contracts it uses. Otherwise TARGET is an execution id
+    describe its workflow: types (fields with a default show it), steps in
+    execution order with their policies, and the contracts it uses. Otherwise TARGET is an execution id
     and its complete state is printed as JSON, sensitive values masked.
     """
     file = Path(target)

@@ -11,9 +11,9 @@ from typing import Any
 import click
 
 from orbit_cli import execution
-from orbit_cli.client import RuntimeClient, Unreachable, connection_options, path
+from orbit_cli.client import ApiError, RuntimeClient, Unreachable, connection_options, path
 from orbit_cli.commands.deploy import register
-from orbit_cli.output import err, out, paint, parse_json_option, pretty_json, read_text
+from orbit_cli.output import CliError, err, out, paint, parse_json_option, pretty_json, read_text
 
 # How long each /wait call may hold while following. Transitions are printed
 # when a call returns, so this is also the longest a line can lag behind.
@@ -57,7 +57,10 @@ def _input(text: str | None, file: str | None) -> Any:
     "--id",
     "execution_id",
     metavar="ID",
-    help="Choose the execution id; starting an id that exists attaches to that execution.",
+    help=(
+        "Choose the execution id; starting an id that exists attaches to that execution"
+        " (by workflow name: at the version it runs)."
+    ),
 )
 @click.option(
     "--no-wait", is_flag=True, help="Print the execution id on stdout and return at once."
@@ -81,8 +84,9 @@ def cli(
     While the execution runs, each unit that succeeds, fails, waits for a
     retry, is skipped or is cancelled is reported on stderr; at the end a
     summary follows, and a completed execution's output is printed on stdout.
-    The exit status is 0 only when the execution ends COMPLETED (or with
-    --no-wait). Ctrl-C stops only the watching (exit status 130): the
+    The input is checked against the workflow's input type before anything
+    is deployed, and every problem is reported. The exit status is 0 only
+    when the execution ends COMPLETED (or with --no-wait). Ctrl-C stops only the watching (exit status 130): the
     execution keeps running, and `orbit run WORKFLOW --id ID` follows it again.
     """
     payload = _input(input_text, input_file)
@@ -90,23 +94,34 @@ def cli(
     file = Path(target)
     if file.suffix in SOURCE_SUFFIXES and not file.is_file():
         read_text(target)  # fails with the reason: a file was meant, not a workflow name
+    # Starting an id that exists attaches to it, whatever input is given.
+    existing = _existing(client, execution_id) if execution_id is not None else None
     if file.is_file():
         from orbit_cli.definitions import load_definitions, select_workflow
+        from orbit_cli.input_check import check_input
 
         definitions = load_definitions([file])
         chosen = select_workflow(definitions, workflow, target, hint="; name one with --workflow")
+        if existing is None:
+            check_input(payload, chosen.input)  # every problem, and before deploying
         register(client, definitions)
         request.update(workflow=chosen.name, version=chosen.version)
     else:
         request["workflow"] = target
         if version is not None:
             request["version"] = version
+        elif existing is not None and existing.get("workflow") == target:
+            # Follow the execution at its own version, not the highest registered.
+            request["version"] = existing.get("version")
     if payload is not None:
         request["input"] = payload
     if execution_id is not None:
         request["execution_id"] = execution_id
 
-    started = client.post("/v1/executions", request)
+    try:
+        started = client.post("/v1/executions", request)
+    except ApiError as exc:
+        raise _explained(client, exc, request, existing) from None
     run_id = str(started.get("execution_id"))
     verb = "started execution" if started.get("created", True) else "attached to existing execution"
     if no_wait:
@@ -135,6 +150,49 @@ def cli(
             out(pretty_json(state["output"]))
         return
     sys.exit(1)
+
+
+def _existing(client: RuntimeClient, execution_id: str) -> dict[str, Any] | None:
+    """The execution `execution_id` names, or None when there is none (or it cannot be read)."""
+    try:
+        state: dict[str, Any] = client.get(path("v1", "executions", execution_id))
+    except ApiError:
+        return None  # NOT_FOUND, or not ours to read: the start decides
+    return state
+
+
+def _explained(
+    client: RuntimeClient,
+    exc: ApiError,
+    request: dict[str, Any],
+    existing: dict[str, Any] | None,
+) -> CliError:
+    """The start's refusal, with what the runtime's one-line answer leaves out:
+    every input problem, or how to follow an id that runs another version."""
+    workflow = str(request["workflow"])
+    if exc.code == "INVALID_INPUT":
+        from orbit_cli.input_check import InvalidInput, input_problems
+        from orbit_core.ir import from_json
+
+        try:
+            version = [str(request["version"])] if "version" in request else []
+            definition = from_json(client.get(path("v1", "workflows", workflow, *version)))
+        except (CliError, ValueError, TypeError, KeyError):
+            return exc
+        problems = input_problems(request.get("input"), definition.input)
+        return InvalidInput(problems) if problems else exc
+    if (
+        exc.code == "EXECUTION_EXISTS"
+        and existing is not None
+        and existing.get("workflow") == workflow
+    ):
+        run_id, runs = request["execution_id"], existing.get("version")
+        return CliError(
+            f"{exc.format_message()}\n"
+            f"  hint: it runs {workflow}@{runs}; follow it with "
+            f"`orbit run {workflow} --id {run_id}` (or add --version {runs})"
+        )
+    return exc
 
 
 def follow(

@@ -56,6 +56,7 @@ from orbit_lang.check.types import (
 )
 from orbit_lang.diagnostics import Label
 from orbit_lang.source import Span
+from orbit_lang.suggest import closest
 from orbit_lang.syntax import nesting
 
 COALESCE_HELP = (
@@ -562,21 +563,28 @@ class ExprChecker:
             self.require(typed, expected, node.span)
             return typed
         entries = []
+        given = {entry.key for entry in node.entries}
         names = [f.name for f in target.fields]
+        # A misspelt field is one mistake: E0404 suggests the field it was
+        # meant to be, so that field is not also reported missing (E0403).
+        meant: set[str] = set()
         for entry in node.entries:
             field = target.field(entry.key)
             if field is None:
+                suggestion = closest(entry.key, names)
                 self.error(
                     "E0404",
                     f"unknown field `{entry.key}` for `{render(target)}`",
                     entry.key_span,
                     help=did_you_mean(entry.key, names),
                 )
+                if suggestion is not None and suggestion not in given:
+                    meant.add(suggestion)
                 value = self.infer(entry.value)
             else:
                 value = self.check(entry.value, field.type)
             entries.append(e.Entry(entry.key, value.ir))
-        given = {entry.key for entry in node.entries}
+        given |= meant
         missing = [f for f in target.fields if required(f) and f.name not in given]
         if missing:
             self.missing_fields(missing, target, node.span)

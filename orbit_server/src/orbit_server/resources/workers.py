@@ -8,6 +8,7 @@ for everything else, with the worker id the credential is bound to."""
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import falcon
 
@@ -16,15 +17,21 @@ from orbit_server.auth import caller
 from orbit_server.body import Fields, read_json
 from orbit_server.resources._json import send
 from orbit_server.resources._peer import connection_probe, handed_over
+from orbit_server.task_use import TaskUse
 from orbit_server.worker_calls import WorkerCalls
 
 
 class Workers:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, task_use: TaskUse | None = None) -> None:
         self._engine = engine
+        self._task_use = task_use or TaskUse()
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        send(resp, self._engine.list_workers())
+        listed = self._engine.list_workers()
+        # Announced tasks no deployed workflow calls: `unused_contracts`, only when some.
+        workers = cast(list[dict[str, object]], listed["workers"])
+        self._task_use.mark(self._engine, workers)
+        send(resp, listed)
 
 
 class WorkerProtocol:

@@ -427,7 +427,7 @@ function detailSections(doc, def, history) {
   const children = Object.entries(doc.units).filter(([k, u]) => childSteps.has(k.replace(/\[\d+\]$/, "")) && u.status && u.status !== "SKIPPED")
     .map(([k]) => [k, `${doc.id}.${k.replace(/\[(\d+)\]$/, ".$1")}`]);
   return [panel("Execution", kv(info)), panel("Input and result", io),
-    panel("Graph", graph(def, doc.units)), panel("Steps", stepsTable(def, doc.units)),
+    panel("Graph", graph(def, doc.units)), panel("Steps", stepsTable(def, doc.units, doc.waiting_for)),
     children.length ? panel("Child executions", table(["Step", "Execution"], children.map(([k, id]) => [k, execLink(id)]))) : null,
     panel("Signals received", signals.length ? table(["Seq", "Name", "Received", "Unit", "Payload"],
       signals.map((e) => [e.seq, e.name, fmtTime(e.timestamp_ms), delivered.get(e.seq) || "", json(e.payload)])) : h("p", {}, "None")),
@@ -467,24 +467,50 @@ function stepFor(def, key) {
   if (ev) for (const e of def.events || []) if (e.signal === ev[1]) return e.steps.find((s) => s.name === ev[2]);
   return null;
 }
-function stepsTable(def, units) {
+// A unit in one of these states waits: for a worker, a retry's delay, a timer or a signal.
+const WAITS = new Set(["SCHEDULED", "RETRY_WAIT", "WAITING"]);
+// `waiting_for` entries that no connected worker serves, by unit key (as `orbit status` reads them).
+function unserved(waitingFor) {
+  const out = new Map();
+  for (const e of waitingFor || []) if (e.serving === 0) for (const k of e.units || []) out.set(k, e);
+  return out;
+}
+function noWorker(e) {
+  const where = e.runtime && e.runtime !== "any" ? ` on runtime ${e.runtime}` : "";
+  return `no worker is polling for ${e.task}@${e.contract_version}${where}`;
+}
+// What a waiting unit waits for, in the words of `orbit status`; null when it does not wait.
+function waitReason(u, step, waiting) {
+  if (u.status === "SCHEDULED") return waiting ? noWorker(waiting) : "queued for a worker";
+  if (u.status === "RETRY_WAIT") return `waiting to retry, due ${fmtTime(u.wake_at_ms)}`;
+  if (u.status !== "WAITING") return null;
+  if (step && step.kind === "sleep") return `timer fires ${fmtTime(u.wake_at_ms)}`;
+  if (step && step.kind === "await") return `waiting for signal ${step.signal}${u.wake_at_ms ? `, times out ${fmtTime(u.wake_at_ms)}` : ""}`;
+  return u.wake_at_ms ? `waiting until ${fmtTime(u.wake_at_ms)}` : "waiting";
+}
+function stepsTable(def, units, waitingFor) {
   const keys = [...Object.keys(units)];
   for (const s of def.steps) if (!keys.includes(s.name) && !keys.some((k) => k.startsWith(`${s.name}[`))) keys.push(s.name);
+  const unservedBy = unserved(waitingFor);
   return table(["Unit", "Action", "Status", "Attempt", "Worker", "Started", "Finished", "Took", "Details"], keys.map((k) => {
     const u = units[k];
     const step = stepFor(def, k);
     if (!u) return [k, unitAction(def, step), "not started", "", "", "", "", "", ""];
     const begun = u.started_at_ms ?? u.dispatched_at_ms ?? u.scheduled_at_ms;
     const details = [];
+    const waits = WAITS.has(u.status);
+    const why = waitReason(u, step, unservedBy.get(k));
+    if (why) details.push(h("div", { class: unservedBy.has(k) ? "why err" : "why" }, why));
     const error = u.error || u.last_error;
     if (error) details.push(h("div", { class: "err" }, `${error.code || ""}: ${error.message || JSON.stringify(error)}`));
-    if (u.wake_at_ms) details.push(h("div", {}, `times out or wakes ${fmtTime(u.wake_at_ms)}`));
-    if (u.status === "RETRY_WAIT" && u.scheduled_at_ms) details.push(h("div", {}, `retry due ${fmtTime(u.scheduled_at_ms)}`));
+    // A waiting unit has no worker; the one it remembers ran an earlier attempt.
+    if (waits && u.worker_id) details.push(h("div", { class: "note" }, `earlier attempt on worker ${u.worker_id}`));
+    if (!waits && u.wake_at_ms && u.status !== "SUCCEEDED") details.push(h("div", {}, `times out ${fmtTime(u.wake_at_ms)}`));
     const more = {};
     for (const f of ["input", "output", "idempotency_key"]) if (f in u) more[f] = u[f];
     if (Object.keys(more).length) details.push(h("details", { "data-key": `unit-${k}` }, h("summary", {}, "input, output, key"), json(more)));
     return [k, unitAction(def, step), st(u.status || "pending"),
-      `${u.attempt ?? ""}${u.dispatch_count > 1 ? ` (${u.dispatch_count} deliveries)` : ""}`, u.worker_id || "",
+      `${u.attempt ?? ""}${u.dispatch_count > 1 ? ` (${u.dispatch_count} deliveries)` : ""}`, waits ? "" : u.worker_id || "",
       fmtTime(begun), fmtTime(u.finished_at_ms), u.finished_at_ms && begun ? fmtDur(u.finished_at_ms - begun) : "", details];
   }));
 }
@@ -813,9 +839,17 @@ async function workersView() {
       throw err;
     }
     if (!list.length) return h("p", {}, "No workers have registered.");
-    return table(["Worker", "State", "Runtime", "SDK", "Sessions", "In flight", "Tasks", "Registered", "Last seen"], list.map((w) => [
-      w.worker_id, st(w.online ? "online" : "offline"), w.runtime, w.sdk || "", w.sessions, w.inflight,
-      w.contracts.map((c, i) => [i ? ", " : "", h("span", { title: `contract version ${c.contract_version}` }, c.task_name)]), fmtTime(w.registered_at_ms), fmtTime(w.last_seen_ms)]));
+    // `unused_contracts`: announced tasks no deployed workflow calls (a typo, another version).
+    const unusedOf = (w) => new Set((w.unused_contracts || []).map((c) => `${c.task_name}@${c.contract_version}`));
+    const anyUnused = list.some((w) => (w.unused_contracts || []).length);
+    const note = h("p", { class: "note", role: "note" }, "Tasks marked unused are called by no deployed workflow, so no task will come for them: check the task name and contract version against the workflows.");
+    return [table(["Worker", "State", "Runtime", "SDK", "Sessions", "In flight", "Tasks", "Registered", "Last seen"], list.map((w) => {
+      const unused = unusedOf(w);
+      return [w.worker_id, st(w.online ? "online" : "offline"), w.runtime, w.sdk || "", w.sessions, w.inflight,
+        w.contracts.map((c, i) => [i ? ", " : "", h("span", { title: `contract version ${c.contract_version}` }, c.task_name),
+          unused.has(`${c.task_name}@${c.contract_version}`) ? [" ", h("span", { class: "st st-paused unused", title: `no deployed workflow calls ${c.task_name}@${c.contract_version}` }, "unused")] : null]),
+        fmtTime(w.registered_at_ms), fmtTime(w.last_seen_ms)];
+    })), ...(anyUnused ? [note] : [])];
   })];
 }
 
