@@ -62,7 +62,7 @@ def test_help_of_a_command_is_its_help_text(args: list[str], expected: list[str]
 def test_mistyped_commands_get_did_you_mean(typed: str, meant: str) -> None:
     code, _, err = orbit(typed)
     assert code == 2
-    assert f"No such command '{typed}'" in err and f"'{meant}'" in err
+    assert f"error: no such command '{typed}'" in err and f"'{meant}'" in err
     code, _, err = orbit("help", typed)
     assert code == 2
     assert f"'{meant}'" in err
