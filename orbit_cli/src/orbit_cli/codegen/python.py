@@ -300,11 +300,13 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-JsonValue = Union[  # noqa: UP007 - Python 3.9 evaluates this line
-    None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]
-]
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+# A string, so that Python 3.9 never evaluates the `|`.
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 """Any JSON value (ORBIT's `JSON` type)."""
 
 I = TypeVar("I")  # noqa: E741 - the input type
