@@ -2,7 +2,8 @@
 
 gofmt and rustfmt come with the toolchains that build Go and Rust, and their
 output for a given input is fixed, so formatting keeps the output
-deterministic wherever code is built. A formatter that is missing or fails
+deterministic wherever code is built; prettier is used for TypeScript when
+it is on PATH (the code is written close to its layout anyway). A formatter that is missing or fails
 leaves the text as generated (which is valid code, only laid out less
 tidily).
 """
@@ -15,6 +16,7 @@ import subprocess
 _FORMATTERS = {
     "go": ["gofmt"],
     "rust": ["rustfmt", "--edition", "2021", "--emit", "stdout", "--quiet"],
+    "typescript": ["prettier", "--stdin-filepath", "generated.ts"],
 }
 
 
