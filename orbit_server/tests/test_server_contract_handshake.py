@@ -6,7 +6,7 @@ workflow uses is accepted."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import attrs
 import falcon.testing
@@ -57,7 +57,9 @@ def _deployed(engine: Engine) -> TaskContract:
     return contract
 
 
-def _register(client: falcon.testing.TestClient, entry: dict[str, object]) -> falcon.testing.Result:
+def _register(
+    client: falcon.testing.TestClient, entry: Mapping[str, object]
+) -> falcon.testing.Result:
     body = {"worker_id": "w", "runtime": "python", "contracts": [entry]}
     return client.simulate_post("/v1/workers/register", headers=WORKER, json=body)
 
@@ -74,7 +76,7 @@ def test_a_drifted_contract_is_refused_naming_the_task_and_field(
         t.RecordType((t.Field(first.name, t.INT), *fields[1:])),
         deployed.output,
     )
-    entry = {
+    entry: dict[str, object] = {
         "task_name": deployed.name,
         "contract_version": deployed.version,
         "contract_hash": contract_hash(drifted),

@@ -11,6 +11,7 @@ toolchains ship them); the other languages are written already formatted.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from orbit_cli.codegen.model import Module
@@ -21,22 +22,15 @@ LANGUAGES = ("python", "typescript", "go", "rust", "java")
 
 
 def renderer(lang: str) -> Renderer:
-    if lang == "python":
-        from orbit_cli.codegen import python
+    module = importlib.import_module(f"orbit_cli.codegen.{_MODULES[lang]}")
+    render: Renderer = module.render
+    return render
 
-        return python.render
-    if lang == "typescript":
-        from orbit_cli.codegen import typescript
 
-        return typescript.render
-    if lang == "go":
-        from orbit_cli.codegen import golang
-
-        return golang.render
-    if lang == "rust":
-        from orbit_cli.codegen import rust
-
-        return rust.render
-    from orbit_cli.codegen import java
-
-    return java.render
+_MODULES = {
+    "python": "python",
+    "typescript": "typescript",
+    "go": "golang",
+    "rust": "rust",
+    "java": "java",
+}

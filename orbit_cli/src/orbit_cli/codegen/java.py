@@ -45,14 +45,78 @@ _PRIM = {
     "json": "JsonNode",
 }
 _BOXED = {"long": "Long", "double": "Double", "boolean": "Boolean"}
-_KEYWORDS = set(
-    "abstract assert boolean break byte case catch char class const continue default do double "
-    "else enum extends final finally float for goto if implements import instanceof int "
-    "interface long native new package private protected public return short static strictfp "
-    "super switch synchronized this throw throws transient try void volatile while true false "
-    "null var yield record sealed permits _".split()
-    # Record components cannot be named after Object's methods.
-    + "clone finalize getClass hashCode notify notifyAll toString wait equals".split()
+_KEYWORDS = frozenset(
+    # Java's reserved words, and Object's methods (no record component may take their names).
+    (
+        "abstract",
+        "assert",
+        "boolean",
+        "break",
+        "byte",
+        "case",
+        "catch",
+        "char",
+        "class",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extends",
+        "final",
+        "finally",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "implements",
+        "import",
+        "instanceof",
+        "int",
+        "interface",
+        "long",
+        "native",
+        "new",
+        "package",
+        "private",
+        "protected",
+        "public",
+        "return",
+        "short",
+        "static",
+        "strictfp",
+        "super",
+        "switch",
+        "synchronized",
+        "this",
+        "throw",
+        "throws",
+        "transient",
+        "try",
+        "void",
+        "volatile",
+        "while",
+        "true",
+        "false",
+        "null",
+        "var",
+        "yield",
+        "record",
+        "sealed",
+        "permits",
+        "_",
+        "clone",
+        "finalize",
+        "getClass",
+        "hashCode",
+        "notify",
+        "notifyAll",
+        "toString",
+        "wait",
+        "equals",
+    )
 )
 
 

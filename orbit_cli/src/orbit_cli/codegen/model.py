@@ -266,9 +266,9 @@ def build(
     for contract in contracts:
         by_task.setdefault(contract.name, contract)
     for definition in definitions:
-        for contract in definition.contracts.values():
-            if isinstance(contract, TaskContract):
-                by_task.setdefault(contract.name, contract)
+        for pinned in definition.contracts.values():
+            if isinstance(pinned, TaskContract):
+                by_task.setdefault(pinned.name, pinned)
     built: list[Contract] = []
     for name in sorted(by_task):
         contract = by_task[name]
@@ -287,56 +287,50 @@ def build(
                 description=description,
             )
         )
-    flows: list[Workflow] = []
-    for definition in sorted(definitions, key=lambda d: d.name):
-        node = workflows.get(definition.name)
-        ident = pascal(definition.name)
-        in_docs: FieldDocs = {}
-        out_docs: FieldDocs = {}
-        signal_docs: dict[str, ast.Signal] = {}
-        query_docs: dict[str, str | None] = {}
-        if node is not None:
-            for member in node.members:
-                if isinstance(member, ast.WorkflowInput):
-                    in_docs = _fields(member.record)
-                elif isinstance(member, ast.WorkflowOutput):
-                    out_docs = _fields(member.record)
-                elif isinstance(member, ast.Signal):
-                    signal_docs[member.name.name] = member
-                elif isinstance(member, ast.Query):
-                    query_docs[member.name.name] = member.doc
-        signals = []
-        for signal in definition.signals:
-            node_signal = signal_docs.get(signal.name)
-            fields = _fields(node_signal.record) if node_signal is not None else {}
-            doc = node_signal.doc if node_signal is not None else None
-            payload = builder.ref(
-                signal.payload, ident + pascal(signal.name) + "Signal", fields, doc
-            )
-            signals.append(Message(signal.name, payload, doc))
-        queries = [
-            Message(
-                q.name,
-                builder.ref(q.type, ident + pascal(q.name) + "Query", {}, None),
-                query_docs.get(q.name),
-            )
-            for q in definition.queries
-        ]
-        flows.append(
-            Workflow(
-                name=definition.name,
-                version=definition.version,
-                ident=ident,
-                input=builder.ref(definition.input, ident + "Input", in_docs, None),
-                output=builder.ref(definition.output, ident + "Output", out_docs, None),
-                signals=tuple(signals),
-                queries=tuple(queries),
-                doc=node.doc if node is not None else None,
-            )
-        )
+    flows = [
+        _workflow(builder, definition, workflows.get(definition.name))
+        for definition in sorted(definitions, key=lambda d: d.name)
+    ]
     return Module(sources, tuple(builder.records.values()), tuple(built), tuple(flows))
 
 
-def schema_records(module: Module) -> list[str]:
-    """Record names in generation order (the order they were named in)."""
-    return [r.name for r in module.records]
+def _workflow(builder: _Builder, definition: Definition, node: ast.Workflow | None) -> Workflow:
+    ident = pascal(definition.name)
+    in_docs: FieldDocs = {}
+    out_docs: FieldDocs = {}
+    signal_nodes: dict[str, ast.Signal] = {}
+    query_docs: dict[str, str | None] = {}
+    for member in node.members if node is not None else ():
+        if isinstance(member, ast.WorkflowInput):
+            in_docs = _fields(member.record)
+        elif isinstance(member, ast.WorkflowOutput):
+            out_docs = _fields(member.record)
+        elif isinstance(member, ast.Signal):
+            signal_nodes[member.name.name] = member
+        elif isinstance(member, ast.Query):
+            query_docs[member.name.name] = member.doc
+    signals = []
+    for signal in definition.signals:
+        found = signal_nodes.get(signal.name)
+        fields = _fields(found.record) if found is not None else {}
+        doc = found.doc if found is not None else None
+        payload = builder.ref(signal.payload, ident + pascal(signal.name) + "Signal", fields, doc)
+        signals.append(Message(signal.name, payload, doc))
+    queries = [
+        Message(
+            q.name,
+            builder.ref(q.type, ident + pascal(q.name) + "Query", {}, None),
+            query_docs.get(q.name),
+        )
+        for q in definition.queries
+    ]
+    return Workflow(
+        name=definition.name,
+        version=definition.version,
+        ident=ident,
+        input=builder.ref(definition.input, ident + "Input", in_docs, None),
+        output=builder.ref(definition.output, ident + "Output", out_docs, None),
+        signals=tuple(signals),
+        queries=tuple(queries),
+        doc=node.doc if node is not None else None,
+    )

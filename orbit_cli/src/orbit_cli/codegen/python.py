@@ -232,11 +232,8 @@ def _record(record: Record) -> list[str]:
         line = f"    {name}: {annotation(f.type)}"
         if f.has_default:
             plain = f.type.inner if isinstance(f.type, Opt) else f.type
-            if (
-                isinstance(plain, Prim)
-                and plain.kind in ("string", "int", "float", "bool")
-                or f.default is None
-            ):
+            literal = isinstance(plain, Prim) and plain.kind in ("string", "int", "float", "bool")
+            if literal or f.default is None:
                 value = f.default
                 if isinstance(plain, Prim) and plain.kind == "float" and isinstance(value, int):
                     value = float(value)
@@ -251,15 +248,13 @@ def _record(record: Record) -> list[str]:
         out.extend(_fit(line))
         if f.doc:
             out.extend(_docstring(f.doc, "    "))
-    if not record.fields:
-        out.append("    pass" if not doc else "")
-        if out[-1] == "":
-            out.pop()
+    if not record.fields and doc:
+        out.pop()  # the blank line after the docstring
     out += [
-        "",
+        *([""] if record.fields or doc else []),
         "    @classmethod",
         f'    def from_json(cls, value: object, path: str = "$") -> {record.name}:',
-        f'        """Checks a decoded JSON value; DecodeError names the first bad field."""',
+        '        """Checks a decoded JSON value; DecodeError names the first bad field."""',
     ]
     if record.fields:
         out.append("        obj = _object(value, path)")
@@ -306,11 +301,13 @@ if TYPE_CHECKING:
     from typing import TypeAlias
 
 # A string, so that Python 3.9 never evaluates the `|`.
-JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+JsonValue: TypeAlias = (
+    "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+)
 """Any JSON value (ORBIT's `JSON` type)."""
 
-I = TypeVar("I")  # noqa: E741 - the input type
-O = TypeVar("O")  # noqa: E741 - the output type
+In = TypeVar("In")
+Out = TypeVar("Out")
 T = TypeVar("T")
 
 _INT_MIN = -(2**63)
@@ -484,7 +481,7 @@ def _optional_of(item: Callable[[object, str], T]) -> Callable[[object, str], T 
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskContract(Generic[I, O]):
+class TaskContract(Generic[In, Out]):
     """A task contract: what a worker registers and a typed handler serves."""
 
     name: str
@@ -493,20 +490,20 @@ class TaskContract(Generic[I, O]):
     """`sha256:` + 64 hex digits; the runtime refuses a worker whose hash differs."""
     contract: str
     """The hashed contract document, as canonical JSON."""
-    decode_input: Callable[[object, str], I]
-    encode_input: Callable[[I], JsonValue]
-    decode_output: Callable[[object, str], O]
-    encode_output: Callable[[O], JsonValue]
+    decode_input: Callable[[object, str], In]
+    encode_input: Callable[[In], JsonValue]
+    decode_output: Callable[[object, str], Out]
+    encode_output: Callable[[Out], JsonValue]
 
 
 @dataclasses.dataclass(frozen=True)
-class WorkflowType(Generic[I, O]):
+class WorkflowType(Generic[In, Out]):
     """A workflow's input and output, for clients that start it."""
 
     name: str
     version: str
-    encode_input: Callable[[I], JsonValue]
-    decode_output: Callable[[object, str], O]
+    encode_input: Callable[[In], JsonValue]
+    decode_output: Callable[[object, str], Out]
 
 
 @dataclasses.dataclass(frozen=True)

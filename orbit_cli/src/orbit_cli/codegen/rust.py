@@ -3,8 +3,8 @@
 The file is a module (`mod contracts;`) depending on serde (derive) and
 serde_json, the crates the Rust SDK already uses: JSON is
 `serde_json::Value`, and defaults that are not plain literals are read from
-their JSON text. Int is i64, Float f64, List `Vec`, Map `BTreeMap` (a stable
-order), optional `Option`; Bytes, Duration, Timestamp and UUID are newtypes
+their JSON text. Int is i64, Float f64, List `Vec`, Map `std::collections::BTreeMap`
+(a stable order), optional `Option`; Bytes, Duration, Timestamp and UUID are newtypes
 here with their own serde impls (padded base64; milliseconds over
 `std::time::Duration`; checked RFC 3339 and UUID strings), so they nest in
 `Option`, `Vec` and maps. rustfmt formats the output when it is installed.
@@ -56,7 +56,7 @@ def rust_type(ref: Ref) -> str:
         case ListOf(items):
             return f"Vec<{rust_type(items)}>"
         case MapOf(values):
-            return f"BTreeMap<String, {rust_type(values)}>"
+            return f"std::collections::BTreeMap<String, {rust_type(values)}>"
         case Opt(inner):
             return f"Option<{rust_type(inner)}>"
         case Named(name):
@@ -156,7 +156,6 @@ def _contract(contract: Contract) -> list[str]:
 
 _PRELUDE = r"""
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::collections::BTreeMap;
 
 /// A task contract: its input and output types, name, version and hash.
 pub trait Task {

@@ -53,7 +53,7 @@ def _default_package(lang: str, files: tuple[str, ...]) -> str:
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if DIR is not up to date.")
 @click.option("--json", "as_json", is_flag=True, help="Print the files as JSON.")
-def codegen(
+def codegen(  # noqa: PLR0917 - click passes every option
     files: tuple[str, ...],
     lang: str,
     output: Path,
@@ -92,11 +92,11 @@ def codegen(
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise CliError(f"cannot write {path}: {os_reason(exc)}") from None
-    paths = [str(output / relative) for relative in sorted(generated)]
+    written = [str(output / relative) for relative in sorted(generated)]
     if as_json:
         document = {
             "lang": lang,
-            "files": paths,
+            "files": written,
             "contracts": [
                 {"task_name": c.task, "contract_version": c.version, "contract_hash": c.hash}
                 for c in module.contracts
@@ -107,14 +107,14 @@ def codegen(
         out(json.dumps(document, indent=2))
     if check:
         if stale:
-            for path in stale:
-                err(f"stale: {path} (run `orbit codegen` again)")
+            for name in stale:
+                err(f"stale: {name} (run `orbit codegen` again)")
             sys.exit(1)
         if not as_json:
-            err(f"{len(paths)} generated file(s) up to date in {output}")
+            err(f"{len(written)} generated file(s) up to date in {output}")
         return
     if not as_json:
-        err(f"wrote {len(paths)} file(s) for {len(module.contracts)} contract(s) in {output}")
+        err(f"wrote {len(written)} file(s) for {len(module.contracts)} contract(s) in {output}")
 
 
 cli = codegen

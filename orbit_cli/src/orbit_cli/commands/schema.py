@@ -47,9 +47,7 @@ def compile_reference(files: tuple[str, ...]) -> Reference:
         report(result, color=color)
         sys.exit(1)
     click.echo(render_report(result.diagnostics, result.sources, color=color), nl=False, err=True)
-    return Reference(
-        list(result.definitions), declared_contracts(program), list(program.modules)
-    )
+    return Reference(list(result.definitions), declared_contracts(program), list(program.modules))
 
 
 def select_definitions(reference: Reference, workflow: str | None) -> list[Definition]:
