@@ -299,10 +299,14 @@ def test_orbit_codegen_check_finds_stale_code(tmp_path: Path) -> None:
     assert "stale" in text
 
 
-def test_the_sdk_test_fixture_is_current() -> None:
+@pytest.mark.parametrize(
+    ("lang", "folder"),
+    [("python", "sdks/python/tests"), ("typescript", "sdks/typescript/test/fixtures")],
+)
+def test_the_sdk_test_fixtures_are_current(lang: str, folder: str) -> None:
     code, text = run(
-        BIN / "orbit", "codegen", "--lang", "python", "orbit_cli/tests/codegen/greeting.orbit",
-        "-o", "sdks/python/tests", "--package", "greeting_contracts", "--check", cwd=REPO,
+        BIN / "orbit", "codegen", "--lang", lang, "orbit_cli/tests/codegen/greeting.orbit",
+        "-o", folder, "--package", "greeting_contracts", "--check", cwd=REPO,
     )  # fmt: skip
     assert code == 0, text
 
