@@ -164,6 +164,7 @@ public final class Handler {
 
 
 def build_python(work: Path, files: tuple[Path, ...], handler: bool) -> tuple[int, str]:
+    _needs(str(BIN / "mypy"), str(BIN / "ruff"))
     codegen("python", work, *files)
     if handler:
         (work / "handler.py").write_text(PY_HANDLER)
