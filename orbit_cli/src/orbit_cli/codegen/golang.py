@@ -9,7 +9,8 @@ time.Duration inside), Timestamp `Timestamp` (a time.Time that reads every
 form ORBIT accepts), UUID the checked string type `UUID`, JSON
 json.RawMessage. Optional scalars and records are pointers; optional lists,
 maps, bytes and JSON use nil. A handler type is generic in the SDK's task
-type, so it fits `orbit.Typed` without importing the SDK. gofmt formats the
+type, so it fits `orbit.Typed` without importing the SDK, and `TaskContract`
+has the fields of the SDK's `orbit.ContractRef`, so one converts to the other. gofmt formats the
 output when it is installed (orbit_cli.codegen.formatting).
 """
 
