@@ -152,6 +152,9 @@ def repo(session: nox.Session) -> None:
     _install(session, ALL)
     # tests/test_server_tracing.py runs a Python SDK worker in the test process.
     session.install("-e", "./sdks/python")
+    # tests/test_codegen_languages.py checks `orbit codegen`'s Python with
+    # mypy --strict and ruff (its other toolchains are the machine's).
+    session.install("mypy>=1.11", "ruff>=0.6")
     # docs/sdk-typescript.md's script runs a TypeScript worker (the SDK's
     # dist/ and tsx, which `npm ci` provides).
     with session.chdir("sdks/typescript"):

@@ -126,3 +126,28 @@ def test_init_refuses_an_sdk_folder_that_is_not_there(monkeypatch: pytest.Monkey
     code, _, stderr = _init()
     assert code == 1
     assert "ORBIT_SDK_DIR:" in stderr and "is not a directory" in stderr
+
+
+def test_typed_init_writes_typed_workers_and_their_current_generated_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = CliRunner().invoke(cli, ["init", "--typed", "typed"], catch_exceptions=False)
+    assert result.exit_code == 0
+    root = tmp_path / "typed"
+    assert "created typed/workers/python/hello_contracts.py" in result.stdout
+    assert "created typed/workers/typescript/hello_contracts.ts" in result.stdout
+    worker_py = (root / "workers/python/worker.py").read_text()
+    assert "@worker.task(GREETING_COMPOSE)" in worker_py
+    py_compile.compile(str(root / "workers/python/worker.py"), doraise=True)
+    py_compile.compile(str(root / "workers/python/hello_contracts.py"), doraise=True)
+    assert "worker.task(GREETING_DECORATE" in (root / "workers/typescript/worker.ts").read_text()
+    monkeypatch.chdir(root)
+    for lang, folder in (("python", "workers/python"), ("typescript", "workers/typescript")):
+        check = CliRunner().invoke(
+            cli,
+            ["codegen", "--lang", lang, "workflows/hello.orbit", "-o", folder,
+             "--package", "hello_contracts", "--check"],
+        )  # fmt: skip
+        assert check.exit_code == 0, check.output
+    generated = (root / "workers/python/hello_contracts.py").read_text()
+    assert re.search(r'contract_hash="sha256:[0-9a-f]{64}"', generated)

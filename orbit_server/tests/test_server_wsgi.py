@@ -37,7 +37,7 @@ def test_every_api_code_has_its_status() -> None:
     assert STATUS["PAYLOAD_TOO_LARGE"] == 413
     assert STATUS["RESOURCE_EXHAUSTED"] == 429
     assert STATUS["NOT_LEADER"] == 503
-    assert len(STATUS) == 26
+    assert len(STATUS) == 27
 
 
 def test_engine_errors_become_the_envelope(

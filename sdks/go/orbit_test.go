@@ -405,3 +405,41 @@ func TestBackoffStaysUnderItsCeiling(t *testing.T) {
 		t.Fatalf("after reset: %v", d)
 	}
 }
+
+// A generated contract (orbit codegen --lang go) converts to ContractRef.
+type generatedContract struct {
+	Name         string
+	Version      string
+	ContractHash string
+	Contract     string
+}
+
+func TestAContractAnnouncesItsHash(t *testing.T) {
+	f := newFakeRuntime(t)
+	w, logs := newTestWorker(f, 1)
+	generated := generatedContract{
+		Name: "greet", Version: "1.0.0",
+		ContractHash: "sha256:" + strings.Repeat("ab", 32),
+		Contract:     `{"name":"greet","version":"1.0.0"}`,
+	}
+	type in struct {
+		Name string `json:"name"`
+	}
+	w.Contract(ContractRef(generated), Typed(func(ctx context.Context, tk *Task, i in) (map[string]string, error) {
+		return map[string]string{"message": "Hello, " + i.Name}, nil
+	})).Task("other", "2.0.0", func(ctx context.Context, tk *Task) (any, error) { return nil, nil })
+	s := start(t, w, logs)
+	f.queue(task("tok-1", "greet", `{"name":"Ada"}`))
+	if r := f.result(); r.Path != pathComplete {
+		t.Fatalf("result = %+v", r)
+	}
+	if err := s.shutdown(t); err != nil {
+		t.Fatal(err)
+	}
+	contracts, _ := json.Marshal(f.seen(pathRegister)[0]["contracts"])
+	want := `[{"contract":{"name":"greet","version":"1.0.0"},"contract_hash":"sha256:` + strings.Repeat("ab", 32) +
+		`","contract_version":"1.0.0","task_name":"greet"},{"contract_version":"2.0.0","task_name":"other"}]`
+	if string(contracts) != want {
+		t.Fatalf("contracts = %s", contracts)
+	}
+}

@@ -76,7 +76,7 @@ func (s *session) register(ctx context.Context, refusalsAreFatal bool) error {
 		if err == nil {
 			s.id = answer.WorkerSessionID
 			s.interval = time.Duration(answer.HeartbeatIntervalMs) * time.Millisecond
-			contracts := s.announcement["contracts"].([]map[string]string)
+			contracts := s.announcement["contracts"].([]map[string]any)
 			s.run.logger.Printf("worker %s registered (%d tasks)", s.announcement["worker_id"], len(contracts))
 			for _, warning := range answer.Warnings {
 				s.run.logger.Printf("runtime: %s", warning)

@@ -5,7 +5,7 @@ import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/"] },
+  { ignores: ["dist/", "node_modules/", "test/fixtures/greeting_contracts.ts"] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

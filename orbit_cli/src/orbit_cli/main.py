@@ -31,6 +31,7 @@ COMMANDS = {
         "graph",
         "docs",
         "schema",
+        "codegen",
         "diff",
         "compat",
         "server",

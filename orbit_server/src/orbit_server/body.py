@@ -122,6 +122,11 @@ class Fields:
             out.append({field: item[field] for field in fields})
         return out
 
+    def raw_list(self, name: str) -> list[dict[str, Any]]:
+        """The objects of a list `objects` has already checked."""
+        value = self._get(name, False)
+        return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
     def _get(self, name: str, required: bool) -> Any:
         if name not in self._body or (required and self._body[name] is None):
             if required:

@@ -53,6 +53,7 @@ experiment" once at start (tests/test_server_grpc.py checks it does not).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -74,6 +75,7 @@ from orbit_server.auth import ANYONE, Caller, Credentials, Kind
 from orbit_server.call_threads import CallThreads
 from orbit_server.cluster import NotLeader
 from orbit_server.config import Address, ServerConfig
+from orbit_server.contract_check import presented
 from orbit_server.errors import STATUS
 from orbit_server.grpc_proto import worker_pb2 as pb
 from orbit_server.grpc_tls import TlsFront
@@ -251,8 +253,19 @@ class WorkerService:
             {"task_name": c.task_name, "contract_version": c.contract_version}
             for c in request.contracts
         ]
+        hashes = [
+            found
+            for i, c in enumerate(request.contracts)
+            if c.contract_hash
+            and (found := presented(_hashed_entry(c), f"contracts[{i}]")) is not None
+        ]
         answer = calls.register(
-            who, request.worker_id, request.runtime, contracts, request.sdk or None
+            who,
+            request.worker_id,
+            request.runtime,
+            contracts,
+            request.sdk or None,
+            presented=hashes,
         )
         return pb.RegisterWorkerResponse(
             accepted=answer["accepted"],
@@ -465,3 +478,19 @@ class GrpcServer:
             self._front.close()
         self._polls.shutdown()
         self._pool.shutdown()
+
+
+def _hashed_entry(c: pb.TaskContract) -> dict[str, object]:
+    """A gRPC contract entry in the JSON binding's shape (contract_check)."""
+    document: object = None
+    if c.contract_json:
+        try:
+            document = json.loads(c.contract_json)
+        except ValueError:
+            document = None
+    return {
+        "task_name": c.task_name,
+        "contract_version": c.contract_version,
+        "contract_hash": c.contract_hash,
+        "contract": document,
+    }

@@ -232,7 +232,12 @@ SCHEMAS: dict[str, Schema] = {
             }
         }
     ),
-    "Contract": _object({"task_name": STRING, "contract_version": STRING}),
+    "Contract": _object(
+        {"task_name": STRING, "contract_version": STRING},
+        # Typed workers (docs/workers/typed-workers.md): the hash of the
+        # contract their code was generated from, and optionally its document.
+        {"contract_hash": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}, "contract": ANY},
+    ),
     "Register": _object(
         {
             "worker_id": STRING,
@@ -774,7 +779,7 @@ def _paths() -> dict[str, dict[str, Any]]:
                 {200: _ok("Registered")},
                 tag=worker,
                 body="Register",
-                json_errors=(400,),
+                json_errors=(400, 409),
             )
         },
         "/v1/workers/heartbeat": {

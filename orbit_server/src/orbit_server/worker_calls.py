@@ -21,6 +21,7 @@ from orbit_core.engine import Engine
 from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
+from orbit_server.contract_check import ContractCheck, Presented
 from orbit_server.logs import logger
 from orbit_server.task_use import TaskUse
 from orbit_server.telemetry import Tracing
@@ -40,6 +41,7 @@ class WorkerCalls:
         self._sessions: OrderedDict[str, str] = OrderedDict()
         # Which announced tasks no deployed workflow calls (shared with GET /v1/workers).
         self.task_use = TaskUse()
+        self._contracts = ContractCheck(engine)
 
     def register(
         self,
@@ -48,8 +50,18 @@ class WorkerCalls:
         runtime: str,
         contracts: list[dict[str, str]],
         sdk: str | None,
+        *,
+        presented: list[Presented] | None = None,
     ) -> Registered:
+        """`presented`: the contract hashes the worker announced (typed
+        workers); one that differs from the deployed contract refuses the
+        registration with CONTRACT_MISMATCH (contract_check.py)."""
         check_register(who, worker_id, runtime, (c["task_name"] for c in contracts))
+        try:
+            self._contracts.check(presented or [])
+        except OrbitError as exc:
+            _log.warning("worker refused", worker_id=worker_id, code=exc.code, error=exc.message)
+            raise
         answer = self.engine.register_worker(worker_id, runtime, contracts, sdk)
         session = answer.get("worker_session_id")
         if isinstance(session, str):

@@ -335,3 +335,64 @@ def _raise(error: BaseException) -> Callable[[Any, Any], Any]:
         raise error
 
     return handler
+
+
+def test_a_typed_handler_gets_and_returns_the_generated_types(
+    fake: FakeRuntime, make_worker: MakeWorker, start_worker: StartWorker
+) -> None:
+    import greeting_contracts as g
+
+    worker = make_worker()
+    seen: list[g.GreetingComposeInput] = []
+
+    @worker.task(g.GREETING_COMPOSE)
+    def compose(input: g.GreetingComposeInput, ctx: Context) -> g.GreetingComposeOutput:
+        seen.append(input)
+        return g.GreetingComposeOutput(message=f"Hello, {input.person.name}" * input.person.times)
+
+    start_worker(worker)
+    token = fake.enqueue("greeting.compose", {"person": {"name": "Ada", "times": 2}})
+    call = fake.result(token)
+    assert call.body == {"token": token, "output": {"message": "Hello, AdaHello, Ada"}}
+    assert seen == [g.GreetingComposeInput(person=g.Person(name="Ada", times=2), tags=())]
+    [register] = fake.calls_to("/v1/workers/register")
+    [entry] = register.body["contracts"]
+    assert entry["task_name"] == "greeting.compose"
+    assert entry["contract_version"] == "1.0.0"
+    assert entry["contract_hash"] == g.GREETING_COMPOSE.contract_hash
+    assert entry["contract_hash"].startswith("sha256:") and len(entry["contract_hash"]) == 71
+    assert entry["contract"] == json.loads(g.GREETING_COMPOSE.contract)
+
+
+def test_input_a_typed_handler_cannot_decode_is_invalid_input_with_the_path(
+    fake: FakeRuntime, make_worker: MakeWorker, start_worker: StartWorker
+) -> None:
+    import greeting_contracts as g
+
+    worker = make_worker()
+    called: list[object] = []
+    worker.register(g.GREETING_COMPOSE, lambda input, ctx: called.append(input))
+    start_worker(worker)
+    token = fake.enqueue("greeting.compose", {"person": {"name": "Ada", "times": "two"}})
+    call = fake.result(token)
+    assert call.path == "/v1/tasks/fail"
+    assert call.body["error_code"] == "INVALID_INPUT"
+    assert call.body["retryable"] is False
+    assert "input.person.times" in call.body["error_message"]
+    assert call.body["details"] == {"path": "input.person.times"}
+    assert called == []
+
+
+def test_untyped_and_typed_handlers_register_together(
+    fake: FakeRuntime, make_worker: MakeWorker, start_worker: StartWorker
+) -> None:
+    import greeting_contracts as g
+
+    worker = make_worker()
+    worker.register(g.GREETING_COMPOSE, lambda input, ctx: g.GreetingComposeOutput(message="x"))
+    worker.register("other.task", lambda input, ctx: {"ok": True})
+    start_worker(worker)
+    token = fake.enqueue("other.task", {"a": 1})
+    assert fake.result(token).body["output"] == {"ok": True}
+    [register] = fake.calls_to("/v1/workers/register")
+    assert register.body["contracts"][1] == {"task_name": "other.task", "contract_version": "1.0.0"}

@@ -48,6 +48,9 @@ type Handler = Arc<dyn Fn(&Assignment, &Context) -> Result<Value, TaskError> + S
 struct Registered {
     version: String,
     handler: Handler,
+    /// Set by [`Worker::contract_hash`]: the hash (and document) of the
+    /// contract the handler's types were generated from.
+    contract: Option<(String, Option<Value>)>,
 }
 
 struct Settings {
@@ -265,8 +268,31 @@ impl Worker {
             Registered {
                 version: version.to_owned(),
                 handler: Arc::new(wrapped),
+                contract: None,
             },
         );
+        drop(handlers);
+        self
+    }
+
+    /// Announces, for the task `name` registered with [`Worker::task`], the
+    /// hash of the contract its types were generated from by `orbit codegen`
+    /// (`<T as Task>::CONTRACT_HASH`) and that contract's JSON document
+    /// (`<T as Task>::CONTRACT`). A runtime whose deployed contract of that
+    /// task and version differs refuses the registration with
+    /// `CONTRACT_MISMATCH`, naming the first field that differs.
+    ///
+    /// # Panics
+    ///
+    /// When `name` is not registered.
+    pub fn contract_hash(&mut self, name: &str, contract_hash: &str, contract: &str) -> &mut Self {
+        let mut handlers = self.shared.handlers.write().unwrap();
+        let Some(registered) = handlers.get_mut(name) else {
+            drop(handlers); // so the panic does not poison the lock
+            panic!("orbit: task {name:?} is not registered");
+        };
+        let document = serde_json::from_str(contract).ok();
+        registered.contract = Some((contract_hash.to_owned(), document));
         drop(handlers);
         self
     }
@@ -348,7 +374,16 @@ impl Worker {
         let handlers = self.shared.handlers.read().unwrap();
         let contracts: Vec<Value> = handlers
             .iter()
-            .map(|(name, r)| json!({"task_name": name, "contract_version": r.version}))
+            .map(|(name, r)| {
+                let mut entry = json!({"task_name": name, "contract_version": r.version});
+                if let Some((hash, document)) = &r.contract {
+                    entry["contract_hash"] = json!(hash);
+                    if let Some(document) = document {
+                        entry["contract"] = document.clone();
+                    }
+                }
+                entry
+            })
             .collect();
         json!({
             "worker_id": self.shared.settings.worker_id,
@@ -818,6 +853,19 @@ mod tests {
             json!({"task_name": "attempt", "contract_version": "1.0.0"})
         );
         assert!(a["sdk"].as_str().unwrap().starts_with("orbit-rust/"));
+    }
+
+    #[test]
+    fn a_contract_hash_is_announced_with_its_task() {
+        let mut w = worker();
+        let hash = format!("sha256:{}", "ab".repeat(32));
+        w.contract_hash("attempt", &hash, r#"{"name":"attempt"}"#);
+        let a = w.announcement();
+        assert_eq!(
+            a["contracts"][0],
+            json!({"task_name": "attempt", "contract_version": "1.0.0",
+                   "contract_hash": hash, "contract": {"name": "attempt"}})
+        );
     }
 
     #[test]

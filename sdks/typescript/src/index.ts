@@ -6,4 +6,5 @@ export type { Logger } from "./logger.ts";
 export type { TaskAssignment } from "./protocol.ts";
 export type { ClientOptions } from "./settings.ts";
 export { SDK_VERSION } from "./version.ts";
+export type { TypedContract } from "./typed.ts";
 export { Worker, type Handler, type WorkerOptions } from "./worker.ts";

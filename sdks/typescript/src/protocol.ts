@@ -28,6 +28,10 @@ export interface TaskAssignment {
 export interface Contract {
   task_name: string;
   contract_version: string;
+  /** Typed workers: the hash of the contract their code was generated from. */
+  contract_hash?: string;
+  /** With contract_hash: that contract's document, so a refusal can name the field. */
+  contract?: Json;
 }
 
 export interface RegisterRequest {

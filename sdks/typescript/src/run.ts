@@ -8,6 +8,7 @@ import type { Client } from "./client.ts";
 import { TaskContext, type Context } from "./context.ts";
 import { Contact } from "./contact.ts";
 import { explain, hasCode, isAway, isTransient, TaskError } from "./errors.ts";
+import type { Json } from "./json.ts";
 import type { Logger } from "./logger.ts";
 import { describeTask, Reporter } from "./delivery.ts";
 import { runHandler, type Outcome } from "./outcome.ts";
@@ -20,6 +21,8 @@ import { SDK_VERSION } from "./version.ts";
 export interface RegisteredTask {
   version: string;
   handler: (input: never, ctx: Context) => unknown;
+  /** Typed contracts (orbit codegen): announced with their hash. */
+  typed?: { contract_hash: string; contract?: Json } | undefined;
 }
 
 export interface RunConfig {
@@ -58,6 +61,7 @@ export class WorkerRun {
     const contracts = [...config.tasks].map(([name, task]) => ({
       task_name: name,
       contract_version: task.version,
+      ...task.typed,
     }));
     this.#session = new Session(
       config.client,

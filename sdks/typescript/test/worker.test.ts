@@ -3,6 +3,7 @@ import { describe, test } from "node:test";
 import { ApiError, SDK_VERSION, TaskError, Worker, type Context } from "../src/index.ts";
 import { error, eventually } from "./fake-runtime.ts";
 import { delay, gate, harness, logEveryRetry } from "./support.ts";
+import { GREETING_COMPOSE, type GreetingComposeInput } from "./fixtures/greeting_contracts.ts";
 
 describe("registration", () => {
   test("announces the worker, logs the registration and the runtime's warnings", async (t) => {
@@ -603,5 +604,62 @@ describe("shutdown", () => {
     );
     assert.equal(h.fake.sessions.size, 0);
     assert.equal(h.logger.lines.filter((l) => l.text.includes("registered (1 tasks)")).length, 1);
+  });
+});
+
+describe("typed handlers (orbit codegen)", () => {
+  test("decode the input, encode the output and announce the contract hash", async (t) => {
+    const h = await harness(t);
+    const seen: GreetingComposeInput[] = [];
+    h.worker.task(GREETING_COMPOSE, (input) => {
+      seen.push(input);
+      return { message: `Hello, ${input.person.name}`.repeat(input.person.times ?? 1) };
+    });
+    h.worker.task("other.task", {}, () => ({ ok: true }));
+    void h.start();
+    const token = h.fake.enqueue({
+      task_name: "greeting.compose",
+      input: { person: { name: "Ada", times: 2 } },
+    });
+    await eventually(() => h.fake.results.length === 1, "the result");
+    assert.deepEqual(h.fake.results[0], {
+      path: "/v1/tasks/complete",
+      body: { token, output: { message: "Hello, AdaHello, Ada" } },
+    });
+    assert.deepEqual(seen, [{ person: { name: "Ada", times: 2 }, tags: [] }]);
+    const [register] = h.fake.calls("/v1/workers/register");
+    const body = register?.body as { contracts: Record<string, unknown>[] };
+    assert.deepEqual(body.contracts[0], {
+      task_name: "greeting.compose",
+      contract_version: "1.0.0",
+      contract_hash: GREETING_COMPOSE.contractHash,
+      contract: JSON.parse(GREETING_COMPOSE.contract) as unknown,
+    });
+    assert.match(GREETING_COMPOSE.contractHash, /^sha256:[0-9a-f]{64}$/);
+    assert.deepEqual(body.contracts[1], { task_name: "other.task", contract_version: "1.0.0" });
+  });
+
+  test("input that does not decode fails with INVALID_INPUT naming the field", async (t) => {
+    const h = await harness(t);
+    let called = false;
+    h.worker.task(GREETING_COMPOSE, () => {
+      called = true;
+      return { message: "" };
+    });
+    void h.start();
+    const token = h.fake.enqueue({
+      task_name: "greeting.compose",
+      input: { person: { name: "Ada", times: "two" } },
+    });
+    await eventually(() => h.fake.results.length === 1, "the result");
+    const result = h.fake.results[0];
+    assert.equal(result?.path, "/v1/tasks/fail");
+    const body = result.body;
+    assert.equal(body["token"], token);
+    assert.equal(body["error_code"], "INVALID_INPUT");
+    assert.equal(body["retryable"], false);
+    assert.deepEqual(body["details"], { path: "input.person.times" });
+    assert.match(String(body["error_message"]), /input\.person\.times/);
+    assert.equal(called, false);
   });
 });

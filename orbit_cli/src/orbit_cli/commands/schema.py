@@ -27,6 +27,8 @@ class Reference:
 
     definitions: list[Definition]
     declared: list[Any]  # orbit_lang.catalog.DeclaredContract
+    # The parsed files (orbit_lang.ast.Module), for their doc comments.
+    syntax: list[Any] = attrs.field(factory=list)
 
 
 def compile_reference(files: tuple[str, ...]) -> Reference:
@@ -45,7 +47,7 @@ def compile_reference(files: tuple[str, ...]) -> Reference:
         report(result, color=color)
         sys.exit(1)
     click.echo(render_report(result.diagnostics, result.sources, color=color), nl=False, err=True)
-    return Reference(list(result.definitions), declared_contracts(program))
+    return Reference(list(result.definitions), declared_contracts(program), list(program.modules))
 
 
 def select_definitions(reference: Reference, workflow: str | None) -> list[Definition]:

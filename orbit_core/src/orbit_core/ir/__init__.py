@@ -1,6 +1,12 @@
 """The ORBIT intermediate representation: what the compiler produces and the engine runs."""
 
-from orbit_core.ir.canonical import canonical_bytes, definition_hash, hash_document
+from orbit_core.ir.canonical import (
+    canonical_bytes,
+    contract_document,
+    contract_hash,
+    definition_hash,
+    hash_document,
+)
 from orbit_core.ir.codec import IRError, from_json, to_json
 from orbit_core.ir.definition import (
     IR_V1,
@@ -37,6 +43,8 @@ __all__ = [
     "Step",
     "TaskContract",
     "canonical_bytes",
+    "contract_document",
+    "contract_hash",
     "definition_hash",
     "from_json",
     "hash_document",

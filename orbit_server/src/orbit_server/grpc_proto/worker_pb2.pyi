@@ -8,12 +8,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskContract(_message.Message):
-    __slots__ = ("task_name", "contract_version")
+    __slots__ = ("task_name", "contract_version", "contract_hash", "contract_json")
     TASK_NAME_FIELD_NUMBER: _ClassVar[int]
     CONTRACT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
     task_name: str
     contract_version: str
-    def __init__(self, task_name: _Optional[str] = ..., contract_version: _Optional[str] = ...) -> None: ...
+    contract_hash: str
+    contract_json: str
+    def __init__(self, task_name: _Optional[str] = ..., contract_version: _Optional[str] = ..., contract_hash: _Optional[str] = ..., contract_json: _Optional[str] = ...) -> None: ...
 
 class RegisterWorkerRequest(_message.Message):
     __slots__ = ("worker_id", "runtime", "contracts", "sdk")

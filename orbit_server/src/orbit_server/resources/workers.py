@@ -15,6 +15,7 @@ import falcon
 from orbit_core.engine import Engine
 from orbit_server.auth import caller
 from orbit_server.body import Fields, read_json
+from orbit_server.contract_check import presented
 from orbit_server.resources._json import send
 from orbit_server.resources._peer import connection_probe, handed_over
 from orbit_server.task_use import TaskUse
@@ -49,9 +50,16 @@ class WorkerProtocol:
         worker_id = body.required_string("worker_id")
         runtime = body.required_string("runtime")
         contracts = body.objects("contracts", "task_name", "contract_version")
+        hashes = [
+            found
+            for i, entry in enumerate(body.raw_list("contracts"))
+            if (found := presented(entry, f"contracts[{i}]")) is not None
+        ]
         send(
             resp,
-            self._calls.register(caller(req), worker_id, runtime, contracts, body.string("sdk")),
+            self._calls.register(
+                caller(req), worker_id, runtime, contracts, body.string("sdk"), presented=hashes
+            ),
         )
 
     def on_post_heartbeat(self, req: falcon.Request, resp: falcon.Response) -> None:
