@@ -6,6 +6,7 @@ same as the SQL stores'."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import attrs
 
@@ -95,6 +96,48 @@ class MemoryStore:
             ]
         rows.sort(key=lambda r: (r.created_at_ms, r.execution_id), reverse=True)
         return rows[:limit]
+
+    # ---- retention (ports.RetentionStore)
+
+    def retention_candidates(
+        self, ended_before_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[ExecutionRow]:
+        with self._lock:
+            kept = {r.last_execution_id for r in self._schedules.values()}
+            rows = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if r.status in TERMINAL
+                    and r.updated_at_ms < ended_before_ms
+                    and r.execution_id not in kept
+                    and (after is None or (r.updated_at_ms, r.execution_id) > after)
+                    and not self._parent_running(r.execution_id)
+                ),
+                key=lambda r: (r.updated_at_ms, r.execution_id),
+            )
+        return rows[:limit]
+
+    def _parent_running(self, execution_id: str) -> bool:
+        events = self._events.get(execution_id) or [None]
+        parent = getattr(events[0], "parent", None)
+        if parent is None:
+            return False
+        row = self._rows.get(parent["execution_id"])
+        return row is not None and row.status not in TERMINAL
+
+    def delete_executions(self, execution_ids: Sequence[str]) -> int:
+        deleted = 0
+        with self._lock:
+            for eid in dict.fromkeys(execution_ids):
+                row = self._rows.get(eid)
+                if row is None or row.status not in TERMINAL:
+                    continue
+                del self._rows[eid]
+                self._events.pop(eid, None)
+                self._runs.pop(eid, None)
+                deleted += 1
+        return deleted
 
     def list_workers(self) -> list[WorkerRow]:
         with self._lock:

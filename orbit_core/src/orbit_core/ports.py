@@ -255,6 +255,27 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+class RetentionStore(Protocol):
+    """What the retention sweeper of a server (`orbit server --retention`)
+    needs of a store, beside `Store`: which finished executions may go, and
+    their deletion. Each call is its own short transaction, made outside any
+    group commit, so a sweep never holds the engine's lead."""
+
+    def retention_candidates(
+        self, ended_before_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[ExecutionRow]:
+        """Finished executions whose end (`updated_at_ms`) is before
+        `ended_before_ms`, oldest first, after the (end, id) `after`: never
+        a schedule's last execution, nor a child whose parent has not
+        finished."""
+        ...
+
+    def delete_executions(self, execution_ids: Sequence[str]) -> int:
+        """Deletes those of `execution_ids` that are finished, with every
+        event of every run, in one transaction; returns how many."""
+        ...
+
+
 class BuiltinTasks(Protocol):
     """Runs built-in tasks (`orbit.*`) inside the runtime. `run` is called on
     an engine thread and reports through `done(output, error)`, exactly once."""

@@ -20,12 +20,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import Connection, Engine, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from orbit_core import events as ev
@@ -312,6 +312,15 @@ class SqlStore(ScheduleTables):
             .where(r.c.execution_id == bindparam("eid"), r.c.run == bindparam("run"))
             .order_by(r.c.seq),
             ("eid", "run"),
+        )
+        self._select_status = _Statement(
+            dialect, select(x.c.status).where(x.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        self._delete_runs = _Statement(
+            dialect, r.delete().where(r.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        self._delete_execution = _Statement(
+            dialect, x.delete().where(x.c.execution_id == bindparam("eid")), ("eid",)
         )
 
     def notice(self, message: str) -> None:
@@ -691,6 +700,72 @@ class SqlStore(ScheduleTables):
             for r in rows
         ]
 
+    # ---- retention (orbit_core.ports.RetentionStore)
+
+    def retention_candidates(
+        self, ended_before_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[ExecutionRow]:
+        x, e, sch = s.workflow_executions, s.execution_events, s.orbit_schedules
+        query = select(x).where(
+            x.c.status.in_(sorted(TERMINAL)),
+            x.c.updated_at_ms < ended_before_ms,
+            x.c.execution_id.not_in(
+                select(sch.c.last_execution_id).where(sch.c.last_execution_id.is_not(None))
+            ),
+        )
+        if after is not None:
+            query = query.where(
+                or_(
+                    x.c.updated_at_ms > after[0],
+                    and_(x.c.updated_at_ms == after[0], x.c.execution_id > after[1]),
+                )
+            )
+        query = query.order_by(x.c.updated_at_ms, x.c.execution_id).limit(limit)
+        first = (
+            select(e.c.payload)
+            .where(e.c.execution_id == bindparam("eid"))
+            .order_by(e.c.seq)
+            .limit(1)
+        )
+        status = select(x.c.status).where(x.c.execution_id == bindparam("eid"))
+
+        def read(conn: Connection) -> list[ExecutionRow]:
+            found: list[ExecutionRow] = []
+            for r in conn.execute(query).all():
+                payload = conn.execute(first, {"eid": r.execution_id}).scalar()
+                parent = _parent_of(payload)
+                if parent is not None:
+                    # A parent that has not finished may still read its child.
+                    parent_status = conn.execute(status, {"eid": parent}).scalar()
+                    if parent_status is not None and parent_status not in TERMINAL:
+                        continue
+                found.append(_execution_row(r, 1))
+            return found
+
+        return self._read(read)
+
+    def delete_executions(self, execution_ids: Sequence[str]) -> int:
+        ids = list(dict.fromkeys(execution_ids))
+        if not ids:
+            return 0
+        deleted = 0
+
+        def statements(cursor: Any) -> None:
+            nonlocal deleted
+            finished = [
+                (eid,)
+                for eid in ids
+                if (rows := self._select_status.query(cursor, (eid,))) and rows[0][0] in TERMINAL
+            ]
+            self._delete_run.run(cursor, finished)
+            self._delete_runs.run(cursor, finished)
+            self._delete_execution.run(cursor, finished)
+            deleted = len(finished)
+
+        self._write(statements, None)
+        self._wrote_at = time.monotonic()
+        return deleted
+
     def close(self) -> None:
         self._writer.close()
         if self._reader is not self._writer:
@@ -708,6 +783,15 @@ def _again_if_lost(link: _Link, attempt: Callable[[], T]) -> T:
         if was_fresh:
             raise
     return attempt()
+
+
+def _parent_of(payload: str | None) -> str | None:
+    """The parent execution named by a run's first event (WorkflowCreated)."""
+    if payload is None:
+        return None
+    created = ev.loads(payload)
+    parent = getattr(created, "parent", None)
+    return None if parent is None else parent["execution_id"]
 
 
 def _event_row(execution_id: str, event: ev.Event) -> tuple[Any, ...]:
