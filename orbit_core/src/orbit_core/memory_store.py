@@ -119,8 +119,8 @@ class MemoryStore:
         return rows[:limit]
 
     def _parent_running(self, execution_id: str) -> bool:
-        events = self._events.get(execution_id) or [None]
-        parent = getattr(events[0], "parent", None)
+        events = self._events.get(execution_id)
+        parent = getattr(events[0], "parent", None) if events else None
         if parent is None:
             return False
         row = self._rows.get(parent["execution_id"])
