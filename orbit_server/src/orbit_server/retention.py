@@ -1,0 +1,176 @@
+"""Retention: finished executions older than `--retention` are archived, then
+deleted from the store, by a background thread (docs/retention.md).
+
+The sweeper works on the store beside the engine, never through it: it asks
+the store for candidates (`RetentionStore.retention_candidates`, which leaves
+out a running parent's children and a schedule's last execution), reads
+their histories, folds the state document itself (`orbit_core.state.fold`,
+what the engine answers for an execution it no longer holds), hands the
+batch to the archive, which returns once it is on disk, and only then
+deletes the batch in one short transaction. Batches are small (`BATCH`), so
+the store's write connection is held for one small delete at a time and
+group commits go on between them.
+
+It sweeps once at start and then every `SWEEP_INTERVAL_S` (the hidden
+environment variable `ORBIT_RETENTION_SWEEP_INTERVAL`, in seconds, shortens
+it for tests). A sweep that fails (the database away) is logged and tried
+again at the next interval.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from orbit_core import events as ev
+from orbit_core.api import HistoryPage
+from orbit_core.errors import OrbitError
+from orbit_core.ports import ExecutionRow, RetentionStore, Store
+from orbit_core.state import fold
+from orbit_server.archive import Archive, ArchivedExecution
+
+SWEEP_INTERVAL_S = 60.0
+INTERVAL_ENV = "ORBIT_RETENTION_SWEEP_INTERVAL"
+# Executions archived and deleted per transaction.
+BATCH = 100
+
+
+class SweepStore(Store, RetentionStore, Protocol):
+    """A store the sweeper can read histories from and delete from."""
+
+
+@attrs.frozen(slots=True)
+class SweepSummary:
+    swept: int
+    archived: int
+    seconds: float
+    oldest_eligible_ms: int | None
+
+
+class Sweeper:
+    """Archives then deletes eligible executions; see the module docstring."""
+
+    def __init__(
+        self,
+        store: Any,
+        archive: Archive,
+        retention_ms: int,
+        *,
+        clock: Callable[[], int] | None = None,
+        log: Any = None,
+        interval_s: float | None = None,
+        batch: int = BATCH,
+    ) -> None:
+        self._store: SweepStore = store
+        self.archive = archive
+        self.retention_ms = retention_ms
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._log = log
+        self._batch = batch
+        self.interval_s = interval_s if interval_s is not None else interval_from_env()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.swept_total = 0
+        self.archived_total = 0
+        self.sweeps = 0
+        # The end time of the oldest execution eligible now (None: none).
+        self._oldest_eligible_ms: int | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="orbit-retention", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                summary = self.sweep()
+            except Exception as exc:  # the next interval tries again
+                if self._log is not None:
+                    self._log.warning("retention sweep failed", error=_message(exc))
+            else:
+                if self._log is not None:
+                    self._log.info(
+                        "retention sweep",
+                        swept=summary.swept,
+                        archived=summary.archived,
+                        seconds=round(summary.seconds, 3),
+                    )
+            self._stop.wait(self.interval_s)
+
+    def oldest_eligible_age_s(self) -> float:
+        """How long ago the oldest execution eligible now became eligible
+        (0 when none waits): a sweeper that falls behind shows here."""
+        oldest = self._oldest_eligible_ms
+        if oldest is None:
+            return 0.0
+        return max(0.0, (self._clock() - self.retention_ms - oldest) / 1000)
+
+    def sweep(self) -> SweepSummary:
+        """One pass over everything eligible now, a batch at a time."""
+        with self._lock:
+            began = time.monotonic()
+            cutoff = self._clock() - self.retention_ms
+            swept = archived = 0
+            after: tuple[int, str] | None = None
+            first = self._store.retention_candidates(cutoff, 1)
+            self._oldest_eligible_ms = first[0].updated_at_ms if first else None
+            while not self._stop.is_set():
+                rows = self._store.retention_candidates(cutoff, self._batch, after)
+                if not rows:
+                    break
+                after = (rows[-1].updated_at_ms, rows[-1].execution_id)
+                records = [r for r in map(self._record, rows) if r is not None]
+                self.archive.write(records)
+                archived += 0 if self.archive.location == "none" else len(records)
+                self.archived_total += 0 if self.archive.location == "none" else len(records)
+                deleted = self._store.delete_executions([r.execution_id for r in records])
+                swept += deleted
+                self.swept_total += deleted
+            self.sweeps += 1
+            left = self._store.retention_candidates(cutoff, 1)
+            self._oldest_eligible_ms = left[0].updated_at_ms if left else None
+            return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
+
+    def _record(self, row: ExecutionRow) -> ArchivedExecution | None:
+        eid = row.execution_id
+        stored = self._store.execution_row(eid)
+        if stored is None:
+            return None
+        pages: list[HistoryPage] = []
+        current: list[ev.Event] = []
+        for run in range(1, stored.run + 1):
+            events = self._store.history(eid, run) or []
+            page: HistoryPage = {"execution_id": eid, "events": [ev.to_json(e) for e in events]}
+            if stored.run > 1:
+                page["run"] = run
+            pages.append(page)
+            current = events
+        if not current:
+            return None
+        document = fold(current, eid).to_json()
+        return ArchivedExecution(stored.to_json(), stored.definition_hash, document, tuple(pages))
+
+
+def interval_from_env() -> float:
+    raw = os.environ.get(INTERVAL_ENV, "")
+    try:
+        value = float(raw) if raw else SWEEP_INTERVAL_S
+    except ValueError:
+        return SWEEP_INTERVAL_S
+    return min(max(value, 0.05), SWEEP_INTERVAL_S)
+
+
+def _message(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, OrbitError) else f"{type(exc).__name__}: {exc}"
