@@ -9,6 +9,7 @@ import gzip
 import json
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,9 +36,9 @@ def _archived_files(archive: Path) -> str:
     return "".join(gzip.decompress(p.read_bytes()).decode() for p in archive.glob("*.jsonl.gz"))
 
 
-def _until(check: object, timeout: float = 70.0) -> None:
+def _until(check: Callable[[], bool], timeout: float = 70.0) -> None:
     deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
+    while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
 
@@ -58,9 +59,16 @@ def test_a_finished_execution_is_archived_then_gone_and_still_readable(tmp_path:
     with server:
         orbit = Orbit(f"http://{server.addr}")
         _deploy_and_run(orbit, tmp_path, ["quick-1"])
+        http = server.http()
+        kept = {"workflow": "Quick", "execution_id": "quick-kept", "retention": "1h"}
+        assert http.post("/v1/executions", kept).status == 201
+        bad = http.post("/v1/executions", {"workflow": "Quick", "retention": "soon"})
+        assert bad.status == 422 and "retention: `soon`" in bad.text, bad
         assert "quick-1" in orbit.ok("ps").stdout
         _until(lambda: "quick-1" in _archived_files(archive))
         _until(lambda: "quick-1" not in orbit.ok("ps").stdout)
+        # Its own retention of an hour keeps the other one.
+        assert "quick-kept" in orbit.ok("ps").stdout
         logs = orbit.ok("logs", "quick-1", "--archived").stdout
         assert "WorkflowCreated" in logs and "WorkflowCompleted" in logs
         status = orbit.ok("status", "quick-1", "--archived").stdout
@@ -125,3 +133,12 @@ def test_a_server_killed_while_sweeping_loses_nothing(tmp_path: Path) -> None:
     in_archive = _archived_files(archive)
     lost = [eid for eid in ids if eid not in stored and f'"{eid}"' not in in_archive]
     assert lost == []
+    # Restarted with retention, the sweep finishes on the archive the kill
+    # left, and every execution reads back from it.
+    again = ServerProcess(db, "--retention", "1s", "--archive", str(archive), env=FAST)
+    with again:
+        http = again.http()
+        _until(lambda: http.get("/v1/executions?limit=1").body["executions"] == [], 60)
+        for eid in ids:
+            answer = http.get(f"/v1/archive/executions/{eid}/history")
+            assert answer.status == 200 and answer.body["execution_id"] == eid, answer

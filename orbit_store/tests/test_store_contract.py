@@ -466,6 +466,7 @@ def test_retention_candidates_and_deletion(store: Store) -> None:
     running ones, a running parent's children and a schedule's last execution
     are not; deletion removes every run and leaves unfinished ones alone."""
     retention: Any = store
+    retention.prepare_retention()
     for eid in ("old", "young", "running", "kept"):
         start(store, eid)
     finish(store, "old", 2000)
@@ -485,13 +486,18 @@ def test_retention_candidates_and_deletion(store: Store) -> None:
     )
     finish(store, "child", 1800)
     store.insert_schedule(schedule(last_execution_id="kept"))
-    assert [r.execution_id for r in retention.retention_candidates(5000, 10)] == ["old"]
-    assert retention.retention_candidates(5000, 10, (2000, "old")) == []
+    assert [r.execution_id for r in retention.retention_candidates(6000, 1000, 10)] == ["old"]
+    assert retention.retention_candidates(6000, 1000, 10, (2000, "old")) == []
+    # An execution's own retention counts instead of the server's.
+    retention.set_retention("old", 10_000)
+    retention.set_retention("young", 10)
+    assert [r.execution_id for r in retention.retention_candidates(9500, 1000, 10)] == ["young"]
+    retention.set_retention("old", 100)
     assert retention.delete_executions(["old", "running", "old"]) == 1
     assert store.execution_row("old") is None and store.history("old") is None
     assert store.execution_row("running") is not None
     finish(store, "running", 3000)
-    assert [r.execution_id for r in retention.retention_candidates(5000, 10)] == [
+    assert [r.execution_id for r in retention.retention_candidates(6000, 1000, 10)] == [
         "child",
         "running",
     ]

@@ -31,6 +31,7 @@ class MemoryStore:
         self._rows: dict[str, ExecutionRow] = {}
         self._workers: dict[str, WorkerRow] = {}
         self._schedules: dict[str, ScheduleRow] = {}
+        self._retention: dict[str, int] = {}
 
     def load_definitions(self) -> list[DefinitionRow]:
         with self._lock:
@@ -99,8 +100,19 @@ class MemoryStore:
 
     # ---- retention (ports.RetentionStore)
 
+    def prepare_retention(self) -> None:
+        return None
+
+    def set_retention(self, execution_id: str, retention_ms: int) -> None:
+        with self._lock:
+            self._retention[execution_id] = retention_ms
+
     def retention_candidates(
-        self, ended_before_ms: int, limit: int, after: tuple[int, str] | None = None
+        self,
+        now_ms: int,
+        retention_ms: int,
+        limit: int,
+        after: tuple[int, str] | None = None,
     ) -> list[ExecutionRow]:
         with self._lock:
             kept = {r.last_execution_id for r in self._schedules.values()}
@@ -109,7 +121,7 @@ class MemoryStore:
                     r
                     for r in self._rows.values()
                     if r.status in TERMINAL
-                    and r.updated_at_ms < ended_before_ms
+                    and r.updated_at_ms + self._retention.get(r.execution_id, retention_ms) < now_ms
                     and r.execution_id not in kept
                     and (after is None or (r.updated_at_ms, r.execution_id) > after)
                     and not self._parent_running(r.execution_id)
@@ -136,6 +148,7 @@ class MemoryStore:
                 del self._rows[eid]
                 self._events.pop(eid, None)
                 self._runs.pop(eid, None)
+                self._retention.pop(eid, None)
                 deleted += 1
         return deleted
 

@@ -261,18 +261,32 @@ class RetentionStore(Protocol):
     their deletion. Each call is its own short transaction, made outside any
     group commit, so a sweep never holds the engine's lead."""
 
+    def prepare_retention(self) -> None:
+        """Creates what the other calls need (once, when a server with
+        retention opens the store)."""
+        ...
+
+    def set_retention(self, execution_id: str, retention_ms: int) -> None:
+        """An execution's own retention, in place of the server's."""
+        ...
+
     def retention_candidates(
-        self, ended_before_ms: int, limit: int, after: tuple[int, str] | None = None
+        self,
+        now_ms: int,
+        retention_ms: int,
+        limit: int,
+        after: tuple[int, str] | None = None,
     ) -> list[ExecutionRow]:
-        """Finished executions whose end (`updated_at_ms`) is before
-        `ended_before_ms`, oldest first, after the (end, id) `after`: never
-        a schedule's last execution, nor a child whose parent has not
-        finished."""
+        """Finished executions whose end (`updated_at_ms`) is longer ago
+        than their own retention, or `retention_ms` when they have none,
+        by end then id, after the (end, id) `after`: never a schedule's
+        last execution, nor a child whose parent has not finished."""
         ...
 
     def delete_executions(self, execution_ids: Sequence[str]) -> int:
         """Deletes those of `execution_ids` that are finished, with every
-        event of every run, in one transaction; returns how many."""
+        event of every run and their own retention, in one transaction;
+        returns how many."""
         ...
 
 

@@ -119,7 +119,7 @@ def create_app(
     routes.add("/v1/workflows/{name}", workflows, definition, suffix="latest")
     routes.add("/v1/workflows/{name}/{version}", workflows, definition, suffix="version")
 
-    executions = Executions(engine, config.max_body)
+    executions = Executions(engine, config.max_body, retention)
     started = for_clients("start", Subject.RESOURCE)
     routes.add("/v1/executions", executions, {"POST": started, "GET": listed})
     read = for_clients("read", execution)

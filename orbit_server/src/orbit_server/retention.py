@@ -67,6 +67,7 @@ class Sweeper:
         batch: int = BATCH,
     ) -> None:
         self._store: SweepStore = store
+        store.prepare_retention()
         self.archive = archive
         self.retention_ms = retention_ms
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
@@ -81,6 +82,12 @@ class Sweeper:
         self.sweeps = 0
         # The end time of the oldest execution eligible now (None: none).
         self._oldest_eligible_ms: int | None = None
+
+    def remember(self, execution_id: str, retention_ms: int) -> None:
+        """An execution's own retention (`"retention"` in its start request).
+        Written after the start committed: a crash in between leaves the
+        execution with the server's retention."""
+        self._store.set_retention(execution_id, retention_ms)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="orbit-retention", daemon=True)
@@ -121,13 +128,13 @@ class Sweeper:
         """One pass over everything eligible now, a batch at a time."""
         with self._lock:
             began = time.monotonic()
-            cutoff = self._clock() - self.retention_ms
+            now = self._clock()
             swept = archived = 0
             after: tuple[int, str] | None = None
-            first = self._store.retention_candidates(cutoff, 1)
+            first = self._store.retention_candidates(now, self.retention_ms, 1)
             self._oldest_eligible_ms = first[0].updated_at_ms if first else None
             while not self._stop.is_set():
-                rows = self._store.retention_candidates(cutoff, self._batch, after)
+                rows = self._store.retention_candidates(now, self.retention_ms, self._batch, after)
                 if not rows:
                     break
                 after = (rows[-1].updated_at_ms, rows[-1].execution_id)
@@ -139,7 +146,7 @@ class Sweeper:
                 swept += deleted
                 self.swept_total += deleted
             self.sweeps += 1
-            left = self._store.retention_candidates(cutoff, 1)
+            left = self._store.retention_candidates(now, self.retention_ms, 1)
             self._oldest_eligible_ms = left[0].updated_at_ms if left else None
             return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
 

@@ -332,6 +332,18 @@ FENCE_FUNCTION = (
     "RETURN true; END $$"
 )
 
+# `orbit server --retention` (beyond the book): an execution's own retention,
+# given when it was started. Created by the first server with retention
+# (`SqlStore.prepare_retention`), so a database never used with it is the book's.
+orbit_retention = Table(
+    "orbit_retention",
+    metadata,
+    Column("execution_id", Text, primary_key=True),
+    Column("retention_ms", BigInteger, nullable=False),
+)
+RETENTION = (orbit_retention,)
+
+
 BASE = (
     schema_version,
     workflow_definitions,

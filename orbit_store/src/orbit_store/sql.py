@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import orjson
 from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.schema import CreateTable
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
@@ -321,6 +322,13 @@ class SqlStore(ScheduleTables):
         )
         self._delete_execution = _Statement(
             dialect, x.delete().where(x.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        o = s.orbit_retention
+        self._delete_retention = _Statement(
+            dialect, o.delete().where(o.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        self._insert_retention = _Statement(
+            dialect, values(o, ("execution_id", "retention_ms")), ("execution_id", "retention_ms")
         )
 
     def notice(self, message: str) -> None:
@@ -702,13 +710,37 @@ class SqlStore(ScheduleTables):
 
     # ---- retention (orbit_core.ports.RetentionStore)
 
+    def prepare_retention(self) -> None:
+        ddl = CreateTable(s.orbit_retention, if_not_exists=True).compile(
+            dialect=self.engine.dialect
+        )
+        self._write(lambda cursor: cursor.execute(str(ddl)), None)
+
+    def set_retention(self, execution_id: str, retention_ms: int) -> None:
+        def statements(cursor: Any) -> None:
+            self._delete_retention.run(cursor, [(execution_id,)])
+            self._insert_retention.run(cursor, [(execution_id, retention_ms)])
+
+        self._write(statements, None)
+
     def retention_candidates(
-        self, ended_before_ms: int, limit: int, after: tuple[int, str] | None = None
+        self,
+        now_ms: int,
+        retention_ms: int,
+        limit: int,
+        after: tuple[int, str] | None = None,
     ) -> list[ExecutionRow]:
-        x, e, sch = s.workflow_executions, s.execution_events, s.orbit_schedules
+        x, e, sch, o = (
+            s.workflow_executions,
+            s.execution_events,
+            s.orbit_schedules,
+            s.orbit_retention,
+        )
+        own = select(o.c.retention_ms).where(o.c.execution_id == x.c.execution_id)
+        kept = func.coalesce(own.scalar_subquery(), retention_ms)
         query = select(x).where(
             x.c.status.in_(sorted(TERMINAL)),
-            x.c.updated_at_ms < ended_before_ms,
+            x.c.updated_at_ms + kept < now_ms,
             x.c.execution_id.not_in(
                 select(sch.c.last_execution_id).where(sch.c.last_execution_id.is_not(None))
             ),
@@ -760,6 +792,7 @@ class SqlStore(ScheduleTables):
             self._delete_run.run(cursor, finished)
             self._delete_runs.run(cursor, finished)
             self._delete_execution.run(cursor, finished)
+            self._delete_retention.run(cursor, finished)
             deleted = len(finished)
 
         self._write(statements, None)
