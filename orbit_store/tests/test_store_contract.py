@@ -501,3 +501,26 @@ def test_retention_candidates_and_deletion(store: Store) -> None:
         "child",
         "running",
     ]
+
+
+def test_retention_histories_hold_every_run(store: Store) -> None:
+    retention: Any = store
+    start(store, "c")
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    "c",
+                    row("c", last=2),
+                    [created(1, 2, 2000), ev.WorkflowStarted(2, 2000)],
+                    archive_run=1,
+                    archived=[ev.WorkflowContinuedAsNew(3, 2000, 2, {"a": 2})],
+                )
+            ]
+        )
+    )
+    start(store, "d")
+    found = retention.retention_histories(["d", "missing", "c"])
+    assert [(r.execution_id, r.run) for r, _ in found] == [("d", 1), ("c", 2)]
+    assert [[x.seq for x in run] for run in found[1][1]] == [[1, 2, 3], [1, 2]]
+    assert [[x.seq for x in run] for run in found[0][1]] == [[1, 2]]

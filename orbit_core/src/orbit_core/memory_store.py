@@ -138,6 +138,20 @@ class MemoryStore:
         row = self._rows.get(parent["execution_id"])
         return row is not None and row.status not in TERMINAL
 
+    def retention_histories(
+        self, execution_ids: Sequence[str]
+    ) -> list[tuple[ExecutionRow, list[list[Event]]]]:
+        out: list[tuple[ExecutionRow, list[list[Event]]]] = []
+        with self._lock:
+            for eid in execution_ids:
+                row = self._rows.get(eid)
+                if row is None:
+                    continue
+                runs = self._runs.get(eid, {})
+                history = [list(runs[n]) for n in sorted(runs)] + [list(self._events[eid])]
+                out.append((row, history))
+        return out
+
     def delete_executions(self, execution_ids: Sequence[str]) -> int:
         deleted = 0
         with self._lock:

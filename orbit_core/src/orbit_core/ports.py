@@ -283,6 +283,13 @@ class RetentionStore(Protocol):
         last execution, nor a child whose parent has not finished."""
         ...
 
+    def retention_histories(
+        self, execution_ids: Sequence[str]
+    ) -> list[tuple[ExecutionRow, list[list[Event]]]]:
+        """The row and every run's history (first run first) of each of
+        `execution_ids` that is stored, in one read, in the order asked."""
+        ...
+
     def delete_executions(self, execution_ids: Sequence[str]) -> int:
         """Deletes those of `execution_ids` that are finished, with every
         event of every run and their own retention, in one transaction;

@@ -36,8 +36,9 @@ from orbit_server.archive import Archive, ArchivedExecution
 
 SWEEP_INTERVAL_S = 60.0
 INTERVAL_ENV = "ORBIT_RETENTION_SWEEP_INTERVAL"
-# Executions archived and deleted per transaction.
-BATCH = 100
+# Executions archived and deleted per transaction, and the pause after each.
+BATCH = 50
+PAUSE_S = 0.01
 
 
 class SweepStore(Store, RetentionStore, Protocol):
@@ -65,6 +66,7 @@ class Sweeper:
         log: Any = None,
         interval_s: float | None = None,
         batch: int = BATCH,
+        pause_s: float = PAUSE_S,
     ) -> None:
         self._store: SweepStore = store
         store.prepare_retention()
@@ -73,6 +75,7 @@ class Sweeper:
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._log = log
         self._batch = batch
+        self._pause_s = pause_s
         self.interval_s = interval_s if interval_s is not None else interval_from_env()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -138,36 +141,38 @@ class Sweeper:
                 if not rows:
                     break
                 after = (rows[-1].updated_at_ms, rows[-1].execution_id)
-                records = [r for r in map(self._record, rows) if r is not None]
+                records = self._records(rows)
                 self.archive.write(records)
                 archived += 0 if self.archive.location == "none" else len(records)
                 self.archived_total += 0 if self.archive.location == "none" else len(records)
                 deleted = self._store.delete_executions([r.execution_id for r in records])
                 swept += deleted
                 self.swept_total += deleted
+                # Room between batches for the commits waiting on the
+                # write connection and for the engine's threads.
+                self._stop.wait(self._pause_s)
             self.sweeps += 1
             left = self._store.retention_candidates(now, self.retention_ms, 1)
             self._oldest_eligible_ms = left[0].updated_at_ms if left else None
             return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
 
-    def _record(self, row: ExecutionRow) -> ArchivedExecution | None:
-        eid = row.execution_id
-        stored = self._store.execution_row(eid)
-        if stored is None:
-            return None
-        pages: list[HistoryPage] = []
-        current: list[ev.Event] = []
-        for run in range(1, stored.run + 1):
-            events = self._store.history(eid, run) or []
-            page: HistoryPage = {"execution_id": eid, "events": [ev.to_json(e) for e in events]}
-            if stored.run > 1:
-                page["run"] = run
-            pages.append(page)
-            current = events
-        if not current:
-            return None
-        document = fold(current, eid).to_json()
-        return ArchivedExecution(stored.to_json(), stored.definition_hash, document, tuple(pages))
+    def _records(self, rows: list[ExecutionRow]) -> list[ArchivedExecution]:
+        found = self._store.retention_histories([r.execution_id for r in rows])
+        return [record(row, runs) for row, runs in found if runs and runs[-1]]
+
+
+def record(row: ExecutionRow, runs: list[list[ev.Event]]) -> ArchivedExecution:
+    """The archive record of an execution: its state document folded from
+    the last run, and each run's history page."""
+    eid = row.execution_id
+    pages: list[HistoryPage] = []
+    for number, events in enumerate(runs, 1):
+        page: HistoryPage = {"execution_id": eid, "events": [ev.to_json(e) for e in events]}
+        if len(runs) > 1:
+            page["run"] = number
+        pages.append(page)
+    document = fold(runs[-1], eid).to_json()
+    return ArchivedExecution(row.to_json(), row.definition_hash, document, tuple(pages))
 
 
 def interval_from_env() -> float:

@@ -211,6 +211,9 @@ class SqlStore(ScheduleTables):
         self._wrote_at = time.monotonic()
         self._writer = _Link(self)
         self._reader = _Link(self, read_options) if separate_reads else self._writer
+        # Retention's reads (`orbit server --retention`) have a connection of
+        # their own, so a sweep never queues the engine's reads behind it.
+        self._sweep_reader = _Link(self, read_options) if separate_reads else self._writer
         with self._writer.errors():
             conn = self._writer.connection()
             try:
@@ -345,19 +348,21 @@ class SqlStore(ScheduleTables):
         """The message of a StorageError for a failed connection attempt."""
         return f"cannot connect to the database: {self.describe_error(getattr(exc, 'orig', None) or exc)}"
 
-    def _read(self, fn: Callable[[Connection], T]) -> T:
-        """`fn` on the read connection, tried again once if that was lost."""
+    def _read(self, fn: Callable[[Connection], T], link: _Link | None = None) -> T:
+        """`fn` on the read connection (or `link`), tried again once if that
+        was lost."""
+        link = link or self._reader
 
         def attempt() -> T:
-            with self._reader.lock, self._reader.errors():
-                conn = self._reader.connection()
+            with link.lock, link.errors():
+                conn = link.connection()
                 try:
                     return fn(conn)
                 finally:
                     if not conn.closed:
                         conn.rollback()
 
-        return _again_if_lost(self._reader, attempt)
+        return _again_if_lost(link, attempt)
 
     def _raw_read(self, fn: Callable[[Any], T]) -> T:
         """`fn` on a DBAPI cursor of the read connection, for the frequent
@@ -774,7 +779,42 @@ class SqlStore(ScheduleTables):
                 found.append(_execution_row(r, 1))
             return found
 
-        return self._read(read)
+        return self._read(read, self._sweep_reader)
+
+    def retention_histories(
+        self, execution_ids: Sequence[str]
+    ) -> list[tuple[ExecutionRow, list[list[ev.Event]]]]:
+        x, e, r = s.workflow_executions, s.execution_events, s.execution_run_events
+        rows = select(x).where(x.c.execution_id.in_(bindparam("ids", expanding=True)))
+        current = (
+            select(e.c.execution_id, e.c.payload)
+            .where(e.c.execution_id.in_(bindparam("ids", expanding=True)))
+            .order_by(e.c.execution_id, e.c.seq)
+        )
+        earlier = (
+            select(r.c.execution_id, r.c.run, r.c.payload)
+            .where(r.c.execution_id.in_(bindparam("ids", expanding=True)))
+            .order_by(r.c.execution_id, r.c.run, r.c.seq)
+        )
+        ids = list(execution_ids)
+
+        def read(conn: Connection) -> list[tuple[ExecutionRow, list[list[ev.Event]]]]:
+            found = {row.execution_id: row for row in conn.execute(rows, {"ids": ids})}
+            runs: dict[str, dict[int, list[ev.Event]]] = {eid: {} for eid in found}
+            for old in conn.execute(earlier, {"ids": ids}):
+                runs[old.execution_id].setdefault(old.run, []).append(ev.loads(old.payload))
+            last: dict[str, list[ev.Event]] = {eid: [] for eid in found}
+            for now in conn.execute(current, {"ids": ids}):
+                last[now.execution_id].append(ev.loads(now.payload))
+            out = []
+            for eid in ids:
+                if eid not in found:
+                    continue
+                history = [runs[eid][n] for n in sorted(runs[eid])] + [last[eid]]
+                out.append((_execution_row(found[eid], len(history)), history))
+            return out
+
+        return self._read(read, self._sweep_reader)
 
     def delete_executions(self, execution_ids: Sequence[str]) -> int:
         ids = list(dict.fromkeys(execution_ids))
@@ -803,6 +843,8 @@ class SqlStore(ScheduleTables):
         self._writer.close()
         if self._reader is not self._writer:
             self._reader.close()
+        if self._sweep_reader is not self._writer:
+            self._sweep_reader.close()
         self.engine.dispose()
 
 
