@@ -142,3 +142,21 @@ def test_a_server_killed_while_sweeping_loses_nothing(tmp_path: Path) -> None:
         for eid in ids:
             answer = http.get(f"/v1/archive/executions/{eid}/history")
             assert answer.status == 200 and answer.body["execution_id"] == eid, answer
+
+
+def test_retention_options_are_checked_before_anything_opens(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from orbit_cli.main import cli
+    from orbit_server.config import ConfigError, ServerConfig, check, startup_warnings
+
+    with pytest.raises(ConfigError, match="--archive requires --retention"):
+        check(ServerConfig(archive=str(tmp_path)))
+    with pytest.raises(ConfigError, match="not supported with --cluster"):
+        check(ServerConfig(db="postgres://x/y", cluster=True, retention_ms=1000))
+    assert startup_warnings(ServerConfig(retention_ms=1000)) == []
+    assert any(
+        "DELETED" in w for w in startup_warnings(ServerConfig(retention_ms=1000, archive="none"))
+    )
+    bad = CliRunner().invoke(cli, ["server", "--retention", "soon"])
+    assert bad.exit_code == 2 and "--retention" in bad.output and "`soon`" in bad.output
