@@ -342,6 +342,13 @@ orbit_retention = Table(
     Column("retention_ms", BigInteger, nullable=False),
 )
 RETENTION = (orbit_retention,)
+# Finished executions by their end, for retention's candidates; created with
+# `orbit_retention` (a database never used with retention lacks it). Text,
+# not an `Index` of the table, which would join the base schema.
+RETENTION_INDEX = (
+    "CREATE INDEX IF NOT EXISTS orbit_retention_ended "
+    "ON workflow_executions (updated_at_ms, execution_id)"
+)
 
 
 BASE = (

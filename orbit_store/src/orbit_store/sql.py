@@ -719,7 +719,15 @@ class SqlStore(ScheduleTables):
         ddl = CreateTable(s.orbit_retention, if_not_exists=True).compile(
             dialect=self.engine.dialect
         )
-        self._write(lambda cursor: cursor.execute(str(ddl)), None)
+
+        # Candidates are found by their end: without this index every batch
+        # would read every finished execution. Only a server with retention
+        # creates it (and pays for it on each projection update).
+        def statements(cursor: Any) -> None:
+            cursor.execute(str(ddl))
+            cursor.execute(s.RETENTION_INDEX)
+
+        self._write(statements, None)
 
     def set_retention(self, execution_id: str, retention_ms: int) -> None:
         def statements(cursor: Any) -> None:
@@ -743,8 +751,13 @@ class SqlStore(ScheduleTables):
         )
         own = select(o.c.retention_ms).where(o.c.execution_id == x.c.execution_id)
         kept = func.coalesce(own.scalar_subquery(), retention_ms)
+        # A bound the index answers (nothing that ended after it is
+        # eligible): now less the shortest retention in force.
+        # The status is wrapped so that no planner walks the status index
+        # instead (almost every row is finished) and sorts what it found.
         query = select(x).where(
-            x.c.status.in_(sorted(TERMINAL)),
+            x.c.updated_at_ms < bindparam("bound", type_=x.c.updated_at_ms.type),
+            func.coalesce(x.c.status, "").in_(sorted(TERMINAL)),
             x.c.updated_at_ms + kept < now_ms,
             x.c.execution_id.not_in(
                 select(sch.c.last_execution_id).where(sch.c.last_execution_id.is_not(None))
@@ -766,9 +779,13 @@ class SqlStore(ScheduleTables):
         )
         status = select(x.c.status).where(x.c.execution_id == bindparam("eid"))
 
+        shortest_own = select(func.min(o.c.retention_ms))
+
         def read(conn: Connection) -> list[ExecutionRow]:
             found: list[ExecutionRow] = []
-            for r in conn.execute(query).all():
+            shortest = conn.execute(shortest_own).scalar()
+            bound = now_ms - min(retention_ms, retention_ms if shortest is None else shortest)
+            for r in conn.execute(query, {"bound": bound}).all():
                 payload = conn.execute(first, {"eid": r.execution_id}).scalar()
                 parent = _parent_of(payload)
                 if parent is not None:
