@@ -453,3 +453,74 @@ def test_schedules_survive_reopening_the_database(tmp_path: Path) -> None:
         assert again.load_schedules() == [schedule()]
     finally:
         again.close()
+
+
+def finish(store: Store, eid: str, at: int, status: str = "COMPLETED") -> None:
+    done = ev.WorkflowCompleted(3, at, {"ok": True})
+    changed = attrs.evolve(row(eid, status, last=3), updated_at_ms=at)
+    store.commit(CommitBatch(executions=[ExecutionChange(eid, changed, [done])]))
+
+
+def test_retention_candidates_and_deletion(store: Store) -> None:
+    """Finished executions ended before the cutoff are offered oldest first;
+    running ones, a running parent's children and a schedule's last execution
+    are not; deletion removes every run and leaves unfinished ones alone."""
+    retention: Any = store
+    retention.prepare_retention()
+    for eid in ("old", "young", "running", "kept"):
+        start(store, eid)
+    finish(store, "old", 2000)
+    finish(store, "young", 9000)
+    finish(store, "kept", 1500)
+    child = ev.WorkflowCreated(
+        1, 1000, "Wf", "1.0.0", "sha256:x", {}, {"execution_id": "running", "step": "s"}
+    )
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    "child", row("child"), [child, ev.WorkflowStarted(2, 1000)], new=True
+                )
+            ]
+        )
+    )
+    finish(store, "child", 1800)
+    store.insert_schedule(schedule(last_execution_id="kept"))
+    assert [r.execution_id for r in retention.retention_candidates(6000, 1000, 10)] == ["old"]
+    assert retention.retention_candidates(6000, 1000, 10, (2000, "old")) == []
+    # An execution's own retention counts instead of the server's.
+    retention.set_retention("old", 10_000)
+    retention.set_retention("young", 10)
+    assert [r.execution_id for r in retention.retention_candidates(9500, 1000, 10)] == ["young"]
+    retention.set_retention("old", 100)
+    assert retention.delete_executions(["old", "running", "old"]) == 1
+    assert store.execution_row("old") is None and store.history("old") is None
+    assert store.execution_row("running") is not None
+    finish(store, "running", 3000)
+    assert [r.execution_id for r in retention.retention_candidates(6000, 1000, 10)] == [
+        "child",
+        "running",
+    ]
+
+
+def test_retention_histories_hold_every_run(store: Store) -> None:
+    retention: Any = store
+    start(store, "c")
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    "c",
+                    row("c", last=2),
+                    [created(1, 2, 2000), ev.WorkflowStarted(2, 2000)],
+                    archive_run=1,
+                    archived=[ev.WorkflowContinuedAsNew(3, 2000, 2, {"a": 2})],
+                )
+            ]
+        )
+    )
+    start(store, "d")
+    found = retention.retention_histories(["d", "missing", "c"])
+    assert [(r.execution_id, r.run) for r, _ in found] == [("d", 1), ("c", 2)]
+    assert [[x.seq for x in run] for run in found[1][1]] == [[1, 2, 3], [1, 2]]
+    assert [[x.seq for x in run] for run in found[0][1]] == [[1, 2]]

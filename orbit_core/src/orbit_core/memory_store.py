@@ -6,6 +6,7 @@ same as the SQL stores'."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import attrs
 
@@ -30,6 +31,7 @@ class MemoryStore:
         self._rows: dict[str, ExecutionRow] = {}
         self._workers: dict[str, WorkerRow] = {}
         self._schedules: dict[str, ScheduleRow] = {}
+        self._retention: dict[str, int] = {}
 
     def load_definitions(self) -> list[DefinitionRow]:
         with self._lock:
@@ -95,6 +97,74 @@ class MemoryStore:
             ]
         rows.sort(key=lambda r: (r.created_at_ms, r.execution_id), reverse=True)
         return rows[:limit]
+
+    # ---- retention (ports.RetentionStore)
+
+    def prepare_retention(self) -> None:
+        return None
+
+    def set_retention(self, execution_id: str, retention_ms: int) -> None:
+        with self._lock:
+            self._retention[execution_id] = retention_ms
+
+    def retention_candidates(
+        self,
+        now_ms: int,
+        retention_ms: int,
+        limit: int,
+        after: tuple[int, str] | None = None,
+    ) -> list[ExecutionRow]:
+        with self._lock:
+            kept = {r.last_execution_id for r in self._schedules.values()}
+            rows = sorted(
+                (
+                    r
+                    for r in self._rows.values()
+                    if r.status in TERMINAL
+                    and r.updated_at_ms + self._retention.get(r.execution_id, retention_ms) < now_ms
+                    and r.execution_id not in kept
+                    and (after is None or (r.updated_at_ms, r.execution_id) > after)
+                    and not self._parent_running(r.execution_id)
+                ),
+                key=lambda r: (r.updated_at_ms, r.execution_id),
+            )
+        return rows[:limit]
+
+    def _parent_running(self, execution_id: str) -> bool:
+        events = self._events.get(execution_id)
+        parent = getattr(events[0], "parent", None) if events else None
+        if parent is None:
+            return False
+        row = self._rows.get(parent["execution_id"])
+        return row is not None and row.status not in TERMINAL
+
+    def retention_histories(
+        self, execution_ids: Sequence[str]
+    ) -> list[tuple[ExecutionRow, list[list[Event]]]]:
+        out: list[tuple[ExecutionRow, list[list[Event]]]] = []
+        with self._lock:
+            for eid in execution_ids:
+                row = self._rows.get(eid)
+                if row is None:
+                    continue
+                runs = self._runs.get(eid, {})
+                history = [list(runs[n]) for n in sorted(runs)] + [list(self._events[eid])]
+                out.append((row, history))
+        return out
+
+    def delete_executions(self, execution_ids: Sequence[str]) -> int:
+        deleted = 0
+        with self._lock:
+            for eid in dict.fromkeys(execution_ids):
+                row = self._rows.get(eid)
+                if row is None or row.status not in TERMINAL:
+                    continue
+                del self._rows[eid]
+                self._events.pop(eid, None)
+                self._runs.pop(eid, None)
+                self._retention.pop(eid, None)
+                deleted += 1
+        return deleted
 
     def list_workers(self) -> list[WorkerRow]:
         with self._lock:

@@ -255,6 +255,48 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+class RetentionStore(Protocol):
+    """What the retention sweeper of a server (`orbit server --retention`)
+    needs of a store, beside `Store`: which finished executions may go, and
+    their deletion. Each call is its own short transaction, made outside any
+    group commit, so a sweep never holds the engine's lead."""
+
+    def prepare_retention(self) -> None:
+        """Creates what the other calls need (once, when a server with
+        retention opens the store)."""
+        ...
+
+    def set_retention(self, execution_id: str, retention_ms: int) -> None:
+        """An execution's own retention, in place of the server's."""
+        ...
+
+    def retention_candidates(
+        self,
+        now_ms: int,
+        retention_ms: int,
+        limit: int,
+        after: tuple[int, str] | None = None,
+    ) -> list[ExecutionRow]:
+        """Finished executions whose end (`updated_at_ms`) is longer ago
+        than their own retention, or `retention_ms` when they have none,
+        by end then id, after the (end, id) `after`: never a schedule's
+        last execution, nor a child whose parent has not finished."""
+        ...
+
+    def retention_histories(
+        self, execution_ids: Sequence[str]
+    ) -> list[tuple[ExecutionRow, list[list[Event]]]]:
+        """The row and every run's history (first run first) of each of
+        `execution_ids` that is stored, in one read, in the order asked."""
+        ...
+
+    def delete_executions(self, execution_ids: Sequence[str]) -> int:
+        """Deletes those of `execution_ids` that are finished, with every
+        event of every run and their own retention, in one transaction;
+        returns how many."""
+        ...
+
+
 class BuiltinTasks(Protocol):
     """Runs built-in tasks (`orbit.*`) inside the runtime. `run` is called on
     an engine thread and reports through `done(output, error)`, exactly once."""

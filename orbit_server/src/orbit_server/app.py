@@ -16,6 +16,7 @@ import falcon.constants
 import falcon.inspect
 
 from orbit_core.engine import Engine
+from orbit_core.errors import NotFoundError
 from orbit_server import errors
 from orbit_server.auth import (
     ADMIN,
@@ -31,12 +32,14 @@ from orbit_server.config import ServerConfig
 from orbit_server.identities import Identities
 from orbit_server.openapi import PATH as OPENAPI_PATH
 from orbit_server.openapi import OpenApi
+from orbit_server.resources.archive import ArchivedExecutions
 from orbit_server.resources.executions import Executions
 from orbit_server.resources.health import ClusterView, Health, Metrics, Ready
 from orbit_server.resources.schedules import Schedules
 from orbit_server.resources.ui import Root, Ui
 from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
+from orbit_server.retention import Sweeper
 from orbit_server.telemetry import Telemetry
 from orbit_server.worker_calls import WorkerCalls
 
@@ -89,10 +92,12 @@ def create_app(
     *,
     calls: WorkerCalls | None = None,
     cluster: ClusterView | None = None,
+    retention: Sweeper | None = None,
 ) -> App:
     """`telemetry`: by default `telemetry_of(engine)`. `calls`: the worker
     protocol's calls when another binding shares them. `cluster`: the role a
-    cluster server reports in health and readiness."""
+    cluster server reports in health and readiness. `retention`: the
+    sweeper of `--retention`, whose archive the archive routes read."""
     if telemetry is None:
         telemetry = telemetry_of(engine)
     app: App = falcon.App(cors_enable=False)
@@ -104,7 +109,7 @@ def create_app(
 
     routes.add("/v1/health", Health(engine, cluster, config.backend), OPEN)
     routes.add("/v1/ready", Ready(engine, cluster), OPEN)
-    routes.add("/v1/metrics", Metrics(engine, telemetry), ADMIN)
+    routes.add("/v1/metrics", Metrics(engine, telemetry, retention), ADMIN)
     routes.add(OPENAPI_PATH, OpenApi(), ADMIN)
 
     workflows = Workflows(engine, config.max_body, replace=config.dev)
@@ -114,7 +119,7 @@ def create_app(
     routes.add("/v1/workflows/{name}", workflows, definition, suffix="latest")
     routes.add("/v1/workflows/{name}/{version}", workflows, definition, suffix="version")
 
-    executions = Executions(engine, config.max_body)
+    executions = Executions(engine, config.max_body, retention)
     started = for_clients("start", Subject.RESOURCE)
     routes.add("/v1/executions", executions, {"POST": started, "GET": listed})
     read = for_clients("read", execution)
@@ -139,6 +144,14 @@ def create_app(
         for_clients("query", execution),
         suffix="query",
     )
+
+    if retention is not None:
+        archived = ArchivedExecutions(retention.archive)
+        routes.add("/v1/archive/executions", archived, {"GET": listed})
+        routes.add("/v1/archive/executions/{execution_id}", archived, read, suffix="one")
+        routes.add(
+            "/v1/archive/executions/{execution_id}/history", archived, read, suffix="history"
+        )
 
     schedules = Schedules(engine, config.max_body)
     managed = for_clients("schedule", Subject.RESOURCE)
@@ -174,9 +187,20 @@ def create_app(
             config.max_body,
             MappingProxyType(routes.rules),
             identities=config.identities or Identities(),
-            workflow_of=lambda execution_id: engine.state(execution_id).workflow,
+            workflow_of=lambda execution_id: _workflow_of(engine, retention, execution_id),
             schedule_of=engine.schedules.workflow_of,
             mtls=config.tls_client_ca is not None,
         )
     )
     return app
+
+
+def _workflow_of(engine: Engine, retention: Sweeper | None, execution_id: str) -> str:
+    """The workflow of an execution, live or (with retention) archived."""
+    try:
+        return engine.state(execution_id).workflow
+    except NotFoundError:
+        found = None if retention is None else retention.archive.get(execution_id)
+        if found is None:
+            raise
+        return found.summary["workflow"]

@@ -30,6 +30,7 @@ from orbit_store.urls import is_postgres, redact
 
 DEFAULT_ADDR = "127.0.0.1:7233"
 DEFAULT_DB = "orbit.db"
+DEFAULT_ARCHIVE = "orbit-archive"
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_SESSION_TIMEOUT_S = 30.0
 # Below this a token is likely typed by hand (a word, a short phrase) rather
@@ -134,6 +135,15 @@ class ServerConfig:
     # the server bound when it is not a wildcard address).
     node_id: str | None = None
     advertise_addr: str | None = None
+    # --retention (beyond the book): finished executions older than this are
+    # archived to --archive (a directory, or `none`) and deleted.
+    retention_ms: int | None = None
+    archive: str | None = None
+
+    @property
+    def archive_location(self) -> str:
+        """Where retention archives to: --archive, by default `orbit-archive`."""
+        return self.archive if self.archive is not None else DEFAULT_ARCHIVE
 
     @property
     def auth(self) -> bool:
@@ -186,12 +196,18 @@ def _check_token(flag: str, value: str) -> None:
 
 def startup_warnings(config: ServerConfig) -> list[str]:
     """What the server accepts but logs a warning about at start."""
-    return [
+    warnings = [
         f"the {what} ({flag}) is shorter than {MIN_TOKEN_LENGTH} characters and may be "
         "guessed; use a long random value (`orbit token` prints one)"
         for flag, what, value in _tokens(config)
         if len(value) < MIN_TOKEN_LENGTH
     ]
+    if config.retention_ms is not None and config.archive_location == "none":
+        warnings.append(
+            "--archive none: finished executions older than the retention are DELETED "
+            "without a copy and cannot be read afterwards"
+        )
+    return warnings
 
 
 def check(config: ServerConfig) -> ServerConfig:
@@ -225,6 +241,7 @@ def check(config: ServerConfig) -> ServerConfig:
     config = _read_workers_file(config)
     _check_tls(config)
     _check_cluster(config)
+    _check_retention(config)
     unsupported = config.unsupported
     if unsupported:
         names = ", ".join(unsupported)
@@ -254,6 +271,15 @@ def _check_cluster(config: ServerConfig) -> None:
         raise ConfigError(
             f"--advertise-addr `{config.advertise_addr}` must be an http:// or https:// URL"
         )
+
+
+def _check_retention(config: ServerConfig) -> None:
+    if config.archive is not None and config.retention_ms is None:
+        raise ConfigError("--archive requires --retention (or ORBIT_RETENTION)")
+    if config.retention_ms is not None and config.cluster:
+        raise ConfigError("--retention is not supported with --cluster yet")
+    if config.retention_ms is not None and config.retention_ms <= 0:
+        raise ConfigError("--retention must be longer than 0s")
 
 
 def _read_workers_file(config: ServerConfig) -> ServerConfig:

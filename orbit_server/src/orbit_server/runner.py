@@ -74,11 +74,13 @@ from orbit_core.errors import OrbitError
 from orbit_core.ports import Store
 from orbit_server import logs, tls
 from orbit_server.app import create_app, worker_calls
+from orbit_server.archive import open_archive
 from orbit_server.cluster import ClusterNode, advertise_default, node_id_default
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
 from orbit_server.http_adapter import HttpAdapter
 from orbit_server.resources.health import ClusterView
+from orbit_server.retention import Sweeper
 from orbit_server.shared import SharedNode
 from orbit_server.storage import LoggedStore
 from orbit_server.telemetry import Telemetry
@@ -89,6 +91,7 @@ from orbit_server.worker_calls import WorkerCalls
 
 if TYPE_CHECKING:
     from orbit_server.grpc_server import GrpcServer
+from orbit_core.schedules.times import format_duration
 from orbit_store.postgres import PostgresStore
 from orbit_store.sql import SqlStore
 from orbit_store.sqlite import SqliteStore
@@ -274,6 +277,24 @@ def build_engine(
     )
 
 
+def _sweeper(config: ServerConfig, store: SqlStore, log: Any) -> Sweeper | None:
+    """`--retention`'s sweeper on the engine's store (not started yet)."""
+    if config.retention_ms is None:
+        return None
+    try:
+        archive = open_archive(config.archive_location)
+    except OSError as exc:
+        raise OrbitError(
+            f"cannot open the archive {config.archive_location}: {exc.strerror or exc}"
+        ) from None
+    log.info(
+        "retention is on",
+        retention=format_duration(config.retention_ms),
+        archive=archive.location,
+    )
+    return Sweeper(store, archive, config.retention_ms, log=log)
+
+
 class _NodeParts(TypedDict):
     """The parts `ClusterNode` and `SharedNode` take besides the config."""
 
@@ -295,6 +316,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.cluster: ClusterNode | None = None
         self.shared: SharedNode | None = None
         self.telemetry: Telemetry | None = None
+        self.sweeper: Sweeper | None = None
         self._tls_context: ssl.SSLContext | None = None
         # A cluster node's current engine and its worker calls (_node_calls).
         self._calls_lock = threading.Lock()
@@ -344,7 +366,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         if self.config.cluster:
             return self._load_cluster()
         try:
-            self.engine = build_engine(self.config, telemetry=self.telemetry)
+            store = open_store(self.config)
+            self.engine = build_engine(self.config, store, telemetry=self.telemetry)
+            self.sweeper = _sweeper(self.config, store, log)
         except OrbitError as exc:
             log.error("cannot start the runtime", error=exc.message)
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
@@ -353,8 +377,10 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             executions=self.engine.recovered_executions,
             in_flight=self.engine.recovered_in_flight,
         )
+        if self.sweeper is not None:
+            self.sweeper.start()
         calls = worker_calls(self.engine)
-        app = create_app(self.engine, self.config, calls=calls)
+        app = create_app(self.engine, self.config, calls=calls, retention=self.sweeper)
         if self.config.grpc_addr is not None:
             self._start_grpc(calls, log)
         self._log_listening()
@@ -490,6 +516,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         if self.shared is not None:
             self.shared.close()
             self.shared = None
+        if self.sweeper is not None:
+            self.sweeper.close()
+            self.sweeper = None
         if self.engine is not None:
             self.engine.close()
             self.engine = None

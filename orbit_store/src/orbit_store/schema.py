@@ -332,6 +332,25 @@ FENCE_FUNCTION = (
     "RETURN true; END $$"
 )
 
+# `orbit server --retention` (beyond the book): an execution's own retention,
+# given when it was started. Created by the first server with retention
+# (`SqlStore.prepare_retention`), so a database never used with it is the book's.
+orbit_retention = Table(
+    "orbit_retention",
+    metadata,
+    Column("execution_id", Text, primary_key=True),
+    Column("retention_ms", BigInteger, nullable=False),
+)
+RETENTION = (orbit_retention,)
+# Finished executions by their end, for retention's candidates; created with
+# `orbit_retention` (a database never used with retention lacks it). Text,
+# not an `Index` of the table, which would join the base schema.
+RETENTION_INDEX = (
+    "CREATE INDEX IF NOT EXISTS orbit_retention_ended "
+    "ON workflow_executions (updated_at_ms, execution_id)"
+)
+
+
 BASE = (
     schema_version,
     workflow_definitions,

@@ -20,13 +20,14 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import Connection, Engine, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.schema import CreateTable
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
@@ -210,6 +211,9 @@ class SqlStore(ScheduleTables):
         self._wrote_at = time.monotonic()
         self._writer = _Link(self)
         self._reader = _Link(self, read_options) if separate_reads else self._writer
+        # Retention's reads (`orbit server --retention`) have a connection of
+        # their own, so a sweep never queues the engine's reads behind it.
+        self._sweep_reader = _Link(self, read_options) if separate_reads else self._writer
         with self._writer.errors():
             conn = self._writer.connection()
             try:
@@ -313,6 +317,22 @@ class SqlStore(ScheduleTables):
             .order_by(r.c.seq),
             ("eid", "run"),
         )
+        self._select_status = _Statement(
+            dialect, select(x.c.status).where(x.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        self._delete_runs = _Statement(
+            dialect, r.delete().where(r.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        self._delete_execution = _Statement(
+            dialect, x.delete().where(x.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        o = s.orbit_retention
+        self._delete_retention = _Statement(
+            dialect, o.delete().where(o.c.execution_id == bindparam("eid")), ("eid",)
+        )
+        self._insert_retention = _Statement(
+            dialect, values(o, ("execution_id", "retention_ms")), ("execution_id", "retention_ms")
+        )
 
     def notice(self, message: str) -> None:
         """Reports something worth a log line (the store itself never logs)."""
@@ -328,19 +348,21 @@ class SqlStore(ScheduleTables):
         """The message of a StorageError for a failed connection attempt."""
         return f"cannot connect to the database: {self.describe_error(getattr(exc, 'orig', None) or exc)}"
 
-    def _read(self, fn: Callable[[Connection], T]) -> T:
-        """`fn` on the read connection, tried again once if that was lost."""
+    def _read(self, fn: Callable[[Connection], T], link: _Link | None = None) -> T:
+        """`fn` on the read connection (or `link`), tried again once if that
+        was lost."""
+        link = link or self._reader
 
         def attempt() -> T:
-            with self._reader.lock, self._reader.errors():
-                conn = self._reader.connection()
+            with link.lock, link.errors():
+                conn = link.connection()
                 try:
                     return fn(conn)
                 finally:
                     if not conn.closed:
                         conn.rollback()
 
-        return _again_if_lost(self._reader, attempt)
+        return _again_if_lost(link, attempt)
 
     def _raw_read(self, fn: Callable[[Any], T]) -> T:
         """`fn` on a DBAPI cursor of the read connection, for the frequent
@@ -691,10 +713,155 @@ class SqlStore(ScheduleTables):
             for r in rows
         ]
 
+    # ---- retention (orbit_core.ports.RetentionStore)
+
+    def prepare_retention(self) -> None:
+        ddl = CreateTable(s.orbit_retention, if_not_exists=True).compile(
+            dialect=self.engine.dialect
+        )
+
+        # Candidates are found by their end: without this index every batch
+        # would read every finished execution. Only a server with retention
+        # creates it (and pays for it on each projection update).
+        def statements(cursor: Any) -> None:
+            cursor.execute(str(ddl))
+            cursor.execute(s.RETENTION_INDEX)
+
+        self._write(statements, None)
+
+    def set_retention(self, execution_id: str, retention_ms: int) -> None:
+        def statements(cursor: Any) -> None:
+            self._delete_retention.run(cursor, [(execution_id,)])
+            self._insert_retention.run(cursor, [(execution_id, retention_ms)])
+
+        self._write(statements, None)
+
+    def retention_candidates(
+        self,
+        now_ms: int,
+        retention_ms: int,
+        limit: int,
+        after: tuple[int, str] | None = None,
+    ) -> list[ExecutionRow]:
+        x, e, sch, o = (
+            s.workflow_executions,
+            s.execution_events,
+            s.orbit_schedules,
+            s.orbit_retention,
+        )
+        own = select(o.c.retention_ms).where(o.c.execution_id == x.c.execution_id)
+        kept = func.coalesce(own.scalar_subquery(), retention_ms)
+        # A bound the index answers (nothing that ended after it is
+        # eligible): now less the shortest retention in force.
+        # The status is wrapped so that no planner walks the status index
+        # instead (almost every row is finished) and sorts what it found.
+        query = select(x).where(
+            x.c.updated_at_ms < bindparam("bound", type_=x.c.updated_at_ms.type),
+            func.coalesce(x.c.status, "").in_(sorted(TERMINAL)),
+            x.c.updated_at_ms + kept < now_ms,
+            x.c.execution_id.not_in(
+                select(sch.c.last_execution_id).where(sch.c.last_execution_id.is_not(None))
+            ),
+        )
+        if after is not None:
+            query = query.where(
+                or_(
+                    x.c.updated_at_ms > after[0],
+                    and_(x.c.updated_at_ms == after[0], x.c.execution_id > after[1]),
+                )
+            )
+        query = query.order_by(x.c.updated_at_ms, x.c.execution_id).limit(limit)
+        first = (
+            select(e.c.payload)
+            .where(e.c.execution_id == bindparam("eid"))
+            .order_by(e.c.seq)
+            .limit(1)
+        )
+        status = select(x.c.status).where(x.c.execution_id == bindparam("eid"))
+
+        shortest_own = select(func.min(o.c.retention_ms))
+
+        def read(conn: Connection) -> list[ExecutionRow]:
+            found: list[ExecutionRow] = []
+            shortest = conn.execute(shortest_own).scalar()
+            bound = now_ms - min(retention_ms, retention_ms if shortest is None else shortest)
+            for r in conn.execute(query, {"bound": bound}).all():
+                payload = conn.execute(first, {"eid": r.execution_id}).scalar()
+                parent = _parent_of(payload)
+                if parent is not None:
+                    # A parent that has not finished may still read its child.
+                    parent_status = conn.execute(status, {"eid": parent}).scalar()
+                    if parent_status is not None and parent_status not in TERMINAL:
+                        continue
+                found.append(_execution_row(r, 1))
+            return found
+
+        return self._read(read, self._sweep_reader)
+
+    def retention_histories(
+        self, execution_ids: Sequence[str]
+    ) -> list[tuple[ExecutionRow, list[list[ev.Event]]]]:
+        x, e, r = s.workflow_executions, s.execution_events, s.execution_run_events
+        rows = select(x).where(x.c.execution_id.in_(bindparam("ids", expanding=True)))
+        current = (
+            select(e.c.execution_id, e.c.payload)
+            .where(e.c.execution_id.in_(bindparam("ids", expanding=True)))
+            .order_by(e.c.execution_id, e.c.seq)
+        )
+        earlier = (
+            select(r.c.execution_id, r.c.run, r.c.payload)
+            .where(r.c.execution_id.in_(bindparam("ids", expanding=True)))
+            .order_by(r.c.execution_id, r.c.run, r.c.seq)
+        )
+        ids = list(execution_ids)
+
+        def read(conn: Connection) -> list[tuple[ExecutionRow, list[list[ev.Event]]]]:
+            found = {row.execution_id: row for row in conn.execute(rows, {"ids": ids})}
+            runs: dict[str, dict[int, list[ev.Event]]] = {eid: {} for eid in found}
+            for old in conn.execute(earlier, {"ids": ids}):
+                runs[old.execution_id].setdefault(old.run, []).append(ev.loads(old.payload))
+            last: dict[str, list[ev.Event]] = {eid: [] for eid in found}
+            for now in conn.execute(current, {"ids": ids}):
+                last[now.execution_id].append(ev.loads(now.payload))
+            out = []
+            for eid in ids:
+                if eid not in found:
+                    continue
+                history = [runs[eid][n] for n in sorted(runs[eid])] + [last[eid]]
+                out.append((_execution_row(found[eid], len(history)), history))
+            return out
+
+        return self._read(read, self._sweep_reader)
+
+    def delete_executions(self, execution_ids: Sequence[str]) -> int:
+        ids = list(dict.fromkeys(execution_ids))
+        if not ids:
+            return 0
+        deleted = 0
+
+        def statements(cursor: Any) -> None:
+            nonlocal deleted
+            finished = [
+                (eid,)
+                for eid in ids
+                if (rows := self._select_status.query(cursor, (eid,))) and rows[0][0] in TERMINAL
+            ]
+            self._delete_run.run(cursor, finished)
+            self._delete_runs.run(cursor, finished)
+            self._delete_execution.run(cursor, finished)
+            self._delete_retention.run(cursor, finished)
+            deleted = len(finished)
+
+        self._write(statements, None)
+        self._wrote_at = time.monotonic()
+        return deleted
+
     def close(self) -> None:
         self._writer.close()
         if self._reader is not self._writer:
             self._reader.close()
+        if self._sweep_reader is not self._writer:
+            self._sweep_reader.close()
         self.engine.dispose()
 
 
@@ -708,6 +875,15 @@ def _again_if_lost(link: _Link, attempt: Callable[[], T]) -> T:
         if was_fresh:
             raise
     return attempt()
+
+
+def _parent_of(payload: str | None) -> str | None:
+    """The parent execution named by a run's first event (WorkflowCreated)."""
+    if payload is None:
+        return None
+    created = ev.loads(payload)
+    parent = getattr(created, "parent", None)
+    return None if parent is None else parent["execution_id"]
 
 
 def _event_row(execution_id: str, event: ev.Event) -> tuple[Any, ...]:

@@ -21,13 +21,21 @@ from orbit_cli.timeline import timeline
     metavar="N",
     help="Show run N of an execution that continued as new (default: the latest run).",
 )
+@click.option(
+    "--archived",
+    is_flag=True,
+    help="Read the execution from the archive (swept by a server with --retention).",
+)
 @connection_options
-def cli(client: RuntimeClient, execution_id: str, as_json: bool, run: int | None) -> None:
+def cli(
+    client: RuntimeClient, execution_id: str, as_json: bool, run: int | None, archived: bool
+) -> None:
     """Print the recorded events of EXECUTION_ID, oldest first, each with the
     time since the first event, its sequence number, its type and the fields
     that matter for reading the story.
     """
-    history = client.get(path("v1", "executions", execution_id, "history"), run=run)
+    where = ("v1", "archive", "executions") if archived else ("v1", "executions")
+    history = client.get(path(*where, execution_id, "history"), run=run)
     events = history.get("events", []) if isinstance(history, dict) else []
     if as_json:
         for event in events:

@@ -31,10 +31,18 @@ def _row(execution_id: Any, workflow: Any, version: Any, status: Any, age: str) 
     show_default=True,
     help="At most this many rows (the runtime allows up to 1000).",
 )
+@click.option(
+    "--archived",
+    is_flag=True,
+    help="List executions retention moved to the archive (a server with --retention).",
+)
 @connection_options
-def cli(client: RuntimeClient, status: str | None, workflow: str | None, limit: int) -> None:
+def cli(
+    client: RuntimeClient, status: str | None, workflow: str | None, limit: int, archived: bool
+) -> None:
     """List executions, newest first, with their workflow, status and age."""
-    answer = client.get("/v1/executions", status=status, workflow=workflow, limit=limit)
+    where = "/v1/archive/executions" if archived else "/v1/executions"
+    answer = client.get(where, status=status, workflow=workflow, limit=limit)
     now = output.now_ms()
     out(_row("EXECUTION", "WORKFLOW", "VERSION", "STATUS", "AGE"))
     for e in answer.get("executions", []):

@@ -23,6 +23,17 @@ def _address(ctx: click.Context, param: click.Parameter, value: str) -> Any:
         raise click.BadParameter(str(exc)) from None
 
 
+def _retention(value: str | None) -> int | None:
+    from orbit_core.schedules.times import TimeFormatError, parse_duration
+
+    if not value:
+        return None
+    try:
+        return parse_duration(value)
+    except TimeFormatError as exc:
+        raise click.BadParameter(f"`{value}`: {exc}") from None
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -219,6 +230,23 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     help="URL other servers give out to reach this one while it leads (default: from "
     "--addr unless it is a wildcard address). Requires --cluster.",
 )
+@click.option(
+    "--retention",
+    envvar="ORBIT_RETENTION",
+    show_envvar=True,
+    callback=lambda ctx, param, value: _retention(value),
+    metavar="DURATION",
+    help="Archive, then delete, finished executions that ended longer ago than this "
+    "(such as 30d or 12h). Off by default: executions are kept for ever.",
+)
+@click.option(
+    "--archive",
+    envvar="ORBIT_ARCHIVE",
+    show_envvar=True,
+    metavar="DIR",
+    help="With --retention: the directory swept executions are archived to "
+    "[default: orbit-archive], or `none` to delete them without a copy.",
+)
 def cli(**options: Any) -> None:
     """Run the ORBIT runtime: the HTTP API and the worker protocol over one
     durable engine. Stop it with Ctrl+C or SIGTERM; in-flight requests finish
@@ -259,6 +287,8 @@ def cli(**options: Any) -> None:
         dev=options["dev"],
         node_id=options["node_id"] or None,
         advertise_addr=options["advertise_addr"] or None,
+        retention_ms=options["retention"],
+        archive=options["archive"] or None,
     )
     usage = missing_tls_partner(config)
     if usage is not None:

@@ -15,13 +15,19 @@ def _paint(text: str, colour: str | None) -> str:
 
 @click.command("status", short_help="Show an execution's outcome and its steps.")
 @click.argument("execution_id")
+@click.option(
+    "--archived",
+    is_flag=True,
+    help="Read the execution from the archive (swept by a server with --retention).",
+)
 @connection_options
-def cli(client: RuntimeClient, execution_id: str) -> None:
+def cli(client: RuntimeClient, execution_id: str, archived: bool) -> None:
     """Show how EXECUTION_ID stands: status, elapsed time, compensation and
     error, then every unit that has started, in the order it last changed,
     with its attempt, duration and the worker or error behind it.
     """
-    state = client.get(path("v1", "executions", execution_id))
+    where = ("v1", "archive", "executions") if archived else ("v1", "executions")
+    state = client.get(path(*where, execution_id))
     for line in execution.header(state, _paint):
         out(line)
     units = execution.touched_units(state)

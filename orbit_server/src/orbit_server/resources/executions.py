@@ -10,29 +10,47 @@ from __future__ import annotations
 import falcon
 
 from orbit_core.engine import Engine
+from orbit_core.schedules.times import TimeFormatError, parse_duration
 from orbit_server.auth import client_of, require
 from orbit_server.body import ABSENT, Fields, read_json
+from orbit_server.errors import bad_body
 from orbit_server.params import query_int
 from orbit_server.resources._json import send
+from orbit_server.retention import Sweeper
 
 SCAN = 1000
 
 
+def _retention_ms(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except TimeFormatError as exc:
+        raise bad_body(f"retention: `{text}`: {exc}") from None
+
+
 class Executions:
-    def __init__(self, engine: Engine, max_body: int) -> None:
+    def __init__(self, engine: Engine, max_body: int, retention: Sweeper | None = None) -> None:
         self._engine = engine
         self._max_body = max_body
+        self._retention = retention
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = Fields(read_json(req, self._max_body, required=True))
         workflow = body.required_string("workflow")
         require(client_of(req), "start", workflow)
+        # `retention` (beyond the book) is read only by a server with
+        # --retention; others ignore it as they ignore any unknown field.
+        own = None if self._retention is None else _retention_ms(body.string("retention"))
         answer = self._engine.start(
             workflow,
             version=body.string("version"),
             input=body.any("input"),
             execution_id=body.string("execution_id"),
         )
+        if own is not None and answer["created"] and self._retention is not None:
+            self._retention.remember(answer["execution_id"], own)
         send(resp, answer, 201 if answer["created"] else 200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

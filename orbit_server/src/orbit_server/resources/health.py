@@ -37,6 +37,7 @@ from orbit_core.ir import IR_VERSIONS
 from orbit_server import __version__
 from orbit_server.auth import API_VERSION
 from orbit_server.resources._json import send
+from orbit_server.retention import Sweeper
 from orbit_server.telemetry import Telemetry
 
 PROMETHEUS = "text/plain; version=0.0.4"
@@ -202,13 +203,42 @@ class EngineCollector(Collector):
         )
 
 
+class RetentionCollector(Collector):
+    """`--retention`'s families (beyond the book, so only on a server that
+    sweeps): what was swept and archived, and how far behind the sweeper is."""
+
+    def __init__(self, sweeper: Sweeper) -> None:
+        self._sweeper = sweeper
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "orbit_retention_swept",
+            "Finished executions deleted by retention",
+            value=self._sweeper.swept_total,
+        )
+        yield CounterMetricFamily(
+            "orbit_retention_archived",
+            "Finished executions written to the archive by retention",
+            value=self._sweeper.archived_total,
+        )
+        yield GaugeMetricFamily(
+            "orbit_retention_oldest_eligible_age_seconds",
+            "How long the oldest execution eligible for retention has waited to be swept",
+            value=self._sweeper.oldest_eligible_age_s(),
+        )
+
+
 class Metrics:
     """Prometheus text exposition (format 0.0.4) through prometheus-client,
     from a registry of this app's own: counters reset when the server starts."""
 
-    def __init__(self, engine: Engine, telemetry: Telemetry) -> None:
+    def __init__(
+        self, engine: Engine, telemetry: Telemetry, retention: Sweeper | None = None
+    ) -> None:
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(EngineCollector(engine, telemetry))
+        if retention is not None:
+            self._registry.register(RetentionCollector(retention))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = PROMETHEUS

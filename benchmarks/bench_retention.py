@@ -1,0 +1,187 @@
+"""bench_retention: what sweeping costs (issue 45, docs/retention.md).
+
+`--executions` finished executions (a workflow without steps, which
+completes at once) are made eligible, then swept by the server's `Sweeper`
+into a `DirectoryArchive`, while `--threads` threads keep starting new
+executions through the same engine. Figures:
+
+* swept/s: executions archived and deleted per second of the sweep;
+* start latency p50/p99 (ms) of the concurrent starts, once without any
+  sweep (baseline, for `--seconds`) and once during the sweep.
+
+The sweeper's clock is frozen at the moment the eligible executions exist,
+so the starts made meanwhile are not swept. `--store` is a SQLite file
+(deleted first) or a postgres:// URL (its ORBIT tables dropped first).
+
+    python benchmarks/bench_retention.py
+    python benchmarks/bench_retention.py --executions 20000 --threads 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+import attrs
+from benchkit import fresh_store
+
+from orbit_core import ir
+from orbit_core.engine import Engine
+from orbit_core.ir import expr as e
+from orbit_core.ir import types as t
+from orbit_core.ports import SystemClock
+from orbit_server.archive import DirectoryArchive
+from orbit_server.retention import BATCH, PAUSE_S, Sweeper
+
+
+def definition() -> ir.Definition:
+    defn = ir.Definition(
+        ir_version=ir.IR_V1,
+        name="Done",
+        version="1.0.0",
+        input=t.EMPTY_RECORD,
+        output=t.EMPTY_RECORD,
+        steps=(),
+        result=e.EMPTY_OBJECT,
+        contracts={},
+    )
+    return attrs.evolve(defn, definition_hash=ir.definition_hash(defn))
+
+
+def open_store(spec: str) -> Any:
+    fresh_store(spec)
+    if spec.startswith(("postgres://", "postgresql://")):
+        from orbit_store.postgres import PostgresStore
+
+        return PostgresStore(spec)
+    from orbit_store.sqlite import SqliteStore
+
+    return SqliteStore(spec)
+
+
+def fill(engine: Engine, count: int, threads: int) -> None:
+    """`count` finished executions, started from `threads` threads."""
+
+    def run(part: int) -> None:
+        for i in range(part, count, threads):
+            engine.start("Done", execution_id=f"old-{i:07d}")
+
+    workers = [threading.Thread(target=run, args=(p,)) for p in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
+def load(engine: Engine, threads: int, stop: threading.Event, tag: str) -> list[float]:
+    """Starts from `threads` threads until `stop`; each start's latency in ms."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def run(part: int) -> None:
+        mine: list[float] = []
+        n = 0
+        while not stop.is_set():
+            began = time.perf_counter()
+            engine.start("Done", execution_id=f"{tag}-{part}-{n}")
+            mine.append((time.perf_counter() - began) * 1000)
+            n += 1
+        with lock:
+            latencies.extend(mine)
+
+    workers = [threading.Thread(target=run, args=(p,)) for p in range(threads)]
+    for w in workers:
+        w.start()
+    stop.wait()
+    for w in workers:
+        w.join()
+    return latencies
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    if len(latencies) < 2:
+        return {"starts": len(latencies)}
+    cuts = statistics.quantiles(latencies, n=100)
+    return {"starts": len(latencies), "p50_ms": round(cuts[49], 2), "p99_ms": round(cuts[98], 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--executions", type=int, default=5000)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=5.0, help="the baseline's duration")
+    parser.add_argument("--store", default=os.path.join(tempfile.gettempdir(), "bench-ret.db"))
+    parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument("--pause", type=float, default=PAUSE_S, help="seconds between batches")
+    parser.add_argument("--archive", default=None, help="directory (default: a temporary one)")
+    args = parser.parse_args()
+
+    store = open_store(args.store)
+    engine = Engine(store, SystemClock())
+    engine.deploy(definition())
+    began = time.perf_counter()
+    fill(engine, args.executions, args.threads)
+    filled_s = time.perf_counter() - began
+    time.sleep(0.05)  # the last ones' end is now strictly in the past
+    frozen = SystemClock().now_ms()
+
+    stop = threading.Event()
+    timer = threading.Timer(args.seconds, stop.set)
+    timer.start()
+    baseline = load(engine, args.threads, stop, "base")
+
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = DirectoryArchive(args.archive or scratch)
+        sweeper = Sweeper(
+            store,
+            archive,
+            1,
+            clock=lambda: frozen,
+            interval_s=60.0,
+            batch=args.batch,
+            pause_s=args.pause,
+        )
+        stop = threading.Event()
+        during: list[float] = []
+        loader = threading.Thread(
+            target=lambda: during.extend(load(engine, args.threads, stop, "during"))
+        )
+        loader.start()
+        summary = sweeper.sweep()
+        stop.set()
+        loader.join()
+        archived = len(archive)
+    engine.close()
+    store.close()
+    print(
+        json.dumps(
+            {
+                "store": args.store,
+                "executions": args.executions,
+                "threads": args.threads,
+                "batch": args.batch,
+                "pause_s": args.pause,
+                "filled_s": round(filled_s, 2),
+                "swept": summary.swept,
+                "archived": archived,
+                "sweep_s": round(summary.seconds, 2),
+                "swept_per_s": round(summary.swept / max(summary.seconds, 1e-9)),
+                "baseline": percentiles(baseline),
+                "during_sweep": percentiles(during),
+            },
+            indent=2,
+        )
+    )
+    if summary.swept != args.executions:
+        sys.exit(f"swept {summary.swept} of {args.executions}")
+
+
+if __name__ == "__main__":
+    main()

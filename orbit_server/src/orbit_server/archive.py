@@ -1,0 +1,262 @@
+"""The archive retention writes finished executions to before deleting them
+(`orbit server --archive DIR`; docs/retention.md).
+
+A directory of gzip-compressed JSON Lines files, one per UTC day of the
+executions' end (`2026-12-06.jsonl.gz`), and `index.jsonl`, one line per
+archived execution: its id, the file, where in the file the gzip member
+holding it starts and how long it is, and its summary (what `orbit ps
+--archived` lists). Each record is the execution document, every run's
+history page and the definition hash, so the archive alone can be read,
+listed and replayed.
+
+Crash safety. A batch is one gzip member appended to its day's file and
+fsynced, then its index lines appended and fsynced (and the directory
+fsynced when a file was created); only then may the caller delete the
+executions from the store. Killed at any point, an execution is in the store,
+in the archive, or in both (archived again by the next sweep: readers take
+the first index line for an id). What a kill can leave behind is a tail no
+index line points to: the unfinished last line of the index is dropped on
+open, and a day file is cut back to the end of its last indexed member
+before the next append, so members always follow each other cleanly.
+
+One `DirectoryArchive` per directory and process: the server's sweeper
+writes and its routes read through the same object (its index is kept in
+memory, under a lock).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+import attrs
+import orjson
+
+from orbit_core.api import ExecutionDoc, ExecutionSummary, HistoryPage
+
+INDEX = "index.jsonl"
+
+
+@attrs.frozen(slots=True)
+class ArchivedExecution:
+    """One archived execution: its summary (the `GET /v1/executions` row),
+    definition hash, state document and the history page of each run, first
+    run first."""
+
+    summary: ExecutionSummary
+    definition_hash: str
+    document: ExecutionDoc
+    runs: tuple[HistoryPage, ...]
+
+    @property
+    def execution_id(self) -> str:
+        return self.summary["execution_id"]
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(
+            {
+                "execution_id": self.execution_id,
+                "summary": self.summary,
+                "definition_hash": self.definition_hash,
+                "document": self.document,
+                "runs": list(self.runs),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ArchivedExecution:
+        raw = orjson.loads(data)
+        return cls(raw["summary"], raw["definition_hash"], raw["document"], tuple(raw["runs"]))
+
+    def history(self, run: int | None = None) -> HistoryPage | None:
+        """The page of `run` (default: the last run), or None."""
+        if not self.runs:
+            return None
+        if run is None:
+            return self.runs[-1]
+        return self.runs[run - 1] if 1 <= run <= len(self.runs) else None
+
+
+class Archive(Protocol):
+    """Where swept executions go; `write` returns once they are durable."""
+
+    @property
+    def location(self) -> str: ...
+
+    def write(self, executions: Sequence[ArchivedExecution]) -> None: ...
+
+    def get(self, execution_id: str) -> ArchivedExecution | None: ...
+
+    def list(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 50
+    ) -> list[ExecutionSummary]: ...
+
+
+class NoArchive:
+    """`--archive none`: executions are deleted without a copy."""
+
+    location = "none"
+
+    def write(self, executions: Sequence[ArchivedExecution]) -> None:
+        return None
+
+    def get(self, execution_id: str) -> ArchivedExecution | None:
+        return None
+
+    def list(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 50
+    ) -> list[ExecutionSummary]:
+        return []
+
+
+@attrs.frozen(slots=True)
+class _Entry:
+    file: str
+    offset: int
+    length: int
+    summary: ExecutionSummary
+
+
+class DirectoryArchive:
+    """The directory archive described in the module docstring."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._dir = Path(path)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        # Where each day file's last indexed member ends.
+        self._ends: dict[str, int] = {}
+        self._load_index()
+
+    @property
+    def location(self) -> str:
+        return str(self._dir)
+
+    def _load_index(self) -> None:
+        index = self._dir / INDEX
+        if not index.exists():
+            return
+        data = index.read_bytes()
+        complete = data.rfind(b"\n") + 1
+        if complete < len(data):
+            # The line a kill cut short: its member is written again later.
+            with index.open("r+b") as f:
+                f.truncate(complete)
+                _sync(f)
+        for line in data[:complete].splitlines():
+            try:
+                raw = orjson.loads(line)
+                entry = _Entry(raw["file"], raw["offset"], raw["length"], raw["summary"])
+                eid = raw["id"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                continue
+            self._entries.setdefault(eid, entry)
+            end = entry.offset + entry.length
+            self._ends[entry.file] = max(self._ends.get(entry.file, 0), end)
+
+    def write(self, executions: Sequence[ArchivedExecution]) -> None:
+        by_day: dict[str, list[ArchivedExecution]] = {}
+        for x in executions:
+            by_day.setdefault(_day(x.summary["updated_at_ms"]), []).append(x)
+        with self._lock:
+            lines: list[bytes] = []
+            added: list[tuple[str, _Entry]] = []
+            created = False
+            for name, group in sorted(by_day.items()):
+                member = gzip.compress(b"".join(x.to_json() + b"\n" for x in group), mtime=0)
+                target = self._dir / name
+                created = created or not target.exists()
+                with target.open("ab") as f:
+                    offset = self._ends.get(name, 0)
+                    if f.tell() != offset:
+                        f.truncate(offset)  # an unindexed tail a kill left
+                        f.seek(offset)
+                    f.write(member)
+                    _sync(f)
+                self._ends[name] = offset + len(member)
+                for x in group:
+                    entry = _Entry(name, offset, len(member), x.summary)
+                    added.append((x.execution_id, entry))
+                    lines.append(
+                        orjson.dumps(
+                            {
+                                "id": x.execution_id,
+                                "file": name,
+                                "offset": offset,
+                                "length": len(member),
+                                "summary": x.summary,
+                            }
+                        )
+                        + b"\n"
+                    )
+            with (self._dir / INDEX).open("ab") as f:
+                created = created or f.tell() == 0
+                f.write(b"".join(lines))
+                _sync(f)
+            if created:
+                _sync_dir(self._dir)
+            for eid, entry in added:
+                self._entries.setdefault(eid, entry)
+
+    def get(self, execution_id: str) -> ArchivedExecution | None:
+        with self._lock:
+            entry = self._entries.get(execution_id)
+        if entry is None:
+            return None
+        with (self._dir / entry.file).open("rb") as f:
+            f.seek(entry.offset)
+            member = f.read(entry.length)
+        needle = orjson.dumps(execution_id)
+        for line in gzip.decompress(member).splitlines():
+            if needle in line:
+                found = ArchivedExecution.from_json(line)
+                if found.execution_id == execution_id:
+                    return found
+        return None
+
+    def list(
+        self, status: str | None = None, workflow: str | None = None, limit: int = 50
+    ) -> list[ExecutionSummary]:
+        with self._lock:
+            rows = [
+                e.summary
+                for e in self._entries.values()
+                if (status is None or e.summary["status"] == status.upper())
+                and (workflow is None or e.summary["workflow"] == workflow)
+            ]
+        rows.sort(key=lambda r: (r["created_at_ms"], r["execution_id"]), reverse=True)
+        return rows[: max(limit, 0)]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+def open_archive(location: str) -> Archive:
+    """`--archive`'s value: `none`, or a directory (created if missing)."""
+    if location == "none":
+        return NoArchive()
+    return DirectoryArchive(location)
+
+
+def _day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d") + ".jsonl.gz"
+
+
+def _sync(f: BinaryIO) -> None:
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,188 @@
+"""Retention: finished executions older than `--retention` are archived, then
+deleted from the store, by a background thread (docs/retention.md).
+
+The sweeper works on the store beside the engine, never through it: it asks
+the store for candidates (`RetentionStore.retention_candidates`, which leaves
+out a running parent's children and a schedule's last execution), reads
+their histories, folds the state document itself (`orbit_core.state.fold`,
+what the engine answers for an execution it no longer holds), hands the
+batch to the archive, which returns once it is on disk, and only then
+deletes the batch in one short transaction. Batches are small (`BATCH`), so
+the store's write connection is held for one small delete at a time and
+group commits go on between them.
+
+It sweeps once at start and then every `SWEEP_INTERVAL_S` (the hidden
+environment variable `ORBIT_RETENTION_SWEEP_INTERVAL`, in seconds, shortens
+it for tests). A sweep that fails (the database away) is logged and tried
+again at the next interval.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from orbit_core import events as ev
+from orbit_core.api import HistoryPage
+from orbit_core.errors import OrbitError
+from orbit_core.ports import ExecutionRow, RetentionStore, Store
+from orbit_core.state import fold
+from orbit_server.archive import Archive, ArchivedExecution
+
+SWEEP_INTERVAL_S = 60.0
+INTERVAL_ENV = "ORBIT_RETENTION_SWEEP_INTERVAL"
+# Executions archived and deleted per transaction, and the pause after each.
+BATCH = 50
+PAUSE_S = 0.01
+
+
+class SweepStore(Store, RetentionStore, Protocol):
+    """A store the sweeper can read histories from and delete from."""
+
+
+@attrs.frozen(slots=True)
+class SweepSummary:
+    swept: int
+    archived: int
+    seconds: float
+    oldest_eligible_ms: int | None
+
+
+class Sweeper:
+    """Archives then deletes eligible executions; see the module docstring."""
+
+    def __init__(
+        self,
+        store: Any,
+        archive: Archive,
+        retention_ms: int,
+        *,
+        clock: Callable[[], int] | None = None,
+        log: Any = None,
+        interval_s: float | None = None,
+        batch: int = BATCH,
+        pause_s: float = PAUSE_S,
+    ) -> None:
+        self._store: SweepStore = store
+        store.prepare_retention()
+        self.archive = archive
+        self.retention_ms = retention_ms
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._log = log
+        self._batch = batch
+        self._pause_s = pause_s
+        self.interval_s = interval_s if interval_s is not None else interval_from_env()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.swept_total = 0
+        self.archived_total = 0
+        self.sweeps = 0
+        # The end time of the oldest execution eligible now (None: none).
+        self._oldest_eligible_ms: int | None = None
+
+    def remember(self, execution_id: str, retention_ms: int) -> None:
+        """An execution's own retention (`"retention"` in its start request).
+        Written after the start committed: a crash in between leaves the
+        execution with the server's retention."""
+        self._store.set_retention(execution_id, retention_ms)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="orbit-retention", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                summary = self.sweep()
+            except Exception as exc:  # the next interval tries again
+                if self._log is not None:
+                    self._log.warning("retention sweep failed", error=_message(exc))
+            else:
+                if self._log is not None:
+                    self._log.info(
+                        "retention sweep",
+                        swept=summary.swept,
+                        archived=summary.archived,
+                        seconds=round(summary.seconds, 3),
+                    )
+            self._stop.wait(self.interval_s)
+
+    def oldest_eligible_age_s(self) -> float:
+        """How long ago the oldest execution eligible now became eligible
+        (0 when none waits): a sweeper that falls behind shows here."""
+        oldest = self._oldest_eligible_ms
+        if oldest is None:
+            return 0.0
+        return max(0.0, (self._clock() - self.retention_ms - oldest) / 1000)
+
+    def sweep(self) -> SweepSummary:
+        """One pass over everything eligible now, a batch at a time."""
+        with self._lock:
+            began = time.monotonic()
+            now = self._clock()
+            swept = archived = 0
+            after: tuple[int, str] | None = None
+            first = self._store.retention_candidates(now, self.retention_ms, 1)
+            self._oldest_eligible_ms = first[0].updated_at_ms if first else None
+            while not self._stop.is_set():
+                rows = self._store.retention_candidates(now, self.retention_ms, self._batch, after)
+                if not rows:
+                    break
+                after = (rows[-1].updated_at_ms, rows[-1].execution_id)
+                records = self._records(rows)
+                self.archive.write(records)
+                archived += 0 if self.archive.location == "none" else len(records)
+                self.archived_total += 0 if self.archive.location == "none" else len(records)
+                deleted = self._store.delete_executions([r.execution_id for r in records])
+                swept += deleted
+                self.swept_total += deleted
+                # Room between batches for the commits waiting on the
+                # write connection and for the engine's threads.
+                self._stop.wait(self._pause_s)
+            self.sweeps += 1
+            left = self._store.retention_candidates(now, self.retention_ms, 1)
+            self._oldest_eligible_ms = left[0].updated_at_ms if left else None
+            return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
+
+    def _records(self, rows: list[ExecutionRow]) -> list[ArchivedExecution]:
+        found = self._store.retention_histories([r.execution_id for r in rows])
+        return [record(row, runs) for row, runs in found if runs and runs[-1]]
+
+
+def record(row: ExecutionRow, runs: list[list[ev.Event]]) -> ArchivedExecution:
+    """The archive record of an execution: its state document folded from
+    the last run, and each run's history page."""
+    eid = row.execution_id
+    pages: list[HistoryPage] = []
+    for number, events in enumerate(runs, 1):
+        page: HistoryPage = {"execution_id": eid, "events": [ev.to_json(e) for e in events]}
+        if len(runs) > 1:
+            page["run"] = number
+        pages.append(page)
+    document = fold(runs[-1], eid).to_json()
+    return ArchivedExecution(row.to_json(), row.definition_hash, document, tuple(pages))
+
+
+def interval_from_env() -> float:
+    raw = os.environ.get(INTERVAL_ENV, "")
+    try:
+        value = float(raw) if raw else SWEEP_INTERVAL_S
+    except ValueError:
+        return SWEEP_INTERVAL_S
+    return min(max(value, 0.05), SWEEP_INTERVAL_S)
+
+
+def _message(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, OrbitError) else f"{type(exc).__name__}: {exc}"

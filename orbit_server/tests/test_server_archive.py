@@ -1,0 +1,75 @@
+"""The directory archive: records read back by id, the first copy of an id
+wins, and the tails a kill leaves (a member no index line points to, a cut
+index line) neither break reading nor the next append."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orbit_core.api import ExecutionDoc, ExecutionSummary, HistoryPage
+from orbit_server.archive import INDEX, ArchivedExecution, DirectoryArchive, NoArchive
+
+DAY_MS = 86_400_000
+
+
+def record(eid: str, ended: int = 1000, status: str = "COMPLETED") -> ArchivedExecution:
+    summary: ExecutionSummary = {
+        "execution_id": eid,
+        "workflow": "Wf",
+        "version": "1.0.0",
+        "status": status,
+        "created_at_ms": ended - 10,
+        "updated_at_ms": ended,
+    }
+    document: ExecutionDoc = {"id": eid, "status": status}  # type: ignore[typeddict-item]
+    page: HistoryPage = {"execution_id": eid, "events": [{"seq": 1, "type": "WorkflowCreated"}]}
+    return ArchivedExecution(summary, "sha256:x", document, (page,))
+
+
+def test_records_read_back_by_id_and_list_newest_first(tmp_path: Path) -> None:
+    archive = DirectoryArchive(tmp_path)
+    archive.write([record("a", 1000), record("b", 2000 + DAY_MS)])
+    archive.write([record("c", 3000, "FAILED")])
+    assert sorted(p.name for p in tmp_path.glob("*.jsonl.gz")) == [
+        "1970-01-01.jsonl.gz",
+        "1970-01-02.jsonl.gz",
+    ]
+    again = DirectoryArchive(tmp_path)
+    found = again.get("b")
+    assert found is not None and found.summary["updated_at_ms"] == 2000 + DAY_MS
+    assert found.history() == found.runs[0] and found.history(2) is None
+    assert again.get("missing") is None
+    assert [r["execution_id"] for r in again.list()] == ["b", "c", "a"]
+    assert [r["execution_id"] for r in again.list(status="failed")] == ["c"]
+
+
+def test_the_first_copy_of_an_id_wins(tmp_path: Path) -> None:
+    archive = DirectoryArchive(tmp_path)
+    archive.write([record("a", 1000, "COMPLETED")])
+    archive.write([record("a", 1000, "FAILED")])
+    for reader in (archive, DirectoryArchive(tmp_path)):
+        found = reader.get("a")
+        assert found is not None and found.summary["status"] == "COMPLETED"
+        assert len(reader.list()) == 1
+
+
+def test_tails_a_kill_leaves_are_dropped(tmp_path: Path) -> None:
+    archive = DirectoryArchive(tmp_path)
+    archive.write([record("a")])
+    day = tmp_path / "1970-01-01.jsonl.gz"
+    with day.open("ab") as f:
+        f.write(b"\x1f\x8b\x08half a member")  # written, not yet indexed
+    with (tmp_path / INDEX).open("ab") as f:
+        f.write(b'{"id": "b", "fi')  # an index line cut short
+    reopened = DirectoryArchive(tmp_path)
+    assert reopened.get("b") is None
+    reopened.write([record("b")])
+    last = DirectoryArchive(tmp_path)
+    assert {r["execution_id"] for r in last.list()} == {"a", "b"}
+    assert last.get("a") is not None and last.get("b") is not None
+
+
+def test_no_archive_keeps_nothing() -> None:
+    none = NoArchive()
+    none.write([record("a")])
+    assert none.get("a") is None and none.list() == []
