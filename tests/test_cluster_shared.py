@@ -32,7 +32,7 @@ from server_ir import _finish, _get, _obj, _rec
 from orbit_core import ir
 from orbit_core.dispatch import Session
 from orbit_core.engine import Engine
-from orbit_core.errors import OrbitError, StorageError
+from orbit_core.errors import InvalidError, OrbitError, StorageError
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_server.app import create_app
@@ -1346,3 +1346,50 @@ def test_grpc_workers_are_served_like_http_ones(pg_url: str) -> None:
         for server in servers:
             if server.proc is not None:
                 server.stop(signal.SIGKILL)
+
+
+def test_a_result_for_an_execution_owned_elsewhere_is_checked_and_answered_by_the_owner(
+    pg_url: str,
+) -> None:
+    """Issue 37's fault: a result sent through another server than the
+    owner's skipped the checks made on arrival and was answered `accepted`
+    before the owner had decided; now it is refused or accepted as on one
+    server."""
+    a = _server_node(pg_url, "a")
+    b = _server_node(pg_url, "b")
+    try:
+        a.start()
+        b.start()
+        a.engine.deploy(server_ir.chain(2))
+        a.engine.start("Chain", execution_id="far")
+        b.engine.reload_definitions()
+        session = b.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = b.engine.poll(session, 10_000)
+        assert task is not None and task["execution_id"] == "far"
+        token = task["token"]
+        # Refused on arrival, like on one server: nothing reaches the owner.
+        with pytest.raises(InvalidError) as refused:
+            b.engine.complete(token, {"i": 2**70})
+        assert refused.value.code == "INVALID_REQUEST"
+        with pytest.raises(InvalidError):
+            b.engine.fail(token, "")
+        # The owner decides, and its answer is the worker's.
+        assert b.engine.complete("far/not-a-token", {"i": 1}) == {
+            "accepted": False,
+            "reason": "unknown token (execution finished or token invalid)",
+        }
+        assert b.engine.complete(token, {"i": 1}) == {"accepted": True}
+        assert b.engine.complete(token, {"i": 1}) == {
+            "accepted": False,
+            "reason": "duplicate result; step already resolved",
+        }
+        second = b.engine.poll(session, 10_000)
+        assert second is not None and second["step_id"] == "s1"
+        assert b.engine.complete(second["token"], {"wrong": "shape"}) == {
+            "accepted": False,
+            "reason": "output violates the task contract",
+        }
+        assert a.engine.wait("far", 10_000)["status"] == "FAILED"
+    finally:
+        a.close(leave=False)
+        b.close(leave=False)

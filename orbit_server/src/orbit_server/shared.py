@@ -23,8 +23,9 @@ two threads.
   claimed task the owner records the dispatch: this engine when it owns the
   execution, else the owner through its inbox, while the task is returned
   at once); a result, signal or cancellation for an execution
-  owned elsewhere goes to the owner's inbox (a signal or cancel waits up to
-  10 s for the owner's reply, so it answers as on one server); a wait on an
+  owned elsewhere is checked here as a single server checks it, then goes to
+  the owner's inbox and waits up to 10 s for the owner's reply, so it is
+  answered with what the owner decided, as on one server; a wait on an
   execution owned elsewhere lists itself in `orbit_waits`, so that its
   owner announces the end (NOTIFY orbit_done: no end is announced that
   nobody waits for elsewhere), and reads the database again at each
@@ -81,6 +82,7 @@ from orbit_core.api import (
 from orbit_core.dispatch import Session
 from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
+from orbit_core.engine.results import admit_failure, admit_success
 from orbit_core.errors import (
     ConflictError,
     InvalidError,
@@ -398,13 +400,14 @@ class SharedEngine(Engine):
     def complete(
         self, token: str, output: JsonValue = None, *, worker: str | None = None
     ) -> Accepted:
+        # The checks a single server makes first, wherever the execution runs.
+        admit_success(token, output)
         payload = {"token": token, "output": output, "worker": worker}
-        if self._send_result(token, "complete", payload):
-            return {"accepted": True}
+        if self._owned_elsewhere(token):
+            return self._send_result(token, "complete", payload)
         reply = super().complete(token, output, worker=worker)
         if self._moved(token, reply):
-            self._send_result(token, "complete", payload)
-            return {"accepted": True}
+            return self._send_result(token, "complete", payload)
         return reply
 
     def fail(
@@ -417,6 +420,7 @@ class SharedEngine(Engine):
         *,
         worker: str | None = None,
     ) -> Accepted:
+        admit_failure(token, error_code, error_message, retryable, details)
         payload = {
             "token": token,
             "code": error_code,
@@ -425,22 +429,22 @@ class SharedEngine(Engine):
             "details": details,
             "worker": worker,
         }
-        if error_code and self._send_result(token, "fail", payload):
-            return {"accepted": True}
+        if self._owned_elsewhere(token):
+            return self._send_result(token, "fail", payload)
         reply = super().fail(token, error_code, error_message, retryable, details, worker=worker)
         if self._moved(token, reply):
-            self._send_result(token, "fail", payload)
-            return {"accepted": True}
+            return self._send_result(token, "fail", payload)
         return reply
 
-    def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> bool:
-        """Sends a result to the inbox of its execution's owner when that is
-        another server; False when this engine should take it."""
+    def _owned_elsewhere(self, token: str) -> bool:
         eid, slash, _ = token.partition("/")
-        if not slash or not self._owner_elsewhere(eid):
-            return False
-        self.node.tables.put(eid, kind, payload)
-        return True
+        return bool(slash) and self._owner_elsewhere(eid)
+
+    def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> Accepted:
+        """Sends a result to the inbox of its execution's owner and answers
+        what the owner decided (accepted, or why not), as one server would."""
+        eid = token.partition("/")[0]
+        return _raise_reply(self._forward(eid, kind, payload))  # type: ignore[no-any-return]
 
     def _moved(self, token: str, reply: Accepted) -> bool:
         """Whether a token this engine did not know belongs to an execution

@@ -97,8 +97,9 @@ NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
-# Inbox kinds whose sender waits for the owner's reply.
-REPLIED = frozenset({"signal", "cancel"})
+# Inbox kinds whose sender waits for the owner's reply (a worker's result
+# is answered with what the owner decided, as on a single server).
+REPLIED = frozenset({"signal", "cancel", "complete", "fail"})
 CLAIM_PAUSE_S = 0.1
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.

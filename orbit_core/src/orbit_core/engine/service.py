@@ -40,10 +40,10 @@ from orbit_core.engine.handlers import Handler, Handlers, Report
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, STORED, Reads
-from orbit_core.engine.results import Results
+from orbit_core.engine.results import Results, admit_failure, admit_success
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.workers import Workers
-from orbit_core.errors import InvalidError, OrbitError, StorageError
+from orbit_core.errors import OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.memory_store import MemoryStore
 from orbit_core.plan import Plan
@@ -394,9 +394,7 @@ class Engine:
         self, token: str, output: JsonValue = None, *, worker: str | None = None
     ) -> Accepted:
         """Reports a success: `{"accepted": bool, "reason"?}`."""
-        if not token:
-            raise InvalidError("token is required", "INVALID_REQUEST")
-        limits.admit(output, "task output", "INVALID_REQUEST")
+        admit_success(token, output)
         return self._pipeline.submit(lambda tx: self._results.complete(tx, token, output, worker))
 
     def fail(
@@ -409,18 +407,7 @@ class Engine:
         *,
         worker: str | None = None,
     ) -> Accepted:
-        if not token:
-            raise InvalidError("token is required", "INVALID_REQUEST")
-        if not error_code:
-            raise InvalidError("error_code is required", "INVALID_REQUEST")
-        limits.admit(
-            details,
-            "`details`",
-            "INVALID_REQUEST",
-            error_code=error_code,
-            error_message=error_message,
-        )
-        error = ev.make_error(error_code, error_message, retryable, details)
+        error = admit_failure(token, error_code, error_message, retryable, details)
         return self._pipeline.submit(lambda tx: self._results.fail(tx, token, error, worker))
 
     # ---- servers sharing executions (engine/handoff.py)
