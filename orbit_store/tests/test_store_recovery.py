@@ -152,7 +152,7 @@ def test_a_failed_commit_changes_nothing(tmp_path: Path) -> None:
     before = engine.get("f-1")
     store.fail_next = True
     with pytest.raises(StorageError) as info:
-        engine.poll(w.session, 0)
+        engine.workers.poll(w.session, 0)
     assert info.value.code == "STORAGE_ERROR"
     assert engine.get("f-1") == before
     store.fail_next = True
@@ -162,7 +162,7 @@ def test_a_failed_commit_changes_nothing(tmp_path: Path) -> None:
         engine.get("f-2")
     task_ = w.take()
     assert task_["execution_id"] == "f-1"
-    assert engine.complete(task_["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(task_["token"], {"ok": True}) == {"accepted": True}
     engine.close()
 
 

@@ -153,6 +153,9 @@ class StandbyStore:
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
         return self.inner.execution_row(execution_id)
 
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        return self.inner.execution_hashes(execution_ids)
+
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int
     ) -> list[ExecutionRow]:

@@ -75,14 +75,17 @@ from orbit_core.api import (
     Accepted,
     Assignment,
     ExecutionDoc,
+    HeartbeatReply,
     Registered,
     SignalAccepted,
     WorkerList,
 )
 from orbit_core.dispatch import Session
-from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
+from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine, handoff
+from orbit_core.engine.handoff import Sharing
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
 from orbit_core.engine.results import admit_failure, admit_success
+from orbit_core.engine.worker_desk import WorkerApi, contract_pairs
 from orbit_core.errors import (
     ConflictError,
     InvalidError,
@@ -157,54 +160,213 @@ def _raise_reply(reply: Any) -> Any:
 
 class SharedEngine(Engine):
     """The engine of a shared-mode server (module docstring): calls about
-    executions or tasks this engine does not hold go through the database."""
+    executions or tasks this engine does not hold go through the database.
+    The worker calls are its `SharedDesk` (`workers`); the handoff steps of
+    engine/handoff.py are `handoff`."""
 
     node: SharedNode
+    desk: SharedDesk
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["offer_tasks"] = True
-        kwargs["local_first"] = True
-        kwargs["shared_catalog"] = True
+        kwargs["sharing"] = Sharing(offer_tasks=True, local_first=True, shared_catalog=True)
         super().__init__(*args, **kwargs)
+        self.handoff = handoff.of(self)
+        self._local = self.workers
 
     def attach(self, node: SharedNode) -> None:
         self.node = node
+        self.desk = SharedDesk(self, self._local, node)
+        self.workers = self.desk
+
+    def owner_elsewhere(self, execution_id: str) -> bool:
+        """Whether the execution is owned, but not held in this engine."""
+        if self.handoff.holds(execution_id):
+            return False
+        return self.node.tables.owner(execution_id) is not None
+
+    # ---- executions
+
+    def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
+        if self.owner_elsewhere(execution_id):
+            reply = self.forward(execution_id, "signal", {"name": name, "payload": payload})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return super().signal(execution_id, name, payload)
+
+    def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
+        if self.owner_elsewhere(execution_id):
+            reply = self.forward(execution_id, "cancel", {"reason": reason})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return super().cancel(execution_id, reason)
+
+    def forward(self, execution_id: str, kind: str, payload: Any) -> Any:
+        """Puts an entry in the inbox of the execution's owner and waits for
+        the owner's reply."""
+        tables = self.node.tables
+        seq = tables.put(execution_id, kind, payload)
+        deadline = time.monotonic() + REPLY_WAIT_S
+        seen = self.node.listener.serial(REPLIES)
+        while True:
+            done, reply = tables.reply(seq)
+            if done:
+                return reply
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and tables.withdraw(seq):
+                # Taken back unapplied, so the caller may safely send it again.
+                raise StorageError(
+                    f"the owner of execution `{execution_id}` did not answer within "
+                    f"{REPLY_WAIT_S:g} s; the {kind} was not applied"
+                )
+            if remaining <= -REPLY_WAIT_S:
+                # Applied (it could not be taken back), but its owner stopped
+                # before it wrote the reply.
+                raise StorageError(
+                    f"the owner of execution `{execution_id}` applied the {kind} "
+                    "but stopped before it answered"
+                )
+            seen = self.node.listener.wait(REPLIES, seen, max(0.01, min(remaining, 0.25)))
+
+    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
+        holds = self.handoff.holds
+        if holds(execution_id):
+            return super().wait(execution_id, timeout_ms)
+        deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
+        doc = self.get(execution_id)
+        if _finished(doc) or time.monotonic() >= deadline or self._draining:
+            return doc
+        # Listed, so that the owner announces the end (else it does not).
+        tables = self.node.tables
+        watch = tables.watch(execution_id)
+        try:
+            seen = self.node.listener.serial(DONE)
+            while True:
+                # Read again once listed, not only after announcements: an
+                # end committed before the listing was announced to nobody.
+                doc = self.get(execution_id)
+                remaining = deadline - time.monotonic()
+                if holds(execution_id):
+                    return super().wait(execution_id, max(0, int(remaining * 1000)))
+                if _finished(doc) or remaining <= 0 or self._draining:
+                    return doc
+                seen = self.node.listener.wait(DONE, seen, min(remaining, RECHECK_S))
+        finally:
+            with contextlib.suppress(StorageError):
+                tables.unwatch(watch)
+
+    # ---- the inbox
+
+    def apply(self, entry: InboxEntry) -> Any:
+        """Applies one inbox entry through the engine's own calls; returns
+        the reply for the server that sent it."""
+        p = entry.payload
+        session: Session | None = None
+        if entry.kind == "dispatched":
+            row = self.desk.session_row(p["session_id"])
+            session = (
+                _session(row)
+                if row is not None
+                else Session(p["session_id"], p["worker_id"], "any", (), None, 0, 0)
+            )
+        # The one engine call below commits the entry's receipt with its events.
+        with self.handoff.receipt(str(entry.seq)):
+            return self._apply(entry, session)
+
+    def _apply(self, entry: InboxEntry, session: Session | None) -> Any:
+        p = entry.payload
+        local = self._local
+        try:
+            if entry.kind == "dispatched":
+                assert session is not None
+                done = self.handoff.dispatch_offer(
+                    session,
+                    execution_id=entry.execution_id,
+                    unit_key=p["unit_key"],
+                    offer_seq=p["offer_seq"],
+                    token=p["token"],
+                )
+                if done is None:
+                    # No longer wanted: the worker hears so at its next heartbeat.
+                    self.node.tables.post_cancels({p["session_id"]: [p["token"]]})
+                return {"ok": done is not None}
+            if entry.kind == "complete":
+                return {"ok": local.complete(p["token"], p["output"], worker=p.get("worker"))}
+            if entry.kind == "fail":
+                return {
+                    "ok": local.fail(
+                        p["token"],
+                        p["code"],
+                        p["message"],
+                        p["retryable"],
+                        p["details"],
+                        worker=p.get("worker"),
+                    )
+                }
+            if entry.kind == "undelivered":
+                local.undelivered(p["token"])
+                return {"ok": True}
+            if entry.kind == "signal":
+                return {"ok": Engine.signal(self, entry.execution_id, p["name"], p["payload"])}
+            if entry.kind == "cancel":
+                return {"ok": Engine.cancel(self, entry.execution_id, p["reason"])}
+        except StorageError:
+            raise  # not applied: tried again, here or by the next owner
+        except OrbitError as exc:
+            return _error_reply(exc)
+        return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
+
+
+class SharedDesk:
+    """The worker calls of a shared-mode server (`WorkerApi`): sessions are
+    written to `orbit_sessions`, a poll waits for this engine's tasks and the
+    shared queue's at once, and a result for an execution owned elsewhere
+    goes to its owner's inbox. `local` is the engine's own desk."""
+
+    def __init__(self, engine: SharedEngine, local: WorkerApi, node: SharedNode) -> None:
+        self._engine = engine
+        self._local = local
+        self._handoff = engine.handoff
+        self.node = node
+        self.clock = engine.clock
         self._sessions: dict[str, SessionRow] = {}
         self._contacts: dict[str, int] = {}
         self._contacts_lock = threading.Lock()
         # Sessions with a poll waiting here (how many): in contact now.
-        self._polls_waiting: dict[str, int] = {}
+        self.polls_waiting: dict[str, int] = {}
+
+    def _draining(self) -> bool:
+        return self._engine._draining
 
     # ---- sessions
 
-    def register_worker(
+    def register(
         self,
         worker_id: str,
         runtime: str,
         contracts: list[dict[str, str]] | list[tuple[str, str]],
         sdk: str | None = None,
     ) -> Registered:
-        reply = super().register_worker(worker_id, runtime, contracts, sdk)
-        pairs = [
-            (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
-            for c in contracts
-        ]
+        reply = self._local.register(worker_id, runtime, contracts, sdk)
         now = self.clock.now_ms()
         row = SessionRow(
-            reply["worker_session_id"], worker_id, runtime.lower(), pairs, sdk, now, now
+            reply["worker_session_id"],
+            worker_id,
+            runtime.lower(),
+            contract_pairs(contracts),
+            sdk,
+            now,
+            now,
         )
         self._sessions[row.session_id] = row
         self.node.tables.put_session(row)
         return reply
 
-    def _session_row(self, session_id: str) -> SessionRow | None:
+    def session_row(self, session_id: str) -> SessionRow | None:
         row = self._sessions.get(session_id)
         if row is None:
             found = self.node.tables.sessions([session_id])
             if not found:
                 return None
             row = self._sessions[session_id] = found[0]
-            self.know_sessions([_session(row)])
+            self._handoff.know_sessions([_session(row)])
         return row
 
     def _seen(self, session_id: str) -> None:
@@ -215,22 +377,22 @@ class SharedEngine(Engine):
         with self._contacts_lock:
             contacts, self._contacts = self._contacts, {}
             now = self.clock.now_ms()
-            for session_id in self._polls_waiting:
+            for session_id in self.polls_waiting:
                 contacts[session_id] = now
         return contacts
 
     def _waits(self, session_id: str, delta: int) -> None:
         with self._contacts_lock:
-            count = self._polls_waiting.get(session_id, 0) + delta
+            count = self.polls_waiting.get(session_id, 0) + delta
             if count > 0:
-                self._polls_waiting[session_id] = count
+                self.polls_waiting[session_id] = count
             else:
-                self._polls_waiting.pop(session_id, None)
+                self.polls_waiting.pop(session_id, None)
             self._contacts[session_id] = self.clock.now_ms()
 
-    def heartbeat(self, session_id: str, *, worker: str | None = None) -> Any:
-        self._session_row(session_id)
-        reply = super().heartbeat(session_id, worker=worker)
+    def heartbeat(self, session_id: str, *, worker: str | None = None) -> HeartbeatReply:
+        self.session_row(session_id)
+        reply = self._local.heartbeat(session_id, worker=worker)
         self._seen(session_id)
         posted = self.node.tables.take_cancels(session_id)
         if posted:
@@ -238,19 +400,19 @@ class SharedEngine(Engine):
         return reply
 
     def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
-        self._session_row(session_id)
-        reply = super().unregister(session_id, worker=worker)
+        self.session_row(session_id)
+        reply = self._local.unregister(session_id, worker=worker)
         self.node.tables.drop_session(session_id)
         self._sessions.pop(session_id, None)
         return reply
 
-    def list_workers(self) -> WorkerList:
+    def list(self) -> WorkerList:
         """`GET /v1/workers` of the whole cluster: the registry is shared, and
         the sessions of every server come from `orbit_sessions` (in-flight
         counts are this server's own)."""
-        listing = super().list_workers()
+        listing = self._local.list()
         now = self.clock.now_ms()
-        timeout = self.session_timeout_ms
+        timeout = self._engine.session_timeout_ms
         by_worker: dict[str, list[SessionRow]] = {}
         for row in self.node.tables.sessions_seen_since(now - timeout):
             by_worker.setdefault(row.worker_id, []).append(row)
@@ -274,16 +436,16 @@ class SharedEngine(Engine):
         *,
         worker: str | None = None,
     ) -> Assignment | None:
-        row = self._session_row(session_id)
+        row = self.session_row(session_id)
         wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
-        deadline = time.monotonic() + (0 if self._draining else wait) / 1000
+        deadline = time.monotonic() + (0 if self._draining() else wait) / 1000
         desk = self.node.desk
         while True:
             remaining = int((deadline - time.monotonic()) * 1000)
-            if remaining <= 0 or self._draining:
+            if remaining <= 0 or self._draining():
                 # This engine's own tasks, then one round of the shared queue.
                 # (The engine checks the session and its worker binding.)
-                got = super().poll(session_id, 0, worker=worker)
+                got = self._local.poll(session_id, 0, worker=worker)
                 if got is not None:
                     return got
                 assert row is not None
@@ -294,7 +456,7 @@ class SharedEngine(Engine):
                     session_id,
                     row.worker_id,
                     deadline,
-                    gone=lambda: self._draining or (connected is not None and not connected()),
+                    gone=lambda: self._draining() or (connected is not None and not connected()),
                     alive=lambda: self._seen(session_id),
                 )
                 if claim is None:
@@ -304,7 +466,7 @@ class SharedEngine(Engine):
                 if got is not None:
                     return got
                 if claim is None:
-                    if time.monotonic() >= deadline or self._draining:
+                    if time.monotonic() >= deadline or self._draining():
                         return None  # (rounds of the desk looked for it meanwhile)
                     if connected is not None and not connected():
                         return None
@@ -328,12 +490,12 @@ class SharedEngine(Engine):
         first takes the poll back from the engine (`withdraw`), so the poll
         gets a task from one of them only."""
         if row is None:
-            return super().poll(session_id, 0, worker=worker), None  # refuses it
+            return self._local.poll(session_id, 0, worker=worker), None  # refuses it
         desk = self.node.desk
         waiter = desk.enter(row.contracts, row.runtime, session_id, row.worker_id)
         self._waits(session_id, 1)
         try:
-            got = self.poll_withdrawable(
+            got = self._handoff.poll_withdrawable(
                 session_id,
                 wait_ms,
                 lambda withdraw: desk.parked(waiter, withdraw),
@@ -364,7 +526,7 @@ class SharedEngine(Engine):
                 assignment["timeout_ms"] = claim.timeout_ms
             return assignment  # type: ignore[return-value]
         try:
-            dispatched = self.dispatch_offer(
+            dispatched = self._handoff.dispatch_offer(
                 _session(row),
                 execution_id=claim.execution_id,
                 unit_key=claim.unit_key,
@@ -375,7 +537,7 @@ class SharedEngine(Engine):
             self.node.tables.unclaim(claim.token)
             raise
         if dispatched is None:
-            if self.holds(claim.execution_id):
+            if self._handoff.holds(claim.execution_id):
                 # The unit no longer waits for that offer: nobody will take it.
                 self.node.tables.drop_claim(claim.token)
             else:
@@ -385,17 +547,11 @@ class SharedEngine(Engine):
 
     def undelivered(self, token: str) -> None:
         eid = token.partition("/")[0]
-        if "/" in token and self._owner_elsewhere(eid):
+        if "/" in token and self._engine.owner_elsewhere(eid):
             # After the `dispatched` entry of the claim, so the owner knows it.
             self.node.tables.put(eid, "undelivered", {"token": token})
             return
-        super().undelivered(token)
-
-    def _owner_elsewhere(self, execution_id: str) -> bool:
-        """Whether the execution is owned, but not held in this engine."""
-        if self.holds(execution_id):
-            return False
-        return self.node.tables.owner(execution_id) is not None
+        self._local.undelivered(token)
 
     def complete(
         self, token: str, output: JsonValue = None, *, worker: str | None = None
@@ -405,7 +561,7 @@ class SharedEngine(Engine):
         payload = {"token": token, "output": output, "worker": worker}
         if self._owned_elsewhere(token):
             return self._send_result(token, "complete", payload)
-        reply = super().complete(token, output, worker=worker)
+        reply = self._local.complete(token, output, worker=worker)
         if self._moved(token, reply):
             return self._send_result(token, "complete", payload)
         return reply
@@ -431,20 +587,22 @@ class SharedEngine(Engine):
         }
         if self._owned_elsewhere(token):
             return self._send_result(token, "fail", payload)
-        reply = super().fail(token, error_code, error_message, retryable, details, worker=worker)
+        reply = self._local.fail(
+            token, error_code, error_message, retryable, details, worker=worker
+        )
         if self._moved(token, reply):
             return self._send_result(token, "fail", payload)
         return reply
 
     def _owned_elsewhere(self, token: str) -> bool:
         eid, slash, _ = token.partition("/")
-        return bool(slash) and self._owner_elsewhere(eid)
+        return bool(slash) and self._engine.owner_elsewhere(eid)
 
     def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> Accepted:
         """Sends a result to the inbox of its execution's owner and answers
         what the owner decided (accepted, or why not), as one server would."""
         eid = token.partition("/")[0]
-        return _raise_reply(self._forward(eid, kind, payload))  # type: ignore[no-any-return]
+        return _raise_reply(self._engine.forward(eid, kind, payload))  # type: ignore[no-any-return]
 
     def _moved(self, token: str, reply: Accepted) -> bool:
         """Whether a token this engine did not know belongs to an execution
@@ -453,135 +611,7 @@ class SharedEngine(Engine):
         unknown = not reply.get("accepted") and str(reply.get("reason", "")).startswith(
             "unknown token"
         )
-        return bool(slash) and unknown and self._owner_elsewhere(eid)
-
-    # ---- executions
-
-    def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
-        if self._owner_elsewhere(execution_id):
-            reply = self._forward(execution_id, "signal", {"name": name, "payload": payload})
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return super().signal(execution_id, name, payload)
-
-    def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
-        if self._owner_elsewhere(execution_id):
-            reply = self._forward(execution_id, "cancel", {"reason": reason})
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return super().cancel(execution_id, reason)
-
-    def _forward(self, execution_id: str, kind: str, payload: Any) -> Any:
-        tables = self.node.tables
-        seq = tables.put(execution_id, kind, payload)
-        deadline = time.monotonic() + REPLY_WAIT_S
-        seen = self.node.listener.serial(REPLIES)
-        while True:
-            done, reply = tables.reply(seq)
-            if done:
-                return reply
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 and tables.withdraw(seq):
-                # Taken back unapplied, so the caller may safely send it again.
-                raise StorageError(
-                    f"the owner of execution `{execution_id}` did not answer within "
-                    f"{REPLY_WAIT_S:g} s; the {kind} was not applied"
-                )
-            if remaining <= -REPLY_WAIT_S:
-                # Applied (it could not be taken back), but its owner stopped
-                # before it wrote the reply.
-                raise StorageError(
-                    f"the owner of execution `{execution_id}` applied the {kind} "
-                    "but stopped before it answered"
-                )
-            seen = self.node.listener.wait(REPLIES, seen, max(0.01, min(remaining, 0.25)))
-
-    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
-        if self.holds(execution_id):
-            return super().wait(execution_id, timeout_ms)
-        deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
-        doc = self.get(execution_id)
-        if _finished(doc) or time.monotonic() >= deadline or self._draining:
-            return doc
-        # Listed, so that the owner announces the end (else it does not).
-        tables = self.node.tables
-        watch = tables.watch(execution_id)
-        try:
-            seen = self.node.listener.serial(DONE)
-            while True:
-                # Read again once listed, not only after announcements: an
-                # end committed before the listing was announced to nobody.
-                doc = self.get(execution_id)
-                remaining = deadline - time.monotonic()
-                if self.holds(execution_id):
-                    return super().wait(execution_id, max(0, int(remaining * 1000)))
-                if _finished(doc) or remaining <= 0 or self._draining:
-                    return doc
-                seen = self.node.listener.wait(DONE, seen, min(remaining, RECHECK_S))
-        finally:
-            with contextlib.suppress(StorageError):
-                tables.unwatch(watch)
-
-    # ---- the inbox
-
-    def apply(self, entry: InboxEntry) -> Any:
-        """Applies one inbox entry through the engine's own calls; returns
-        the reply for the server that sent it."""
-        p = entry.payload
-        session: Session | None = None
-        if entry.kind == "dispatched":
-            row = self._session_row(p["session_id"])
-            session = (
-                _session(row)
-                if row is not None
-                else Session(p["session_id"], p["worker_id"], "any", (), None, 0, 0)
-            )
-        # The one engine call below commits the entry's receipt with its events.
-        with self.receipt(str(entry.seq)):
-            return self._apply(entry, session)
-
-    def _apply(self, entry: InboxEntry, session: Session | None) -> Any:
-        p = entry.payload
-        try:
-            if entry.kind == "dispatched":
-                assert session is not None
-                done = self.dispatch_offer(
-                    session,
-                    execution_id=entry.execution_id,
-                    unit_key=p["unit_key"],
-                    offer_seq=p["offer_seq"],
-                    token=p["token"],
-                )
-                if done is None:
-                    # No longer wanted: the worker hears so at its next heartbeat.
-                    self.node.tables.post_cancels({p["session_id"]: [p["token"]]})
-                return {"ok": done is not None}
-            if entry.kind == "complete":
-                return {
-                    "ok": Engine.complete(self, p["token"], p["output"], worker=p.get("worker"))
-                }
-            if entry.kind == "fail":
-                return {
-                    "ok": Engine.fail(
-                        self,
-                        p["token"],
-                        p["code"],
-                        p["message"],
-                        p["retryable"],
-                        p["details"],
-                        worker=p.get("worker"),
-                    )
-                }
-            if entry.kind == "undelivered":
-                Engine.undelivered(self, p["token"])
-                return {"ok": True}
-            if entry.kind == "signal":
-                return {"ok": Engine.signal(self, entry.execution_id, p["name"], p["payload"])}
-            if entry.kind == "cancel":
-                return {"ok": Engine.cancel(self, entry.execution_id, p["reason"])}
-        except StorageError:
-            raise  # not applied: tried again, here or by the next owner
-        except OrbitError as exc:
-            return _error_reply(exc)
-        return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
+        return bool(slash) and unknown and self._engine.owner_elsewhere(eid)
 
 
 def _finished(doc: ExecutionDoc) -> bool:
@@ -788,7 +818,7 @@ class SharedNode:
         failing = None
         while not self._stop.wait(PUBLISH_S):
             try:
-                self.engine.publish_stale()
+                self.engine.handoff.publish_stale()
                 failing = None
             except Exception as exc:
                 if str(exc) != failing:  # once per distinct failure, not 20 times a second
@@ -816,12 +846,12 @@ class SharedNode:
         with self._lost_lock:
             lost, self._lost = self._lost, []
         lost.extend(self._reconcile())
-        dropped = self.engine.release(lost) if lost else 0
+        dropped = self.engine.handoff.release(lost) if lost else 0
         if dropped:
             # (Most of `lost` ended here just now: nothing to drop.)
             self._log.warning("shared: lost executions to another server", executions=dropped)
         self._sync_sessions()
-        if self.engine.reload_definitions():
+        if self.engine.handoff.reload_definitions():
             self._log.info("shared: loaded definitions deployed through another server")
         mark = self.store.schedules_mark()
         if mark != self._schedules:
@@ -845,9 +875,9 @@ class SharedNode:
         # Owned here by the database and this store, but not running in the
         # engine (a take-over whose rebuild failed): rebuilt again.
         stranded = [e for e in rows if e in held and rows[e] == held[e][1]]
-        stranded = [e for e in stranded if not self.engine.holds(e)]
+        stranded = [e for e in stranded if not self.engine.handoff.holds(e)]
         if stranded:
-            self.engine.take_over(self.store.histories(stranded))
+            self.engine.handoff.take_over(self.store.histories(stranded))
         gone = [eid for eid, (_root, epoch) in held.items() if rows.get(eid) != epoch]
         if gone:
             # Ended just now (the row went with the end) or lost: either way
@@ -876,7 +906,7 @@ class SharedNode:
                 moved = self._own_tables.take_over(roots[start : start + TAKEOVER_BATCH], dead)
                 self.store.adopt(moved)
                 histories = self.store.histories([m[0] for m in moved])
-                adopted, in_flight = self.engine.take_over(histories)
+                adopted, in_flight = self.engine.handoff.take_over(histories)
                 self._inbox_notified(None)  # what was sent to the dead node is ours now
                 self._log.info(
                     "shared: took ownership of executions",
@@ -888,13 +918,13 @@ class SharedNode:
     def _sync_sessions(self) -> None:
         """Contacts made here go to the database; contacts made elsewhere
         with the sessions this engine knows come back."""
-        self._own_tables.touch_sessions(self.engine.take_contacts())
-        known = self.engine.session_ids()
+        self._own_tables.touch_sessions(self.engine.desk.take_contacts())
+        known = self.engine.handoff.session_ids()
         rows = self._own_tables.sessions(known)
         if rows:
-            self.engine.touch_sessions({r.session_id: r.last_seen_ms for r in rows})
+            self.engine.handoff.touch_sessions({r.session_id: r.last_seen_ms for r in rows})
         # Attempts owned here that a session polling elsewhere should stop.
-        self._own_tables.post_cancels(self.engine.cancels(known))
+        self._own_tables.post_cancels(self.engine.handoff.cancels(known))
 
     def _claim_failed(self, exc: StorageError) -> None:
         self._log.warning("shared: claiming tasks failed", error=exc.message)
@@ -937,10 +967,12 @@ class SharedNode:
         if execution_ids is None:
             entries = self.tables.pending(INBOX_ROUND)
         else:
-            entries = self.tables.pending_for([e for e in execution_ids if self.engine.holds(e)])
+            entries = self.tables.pending_for(
+                [e for e in execution_ids if self.engine.handoff.holds(e)]
+            )
         runs: dict[str, list[InboxEntry]] = {}
         for entry in entries:
-            if self.engine.holds(entry.execution_id):  # else being taken over: later
+            if self.engine.handoff.holds(entry.execution_id):  # else being taken over: later
                 runs.setdefault(entry.execution_id, []).append(entry)
         replies = [
             reply

@@ -21,6 +21,7 @@ from orbit_core.dispatch import QueuedTask, TaskIndex, routing_runtime
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
+from orbit_core.engine.counters import Counters
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
 from orbit_core.errors import ConflictError, StorageError, not_found
@@ -52,7 +53,7 @@ class Executions:
         ids: IdSource,
         limits: Limits,
         catalog: Catalog,
-        counters: dict[str, int],
+        counters: Counters,
         builtins: BuiltinTasks | None,
         report_builtin: BuiltinReport,
         offer_tasks: bool = False,
@@ -570,7 +571,7 @@ class Executions:
         self.memory.release(old.tokens())
         new = ExecutionState(old.id)
         live.state = new
-        self.counters["continued_as_new"] += 1
+        self.counters.continued_as_new += 1
         d = live.plan.defn
         self.append(
             tx,

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from orbit_core.engine.commands import PENDING, Command, Signal, Tx
+from orbit_core.engine.counters import Counters
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.ports import CommitBatch, ExecutionChange, Faults, Store
 
@@ -106,7 +107,7 @@ class GroupCommit:
     def __init__(
         self,
         store: Store,
-        counters: dict[str, int],
+        counters: Counters,
         *,
         prepare: Callable[[list[Command]], Group],
         publish: Callable[[Tx], None],
@@ -374,7 +375,7 @@ class GroupCommit:
             if self._store_failing:
                 self._store_failing = False
                 self._faults.recovered("store")
-            self._counters["commits"] += 1
+            self._counters.commits += 1
         for group in groups:
             if group.tx.after_commit or group.tx.terminal:
                 try:

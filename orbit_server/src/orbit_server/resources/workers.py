@@ -27,7 +27,7 @@ class Workers:
         self._task_use = task_use or TaskUse()
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        listed = self._engine.list_workers()
+        listed = self._engine.workers.list()
         # Announced tasks no deployed workflow calls: `unused_contracts`, only when some.
         workers = cast(list[dict[str, object]], listed["workers"])
         self._task_use.mark(self._engine, workers)
