@@ -30,18 +30,19 @@ from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _p
 from server_ir import _finish, _get, _obj, _rec
 
 from orbit_core import ir
+from orbit_core.coordination import rendezvous
 from orbit_core.dispatch import Session
 from orbit_core.engine import Engine, handoff
 from orbit_core.engine.handoff import Sharing
+from orbit_core.engine.task_desk import TaskDesk
 from orbit_core.errors import InvalidError, OrbitError, StorageError
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_server.app import create_app
 from orbit_server.config import ServerConfig
 from orbit_server.shared import SharedNode
-from orbit_server.task_desk import TaskDesk
 from orbit_store.postgres import PostgresStore
-from orbit_store.shared import Listener, SharedStore, SharedTables, rendezvous
+from orbit_store.shared import Listener, SharedStore, SharedTables
 
 pytestmark = pytest.mark.postgres
 
@@ -100,7 +101,7 @@ def _server_node(url: str, name: str = "a") -> SharedNode:
         config,
         node_id=name,
         advertise_addr=f"http://{name}",
-        build_engine=lambda store, kind: kind(store, auto_tick=False),
+        build_engine=lambda store, sharing: Engine(store, auto_tick=False, sharing=sharing),
         make_app=lambda engine, view: create_app(engine, config),
         interval=0.05,
     )
@@ -431,7 +432,7 @@ def test_a_task_no_poll_on_its_owner_takes_is_queued_for_the_other_servers(
             10,
             "the task to be queued",
         )
-        handoff.of(b.engine).reload_definitions()
+        b.engine.handoff.reload_definitions()
         session = b.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
         task = b.engine.workers.poll(session, 5_000)
         assert task is not None and task["execution_id"] == "there"
@@ -562,7 +563,7 @@ def test_an_end_is_announced_only_when_a_server_waits_for_it_elsewhere(pg_url: s
         a.start()
         b.start()
         a.engine.deploy(server_ir.chain(1))
-        handoff.of(b.engine).reload_definitions()
+        b.engine.handoff.reload_definitions()
         sid = a.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
 
         def run(eid: str) -> None:
@@ -1368,7 +1369,7 @@ def test_a_result_for_an_execution_owned_elsewhere_is_checked_and_answered_by_th
         b.start()
         a.engine.deploy(server_ir.chain(2))
         a.engine.start("Chain", execution_id="far")
-        handoff.of(b.engine).reload_definitions()
+        b.engine.handoff.reload_definitions()
         session = b.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
         task = b.engine.workers.poll(session, 10_000)
         assert task is not None and task["execution_id"] == "far"

@@ -99,7 +99,7 @@ def test_recovery_accepts_old_tokens_and_fires_overdue_timers(tmp_path: Path) ->
     assert (second.recovered_executions, second.recovered_in_flight) == (2, 1)
     assert second.get("r-2")["units"]["pause"]["status"] == "SUCCEEDED"  # overdue timer fired
     assert second.get("r-2")["status"] == "COMPLETED"
-    assert second.complete(held["token"], {"ok": True}) == {"accepted": True}
+    assert second.workers.complete(held["token"], {"ok": True}) == {"accepted": True}
     clock.advance(60_000)
     assert second.get("r-1")["status"] == "COMPLETED"
     assert fold(second.events("r-1"), "r-1").to_json() == second.get("r-1")

@@ -15,7 +15,7 @@ import falcon
 import falcon.constants
 import falcon.inspect
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_server import errors
 from orbit_server.auth import (
     ADMIN,
@@ -70,20 +70,20 @@ class _Routes:
                 self.rules[(template, method)] = rule
 
 
-def telemetry_of(engine: Engine) -> Telemetry:
+def telemetry_of(engine: EngineApi) -> Telemetry:
     """What the engine's store reports commits to (see `storage.LoggedStore`),
     or a fresh one that sees no commits (event counters stay at zero)."""
     found = getattr(engine.store, "telemetry", None)
     return found if isinstance(found, Telemetry) else Telemetry()
 
 
-def worker_calls(engine: Engine, telemetry: Telemetry | None = None) -> WorkerCalls:
+def worker_calls(engine: EngineApi, telemetry: Telemetry | None = None) -> WorkerCalls:
     """The worker protocol's calls, for the HTTP routes and the gRPC binding."""
     return WorkerCalls(engine, (telemetry or telemetry_of(engine)).tracing)
 
 
 def create_app(
-    engine: Engine,
+    engine: EngineApi,
     config: ServerConfig,
     telemetry: Telemetry | None = None,
     *,

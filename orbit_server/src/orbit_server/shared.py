@@ -71,71 +71,40 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from orbit_core.api import (
-    Accepted,
-    Assignment,
-    ExecutionDoc,
-    HeartbeatReply,
-    Registered,
-    SignalAccepted,
-    WorkerList,
-)
-from orbit_core.dispatch import Session
-from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine, handoff
+from orbit_core.coordination import INBOX, TASKS, InboxEntry, rendezvous
+from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.engine.handoff import Sharing
-from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
-from orbit_core.engine.results import admit_failure, admit_success
-from orbit_core.engine.worker_desk import WorkerApi, contract_pairs
-from orbit_core.errors import (
-    ConflictError,
-    InvalidError,
-    LimitError,
-    NotFoundError,
-    OrbitError,
-    StorageError,
-)
-from orbit_core.jsontypes import JsonValue
+from orbit_core.engine.shared import RECHECK_S, SharedEngine
+from orbit_core.engine.task_desk import TaskDesk
+from orbit_core.errors import StorageError
 from orbit_core.ports import Store
 from orbit_server import logs
 from orbit_server.config import ServerConfig
-from orbit_server.task_desk import TaskDesk
 from orbit_store.shared import (
     TAKEOVER_BATCH,
-    Claim,
-    InboxEntry,
     Listener,
-    SessionRow,
     SharedStore,
     SharedTables,
-    rendezvous,
 )
 
 INTERVAL_ENV = "ORBIT_CLUSTER_INTERVAL_MS"
-# The channels of orbit_store.shared.Listener this module waits on.
-TASKS, INBOX, REPLIES, DONE = "orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done"
 # Inbox entries of different executions are applied by this many threads at
 # once, so that their commits share groups.
 INBOX_THREADS = 16
 # Entries read by one round over the whole inbox of a node.
 INBOX_ROUND = 200
-REPLY_WAIT_S = 10.0
 # A task waits in its owner's engine from one to two of these before it goes
 # to the shared queue: a poll on the owner takes it with no statement of its
 # own (the group that queued it records the dispatch), and the owner's
 # workers, which poll again right after each result, take nearly all of
 # theirs in that time; a task no worker here can take waits at most 0.1 s.
 PUBLISH_S = 0.05
-RECHECK_S = 1.0
 SHARED = "shared"
 # The inbox is swept every so many rounds of entries older than this.
 SWEEP_ROUNDS = 60
 VACUUM_S = 2.0
 SWEEP_AFTER_MS = 60_000
-_ERRORS: dict[str, type[OrbitError]] = {
-    cls.__name__: cls
-    for cls in (NotFoundError, ConflictError, InvalidError, LimitError, StorageError, OrbitError)
-}
-
 App = Callable[[dict[str, Any], Any], Iterable[bytes]]
 
 
@@ -146,493 +115,9 @@ def interval_s() -> float:
     return 1.0
 
 
-def _error_reply(exc: OrbitError) -> dict[str, Any]:
-    return {"error": {"type": type(exc).__name__, "code": exc.code, "message": exc.message}}
-
-
-def _raise_reply(reply: Any) -> Any:
-    if isinstance(reply, dict) and "error" in reply:
-        error = reply["error"]
-        cls = _ERRORS.get(str(error.get("type")), OrbitError)
-        raise cls(str(error.get("message", "")), str(error.get("code", "INTERNAL")))
-    return reply["ok"] if isinstance(reply, dict) else reply
-
-
-class SharedEngine(Engine):
-    """The engine of a shared-mode server (module docstring): calls about
-    executions or tasks this engine does not hold go through the database.
-    The worker calls are its `SharedDesk` (`workers`); the handoff steps of
-    engine/handoff.py are `handoff`."""
-
-    node: SharedNode
-    desk: SharedDesk
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["sharing"] = Sharing(offer_tasks=True, local_first=True, shared_catalog=True)
-        super().__init__(*args, **kwargs)
-        self.handoff = handoff.of(self)
-        self._local = self.workers
-
-    def attach(self, node: SharedNode) -> None:
-        self.node = node
-        self.desk = SharedDesk(self, self._local, node)
-        self.workers = self.desk
-
-    def owner_elsewhere(self, execution_id: str) -> bool:
-        """Whether the execution is owned, but not held in this engine."""
-        if self.handoff.holds(execution_id):
-            return False
-        return self.node.tables.owner(execution_id) is not None
-
-    # ---- executions
-
-    def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
-        if self.owner_elsewhere(execution_id):
-            reply = self.forward(execution_id, "signal", {"name": name, "payload": payload})
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return super().signal(execution_id, name, payload)
-
-    def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
-        if self.owner_elsewhere(execution_id):
-            reply = self.forward(execution_id, "cancel", {"reason": reason})
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return super().cancel(execution_id, reason)
-
-    def forward(self, execution_id: str, kind: str, payload: Any) -> Any:
-        """Puts an entry in the inbox of the execution's owner and waits for
-        the owner's reply."""
-        tables = self.node.tables
-        seq = tables.put(execution_id, kind, payload)
-        deadline = time.monotonic() + REPLY_WAIT_S
-        seen = self.node.listener.serial(REPLIES)
-        while True:
-            done, reply = tables.reply(seq)
-            if done:
-                return reply
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 and tables.withdraw(seq):
-                # Taken back unapplied, so the caller may safely send it again.
-                raise StorageError(
-                    f"the owner of execution `{execution_id}` did not answer within "
-                    f"{REPLY_WAIT_S:g} s; the {kind} was not applied"
-                )
-            if remaining <= -REPLY_WAIT_S:
-                # Applied (it could not be taken back), but its owner stopped
-                # before it wrote the reply.
-                raise StorageError(
-                    f"the owner of execution `{execution_id}` applied the {kind} "
-                    "but stopped before it answered"
-                )
-            seen = self.node.listener.wait(REPLIES, seen, max(0.01, min(remaining, 0.25)))
-
-    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
-        holds = self.handoff.holds
-        if holds(execution_id):
-            return super().wait(execution_id, timeout_ms)
-        deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
-        doc = self.get(execution_id)
-        if _finished(doc) or time.monotonic() >= deadline or self._draining:
-            return doc
-        # Listed, so that the owner announces the end (else it does not).
-        tables = self.node.tables
-        watch = tables.watch(execution_id)
-        try:
-            seen = self.node.listener.serial(DONE)
-            while True:
-                # Read again once listed, not only after announcements: an
-                # end committed before the listing was announced to nobody.
-                doc = self.get(execution_id)
-                remaining = deadline - time.monotonic()
-                if holds(execution_id):
-                    return super().wait(execution_id, max(0, int(remaining * 1000)))
-                if _finished(doc) or remaining <= 0 or self._draining:
-                    return doc
-                seen = self.node.listener.wait(DONE, seen, min(remaining, RECHECK_S))
-        finally:
-            with contextlib.suppress(StorageError):
-                tables.unwatch(watch)
-
-    # ---- the inbox
-
-    def apply(self, entry: InboxEntry) -> Any:
-        """Applies one inbox entry through the engine's own calls; returns
-        the reply for the server that sent it."""
-        p = entry.payload
-        session: Session | None = None
-        if entry.kind == "dispatched":
-            row = self.desk.session_row(p["session_id"])
-            session = (
-                _session(row)
-                if row is not None
-                else Session(p["session_id"], p["worker_id"], "any", (), None, 0, 0)
-            )
-        # The one engine call below commits the entry's receipt with its events.
-        with self.handoff.receipt(str(entry.seq)):
-            return self._apply(entry, session)
-
-    def _apply(self, entry: InboxEntry, session: Session | None) -> Any:
-        p = entry.payload
-        local = self._local
-        try:
-            if entry.kind == "dispatched":
-                assert session is not None
-                done = self.handoff.dispatch_offer(
-                    session,
-                    execution_id=entry.execution_id,
-                    unit_key=p["unit_key"],
-                    offer_seq=p["offer_seq"],
-                    token=p["token"],
-                )
-                if done is None:
-                    # No longer wanted: the worker hears so at its next heartbeat.
-                    self.node.tables.post_cancels({p["session_id"]: [p["token"]]})
-                return {"ok": done is not None}
-            if entry.kind == "complete":
-                return {"ok": local.complete(p["token"], p["output"], worker=p.get("worker"))}
-            if entry.kind == "fail":
-                return {
-                    "ok": local.fail(
-                        p["token"],
-                        p["code"],
-                        p["message"],
-                        p["retryable"],
-                        p["details"],
-                        worker=p.get("worker"),
-                    )
-                }
-            if entry.kind == "undelivered":
-                local.undelivered(p["token"])
-                return {"ok": True}
-            if entry.kind == "signal":
-                return {"ok": Engine.signal(self, entry.execution_id, p["name"], p["payload"])}
-            if entry.kind == "cancel":
-                return {"ok": Engine.cancel(self, entry.execution_id, p["reason"])}
-        except StorageError:
-            raise  # not applied: tried again, here or by the next owner
-        except OrbitError as exc:
-            return _error_reply(exc)
-        return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
-
-
-class SharedDesk:
-    """The worker calls of a shared-mode server (`WorkerApi`): sessions are
-    written to `orbit_sessions`, a poll waits for this engine's tasks and the
-    shared queue's at once, and a result for an execution owned elsewhere
-    goes to its owner's inbox. `local` is the engine's own desk."""
-
-    def __init__(self, engine: SharedEngine, local: WorkerApi, node: SharedNode) -> None:
-        self._engine = engine
-        self._local = local
-        self._handoff = engine.handoff
-        self.node = node
-        self.clock = engine.clock
-        self._sessions: dict[str, SessionRow] = {}
-        self._contacts: dict[str, int] = {}
-        self._contacts_lock = threading.Lock()
-        # Sessions with a poll waiting here (how many): in contact now.
-        self.polls_waiting: dict[str, int] = {}
-
-    def _draining(self) -> bool:
-        return self._engine._draining
-
-    # ---- sessions
-
-    def register(
-        self,
-        worker_id: str,
-        runtime: str,
-        contracts: list[dict[str, str]] | list[tuple[str, str]],
-        sdk: str | None = None,
-    ) -> Registered:
-        reply = self._local.register(worker_id, runtime, contracts, sdk)
-        now = self.clock.now_ms()
-        row = SessionRow(
-            reply["worker_session_id"],
-            worker_id,
-            runtime.lower(),
-            contract_pairs(contracts),
-            sdk,
-            now,
-            now,
-        )
-        self._sessions[row.session_id] = row
-        self.node.tables.put_session(row)
-        return reply
-
-    def session_row(self, session_id: str) -> SessionRow | None:
-        row = self._sessions.get(session_id)
-        if row is None:
-            found = self.node.tables.sessions([session_id])
-            if not found:
-                return None
-            row = self._sessions[session_id] = found[0]
-            self._handoff.know_sessions([_session(row)])
-        return row
-
-    def _seen(self, session_id: str) -> None:
-        with self._contacts_lock:
-            self._contacts[session_id] = self.clock.now_ms()
-
-    def take_contacts(self) -> dict[str, int]:
-        with self._contacts_lock:
-            contacts, self._contacts = self._contacts, {}
-            now = self.clock.now_ms()
-            for session_id in self.polls_waiting:
-                contacts[session_id] = now
-        return contacts
-
-    def _waits(self, session_id: str, delta: int) -> None:
-        with self._contacts_lock:
-            count = self.polls_waiting.get(session_id, 0) + delta
-            if count > 0:
-                self.polls_waiting[session_id] = count
-            else:
-                self.polls_waiting.pop(session_id, None)
-            self._contacts[session_id] = self.clock.now_ms()
-
-    def heartbeat(self, session_id: str, *, worker: str | None = None) -> HeartbeatReply:
-        self.session_row(session_id)
-        reply = self._local.heartbeat(session_id, worker=worker)
-        self._seen(session_id)
-        posted = self.node.tables.take_cancels(session_id)
-        if posted:
-            reply["cancel"] = sorted({*reply["cancel"], *posted})
-        return reply
-
-    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
-        self.session_row(session_id)
-        reply = self._local.unregister(session_id, worker=worker)
-        self.node.tables.drop_session(session_id)
-        self._sessions.pop(session_id, None)
-        return reply
-
-    def list(self) -> WorkerList:
-        """`GET /v1/workers` of the whole cluster: the registry is shared, and
-        the sessions of every server come from `orbit_sessions` (in-flight
-        counts are this server's own)."""
-        listing = self._local.list()
-        now = self.clock.now_ms()
-        timeout = self._engine.session_timeout_ms
-        by_worker: dict[str, list[SessionRow]] = {}
-        for row in self.node.tables.sessions_seen_since(now - timeout):
-            by_worker.setdefault(row.worker_id, []).append(row)
-        for doc in listing["workers"]:
-            rows = by_worker.get(doc["worker_id"], [])
-            if not rows:
-                continue
-            last_seen = max(r.last_seen_ms for r in rows)
-            doc["sessions"] = max(doc["sessions"], len(rows))
-            doc["last_seen_ms"] = max(doc["last_seen_ms"], last_seen)
-            doc["online"] = doc["online"] or now - last_seen <= timeout
-        return listing
-
-    # ---- tasks
-
-    def poll(
-        self,
-        session_id: str,
-        wait_ms: int | None = None,
-        connected: Callable[[], bool] | None = None,
-        *,
-        worker: str | None = None,
-    ) -> Assignment | None:
-        row = self.session_row(session_id)
-        wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
-        deadline = time.monotonic() + (0 if self._draining() else wait) / 1000
-        desk = self.node.desk
-        while True:
-            remaining = int((deadline - time.monotonic()) * 1000)
-            if remaining <= 0 or self._draining():
-                # This engine's own tasks, then one round of the shared queue.
-                # (The engine checks the session and its worker binding.)
-                got = self._local.poll(session_id, 0, worker=worker)
-                if got is not None:
-                    return got
-                assert row is not None
-                self._seen(session_id)
-                claim = desk.take(
-                    row.contracts,
-                    row.runtime,
-                    session_id,
-                    row.worker_id,
-                    deadline,
-                    gone=lambda: self._draining() or (connected is not None and not connected()),
-                    alive=lambda: self._seen(session_id),
-                )
-                if claim is None:
-                    return None
-            else:
-                got, claim = self._poll_both(session_id, row, remaining, connected, worker)
-                if got is not None:
-                    return got
-                if claim is None:
-                    if time.monotonic() >= deadline or self._draining():
-                        return None  # (rounds of the desk looked for it meanwhile)
-                    if connected is not None and not connected():
-                        return None
-                    continue  # ended during a round that found nothing: wait on
-            assert row is not None
-            assignment = self._hand_out(claim, row)
-            if assignment is not None:
-                return assignment
-
-    def _poll_both(
-        self,
-        session_id: str,
-        row: SessionRow | None,
-        wait_ms: int,
-        connected: Callable[[], bool] | None,
-        worker: str | None,
-    ) -> tuple[Assignment | None, Claim | None]:
-        """Waits in this engine for one of its own tasks (dispatched by the
-        group that queued it, with no statement of its own) while the task
-        desk claims for the poll from the shared queue; a round of the desk
-        first takes the poll back from the engine (`withdraw`), so the poll
-        gets a task from one of them only."""
-        if row is None:
-            return self._local.poll(session_id, 0, worker=worker), None  # refuses it
-        desk = self.node.desk
-        waiter = desk.enter(row.contracts, row.runtime, session_id, row.worker_id)
-        self._waits(session_id, 1)
-        try:
-            got = self._handoff.poll_withdrawable(
-                session_id,
-                wait_ms,
-                lambda withdraw: desk.parked(waiter, withdraw),
-                connected,
-                worker=worker,
-            )
-        finally:
-            claim, error = desk.leave(waiter)
-            self._waits(session_id, -1)
-        if got is not None:
-            # (Not expected: a claim withdraws the poll first.)
-            if claim is not None and claim.owner == self.node.node_id:
-                self.node.tables.unclaim(claim.token)
-            elif claim is not None:
-                self.undelivered(claim.token)  # after the claim's `dispatched` entry
-            return got, None
-        if error is not None:
-            raise error
-        return None, claim
-
-    def _hand_out(self, claim: Claim, row: SessionRow) -> Assignment | None:
-        self.node.tasks_claimed += 1
-        if claim.owner != self.node.node_id:
-            # The owner records StepDispatched from its inbox.
-            assignment: dict[str, Any] = {**claim.assignment, "token": claim.token}
-            if claim.timeout_ms is not None:
-                assignment["deadline_ms"] = self.clock.now_ms() + claim.timeout_ms
-                assignment["timeout_ms"] = claim.timeout_ms
-            return assignment  # type: ignore[return-value]
-        try:
-            dispatched = self._handoff.dispatch_offer(
-                _session(row),
-                execution_id=claim.execution_id,
-                unit_key=claim.unit_key,
-                offer_seq=claim.offer_seq,
-                token=claim.token,
-            )
-        except StorageError:
-            self.node.tables.unclaim(claim.token)
-            raise
-        if dispatched is None:
-            if self._handoff.holds(claim.execution_id):
-                # The unit no longer waits for that offer: nobody will take it.
-                self.node.tables.drop_claim(claim.token)
-            else:
-                # The execution left this server meanwhile: its new owner may want it.
-                self.node.tables.unclaim(claim.token)
-        return dispatched
-
-    def undelivered(self, token: str) -> None:
-        eid = token.partition("/")[0]
-        if "/" in token and self._engine.owner_elsewhere(eid):
-            # After the `dispatched` entry of the claim, so the owner knows it.
-            self.node.tables.put(eid, "undelivered", {"token": token})
-            return
-        self._local.undelivered(token)
-
-    def complete(
-        self, token: str, output: JsonValue = None, *, worker: str | None = None
-    ) -> Accepted:
-        # The checks a single server makes first, wherever the execution runs.
-        admit_success(token, output)
-        payload = {"token": token, "output": output, "worker": worker}
-        if self._owned_elsewhere(token):
-            return self._send_result(token, "complete", payload)
-        reply = self._local.complete(token, output, worker=worker)
-        if self._moved(token, reply):
-            return self._send_result(token, "complete", payload)
-        return reply
-
-    def fail(
-        self,
-        token: str,
-        error_code: str,
-        error_message: str = "",
-        retryable: bool = True,
-        details: JsonValue = None,
-        *,
-        worker: str | None = None,
-    ) -> Accepted:
-        admit_failure(token, error_code, error_message, retryable, details)
-        payload = {
-            "token": token,
-            "code": error_code,
-            "message": error_message,
-            "retryable": retryable,
-            "details": details,
-            "worker": worker,
-        }
-        if self._owned_elsewhere(token):
-            return self._send_result(token, "fail", payload)
-        reply = self._local.fail(
-            token, error_code, error_message, retryable, details, worker=worker
-        )
-        if self._moved(token, reply):
-            return self._send_result(token, "fail", payload)
-        return reply
-
-    def _owned_elsewhere(self, token: str) -> bool:
-        eid, slash, _ = token.partition("/")
-        return bool(slash) and self._engine.owner_elsewhere(eid)
-
-    def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> Accepted:
-        """Sends a result to the inbox of its execution's owner and answers
-        what the owner decided (accepted, or why not), as one server would."""
-        eid = token.partition("/")[0]
-        return _raise_reply(self._engine.forward(eid, kind, payload))  # type: ignore[no-any-return]
-
-    def _moved(self, token: str, reply: Accepted) -> bool:
-        """Whether a token this engine did not know belongs to an execution
-        that moved to another server while the result was on its way."""
-        eid, slash, _ = token.partition("/")
-        unknown = not reply.get("accepted") and str(reply.get("reason", "")).startswith(
-            "unknown token"
-        )
-        return bool(slash) and unknown and self._engine.owner_elsewhere(eid)
-
-
-def _finished(doc: ExecutionDoc) -> bool:
-    return str(doc.get("status")) in ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
-
-
 def _token(execution_id: str) -> str:
     """Task tokens name their execution, so any server can route a result."""
     return f"{execution_id}/{uuid.uuid4()}"
-
-
-def _session(row: SessionRow) -> Session:
-    return Session(
-        row.session_id,
-        row.worker_id,
-        row.runtime,
-        tuple(row.contracts),
-        row.sdk,
-        row.registered_ms,
-        row.last_seen_ms,
-    )
 
 
 class SharedNode:
@@ -645,8 +130,8 @@ class SharedNode:
         *,
         node_id: str,
         advertise_addr: str | None,
-        build_engine: Callable[[Store, type[Engine]], Engine],
-        make_app: Callable[[Engine, SharedNode], App],
+        build_engine: Callable[[Store, Sharing | None], Engine],
+        make_app: Callable[[EngineApi, SharedNode], App],
         interval: float | None = None,
     ) -> None:
         self.config = config
@@ -655,7 +140,6 @@ class SharedNode:
         self.interval_s = interval if interval is not None else interval_s()
         self.node_timeout_ms = round(max(2.0, config.node_timeout_s) * 1000)
         self.instance = str(uuid.uuid4())
-        self.tasks_claimed = 0
         self._log = logs.logger()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -681,15 +165,13 @@ class SharedNode:
         self._own_tables = SharedTables(self.store, node_id, connections=3)
         try:
             self._join()
-            built = build_engine(self.store, SharedEngine)
+            sharing = Sharing(offer_tasks=True, local_first=True, shared_catalog=True)
+            built = build_engine(self.store, sharing)
         except BaseException:
             self.tables.close()
             self._own_tables.close()
             self.store.close()
             raise
-        assert isinstance(built, SharedEngine)
-        self.engine: SharedEngine = built
-        self.engine.attach(self)
         self.listener = Listener(self.store, node_id)
         self.desk = TaskDesk(
             self.tables,
@@ -698,6 +180,13 @@ class SharedNode:
             on_error=self._claim_failed,
         )
         self.listener.subscribe(TASKS, self.desk.stir)
+        self.engine = SharedEngine(
+            built,
+            node_id=node_id,
+            tables=self.tables,
+            announcements=self.listener,
+            tasks=self.desk,
+        )
         self._inbox_cond = threading.Condition()
         self._inbox_due: set[str] = set()
         self._inbox_all = True
@@ -744,7 +233,7 @@ class SharedNode:
             "term": None,
             "leader": None,
             "owned_executions": owned,
-            "tasks_claimed": self.tasks_claimed,
+            "tasks_claimed": self.engine.tasks_claimed,
             "nodes": [
                 {
                     "node_id": n.node_id,

@@ -17,7 +17,7 @@ from typing import Any
 
 from orbit_core import limits
 from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
@@ -32,7 +32,7 @@ _SESSIONS_KEPT = 10_000
 class WorkerCalls:
     """One per server, shared by its bindings."""
 
-    def __init__(self, engine: Engine, tracer: Tracing | None = None) -> None:
+    def __init__(self, engine: EngineApi, tracer: Tracing | None = None) -> None:
         self.engine = engine
         # With tracing on, a task carries its attempt's span as `traceparent`.
         self._tracer = tracer

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import queue
 import threading
 import time
@@ -76,6 +75,11 @@ import psycopg
 
 from orbit_core import events as ev
 from orbit_core.api import ExecutionStatus
+from orbit_core.coordination import (  # the adapters below serve these ports
+    Claim,
+    InboxEntry,
+    SessionRow,
+)
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
 from orbit_core.state import TERMINAL
@@ -171,12 +175,6 @@ def fenced_message(execution_id: str, found: tuple[str, int] | None, held: int) 
     )
 
 
-def rendezvous(root_id: str, nodes: Iterable[str]) -> str:
-    """The node a root execution goes to among `nodes` (highest hash wins):
-    every server computes the same answer without talking to the others."""
-    return max(nodes, key=lambda n: hashlib.sha256(f"{n}\0{root_id}".encode()).digest())
-
-
 @attrs.frozen(slots=True)
 class NodeRow:
     node_id: str
@@ -184,40 +182,6 @@ class NodeRow:
     live: bool
     heartbeat_age_ms: int
     owned_executions: int
-
-
-@attrs.frozen(slots=True)
-class Claim:
-    """A task claimed from the queue for a session: `owner` is the node that
-    owns its execution."""
-
-    execution_id: str
-    unit_key: str
-    offer_seq: int
-    token: str
-    timeout_ms: int | None
-    assignment: dict[str, Any]
-    owner: str
-
-
-@attrs.frozen(slots=True)
-class InboxEntry:
-    seq: int
-    execution_id: str
-    kind: str
-    payload: Any
-    sender: str
-
-
-@attrs.frozen(slots=True)
-class SessionRow:
-    session_id: str
-    worker_id: str
-    runtime: str
-    contracts: list[tuple[str, str]]
-    sdk: str | None
-    registered_ms: int
-    last_seen_ms: int
 
 
 class SharedStore(PostgresStore):

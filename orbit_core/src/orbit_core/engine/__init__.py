@@ -13,7 +13,10 @@ Modules, one job each:
   command. `worker_desk`: the worker protocol's calls (`engine.workers`),
   another audience's API. `handoff`: the steps a server sharing executions
   needs (`Sharing`, `handoff.of(engine)`), shown to neither. `counters`:
-  what `health` counts, one typed object.
+  what `health` counts, one typed object. `facade`: the façade's shape
+  (`EngineApi`) and `Wrapped`, the base of engines that wrap an `Engine`.
+  `shared` and `task_desk`: shared mode's engine, over the coordination
+  ports of `orbit_core.coordination`.
 - `pipeline`: group commit (leader, committer thread, merged transactions,
   answering and parking callers); `commands`: a command and its group's
   transaction.

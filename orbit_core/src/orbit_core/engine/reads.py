@@ -6,7 +6,7 @@ only ever sees committed state. A read that only the store can answer (a
 history, a listing, an execution no longer in memory) runs on the caller's
 thread instead, outside any group: the store holds only committed state too,
 and a group's leader never waits on a database read made for somebody else
-(on PostgreSQL, a round trip per read while every other command waits)."""
+(on a database server, a round trip per read while every other command waits)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import falcon
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_server.auth import client_of, require
 from orbit_server.body import ABSENT, Fields, read_json
 from orbit_server.params import query_int
@@ -19,7 +19,7 @@ SCAN = 1000
 
 
 class Executions:
-    def __init__(self, engine: Engine, max_body: int) -> None:
+    def __init__(self, engine: EngineApi, max_body: int) -> None:
         self._engine = engine
         self._max_body = max_body
 
