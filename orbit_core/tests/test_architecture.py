@@ -240,7 +240,15 @@ def test_the_engine_facade_shows_the_embedding_api_only() -> None:
 
     public = {n for n, v in vars(Engine).items() if not n.startswith("_") and callable(v)}
     assert len(public) <= 25, sorted(public)
-    worker_calls = {"register", "poll", "undelivered", "heartbeat", "unregister", "complete", "fail"}
+    worker_calls = {
+        "register",
+        "poll",
+        "undelivered",
+        "heartbeat",
+        "unregister",
+        "complete",
+        "fail",
+    }
     assert worker_calls <= set(vars(WorkerDesk))
     assert not public & (worker_calls | {"register_worker", "list_workers"})
     handoff_steps = {n for n in vars(Handoff) if not n.startswith("_")}

@@ -513,7 +513,9 @@ class Simulation:
         elif action < 0.79:
             self.crash()
         elif action < 0.83 and self.sessions:
-            self.call(engine.workers.unregister, self.sessions.pop(rng.randrange(len(self.sessions))))
+            self.call(
+                engine.workers.unregister, self.sessions.pop(rng.randrange(len(self.sessions)))
+            )
         elif action < 0.86:
             # A retried start: answered `created: false` only if it exists.
             eid = rng.choice(sorted(self.planned))
