@@ -208,6 +208,11 @@ class Executions:
         self.memory.release(tokens)
         self.children.forget(eid)
         self._held.pop(eid, None)
+        if self._offers:
+            # Offers not committed yet wait for the next group: not those of
+            # an execution that ended or left this engine (another server
+            # owns it now), whose commit would be refused for ever.
+            self._offers = [o for o in self._offers if o.execution_id != eid]
         return tokens
 
     def rollback(self, tx: Tx) -> list[str]:

@@ -51,7 +51,7 @@ from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
 from orbit_core.engine.results import admit_failure, admit_success
 from orbit_core.engine.service import Engine
-from orbit_core.engine.task_desk import TaskDesk
+from orbit_core.engine.task_desk import Claims
 from orbit_core.engine.worker_desk import WorkerApi, contract_pairs
 from orbit_core.errors import (
     ConflictError,
@@ -95,9 +95,12 @@ class SharedEngine(Wrapped):
         node_id: str,
         tables: Tables,
         announcements: Announcements,
-        tasks: TaskDesk,
+        tasks: Claims,
+        reply_wait_s: float = REPLY_WAIT_S,
     ) -> None:
+        """`reply_wait_s`: how long a message to an owner waits for its reply."""
         super().__init__(engine)
+        self.reply_wait_s = reply_wait_s
         self.node_id = node_id
         self.tables = tables
         self.announcements = announcements
@@ -136,7 +139,8 @@ class SharedEngine(Wrapped):
         the owner's reply."""
         tables = self.tables
         seq = tables.put(execution_id, kind, payload)
-        deadline = time.monotonic() + REPLY_WAIT_S
+        wait_s = self.reply_wait_s
+        deadline = time.monotonic() + wait_s
         seen = self.announcements.serial(REPLIES)
         while True:
             done, reply = tables.reply(seq)
@@ -147,9 +151,9 @@ class SharedEngine(Wrapped):
                 # Taken back unapplied, so the caller may safely send it again.
                 raise StorageError(
                     f"the owner of execution `{execution_id}` did not answer within "
-                    f"{REPLY_WAIT_S:g} s; the {kind} was not applied"
+                    f"{wait_s:g} s; the {kind} was not applied"
                 )
-            if remaining <= -REPLY_WAIT_S:
+            if remaining <= -wait_s:
                 # Applied (it could not be taken back), but its owner stopped
                 # before it wrote the reply.
                 raise StorageError(
@@ -532,19 +536,27 @@ class SharedDesk:
         return bool(slash) and self._engine.owner_elsewhere(eid)
 
     def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> Accepted:
-        """Sends a result to the inbox of its execution's owner and answers
-        what the owner decided (accepted, or why not), as one server would."""
+        """Sends a result to the mailbox of its execution's owner (this server
+        too, see `_moved`) and answers what the owner decided (accepted, or
+        why not), as one server would."""
         eid = token.partition("/")[0]
         return _raise_reply(self._engine.forward(eid, kind, payload))  # type: ignore[no-any-return]
 
     def _moved(self, token: str, reply: Accepted) -> bool:
-        """Whether a token this engine did not know belongs to an execution
-        that moved to another server while the result was on its way."""
+        """Whether the owner may yet know a token this engine did not: its
+        execution moved to another server while the result was on its way,
+        or it runs here and the token's `dispatched` message (a claim made
+        through another server) waits in this server's own mailbox. Sent
+        through the mailbox, the result is applied after that message, in
+        order, instead of being refused as unknown (found by the simulation
+        of shared mode)."""
         eid, slash, _ = token.partition("/")
         unknown = not reply.get("accepted") and str(reply.get("reason", "")).startswith(
             "unknown token"
         )
-        return bool(slash) and unknown and self._engine.owner_elsewhere(eid)
+        if not (slash and unknown):
+            return False
+        return self._handoff.holds(eid) or self._engine.owner_elsewhere(eid)
 
 
 def _finished(doc: ExecutionDoc) -> bool:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from orbit_core.coordination import Claim, TaskBoard
 from orbit_core.errors import StorageError
@@ -80,6 +81,31 @@ class Waiter:
         # Takes the poll back from the engine (`Engine.poll_withdrawable`):
         # None until it waits there.
         self.withdraw: Callable[[], bool] | None = None
+
+
+class Claims(Protocol):
+    """How a shared engine's polls get tasks from the board: `TaskDesk`, or
+    a desk that claims on the caller's thread (the simulation's)."""
+
+    def take(
+        self,
+        contracts: list[tuple[str, str]],
+        runtime: str,
+        session_id: str,
+        worker_id: str,
+        deadline: float,
+        *,
+        gone: Callable[[], bool],
+        alive: Callable[[], None],
+    ) -> Claim | None: ...
+
+    def enter(
+        self, contracts: list[tuple[str, str]], runtime: str, session_id: str, worker_id: str
+    ) -> Waiter: ...
+
+    def parked(self, waiter: Waiter, withdraw: Callable[[], bool]) -> None: ...
+
+    def leave(self, waiter: Waiter) -> tuple[Claim | None, StorageError | None]: ...
 
 
 class TaskDesk:
