@@ -790,6 +790,33 @@ def test_publishing_with_nothing_queued_runs_no_command(pg_url: str) -> None:
         a.close()
 
 
+def test_a_deposed_owner_cannot_offer_the_tasks_of_an_execution_it_lost(pg_url: str) -> None:
+    """Found by orbit_core's simulation of shared mode: a group that only
+    offers tasks (publishing those no poll took) wrote them to the queue
+    unfenced, so a server that had lost the execution could queue a task
+    its new owner offers too (handed out twice)."""
+    a = Node(pg_url, "a", local_first=True)
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="q-1")
+        assert handoff.of(a.engine).publish_stale() == 0  # marks the task as waiting
+        moved = b.tables.take_over(["q-1"], "a")  # a stopped heartbeating
+        b.store.adopt(moved)
+        handoff.of(b.engine).take_over(b.store.histories(["q-1"]))
+        before = _rows(pg_url, "SELECT node_id FROM orbit_tasks")
+        with pytest.raises(StorageError) as refused:
+            handoff.of(a.engine).publish_stale()
+        assert refused.value.message.startswith("fenced: execution `q-1` is owned by node `b`")
+        assert _rows(pg_url, "SELECT node_id FROM orbit_tasks") == before
+        assert a.lost == ["q-1"]
+        assert handoff.of(a.engine).release(a.lost) == 1
+        assert handoff.of(a.engine).publish_stale() == 0  # nothing left to offer
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_one_statement_commit_of_a_deposed_owner_writes_nothing(pg_url: str) -> None:
     a = Node(pg_url, "a", local_first=True)
     b = Node(pg_url, "b")

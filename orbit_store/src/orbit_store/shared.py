@@ -409,7 +409,11 @@ class SharedStore(PostgresStore):
         self, cursor: Any, batch: CommitBatch
     ) -> tuple[list[tuple[str, str, int]], Callable[[], None]]:
         owned = self.owned()
+        new = {c.execution_id for c in batch.executions if c.new}
         changed = [c.execution_id for c in batch.executions if not c.new]
+        # The executions it offers tasks of too: a group that only publishes
+        # tasks of one this node lost must not queue them.
+        changed += sorted({o.execution_id for o in batch.offers} - new - set(changed))
         if changed:
             self._fence(cursor, changed, owned, lock=True)
         new_owned = self._own(cursor, batch, owned)
