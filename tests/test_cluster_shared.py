@@ -276,7 +276,7 @@ def test_a_node_claims_its_own_tasks_first(pg_url: str) -> None:
     b = Node(pg_url, "b")
     try:
         a.engine.deploy(server_ir.chain(1))
-        handoff.of(b.engine).reload_definitions()
+        b.engine.reload_definitions()
         b.engine.start("Chain", execution_id="b-1")
         a.engine.start("Chain", execution_id="a-1")
         a.engine.start("Chain", execution_id="a-2")
@@ -432,7 +432,7 @@ def test_a_task_no_poll_on_its_owner_takes_is_queued_for_the_other_servers(
             10,
             "the task to be queued",
         )
-        b.engine.handoff.reload_definitions()
+        b.engine.reload_definitions()
         session = b.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
         task = b.engine.workers.poll(session, 5_000)
         assert task is not None and task["execution_id"] == "there"
@@ -563,7 +563,7 @@ def test_an_end_is_announced_only_when_a_server_waits_for_it_elsewhere(pg_url: s
         a.start()
         b.start()
         a.engine.deploy(server_ir.chain(1))
-        b.engine.handoff.reload_definitions()
+        b.engine.reload_definitions()
         sid = a.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
 
         def run(eid: str) -> None:
@@ -1396,7 +1396,7 @@ def test_a_result_for_an_execution_owned_elsewhere_is_checked_and_answered_by_th
         b.start()
         a.engine.deploy(server_ir.chain(2))
         a.engine.start("Chain", execution_id="far")
-        b.engine.handoff.reload_definitions()
+        b.engine.reload_definitions()
         session = b.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
         task = b.engine.workers.poll(session, 10_000)
         assert task is not None and task["execution_id"] == "far"

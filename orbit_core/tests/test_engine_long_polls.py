@@ -204,7 +204,7 @@ def test_a_poll_ends_with_its_session_and_does_not_outlast_a_drain(engine: Engin
     longer saw it either. It ends at the next tick, with no task."""
     worker = Worker(engine, "leaving", ["demo.work"])
     poll = ParkedPoll(engine, worker, wait_ms=60_000)
-    engine.unregister(worker.session)
+    engine.workers.unregister(worker.session)
     started = time.monotonic()
     advance(engine, 200)
     engine.drain()

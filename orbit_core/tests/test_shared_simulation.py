@@ -171,7 +171,7 @@ class Server:
         lost.extend(gone)
         if lost:
             handoff.release(lost)
-        handoff.reload_definitions()
+        self.shared.reload_definitions()
         live = store.live_nodes(NODE_TIMEOUT_MS)
         if self.node_id in live:
             mine: dict[str, list[str]] = {}

@@ -340,7 +340,7 @@ class SharedNode:
             # (Most of `lost` ended here just now: nothing to drop.)
             self._log.warning("shared: lost executions to another server", executions=dropped)
         self._sync_sessions()
-        if self.engine.handoff.reload_definitions():
+        if self.engine.reload_definitions():
             self._log.info("shared: loaded definitions deployed through another server")
         mark = self.store.schedules_mark()
         if mark != self._schedules:

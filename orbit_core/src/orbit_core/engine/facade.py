@@ -104,6 +104,8 @@ class EngineApi(Protocol):
 
     def query(self, execution_id: str, name: str) -> QueryAnswer: ...
 
+    def reload_definitions(self) -> int: ...
+
     def register_handler(
         self, task_name: str, version: str, fn: Handler, runtime: str | None = None
     ) -> None: ...
@@ -214,6 +216,9 @@ class Wrapped:
 
     def query(self, execution_id: str, name: str) -> QueryAnswer:
         return self.engine.query(execution_id, name)
+
+    def reload_definitions(self) -> int:
+        return self.engine.reload_definitions()
 
     def register_handler(
         self, task_name: str, version: str, fn: Handler, runtime: str | None = None

@@ -150,7 +150,7 @@ class Handoff:
     def take_over(self, histories: list[tuple[str, list[ev.Event]]]) -> tuple[int, int]:
         """Adopts executions from their histories: (adopted, attempts in
         flight). Definitions deployed elsewhere are loaded first."""
-        self.reload_definitions()
+        self._pipeline.submit(lambda tx: self._load_definitions())
         return self._pipeline.submit(lambda tx: take_over(tx, self._x, self._workers, histories))
 
     def release(self, execution_ids: list[str]) -> int:
@@ -185,11 +185,6 @@ class Handoff:
     def holds(self, execution_id: str) -> bool:
         """Whether the execution is running in this engine's memory."""
         return execution_id in self._x.memory
-
-    def reload_definitions(self) -> int:
-        """Adds the stored definitions this engine does not know (deployed
-        through another server); returns how many were added."""
-        return self._pipeline.submit(lambda tx: self._load_definitions())
 
 
 def know_sessions(workers: Workers, sessions: list[Session]) -> int:

@@ -344,6 +344,12 @@ class Engine:
     def query(self, execution_id: str, name: str) -> QueryAnswer:
         return self._pipeline.submit(lambda tx: self._reads.query(execution_id, name), read=True)
 
+    def reload_definitions(self) -> int:
+        """Adds the stored definitions this engine does not know (deployed
+        through another server on the same store: a standby's leader, a
+        shared cluster's other servers); returns how many were added."""
+        return self._pipeline.submit(lambda tx: self._load_definitions())
+
     def _load_definitions(self) -> int:
         added = 0
         for row in self.store.load_definitions():
