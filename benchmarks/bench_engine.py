@@ -192,14 +192,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         engine.register_handler(TASK, "1.0.0", handler)
     else:
-        session = engine.register_worker("bench", "python", [(TASK, "1.0.0")])
+        session = engine.workers.register("bench", "python", [(TASK, "1.0.0")])
         session_id = session["worker_session_id"]
 
         def worker() -> None:
             while not all_done.is_set():
-                task = engine.poll(session_id, args.poll_ms)
+                task = engine.workers.poll(session_id, args.poll_ms)
                 if task is not None:
-                    engine.complete(task["token"], {})
+                    engine.workers.complete(task["token"], {})
                     step_done(task["step_id"])
 
         for _ in range(args.workers):
@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpu": cpu,
         "start_phase": t_started - t0,
         "waiting_rss": waiting_rss,
-        "commits": engine.counters["commits"],
+        "commits": engine.counters.commits,
         "steps_per_s": total * args.steps / elapsed,
         "steps_per_cpu_s": total * args.steps / cpu,
     }

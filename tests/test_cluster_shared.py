@@ -30,17 +30,19 @@ from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _p
 from server_ir import _finish, _get, _obj, _rec
 
 from orbit_core import ir
+from orbit_core.coordination import rendezvous
 from orbit_core.dispatch import Session
-from orbit_core.engine import Engine
-from orbit_core.errors import OrbitError, StorageError
+from orbit_core.engine import Engine, handoff
+from orbit_core.engine.handoff import Sharing
+from orbit_core.engine.task_desk import TaskDesk
+from orbit_core.errors import InvalidError, OrbitError, StorageError
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
 from orbit_server.app import create_app
 from orbit_server.config import ServerConfig
 from orbit_server.shared import SharedNode
-from orbit_server.task_desk import TaskDesk
 from orbit_store.postgres import PostgresStore
-from orbit_store.shared import Listener, SharedStore, SharedTables, rendezvous
+from orbit_store.shared import Listener, SharedStore, SharedTables
 
 pytestmark = pytest.mark.postgres
 
@@ -66,7 +68,8 @@ class Node:
         self.lost: list[str] = []
         self.store.on_lost = self.lost.extend
         self.tables = SharedTables(self.store, name)
-        self.engine = Engine(self.store, auto_tick=False, offer_tasks=True, local_first=local_first)
+        sharing = Sharing(offer_tasks=True, local_first=local_first, shared_catalog=False)
+        self.engine = Engine(self.store, auto_tick=False, sharing=sharing)
 
     def claim(self, session: str = "s-1") -> Any:
         claims = self.tables.claim_for(CHAIN, "python", [(session, "w-1")], _token)
@@ -76,7 +79,7 @@ class Node:
         """Claims a task and, owning its execution, records its dispatch."""
         claim = self.claim()
         assert claim is not None and claim.owner == self.name
-        assignment = self.engine.dispatch_offer(
+        assignment = handoff.of(self.engine).dispatch_offer(
             _session(),
             execution_id=claim.execution_id,
             unit_key=claim.unit_key,
@@ -98,7 +101,7 @@ def _server_node(url: str, name: str = "a") -> SharedNode:
         config,
         node_id=name,
         advertise_addr=f"http://{name}",
-        build_engine=lambda store, kind: kind(store, auto_tick=False),
+        build_engine=lambda store, sharing: Engine(store, auto_tick=False, sharing=sharing),
         make_app=lambda engine, view: create_app(engine, config),
         interval=0.05,
     )
@@ -145,10 +148,10 @@ def test_ownership_and_the_queue_are_written_with_the_history(pg_url: str) -> No
         assert first["input"] == {"i": 0} and first["idempotency_key"]
         # The commit that records the dispatch removes the queue's row.
         assert _rows(pg_url, "SELECT count(*) FROM orbit_tasks") == [(0,)]
-        a.engine.complete(first["token"], {"i": 1})
+        a.engine.workers.complete(first["token"], {"i": 1})
         second = a.run_claimed()
         assert second["step_id"] == "s1" and second["input"] == {"i": 1}
-        a.engine.complete(second["token"], {"i": 2})
+        a.engine.workers.complete(second["token"], {"i": 2})
         assert a.engine.get("x-1")["status"] == "COMPLETED"
         # The end of the execution ends its ownership, in the same commit.
         assert _rows(pg_url, "SELECT count(*) FROM orbit_owners") == [(0,)]
@@ -224,10 +227,10 @@ def test_an_execution_tree_has_one_owner_and_moves_whole(pg_url: str) -> None:
         moved = b.tables.take_over(["boss-1"], "a")
         assert sorted(m[0] for m in moved) == sorted(r[0] for r in owners)
         b.store.adopt(moved)
-        assert b.engine.take_over(b.store.histories([m[0] for m in moved]))[0] == 2
-        a.engine.release([m[0] for m in moved])
+        assert handoff.of(b.engine).take_over(b.store.histories([m[0] for m in moved]))[0] == 2
+        handoff.of(a.engine).release([m[0] for m in moved])
         task = b.run_claimed()
-        assert b.engine.complete(task["token"], {"i": 1})["accepted"]
+        assert b.engine.workers.complete(task["token"], {"i": 1})["accepted"]
         for _ in range(5):
             if b.engine.get("boss-1")["status"] != "RUNNING":
                 break
@@ -355,8 +358,8 @@ def test_a_claim_its_owner_no_longer_wants_is_deleted_and_the_poll_goes_on(pg_ur
             10,
             "the task to be published",
         )
-        session = node.engine.register_worker("w-1", "python", [CHAIN[0]])
-        task = node.engine.poll(session["worker_session_id"], 5_000)
+        session = node.engine.workers.register("w-1", "python", [CHAIN[0]])
+        task = node.engine.workers.poll(session["worker_session_id"], 5_000)
         assert task is not None and task["execution_id"] == "live"
         assert _rows(pg_url, "SELECT offer_seq FROM orbit_tasks") == []
     finally:
@@ -389,21 +392,23 @@ def test_a_task_a_poll_on_its_owner_takes_never_reaches_the_queue(pg_url: str) -
     try:
         node.start()
         node.engine.deploy(server_ir.chain(2))
-        session = node.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        session = node.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
         got: list[Any] = []
-        waiting = threading.Thread(target=lambda: got.append(node.engine.poll(session, 5_000)))
+        waiting = threading.Thread(
+            target=lambda: got.append(node.engine.workers.poll(session, 5_000))
+        )
         waiting.start()
-        wait_until(lambda: node.engine._polls_waiting, 10, "the poll to wait")
+        wait_until(lambda: node.engine.desk.polls_waiting, 10, "the poll to wait")
         node.engine.start("Chain", execution_id="here")
         waiting.join(10)
         first = got[0]
         assert first is not None and first["step_id"] == "s0"
         # Tokens name their execution, so any server can route the result.
         assert first["token"].startswith("here/")
-        node.engine.complete(first["token"], {"i": 1})
-        second = node.engine.poll(session, 5_000)  # queued a moment ago: still here
+        node.engine.workers.complete(first["token"], {"i": 1})
+        second = node.engine.workers.poll(session, 5_000)  # queued a moment ago: still here
         assert second is not None and second["step_id"] == "s1"
-        node.engine.complete(second["token"], {"i": 2})
+        node.engine.workers.complete(second["token"], {"i": 2})
         assert node.engine.wait("here", 5_000)["status"] == "COMPLETED"
         assert _rows(pg_url, "SELECT count(*) FROM queue_writes") == [(0,)]
     finally:
@@ -428,11 +433,11 @@ def test_a_task_no_poll_on_its_owner_takes_is_queued_for_the_other_servers(
             "the task to be queued",
         )
         b.engine.reload_definitions()
-        session = b.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
-        task = b.engine.poll(session, 5_000)
+        session = b.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = b.engine.workers.poll(session, 5_000)
         assert task is not None and task["execution_id"] == "there"
         # `a` recorded the dispatch from its inbox; the result goes back there.
-        b.engine.complete(task["token"], {"i": 1})
+        b.engine.workers.complete(task["token"], {"i": 1})
         assert a.engine.wait("there", 10_000)["status"] == "COMPLETED"
         history = a.engine.history("there")["events"]
         dispatched = [ev for ev in history if ev["type"] == "StepDispatched"]
@@ -456,11 +461,13 @@ def test_a_take_over_queues_the_tasks_that_waited_in_the_dead_servers_engine(
         a.engine.start("Chain", execution_id="orphan")
         assert _rows(pg_url, "SELECT count(*) FROM orbit_tasks") == [(0,)]
         b.start()
-        session = b.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
-        task = wait_until(lambda: b.engine.poll(session, 200), 20, "b to take the task over")
+        session = b.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = wait_until(
+            lambda: b.engine.workers.poll(session, 200), 20, "b to take the task over"
+        )
         assert task["execution_id"] == "orphan" and task["step_id"] == "s0"
         assert _rows(pg_url, "SELECT node_id FROM orbit_owners") == [("b",)]
-        b.engine.complete(task["token"], {"i": 1})
+        b.engine.workers.complete(task["token"], {"i": 1})
         assert b.engine.wait("orphan", 10_000)["status"] == "COMPLETED"
     finally:
         a.close(leave=False)
@@ -557,13 +564,13 @@ def test_an_end_is_announced_only_when_a_server_waits_for_it_elsewhere(pg_url: s
         b.start()
         a.engine.deploy(server_ir.chain(1))
         b.engine.reload_definitions()
-        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        sid = a.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
 
         def run(eid: str) -> None:
             a.engine.start("Chain", execution_id=eid)
-            task = a.engine.poll(sid, 5_000)
+            task = a.engine.workers.poll(sid, 5_000)
             assert task is not None and task["execution_id"] == eid
-            a.engine.complete(task["token"], {"i": 1})
+            a.engine.workers.complete(task["token"], {"i": 1})
 
         run("quiet")
         assert a.engine.get("quiet")["status"] == "COMPLETED"
@@ -579,9 +586,9 @@ def test_an_end_is_announced_only_when_a_server_waits_for_it_elsewhere(pg_url: s
             10,
             "b to list its wait",
         )
-        task = a.engine.poll(sid, 5_000)
+        task = a.engine.workers.poll(sid, 5_000)
         assert task is not None
-        a.engine.complete(task["token"], {"i": 1})
+        a.engine.workers.complete(task["token"], {"i": 1})
         assert [n.channel for n in ears.notifies(timeout=10, stop_after=1)] == ["orbit_done"]
         waiting.join(10)
         assert done[0]["status"] == "COMPLETED"
@@ -631,10 +638,10 @@ def test_an_inbox_entry_is_marked_applied_by_the_commit_of_its_events(pg_url: st
         wrong = b.tables.put("r-1", "signal", {"name": "nope", "payload": {}})
         right = b.tables.put("r-1", "signal", {"name": "decision", "payload": {}})
         # A refused command carries no receipt: its entry is still pending.
-        with a.engine.receipt(str(wrong)), pytest.raises(OrbitError):
+        with handoff.of(a.engine).receipt(str(wrong)), pytest.raises(OrbitError):
             a.engine.signal("r-1", "nope", {})
         assert [e.seq for e in a.tables.pending()] == [wrong, right]
-        with a.engine.receipt(str(right)):
+        with handoff.of(a.engine).receipt(str(right)):
             a.engine.signal("r-1", "decision", {"approved": True})
         # Applied in the signal's own transaction, before any reply is written.
         assert [e.seq for e in a.tables.pending()] == [wrong]
@@ -656,7 +663,7 @@ def test_attempts_to_stop_reach_a_session_through_any_server(pg_url: str) -> Non
         assert claim is not None and claim.owner == "a"
         (entry,) = a.tables.pending()
         assert entry.kind == "dispatched"
-        assert a.engine.dispatch_offer(
+        assert handoff.of(a.engine).dispatch_offer(
             _session(),
             execution_id="z-1",
             unit_key=entry.payload["unit_key"],
@@ -665,9 +672,9 @@ def test_attempts_to_stop_reach_a_session_through_any_server(pg_url: str) -> Non
         )
         a.engine.cancel("z-1")
         # The owner posts what the session should stop, once.
-        cancels = a.engine.cancels(["s-1"])
+        cancels = handoff.of(a.engine).cancels(["s-1"])
         assert cancels == {"s-1": [claim.token]}
-        assert a.engine.cancels(["s-1"]) == {}
+        assert handoff.of(a.engine).cancels(["s-1"]) == {}
         a.tables.post_cancels(cancels)
         assert b.tables.take_cancels("s-1") == [claim.token]
         assert b.tables.take_cancels("s-1") == []
@@ -688,18 +695,18 @@ def test_a_take_over_fences_the_old_owner(pg_url: str) -> None:
         assert moved == [("t-1", "t-1", 2)]
         assert b.tables.take_over(["t-1"], "a") == []  # one winner
         b.store.adopt(moved)
-        adopted, in_flight = b.engine.take_over(b.store.histories(["t-1"]))
+        adopted, in_flight = handoff.of(b.engine).take_over(b.store.histories(["t-1"]))
         assert (adopted, in_flight) == (1, 1)
         # a's late write is refused by the database; memory stays as stored.
         with pytest.raises(StorageError) as refused:
-            a.engine.complete(held["token"], {"i": 1})
+            a.engine.workers.complete(held["token"], {"i": 1})
         assert refused.value.message == (
             "fenced: execution `t-1` is owned by node `b` at epoch 2; this node held epoch 1"
         )
         assert a.lost == ["t-1"]
-        assert a.engine.release(a.lost) == 1
+        assert handoff.of(a.engine).release(a.lost) == 1
         # The worker's result reaches the new owner, which carries on.
-        assert b.engine.complete(held["token"], {"i": 1})["accepted"]
+        assert b.engine.workers.complete(held["token"], {"i": 1})["accepted"]
         b.run_claimed()
         assert _rows(pg_url, "SELECT node_id, epoch FROM orbit_owners") == [("b", 2)]
     finally:
@@ -738,10 +745,10 @@ def test_a_usual_commit_is_one_statement_with_its_fence_and_ownership(pg_url: st
         a.engine.deploy(server_ir.chain(1))
         _record_writes(pg_url)
         a.engine.start("Chain", execution_id="o-1")
-        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
-        task = a.engine.poll(sid, 0)
+        sid = a.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = a.engine.workers.poll(sid, 0)
         assert task is not None
-        a.engine.complete(task["token"], {"i": 1})
+        a.engine.workers.complete(task["token"], {"i": 1})
         assert a.engine.get("o-1")["status"] == "COMPLETED"
         writes = _rows(pg_url, "SELECT tab, query, xid FROM writes ORDER BY xid")
         # Start, dispatch, completion: three commits, each one statement
@@ -771,16 +778,43 @@ def test_publishing_with_nothing_queued_runs_no_command(pg_url: str) -> None:
     try:
         a.engine.deploy(server_ir.chain(1))
         a.engine._pipeline.submit = counted  # type: ignore[method-assign]
-        assert [a.engine.publish_stale() for _ in range(3)] == [0, 0, 0]
+        assert [handoff.of(a.engine).publish_stale() for _ in range(3)] == [0, 0, 0]
         assert commands == []
         a.engine.start("Chain", execution_id="p-1")
         commands.clear()
         # Marked by the first call, published by the second, then idle again.
-        assert [a.engine.publish_stale() for _ in range(4)] == [0, 1, 0, 0]
+        assert [handoff.of(a.engine).publish_stale() for _ in range(4)] == [0, 1, 0, 0]
         assert len(commands) == 3
         assert _rows(pg_url, "SELECT execution_id FROM orbit_tasks") == [("p-1",)]
     finally:
         a.close()
+
+
+def test_a_deposed_owner_cannot_offer_the_tasks_of_an_execution_it_lost(pg_url: str) -> None:
+    """Found by orbit_core's simulation of shared mode: a group that only
+    offers tasks (publishing those no poll took) wrote them to the queue
+    unfenced, so a server that had lost the execution could queue a task
+    its new owner offers too (handed out twice)."""
+    a = Node(pg_url, "a", local_first=True)
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="q-1")
+        assert handoff.of(a.engine).publish_stale() == 0  # marks the task as waiting
+        moved = b.tables.take_over(["q-1"], "a")  # a stopped heartbeating
+        b.store.adopt(moved)
+        handoff.of(b.engine).take_over(b.store.histories(["q-1"]))
+        before = _rows(pg_url, "SELECT node_id FROM orbit_tasks")
+        with pytest.raises(StorageError) as refused:
+            handoff.of(a.engine).publish_stale()
+        assert refused.value.message.startswith("fenced: execution `q-1` is owned by node `b`")
+        assert _rows(pg_url, "SELECT node_id FROM orbit_tasks") == before
+        assert a.lost == ["q-1"]
+        assert handoff.of(a.engine).release(a.lost) == 1
+        assert handoff.of(a.engine).publish_stale() == 0  # nothing left to offer
+    finally:
+        a.close()
+        b.close()
 
 
 def test_a_one_statement_commit_of_a_deposed_owner_writes_nothing(pg_url: str) -> None:
@@ -789,14 +823,14 @@ def test_a_one_statement_commit_of_a_deposed_owner_writes_nothing(pg_url: str) -
     try:
         a.engine.deploy(server_ir.chain(2))
         a.engine.start("Chain", execution_id="f-1")
-        sid = a.engine.register_worker("w-1", "python", [CHAIN[0]])["worker_session_id"]
-        held = a.engine.poll(sid, 0)
+        sid = a.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        held = a.engine.workers.poll(sid, 0)
         assert held is not None
         moved = b.tables.take_over(["f-1"], "a")
         assert moved == [("f-1", "f-1", 2)]
         before = _rows(pg_url, "SELECT count(*) FROM execution_events")
         with pytest.raises(StorageError) as refused:
-            a.engine.complete(held["token"], {"i": 1})
+            a.engine.workers.complete(held["token"], {"i": 1})
         assert refused.value.message == (
             "fenced: execution `f-1` is owned by node `b` at epoch 2; this node held epoch 1"
         )
@@ -817,7 +851,7 @@ def test_a_dead_owners_own_claims_are_queued_again_on_take_over(pg_url: str) -> 
         claim = a.claim()  # a dies before it records the dispatch
         assert claim is not None
         b.store.adopt(b.tables.take_over(["c-1"], "a"))
-        b.engine.take_over(b.store.histories(["c-1"]))
+        handoff.of(b.engine).take_over(b.store.histories(["c-1"]))
         again = b.run_claimed()
         assert again["execution_id"] == "c-1" and again["token"] != claim.token
     finally:
@@ -1346,3 +1380,50 @@ def test_grpc_workers_are_served_like_http_ones(pg_url: str) -> None:
         for server in servers:
             if server.proc is not None:
                 server.stop(signal.SIGKILL)
+
+
+def test_a_result_for_an_execution_owned_elsewhere_is_checked_and_answered_by_the_owner(
+    pg_url: str,
+) -> None:
+    """Issue 37's fault: a result sent through another server than the
+    owner's skipped the checks made on arrival and was answered `accepted`
+    before the owner had decided; now it is refused or accepted as on one
+    server."""
+    a = _server_node(pg_url, "a")
+    b = _server_node(pg_url, "b")
+    try:
+        a.start()
+        b.start()
+        a.engine.deploy(server_ir.chain(2))
+        a.engine.start("Chain", execution_id="far")
+        b.engine.reload_definitions()
+        session = b.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
+        task = b.engine.workers.poll(session, 10_000)
+        assert task is not None and task["execution_id"] == "far"
+        token = task["token"]
+        # Refused on arrival, like on one server: nothing reaches the owner.
+        with pytest.raises(InvalidError) as refused:
+            b.engine.workers.complete(token, {"i": 2**70})
+        assert refused.value.code == "INVALID_REQUEST"
+        with pytest.raises(InvalidError):
+            b.engine.workers.fail(token, "")
+        # The owner decides, and its answer is the worker's.
+        assert b.engine.workers.complete("far/not-a-token", {"i": 1}) == {
+            "accepted": False,
+            "reason": "unknown token (execution finished or token invalid)",
+        }
+        assert b.engine.workers.complete(token, {"i": 1}) == {"accepted": True}
+        assert b.engine.workers.complete(token, {"i": 1}) == {
+            "accepted": False,
+            "reason": "duplicate result; step already resolved",
+        }
+        second = b.engine.workers.poll(session, 10_000)
+        assert second is not None and second["step_id"] == "s1"
+        assert b.engine.workers.complete(second["token"], {"wrong": "shape"}) == {
+            "accepted": False,
+            "reason": "output violates the task contract",
+        }
+        assert a.engine.wait("far", 10_000)["status"] == "FAILED"
+    finally:
+        a.close(leave=False)
+        b.close(leave=False)

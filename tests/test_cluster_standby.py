@@ -115,7 +115,7 @@ def _node(url: str, name: str) -> ClusterNode:
         config,
         node_id=name,
         advertise_addr=f"http://{name}",
-        build_engine=lambda store, kind: kind(store, auto_tick=False),
+        build_engine=lambda store, sharing: Engine(store, auto_tick=False, sharing=sharing),
         make_app=lambda engine, view: create_app(engine, config, cluster=view),
         interval=60.0,  # a lease of 3 minutes: only the database can stop a
     )

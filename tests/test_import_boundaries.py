@@ -12,6 +12,7 @@ count too. A module that two others need goes into a module of its own.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,22 @@ def test_core_imports_no_adapter_library() -> None:
         f"{path.relative_to(ROOT)} imports {root}"
         for path in _modules("orbit_core")
         for root in sorted(_imported_roots(path) & ADAPTER_LIBRARIES)
+    ]
+    assert not offences, "\n".join(offences)
+
+
+# Names of a database the core must not know: it speaks to stores and to
+# the coordination of servers sharing executions through its ports only.
+DATABASE_NAMES = re.compile(r"psycopg|sqlalchemy|postgres", re.IGNORECASE)
+
+
+def test_core_knows_no_database_by_name() -> None:
+    """Not in an import, an identifier, a string or a comment (issue 37)."""
+    offences = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in _modules("orbit_core")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if DATABASE_NAMES.search(line)
     ]
     assert not offences, "\n".join(offences)
 

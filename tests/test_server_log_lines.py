@@ -79,9 +79,9 @@ def scenario(tracer: Tracer | None = None) -> Iterator[Engine]:
     run_until_idle(engine, max_ms=5_000)
     engine.cancel("holder")  # its child is no longer needed
     # A remote worker takes a task and goes silent: the attempt is uncertain.
-    session = engine.register_worker("r-1", "python", [("t.remote", "1.0.0")])
+    session = engine.workers.register("r-1", "python", [("t.remote", "1.0.0")])
     engine.start("Remote", input={"n": 2}, execution_id="lost")
-    assert engine.poll(session["worker_session_id"], 0) is not None
+    assert engine.workers.poll(session["worker_session_id"], 0) is not None
     engine.clock.advance(engine.session_timeout_ms * 2)  # type: ignore[attr-defined]
     yield engine
     engine.close()

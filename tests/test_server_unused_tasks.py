@@ -97,8 +97,8 @@ def test_registration_warns_about_tasks_nobody_calls(
 
 def test_the_worker_list_marks_unused_contracts(engine: Engine) -> None:
     client = falcon.testing.TestClient(create_app(engine, ServerConfig()))
-    engine.register_worker("py-1", "python", [("greeting.compose", "1.0.0")])
-    engine.register_worker(
+    engine.workers.register("py-1", "python", [("greeting.compose", "1.0.0")])
+    engine.workers.register(
         "py-2", "python", [("greeting.compse", "1.0.0"), ("greeting.compose", "2.0.0")]
     )
     # No workflow deployed: nothing is marked.

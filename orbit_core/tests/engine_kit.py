@@ -200,16 +200,16 @@ class Worker:
     ) -> None:
         self.engine = engine
         self.worker_id = worker_id
-        reply = engine.register_worker(worker_id, runtime, [(c, "1.0.0") for c in contracts])
+        reply = engine.workers.register(worker_id, runtime, [(c, "1.0.0") for c in contracts])
         self.session = reply["worker_session_id"]
 
     def take(self) -> Assignment:
-        task = self.engine.poll(self.session, 0)
+        task = self.engine.workers.poll(self.session, 0)
         assert task is not None, f"{self.worker_id} found no task"
         return task
 
     def ok(self, task: Assignment, output: JsonValue = None) -> Accepted:
-        return self.engine.complete(task["token"], output)
+        return self.engine.workers.complete(task["token"], output)
 
     def err(
         self,
@@ -219,7 +219,7 @@ class Worker:
         retryable: bool = True,
         details: JsonValue = None,
     ) -> Accepted:
-        return self.engine.fail(task["token"], code, message, retryable, details)
+        return self.engine.workers.fail(task["token"], code, message, retryable, details)
 
     def run(self, output: JsonValue = None) -> Assignment:
         """Takes the next task and completes it."""
@@ -228,5 +228,5 @@ class Worker:
         return task
 
     def heartbeat(self) -> list[str]:
-        cancel: list[str] = self.engine.heartbeat(self.session)["cancel"]
+        cancel: list[str] = self.engine.workers.heartbeat(self.session)["cancel"]
         return cancel

@@ -226,3 +226,30 @@ def test_the_pure_kernel_does_no_io() -> None:
     assert {"orbit_core.decide", "orbit_core.ir.codec", "orbit_core.schedules.cron"} <= set(modules)
     problems = [p for name, path in sorted(modules.items()) for p in _kernel_problems(name, path)]
     assert problems == []
+
+
+# ---------------------------------------------------------------- the façades
+
+
+def test_the_engine_facade_shows_the_embedding_api_only() -> None:
+    """Issue 37: the `Engine` serves embedding programs; the worker calls are
+    `engine.workers`' and the steps of servers sharing executions are
+    `handoff.Handoff`'s, so neither audience's calls crowd the façade."""
+    from orbit_core.engine import Engine, WorkerDesk
+    from orbit_core.engine.handoff import Handoff
+
+    public = {n for n, v in vars(Engine).items() if not n.startswith("_") and callable(v)}
+    assert len(public) <= 25, sorted(public)
+    worker_calls = {
+        "register",
+        "poll",
+        "undelivered",
+        "heartbeat",
+        "unregister",
+        "complete",
+        "fail",
+    }
+    assert worker_calls <= set(vars(WorkerDesk))
+    assert not public & (worker_calls | {"register_worker", "list_workers"})
+    handoff_steps = {n for n in vars(Handoff) if not n.startswith("_")}
+    assert "take_over" in handoff_steps and not public & handoff_steps

@@ -182,7 +182,7 @@ def test_signals_queries_and_payload_limits() -> None:
 
 def test_workers_register_list_and_errors(engine: Engine) -> None:
     engine.deploy(review())
-    reply = engine.register_worker(
+    reply = engine.workers.register(
         "py-1",
         "Python",
         [
@@ -203,13 +203,13 @@ def test_workers_register_list_and_errors(engine: Engine) -> None:
         ([], "INVALID_REQUEST"),
     ):
         with pytest.raises(InvalidError) as refused:
-            engine.register_worker("x", "python", contracts)
+            engine.workers.register("x", "python", contracts)
         assert refused.value.code == code
     with pytest.raises(InvalidError):
-        engine.register_worker(" ", "python", [("review.do", "1.0.0")])
+        engine.workers.register(" ", "python", [("review.do", "1.0.0")])
     engine.start("Review", input={"order_id": "1"}, execution_id="r-1")
-    assert engine.poll(reply["worker_session_id"], 0) is not None
-    workers = engine.list_workers()["workers"]
+    assert engine.workers.poll(reply["worker_session_id"], 0) is not None
+    workers = engine.workers.list()["workers"]
     assert workers == [
         {
             "worker_id": "py-1",
@@ -227,19 +227,19 @@ def test_workers_register_list_and_errors(engine: Engine) -> None:
         }
     ]
     with pytest.raises(NotFoundError) as gone:
-        engine.poll("nope", 0)
+        engine.workers.poll("nope", 0)
     assert gone.value.code == "UNKNOWN_SESSION"
     with pytest.raises(NotFoundError) as unknown:
-        engine.unregister("nope")
+        engine.workers.unregister("nope")
     assert unknown.value.message == "unknown worker session"
-    assert engine.complete("nope", {}) == {
+    assert engine.workers.complete("nope", {}) == {
         "accepted": False,
         "reason": "unknown token (execution finished or token invalid)",
     }
     with pytest.raises(InvalidError):
-        engine.complete("", {})
+        engine.workers.complete("", {})
     with pytest.raises(InvalidError):
-        engine.fail("tok", "")
+        engine.workers.fail("tok", "")
     health = engine.health()
     assert (health["active_executions"], health["worker_sessions"]) == (1, 1)
 
@@ -305,17 +305,17 @@ def test_waiting_for_says_whether_any_connected_worker_serves_the_task(engine: E
         }
     ]
     # A Python worker for the task is connected, but the step asks for TypeScript.
-    engine.register_worker("py-1", "python", [("greeting.compose", "1.0.0")])
-    engine.register_worker("ts-old", "typescript", [("greeting.compose", "0.9.0")])
+    engine.workers.register("py-1", "python", [("greeting.compose", "1.0.0")])
+    engine.workers.register("ts-old", "typescript", [("greeting.compose", "0.9.0")])
     (entry,) = engine.get("g-1")["waiting_for"]
     assert entry["serving"] == 0
     assert entry["workers"] == [
         {"worker_id": "py-1", "runtime": "python", "contract_version": "1.0.0"},
         {"worker_id": "ts-old", "runtime": "typescript", "contract_version": "0.9.0"},
     ]
-    engine.register_worker("ts-1", "TypeScript", [("greeting.compose", "1.0.0")])
+    engine.workers.register("ts-1", "TypeScript", [("greeting.compose", "1.0.0")])
     assert engine.get("g-1")["waiting_for"][0]["serving"] == 1
     # Once dispatched, nothing waits.
-    session = engine.register_worker("ts-2", "typescript", [("greeting.compose", "1.0.0")])
-    assert engine.poll(session["worker_session_id"], 0) is not None
+    session = engine.workers.register("ts-2", "typescript", [("greeting.compose", "1.0.0")])
+    assert engine.workers.poll(session["worker_session_id"], 0) is not None
     assert "waiting_for" not in engine.get("g-1")

@@ -18,6 +18,7 @@ from orbit_core.api import Assignment
 from orbit_core.dispatch import QueuedTask, TaskIndex
 from orbit_core.engine import Engine, TaskError
 from orbit_core.engine.commands import Command, Tx
+from orbit_core.engine.counters import Counters
 from orbit_core.engine.handlers import MAX_BATCH, _batch_size
 from orbit_core.engine.pipeline import Group, GroupCommit
 from orbit_core.errors import OrbitError, StorageError
@@ -71,7 +72,7 @@ def test_handler_threads_serve_concurrent_starts(engine: Engine) -> None:
             state = engine.wait(f"c-{k}-{i}", 10_000)
             assert (state["status"], state["output"]) == ("COMPLETED", {"n": i + 3})
     # 400 starts and 1200 steps: commands were grouped and tasks claimed in batches.
-    assert engine.counters["commits"] < 1600
+    assert engine.counters.commits < 1600
 
 
 def test_handler_failures_are_reported_per_task_within_a_batch(engine: Engine) -> None:
@@ -105,7 +106,7 @@ def test_handler_failures_are_reported_per_task_within_a_batch(engine: Engine) -
 
 def test_every_caller_is_answered_when_many_threads_share_the_lead(engine: Engine) -> None:
     engine.deploy(chain(1))
-    worker = engine.register_worker("w", "python", [("math.inc", "1.0.0")])
+    worker = engine.workers.register("w", "python", [("math.inc", "1.0.0")])
     session = worker["worker_session_id"]
     answered = []
     lock = threading.Lock()
@@ -115,10 +116,10 @@ def test_every_caller_is_answered_when_many_threads_share_the_lead(engine: Engin
             eid = f"l-{k}-{i}"
             engine.start("Chain", input={"n": i}, execution_id=eid)
             engine.get(eid)
-            task_ = engine.poll(session, 0)
+            task_ = engine.workers.poll(session, 0)
             if task_ is not None:
                 given: Any = task_["input"]  # JSON
-                engine.complete(task_["token"], {"n": given["n"] + 1})
+                engine.workers.complete(task_["token"], {"n": given["n"] + 1})
             with lock:
                 answered.append(eid)
 
@@ -149,7 +150,7 @@ def _inline_pipeline() -> GroupCommit:
 
     return GroupCommit(
         MemoryStore(),
-        {"commits": 0},
+        Counters(),
         prepare=prepare,
         publish=lambda tx: None,
         rollback=lambda tx: None,
@@ -254,12 +255,11 @@ def test_handler_results_whose_commit_failed_are_reported_again() -> None:
 def test_a_slow_batch_reports_what_is_done_as_it_goes() -> None:
     import time
 
-    from orbit_core.dispatch import Session
     from orbit_core.engine.handlers import Handlers
 
     class Registrar:
-        def register_worker(self, *args: Any) -> dict[str, Any]:
-            return {"worker_session_id": "s-1"}
+        def register_local(self, *args: Any) -> str:
+            return "s-1"
 
     exchanged: list[list[Any]] = []
 
@@ -268,9 +268,8 @@ def test_a_slow_batch_reports_what_is_done_as_it_goes() -> None:
         return []
 
     handlers = Handlers(
-        engine=Registrar(),  # type: ignore[arg-type]
+        host=Registrar(),  # type: ignore[arg-type]
         exchange=exchange,
-        sessions={"s-1": Session("s-1", "w", "python", (), None, 0, 0)},
         threads=0,
         spawn=lambda target, name: None,
         stop=threading.Event(),

@@ -175,12 +175,12 @@ def test_a_poll_in_a_failed_group_runs_again_and_its_task_is_durable(
 ) -> None:
     engine = Engine(store, handler_threads=0, auto_tick=False, pipeline=pipeline)
     engine.deploy(plain())
-    session = engine.register_worker("w", "python", [("demo.work", "1.0.0")])
+    session = engine.workers.register("w", "python", [("demo.work", "1.0.0")])
     engine.start("Plain", input={"n": 1}, execution_id="queued")
     poison(monkeypatch, {"bad"})
     polled, bad = in_one_group(
         engine,
-        lambda: engine.poll(session["worker_session_id"], 0),
+        lambda: engine.workers.poll(session["worker_session_id"], 0),
         lambda: engine.start("Plain", input={"n": 2}, execution_id="bad"),
     )
     assert isinstance(bad, OrbitError)
@@ -198,9 +198,9 @@ def test_a_long_poll_claimed_by_a_failed_group_ends_and_the_task_waits(
 ) -> None:
     engine = Engine(store, handler_threads=0, auto_tick=False, pipeline=pipeline)
     engine.deploy(plain())
-    session = engine.register_worker("w", "python", [("demo.work", "1.0.0")])["worker_session_id"]
+    session = engine.workers.register("w", "python", [("demo.work", "1.0.0")])["worker_session_id"]
     answer: list[Any] = []
-    poller = threading.Thread(target=lambda: answer.append(engine.poll(session, 5000)))
+    poller = threading.Thread(target=lambda: answer.append(engine.workers.poll(session, 5000)))
     poller.start()
     eventually(lambda: engine._polling.waiting)
     # The group fails after its commands ran (and the poll was claimed).
@@ -217,7 +217,7 @@ def test_a_long_poll_claimed_by_a_failed_group_ends_and_the_task_waits(
     assert answer == [None]
     assert store.execution_row("p-1") is None
     engine.start("Plain", input={"n": 1}, execution_id="p-1")
-    task = engine.poll(session, 0)
+    task = engine.workers.poll(session, 0)
     assert task is not None and task["execution_id"] == "p-1"
     assert engine.faults.counts() == {"prepare": 1}
     engine.close()

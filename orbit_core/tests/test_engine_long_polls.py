@@ -53,7 +53,7 @@ class ParkedPoll:
         return self.alive
 
     def _poll(self, session: str, wait_ms: int) -> None:
-        self.result = self.engine.poll(session, wait_ms, self.connected)
+        self.result = self.engine.workers.poll(session, wait_ms, self.connected)
 
     def answer(self) -> Assignment | None:
         self.thread.join(timeout=5)
@@ -76,7 +76,7 @@ def test_a_worker_waiting_in_a_long_poll_is_not_silent(engine: Engine) -> None:
     assert worker.ok(second, {"ok": True}) == {"accepted": True}
     assert engine.get("p-1")["status"] == engine.get("p-2")["status"] == "COMPLETED"
     assert not [e for e in engine.events("p-1") if isinstance(e, ev.StepAttemptUncertain)]
-    (row,) = engine.list_workers()["workers"]
+    (row,) = engine.workers.list()["workers"]
     assert (row["online"], row["sessions"]) == (True, 1)
 
 
@@ -133,7 +133,7 @@ def test_an_assignment_that_never_reached_its_worker_is_redelivered_at_once(
     lost = Worker(engine, "lost", ["demo.work"])
     engine.start("Plain", input={"n": 3}, execution_id="u-3")
     first = lost.take()
-    engine.undelivered(first["token"])
+    engine.workers.undelivered(first["token"])
     assert timeline(engine, "u-3")[4:6] == [
         "StepAttemptUncertain step=work attempt=1 reason=worker `lost` never received the task",
         "StepScheduled step=work attempt=1 redelivery=true",
@@ -145,8 +145,8 @@ def test_an_assignment_that_never_reached_its_worker_is_redelivered_at_once(
     assert lost.ok(again, {"ok": True}) == {"accepted": True}
     assert engine.get("u-3")["status"] == "COMPLETED"
     # Only the attempt in flight is affected: a second call changes nothing.
-    engine.undelivered(first["token"])
-    engine.undelivered(again["token"])
+    engine.workers.undelivered(first["token"])
+    engine.workers.undelivered(again["token"])
     assert len(engine.events("u-3")) == 9
 
 
@@ -163,11 +163,13 @@ def test_drain_ends_parked_polls_and_waits_at_once() -> None:
     try:
         engine.deploy(workflow("Drain", [step("s", task="d.t")], [task("d.t")]))
         engine.start("Drain", execution_id="d-1")
-        session = engine.register_worker("w", "python", [("other.t", "1.0.0")])["worker_session_id"]
+        session = engine.workers.register("w", "python", [("other.t", "1.0.0")])[
+            "worker_session_id"
+        ]
         answers: dict[str, object] = {}
         threads = [
             threading.Thread(
-                target=lambda: answers.__setitem__("poll", engine.poll(session, 60_000))
+                target=lambda: answers.__setitem__("poll", engine.workers.poll(session, 60_000))
             ),
             threading.Thread(
                 target=lambda: answers.__setitem__("wait", engine.wait("d-1", 300_000))
@@ -188,7 +190,7 @@ def test_drain_ends_parked_polls_and_waits_at_once() -> None:
         assert answers["wait"]["status"] == "RUNNING"  # type: ignore[index]
         # Later ones do not park either.
         started = time.monotonic()
-        assert engine.poll(session, 60_000) is None
+        assert engine.workers.poll(session, 60_000) is None
         assert engine.wait("d-1", 300_000)["status"] == "RUNNING"
         assert time.monotonic() - started < 1
     finally:
@@ -202,7 +204,7 @@ def test_a_poll_ends_with_its_session_and_does_not_outlast_a_drain(engine: Engin
     longer saw it either. It ends at the next tick, with no task."""
     worker = Worker(engine, "leaving", ["demo.work"])
     poll = ParkedPoll(engine, worker, wait_ms=60_000)
-    engine.unregister(worker.session)
+    engine.workers.unregister(worker.session)
     started = time.monotonic()
     advance(engine, 200)
     engine.drain()

@@ -402,7 +402,7 @@ class Simulation:
     def session(self) -> str | None:
         if not self.sessions or self.rng.random() < 0.05:
             reply = self.call(
-                self.engine.register_worker,
+                self.engine.workers.register,
                 f"w{len(self.sessions)}",
                 "python",
                 [("t.work", "1.0.0"), ("t.undo", "1.0.0")],
@@ -432,7 +432,7 @@ class Simulation:
 
     def complete(self, task_: dict[str, Any], output: Any) -> None:
         try:
-            reply = self.engine.complete(task_["token"], output)
+            reply = self.engine.workers.complete(task_["token"], output)
         except OrbitError as exc:
             assert exc.code in EXPECTED, exc
             self.held.append(task_)  # workers retry results until answered
@@ -442,7 +442,7 @@ class Simulation:
 
     def fail(self, task_: dict[str, Any], code: str, retryable: bool) -> None:
         try:
-            self.engine.fail(task_["token"], code, "simulated", retryable)
+            self.engine.workers.fail(task_["token"], code, "simulated", retryable)
         except OrbitError as exc:
             assert exc.code in EXPECTED, exc
             self.held.append(task_)
@@ -476,7 +476,7 @@ class Simulation:
         if action < 0.3:
             session = self.session()
             if session is not None:
-                task_ = self.call(engine.poll, session, 0)
+                task_ = self.call(engine.workers.poll, session, 0)
                 if task_ is not None:
                     self.dispatched.append((task_["execution_id"], task_["token"]))
                     self.answer(task_, reliable)
@@ -489,7 +489,7 @@ class Simulation:
         elif action < 0.55:
             for session in list(self.sessions):
                 if rng.random() < 0.8:
-                    self.call(engine.heartbeat, session)
+                    self.call(engine.workers.heartbeat, session)
             self.clock.advance(rng.choice([50, 100, 400, 1500]))
         elif action < 0.6 and self.executions and not reliable:
             self.call(engine.cancel, rng.choice(self.executions), "chaos")
@@ -513,7 +513,9 @@ class Simulation:
         elif action < 0.79:
             self.crash()
         elif action < 0.83 and self.sessions:
-            self.call(engine.unregister, self.sessions.pop(rng.randrange(len(self.sessions))))
+            self.call(
+                engine.workers.unregister, self.sessions.pop(rng.randrange(len(self.sessions)))
+            )
         elif action < 0.86:
             # A retried start: answered `created: false` only if it exists.
             eid = rng.choice(sorted(self.planned))
@@ -531,13 +533,13 @@ class Simulation:
             self.answer(self.held.pop(), True)
         session = self.session()
         while session is not None:
-            task_ = self.call(engine.poll, session, 0)
+            task_ = self.call(engine.workers.poll, session, 0)
             if task_ is None:
                 break
             self.dispatched.append((task_["execution_id"], task_["token"]))
             self.answer(task_, True)
         for session in list(self.sessions):
-            self.call(engine.heartbeat, session)
+            self.call(engine.workers.heartbeat, session)
         self.call(engine.run_handlers)
         eid = self.rng.choice(self.executions)
         reply = self.call(engine.signal, eid, "go", {})

@@ -93,15 +93,3 @@ def test_when_the_group_read_fails_each_start_reads_for_itself() -> None:
     assert new == {"execution_id": "new-1", "created": True}
     assert sorted(store.row_reads) == ["done-1", "new-1"]
     engine.close()
-
-
-def test_a_store_without_the_batch_read_is_asked_per_start() -> None:
-    class Plain(MemoryStore):
-        execution_hashes = None  # type: ignore[assignment]
-
-    store = Plain()
-    engine = simulated_engine(store)
-    engine.deploy(workflow("Empty", [], []))
-    assert engine.start("Empty", execution_id="p-1")["created"]
-    assert engine.start("Empty", execution_id="p-1") == {"execution_id": "p-1", "created": False}
-    engine.close()

@@ -75,12 +75,12 @@ def test_an_input_over_the_size_limit_is_refused_before_anything_is_submitted() 
 def test_the_starts_of_one_call_share_one_commit() -> None:
     engine = simulated_engine(MemoryStore())
     engine.deploy(plain())
-    before = engine.counters["commits"]
+    before = engine.counters.commits
     answers = engine.start_many(
         [StartRequest("Plain", input={"n": i}, execution_id=f"p-{i}") for i in range(50)]
     )
     assert all(isinstance(a, dict) and a["created"] for a in answers)
-    assert engine.counters["commits"] == before + 1
+    assert engine.counters.commits == before + 1
     assert engine.start_many([]) == []
     engine.close()
 

@@ -50,8 +50,8 @@ def _started() -> tuple[OutageStore, Any, str, Any]:
     engine = simulated_engine(store)
     engine.deploy(plain())
     engine.start("Plain", input={"n": 1}, execution_id="p-1")
-    session = engine.register_worker("w", "python", [("demo.work", "1.0.0")])
-    task = engine.poll(session["worker_session_id"], 0)
+    session = engine.workers.register("w", "python", [("demo.work", "1.0.0")])
+    task = engine.workers.poll(session["worker_session_id"], 0)
     assert task is not None
     return store, engine, session["worker_session_id"], task
 
@@ -60,14 +60,14 @@ def test_a_result_refused_while_the_store_is_down_is_taken_when_it_is_back() -> 
     store, engine, _session, task = _started()
     store.down = True
     with pytest.raises(StorageError):
-        engine.complete(task["token"], {"ok": True})
+        engine.workers.complete(task["token"], {"ok": True})
     # Not unknown (which would tell the worker to drop it): not loaded yet.
     with pytest.raises(StorageError, match="`p-1` is not loaded"):
-        engine.complete(task["token"], {"ok": True})
+        engine.workers.complete(task["token"], {"ok": True})
     with pytest.raises(StorageError):
         engine.signal("p-1", "nope")
     store.down = False
-    assert engine.complete(task["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(task["token"], {"ok": True}) == {"accepted": True}
     assert engine.get("p-1")["status"] == "COMPLETED"
     history = engine.events("p-1")
     assert [e.seq for e in history] == list(range(1, len(history) + 1))
@@ -78,13 +78,13 @@ def test_other_executions_go_on_while_one_waits_to_be_reloaded() -> None:
     store, engine, session, task = _started()
     store.down = True
     with pytest.raises(StorageError):
-        engine.complete(task["token"], {"ok": True})
+        engine.workers.complete(task["token"], {"ok": True})
     store.down = False
     engine.start("Plain", input={"n": 2}, execution_id="p-2")
     assert engine.health()["active_executions"] == 2  # p-1 was read back first
-    second = engine.poll(session, 0)
+    second = engine.workers.poll(session, 0)
     assert second is not None and second["execution_id"] == "p-2"
-    assert engine.complete(second["token"], {"ok": True}) == {"accepted": True}
-    assert engine.complete(task["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(second["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(task["token"], {"ok": True}) == {"accepted": True}
     assert engine.get("p-1")["status"] == engine.get("p-2")["status"] == "COMPLETED"
     engine.close()

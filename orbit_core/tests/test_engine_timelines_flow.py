@@ -497,7 +497,7 @@ def test_compensation_newest_first_and_failures_reported_at_the_end(engine: Engi
     w.err(w.take(), "HTTP_ERROR", "server responded 503", False)
     undo_second = w.take()
     assert undo_second["step_id"] == "compensate:second"
-    assert engine.poll(w.session, 0) is None  # one at a time
+    assert engine.workers.poll(w.session, 0) is None  # one at a time
     w.ok(undo_second, {"ok": True})
     w.run({"ok": True})
     assert timeline(engine, "saga-1")[-11:] == [
@@ -975,7 +975,7 @@ def test_fan_out_and_child_workflow(engine: Engine) -> None:
     )
     py = Worker(engine, "orders-python", ["shipping.quote", "shipping.book"])
     assert (
-        Worker(engine, "other", ["inventory.reserve"]).engine.poll(
+        Worker(engine, "other", ["inventory.reserve"]).engine.workers.poll(
             Worker(engine, "py-only", ["inventory.reserve"]).session, 0
         )
         is None

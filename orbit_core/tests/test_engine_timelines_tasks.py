@@ -475,7 +475,7 @@ def test_worker_protocol_transcript(engine: Engine) -> None:
     ruby = Worker(engine, "ruby-1", ["greeting.compose"], runtime="ruby")
     python = Worker(engine, "py-1", ["greeting.compose"], runtime="python")
     engine.start("Greet", input={"name": "Ada"}, execution_id="greet-ada")
-    assert engine.poll(python.session, 0) is None  # `using ruby`
+    assert engine.workers.poll(python.session, 0) is None  # `using ruby`
     first = ruby.take()
     assert first["deadline_ms"] == engine.clock.now_ms() + 30_000
     assert ruby.heartbeat() == []
@@ -518,11 +518,11 @@ def test_worker_protocol_transcript(engine: Engine) -> None:
 
     engine.start("Greet", input={"name": "Di"}, execution_id="greet-redeliver")
     lost = ruby.take()
-    assert engine.unregister(ruby.session) == {"accepted": True}
+    assert engine.workers.unregister(ruby.session) == {"accepted": True}
     again = Worker(engine, "ruby-1", ["greeting.compose"], runtime="ruby")
     redelivered = again.take()
     assert (redelivered["attempt"], redelivered["redelivery"]) == (1, True)
-    assert engine.complete(lost["token"], {"message": "Hello, Di"}) == {"accepted": True}
+    assert engine.workers.complete(lost["token"], {"message": "Hello, Di"}) == {"accepted": True}
     assert engine.get("greet-redeliver")["status"] == "COMPLETED"
     assert "StepAttemptUncertain step=compose attempt=1 reason=worker unregistered" in timeline(
         engine, "greet-redeliver"
@@ -530,7 +530,7 @@ def test_worker_protocol_transcript(engine: Engine) -> None:
     from orbit_core.errors import NotFoundError
 
     with pytest.raises(NotFoundError) as info:
-        engine.heartbeat(ruby.session)
+        engine.workers.heartbeat(ruby.session)
     assert info.value.code == "UNKNOWN_SESSION"
 
 

@@ -44,8 +44,8 @@ def _retrying(store: MemoryStore | None = None, **policy: Any) -> Engine:
 
 def _taken(engine: Engine, eid: str = "p-1") -> tuple[str, Any]:
     engine.start("Plain", input={"n": 1}, execution_id=eid)
-    session = engine.register_worker("w", "python", [("demo.work", "1.0.0")])
-    task = engine.poll(session["worker_session_id"], 0)
+    session = engine.workers.register("w", "python", [("demo.work", "1.0.0")])
+    task = engine.workers.poll(session["worker_session_id"], 0)
     assert task is not None
     return session["worker_session_id"], task
 
@@ -60,7 +60,7 @@ def _next_attempt(engine: Engine, session: str) -> Any:
     clock = engine.clock
     assert isinstance(clock, SimulatedClock)
     clock.advance(100)
-    task = engine.poll(session, 0)
+    task = engine.workers.poll(session, 0)
     assert task is not None and task["attempt"] == 2
     return task
 
@@ -68,12 +68,12 @@ def _next_attempt(engine: Engine, session: str) -> Any:
 def test_a_token_that_reported_a_failure_cannot_report_a_success() -> None:
     engine = _retrying()
     session, task = _taken(engine)
-    assert engine.fail(task["token"], "BUSY", "try later", True) == {"accepted": True}
-    assert engine.complete(task["token"], {"ok": True}) == STALE
+    assert engine.workers.fail(task["token"], "BUSY", "try later", True) == {"accepted": True}
+    assert engine.workers.complete(task["token"], {"ok": True}) == STALE
     assert _stale_events(engine) == [(task["token"], "failure")]
     assert engine.get("p-1")["units"]["work"]["status"] == "RETRY_WAIT"
     second = _next_attempt(engine, session)
-    assert engine.complete(second["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(second["token"], {"ok": True}) == {"accepted": True}
     assert engine.get("p-1")["status"] == "COMPLETED"
     engine.close()
 
@@ -84,10 +84,10 @@ def test_the_rule_holds_after_a_restart() -> None:
     engine.close()
     engine = _retrying(store)
     _session, task = _taken(engine)
-    engine.fail(task["token"], "BUSY", "try later", True)
+    engine.workers.fail(task["token"], "BUSY", "try later", True)
     engine.close()
     again = simulated_engine(store, ids=ids)
-    assert again.complete(task["token"], {"ok": True}) == STALE
+    assert again.workers.complete(task["token"], {"ok": True}) == STALE
     again.close()
 
 
@@ -99,7 +99,7 @@ def test_a_success_after_a_timeout_still_counts() -> None:
     clock.advance(250)
     failed = [e for e in engine.events("p-1") if isinstance(e, ev.StepAttemptFailed)]
     assert [e.error["code"] for e in failed] == ["TIMEOUT"]
-    assert engine.complete(task["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(task["token"], {"ok": True}) == {"accepted": True}
     assert engine.get("p-1")["status"] == "COMPLETED"
     engine.close()
 
@@ -107,20 +107,20 @@ def test_a_success_after_a_timeout_still_counts() -> None:
 def test_an_expired_session_is_handed_no_task() -> None:
     engine = simulated_engine(session_timeout_ms=3000)
     engine.deploy(plain())
-    session = engine.register_worker("w", "python", [("demo.work", "1.0.0")])
+    session = engine.workers.register("w", "python", [("demo.work", "1.0.0")])
     sid = session["worker_session_id"]
     clock = engine.clock
     assert isinstance(clock, SimulatedClock)
     clock.advance(3500)  # silent past the session timeout
     engine.start("Plain", input={"n": 1}, execution_id="p-1")
-    for call in (lambda: engine.poll(sid, 0), lambda: engine.heartbeat(sid)):
+    for call in (lambda: engine.workers.poll(sid, 0), lambda: engine.workers.heartbeat(sid)):
         with pytest.raises(NotFoundError) as caught:
             call()
         assert caught.value.code == "UNKNOWN_SESSION"
         assert caught.value.message == "unknown or expired worker session; register again"
     # Registering again is the way back.
-    fresh = engine.register_worker("w", "python", [("demo.work", "1.0.0")])
-    task = engine.poll(fresh["worker_session_id"], 0)
+    fresh = engine.workers.register("w", "python", [("demo.work", "1.0.0")])
+    task = engine.workers.poll(fresh["worker_session_id"], 0)
     assert task is not None and task["execution_id"] == "p-1"
     engine.close()
 
@@ -130,11 +130,11 @@ def test_a_session_past_its_timeout_is_expired_before_a_tick_finds_it() -> None:
     engine = simulated_engine(clock=clock, session_timeout_ms=3000)
     engine.deploy(plain())
     engine.start("Plain", input={"n": 1}, execution_id="p-1")
-    sid = engine.register_worker("w", "python", [("demo.work", "1.0.0")])["worker_session_id"]
+    sid = engine.workers.register("w", "python", [("demo.work", "1.0.0")])["worker_session_id"]
     # Time moves without a tick (the ticker is behind): the session is
     # silent past its timeout all the same.
     with clock._lock:
         clock._now += 3500
     with pytest.raises(NotFoundError):
-        engine.poll(sid, 0)
+        engine.workers.poll(sid, 0)
     engine.close()

@@ -56,8 +56,8 @@ def _dispatched() -> tuple[FailingStore, Engine, str, Any]:
     engine = simulated_engine(store, session_timeout_ms=TIMEOUT_MS)
     engine.deploy(plain())
     engine.start("Plain", input={"n": 1}, execution_id="p-1")
-    session = engine.register_worker("w1", "python", [("demo.work", "1.0.0")])
-    task = engine.poll(session["worker_session_id"], 0)
+    session = engine.workers.register("w1", "python", [("demo.work", "1.0.0")])
+    task = engine.workers.poll(session["worker_session_id"], 0)
     assert task is not None
     return store, engine, session["worker_session_id"], task
 
@@ -67,7 +67,7 @@ def _heartbeat_for(engine: Engine, session: str, ms: int) -> None:
     clock = engine.clock
     assert isinstance(clock, SimulatedClock)
     for _ in range(ms // 500):
-        engine.heartbeat(session)
+        engine.workers.heartbeat(session)
         clock.advance(500)
 
 
@@ -76,9 +76,9 @@ def test_the_same_report_is_taken_once_the_store_is_back() -> None:
     store.commits_fail = 3
     for _ in range(3):
         with pytest.raises(StorageError):
-            engine.complete(task["token"], {"ok": True})
+            engine.workers.complete(task["token"], {"ok": True})
         assert engine.get("p-1")["units"]["work"]["status"] == "DISPATCHED"
-    assert engine.complete(task["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(task["token"], {"ok": True}) == {"accepted": True}
     assert engine.get("p-1")["status"] == "COMPLETED"
     engine.close()
 
@@ -86,12 +86,12 @@ def test_the_same_report_is_taken_once_the_store_is_back() -> None:
 def _redelivered(engine: Engine, session: str) -> None:
     """The attempt whose result was lost goes to the next poll, and its
     success then completes the execution."""
-    again = engine.poll(session, 0)
+    again = engine.workers.poll(session, 0)
     assert again is not None
     assert (again["step_id"], again["attempt"], again["redelivery"]) == ("work", 1, True)
     uncertain = [e for e in engine.events("p-1") if isinstance(e, ev.StepAttemptUncertain)]
     assert [e.reason for e in uncertain] == [UNRECORDED_REASON]
-    assert engine.complete(again["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(again["token"], {"ok": True}) == {"accepted": True}
     assert engine.get("p-1")["status"] == "COMPLETED"
 
 
@@ -99,7 +99,7 @@ def test_an_attempt_whose_result_was_lost_is_redelivered_though_its_worker_heart
     store, engine, session, task = _dispatched()
     store.commits_fail = 1
     with pytest.raises(StorageError):
-        engine.fail(task["token"], "BUSY", "try later", True)
+        engine.workers.fail(task["token"], "BUSY", "try later", True)
     # The worker gives up on that report but stays connected.
     _heartbeat_for(engine, session, TIMEOUT_MS - 500)
     assert engine.get("p-1")["units"]["work"]["status"] == "DISPATCHED"
@@ -112,7 +112,7 @@ def test_a_result_lost_while_the_database_was_away_is_redelivered() -> None:
     store, engine, session, task = _dispatched()
     store.down = True
     with pytest.raises(StorageError):
-        engine.complete(task["token"], {"ok": True})
+        engine.workers.complete(task["token"], {"ok": True})
     store.down = False
     _heartbeat_for(engine, session, TIMEOUT_MS + 500)
     _redelivered(engine, session)

@@ -219,7 +219,7 @@ def test_unstorable_signals_outputs_and_failures_are_refused_and_nothing_is_reco
     with pytest.raises(InvalidError, match="reason must be a string of valid Unicode"):
         engine.cancel("s-1", "\ud800")
     with pytest.raises(InvalidError, match="worker_id must be a string of valid Unicode"):
-        engine.register_worker("\ud800", "python", [("sink.keep", "1.0.0")])
+        engine.workers.register("\ud800", "python", [("sink.keep", "1.0.0")])
 
     # Nothing was recorded and the attempt is still in flight: a storable
     # signal and output are accepted.

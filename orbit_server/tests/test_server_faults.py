@@ -51,7 +51,7 @@ def client(engine: Engine) -> falcon.testing.TestClient:
 
 
 def register(engine: Engine) -> None:
-    engine.register_worker("w", "python", [("t", "1.0.0")])
+    engine.workers.register("w", "python", [("t", "1.0.0")])
 
 
 def test_health_is_degraded_while_the_store_fails(

@@ -149,7 +149,7 @@ def test_a_task_for_a_worker_that_hung_up_is_redelivered_at_once(
     try:
         app = falcon.testing.TestClient(create_app(engine, ServerConfig()))
         engine.deploy(plain())
-        reply = engine.register_worker("w", "python", [("demo.work", "1.0.0")])
+        reply = engine.workers.register("w", "python", [("demo.work", "1.0.0")])
         session = reply["worker_session_id"]
         engine.start("Plain", input={}, execution_id="u-1")
         client.close()
@@ -167,7 +167,7 @@ def test_a_task_for_a_worker_that_hung_up_is_redelivered_at_once(
             "StepScheduled",
         ]
         assert events[4]["reason"] == "worker `w` never received the task"
-        again = engine.poll(session, 0)
+        again = engine.workers.poll(session, 0)
         assert again is not None and again["redelivery"] is True
     finally:
         engine.close()

@@ -175,9 +175,9 @@ def test_who_holds_a_token_survives_a_restart(tmp_path: Path) -> None:
     engine = Engine(SqliteStore(db), auto_tick=False)
     try:
         engine.deploy(_definition())
-        session = engine.register_worker("other", "python", [("payments.charge", "1.0.0")])
+        session = engine.workers.register("other", "python", [("payments.charge", "1.0.0")])
         engine.start("Charge", input={}, execution_id="c-1")
-        task = engine.poll(session["worker_session_id"], 0)
+        task = engine.workers.poll(session["worker_session_id"], 0)
         assert task is not None
     finally:
         engine.close()

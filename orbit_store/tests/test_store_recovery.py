@@ -99,7 +99,7 @@ def test_recovery_accepts_old_tokens_and_fires_overdue_timers(tmp_path: Path) ->
     assert (second.recovered_executions, second.recovered_in_flight) == (2, 1)
     assert second.get("r-2")["units"]["pause"]["status"] == "SUCCEEDED"  # overdue timer fired
     assert second.get("r-2")["status"] == "COMPLETED"
-    assert second.complete(held["token"], {"ok": True}) == {"accepted": True}
+    assert second.workers.complete(held["token"], {"ok": True}) == {"accepted": True}
     clock.advance(60_000)
     assert second.get("r-1")["status"] == "COMPLETED"
     assert fold(second.events("r-1"), "r-1").to_json() == second.get("r-1")
@@ -152,7 +152,7 @@ def test_a_failed_commit_changes_nothing(tmp_path: Path) -> None:
     before = engine.get("f-1")
     store.fail_next = True
     with pytest.raises(StorageError) as info:
-        engine.poll(w.session, 0)
+        engine.workers.poll(w.session, 0)
     assert info.value.code == "STORAGE_ERROR"
     assert engine.get("f-1") == before
     store.fail_next = True
@@ -162,7 +162,7 @@ def test_a_failed_commit_changes_nothing(tmp_path: Path) -> None:
         engine.get("f-2")
     task_ = w.take()
     assert task_["execution_id"] == "f-1"
-    assert engine.complete(task_["token"], {"ok": True}) == {"accepted": True}
+    assert engine.workers.complete(task_["token"], {"ok": True}) == {"accepted": True}
     engine.close()
 
 

@@ -265,7 +265,7 @@ class Simulation:
             sessions = []
             if contracts:
                 for language in self.deployment.languages:
-                    registered = engine.register_worker(
+                    registered = engine.workers.register(
                         f"simulator-{language}", language, contracts, sdk="orbit-simulator"
                     )
                     sessions.append(registered["worker_session_id"])
@@ -320,7 +320,7 @@ class Simulation:
         while True:
             tasks = []
             for session in sessions:
-                while (task := engine.poll(session, wait_ms=0)) is not None:
+                while (task := engine.workers.poll(session, wait_ms=0)) is not None:
                     tasks.append(task)
             builtins = self.builtins.pending()
             if not tasks and not builtins:
@@ -354,9 +354,9 @@ class Simulation:
             return
         self.answered.add(call.task)
         if isinstance(answer, Succeed):
-            self.engine.complete(token, answer.output)
+            self.engine.workers.complete(token, answer.output)
         elif isinstance(answer, Fail):
-            self.engine.fail(token, answer.code, answer.message, answer.retryable)
+            self.engine.workers.fail(token, answer.code, answer.message, answer.retryable)
         else:
             self.hanging[token] = call
 

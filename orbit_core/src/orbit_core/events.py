@@ -10,6 +10,7 @@ dicts `{"code", "message", "retryable", "details"?}`; payload-like fields
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 from typing import ClassVar, TypeAlias
 
@@ -340,41 +341,8 @@ Event: TypeAlias = (
     | HandlersStarted
 )
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.TYPE: cls
-    for cls in (
-        WorkflowCreated,
-        WorkflowStarted,
-        WorkflowTimeoutReached,
-        CancelRequested,
-        LimitExceeded,
-        WorkflowCompleted,
-        WorkflowFailed,
-        WorkflowCancelled,
-        WorkflowTimedOut,
-        WorkflowContinuedAsNew,
-        StepScheduled,
-        StepSkipped,
-        StepFanOut,
-        StepDispatched,
-        StepSucceeded,
-        StepAttemptFailed,
-        StepAttemptUncertain,
-        RetryScheduled,
-        StepFailed,
-        StepCancelled,
-        TimerStarted,
-        TimerFired,
-        StaleResultIgnored,
-        SignalReceived,
-        SignalAwaitStarted,
-        SignalDelivered,
-        CompensationStarted,
-        CompensationCompleted,
-        CompensationFailed,
-        HandlersStarted,
-    )
-}
+# The one list of the event classes is the `Event` union above.
+EVENT_TYPES: dict[str, type[Event]] = {cls.TYPE: cls for cls in typing.get_args(Event)}
 
 # Members written only when set (chapter 40 marks them `?`).
 _OPTIONAL = {"parent", "schedule_id", "run"}
@@ -384,6 +352,15 @@ _OPTIONAL_BY_TYPE: dict[str, frozenset[str]] = {
 }
 _FIELDS: dict[type[Event], tuple[str, ...]] = {
     cls: tuple(a.name for a in attrs.fields(cls))[2:] for cls in EVENT_TYPES.values()
+}
+
+
+_MISSING_AS_NONE: dict[type[Event], frozenset[str]] = {
+    cls: _OPTIONAL_BY_TYPE.get(cls.TYPE, frozenset()) for cls in EVENT_TYPES.values()
+}
+_DEFAULTED: dict[type[Event], frozenset[str]] = {
+    cls: frozenset(a.name for a in attrs.fields(cls) if a.default is not attrs.NOTHING)
+    for cls in EVENT_TYPES.values()
 }
 
 
@@ -401,9 +378,20 @@ def to_json(event: Event) -> JsonObject:
 
 
 def from_json(data: JsonObject) -> Event:
-    """Reads an event written by `to_json`; raises KeyError/TypeError on a malformed one."""
+    """Reads an event written by `to_json`; raises KeyError/TypeError on a
+    malformed one. A member may be missing only where `to_json` leaves it
+    out (`_OPTIONAL_BY_TYPE`: read as None) or where the class has a default
+    (a member added later: an older history has none); any other missing
+    member is refused, not read as None."""
     cls = EVENT_TYPES[str(data["type"])]
-    kwargs = {name: data.get(name) for name in _FIELDS[cls]}
+    kwargs = {}
+    for name in _FIELDS[cls]:
+        if name in data:
+            kwargs[name] = data[name]
+        elif name in _MISSING_AS_NONE[cls]:
+            kwargs[name] = None
+        elif name not in _DEFAULTED[cls]:
+            raise KeyError(f"{cls.TYPE} event without `{name}`")
     make: Callable[..., Event] = cls
     return make(data["seq"], data["timestamp_ms"], **kwargs)
 

@@ -33,6 +33,17 @@ class MemoryStore:
         self._schedules: dict[str, ScheduleRow] = {}
         self._retention: dict[str, int] = {}
 
+    def _share(self, other: MemoryStore) -> None:
+        """Makes this store another view of `other`'s rows: the servers of
+        memory_cluster.py share one database."""
+        self._lock = other._lock
+        self._definitions = other._definitions
+        self._events = other._events
+        self._runs = other._runs
+        self._rows = other._rows
+        self._workers = other._workers
+        self._schedules = other._schedules
+
     def load_definitions(self) -> list[DefinitionRow]:
         with self._lock:
             return sorted(self._definitions.values(), key=lambda d: d.created_at_ms)

@@ -28,6 +28,12 @@ from orbit_core.jsontypes import JsonObject, JsonValue
 class Clock(Protocol):
     def now_ms(self) -> int: ...
 
+    def subscribe(self, listener: Callable[[], None]) -> bool:
+        """Asks to be told after each move of time. True: the clock calls
+        `listener` when it advances (a simulated clock), so the engine ticks
+        then and starts no thread to tick; False: time moves by itself."""
+        ...
+
 
 class IdSource(Protocol):
     """Every identifier the engine hands out: task tokens, execution ids, sessions."""
@@ -184,12 +190,7 @@ class ScheduleAdvance:
 
 
 class Store(Protocol):
-    """Durable storage. `commit` is one transaction (one fsync) or nothing.
-
-    A store may also offer `execution_hashes(ids) -> {id: definition_hash}`
-    for the ids among `ids` it holds, in one read: the engine then checks
-    the ids of a group's starts at once (without it, one `execution_row`
-    per start)."""
+    """Durable storage. `commit` is one transaction (one fsync) or nothing."""
 
     def load_definitions(self) -> list[DefinitionRow]: ...
 
@@ -202,6 +203,12 @@ class Store(Protocol):
     def history(self, execution_id: str, run: int | None = None) -> list[Event] | None: ...
 
     def execution_row(self, execution_id: str) -> ExecutionRow | None: ...
+
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        """`{id: definition_hash}` for the ids among `execution_ids` the store
+        holds, in one read: the engine checks the ids of a group's starts at
+        once with it, not with one `execution_row` each."""
+        ...
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int
@@ -384,6 +391,9 @@ class SystemClock:
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def subscribe(self, listener: Callable[[], None]) -> bool:
+        return False  # wall-clock time moves by itself: the engine ticks on a thread
 
 
 # The UUID variant digit (8, 9, a or b) for each random hex digit.

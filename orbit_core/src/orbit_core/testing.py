@@ -42,8 +42,9 @@ class SimulatedClock:
     def now_ms(self) -> int:
         return self._now
 
-    def subscribe(self, listener: Callable[[], None]) -> None:
+    def subscribe(self, listener: Callable[[], None]) -> bool:
         self._listeners.append(listener)
+        return True
 
     def advance(self, ms: int) -> None:
         """Moves time forward by `ms` and lets every engine tick."""

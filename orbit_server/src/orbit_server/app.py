@@ -15,7 +15,7 @@ import falcon
 import falcon.constants
 import falcon.inspect
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import NotFoundError
 from orbit_server import errors
 from orbit_server.auth import (
@@ -73,20 +73,20 @@ class _Routes:
                 self.rules[(template, method)] = rule
 
 
-def telemetry_of(engine: Engine) -> Telemetry:
+def telemetry_of(engine: EngineApi) -> Telemetry:
     """What the engine's store reports commits to (see `storage.LoggedStore`),
     or a fresh one that sees no commits (event counters stay at zero)."""
     found = getattr(engine.store, "telemetry", None)
     return found if isinstance(found, Telemetry) else Telemetry()
 
 
-def worker_calls(engine: Engine, telemetry: Telemetry | None = None) -> WorkerCalls:
+def worker_calls(engine: EngineApi, telemetry: Telemetry | None = None) -> WorkerCalls:
     """The worker protocol's calls, for the HTTP routes and the gRPC binding."""
     return WorkerCalls(engine, (telemetry or telemetry_of(engine)).tracing)
 
 
 def create_app(
-    engine: Engine,
+    engine: EngineApi,
     config: ServerConfig,
     telemetry: Telemetry | None = None,
     *,
@@ -195,7 +195,7 @@ def create_app(
     return app
 
 
-def _workflow_of(engine: Engine, retention: Sweeper | None, execution_id: str) -> str:
+def _workflow_of(engine: EngineApi, retention: Sweeper | None, execution_id: str) -> str:
     """The workflow of an execution, live or (with retention) archived."""
     try:
         return engine.state(execution_id).workflow

@@ -54,6 +54,8 @@ import orjson
 from orbit_core import events as ev
 from orbit_core.api import ExecutionDoc, WorkflowList
 from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
+from orbit_core.engine.facade import EngineApi, Wrapped
+from orbit_core.engine.handoff import Sharing
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject
 from orbit_core.ports import (
@@ -153,6 +155,9 @@ class StandbyStore:
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
         return self.inner.execution_row(execution_id)
 
+    def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
+        return self.inner.execution_hashes(execution_ids)
+
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int
     ) -> list[ExecutionRow]:
@@ -204,7 +209,7 @@ class StandbyStore:
         self.inner.close()
 
 
-class StandbyEngine(Engine):
+class StandbyEngine(Wrapped):
     """A standby's engine: an execution's wait cannot park on commits this
     server never makes, so it reads the database again every second; the
     workflow routes read the definitions again on each request (the
@@ -218,15 +223,23 @@ class StandbyEngine(Engine):
         self.reload_definitions()
         return super().get_workflow(name, version)
 
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._stop = threading.Event()
+
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
         while True:
             doc = self.get(execution_id)
             remaining = deadline - time.monotonic()
-            if self.state(execution_id).terminal or remaining <= 0 or self._draining:
+            if self.state(execution_id).terminal or remaining <= 0 or self.draining:
                 return doc
             if self._stop.wait(min(WAIT_REREAD_S, remaining)):
                 return doc
+
+    def close(self) -> None:
+        self._stop.set()
+        super().close()
 
 
 class ClusterNode:
@@ -239,8 +252,8 @@ class ClusterNode:
         *,
         node_id: str,
         advertise_addr: str | None,
-        build_engine: Callable[[Store, type[Engine]], Engine],
-        make_app: Callable[[Engine, ClusterNode], App],
+        build_engine: Callable[[Store, Sharing | None], Engine],
+        make_app: Callable[[EngineApi, ClusterNode], App],
         interval: float | None = None,
     ) -> None:
         self.config = config
@@ -272,7 +285,7 @@ class ClusterNode:
                 MIN_IDLE_TIMEOUT_MS, round(IDLE_TIMEOUT_ROUNDS * self.interval_s * 1000)
             ),
         )
-        self.engine = self._standby_engine()
+        self.engine: EngineApi = self._standby_engine()
         self._app = make_app(self.engine, self)
 
     # ---- what health and readiness show (resources/health.ClusterView)
@@ -415,9 +428,9 @@ class ClusterNode:
         self._stale = False
         _retire(old)
 
-    def _standby_engine(self) -> Engine:
+    def _standby_engine(self) -> EngineApi:
         store = PostgresStore(self.config.db, ca_cert=self._ca_cert)
-        return self._build_engine(StandbyStore(store), StandbyEngine)
+        return StandbyEngine(self._build_engine(StandbyStore(store), None))
 
     def _become_leader(self, term: int) -> None:
         self._log.info(
@@ -431,7 +444,7 @@ class ClusterNode:
         try:
             self.election.suspend_idle_timeout(True)
             store = PostgresStore(self.config.db, ca_cert=self._ca_cert, fence_term=term)
-            engine = self._build_engine(store, Engine)
+            engine = self._build_engine(store, None)
         except OrbitError as exc:
             self._log.error("cluster: could not take over; standing by", error=exc.message)
             self.election.close()  # frees the lock for another server
@@ -493,7 +506,7 @@ class ClusterNode:
         self._election_store.close()
 
 
-def _retire(engine: Engine) -> None:
+def _retire(engine: EngineApi) -> None:
     """Ends an engine that is no longer served, on a thread of its own
     (closing waits for its threads and its last commit)."""
 

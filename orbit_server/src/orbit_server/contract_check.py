@@ -21,7 +21,7 @@ import re
 
 import attrs
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import ConflictError, InvalidError, OrbitError
 from orbit_core.ir import TaskContract, contract_document, contract_hash
 from orbit_core.ir.contractdiff import first_difference
@@ -61,7 +61,7 @@ def presented(entry: dict[str, object], where: str) -> Presented | None:
 
 
 class ContractCheck:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineApi) -> None:
         self._engine = engine
         # definition hash -> {(task, version): [(hash, contract)]}
         self._by_definition: dict[str, dict[tuple[str, str], list[TaskContract]]] = {}

@@ -70,6 +70,8 @@ from gunicorn.sock import TCP6Socket, TCPSocket
 
 from orbit_core.decide import Limits
 from orbit_core.engine import MAX_WAIT_MS, Engine, tune_process
+from orbit_core.engine.facade import EngineApi
+from orbit_core.engine.handoff import Sharing
 from orbit_core.errors import OrbitError
 from orbit_core.ports import Store
 from orbit_server import logs, tls
@@ -255,18 +257,19 @@ def make_telemetry(config: ServerConfig) -> Telemetry:
 def build_engine(
     config: ServerConfig,
     store: Store | None = None,
-    engine_class: type[Engine] = Engine,
+    sharing: Sharing | None = None,
     telemetry: Telemetry | None = None,
 ) -> Engine:
-    """The engine (of `engine_class`) on `store`, or on the store `--db`
-    names (the arbiter checked it just before forking: `_check_database`)."""
+    """The engine on `store`, or on the store `--db` names (the arbiter
+    checked it just before forking: `_check_database`); `sharing`: a shared
+    server's (orbit_core/engine/handoff.py)."""
     if telemetry is None:
         telemetry = make_telemetry(config)
     if store is None:
         store = open_store(config)
     if isinstance(telemetry.tracing, TraceForwarder):
         telemetry.tracing.attach(store)
-    return engine_class(
+    return Engine(
         LoggedStore(store, config.db_display, telemetry),
         limits=Limits(config.max_fan_out, config.max_history_events, config.max_payload_bytes),
         max_active_executions=config.max_active_executions,
@@ -274,6 +277,7 @@ def build_engine(
         # LoggedStore logs storage errors already; faults still counts them.
         faults=LoggedFaults(quiet=frozenset({"store"})),
         builtins=HttpAdapter() if config.http_adapter else None,
+        sharing=sharing,
     )
 
 
@@ -300,8 +304,8 @@ class _NodeParts(TypedDict):
 
     node_id: str
     advertise_addr: str | None
-    build_engine: Callable[[Store, type[Engine]], Engine]
-    make_app: Callable[[Engine, ClusterView], Callable[[dict[str, Any], Any], Iterable[bytes]]]
+    build_engine: Callable[[Store, Sharing | None], Engine]
+    make_app: Callable[[EngineApi, ClusterView], Callable[[dict[str, Any], Any], Iterable[bytes]]]
 
 
 class OrbitApplication(BaseApplication):  # type: ignore[misc]
@@ -320,7 +324,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self._tls_context: ssl.SSLContext | None = None
         # A cluster node's current engine and its worker calls (_node_calls).
         self._calls_lock = threading.Lock()
-        self._engine_calls: tuple[Engine, WorkerCalls] | None = None
+        self._engine_calls: tuple[EngineApi, WorkerCalls] | None = None
         super().__init__(prog="orbit server")
 
     def load_config(self) -> None:
@@ -392,13 +396,13 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         return {
             "node_id": config.node_id or node_id_default(),
             "advertise_addr": advertise_default(config, self.bound),
-            "build_engine": lambda store, kind: build_engine(config, store, kind, telemetry),
+            "build_engine": lambda store, sharing: build_engine(config, store, sharing, telemetry),
             "make_app": lambda engine, view: create_app(
                 engine, config, cluster=view, calls=self._calls_of(engine)
             ),
         }
 
-    def _calls_of(self, engine: Engine) -> WorkerCalls:
+    def _calls_of(self, engine: EngineApi) -> WorkerCalls:
         """The worker calls of a node's engine: one per engine, shared by
         its HTTP app and the gRPC binding."""
         with self._calls_lock:

@@ -23,8 +23,9 @@ two threads.
   claimed task the owner records the dispatch: this engine when it owns the
   execution, else the owner through its inbox, while the task is returned
   at once); a result, signal or cancellation for an execution
-  owned elsewhere goes to the owner's inbox (a signal or cancel waits up to
-  10 s for the owner's reply, so it answers as on one server); a wait on an
+  owned elsewhere is checked here as a single server checks it, then goes to
+  the owner's inbox and waits up to 10 s for the owner's reply, so it is
+  answered with what the owner decided, as on one server; a wait on an
   execution owned elsewhere lists itself in `orbit_waits`, so that its
   owner announces the end (NOTIFY orbit_done: no end is announced that
   nobody waits for elsewhere), and reads the database again at each
@@ -70,67 +71,40 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from orbit_core.api import (
-    Accepted,
-    Assignment,
-    ExecutionDoc,
-    Registered,
-    SignalAccepted,
-    WorkerList,
-)
-from orbit_core.dispatch import Session
-from orbit_core.engine import DEFAULT_WAIT_MS, MAX_WAIT_MS, Engine
-from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
-from orbit_core.errors import (
-    ConflictError,
-    InvalidError,
-    LimitError,
-    NotFoundError,
-    OrbitError,
-    StorageError,
-)
-from orbit_core.jsontypes import JsonValue
+from orbit_core.coordination import INBOX, TASKS, InboxEntry, rendezvous
+from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
+from orbit_core.engine.handoff import Sharing
+from orbit_core.engine.shared import RECHECK_S, SharedEngine
+from orbit_core.engine.task_desk import TaskDesk
+from orbit_core.errors import StorageError
 from orbit_core.ports import Store
 from orbit_server import logs
 from orbit_server.config import ServerConfig
-from orbit_server.task_desk import TaskDesk
 from orbit_store.shared import (
     TAKEOVER_BATCH,
-    Claim,
-    InboxEntry,
     Listener,
-    SessionRow,
     SharedStore,
     SharedTables,
-    rendezvous,
 )
 
 INTERVAL_ENV = "ORBIT_CLUSTER_INTERVAL_MS"
-# The channels of orbit_store.shared.Listener this module waits on.
-TASKS, INBOX, REPLIES, DONE = "orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done"
 # Inbox entries of different executions are applied by this many threads at
 # once, so that their commits share groups.
 INBOX_THREADS = 16
 # Entries read by one round over the whole inbox of a node.
 INBOX_ROUND = 200
-REPLY_WAIT_S = 10.0
 # A task waits in its owner's engine from one to two of these before it goes
 # to the shared queue: a poll on the owner takes it with no statement of its
 # own (the group that queued it records the dispatch), and the owner's
 # workers, which poll again right after each result, take nearly all of
 # theirs in that time; a task no worker here can take waits at most 0.1 s.
 PUBLISH_S = 0.05
-RECHECK_S = 1.0
 SHARED = "shared"
 # The inbox is swept every so many rounds of entries older than this.
 SWEEP_ROUNDS = 60
 VACUUM_S = 2.0
 SWEEP_AFTER_MS = 60_000
-_ERRORS: dict[str, type[OrbitError]] = {
-    cls.__name__: cls
-    for cls in (NotFoundError, ConflictError, InvalidError, LimitError, StorageError, OrbitError)
-}
-
 App = Callable[[dict[str, Any], Any], Iterable[bytes]]
 
 
@@ -141,464 +115,9 @@ def interval_s() -> float:
     return 1.0
 
 
-def _error_reply(exc: OrbitError) -> dict[str, Any]:
-    return {"error": {"type": type(exc).__name__, "code": exc.code, "message": exc.message}}
-
-
-def _raise_reply(reply: Any) -> Any:
-    if isinstance(reply, dict) and "error" in reply:
-        error = reply["error"]
-        cls = _ERRORS.get(str(error.get("type")), OrbitError)
-        raise cls(str(error.get("message", "")), str(error.get("code", "INTERNAL")))
-    return reply["ok"] if isinstance(reply, dict) else reply
-
-
-class SharedEngine(Engine):
-    """The engine of a shared-mode server (module docstring): calls about
-    executions or tasks this engine does not hold go through the database."""
-
-    node: SharedNode
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["offer_tasks"] = True
-        kwargs["local_first"] = True
-        kwargs["shared_catalog"] = True
-        super().__init__(*args, **kwargs)
-
-    def attach(self, node: SharedNode) -> None:
-        self.node = node
-        self._sessions: dict[str, SessionRow] = {}
-        self._contacts: dict[str, int] = {}
-        self._contacts_lock = threading.Lock()
-        # Sessions with a poll waiting here (how many): in contact now.
-        self._polls_waiting: dict[str, int] = {}
-
-    # ---- sessions
-
-    def register_worker(
-        self,
-        worker_id: str,
-        runtime: str,
-        contracts: list[dict[str, str]] | list[tuple[str, str]],
-        sdk: str | None = None,
-    ) -> Registered:
-        reply = super().register_worker(worker_id, runtime, contracts, sdk)
-        pairs = [
-            (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
-            for c in contracts
-        ]
-        now = self.clock.now_ms()
-        row = SessionRow(
-            reply["worker_session_id"], worker_id, runtime.lower(), pairs, sdk, now, now
-        )
-        self._sessions[row.session_id] = row
-        self.node.tables.put_session(row)
-        return reply
-
-    def _session_row(self, session_id: str) -> SessionRow | None:
-        row = self._sessions.get(session_id)
-        if row is None:
-            found = self.node.tables.sessions([session_id])
-            if not found:
-                return None
-            row = self._sessions[session_id] = found[0]
-            self.know_sessions([_session(row)])
-        return row
-
-    def _seen(self, session_id: str) -> None:
-        with self._contacts_lock:
-            self._contacts[session_id] = self.clock.now_ms()
-
-    def take_contacts(self) -> dict[str, int]:
-        with self._contacts_lock:
-            contacts, self._contacts = self._contacts, {}
-            now = self.clock.now_ms()
-            for session_id in self._polls_waiting:
-                contacts[session_id] = now
-        return contacts
-
-    def _waits(self, session_id: str, delta: int) -> None:
-        with self._contacts_lock:
-            count = self._polls_waiting.get(session_id, 0) + delta
-            if count > 0:
-                self._polls_waiting[session_id] = count
-            else:
-                self._polls_waiting.pop(session_id, None)
-            self._contacts[session_id] = self.clock.now_ms()
-
-    def heartbeat(self, session_id: str, *, worker: str | None = None) -> Any:
-        self._session_row(session_id)
-        reply = super().heartbeat(session_id, worker=worker)
-        self._seen(session_id)
-        posted = self.node.tables.take_cancels(session_id)
-        if posted:
-            reply["cancel"] = sorted({*reply["cancel"], *posted})
-        return reply
-
-    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
-        self._session_row(session_id)
-        reply = super().unregister(session_id, worker=worker)
-        self.node.tables.drop_session(session_id)
-        self._sessions.pop(session_id, None)
-        return reply
-
-    def list_workers(self) -> WorkerList:
-        """`GET /v1/workers` of the whole cluster: the registry is shared, and
-        the sessions of every server come from `orbit_sessions` (in-flight
-        counts are this server's own)."""
-        listing = super().list_workers()
-        now = self.clock.now_ms()
-        timeout = self.session_timeout_ms
-        by_worker: dict[str, list[SessionRow]] = {}
-        for row in self.node.tables.sessions_seen_since(now - timeout):
-            by_worker.setdefault(row.worker_id, []).append(row)
-        for doc in listing["workers"]:
-            rows = by_worker.get(doc["worker_id"], [])
-            if not rows:
-                continue
-            last_seen = max(r.last_seen_ms for r in rows)
-            doc["sessions"] = max(doc["sessions"], len(rows))
-            doc["last_seen_ms"] = max(doc["last_seen_ms"], last_seen)
-            doc["online"] = doc["online"] or now - last_seen <= timeout
-        return listing
-
-    # ---- tasks
-
-    def poll(
-        self,
-        session_id: str,
-        wait_ms: int | None = None,
-        connected: Callable[[], bool] | None = None,
-        *,
-        worker: str | None = None,
-    ) -> Assignment | None:
-        row = self._session_row(session_id)
-        wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
-        deadline = time.monotonic() + (0 if self._draining else wait) / 1000
-        desk = self.node.desk
-        while True:
-            remaining = int((deadline - time.monotonic()) * 1000)
-            if remaining <= 0 or self._draining:
-                # This engine's own tasks, then one round of the shared queue.
-                # (The engine checks the session and its worker binding.)
-                got = super().poll(session_id, 0, worker=worker)
-                if got is not None:
-                    return got
-                assert row is not None
-                self._seen(session_id)
-                claim = desk.take(
-                    row.contracts,
-                    row.runtime,
-                    session_id,
-                    row.worker_id,
-                    deadline,
-                    gone=lambda: self._draining or (connected is not None and not connected()),
-                    alive=lambda: self._seen(session_id),
-                )
-                if claim is None:
-                    return None
-            else:
-                got, claim = self._poll_both(session_id, row, remaining, connected, worker)
-                if got is not None:
-                    return got
-                if claim is None:
-                    if time.monotonic() >= deadline or self._draining:
-                        return None  # (rounds of the desk looked for it meanwhile)
-                    if connected is not None and not connected():
-                        return None
-                    continue  # ended during a round that found nothing: wait on
-            assert row is not None
-            assignment = self._hand_out(claim, row)
-            if assignment is not None:
-                return assignment
-
-    def _poll_both(
-        self,
-        session_id: str,
-        row: SessionRow | None,
-        wait_ms: int,
-        connected: Callable[[], bool] | None,
-        worker: str | None,
-    ) -> tuple[Assignment | None, Claim | None]:
-        """Waits in this engine for one of its own tasks (dispatched by the
-        group that queued it, with no statement of its own) while the task
-        desk claims for the poll from the shared queue; a round of the desk
-        first takes the poll back from the engine (`withdraw`), so the poll
-        gets a task from one of them only."""
-        if row is None:
-            return super().poll(session_id, 0, worker=worker), None  # refuses it
-        desk = self.node.desk
-        waiter = desk.enter(row.contracts, row.runtime, session_id, row.worker_id)
-        self._waits(session_id, 1)
-        try:
-            got = self.poll_withdrawable(
-                session_id,
-                wait_ms,
-                lambda withdraw: desk.parked(waiter, withdraw),
-                connected,
-                worker=worker,
-            )
-        finally:
-            claim, error = desk.leave(waiter)
-            self._waits(session_id, -1)
-        if got is not None:
-            # (Not expected: a claim withdraws the poll first.)
-            if claim is not None and claim.owner == self.node.node_id:
-                self.node.tables.unclaim(claim.token)
-            elif claim is not None:
-                self.undelivered(claim.token)  # after the claim's `dispatched` entry
-            return got, None
-        if error is not None:
-            raise error
-        return None, claim
-
-    def _hand_out(self, claim: Claim, row: SessionRow) -> Assignment | None:
-        self.node.tasks_claimed += 1
-        if claim.owner != self.node.node_id:
-            # The owner records StepDispatched from its inbox.
-            assignment: dict[str, Any] = {**claim.assignment, "token": claim.token}
-            if claim.timeout_ms is not None:
-                assignment["deadline_ms"] = self.clock.now_ms() + claim.timeout_ms
-                assignment["timeout_ms"] = claim.timeout_ms
-            return assignment  # type: ignore[return-value]
-        try:
-            dispatched = self.dispatch_offer(
-                _session(row),
-                execution_id=claim.execution_id,
-                unit_key=claim.unit_key,
-                offer_seq=claim.offer_seq,
-                token=claim.token,
-            )
-        except StorageError:
-            self.node.tables.unclaim(claim.token)
-            raise
-        if dispatched is None:
-            if self.holds(claim.execution_id):
-                # The unit no longer waits for that offer: nobody will take it.
-                self.node.tables.drop_claim(claim.token)
-            else:
-                # The execution left this server meanwhile: its new owner may want it.
-                self.node.tables.unclaim(claim.token)
-        return dispatched
-
-    def undelivered(self, token: str) -> None:
-        eid = token.partition("/")[0]
-        if "/" in token and self._owner_elsewhere(eid):
-            # After the `dispatched` entry of the claim, so the owner knows it.
-            self.node.tables.put(eid, "undelivered", {"token": token})
-            return
-        super().undelivered(token)
-
-    def _owner_elsewhere(self, execution_id: str) -> bool:
-        """Whether the execution is owned, but not held in this engine."""
-        if self.holds(execution_id):
-            return False
-        return self.node.tables.owner(execution_id) is not None
-
-    def complete(
-        self, token: str, output: JsonValue = None, *, worker: str | None = None
-    ) -> Accepted:
-        payload = {"token": token, "output": output, "worker": worker}
-        if self._send_result(token, "complete", payload):
-            return {"accepted": True}
-        reply = super().complete(token, output, worker=worker)
-        if self._moved(token, reply):
-            self._send_result(token, "complete", payload)
-            return {"accepted": True}
-        return reply
-
-    def fail(
-        self,
-        token: str,
-        error_code: str,
-        error_message: str = "",
-        retryable: bool = True,
-        details: JsonValue = None,
-        *,
-        worker: str | None = None,
-    ) -> Accepted:
-        payload = {
-            "token": token,
-            "code": error_code,
-            "message": error_message,
-            "retryable": retryable,
-            "details": details,
-            "worker": worker,
-        }
-        if error_code and self._send_result(token, "fail", payload):
-            return {"accepted": True}
-        reply = super().fail(token, error_code, error_message, retryable, details, worker=worker)
-        if self._moved(token, reply):
-            self._send_result(token, "fail", payload)
-            return {"accepted": True}
-        return reply
-
-    def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> bool:
-        """Sends a result to the inbox of its execution's owner when that is
-        another server; False when this engine should take it."""
-        eid, slash, _ = token.partition("/")
-        if not slash or not self._owner_elsewhere(eid):
-            return False
-        self.node.tables.put(eid, kind, payload)
-        return True
-
-    def _moved(self, token: str, reply: Accepted) -> bool:
-        """Whether a token this engine did not know belongs to an execution
-        that moved to another server while the result was on its way."""
-        eid, slash, _ = token.partition("/")
-        unknown = not reply.get("accepted") and str(reply.get("reason", "")).startswith(
-            "unknown token"
-        )
-        return bool(slash) and unknown and self._owner_elsewhere(eid)
-
-    # ---- executions
-
-    def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
-        if self._owner_elsewhere(execution_id):
-            reply = self._forward(execution_id, "signal", {"name": name, "payload": payload})
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return super().signal(execution_id, name, payload)
-
-    def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
-        if self._owner_elsewhere(execution_id):
-            reply = self._forward(execution_id, "cancel", {"reason": reason})
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return super().cancel(execution_id, reason)
-
-    def _forward(self, execution_id: str, kind: str, payload: Any) -> Any:
-        tables = self.node.tables
-        seq = tables.put(execution_id, kind, payload)
-        deadline = time.monotonic() + REPLY_WAIT_S
-        seen = self.node.listener.serial(REPLIES)
-        while True:
-            done, reply = tables.reply(seq)
-            if done:
-                return reply
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 and tables.withdraw(seq):
-                # Taken back unapplied, so the caller may safely send it again.
-                raise StorageError(
-                    f"the owner of execution `{execution_id}` did not answer within "
-                    f"{REPLY_WAIT_S:g} s; the {kind} was not applied"
-                )
-            if remaining <= -REPLY_WAIT_S:
-                # Applied (it could not be taken back), but its owner stopped
-                # before it wrote the reply.
-                raise StorageError(
-                    f"the owner of execution `{execution_id}` applied the {kind} "
-                    "but stopped before it answered"
-                )
-            seen = self.node.listener.wait(REPLIES, seen, max(0.01, min(remaining, 0.25)))
-
-    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
-        if self.holds(execution_id):
-            return super().wait(execution_id, timeout_ms)
-        deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
-        doc = self.get(execution_id)
-        if _finished(doc) or time.monotonic() >= deadline or self._draining:
-            return doc
-        # Listed, so that the owner announces the end (else it does not).
-        tables = self.node.tables
-        watch = tables.watch(execution_id)
-        try:
-            seen = self.node.listener.serial(DONE)
-            while True:
-                # Read again once listed, not only after announcements: an
-                # end committed before the listing was announced to nobody.
-                doc = self.get(execution_id)
-                remaining = deadline - time.monotonic()
-                if self.holds(execution_id):
-                    return super().wait(execution_id, max(0, int(remaining * 1000)))
-                if _finished(doc) or remaining <= 0 or self._draining:
-                    return doc
-                seen = self.node.listener.wait(DONE, seen, min(remaining, RECHECK_S))
-        finally:
-            with contextlib.suppress(StorageError):
-                tables.unwatch(watch)
-
-    # ---- the inbox
-
-    def apply(self, entry: InboxEntry) -> Any:
-        """Applies one inbox entry through the engine's own calls; returns
-        the reply for the server that sent it."""
-        p = entry.payload
-        session: Session | None = None
-        if entry.kind == "dispatched":
-            row = self._session_row(p["session_id"])
-            session = (
-                _session(row)
-                if row is not None
-                else Session(p["session_id"], p["worker_id"], "any", (), None, 0, 0)
-            )
-        # The one engine call below commits the entry's receipt with its events.
-        with self.receipt(str(entry.seq)):
-            return self._apply(entry, session)
-
-    def _apply(self, entry: InboxEntry, session: Session | None) -> Any:
-        p = entry.payload
-        try:
-            if entry.kind == "dispatched":
-                assert session is not None
-                done = self.dispatch_offer(
-                    session,
-                    execution_id=entry.execution_id,
-                    unit_key=p["unit_key"],
-                    offer_seq=p["offer_seq"],
-                    token=p["token"],
-                )
-                if done is None:
-                    # No longer wanted: the worker hears so at its next heartbeat.
-                    self.node.tables.post_cancels({p["session_id"]: [p["token"]]})
-                return {"ok": done is not None}
-            if entry.kind == "complete":
-                return {
-                    "ok": Engine.complete(self, p["token"], p["output"], worker=p.get("worker"))
-                }
-            if entry.kind == "fail":
-                return {
-                    "ok": Engine.fail(
-                        self,
-                        p["token"],
-                        p["code"],
-                        p["message"],
-                        p["retryable"],
-                        p["details"],
-                        worker=p.get("worker"),
-                    )
-                }
-            if entry.kind == "undelivered":
-                Engine.undelivered(self, p["token"])
-                return {"ok": True}
-            if entry.kind == "signal":
-                return {"ok": Engine.signal(self, entry.execution_id, p["name"], p["payload"])}
-            if entry.kind == "cancel":
-                return {"ok": Engine.cancel(self, entry.execution_id, p["reason"])}
-        except StorageError:
-            raise  # not applied: tried again, here or by the next owner
-        except OrbitError as exc:
-            return _error_reply(exc)
-        return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
-
-
-def _finished(doc: ExecutionDoc) -> bool:
-    return str(doc.get("status")) in ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
-
-
 def _token(execution_id: str) -> str:
     """Task tokens name their execution, so any server can route a result."""
     return f"{execution_id}/{uuid.uuid4()}"
-
-
-def _session(row: SessionRow) -> Session:
-    return Session(
-        row.session_id,
-        row.worker_id,
-        row.runtime,
-        tuple(row.contracts),
-        row.sdk,
-        row.registered_ms,
-        row.last_seen_ms,
-    )
 
 
 class SharedNode:
@@ -611,8 +130,8 @@ class SharedNode:
         *,
         node_id: str,
         advertise_addr: str | None,
-        build_engine: Callable[[Store, type[Engine]], Engine],
-        make_app: Callable[[Engine, SharedNode], App],
+        build_engine: Callable[[Store, Sharing | None], Engine],
+        make_app: Callable[[EngineApi, SharedNode], App],
         interval: float | None = None,
     ) -> None:
         self.config = config
@@ -621,7 +140,6 @@ class SharedNode:
         self.interval_s = interval if interval is not None else interval_s()
         self.node_timeout_ms = round(max(2.0, config.node_timeout_s) * 1000)
         self.instance = str(uuid.uuid4())
-        self.tasks_claimed = 0
         self._log = logs.logger()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -647,15 +165,13 @@ class SharedNode:
         self._own_tables = SharedTables(self.store, node_id, connections=3)
         try:
             self._join()
-            built = build_engine(self.store, SharedEngine)
+            sharing = Sharing(offer_tasks=True, local_first=True, shared_catalog=True)
+            built = build_engine(self.store, sharing)
         except BaseException:
             self.tables.close()
             self._own_tables.close()
             self.store.close()
             raise
-        assert isinstance(built, SharedEngine)
-        self.engine: SharedEngine = built
-        self.engine.attach(self)
         self.listener = Listener(self.store, node_id)
         self.desk = TaskDesk(
             self.tables,
@@ -664,6 +180,13 @@ class SharedNode:
             on_error=self._claim_failed,
         )
         self.listener.subscribe(TASKS, self.desk.stir)
+        self.engine = SharedEngine(
+            built,
+            node_id=node_id,
+            tables=self.tables,
+            announcements=self.listener,
+            tasks=self.desk,
+        )
         self._inbox_cond = threading.Condition()
         self._inbox_due: set[str] = set()
         self._inbox_all = True
@@ -710,7 +233,7 @@ class SharedNode:
             "term": None,
             "leader": None,
             "owned_executions": owned,
-            "tasks_claimed": self.tasks_claimed,
+            "tasks_claimed": self.engine.tasks_claimed,
             "nodes": [
                 {
                     "node_id": n.node_id,
@@ -784,7 +307,7 @@ class SharedNode:
         failing = None
         while not self._stop.wait(PUBLISH_S):
             try:
-                self.engine.publish_stale()
+                self.engine.handoff.publish_stale()
                 failing = None
             except Exception as exc:
                 if str(exc) != failing:  # once per distinct failure, not 20 times a second
@@ -812,7 +335,7 @@ class SharedNode:
         with self._lost_lock:
             lost, self._lost = self._lost, []
         lost.extend(self._reconcile())
-        dropped = self.engine.release(lost) if lost else 0
+        dropped = self.engine.handoff.release(lost) if lost else 0
         if dropped:
             # (Most of `lost` ended here just now: nothing to drop.)
             self._log.warning("shared: lost executions to another server", executions=dropped)
@@ -841,9 +364,9 @@ class SharedNode:
         # Owned here by the database and this store, but not running in the
         # engine (a take-over whose rebuild failed): rebuilt again.
         stranded = [e for e in rows if e in held and rows[e] == held[e][1]]
-        stranded = [e for e in stranded if not self.engine.holds(e)]
+        stranded = [e for e in stranded if not self.engine.handoff.holds(e)]
         if stranded:
-            self.engine.take_over(self.store.histories(stranded))
+            self.engine.handoff.take_over(self.store.histories(stranded))
         gone = [eid for eid, (_root, epoch) in held.items() if rows.get(eid) != epoch]
         if gone:
             # Ended just now (the row went with the end) or lost: either way
@@ -872,7 +395,7 @@ class SharedNode:
                 moved = self._own_tables.take_over(roots[start : start + TAKEOVER_BATCH], dead)
                 self.store.adopt(moved)
                 histories = self.store.histories([m[0] for m in moved])
-                adopted, in_flight = self.engine.take_over(histories)
+                adopted, in_flight = self.engine.handoff.take_over(histories)
                 self._inbox_notified(None)  # what was sent to the dead node is ours now
                 self._log.info(
                     "shared: took ownership of executions",
@@ -884,13 +407,13 @@ class SharedNode:
     def _sync_sessions(self) -> None:
         """Contacts made here go to the database; contacts made elsewhere
         with the sessions this engine knows come back."""
-        self._own_tables.touch_sessions(self.engine.take_contacts())
-        known = self.engine.session_ids()
+        self._own_tables.touch_sessions(self.engine.desk.take_contacts())
+        known = self.engine.handoff.session_ids()
         rows = self._own_tables.sessions(known)
         if rows:
-            self.engine.touch_sessions({r.session_id: r.last_seen_ms for r in rows})
+            self.engine.handoff.touch_sessions({r.session_id: r.last_seen_ms for r in rows})
         # Attempts owned here that a session polling elsewhere should stop.
-        self._own_tables.post_cancels(self.engine.cancels(known))
+        self._own_tables.post_cancels(self.engine.handoff.cancels(known))
 
     def _claim_failed(self, exc: StorageError) -> None:
         self._log.warning("shared: claiming tasks failed", error=exc.message)
@@ -933,10 +456,12 @@ class SharedNode:
         if execution_ids is None:
             entries = self.tables.pending(INBOX_ROUND)
         else:
-            entries = self.tables.pending_for([e for e in execution_ids if self.engine.holds(e)])
+            entries = self.tables.pending_for(
+                [e for e in execution_ids if self.engine.handoff.holds(e)]
+            )
         runs: dict[str, list[InboxEntry]] = {}
         for entry in entries:
-            if self.engine.holds(entry.execution_id):  # else being taken over: later
+            if self.engine.handoff.holds(entry.execution_id):  # else being taken over: later
                 runs.setdefault(entry.execution_id, []).append(entry)
         replies = [
             reply

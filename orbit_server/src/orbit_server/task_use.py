@@ -20,7 +20,7 @@ from typing import NotRequired, TypedDict
 
 import attrs
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import OrbitError
 from orbit_core.ir import TaskContract
 from orbit_core.semver import semver_key
@@ -65,7 +65,7 @@ class TaskUse:
         # definition hash -> {task name: contract version}
         self._by_hash: dict[str, dict[str, str]] = {}
 
-    def called(self, engine: Engine) -> dict[str, set[str]] | None:
+    def called(self, engine: EngineApi) -> dict[str, set[str]] | None:
         """Task name -> the versions some deployed workflow calls; None with no workflow."""
         rows = engine.list_workflows()["workflows"]
         if not rows:
@@ -88,13 +88,13 @@ class TaskUse:
                 called.setdefault(name, set()).add(version)
         return called
 
-    def unused(self, engine: Engine, contracts: Iterable[Mapping[str, str]]) -> list[Unused]:
+    def unused(self, engine: EngineApi, contracts: Iterable[Mapping[str, str]]) -> list[Unused]:
         called = self.called(engine)
         if called is None:
             return []
         return _unused(called, contracts)
 
-    def mark(self, engine: Engine, workers: list[dict[str, object]]) -> None:
+    def mark(self, engine: EngineApi, workers: list[dict[str, object]]) -> None:
         """Adds `unused_contracts` to each worker document that announced such a task."""
         called = self.called(engine)
         if called is None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from orbit_core import limits
 from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
@@ -33,7 +33,7 @@ _SESSIONS_KEPT = 10_000
 class WorkerCalls:
     """One per server, shared by its bindings."""
 
-    def __init__(self, engine: Engine, tracer: Tracing | None = None) -> None:
+    def __init__(self, engine: EngineApi, tracer: Tracing | None = None) -> None:
         self.engine = engine
         # With tracing on, a task carries its attempt's span as `traceparent`.
         self._tracer = tracer
@@ -62,7 +62,7 @@ class WorkerCalls:
         except OrbitError as exc:
             _log.warning("worker refused", worker_id=worker_id, code=exc.code, error=exc.message)
             raise
-        answer = self.engine.register_worker(worker_id, runtime, contracts, sdk)
+        answer = self.engine.workers.register(worker_id, runtime, contracts, sdk)
         session = answer.get("worker_session_id")
         if isinstance(session, str):
             if len(self._sessions) >= _SESSIONS_KEPT:  # sessions lost without unregistering
@@ -92,7 +92,7 @@ class WorkerCalls:
             )
 
     def heartbeat(self, who: Caller, session: str) -> HeartbeatReply:
-        return self.engine.heartbeat(session, worker=bound_worker(who))
+        return self.engine.workers.heartbeat(session, worker=bound_worker(who))
 
     def poll(
         self,
@@ -103,7 +103,7 @@ class WorkerCalls:
     ) -> Mapping[str, Any] | None:
         """The task (with its `traceparent` when traces are exported), or
         None when none came within the wait."""
-        task = self.engine.poll(session, wait_ms, connected, worker=bound_worker(who))
+        task = self.engine.workers.poll(session, wait_ms, connected, worker=bound_worker(who))
         if task is None:
             return None
         if self._tracer is not None:
@@ -122,19 +122,19 @@ class WorkerCalls:
             attempt=task["attempt"],
         )
         try:
-            self.engine.undelivered(task["token"])
+            self.engine.workers.undelivered(task["token"])
         except OrbitError as exc:  # closing down: the session timeout covers it
             _log.warning("cannot mark the attempt uncertain", error=exc.message)
 
     def unregister(self, who: Caller, session: str) -> Accepted:
-        answer = self.engine.unregister(session, worker=bound_worker(who))
+        answer = self.engine.workers.unregister(session, worker=bound_worker(who))
         _log.info("worker unregistered", worker_id=self._sessions.pop(session, None))
         return answer
 
     def complete(self, who: Caller, token: str, output: JsonValue) -> Accepted:
         worker = bound_worker(who)
         try:
-            return self.engine.complete(token, output, worker=worker)
+            return self.engine.workers.complete(token, output, worker=worker)
         except InvalidError:
             # An integer from 2^63 to 2^64 - 1 is refused where a larger one,
             # which the JSON parser already made a float, is judged by the
@@ -144,7 +144,7 @@ class WorkerCalls:
             widened = limits.big_integers_as_floats(output)
             if widened is output:
                 raise
-            return self.engine.complete(token, widened, worker=worker)
+            return self.engine.workers.complete(token, widened, worker=worker)
 
     def fail(
         self,
@@ -156,6 +156,6 @@ class WorkerCalls:
         retryable: bool,
         details: JsonValue,
     ) -> Accepted:
-        return self.engine.fail(
+        return self.engine.workers.fail(
             token, error_code, error_message, retryable, details, worker=bound_worker(who)
         )

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import queue
 import threading
 import time
@@ -76,6 +75,11 @@ import psycopg
 
 from orbit_core import events as ev
 from orbit_core.api import ExecutionStatus
+from orbit_core.coordination import (  # the adapters below serve these ports
+    Claim,
+    InboxEntry,
+    SessionRow,
+)
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
 from orbit_core.state import TERMINAL
@@ -97,8 +101,9 @@ NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
-# Inbox kinds whose sender waits for the owner's reply.
-REPLIED = frozenset({"signal", "cancel"})
+# Inbox kinds whose sender waits for the owner's reply (a worker's result
+# is answered with what the owner decided, as on a single server).
+REPLIED = frozenset({"signal", "cancel", "complete", "fail"})
 CLAIM_PAUSE_S = 0.1
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.
@@ -170,12 +175,6 @@ def fenced_message(execution_id: str, found: tuple[str, int] | None, held: int) 
     )
 
 
-def rendezvous(root_id: str, nodes: Iterable[str]) -> str:
-    """The node a root execution goes to among `nodes` (highest hash wins):
-    every server computes the same answer without talking to the others."""
-    return max(nodes, key=lambda n: hashlib.sha256(f"{n}\0{root_id}".encode()).digest())
-
-
 @attrs.frozen(slots=True)
 class NodeRow:
     node_id: str
@@ -183,40 +182,6 @@ class NodeRow:
     live: bool
     heartbeat_age_ms: int
     owned_executions: int
-
-
-@attrs.frozen(slots=True)
-class Claim:
-    """A task claimed from the queue for a session: `owner` is the node that
-    owns its execution."""
-
-    execution_id: str
-    unit_key: str
-    offer_seq: int
-    token: str
-    timeout_ms: int | None
-    assignment: dict[str, Any]
-    owner: str
-
-
-@attrs.frozen(slots=True)
-class InboxEntry:
-    seq: int
-    execution_id: str
-    kind: str
-    payload: Any
-    sender: str
-
-
-@attrs.frozen(slots=True)
-class SessionRow:
-    session_id: str
-    worker_id: str
-    runtime: str
-    contracts: list[tuple[str, str]]
-    sdk: str | None
-    registered_ms: int
-    last_seen_ms: int
 
 
 class SharedStore(PostgresStore):
@@ -444,7 +409,11 @@ class SharedStore(PostgresStore):
         self, cursor: Any, batch: CommitBatch
     ) -> tuple[list[tuple[str, str, int]], Callable[[], None]]:
         owned = self.owned()
+        new = {c.execution_id for c in batch.executions if c.new}
         changed = [c.execution_id for c in batch.executions if not c.new]
+        # The executions it offers tasks of too: a group that only publishes
+        # tasks of one this node lost must not queue them.
+        changed += sorted({o.execution_id for o in batch.offers} - new - set(changed))
         if changed:
             self._fence(cursor, changed, owned, lock=True)
         new_owned = self._own(cursor, batch, owned)

@@ -9,7 +9,14 @@ return JSON-shaped values (dicts ready to serialise) and raise `OrbitError`s.
 
 Modules, one job each:
 
-- `service`: the `Engine` façade, the public API; each method is one command.
+- `service`: the `Engine` façade, the embedding API; each method is one
+  command. `worker_desk`: the worker protocol's calls (`engine.workers`),
+  another audience's API. `handoff`: the steps a server sharing executions
+  needs (`Sharing`, `handoff.of(engine)`), shown to neither. `counters`:
+  what `health` counts, one typed object. `facade`: the façade's shape
+  (`EngineApi`) and `Wrapped`, the base of engines that wrap an `Engine`.
+  `shared` and `task_desk`: shared mode's engine, over the coordination
+  ports of `orbit_core.coordination`.
 - `pipeline`: group commit (leader, committer thread, merged transactions,
   answering and parking callers); `commands`: a command and its group's
   transaction.
@@ -36,6 +43,7 @@ from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
 from orbit_core.engine.recovery import BUILTIN_RESTART_REASON
 from orbit_core.engine.service import TICK_MS, Engine
 from orbit_core.engine.tuning import tune_process
+from orbit_core.engine.worker_desk import WorkerApi, WorkerDesk
 from orbit_core.engine.workers import RESTART_REASON
 
 __all__ = [
@@ -52,5 +60,7 @@ __all__ = [
     "Engine",
     "TaskContext",
     "TaskError",
+    "WorkerApi",
+    "WorkerDesk",
     "tune_process",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -57,6 +58,16 @@ class _Receipts(threading.local):
 RECEIPTS = _Receipts()
 
 
+class Parked(enum.Enum):
+    """Where a parked command (a long poll, a wait) is: WAITING for a group
+    to answer it, CLAIMED by the group answering it, or EXPIRED (its caller
+    gave up, or the engine ended it). Only a WAITING one can move, once."""
+
+    WAITING = "waiting"
+    CLAIMED = "claimed"
+    EXPIRED = "expired"
+
+
 class Command:
     """One caller's request, run by whichever thread leads its group.
 
@@ -71,8 +82,8 @@ class Command:
     event: Signal | None = None
     # Set when the caller is handed the lead of the next group.
     leads = False
-    # Long polls and waits: "waiting" until claimed by a group or expired.
-    parked: str | None = None
+    # Long polls and waits: WAITING until claimed by a group or expired.
+    parked: Parked | None = None
     session: Session | None = None
     # A parked claim of up to `want` tasks (answered with a list); None for a
     # poll (answered with one task).

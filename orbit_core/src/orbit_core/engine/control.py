@@ -73,7 +73,7 @@ class Control:
                 "RESOURCE_EXHAUSTED",
             )
         live = x.create(tx, execution_id, plan, value, parent=None, schedule_id=schedule_id)
-        x.counters["started"] += 1
+        x.counters.started += 1
         x.decide(tx, live)
         return {"execution_id": execution_id, "created": True}
 
@@ -98,18 +98,14 @@ class Control:
     def look_up(self, tx: Tx, batch: list[Command]) -> None:
         """Reads the definition hashes of the stored executions that the
         group's starts name, in one store call instead of one per start
-        (a store without `execution_hashes` is asked per start; a lone
-        start reads its own row). A failed read is left to each start,
+        (a lone start reads its own row). A failed read is left to each start,
         which reports it to its own caller."""
         known = self._x.memory.get
         ids = [c.lookup for c in batch if c.lookup is not None and known(c.lookup) is None]
         if len(ids) < 2:
             return  # a lone start reads its own row
-        read = getattr(self._x.store, "execution_hashes", None)
-        if read is None:
-            return
         try:
-            found = read(ids)
+            found = self._x.store.execution_hashes(ids)
         except StorageError:
             return
         tx.known = {eid: found.get(eid) for eid in ids}

@@ -21,6 +21,7 @@ from orbit_core.dispatch import QueuedTask, TaskIndex, routing_runtime
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
+from orbit_core.engine.counters import Counters
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
 from orbit_core.errors import ConflictError, StorageError, not_found
@@ -52,7 +53,7 @@ class Executions:
         ids: IdSource,
         limits: Limits,
         catalog: Catalog,
-        counters: dict[str, int],
+        counters: Counters,
         builtins: BuiltinTasks | None,
         report_builtin: BuiltinReport,
         offer_tasks: bool = False,
@@ -207,6 +208,11 @@ class Executions:
         self.memory.release(tokens)
         self.children.forget(eid)
         self._held.pop(eid, None)
+        if self._offers:
+            # Offers not committed yet wait for the next group: not those of
+            # an execution that ended or left this engine (another server
+            # owns it now), whose commit would be refused for ever.
+            self._offers = [o for o in self._offers if o.execution_id != eid]
         return tokens
 
     def rollback(self, tx: Tx) -> list[str]:
@@ -570,7 +576,7 @@ class Executions:
         self.memory.release(old.tokens())
         new = ExecutionState(old.id)
         live.state = new
-        self.counters["continued_as_new"] += 1
+        self.counters.continued_as_new += 1
         d = live.plan.defn
         self.append(
             tx,

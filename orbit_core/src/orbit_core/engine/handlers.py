@@ -39,8 +39,8 @@ from typing import Any, Protocol
 
 from orbit_core import events as ev
 from orbit_core import limits
-from orbit_core.api import Assignment, Registered
-from orbit_core.dispatch import EVERY_RUNTIME, Session
+from orbit_core.api import Assignment
+from orbit_core.dispatch import EVERY_RUNTIME
 from orbit_core.engine.backoff import Backoff
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.jsontypes import JsonValue
@@ -48,17 +48,17 @@ from orbit_core.ports import Clock, Faults, RandomSource
 
 
 class Host(Protocol):
-    """The calls in-process handlers make as a worker would (the `Engine`)."""
+    """The calls in-process handlers make as a worker would, and those of
+    their local session (registered as one, given more contracts), which
+    the engine makes as commands: the sessions are `Workers`'."""
 
     clock: Clock
 
-    def register_worker(
-        self,
-        worker_id: str,
-        runtime: str,
-        contracts: list[dict[str, str]] | list[tuple[str, str]],
-        sdk: str | None = None,
-    ) -> Registered: ...
+    def register_local(
+        self, worker_id: str, runtime: str, contracts: list[tuple[str, str]]
+    ) -> str: ...
+
+    def serve(self, session_id: str, contracts: list[tuple[str, str]]) -> None: ...
 
     def poll(
         self,
@@ -217,18 +217,16 @@ class Handlers:
     def __init__(
         self,
         *,
-        engine: Host,
+        host: Host,
         exchange: Exchange,
-        sessions: dict[str, Session],
         threads: int,
         spawn: Callable[[Callable[[], None], str], None],
         stop: threading.Event,
         faults: Faults,
         random: RandomSource,
     ) -> None:
-        self._engine = engine
+        self._engine = host
         self._exchange = exchange
-        self._sessions = sessions
         self.threads = threads
         self._spawn = spawn
         self._stop = stop
@@ -236,8 +234,8 @@ class Handlers:
         self._random = random
         self._started = False
         self._handlers: dict[tuple[str, str], tuple[Handler, bool]] = {}
-        # One local worker session per runtime.
-        self._local: dict[str, Session] = {}
+        # One local worker session per runtime: its id.
+        self._local: dict[str, str] = {}
         # Tokens `run_all` could not report, to hand back for redelivery.
         self._lost: list[str] = []
 
@@ -245,21 +243,19 @@ class Handlers:
         takes_task = len(inspect.signature(fn).parameters) >= 2
         self._handlers[(task_name, version)] = (fn, takes_task)
         runtime = EVERY_RUNTIME if runtime is None else runtime.lower()
-        session = self._local.get(runtime)
+        session_id = self._local.get(runtime)
         contracts = sorted(k for k in self._handlers)
-        if session is None:
+        if session_id is None:
             # Python code in this process, whatever runtime the steps name.
             name = "python" if runtime == EVERY_RUNTIME else runtime
-            reply = self._engine.register_worker(f"in-process-{name}", runtime, contracts)
-            session = self._sessions[reply["worker_session_id"]]
-            session.local = True
-            self._local[runtime] = session
+            session_id = self._engine.register_local(f"in-process-{name}", runtime, contracts)
+            self._local[runtime] = session_id
             if self.threads > 0 and not self._started:
                 self._started = True
                 for i in range(self.threads):
                     self._spawn(self._loop, f"orbit-handler-{i}")
         else:
-            session.contracts = tuple(contracts)
+            self._engine.serve(session_id, contracts)
 
     def run_all(self) -> int:
         """Runs queued tasks on the calling thread, one at a time, until none
@@ -271,8 +267,8 @@ class Handlers:
             progress = True
             while progress:
                 progress = False
-                for session in list(self._local.values()):
-                    task = self._engine.poll(session.session_id, 0)
+                for session_id in list(self._local.values()):
+                    task = self._engine.poll(session_id, 0)
                     if task is None:
                         continue
                     ran += 1
@@ -281,7 +277,7 @@ class Handlers:
                     if report is None:
                         continue
                     try:
-                        self._exchange(session.session_id, [report], 0, 0)
+                        self._exchange(session_id, [report], 0, 0)
                     except OrbitError:
                         self._lost.append(report[0])
         except OrbitError:
@@ -300,10 +296,9 @@ class Handlers:
         while not self._stop.is_set():
             sessions = list(self._local.values())
             wait = 1000 if len(sessions) == 1 else 100
-            for session in sessions:
+            for sid in sessions:
                 # With one session, keep exchanging results for tasks while
                 # there are any; with several, report and move on.
-                sid = session.session_id
                 want = limit
                 claimed: list[Assignment] = []
                 try:

@@ -3,7 +3,11 @@ engine (chapter 44's shared mode), as a few store-neutral steps; the server
 (orbit_server/shared.py) decides when to take them and the store
 (orbit_store/shared.py) makes them durable and fenced.
 
-- Tasks: with `Engine(offer_tasks=True)` a scheduled worker task becomes a
+The `Engine` façade does not show these steps: an engine built with a
+`Sharing` gives them through `Handoff`, which only orbit_core's shared
+engine (and tests of it) hold.
+
+- Tasks: with `Sharing(offer_tasks=True)` a scheduled worker task becomes a
   `TaskOffer` of its group's `CommitBatch` instead of an entry of the
   engine's own index, so polls never find work locally; with
   `local_first=True` as well it waits in the index first, and
@@ -29,16 +33,158 @@ engine (chapter 44's shared mode), as a few store-neutral steps; the server
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
+
+import attrs
 
 from orbit_core import events as ev
-from orbit_core.api import UnitStatus
+from orbit_core.api import Assignment, UnitStatus
 from orbit_core.dispatch import Session
-from orbit_core.engine.commands import Tx
+from orbit_core.engine.commands import RECEIPTS, Tx
 from orbit_core.engine.executions import Executions
+from orbit_core.engine.pipeline import GroupCommit
+from orbit_core.engine.polling import MAX_POLL_MS, Polling
 from orbit_core.engine.recovery import BUILTIN_RESTART_REASON
+from orbit_core.engine.worker_desk import WorkerDesk
 from orbit_core.engine.workers import Workers
 from orbit_core.state import fold
+
+
+class _Built(Protocol):
+    """An `Engine` (a protocol, so this module need not import the façade)."""
+
+    @property
+    def _handoff(self) -> Handoff | None: ...
+
+
+def of(engine: _Built) -> Handoff:
+    """The handoff steps of an engine built with a `Sharing`."""
+    handoff = engine._handoff
+    if handoff is None:
+        raise ValueError("the engine was built without `sharing`")
+    return handoff
+
+
+@attrs.frozen(slots=True)
+class Sharing:
+    """How an engine that shares executions with other servers is built.
+    `offer_tasks`: worker tasks go to the store's shared queue as
+    `TaskOffer`s instead of the engine's own index; with `local_first` they
+    wait in the index first and `Handoff.publish_stale` offers those no poll
+    took. `shared_catalog`: other servers deploy into the same store, so a
+    workflow not known here is looked for there before it is refused."""
+
+    offer_tasks: bool = True
+    local_first: bool = False
+    shared_catalog: bool = True
+
+
+class Handoff:
+    """The steps of the module docstring on one engine, each one command."""
+
+    def __init__(
+        self,
+        *,
+        pipeline: GroupCommit,
+        executions: Executions,
+        workers: Workers,
+        polling: Polling,
+        desk: WorkerDesk,
+        load_definitions: Callable[[], int],
+    ) -> None:
+        self._pipeline = pipeline
+        self._x = executions
+        self._workers = workers
+        self._polling = polling
+        self._desk = desk
+        self._load_definitions = load_definitions
+
+    def dispatch_offer(
+        self, session: Session, *, execution_id: str, unit_key: str, offer_seq: int, token: str
+    ) -> Assignment | None:
+        """Records that the offer was claimed for `session` under `token`
+        (StepDispatched); None when the unit no longer waits for it."""
+
+        def run(tx: Tx) -> Assignment | None:
+            know_sessions(self._workers, [session])
+            known = self._workers.sessions[session.session_id]
+            return self._polling.dispatch_offer(
+                tx, known, execution_id=execution_id, key=unit_key, offer=offer_seq, token=token
+            )
+
+        result = self._pipeline.submit(run)
+        return result.copy() if result is not None else None
+
+    @contextlib.contextmanager
+    def receipt(self, value: str) -> Iterator[None]:
+        """The commands this thread submits inside the block carry `value`
+        into the commit that applies them (`CommitBatch.receipts`), so a
+        store can record that a request was applied in the same transaction
+        as its events; a command refused with an error carries none."""
+        before = RECEIPTS.current
+        RECEIPTS.current = value
+        try:
+            yield
+        finally:
+            RECEIPTS.current = before
+
+    def know_sessions(self, sessions: list[Session]) -> int:
+        """Makes sessions registered elsewhere known; returns how many were new."""
+        return self._pipeline.submit(lambda tx: know_sessions(self._workers, sessions))
+
+    def touch_sessions(self, seen: Mapping[str, int]) -> None:
+        """Session contacts made elsewhere (session id to time in ms)."""
+        self._pipeline.submit(lambda tx: touch_sessions(self._workers, seen))
+
+    def cancels(self, session_ids: list[str]) -> dict[str, list[str]]:
+        """Attempts the sessions hold that are no longer wanted, each given
+        once (a heartbeat through this engine does not repeat them)."""
+        return self._pipeline.submit(lambda tx: cancels(self._workers, session_ids))
+
+    def session_ids(self) -> list[str]:
+        """The sessions this engine knows."""
+        return self._pipeline.submit(lambda tx: list(self._workers.sessions), read=True)
+
+    def take_over(self, histories: list[tuple[str, list[ev.Event]]]) -> tuple[int, int]:
+        """Adopts executions from their histories: (adopted, attempts in
+        flight). Definitions deployed elsewhere are loaded first."""
+        self._pipeline.submit(lambda tx: self._load_definitions())
+        return self._pipeline.submit(lambda tx: take_over(tx, self._x, self._workers, histories))
+
+    def release(self, execution_ids: list[str]) -> int:
+        """Drops executions another server owns now; returns how many were held."""
+        return self._pipeline.submit(lambda tx: release(self._x, self._workers, execution_ids))
+
+    def publish_stale(self) -> int:
+        """With `local_first`: offers to the shared queue the tasks that
+        waited in this engine's index since the previous call; how many.
+        Called every few tens of milliseconds: with nothing queued since the
+        previous call it returns at once, without a command."""
+        if self._x.nothing_stale():
+            return 0
+        return self._pipeline.submit(self._x.publish_stale)
+
+    def poll_withdrawable(
+        self,
+        session_id: str,
+        wait_ms: int,
+        parked: Callable[[Callable[[], bool]], None],
+        connected: Callable[[], bool] | None = None,
+        *,
+        worker: str | None = None,
+    ) -> Assignment | None:
+        """`poll`, for a server that also looks for the poll's task elsewhere:
+        once the poll waits, `parked` is given a function that takes it back,
+        which returns True when no task of this engine's will be given to it
+        (it then ends with None), False when one already was."""
+        wait = min(max(wait_ms, 0), MAX_POLL_MS)
+        return self._desk.poll_parked(session_id, wait, connected, worker, parked)
+
+    def holds(self, execution_id: str) -> bool:
+        """Whether the execution is running in this engine's memory."""
+        return execution_id in self._x.memory
 
 
 def know_sessions(workers: Workers, sessions: list[Session]) -> int:

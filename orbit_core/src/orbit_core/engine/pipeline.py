@@ -43,7 +43,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from orbit_core.engine.commands import PENDING, Command, Signal, Tx
+from orbit_core.engine.commands import PENDING, Command, Parked, Signal, Tx
+from orbit_core.engine.counters import Counters
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.ports import CommitBatch, ExecutionChange, Faults, Store
 
@@ -106,7 +107,7 @@ class GroupCommit:
     def __init__(
         self,
         store: Store,
-        counters: dict[str, int],
+        counters: Counters,
         *,
         prepare: Callable[[list[Command]], Group],
         publish: Callable[[Tx], None],
@@ -312,7 +313,7 @@ class GroupCommit:
         if cmd.done:
             return
         with self.lock:
-            cmd.parked = None if cmd.parked is None else "expired"
+            cmd.parked = None if cmd.parked is None else Parked.EXPIRED
         cmd.error, cmd.result = error, None
         self.finish(cmd)
 
@@ -374,7 +375,7 @@ class GroupCommit:
             if self._store_failing:
                 self._store_failing = False
                 self._faults.recovered("store")
-            self._counters["commits"] += 1
+            self._counters.commits += 1
         for group in groups:
             if group.tx.after_commit or group.tx.terminal:
                 try:
@@ -458,7 +459,7 @@ class GroupCommit:
         with self.lock:
             cmd.answered = True
             event = cmd.event
-            if cmd.parked == "waiting":
+            if cmd.parked is Parked.WAITING:
                 cmd.event = Signal()
         if event is not None:
             event.set()
@@ -466,24 +467,24 @@ class GroupCommit:
     def park(self, cmd: Command) -> object:
         """Parks a command until a later group completes it or it expires."""
         with self.lock:
-            cmd.parked = "waiting"
+            cmd.parked = Parked.WAITING
             if cmd.event is None:
                 cmd.event = Signal()
         return PENDING
 
     def claim(self, cmd: Command) -> bool:
         with self.lock:
-            if cmd.parked != "waiting":
+            if cmd.parked is not Parked.WAITING:
                 return False
-            cmd.parked = "claimed"
+            cmd.parked = Parked.CLAIMED
             return True
 
     def expire(self, cmd: Command) -> bool:
         """Gives up on a parked command; True unless a group already claimed it."""
         with self.lock:
-            if cmd.parked == "waiting":
-                cmd.parked = "expired"
-            expired = cmd.parked == "expired"
+            if cmd.parked is Parked.WAITING:
+                cmd.parked = Parked.EXPIRED
+            expired = cmd.parked is Parked.EXPIRED
             event = cmd.event
         if expired and event is not None:
             event.set()

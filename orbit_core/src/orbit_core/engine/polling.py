@@ -11,7 +11,7 @@ from orbit_core.api import (
     Assignment,
 )
 from orbit_core.dispatch import QueuedTask, Session
-from orbit_core.engine.commands import Command, Tx
+from orbit_core.engine.commands import Command, Parked, Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.engine.workers import Workers
@@ -43,7 +43,7 @@ class Polling:
     def _park(self, cmd: Command) -> object:
         pending = self._pipeline.park(cmd)
         pollers = self._pollers
-        while pollers and pollers[0].parked != "waiting":
+        while pollers and pollers[0].parked is not Parked.WAITING:
             pollers.popleft()  # polls that timed out while nothing was queued
         pollers.append(cmd)
         return pending
@@ -121,7 +121,7 @@ class Polling:
         or its session is gone (the poll is then ended and dropped from the
         queue)."""
         session = cmd.session
-        if cmd.parked != "waiting" or session is None:
+        if cmd.parked is not Parked.WAITING or session is None:
             return None
         return session if session.session_id in self._workers.sessions else None
 

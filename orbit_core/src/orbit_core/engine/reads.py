@@ -6,7 +6,7 @@ only ever sees committed state. A read that only the store can answer (a
 history, a listing, an execution no longer in memory) runs on the caller's
 thread instead, outside any group: the store holds only committed state too,
 and a group's leader never waits on a database read made for somebody else
-(on PostgreSQL, a round trip per read while every other command waits)."""
+(on a database server, a round trip per read while every other command waits)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from orbit_core.api import (
     HistoryPage,
     QueryAnswer,
 )
-from orbit_core.engine.commands import Command
+from orbit_core.engine.commands import Command, Parked
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
 from orbit_core.engine.pipeline import GroupCommit
@@ -95,7 +95,7 @@ class Reads:
         if live.state.terminal and live.state.status != EXEC_CONTINUED_AS_NEW:
             return live.state.to_json()
         pending = self._pipeline.park(cmd)
-        waiters = [c for c in self._waiters.get(execution_id, ()) if c.parked == "waiting"]
+        waiters = [c for c in self._waiters.get(execution_id, ()) if c.parked is Parked.WAITING]
         waiters.append(cmd)
         self._waiters[execution_id] = waiters
         return pending

@@ -12,6 +12,7 @@ StaleResultIgnored with outcome `failure`), since the step is not resolved."""
 from __future__ import annotations
 
 from orbit_core import events as ev
+from orbit_core import limits
 from orbit_core import values as _values
 from orbit_core.api import (
     UNIT_DISPATCHED,
@@ -22,12 +23,39 @@ from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
 from orbit_core.engine.running import Attempt
 from orbit_core.engine.workers import Workers
+from orbit_core.errors import InvalidError
 from orbit_core.jsontypes import JsonValue
 
 _UNKNOWN_TOKEN: Accepted = {
     "accepted": False,
     "reason": "unknown token (execution finished or token invalid)",
 }
+
+
+def admit_success(token: str, output: JsonValue) -> None:
+    """The checks a success passes before any command, wherever its
+    execution runs (a server forwarding it to another makes them too)."""
+    if not token:
+        raise InvalidError("token is required", "INVALID_REQUEST")
+    limits.admit(output, "task output", "INVALID_REQUEST")
+
+
+def admit_failure(
+    token: str, error_code: str, error_message: str, retryable: bool, details: JsonValue
+) -> ev.ErrorJson:
+    """The checks a failure passes before any command; the error it records."""
+    if not token:
+        raise InvalidError("token is required", "INVALID_REQUEST")
+    if not error_code:
+        raise InvalidError("error_code is required", "INVALID_REQUEST")
+    limits.admit(
+        details,
+        "`details`",
+        "INVALID_REQUEST",
+        error_code=error_code,
+        error_message=error_message,
+    )
+    return ev.make_error(error_code, error_message, retryable, details)
 
 
 class Results:

@@ -44,6 +44,7 @@ from orbit_core import values as _values
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.control import Control
+from orbit_core.engine.counters import Counters
 from orbit_core.engine.executions import Executions
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError
 from orbit_core.jsontypes import JsonObject
@@ -107,7 +108,7 @@ class Scheduler:
         *,
         store: Store,
         clock: Clock,
-        counters: dict[str, int],
+        counters: Counters,
         catalog: Catalog,
         control: Control,
         executions: Executions,
@@ -123,8 +124,6 @@ class Scheduler:
         self._executions = executions
         self._submit = submit
         self.counters = counters
-        for name in ("schedules_fired", "schedules_skipped_overlap", "schedules_skipped_missed"):
-            counters.setdefault(name, 0)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._entries: dict[str, _Entry] = {}
@@ -136,9 +135,7 @@ class Scheduler:
         with self._lock:
             for row in store.load_schedules():
                 self._remember(row)
-        subscribe = getattr(clock, "subscribe", None)
-        if subscribe is not None:
-            subscribe(self._on_advance)
+        if clock.subscribe(self._on_advance):
             # What fell due while no engine ran is looked at now, not at the next advance.
             self._on_advance()
         elif threaded:
@@ -250,13 +247,13 @@ class Scheduler:
             if created is None:
                 # The schedule's own count agrees with the metric: both
                 # count the starts the overlap policy declined, triggers too.
-                self.counters["schedules_skipped_overlap"] += 1
+                self.counters.schedules_skipped_overlap += 1
                 self._store.record_schedule_skip(schedule_id, now)
                 entry.row = attrs.evolve(
                     entry.row, skipped=entry.row.skipped + 1, updated_at_ms=now
                 )
                 return {"schedule_id": schedule_id, "started": False, "skipped": "overlap"}
-            self.counters["schedules_fired"] += int(created)
+            self.counters.schedules_fired += int(created)
             self._store.record_schedule_trigger(schedule_id, execution_id, now)
             entry.row = attrs.evolve(
                 entry.row,
@@ -497,14 +494,14 @@ class Scheduler:
         )
 
     def _count(self, due: policy.Due, outcome: _Outcome | None) -> None:
-        self.counters["schedules_skipped_missed"] += due.missed
+        self.counters.schedules_skipped_missed += due.missed
         if outcome is None:
             return
         if outcome.started is not None:
             # The metric counts new executions; the schedule's count, every start.
-            self.counters["schedules_fired"] += int(outcome.created)
+            self.counters.schedules_fired += int(outcome.created)
         elif outcome.skipped:
-            self.counters["schedules_skipped_overlap"] += 1
+            self.counters.schedules_skipped_overlap += 1
 
     # ---- memory
 

@@ -4,46 +4,43 @@ work itself is done by the components it assembles."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from orbit_core import events as ev
 from orbit_core import ir, limits
 from orbit_core.api import (
-    Accepted,
     Assignment,
     Deployed,
     ExecutionDoc,
     ExecutionList,
-    HeartbeatReply,
     HistoryPage,
     QueryAnswer,
-    Registered,
     SignalAccepted,
     Started,
     StartRequest,
-    WorkerList,
     WorkflowList,
 )
 from orbit_core.decide import Limits
-from orbit_core.dispatch import Session
-from orbit_core.engine import handoff, recovery
+from orbit_core.engine import recovery
 from orbit_core.engine.backoff import Backoff
 from orbit_core.engine.catalog import Catalog, checked_definition
-from orbit_core.engine.commands import RECEIPTS, Command, Tx
+from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.control import DEFAULT_CANCEL_REASON, Control
+from orbit_core.engine.counters import Counters
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
+from orbit_core.engine.handoff import Handoff, Sharing
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
-from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
+from orbit_core.engine.polling import Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, STORED, Reads
 from orbit_core.engine.results import Results
 from orbit_core.engine.scheduler import Scheduler
+from orbit_core.engine.worker_desk import WorkerApi, WorkerDesk
 from orbit_core.engine.workers import Workers
-from orbit_core.errors import InvalidError, OrbitError, StorageError
+from orbit_core.errors import OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.memory_store import MemoryStore
 from orbit_core.plan import Plan
@@ -84,17 +81,11 @@ class Engine:
         pipeline: bool | None = None,
         faults: Faults | None = None,
         random: RandomSource | None = None,
-        offer_tasks: bool = False,
-        shared_catalog: bool = False,
-        local_first: bool = False,
+        sharing: Sharing | None = None,
     ) -> None:
-        """`offer_tasks`: worker tasks go to the store's shared queue as
-        `TaskOffer`s instead of this engine's own index (servers that share
-        executions; engine/handoff.py); with `local_first` they wait in the
-        index first and `publish_stale` offers those no poll took.
-        `shared_catalog`: other servers
-        deploy into the same store, so a workflow not known here is looked
-        for there before it is reported unknown."""
+        """`sharing`: only for the engine of a server that shares executions
+        with others (engine/handoff.py), which reaches the steps it needs
+        through `handoff.of(engine)`; an embedding program leaves it out."""
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.ids: IdSource = ids if ids is not None else UuidIds()
@@ -106,7 +97,7 @@ class Engine:
         self.max_active_executions = max_active_executions
         self.session_timeout_ms = session_timeout_ms
         self.builtins = builtins
-        self.counters = {"started": 0, "continued_as_new": 0, "commits": 0}
+        self.counters = Counters()
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
 
@@ -123,7 +114,7 @@ class Engine:
             faults=self.faults,
         )
         self._catalog = Catalog()
-        if shared_catalog:
+        if sharing is not None and sharing.shared_catalog:
             self._catalog.load_missing = self._load_definitions
         self._executions = Executions(
             store=self.store,
@@ -133,8 +124,8 @@ class Engine:
             counters=self.counters,
             builtins=builtins,
             report_builtin=self._report_builtin,
-            offer_tasks=offer_tasks,
-            local_first=local_first,
+            offer_tasks=sharing is not None and sharing.offer_tasks,
+            local_first=sharing is not None and sharing.local_first,
         )
         self._control = Control(self._executions, max_active_executions)
         self._workers = Workers(self._executions, session_timeout_ms)
@@ -143,10 +134,30 @@ class Engine:
         self._polling = Polling(self._executions, self._workers, self._pipeline)
         self._results = Results(self._executions, self._workers)
         self._reads = Reads(self._executions, self._pipeline)
+        # The worker calls (engine/worker_desk.py): another audience's API.
+        self._desk = WorkerDesk(
+            pipeline=self._pipeline,
+            workers=self._workers,
+            polling=self._polling,
+            results=self._results,
+            store=self.store,
+            clock=self.clock,
+            draining=lambda: self._draining,
+        )
+        self.workers: WorkerApi = self._desk
+        self._handoff: Handoff | None = None
+        if sharing is not None:
+            self._handoff = Handoff(
+                pipeline=self._pipeline,
+                executions=self._executions,
+                workers=self._workers,
+                polling=self._polling,
+                desk=self._desk,
+                load_definitions=self._load_definitions,
+            )
         self._handlers = Handlers(
-            engine=self,
+            host=_InProcess(self),
             exchange=self._exchange,
-            sessions=self._workers.sessions,
             threads=handler_threads,
             spawn=self._spawn,
             stop=self._stop,
@@ -159,10 +170,7 @@ class Engine:
         )
         if len(self._executions.memory):
             self._pipeline.submit(lambda tx: recovery.resume(tx, self._executions, self._workers))
-        subscribe = getattr(self.clock, "subscribe", None)
-        if subscribe is not None:
-            subscribe(self._on_clock_advance)
-        elif auto_tick:
+        if not self.clock.subscribe(self._on_clock_advance) and auto_tick:
             self._spawn(self._ticker, "orbit-tick")
         # Schedules (engine/scheduler.py): fired on the clock, started through Control.start.
         self.schedules = Scheduler(
@@ -336,207 +344,10 @@ class Engine:
     def query(self, execution_id: str, name: str) -> QueryAnswer:
         return self._pipeline.submit(lambda tx: self._reads.query(execution_id, name), read=True)
 
-    # ---- workers
-
-    def register_worker(
-        self,
-        worker_id: str,
-        runtime: str,
-        contracts: list[dict[str, str]] | list[tuple[str, str]],
-        sdk: str | None = None,
-    ) -> Registered:
-        pairs = [
-            (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
-            for c in contracts
-        ]
-        limits.admit_strings(
-            "INVALID_REQUEST",
-            worker_id=worker_id,
-            runtime=runtime,
-            sdk=sdk,
-            contracts=[s for pair in pairs for s in pair],
-        )
-        return self._pipeline.submit(
-            lambda tx: self._workers.register(tx, worker_id, runtime, pairs, sdk)
-        )
-
-    def poll(
-        self,
-        session_id: str,
-        wait_ms: int | None = None,
-        connected: Callable[[], bool] | None = None,
-        *,
-        worker: str | None = None,
-    ) -> Assignment | None:
-        """A task assignment, or None when nothing arrived within `wait_ms`.
-        `connected` (from the transport, cheap, never blocking) tells whether
-        the worker is still waiting: a parked poll whose worker hung up gets
-        no task and ends with None. `worker`, here and in the other worker
-        calls, is the worker id the caller's credential is bound to (None
-        when it may act for any): another worker's session or task token is
-        refused with FORBIDDEN before anything changes."""
-        wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
-        return self._poll(session_id, wait, connected, worker, None)
-
-    def undelivered(self, token: str) -> None:
-        """Tells the engine that the assignment for `token` could not be sent
-        to its worker: the attempt becomes uncertain at once and is
-        redelivered. Nothing happens if the attempt is no longer in flight."""
-        self._pipeline.submit(lambda tx: self._workers.undelivered(tx, token))
-
-    def heartbeat(self, session_id: str, *, worker: str | None = None) -> HeartbeatReply:
-        return self._pipeline.submit(lambda tx: self._workers.heartbeat(tx, session_id, worker))
-
-    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
-        return self._pipeline.submit(lambda tx: self._workers.unregister(tx, session_id, worker))
-
-    def complete(
-        self, token: str, output: JsonValue = None, *, worker: str | None = None
-    ) -> Accepted:
-        """Reports a success: `{"accepted": bool, "reason"?}`."""
-        if not token:
-            raise InvalidError("token is required", "INVALID_REQUEST")
-        limits.admit(output, "task output", "INVALID_REQUEST")
-        return self._pipeline.submit(lambda tx: self._results.complete(tx, token, output, worker))
-
-    def fail(
-        self,
-        token: str,
-        error_code: str,
-        error_message: str = "",
-        retryable: bool = True,
-        details: JsonValue = None,
-        *,
-        worker: str | None = None,
-    ) -> Accepted:
-        if not token:
-            raise InvalidError("token is required", "INVALID_REQUEST")
-        if not error_code:
-            raise InvalidError("error_code is required", "INVALID_REQUEST")
-        limits.admit(
-            details,
-            "`details`",
-            "INVALID_REQUEST",
-            error_code=error_code,
-            error_message=error_message,
-        )
-        error = ev.make_error(error_code, error_message, retryable, details)
-        return self._pipeline.submit(lambda tx: self._results.fail(tx, token, error, worker))
-
-    # ---- servers sharing executions (engine/handoff.py)
-
-    def dispatch_offer(
-        self, session: Session, *, execution_id: str, unit_key: str, offer_seq: int, token: str
-    ) -> Assignment | None:
-        """Records that the offer was claimed for `session` under `token`
-        (StepDispatched); None when the unit no longer waits for it."""
-
-        def run(tx: Tx) -> Assignment | None:
-            handoff.know_sessions(self._workers, [session])
-            known = self._workers.sessions[session.session_id]
-            return self._polling.dispatch_offer(
-                tx, known, execution_id=execution_id, key=unit_key, offer=offer_seq, token=token
-            )
-
-        result = self._pipeline.submit(run)
-        return result.copy() if result is not None else None
-
-    @contextlib.contextmanager
-    def receipt(self, value: str) -> Iterator[None]:
-        """The commands this thread submits inside the block carry `value`
-        into the commit that applies them (`CommitBatch.receipts`), so a
-        store can record that a request was applied in the same transaction
-        as its events; a command refused with an error carries none."""
-        before = RECEIPTS.current
-        RECEIPTS.current = value
-        try:
-            yield
-        finally:
-            RECEIPTS.current = before
-
-    def know_sessions(self, sessions: list[Session]) -> int:
-        """Makes sessions registered elsewhere known; returns how many were new."""
-        return self._pipeline.submit(lambda tx: handoff.know_sessions(self._workers, sessions))
-
-    def touch_sessions(self, seen: Mapping[str, int]) -> None:
-        """Session contacts made elsewhere (session id to time in ms)."""
-        self._pipeline.submit(lambda tx: handoff.touch_sessions(self._workers, seen))
-
-    def cancels(self, session_ids: list[str]) -> dict[str, list[str]]:
-        """Attempts the sessions hold that are no longer wanted, each given
-        once (a heartbeat through this engine does not repeat them)."""
-        return self._pipeline.submit(lambda tx: handoff.cancels(self._workers, session_ids))
-
-    def session_ids(self) -> list[str]:
-        """The sessions this engine knows."""
-        return self._pipeline.submit(lambda tx: list(self._workers.sessions), read=True)
-
-    def take_over(self, histories: list[tuple[str, list[ev.Event]]]) -> tuple[int, int]:
-        """Adopts executions from their histories: (adopted, attempts in
-        flight). Definitions deployed elsewhere are loaded first."""
-        self.reload_definitions()
-        return self._pipeline.submit(
-            lambda tx: handoff.take_over(tx, self._executions, self._workers, histories)
-        )
-
-    def release(self, execution_ids: list[str]) -> int:
-        """Drops executions another server owns now; returns how many were held."""
-        return self._pipeline.submit(
-            lambda tx: handoff.release(self._executions, self._workers, execution_ids)
-        )
-
-    def publish_stale(self) -> int:
-        """With `local_first`: offers to the shared queue the tasks that
-        waited in this engine's index since the previous call; how many.
-        Called every few tens of milliseconds: with nothing queued since the
-        previous call it returns at once, without a command."""
-        if self._executions.nothing_stale():
-            return 0
-        return self._pipeline.submit(self._executions.publish_stale)
-
-    def poll_withdrawable(
-        self,
-        session_id: str,
-        wait_ms: int,
-        parked: Callable[[Callable[[], bool]], None],
-        connected: Callable[[], bool] | None = None,
-        *,
-        worker: str | None = None,
-    ) -> Assignment | None:
-        """`poll`, for a server that also looks for the poll's task elsewhere:
-        once the poll waits, `parked` is given a function that takes it back,
-        which returns True when no task of this engine's will be given to it
-        (it then ends with None), False when one already was."""
-        return self._poll(session_id, min(max(wait_ms, 0), MAX_POLL_MS), connected, worker, parked)
-
-    def _poll(
-        self,
-        session_id: str,
-        wait: int,
-        connected: Callable[[], bool] | None,
-        worker: str | None,
-        parked: Callable[[Callable[[], bool]], None] | None,
-    ) -> Assignment | None:
-        if self._draining:
-            wait = 0
-        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
-        cmd.connected = connected
-        result = self._pipeline.run(cmd)
-        if cmd.parked is None:
-            return cast(Assignment, result).copy() if result is not None else None
-        if parked is not None:
-            parked(lambda: self._pipeline.expire(cmd))
-        if self._pipeline.await_parked(cmd, wait):
-            return cast(Assignment, cmd.result).copy()
-        return None
-
-    def holds(self, execution_id: str) -> bool:
-        """Whether the execution is running in this engine's memory."""
-        return execution_id in self._executions.memory
-
     def reload_definitions(self) -> int:
         """Adds the stored definitions this engine does not know (deployed
-        through another server); returns how many were added."""
+        through another server on the same store: a standby's leader, a
+        shared cluster's other servers); returns how many were added."""
         return self._pipeline.submit(lambda tx: self._load_definitions())
 
     def _load_definitions(self) -> int:
@@ -550,10 +361,6 @@ class Engine:
                 continue
             added += 1
         return added
-
-    def list_workers(self) -> WorkerList:
-        rows = self._pipeline.submit(lambda tx: self.store.list_workers(), read=True)
-        return self._workers.describe(rows, self.clock.now_ms())
 
     # ---- in-process handlers
 
@@ -599,8 +406,13 @@ class Engine:
         return {
             "active_executions": len(self._executions.memory),
             "worker_sessions": len(self._workers.sessions),
-            **self.counters,
+            **self.counters.as_dict(),
         }
+
+    @property
+    def draining(self) -> bool:
+        """Whether `drain` was called: polls and waits no longer park."""
+        return self._draining
 
     def drain(self) -> None:
         """For a server that is shutting down: ends every parked long poll
@@ -778,9 +590,9 @@ class Engine:
         while True:
             try:
                 if error is None:
-                    self.complete(token, output)
+                    self._desk.complete(token, output)
                 else:
-                    self.fail(
+                    self._desk.fail(
                         token,
                         error["code"],
                         error.get("message", ""),
@@ -803,3 +615,26 @@ class Engine:
         thread = threading.Thread(target=target, name=name, daemon=True)
         self._threads.append(thread)
         thread.start()
+
+
+class _InProcess:
+    """The in-process handlers' worker (engine/handlers.py `Host`): the
+    worker calls, and the local session's own, made as commands so that the
+    sessions stay `Workers`'."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.clock = engine.clock
+        self._engine = engine
+        self.poll = engine._desk.poll
+        self.undelivered = engine._desk.undelivered
+
+    def register_local(self, worker_id: str, runtime: str, contracts: list[tuple[str, str]]) -> str:
+        reply = self._engine._pipeline.submit(
+            lambda tx: self._engine._workers.register(
+                tx, worker_id, runtime, contracts, None, local=True
+            )
+        )
+        return reply["worker_session_id"]
+
+    def serve(self, session_id: str, contracts: list[tuple[str, str]]) -> None:
+        self._engine._pipeline.submit(lambda tx: self._engine._workers.serve(session_id, contracts))

@@ -76,7 +76,10 @@ class Workers:
         runtime: str,
         contracts: list[tuple[str, str]],
         sdk: str | None,
+        *,
+        local: bool = False,
     ) -> Registered:
+        """`local`: the session of in-process handlers, which never goes silent."""
         if not worker_id or not worker_id.strip():
             raise InvalidError("worker_id is required", "INVALID_REQUEST")
         if not contracts:
@@ -104,6 +107,7 @@ class Workers:
             sdk,
             tx.now,
             tx.now,
+            local=local,
         )
         # Known once registered for good: a group undone leaves no session.
         tx.after_commit.append(
@@ -126,6 +130,10 @@ class Workers:
             "session_timeout_ms": self.session_timeout_ms,
             "warnings": warnings,
         }
+
+    def serve(self, session_id: str, contracts: list[tuple[str, str]]) -> None:
+        """A local session takes the contracts of the handlers registered since."""
+        self.sessions[session_id].contracts = tuple(contracts)
 
     def session(self, tx: Tx, session_id: str, worker: str | None = None) -> Session:
         """The session, seen now; `worker`: the id the caller is bound to.

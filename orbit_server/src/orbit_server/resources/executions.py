@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import falcon
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.schedules.times import TimeFormatError, parse_duration
 from orbit_server.auth import client_of, require
 from orbit_server.body import ABSENT, Fields, read_json
@@ -31,7 +31,7 @@ def _retention_ms(text: str | None) -> int | None:
 
 
 class Executions:
-    def __init__(self, engine: Engine, max_body: int, retention: Sweeper | None = None) -> None:
+    def __init__(self, engine: EngineApi, max_body: int, retention: Sweeper | None = None) -> None:
         self._engine = engine
         self._max_body = max_body
         self._retention = retention

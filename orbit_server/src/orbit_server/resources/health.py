@@ -32,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.ir import IR_VERSIONS
 from orbit_server import __version__
 from orbit_server.auth import API_VERSION
@@ -62,7 +62,7 @@ class Health:
     went away under an idle server shows as a degraded store."""
 
     def __init__(
-        self, engine: Engine, cluster: ClusterView | None = None, database: str = "sqlite"
+        self, engine: EngineApi, cluster: ClusterView | None = None, database: str = "sqlite"
     ) -> None:
         self._engine = engine
         self._cluster = cluster
@@ -120,7 +120,7 @@ class Ready:
     the last commit failed and a trial write fails too. A store without a
     `write_problem` check (the in-memory one) is always ready."""
 
-    def __init__(self, engine: Engine | None = None, cluster: ClusterView | None = None) -> None:
+    def __init__(self, engine: EngineApi | None = None, cluster: ClusterView | None = None) -> None:
         self._problem: Callable[[], str | None] | None = getattr(
             getattr(engine, "store", None), "write_problem", None
         )
@@ -164,7 +164,7 @@ class EngineCollector(Collector):
     each scrape: event counters from `Telemetry`, schedule counters and the
     gauges from the engine, fault counts from its `Faults` port."""
 
-    def __init__(self, engine: Engine, telemetry: Telemetry) -> None:
+    def __init__(self, engine: EngineApi, telemetry: Telemetry) -> None:
         self._engine = engine
         self._telemetry = telemetry
 
@@ -233,7 +233,7 @@ class Metrics:
     from a registry of this app's own: counters reset when the server starts."""
 
     def __init__(
-        self, engine: Engine, telemetry: Telemetry, retention: Sweeper | None = None
+        self, engine: EngineApi, telemetry: Telemetry, retention: Sweeper | None = None
     ) -> None:
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(EngineCollector(engine, telemetry))

@@ -17,7 +17,7 @@ from typing import Any
 
 import falcon
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_server.auth import client_of, require
 from orbit_server.body import read_json
 from orbit_server.errors import bad_body
@@ -25,7 +25,7 @@ from orbit_server.resources._json import send
 
 
 class Schedules:
-    def __init__(self, engine: Engine, max_body: int) -> None:
+    def __init__(self, engine: EngineApi, max_body: int) -> None:
         self._schedules = engine.schedules
         self._max_body = max_body
 

@@ -12,7 +12,7 @@ from typing import cast
 
 import falcon
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_server.auth import caller
 from orbit_server.body import Fields, read_json
 from orbit_server.contract_check import presented
@@ -23,12 +23,12 @@ from orbit_server.worker_calls import WorkerCalls
 
 
 class Workers:
-    def __init__(self, engine: Engine, task_use: TaskUse | None = None) -> None:
+    def __init__(self, engine: EngineApi, task_use: TaskUse | None = None) -> None:
         self._engine = engine
         self._task_use = task_use or TaskUse()
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        listed = self._engine.list_workers()
+        listed = self._engine.workers.list()
         # Announced tasks no deployed workflow calls: `unused_contracts`, only when some.
         workers = cast(list[dict[str, object]], listed["workers"])
         self._task_use.mark(self._engine, workers)

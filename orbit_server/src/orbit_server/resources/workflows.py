@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import falcon
 
-from orbit_core.engine import Engine
+from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import InvalidError
 from orbit_server.auth import client_of
 from orbit_server.body import read_json
@@ -21,7 +21,7 @@ _log = logger()
 
 
 class Workflows:
-    def __init__(self, engine: Engine, max_body: int, *, replace: bool = False) -> None:
+    def __init__(self, engine: EngineApi, max_body: int, *, replace: bool = False) -> None:
         self._engine = engine
         self._max_body = max_body
         self._replace = replace

@@ -1,5 +1,5 @@
-"""The task desk of a shared-mode server: one thread claims from the shared
-queue (`orbit_tasks`) for every poll waiting on this server.
+"""The task desk of a shared-mode server: one thread claims from the task
+board (`coordination.TaskBoard`) for every poll waiting on this server.
 
 A long poll waits in the engine for the server's own tasks and is
 registered here at the same time (`enter`, then `parked` once it waits
@@ -10,19 +10,18 @@ than polls marks their group drained, and a poll that joins a drained
 group does not start a round: nearly every task is taken in its owner's
 engine, and the queue holds only those no poll there took.
 
-Each waiting poll running its own claim would make every `NOTIFY
-orbit_tasks` cost one transaction per waiting poll, nearly all of them
-finding nothing (the first takes the task, the others skip its locked
-row), and would queue those transactions behind the few connections of
-`SharedTables`. Instead a poll hands itself to the desk and sleeps; the
+Each waiting poll running its own claim would make every announcement on
+`TASKS` cost one claim per waiting poll, nearly all of them finding
+nothing (the first takes the task, the others skip it), and would queue
+those claims behind the few connections of the board's adapter. Instead a poll hands itself to the desk and sleeps; the
 desk's thread runs a round when there are waiting polls and something may
-have changed (a notification on `orbit_tasks`, a poll that arrived since
+have changed (an announcement on `TASKS`, a poll that arrived since
 the last round, or `recheck_s` without either), claiming for all of them in
-one transaction per group of polls that can take the same tasks (same
+one claim per group of polls that can take the same tasks (same
 contracts and runtime, oldest poll first), this node's own tasks first
-(`SharedTables.claim_for`). A claim is made for one poll:
-its session id goes into the queue's row and, when the task's execution is
-owned elsewhere, into the owner's `dispatched` entry, so a claim is never
+(`TaskBoard.claim_for`). A claim is made for one poll:
+its session id goes with the claimed task and, when the task's execution is
+owned elsewhere, into the owner's `dispatched` message, so a claim is never
 passed to another poll.
 
 A poll leaves when its wait is over, but not before one round has looked
@@ -35,9 +34,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
+from orbit_core.coordination import Claim, TaskBoard
 from orbit_core.errors import StorageError
-from orbit_store.shared import Claim, SharedTables
 
 # Contracts and runtime: the polls of one group can take the same tasks.
 GroupKey = tuple[tuple[tuple[str, str], ...], str]
@@ -83,10 +83,35 @@ class Waiter:
         self.withdraw: Callable[[], bool] | None = None
 
 
+class Claims(Protocol):
+    """How a shared engine's polls get tasks from the board: `TaskDesk`, or
+    a desk that claims on the caller's thread (the simulation's)."""
+
+    def take(
+        self,
+        contracts: list[tuple[str, str]],
+        runtime: str,
+        session_id: str,
+        worker_id: str,
+        deadline: float,
+        *,
+        gone: Callable[[], bool],
+        alive: Callable[[], None],
+    ) -> Claim | None: ...
+
+    def enter(
+        self, contracts: list[tuple[str, str]], runtime: str, session_id: str, worker_id: str
+    ) -> Waiter: ...
+
+    def parked(self, waiter: Waiter, withdraw: Callable[[], bool]) -> None: ...
+
+    def leave(self, waiter: Waiter) -> tuple[Claim | None, StorageError | None]: ...
+
+
 class TaskDesk:
     def __init__(
         self,
-        tables: SharedTables,
+        tables: TaskBoard,
         token: Callable[[str], str],
         *,
         recheck_s: float,
@@ -108,7 +133,7 @@ class TaskDesk:
         self._thread.start()
 
     def stir(self, payloads: list[str] | None = None) -> None:
-        """Something may be claimable: a notification on `orbit_tasks`."""
+        """Something may be claimable: an announcement on `TASKS`."""
         with self._lock:
             self._drained.clear()
             self._stirred = True

@@ -1,0 +1,158 @@
+"""The coordination ports of servers that share executions (chapter 44's
+shared mode): what a shared engine (orbit_core/engine/shared.py) needs
+from the others besides the store, named after what each means. The
+database adapters live in orbit_store; none of this module knows one.
+
+- `Ownership`: which server owns a running execution now (the store's
+  commits are fenced on it: a server that lost an execution cannot write
+  to it).
+- `TaskBoard`: the tasks offered to every server (`TaskOffer`s of the
+  groups), claimed for waiting polls, one claim per task.
+- `Mailbox`: messages to an execution's owner (a result, a signal, a
+  cancellation, a dispatch recorded elsewhere) and the owner's replies.
+- `EndWatch`: waits listed for the end of an execution owned elsewhere, so
+  that its owner announces the end.
+- `Sessions`: the worker sessions of every server, their contacts, and the
+  attempts a session should stop (posted by an owner for the server the
+  session talks to).
+- `Announcements`: channels that wake waiters (`TASKS`, `INBOX`, `REPLIES`,
+  `DONE`): a waiter remembers a channel's serial and waits for it to move.
+  Missing one is harmless: every waiter also looks again on its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import attrs
+
+# The announcement channels.
+TASKS, INBOX, REPLIES, DONE = "orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done"
+
+
+def rendezvous(root_id: str, nodes: Iterable[str]) -> str:
+    """The node a root execution goes to among `nodes` (highest hash wins):
+    every server computes the same answer without talking to the others."""
+    return max(nodes, key=lambda n: hashlib.sha256(f"{n}\0{root_id}".encode()).digest())
+
+
+@attrs.frozen(slots=True)
+class Claim:
+    """A task claimed from the board for a session: `owner` is the node that
+    owns its execution."""
+
+    execution_id: str
+    unit_key: str
+    offer_seq: int
+    token: str
+    timeout_ms: int | None
+    assignment: dict[str, Any]
+    owner: str
+
+
+@attrs.frozen(slots=True)
+class InboxEntry:
+    """A message to an execution's owner; `seq` orders one execution's."""
+
+    seq: int
+    execution_id: str
+    kind: str
+    payload: Any
+    sender: str
+
+
+@attrs.frozen(slots=True)
+class SessionRow:
+    """A worker session as every server sees it."""
+
+    session_id: str
+    worker_id: str
+    runtime: str
+    contracts: list[tuple[str, str]]
+    sdk: str | None
+    registered_ms: int
+    last_seen_ms: int
+
+
+class Ownership(Protocol):
+    def owner(self, execution_id: str) -> tuple[str, int] | None:
+        """(node id, epoch) of the execution's owner; None once it ended."""
+        ...
+
+
+class TaskBoard(Protocol):
+    def claim_for(
+        self,
+        contracts: Iterable[tuple[str, str]],
+        runtime: str,
+        sessions: list[tuple[str, str]],
+        token: Callable[[str], str],
+        keep: Callable[[int], bool] | None = None,
+    ) -> list[Claim]:
+        """Claims offered tasks these sessions (id, worker id) can take, at
+        most one each, this node's first; the i-th claim is the i-th
+        session's. `keep(i)` is asked before a task goes to session i."""
+        ...
+
+    def unclaim(self, token: str) -> None:
+        """Offers a claimed task again (its poll could not take it)."""
+        ...
+
+    def drop_claim(self, token: str) -> None:
+        """Forgets a claimed task nobody wants any more."""
+        ...
+
+
+class Mailbox(Protocol):
+    def put(self, execution_id: str, kind: str, payload: Any) -> int:
+        """Sends a message to the execution's owner; returns its seq."""
+        ...
+
+    def reply(self, seq: int) -> tuple[bool, Any]:
+        """(applied, reply) of a message waited for; a read reply is gone."""
+        ...
+
+    def withdraw(self, seq: int) -> bool:
+        """Takes back a message nobody applied yet; False once applied."""
+        ...
+
+
+class EndWatch(Protocol):
+    def watch(self, execution_id: str) -> int:
+        """Lists a wait for the end of an execution owned elsewhere, so that
+        its owner announces the end on `DONE`; returns what `unwatch` takes."""
+        ...
+
+    def unwatch(self, watch: int) -> None: ...
+
+
+class Sessions(Protocol):
+    def put_session(self, row: SessionRow) -> None: ...
+
+    def sessions(self, ids: list[str]) -> list[SessionRow]: ...
+
+    def sessions_seen_since(self, since_ms: int) -> list[SessionRow]: ...
+
+    def drop_session(self, session_id: str) -> None: ...
+
+    def post_cancels(self, cancels: dict[str, list[str]]) -> None:
+        """Attempts each session should stop, for whichever server it talks to."""
+        ...
+
+    def take_cancels(self, session_id: str) -> list[str]:
+        """The attempts posted for the session, each returned once."""
+        ...
+
+
+class Announcements(Protocol):
+    def serial(self, channel: str) -> int: ...
+
+    def wait(self, channel: str, seen: int, timeout: float) -> int:
+        """Blocks until `channel`'s serial moved past `seen`, or `timeout` s."""
+        ...
+
+
+class Tables(Ownership, TaskBoard, Mailbox, EndWatch, Sessions, Protocol):
+    """The request-path coordination one adapter object serves."""

@@ -1,0 +1,575 @@
+"""The engine of a server that shares executions with other servers
+(chapter 44's shared mode), store-neutral: an `Engine` built with a
+`Sharing` (engine/handoff.py), wrapped, and the coordination ports of
+orbit_core/coordination.py. The server (orbit_server/shared.py) gives it
+the database's adapters and runs the threads around it; the simulation
+(orbit_core/tests) gives it the in-memory ones.
+
+- `SharedEngine` answers the calls about executions another server owns:
+  a signal or cancellation goes to the owner's mailbox and waits for its
+  reply, a wait lists itself (`EndWatch`) and reads again at each
+  announcement on `DONE`; everything else is the wrapped `Engine`'s. An
+  inbox message is applied through the `Engine`'s own calls under its
+  receipt (`Handoff.receipt`), so the commit of its events marks it applied.
+- `SharedDesk` is its `workers`: sessions go to `Sessions`, a poll waits in
+  the engine for its own tasks and at the task desk (engine/task_desk.py)
+  for the board's at once, and a result for an execution owned elsewhere
+  is checked on arrival, as one server checks it, then sent to the owner,
+  whose decision is the worker's answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from orbit_core.api import (
+    Accepted,
+    Assignment,
+    ExecutionDoc,
+    HeartbeatReply,
+    Registered,
+    SignalAccepted,
+    WorkerList,
+)
+from orbit_core.coordination import (
+    DONE,
+    REPLIES,
+    Announcements,
+    Claim,
+    InboxEntry,
+    SessionRow,
+    Tables,
+)
+from orbit_core.dispatch import Session
+from orbit_core.engine import handoff
+from orbit_core.engine.facade import Wrapped
+from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
+from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
+from orbit_core.engine.results import admit_failure, admit_success
+from orbit_core.engine.service import Engine
+from orbit_core.engine.task_desk import Claims
+from orbit_core.engine.worker_desk import WorkerApi, contract_pairs
+from orbit_core.errors import (
+    ConflictError,
+    InvalidError,
+    LimitError,
+    NotFoundError,
+    OrbitError,
+    StorageError,
+)
+from orbit_core.jsontypes import JsonValue
+
+REPLY_WAIT_S = 10.0
+RECHECK_S = 1.0
+_ERRORS: dict[str, type[OrbitError]] = {
+    cls.__name__: cls
+    for cls in (NotFoundError, ConflictError, InvalidError, LimitError, StorageError, OrbitError)
+}
+
+
+def _error_reply(exc: OrbitError) -> dict[str, Any]:
+    return {"error": {"type": type(exc).__name__, "code": exc.code, "message": exc.message}}
+
+
+def _raise_reply(reply: Any) -> Any:
+    if isinstance(reply, dict) and "error" in reply:
+        error = reply["error"]
+        cls = _ERRORS.get(str(error.get("type")), OrbitError)
+        raise cls(str(error.get("message", "")), str(error.get("code", "INTERNAL")))
+    return reply["ok"] if isinstance(reply, dict) else reply
+
+
+class SharedEngine(Wrapped):
+    """The engine of a shared-mode server (module docstring). `engine` must
+    be built with a `Sharing`; `tables` and `announcements` are the
+    coordination adapters, `tasks` the desk claiming from the board."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        node_id: str,
+        tables: Tables,
+        announcements: Announcements,
+        tasks: Claims,
+        reply_wait_s: float = REPLY_WAIT_S,
+    ) -> None:
+        """`reply_wait_s`: how long a message to an owner waits for its reply."""
+        super().__init__(engine)
+        self.reply_wait_s = reply_wait_s
+        self.node_id = node_id
+        self.tables = tables
+        self.announcements = announcements
+        self.tasks = tasks
+        self.tasks_claimed = 0
+        self.handoff = handoff.of(engine)
+        self._local = engine.workers
+        self.desk = SharedDesk(self, self._local)
+
+    @property
+    def workers(self) -> WorkerApi:
+        return self.desk
+
+    def owner_elsewhere(self, execution_id: str) -> bool:
+        """Whether the execution is owned, but not held in this engine."""
+        if self.handoff.holds(execution_id):
+            return False
+        return self.tables.owner(execution_id) is not None
+
+    # ---- executions
+
+    def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
+        if self.owner_elsewhere(execution_id):
+            reply = self.forward(execution_id, "signal", {"name": name, "payload": payload})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return self.engine.signal(execution_id, name, payload)
+
+    def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
+        if self.owner_elsewhere(execution_id):
+            reply = self.forward(execution_id, "cancel", {"reason": reason})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return self.engine.cancel(execution_id, reason)
+
+    def forward(self, execution_id: str, kind: str, payload: Any) -> Any:
+        """Puts an entry in the inbox of the execution's owner and waits for
+        the owner's reply."""
+        tables = self.tables
+        seq = tables.put(execution_id, kind, payload)
+        wait_s = self.reply_wait_s
+        deadline = time.monotonic() + wait_s
+        seen = self.announcements.serial(REPLIES)
+        while True:
+            done, reply = tables.reply(seq)
+            if done:
+                return reply
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and tables.withdraw(seq):
+                # Taken back unapplied, so the caller may safely send it again.
+                raise StorageError(
+                    f"the owner of execution `{execution_id}` did not answer within "
+                    f"{wait_s:g} s; the {kind} was not applied"
+                )
+            if remaining <= -wait_s:
+                # Applied (it could not be taken back), but its owner stopped
+                # before it wrote the reply.
+                raise StorageError(
+                    f"the owner of execution `{execution_id}` applied the {kind} "
+                    "but stopped before it answered"
+                )
+            seen = self.announcements.wait(REPLIES, seen, max(0.01, min(remaining, 0.25)))
+
+    def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
+        holds = self.handoff.holds
+        if holds(execution_id):
+            return self.engine.wait(execution_id, timeout_ms)
+        deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
+        doc = self.get(execution_id)
+        if _finished(doc) or time.monotonic() >= deadline or self.draining:
+            return doc
+        # Listed, so that the owner announces the end (else it does not).
+        tables = self.tables
+        watch = tables.watch(execution_id)
+        try:
+            seen = self.announcements.serial(DONE)
+            while True:
+                # Read again once listed, not only after announcements: an
+                # end committed before the listing was announced to nobody.
+                doc = self.get(execution_id)
+                remaining = deadline - time.monotonic()
+                if holds(execution_id):
+                    return self.engine.wait(execution_id, max(0, int(remaining * 1000)))
+                if _finished(doc) or remaining <= 0 or self.draining:
+                    return doc
+                seen = self.announcements.wait(DONE, seen, min(remaining, RECHECK_S))
+        finally:
+            with contextlib.suppress(StorageError):
+                tables.unwatch(watch)
+
+    # ---- the inbox
+
+    def apply(self, entry: InboxEntry) -> Any:
+        """Applies one inbox entry through the engine's own calls; returns
+        the reply for the server that sent it."""
+        p = entry.payload
+        session: Session | None = None
+        if entry.kind == "dispatched":
+            row = self.desk.session_row(p["session_id"])
+            session = (
+                session_of(row)
+                if row is not None
+                else Session(p["session_id"], p["worker_id"], "any", (), None, 0, 0)
+            )
+        # The one engine call below commits the entry's receipt with its events.
+        with self.handoff.receipt(str(entry.seq)):
+            return self._apply(entry, session)
+
+    def _apply(self, entry: InboxEntry, session: Session | None) -> Any:
+        p = entry.payload
+        local = self._local
+        try:
+            if entry.kind == "dispatched":
+                assert session is not None
+                done = self.handoff.dispatch_offer(
+                    session,
+                    execution_id=entry.execution_id,
+                    unit_key=p["unit_key"],
+                    offer_seq=p["offer_seq"],
+                    token=p["token"],
+                )
+                if done is None:
+                    # No longer wanted: the worker hears so at its next heartbeat.
+                    self.tables.post_cancels({p["session_id"]: [p["token"]]})
+                return {"ok": done is not None}
+            if entry.kind == "complete":
+                return {"ok": local.complete(p["token"], p["output"], worker=p.get("worker"))}
+            if entry.kind == "fail":
+                return {
+                    "ok": local.fail(
+                        p["token"],
+                        p["code"],
+                        p["message"],
+                        p["retryable"],
+                        p["details"],
+                        worker=p.get("worker"),
+                    )
+                }
+            if entry.kind == "undelivered":
+                local.undelivered(p["token"])
+                return {"ok": True}
+            if entry.kind == "signal":
+                return {"ok": self.engine.signal(entry.execution_id, p["name"], p["payload"])}
+            if entry.kind == "cancel":
+                return {"ok": self.engine.cancel(entry.execution_id, p["reason"])}
+        except StorageError:
+            raise  # not applied: tried again, here or by the next owner
+        except OrbitError as exc:
+            return _error_reply(exc)
+        return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
+
+
+class SharedDesk:
+    """The worker calls of a shared-mode server (`WorkerApi`): sessions are
+    written to `orbit_sessions`, a poll waits for this engine's tasks and the
+    shared queue's at once, and a result for an execution owned elsewhere
+    goes to its owner's inbox. `local` is the engine's own desk."""
+
+    def __init__(self, engine: SharedEngine, local: WorkerApi) -> None:
+        self._engine = engine
+        self._local = local
+        self._handoff = engine.handoff
+        self._tables = engine.tables
+        self.clock = engine.clock
+        self._sessions: dict[str, SessionRow] = {}
+        self._contacts: dict[str, int] = {}
+        self._contacts_lock = threading.Lock()
+        # Sessions with a poll waiting here (how many): in contact now.
+        self.polls_waiting: dict[str, int] = {}
+
+    def _draining(self) -> bool:
+        return self._engine.draining
+
+    # ---- sessions
+
+    def register(
+        self,
+        worker_id: str,
+        runtime: str,
+        contracts: list[dict[str, str]] | list[tuple[str, str]],
+        sdk: str | None = None,
+    ) -> Registered:
+        reply = self._local.register(worker_id, runtime, contracts, sdk)
+        now = self.clock.now_ms()
+        row = SessionRow(
+            reply["worker_session_id"],
+            worker_id,
+            runtime.lower(),
+            contract_pairs(contracts),
+            sdk,
+            now,
+            now,
+        )
+        self._sessions[row.session_id] = row
+        self._tables.put_session(row)
+        return reply
+
+    def session_row(self, session_id: str) -> SessionRow | None:
+        row = self._sessions.get(session_id)
+        if row is None:
+            found = self._tables.sessions([session_id])
+            if not found:
+                return None
+            row = self._sessions[session_id] = found[0]
+            self._handoff.know_sessions([session_of(row)])
+        return row
+
+    def _seen(self, session_id: str) -> None:
+        with self._contacts_lock:
+            self._contacts[session_id] = self.clock.now_ms()
+
+    def take_contacts(self) -> dict[str, int]:
+        with self._contacts_lock:
+            contacts, self._contacts = self._contacts, {}
+            now = self.clock.now_ms()
+            for session_id in self.polls_waiting:
+                contacts[session_id] = now
+        return contacts
+
+    def _waits(self, session_id: str, delta: int) -> None:
+        with self._contacts_lock:
+            count = self.polls_waiting.get(session_id, 0) + delta
+            if count > 0:
+                self.polls_waiting[session_id] = count
+            else:
+                self.polls_waiting.pop(session_id, None)
+            self._contacts[session_id] = self.clock.now_ms()
+
+    def heartbeat(self, session_id: str, *, worker: str | None = None) -> HeartbeatReply:
+        self.session_row(session_id)
+        reply = self._local.heartbeat(session_id, worker=worker)
+        self._seen(session_id)
+        posted = self._tables.take_cancels(session_id)
+        if posted:
+            reply["cancel"] = sorted({*reply["cancel"], *posted})
+        return reply
+
+    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
+        self.session_row(session_id)
+        reply = self._local.unregister(session_id, worker=worker)
+        self._tables.drop_session(session_id)
+        self._sessions.pop(session_id, None)
+        return reply
+
+    def list(self) -> WorkerList:
+        """`GET /v1/workers` of the whole cluster: the registry is shared, and
+        the sessions of every server come from `orbit_sessions` (in-flight
+        counts are this server's own)."""
+        listing = self._local.list()
+        now = self.clock.now_ms()
+        timeout = self._engine.engine.session_timeout_ms
+        by_worker: dict[str, list[SessionRow]] = {}
+        for row in self._tables.sessions_seen_since(now - timeout):
+            by_worker.setdefault(row.worker_id, []).append(row)
+        for doc in listing["workers"]:
+            rows = by_worker.get(doc["worker_id"], [])
+            if not rows:
+                continue
+            last_seen = max(r.last_seen_ms for r in rows)
+            doc["sessions"] = max(doc["sessions"], len(rows))
+            doc["last_seen_ms"] = max(doc["last_seen_ms"], last_seen)
+            doc["online"] = doc["online"] or now - last_seen <= timeout
+        return listing
+
+    # ---- tasks
+
+    def poll(
+        self,
+        session_id: str,
+        wait_ms: int | None = None,
+        connected: Callable[[], bool] | None = None,
+        *,
+        worker: str | None = None,
+    ) -> Assignment | None:
+        row = self.session_row(session_id)
+        wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
+        deadline = time.monotonic() + (0 if self._draining() else wait) / 1000
+        desk = self._engine.tasks
+        while True:
+            remaining = int((deadline - time.monotonic()) * 1000)
+            if remaining <= 0 or self._draining():
+                # This engine's own tasks, then one round of the shared queue.
+                # (The engine checks the session and its worker binding.)
+                got = self._local.poll(session_id, 0, worker=worker)
+                if got is not None:
+                    return got
+                assert row is not None
+                self._seen(session_id)
+                claim = desk.take(
+                    row.contracts,
+                    row.runtime,
+                    session_id,
+                    row.worker_id,
+                    deadline,
+                    gone=lambda: self._draining() or (connected is not None and not connected()),
+                    alive=lambda: self._seen(session_id),
+                )
+                if claim is None:
+                    return None
+            else:
+                got, claim = self._poll_both(session_id, row, remaining, connected, worker)
+                if got is not None:
+                    return got
+                if claim is None:
+                    if time.monotonic() >= deadline or self._draining():
+                        return None  # (rounds of the desk looked for it meanwhile)
+                    if connected is not None and not connected():
+                        return None
+                    continue  # ended during a round that found nothing: wait on
+            assert row is not None
+            assignment = self._hand_out(claim, row)
+            if assignment is not None:
+                return assignment
+
+    def _poll_both(
+        self,
+        session_id: str,
+        row: SessionRow | None,
+        wait_ms: int,
+        connected: Callable[[], bool] | None,
+        worker: str | None,
+    ) -> tuple[Assignment | None, Claim | None]:
+        """Waits in this engine for one of its own tasks (dispatched by the
+        group that queued it, with no statement of its own) while the task
+        desk claims for the poll from the shared queue; a round of the desk
+        first takes the poll back from the engine (`withdraw`), so the poll
+        gets a task from one of them only."""
+        if row is None:
+            return self._local.poll(session_id, 0, worker=worker), None  # refuses it
+        desk = self._engine.tasks
+        waiter = desk.enter(row.contracts, row.runtime, session_id, row.worker_id)
+        self._waits(session_id, 1)
+        try:
+            got = self._handoff.poll_withdrawable(
+                session_id,
+                wait_ms,
+                lambda withdraw: desk.parked(waiter, withdraw),
+                connected,
+                worker=worker,
+            )
+        finally:
+            claim, error = desk.leave(waiter)
+            self._waits(session_id, -1)
+        if got is not None:
+            # (Not expected: a claim withdraws the poll first.)
+            if claim is not None and claim.owner == self._engine.node_id:
+                self._tables.unclaim(claim.token)
+            elif claim is not None:
+                self.undelivered(claim.token)  # after the claim's `dispatched` entry
+            return got, None
+        if error is not None:
+            raise error
+        return None, claim
+
+    def _hand_out(self, claim: Claim, row: SessionRow) -> Assignment | None:
+        self._engine.tasks_claimed += 1
+        if claim.owner != self._engine.node_id:
+            # The owner records StepDispatched from its inbox.
+            assignment: dict[str, Any] = {**claim.assignment, "token": claim.token}
+            if claim.timeout_ms is not None:
+                assignment["deadline_ms"] = self.clock.now_ms() + claim.timeout_ms
+                assignment["timeout_ms"] = claim.timeout_ms
+            return assignment  # type: ignore[return-value]
+        try:
+            dispatched = self._handoff.dispatch_offer(
+                session_of(row),
+                execution_id=claim.execution_id,
+                unit_key=claim.unit_key,
+                offer_seq=claim.offer_seq,
+                token=claim.token,
+            )
+        except StorageError:
+            self._tables.unclaim(claim.token)
+            raise
+        if dispatched is None:
+            if self._handoff.holds(claim.execution_id):
+                # The unit no longer waits for that offer: nobody will take it.
+                self._tables.drop_claim(claim.token)
+            else:
+                # The execution left this server meanwhile: its new owner may want it.
+                self._tables.unclaim(claim.token)
+        return dispatched
+
+    def undelivered(self, token: str) -> None:
+        eid = token.partition("/")[0]
+        if "/" in token and self._engine.owner_elsewhere(eid):
+            # After the `dispatched` entry of the claim, so the owner knows it.
+            self._tables.put(eid, "undelivered", {"token": token})
+            return
+        self._local.undelivered(token)
+
+    def complete(
+        self, token: str, output: JsonValue = None, *, worker: str | None = None
+    ) -> Accepted:
+        # The checks a single server makes first, wherever the execution runs.
+        admit_success(token, output)
+        payload = {"token": token, "output": output, "worker": worker}
+        if self._owned_elsewhere(token):
+            return self._send_result(token, "complete", payload)
+        reply = self._local.complete(token, output, worker=worker)
+        if self._moved(token, reply):
+            return self._send_result(token, "complete", payload)
+        return reply
+
+    def fail(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str = "",
+        retryable: bool = True,
+        details: JsonValue = None,
+        *,
+        worker: str | None = None,
+    ) -> Accepted:
+        admit_failure(token, error_code, error_message, retryable, details)
+        payload = {
+            "token": token,
+            "code": error_code,
+            "message": error_message,
+            "retryable": retryable,
+            "details": details,
+            "worker": worker,
+        }
+        if self._owned_elsewhere(token):
+            return self._send_result(token, "fail", payload)
+        reply = self._local.fail(
+            token, error_code, error_message, retryable, details, worker=worker
+        )
+        if self._moved(token, reply):
+            return self._send_result(token, "fail", payload)
+        return reply
+
+    def _owned_elsewhere(self, token: str) -> bool:
+        eid, slash, _ = token.partition("/")
+        return bool(slash) and self._engine.owner_elsewhere(eid)
+
+    def _send_result(self, token: str, kind: str, payload: dict[str, Any]) -> Accepted:
+        """Sends a result to the mailbox of its execution's owner (this server
+        too, see `_moved`) and answers what the owner decided (accepted, or
+        why not), as one server would."""
+        eid = token.partition("/")[0]
+        return _raise_reply(self._engine.forward(eid, kind, payload))  # type: ignore[no-any-return]
+
+    def _moved(self, token: str, reply: Accepted) -> bool:
+        """Whether the owner may yet know a token this engine did not: its
+        execution moved to another server while the result was on its way,
+        or it runs here and the token's `dispatched` message (a claim made
+        through another server) waits in this server's own mailbox. Sent
+        through the mailbox, the result is applied after that message, in
+        order, instead of being refused as unknown (found by the simulation
+        of shared mode)."""
+        eid, slash, _ = token.partition("/")
+        unknown = not reply.get("accepted") and str(reply.get("reason", "")).startswith(
+            "unknown token"
+        )
+        if not (slash and unknown):
+            return False
+        return self._handoff.holds(eid) or self._engine.owner_elsewhere(eid)
+
+
+def _finished(doc: ExecutionDoc) -> bool:
+    return str(doc.get("status")) in ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
+
+
+def session_of(row: SessionRow) -> Session:
+    return Session(
+        row.session_id,
+        row.worker_id,
+        row.runtime,
+        tuple(row.contracts),
+        row.sdk,
+        row.registered_ms,
+        row.last_seen_ms,
+    )

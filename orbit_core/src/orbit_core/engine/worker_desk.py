@@ -1,0 +1,194 @@
+"""The worker protocol's calls (`engine.workers`): what a worker process, or
+the server speaking for one, asks of the engine. Each call is one command
+of the group-commit pipeline, like the embedding calls of `Engine`, made
+after the same checks on arrival whatever server or binding it came by.
+
+Kept apart from the `Engine` façade because its audience is another one:
+the HTTP and gRPC worker routes (orbit_server/worker_calls.py) and the
+simulator's workers use it, an embedding program does not (it serves tasks
+with `Engine.register_handler`). `WorkerApi` is its shape, which the
+desk of a server that shares executions (orbit_core/engine/shared.py)
+has too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, cast
+
+from orbit_core import limits
+from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered, WorkerList
+from orbit_core.engine.commands import Command
+from orbit_core.engine.pipeline import GroupCommit
+from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
+from orbit_core.engine.results import Results, admit_failure, admit_success
+from orbit_core.engine.workers import Workers
+from orbit_core.jsontypes import JsonValue
+from orbit_core.ports import Clock, Store
+
+Contracts = list[dict[str, str]] | list[tuple[str, str]]
+
+
+def contract_pairs(contracts: Contracts) -> list[tuple[str, str]]:
+    """A registration's contracts as (task name, contract version) pairs."""
+    return [
+        (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
+        for c in contracts
+    ]
+
+
+class WorkerApi(Protocol):
+    """The worker calls, as `WorkerDesk` and a shared server's desk serve them."""
+
+    def register(
+        self, worker_id: str, runtime: str, contracts: Contracts, sdk: str | None = None
+    ) -> Registered: ...
+
+    def poll(
+        self,
+        session_id: str,
+        wait_ms: int | None = None,
+        connected: Callable[[], bool] | None = None,
+        *,
+        worker: str | None = None,
+    ) -> Assignment | None: ...
+
+    def undelivered(self, token: str) -> None: ...
+
+    def heartbeat(self, session_id: str, *, worker: str | None = None) -> HeartbeatReply: ...
+
+    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted: ...
+
+    def complete(
+        self, token: str, output: JsonValue = None, *, worker: str | None = None
+    ) -> Accepted: ...
+
+    def fail(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str = "",
+        retryable: bool = True,
+        details: JsonValue = None,
+        *,
+        worker: str | None = None,
+    ) -> Accepted: ...
+
+    def list(self) -> WorkerList: ...
+
+
+class WorkerDesk:
+    """The worker calls of one engine (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        pipeline: GroupCommit,
+        workers: Workers,
+        polling: Polling,
+        results: Results,
+        store: Store,
+        clock: Clock,
+        draining: Callable[[], bool],
+    ) -> None:
+        self._pipeline = pipeline
+        self._workers = workers
+        self._polling = polling
+        self._results = results
+        self._store = store
+        self._clock = clock
+        self._draining = draining
+
+    def register(
+        self, worker_id: str, runtime: str, contracts: Contracts, sdk: str | None = None
+    ) -> Registered:
+        pairs = contract_pairs(contracts)
+        limits.admit_strings(
+            "INVALID_REQUEST",
+            worker_id=worker_id,
+            runtime=runtime,
+            sdk=sdk,
+            contracts=[s for pair in pairs for s in pair],
+        )
+        return self._pipeline.submit(
+            lambda tx: self._workers.register(tx, worker_id, runtime, pairs, sdk)
+        )
+
+    def poll(
+        self,
+        session_id: str,
+        wait_ms: int | None = None,
+        connected: Callable[[], bool] | None = None,
+        *,
+        worker: str | None = None,
+    ) -> Assignment | None:
+        """A task assignment, or None when nothing arrived within `wait_ms`.
+        `connected` (from the transport, cheap, never blocking) tells whether
+        the worker is still waiting: a parked poll whose worker hung up gets
+        no task and ends with None. `worker`, here and in the other worker
+        calls, is the worker id the caller's credential is bound to (None
+        when it may act for any): another worker's session or task token is
+        refused with FORBIDDEN before anything changes."""
+        wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
+        return self.poll_parked(session_id, wait, connected, worker, None)
+
+    def poll_parked(
+        self,
+        session_id: str,
+        wait: int,
+        connected: Callable[[], bool] | None,
+        worker: str | None,
+        parked: Callable[[Callable[[], bool]], None] | None,
+    ) -> Assignment | None:
+        """`poll` with its wait already bounded; once the poll waits,
+        `parked` (if given) receives the function that takes it back
+        (engine/handoff.py)."""
+        if self._draining():
+            wait = 0
+        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
+        cmd.connected = connected
+        result = self._pipeline.run(cmd)
+        if cmd.parked is None:
+            return cast(Assignment, result).copy() if result is not None else None
+        if parked is not None:
+            parked(lambda: self._pipeline.expire(cmd))
+        if self._pipeline.await_parked(cmd, wait):
+            return cast(Assignment, cmd.result).copy()
+        return None
+
+    def undelivered(self, token: str) -> None:
+        """Tells the engine that the assignment for `token` could not be sent
+        to its worker: the attempt becomes uncertain at once and is
+        redelivered. Nothing happens if the attempt is no longer in flight."""
+        self._pipeline.submit(lambda tx: self._workers.undelivered(tx, token))
+
+    def heartbeat(self, session_id: str, *, worker: str | None = None) -> HeartbeatReply:
+        return self._pipeline.submit(lambda tx: self._workers.heartbeat(tx, session_id, worker))
+
+    def unregister(self, session_id: str, *, worker: str | None = None) -> Accepted:
+        return self._pipeline.submit(lambda tx: self._workers.unregister(tx, session_id, worker))
+
+    def complete(
+        self, token: str, output: JsonValue = None, *, worker: str | None = None
+    ) -> Accepted:
+        """Reports a success: `{"accepted": bool, "reason"?}`."""
+        admit_success(token, output)
+        return self._pipeline.submit(lambda tx: self._results.complete(tx, token, output, worker))
+
+    def fail(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str = "",
+        retryable: bool = True,
+        details: JsonValue = None,
+        *,
+        worker: str | None = None,
+    ) -> Accepted:
+        error = admit_failure(token, error_code, error_message, retryable, details)
+        return self._pipeline.submit(lambda tx: self._results.fail(tx, token, error, worker))
+
+    def list(self) -> WorkerList:
+        """`GET /v1/workers`: every registered worker with its live sessions."""
+        rows = self._pipeline.submit(lambda tx: self._store.list_workers(), read=True)
+        return self._workers.describe(rows, self._clock.now_ms())

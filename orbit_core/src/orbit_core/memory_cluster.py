@@ -1,0 +1,456 @@
+"""The coordination of servers sharing executions, in memory: a real fake
+of the database adapters (as `memory_store` is of the store), for the
+deterministic simulation of shared mode in orbit_core/tests.
+
+`MemoryCluster` is what the database holds for all servers: the store's
+rows (one `MemoryStore`), the owners of running executions with their
+epochs and roots, the task board, the mailboxes, listed waits, sessions,
+posted cancellations and heartbeats (on the given clock). `MemoryNode` is
+one server's view: its `Store` (commits fenced on ownership, as the
+database fences them), its coordination `Tables` and the `Announcements`.
+
+Messages are delivered as they are put: `deliver` (set by whoever runs the
+nodes) is called with the owner's node id after each `put`, outside the
+cluster's lock, so a sender that waits for a reply finds it at once when
+the owner is up, and none when it is not."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from orbit_core import events as ev
+from orbit_core.api import ExecutionStatus
+from orbit_core.coordination import (
+    DONE,
+    INBOX,
+    REPLIES,
+    TASKS,
+    Claim,
+    InboxEntry,
+    SessionRow,
+)
+from orbit_core.errors import StorageError
+from orbit_core.memory_store import MemoryStore
+from orbit_core.ports import Clock, CommitBatch, TaskOffer
+from orbit_core.state import TERMINAL
+
+_ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
+_UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
+# Messages whose sender waits for the owner's reply.
+REPLIED = frozenset({"signal", "cancel", "complete", "fail"})
+
+
+@attrs.define(slots=True)
+class _Owner:
+    node: str
+    epoch: int
+    root: str
+
+
+@attrs.define(slots=True)
+class _Task:
+    offer: TaskOffer
+    node: str
+    order: int
+    token: str | None = None
+
+
+@attrs.define(slots=True)
+class _Message:
+    entry: InboxEntry
+    state: str = "pending"  # applied (by a commit), done (replied)
+    reply: Any = None
+
+
+class MemoryCluster:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.data = MemoryStore()
+        self.lock = threading.RLock()
+        self.owners: dict[str, _Owner] = {}
+        self.board: dict[int, _Task] = {}
+        self.inbox: dict[int, _Message] = {}
+        self.waits: dict[int, str] = {}
+        self.sessions: dict[str, SessionRow] = {}
+        self.cancels: dict[str, list[str]] = {}
+        self.beats: dict[str, int] = {}
+        self.serials = dict.fromkeys((TASKS, INBOX, REPLIES, DONE), 0)
+        self._seq = itertools.count(1)
+        self.deliver: Callable[[str], None] = lambda node_id: None
+
+    def node(self, node_id: str) -> MemoryNode:
+        return MemoryNode(self, node_id)
+
+    def announce(self, channel: str) -> None:
+        self.serials[channel] += 1
+
+    def next_seq(self) -> int:
+        return next(self._seq)
+
+
+class MemoryNode(MemoryStore):
+    """One server's store, coordination tables and announcements."""
+
+    def __init__(self, cluster: MemoryCluster, node_id: str) -> None:
+        super().__init__()
+        self._share(cluster.data)
+        self.cluster = cluster
+        self.node_id = node_id
+        # What this node's engine holds: execution id to (root, epoch).
+        self.owned: dict[str, tuple[str, int]] = {}
+        self.on_lost: Callable[[list[str]], None] = lambda ids: None
+
+    # ---- the store: fenced commits
+
+    def load_active(self) -> list[tuple[str, list[ev.Event]]]:
+        """What this node owned before it restarted, under a new epoch."""
+        c = self.cluster
+        with c.lock:
+            self.owned = {}
+            for eid, row in c.owners.items():
+                if row.node == self.node_id:
+                    row.epoch += 1
+                    self.owned[eid] = (row.root, row.epoch)
+        return self.histories(list(self.owned))
+
+    def histories(self, execution_ids: list[str]) -> list[tuple[str, list[ev.Event]]]:
+        out = []
+        for eid in execution_ids:
+            row = self.execution_row(eid)
+            events = self.history(eid)
+            if row is not None and row.status not in _ENDED and events:
+                out.append((eid, events))
+        return out
+
+    def commit(self, batch: CommitBatch) -> None:
+        c = self.cluster
+        with c.lock:
+            lost = []
+            new = {ch.execution_id for ch in batch.executions if ch.new}
+            # Offers too: a group that only offers tasks (publish_stale) of an
+            # execution this node lost must not put them on the board.
+            changed = {ch.execution_id for ch in batch.executions} | {
+                o.execution_id for o in batch.offers
+            }
+            for eid in sorted(changed - new):
+                row, held = c.owners.get(eid), self.owned.get(eid)
+                if row is None or held is None or (row.node, row.epoch) != (self.node_id, held[1]):
+                    lost.append(eid)
+            if lost:
+                self.on_lost(lost)
+                raise StorageError(f"fenced: executions {sorted(lost)} are not this node's")
+            super().commit(batch)
+            self._own(batch)
+            self._queue(batch)
+            for receipt in batch.receipts:
+                message = c.inbox.get(int(receipt))
+                if message is None or message.state != "pending":
+                    continue
+                if message.entry.kind in REPLIED:
+                    message.state = "applied"
+                else:
+                    del c.inbox[message.entry.seq]
+
+    def _own(self, batch: CommitBatch) -> None:
+        c = self.cluster
+        for change in batch.executions:
+            eid = change.execution_id
+            if change.new:
+                root = eid
+                created = change.events[0] if change.events else None
+                if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
+                    parent = created.parent["execution_id"]
+                    root = self.owned.get(parent, (parent, 0))[0]
+                c.owners[eid] = _Owner(self.node_id, 1, root)
+                self.owned[eid] = (root, 1)
+            if change.row.status in _ENDED:
+                c.owners.pop(eid, None)
+                self.owned.pop(eid, None)
+                if eid in c.waits.values():
+                    c.announce(DONE)
+
+    def _queue(self, batch: CommitBatch) -> None:
+        c = self.cluster
+        later: dict[tuple[str, str], int] = {}
+        ended: set[str] = set()
+        for change in batch.executions:
+            eid = change.execution_id
+            if change.row.status in _ENDED or change.archive_run is not None:
+                ended.add(eid)
+                for number in [n for n, t in c.board.items() if t.offer.execution_id == eid]:
+                    del c.board[number]
+                continue
+            for event in change.events:
+                if isinstance(event, ev.StepDispatched):
+                    token: str | None = event.token
+                elif isinstance(event, _UNIT_ENDS):
+                    token = None
+                else:
+                    continue
+                later[(eid, event.step)] = event.seq
+                for number, task in list(c.board.items()):
+                    o = task.offer
+                    if (o.execution_id, o.unit_key) == (eid, event.step) and (
+                        task.token is None or task.token == token
+                    ):
+                        del c.board[number]
+        offers = [
+            o
+            for o in batch.offers
+            if o.execution_id not in ended
+            and later.get((o.execution_id, o.unit_key), 0) < o.offer_seq
+        ]
+        for offer in offers:
+            number = c.next_seq()
+            c.board[number] = _Task(offer, self.node_id, number)
+        if offers:
+            c.announce(TASKS)
+
+    # ---- ownership, heartbeats, take-overs
+
+    def owner(self, execution_id: str) -> tuple[str, int] | None:
+        with self.cluster.lock:
+            row = self.cluster.owners.get(execution_id)
+            return None if row is None else (row.node, row.epoch)
+
+    def owned_rows(self) -> dict[str, int]:
+        with self.cluster.lock:
+            return {e: r.epoch for e, r in self.cluster.owners.items() if r.node == self.node_id}
+
+    def disown(self, execution_ids: Iterable[str]) -> None:
+        with self.cluster.lock:
+            for eid in execution_ids:
+                self.owned.pop(eid, None)
+
+    def adopt(self, rows: Iterable[tuple[str, str, int]]) -> None:
+        with self.cluster.lock:
+            for eid, root, epoch in rows:
+                self.owned[eid] = (root, epoch)
+
+    def heartbeat(self) -> None:
+        with self.cluster.lock:
+            self.cluster.beats[self.node_id] = self.cluster.clock.now_ms()
+
+    def live_nodes(self, timeout_ms: int) -> list[str]:
+        c = self.cluster
+        with c.lock:
+            now = c.clock.now_ms()
+            return sorted(n for n, at in c.beats.items() if now - at <= timeout_ms)
+
+    def orphaned_roots(self, timeout_ms: int) -> list[tuple[str, str]]:
+        live = set(self.live_nodes(timeout_ms))
+        with self.cluster.lock:
+            return sorted(
+                {(r.root, r.node) for r in self.cluster.owners.values() if r.node not in live}
+            )
+
+    def take_over(self, roots: list[str], dead: str) -> list[tuple[str, str, int]]:
+        """Moves the dead node's trees to this node (epochs raised); its own
+        claims are offered again."""
+        c = self.cluster
+        moved = []
+        with c.lock:
+            for eid, row in sorted(c.owners.items()):
+                if row.root in roots and row.node == dead:
+                    row.node, row.epoch = self.node_id, row.epoch + 1
+                    moved.append((eid, row.root, row.epoch))
+            ids = {m[0] for m in moved}
+            for task in c.board.values():
+                if task.offer.execution_id in ids and task.token is not None:
+                    task.token = None
+        return moved
+
+    # ---- the task board
+
+    def claim_for(
+        self,
+        contracts: Iterable[tuple[str, str]],
+        runtime: str,
+        sessions: list[tuple[str, str]],
+        token: Callable[[str], str],
+        keep: Callable[[int], bool] | None = None,
+    ) -> list[Claim]:
+        c = self.cluster
+        wanted = set(contracts)
+        claims: list[Claim] = []
+        notify: set[str] = set()
+        with c.lock:
+            tasks = sorted(
+                (
+                    (number, t)
+                    for number, t in c.board.items()
+                    if t.token is None
+                    and (t.offer.task, t.offer.contract_version) in wanted
+                    and (runtime == "*" or t.offer.runtime in (None, runtime))
+                ),
+                key=lambda item: (item[1].node != self.node_id, item[1].order),
+            )
+            i = 0
+            for number, task in tasks:
+                o = task.offer
+                owner = c.owners.get(o.execution_id)
+                if owner is None:
+                    del c.board[number]  # its execution ended
+                    continue
+                while i < len(sessions) and keep is not None and not keep(i):
+                    i += 1
+                if i >= len(sessions):
+                    break
+                session_id, worker_id = sessions[i]
+                i += 1
+                task.token = token(o.execution_id)
+                claims.append(
+                    Claim(
+                        o.execution_id,
+                        o.unit_key,
+                        o.offer_seq,
+                        task.token,
+                        o.timeout_ms,
+                        dict(o.assignment),
+                        owner.node,
+                    )
+                )
+                if owner.node != self.node_id:
+                    payload = {
+                        "unit_key": o.unit_key,
+                        "offer_seq": o.offer_seq,
+                        "token": task.token,
+                        "session_id": session_id,
+                        "worker_id": worker_id,
+                    }
+                    self._put(o.execution_id, "dispatched", payload)
+                    notify.add(owner.node)
+        for node in sorted(notify):
+            c.deliver(node)
+        return claims
+
+    def unclaim(self, token: str) -> None:
+        with self.cluster.lock:
+            for task in self.cluster.board.values():
+                if task.token == token:
+                    task.token = None
+
+    def drop_claim(self, token: str) -> None:
+        with self.cluster.lock:
+            board = self.cluster.board
+            for number in [n for n, t in board.items() if t.token == token]:
+                del board[number]
+
+    # ---- mailboxes
+
+    def _put(self, execution_id: str, kind: str, payload: Any) -> int:
+        c = self.cluster
+        seq = c.next_seq()
+        entry = InboxEntry(seq, execution_id, kind, payload, self.node_id)
+        c.inbox[seq] = _Message(entry)
+        c.announce(INBOX)
+        return seq
+
+    def put(self, execution_id: str, kind: str, payload: Any) -> int:
+        c = self.cluster
+        with c.lock:
+            seq = self._put(execution_id, kind, payload)
+            owner = c.owners.get(execution_id)
+        if owner is not None:
+            c.deliver(owner.node)
+        return seq
+
+    def pending(self, limit: int = 200) -> list[InboxEntry]:
+        c = self.cluster
+        with c.lock:
+            mine = [
+                m.entry
+                for m in c.inbox.values()
+                if m.state == "pending"
+                and (o := c.owners.get(m.entry.execution_id)) is not None
+                and o.node == self.node_id
+            ]
+        return sorted(mine, key=lambda e: e.seq)[:limit]
+
+    def done(self, replies: list[tuple[InboxEntry, Any]]) -> None:
+        c = self.cluster
+        with c.lock:
+            for entry, reply in replies:
+                message = c.inbox.get(entry.seq)
+                if message is None:
+                    continue
+                if entry.kind in REPLIED:
+                    message.state, message.reply = "done", reply
+                else:
+                    del c.inbox[entry.seq]
+            c.announce(REPLIES)
+
+    def reply(self, seq: int) -> tuple[bool, Any]:
+        with self.cluster.lock:
+            message = self.cluster.inbox.get(seq)
+            if message is None or message.state != "done":
+                return False, None
+            del self.cluster.inbox[seq]
+            return True, message.reply
+
+    def withdraw(self, seq: int) -> bool:
+        with self.cluster.lock:
+            message = self.cluster.inbox.get(seq)
+            if message is None or message.state != "pending":
+                return False
+            del self.cluster.inbox[seq]
+            return True
+
+    # ---- waits on ends
+
+    def watch(self, execution_id: str) -> int:
+        with self.cluster.lock:
+            number = self.cluster.next_seq()
+            self.cluster.waits[number] = execution_id
+            return number
+
+    def unwatch(self, watch: int) -> None:
+        with self.cluster.lock:
+            self.cluster.waits.pop(watch, None)
+
+    # ---- sessions
+
+    def put_session(self, row: SessionRow) -> None:
+        with self.cluster.lock:
+            self.cluster.sessions.setdefault(row.session_id, row)
+
+    def sessions(self, ids: list[str]) -> list[SessionRow]:
+        with self.cluster.lock:
+            return [self.cluster.sessions[i] for i in ids if i in self.cluster.sessions]
+
+    def sessions_seen_since(self, since_ms: int) -> list[SessionRow]:
+        with self.cluster.lock:
+            return [r for r in self.cluster.sessions.values() if r.last_seen_ms >= since_ms]
+
+    def touch_sessions(self, seen: dict[str, int]) -> None:
+        with self.cluster.lock:
+            for session_id, at_ms in seen.items():
+                row = self.cluster.sessions.get(session_id)
+                if row is not None and at_ms > row.last_seen_ms:
+                    self.cluster.sessions[session_id] = attrs.evolve(row, last_seen_ms=at_ms)
+
+    def drop_session(self, session_id: str) -> None:
+        with self.cluster.lock:
+            self.cluster.sessions.pop(session_id, None)
+
+    def post_cancels(self, cancels: dict[str, list[str]]) -> None:
+        with self.cluster.lock:
+            for session_id, tokens in cancels.items():
+                self.cluster.cancels.setdefault(session_id, []).extend(tokens)
+
+    def take_cancels(self, session_id: str) -> list[str]:
+        with self.cluster.lock:
+            return self.cluster.cancels.pop(session_id, [])
+
+    # ---- announcements (a single-threaded simulation never waits)
+
+    def serial(self, channel: str) -> int:
+        return self.cluster.serials[channel]
+
+    def wait(self, channel: str, seen: int, timeout: float) -> int:
+        return self.cluster.serials[channel]

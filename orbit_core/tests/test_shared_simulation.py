@@ -1,0 +1,441 @@
+"""Deterministic simulation of shared mode: two or three servers' engines
+(`SharedEngine` over an `Engine` built with a `Sharing`) on one in-memory
+cluster (orbit_core/memory_cluster.py: the store, ownership with fenced
+commits, the task board, mailboxes, sessions), driven by seeded workers
+that poll, report (twice, late, wrongly, through any server), signal and
+cancel through any server, while servers pause past the node timeout (a
+lost lease: the others take their executions over, and the paused one's
+writes are fenced when it resumes), crash and restart. The rounds each
+server's threads run (inbox, take-overs, publishing, session contacts)
+run between the steps, on one thread, so a seed replays exactly.
+
+The invariants:
+
+- one writer per execution: every history is gap-free, and no unit
+  succeeds twice in a run;
+- memory is what the store holds: an execution a server holds folds from
+  its stored history to the server's live state;
+- no answer is lost: an accepted result is a success in the history, an
+  accepted signal is in the history at its seq;
+- every execution ends once the chaos stops and the workers behave, and
+  nothing is left owned, offered or unanswered.
+
+`ORBIT_SHARED_SIM_SEEDS` (default 2000) sets how many seeds run, dealt out
+to eight shards; `ORBIT_SHARED_SIM_SEED=<n>` replays one.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from test_engine_simulation import LEAF, POOL, _checked
+
+from orbit_core import events as ev
+from orbit_core.coordination import Claim, rendezvous
+from orbit_core.engine import Engine
+from orbit_core.engine.handoff import Sharing
+from orbit_core.engine.shared import SharedEngine
+from orbit_core.engine.task_desk import Waiter
+from orbit_core.errors import OrbitError, StorageError
+from orbit_core.memory_cluster import MemoryCluster, MemoryNode
+from orbit_core.state import TERMINAL, fold
+from orbit_core.testing import SequentialIds, SimulatedClock
+
+SEEDS = int(os.environ.get("ORBIT_SHARED_SIM_SEEDS", "2000"))
+ONLY = os.environ.get("ORBIT_SHARED_SIM_SEED")
+SHARDS = 8
+NODE_TIMEOUT_MS = 3_000
+SESSION_TIMEOUT_MS = 10_000
+CONTRACTS = [("t.work", "1.0.0"), ("t.undo", "1.0.0"), ("t.local", "1.0.0")]
+# Codes a caller may get back: those of one server, and an owner that did
+# not answer (paused or down) or a server that lost the execution.
+EXPECTED = {
+    "EXECUTION_FINISHED",
+    "UNKNOWN_SESSION",
+    "NOT_FOUND",
+    "STORAGE_ERROR",
+    "EXECUTION_EXISTS",
+}
+
+
+class DirectClaims:
+    """The `Claims` of a simulated server: a poll that does not wait claims
+    once, on the caller's thread."""
+
+    def __init__(self, board: MemoryNode, token: Callable[[str], str]) -> None:
+        self._board = board
+        self._token = token
+
+    def take(
+        self,
+        contracts: list[tuple[str, str]],
+        runtime: str,
+        session_id: str,
+        worker_id: str,
+        deadline: float,
+        *,
+        gone: Callable[[], bool],
+        alive: Callable[[], None],
+    ) -> Claim | None:
+        claims = self._board.claim_for(contracts, runtime, [(session_id, worker_id)], self._token)
+        return claims[0] if claims else None
+
+    def enter(
+        self, contracts: list[tuple[str, str]], runtime: str, session_id: str, worker_id: str
+    ) -> Waiter:
+        raise AssertionError("the simulation's polls do not wait")
+
+    def parked(self, waiter: Waiter, withdraw: Callable[[], bool]) -> None:
+        raise AssertionError("the simulation's polls do not wait")
+
+    def leave(self, waiter: Waiter) -> tuple[Claim | None, StorageError | None]:
+        raise AssertionError("the simulation's polls do not wait")
+
+
+class Server:
+    """One server: its node of the cluster, its engine, and its rounds."""
+
+    def __init__(
+        self, cluster: MemoryCluster, node_id: str, clock: SimulatedClock, ids: SequentialIds
+    ) -> None:
+        self.node_id = node_id
+        self.store = cluster.node(node_id)
+        self.lost: list[str] = []
+        self.store.on_lost = self.lost.extend
+        engine = Engine(
+            self.store,
+            clock,
+            ids,
+            handler_threads=0,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            sharing=Sharing(offer_tasks=True, local_first=True, shared_catalog=True),
+        )
+        self.shared = SharedEngine(
+            engine,
+            node_id=node_id,
+            tables=self.store,
+            announcements=self.store,
+            tasks=DirectClaims(self.store, lambda eid: f"{eid}/{ids.token()}"),
+            reply_wait_s=0.0,
+        )
+        self.state = "up"  # or "paused" (no heartbeat, no rounds) or "down"
+        self.taken_over = 0
+        self.fenced = 0
+        self.refused = 0
+        self.store.heartbeat()
+
+    def deliver(self) -> None:
+        """Applies the pending messages of the executions it holds."""
+        holds = self.shared.handoff.holds
+        replies = []
+        failed: set[str] = set()
+        for entry in self.store.pending():
+            if not holds(entry.execution_id) or entry.execution_id in failed:
+                continue
+            try:
+                replies.append((entry, self.shared.apply(entry)))
+            except StorageError:
+                failed.add(entry.execution_id)  # tried again later, here or by the next owner
+        if replies:
+            self.store.done(replies)
+
+    def round(self) -> None:
+        """What SharedNode's threads do, once; as there, a duty the store
+        refuses (a fenced commit) is tried again at the next round."""
+        self.store.heartbeat()
+        for duty in (self._reconcile, self.deliver, self._publish, self._sync):
+            try:
+                duty()
+            except StorageError:
+                self.refused += 1
+
+    def _publish(self) -> None:
+        self.shared.handoff.publish_stale()
+
+    def _reconcile(self) -> None:
+        handoff, store = self.shared.handoff, self.store
+        lost, self.lost = self.lost, []
+        self.fenced += len(lost)
+        held, rows = dict(store.owned), store.owned_rows()
+        stranded = [e for e in rows if e in held and rows[e] == held[e][1] and not handoff.holds(e)]
+        if stranded:
+            handoff.take_over(store.histories(stranded))
+        gone = [eid for eid, (_root, epoch) in held.items() if rows.get(eid) != epoch]
+        if gone:
+            store.disown(gone)
+        lost.extend(gone)
+        if lost:
+            handoff.release(lost)
+        self.shared.reload_definitions()
+        live = store.live_nodes(NODE_TIMEOUT_MS)
+        if self.node_id in live:
+            mine: dict[str, list[str]] = {}
+            for root, dead in store.orphaned_roots(NODE_TIMEOUT_MS):
+                if rendezvous(root, live) == self.node_id:
+                    mine.setdefault(dead, []).append(root)
+            for dead, roots in sorted(mine.items()):
+                moved = store.take_over(roots, dead)
+                self.taken_over += len(moved)
+                store.adopt(moved)
+                handoff.take_over(store.histories([m[0] for m in moved]))
+
+    def _sync(self) -> None:
+        handoff, store = self.shared.handoff, self.store
+        contacts = self.shared.desk.take_contacts()
+        store.touch_sessions(contacts)
+        known = handoff.session_ids()
+        handoff.touch_sessions({r.session_id: r.last_seen_ms for r in store.sessions(known)})
+        store.post_cancels(handoff.cancels(known))
+
+    def close(self) -> None:
+        self.shared.close()
+
+
+class Simulation:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.clock = SimulatedClock()
+        self.ids = SequentialIds()
+        self.cluster = MemoryCluster(self.clock)
+        self.cluster.deliver = self._deliver
+        names = ["a", "b", "c"][: self.rng.choice([2, 3, 3])]
+        self.servers = {n: Server(self.cluster, n, self.clock, self.ids) for n in names}
+        self.sessions: list[str] = []
+        self.held: list[dict[str, Any]] = []
+        self.executions: list[str] = []
+        self.accepted: list[tuple[str, str, int]] = []
+        self.signals: list[tuple[str, int]] = []
+        self.workflows = self.rng.sample(POOL, 6)
+        first = self.servers[names[0]].shared
+        for definition in [LEAF, *self.workflows]:
+            first.deploy(_checked(definition)[1])
+        # What happened, for a look at how much a seed exercised.
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    def _deliver(self, node_id: str) -> None:
+        server = self.servers.get(node_id)
+        if server is not None and server.state == "up":
+            server.deliver()
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except OrbitError as exc:
+            assert exc.code in EXPECTED, exc
+            return None
+
+    def any_server(self, *, up: bool = False) -> Server:
+        states = ("up",) if up else ("up", "paused")
+        servers = [s for s in self.servers.values() if s.state in states]
+        if not servers:
+            servers = [self.restart(self.rng.choice(sorted(self.servers)))]
+        return self.rng.choice(servers)
+
+    # ---- the chaos
+
+    def restart(self, node_id: str) -> Server:
+        server = self.servers[node_id]
+        if server.state != "down":
+            server.close()
+        server = self.servers[node_id] = Server(self.cluster, node_id, self.clock, self.ids)
+        return server
+
+    def chaos(self) -> None:
+        rng = self.rng
+        server = self.servers[rng.choice(sorted(self.servers))]
+        action = rng.random()
+        if action < 0.4 and server.state == "up":
+            server.state = "paused"  # its lease lapses once the node timeout passes
+            if rng.random() < 0.6:
+                self.clock.advance(NODE_TIMEOUT_MS + rng.choice([100, 1000]))
+        elif action < 0.7 and server.state == "paused":
+            server.state = "up"
+            server.round()
+        elif action < 0.85 and server.state != "down":
+            server.close()
+            server.state = "down"
+            if rng.random() < 0.5:
+                self.clock.advance(NODE_TIMEOUT_MS + 100)
+        elif server.state == "down":
+            self.restart(server.node_id)
+
+    # ---- the workers and clients
+
+    def session(self) -> str | None:
+        if not self.sessions or self.rng.random() < 0.05:
+            desk = self.any_server().shared.workers
+            reply = self.call(desk.register, f"w{len(self.sessions)}", "python", CONTRACTS)
+            if reply is None:
+                return None
+            self.sessions.append(reply["worker_session_id"])
+        return self.rng.choice(self.sessions)
+
+    def answer(self, task_: dict[str, Any], reliable: bool) -> None:
+        rng = self.rng
+        undo = task_["task_name"] == "t.undo"
+        good = {"ok": 1} if undo else {"v": task_["input"]["n"]}
+        r = 0.0 if reliable else rng.random()
+        if r < 0.6:
+            self.complete(task_, good)
+            if rng.random() < 0.1:
+                self.complete(task_, good)  # a duplicate, maybe through another server
+        elif r < 0.7:
+            self.fail(task_, "BUSY", True)
+        elif r < 0.73:
+            self.fail(task_, "BROKEN", False)
+        elif r < 0.76:
+            self.complete(task_, {"v": "wrong"} if not undo else {"ok": "wrong"})
+        else:
+            self.held.append(task_)
+
+    def complete(self, task_: dict[str, Any], output: Any) -> None:
+        desk = self.any_server().shared.workers
+        try:
+            reply = desk.complete(task_["token"], output)
+        except OrbitError as exc:
+            assert exc.code in EXPECTED, exc
+            self.held.append(task_)  # workers report again until answered
+            return
+        if reply["accepted"]:
+            self.accepted.append((task_["execution_id"], task_["step_id"], task_["attempt"]))
+
+    def fail(self, task_: dict[str, Any], code: str, retryable: bool) -> None:
+        desk = self.any_server().shared.workers
+        try:
+            desk.fail(task_["token"], code, "simulated", retryable)
+        except OrbitError as exc:
+            assert exc.code in EXPECTED, exc
+            self.held.append(task_)
+
+    def step(self, reliable: bool) -> None:
+        rng = self.rng
+        action = rng.random()
+        if action < 0.25:
+            session = self.session()
+            if session is not None:
+                desk = self.any_server().shared.workers
+                task_ = self.call(desk.poll, session, 0)
+                if task_ is not None:
+                    self.answer(task_, reliable)
+        elif action < 0.42 and self.held:
+            self.answer(self.held.pop(rng.randrange(len(self.held))), True)
+        elif action < 0.5:
+            desk = self.any_server().shared.workers
+            for session in self.sessions:
+                self.call(desk.heartbeat, session)
+        elif action < 0.62:
+            self.clock.advance(rng.choice([50, 100, 400, 1500]))
+        else:
+            self.client(action, reliable)
+        for server in self.servers.values():
+            if server.state == "up":
+                server.round()
+
+    def client(self, action: float, reliable: bool) -> None:
+        """Starts, signals and cancels through any server, or the chaos."""
+        rng = self.rng
+        if action < 0.75 and not reliable:
+            eid = f"e{len(self.executions)}"
+            name = rng.choice(self.workflows).name
+            server = self.any_server(up=True).shared
+            inputs = {"x": rng.randint(0, 4), "items": list(range(rng.randint(0, 3)))}
+            if self.call(server.start, name, None, inputs, eid) is not None:
+                self.executions.append(eid)
+        elif action < 0.8 and self.executions:
+            eid = rng.choice(self.executions)
+            reply = self.call(self.any_server().shared.signal, eid, "go", {})
+            if reply is not None:
+                self.signals.append((eid, reply["seq"]))
+        elif action < 0.82 and self.executions and not reliable:
+            self.call(self.any_server().shared.cancel, rng.choice(self.executions))
+        elif not reliable:
+            self.chaos()
+
+    # ---- the invariants
+
+    def check_memory(self) -> None:
+        """The owner's memory is its store's history (a deposed owner may
+        hold a stale copy until its next round lets it go: its writes are
+        refused meanwhile)."""
+        for server in self.servers.values():
+            if server.state != "up":
+                continue
+            for eid in self.executions:
+                held = server.store.owned.get(eid)
+                owner = server.store.owner(eid)
+                if held is None or owner != (server.node_id, held[1]):
+                    continue
+                assert server.shared.handoff.holds(eid), eid
+                events = server.store.history(eid) or []
+                assert fold(events, eid).to_json() == server.shared.state(eid).to_json(), eid
+
+    def check_history(self, eid: str) -> None:
+        events = self.cluster.data.history(eid) or []
+        assert [e.seq for e in events] == list(range(1, len(events) + 1)), eid
+        succeeded = [e.step for e in events if isinstance(e, ev.StepSucceeded)]
+        assert len(succeeded) == len(set(succeeded)), f"{eid}: a unit succeeded twice"
+
+    def run(self) -> None:
+        for i in range(self.rng.randint(40, 120)):
+            self.step(reliable=False)
+            if i % 15 == 0:
+                self.check_memory()
+        # The chaos stops: every server up again, workers behave.
+        for node_id, server in sorted(self.servers.items()):
+            if server.state == "down":
+                self.restart(node_id)
+            else:
+                server.state = "up"
+                server.round()
+        for _ in range(600):
+            if self.all_ended():
+                break
+            self.step(reliable=True)
+            self.clock.advance(500)
+        self.check_memory()
+        for eid in self.executions:
+            self.check_history(eid)
+            row = self.cluster.data.execution_row(eid)
+            assert row is not None and row.status in TERMINAL, (eid, row)
+        data = self.cluster.data
+        for eid, unit, attempt in self.accepted:
+            assert any(
+                isinstance(e, ev.StepSucceeded) and e.step == unit and e.attempt == attempt
+                for e in data.history(eid) or []
+            ), (eid, unit, attempt)
+        for eid, seq in self.signals:
+            assert any(
+                isinstance(e, ev.SignalReceived) and e.seq == seq for e in data.history(eid) or []
+            ), (eid, seq)
+        assert not self.cluster.owners, self.cluster.owners
+        assert not self.cluster.board
+
+    def all_ended(self) -> bool:
+        """Every execution ended, children included (a running one has an owner)."""
+        rows = [self.cluster.data.execution_row(eid) for eid in self.executions]
+        ended = all(r is not None and r.status in TERMINAL for r in rows)
+        return ended and not self.cluster.owners
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            if server.state != "down":
+                server.close()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_shared_simulation(shard: int) -> None:
+    seeds = [int(ONLY)] if ONLY else range(shard, SEEDS, SHARDS)
+    for seed in seeds:
+        sim = Simulation(seed)
+        try:
+            sim.run()
+        except AssertionError as exc:
+            raise AssertionError(f"seed {seed}: {exc}") from exc
+        finally:
+            sim.close()
