@@ -102,7 +102,9 @@ def check_starts(records: Sequence[Record], store: Mapping[str, Execution]) -> l
         best = _best(calls)
         execution = store.get(eid)
         if best == "ack" and execution is None:
-            found.append(Violation("start-durable", eid, "acknowledged start is lost", tuple(calls)))
+            found.append(
+                Violation("start-durable", eid, "acknowledged start is lost", tuple(calls))
+            )
         elif best == "refused" and execution is not None:
             found.append(
                 Violation("start-refused", eid, "refused start is in the store", tuple(calls))
