@@ -27,6 +27,7 @@ Run: `nox -s faults -- --minutes 5 --mode both --seed 1`, or
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -131,6 +132,11 @@ def signalled_chain() -> Any:
             signals=(ir.Signal("go", _rec(op=t.INT)),),
         )
     )
+
+
+def _resume(pids: list[int]) -> None:
+    for pid in pids:
+        os.kill(pid, signal.SIGCONT)
 
 
 def _processes(server: ServerProcess) -> list[int]:
@@ -268,7 +274,7 @@ class Campaign:
             frozen = _processes(self.servers[target])
             for pid in frozen:
                 os.kill(pid, signal.SIGSTOP)
-            heal = lambda: [os.kill(p, signal.SIGCONT) for p in frozen] and None  # noqa: E731
+            heal = functools.partial(_resume, frozen)
         elif fault.fault == "worker-kill":
             worker = self.workers[target]
             if worker is not None:

@@ -111,14 +111,14 @@ def check_starts(records: Sequence[Record], store: Mapping[str, Execution]) -> l
             )
     for eid, execution in sorted(store.items()):
         ends = [e for e in execution.events if e["type"] in TERMINAL_EVENTS]
-        calls = tuple(_calls(records).get(eid, ()))
+        on_it = tuple(_calls(records).get(eid, ()))
         if len(ends) > 1:
             window = _window(execution.events, [e["seq"] for e in ends])
             found.append(Violation("one-end", eid, f"{len(ends)} end events", window))
         elif not ends and _best(_calls(records, "start").get(eid, [])) != "refused":
             tail = execution.events[-3:]
             message = f"never ended (status {execution.status})"
-            found.append(Violation("one-end", eid, message, calls + tuple(tail)))
+            found.append(Violation("one-end", eid, message, on_it + tuple(tail)))
         elif ends and execution.status not in TERMINAL_STATUSES:
             message = f"history ended with {ends[0]['type']} but status is {execution.status}"
             found.append(Violation("one-end", eid, message, (ends[0],)))
