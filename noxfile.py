@@ -250,6 +250,17 @@ def faults(session: nox.Session) -> None:
     )
 
 
+@nox.session(name="sim-long", python=PYTHON)
+def sim_long(session: nox.Session) -> None:
+    """orbit_core's deterministic simulation over many seeds, on every core
+    with progress (orbit_core/tests/sim_long.py):
+    `nox -s sim-long -- --seeds 500000 --minutes 60`. Not part of CI (the
+    suite runs 10000 seeds)."""
+    session.install(*TEST_DEPS)
+    _install(session, LAYERS["orbit_core"])
+    session.run("python", "orbit_core/tests/sim_long.py", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def api(session: nox.Session) -> None:
     """The OpenAPI document: checked against the app's routes and access
