@@ -96,7 +96,8 @@ def _best(calls: Sequence[Record]) -> str:
 
 def check_starts(records: Sequence[Record], store: Mapping[str, Execution]) -> list[Violation]:
     """Every acknowledged start is in the store and ends exactly once; a
-    start refused on every attempt is not in the store."""
+    start refused on every attempt is not in the store, nor is anything no
+    client started."""
     found = []
     for eid, calls in sorted(_calls(records, "start").items()):
         best = _best(calls)
@@ -109,6 +110,9 @@ def check_starts(records: Sequence[Record], store: Mapping[str, Execution]) -> l
             found.append(
                 Violation("start-refused", eid, "refused start is in the store", tuple(calls))
             )
+    starts = _calls(records, "start")
+    for eid in sorted(store.keys() - starts.keys()):
+        found.append(Violation("start-phantom", eid, "in the store, but never started", ()))
     for eid, execution in sorted(store.items()):
         ends = [e for e in execution.events if e["type"] in TERMINAL_EVENTS]
         on_it = tuple(_calls(records).get(eid, ()))

@@ -67,6 +67,10 @@ def test_a_start_refused_every_time_but_present() -> None:
     assert "start-refused" in _checks(calls, _clean())
 
 
+def test_an_execution_no_client_started() -> None:
+    assert _checks(CLEAN_CALLS, _clean(), _clean("e-9")) == ["start-phantom"]
+
+
 def test_an_unknown_start_may_be_present_or_not() -> None:
     assert _checks([_call("start", "e-2", "unknown")]) == []
     calls = [_call("start", "e-1", "unknown"), _call("signal", "e-1", "ack", 7)]
