@@ -72,6 +72,7 @@ FAULTS = (
 )
 NODES = ("a", "b")
 REQUEST_TIMEOUT_S = 5.0
+NO_ANSWER_BACKOFF_S = 0.1
 # Bounds on every loop, whatever the duration asked for.
 MAX_OPS = 100_000
 MAX_FAULTS = 2_000
@@ -160,6 +161,11 @@ class Campaign:
         self._records = (out / "calls.jsonl").open("w")
         self.pg: pgkit.Cluster | None = None
         self.dbname = ""
+        self._reader: Http | None = None
+        # Every server process started (by PID, to stop them all at the end)
+        # and a lock per server held while one is starting.
+        self.spawned: list[subprocess.Popen[str] | None] = []
+        self.starting: dict[str, threading.Lock] = {}
         self.proxies: dict[str, FaultProxy] = {}
         self.servers: dict[str, ServerProcess] = {}
         self.workers: dict[str, subprocess.Popen[bytes] | None] = {}
@@ -195,6 +201,8 @@ class Campaign:
             url = pgkit.url("127.0.0.1", proxy.port, dbname)
             args = [*MODE_ARGS[self.mode], "--node-id", name, "--session-timeout", "2"]
             self.servers[name] = ServerProcess(url, *args, env=ENV).start(timeout=90)
+            self.spawned.append(self.servers[name].proc)
+            self.starting[name] = threading.Lock()
         self._deploy()
         for name in NODES:
             other = next(n for n in NODES if n != name)
@@ -234,6 +242,8 @@ class Campaign:
             )
 
     def teardown(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         for worker in self.workers.values():
             if worker is not None and worker.poll() is None:
                 worker.send_signal(signal.SIGCONT)
@@ -244,6 +254,11 @@ class Campaign:
                 os.kill(pid, signal.SIGCONT)
             if server.proc is not None:
                 server.stop(signal.SIGKILL)
+        for proc in self.spawned:  # any a race left behind, by its own PID
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+                proc.wait(30)
         for balancer in self.balancers:
             balancer.close()
         for proxy in self.proxies.values():
@@ -259,7 +274,8 @@ class Campaign:
 
     def inject(self, fault: Fault) -> None:
         target = fault.target
-        if target in self.busy or len(self.busy) >= 2:
+        down = target in self.servers and self.servers[target].proc is None
+        if target in self.busy or down or len(self.busy) >= 2:
             self.skipped[fault.fault] += 1
             self.record(kind="fault", action="skipped", **attrs.asdict(fault))
             return
@@ -304,7 +320,8 @@ class Campaign:
 
     def _heal(self, fault: Fault, heal: Callable[[], None]) -> None:
         heal()
-        self.busy.discard(fault.target)
+        if fault.fault != "server-kill":  # that target is busy until it is up again
+            self.busy.discard(fault.target)
         self.record(kind="fault", action="heal", **attrs.asdict(fault))
 
     def _restart_pg(self, mode: str) -> None:
@@ -313,15 +330,26 @@ class Campaign:
         self.pg.start()
 
     def _restart_server(self, name: str) -> None:
+        """Starts a killed server again on a thread of its own; one start of
+        a server at a time (two would leave one process untracked)."""
         server = self.servers[name]
+        starting = self.starting[name]
+        if not starting.acquire(blocking=False):
+            return
 
         def start() -> None:
-            for _ in range(5):  # the database may be down or cut off just now
-                try:
-                    server.start(timeout=60)
-                    return
-                except RuntimeError:
-                    time.sleep(1)
+            try:
+                for _ in range(5):  # the database may be down or cut off just now
+                    try:
+                        server.start(timeout=60)
+                        return
+                    except RuntimeError:
+                        time.sleep(1)
+            finally:
+                if server.proc is not None:
+                    self.spawned.append(server.proc)
+                starting.release()
+                self.busy.discard(name)
 
         thread = threading.Thread(target=start, daemon=True)
         thread.start()
@@ -370,6 +398,8 @@ class Campaign:
             )  # fmt: skip
             if result == "ack":
                 return result
+            if reply is None:
+                time.sleep(NO_ANSWER_BACKOFF_S)  # no server up: do not spin
             if result == "unknown":
                 best = result
                 if op != "start":
@@ -454,13 +484,7 @@ class Campaign:
                     "signal", eid, self.ops, f"/v1/executions/{eid}/signals/go", {"op": self.ops}
                 )
         deadline = time.monotonic() + quiet_s
-        while time.monotonic() < deadline:
-            running = [
-                eid for eid in self.started
-                if (self._get(f"/v1/executions/{eid}") or {}).get("status") == "RUNNING"
-            ]  # fmt: skip
-            if not running:
-                break
+        while time.monotonic() < deadline and self._running():
             time.sleep(1)
         # The database's own list: a refused start that left a row, or an
         # execution no client started, is judged too.
@@ -477,13 +501,29 @@ class Campaign:
             store[eid] = checker.Execution(eid, document["status"], tuple(history["events"]))
         return store
 
+    def _running(self) -> int:
+        """How many executions the database holds as running."""
+        assert self.pg is not None
+        with self.pg.admin(self.dbname) as conn:
+            sql = "SELECT count(*) FROM workflow_executions WHERE status = 'RUNNING'"
+            (count,) = conn.execute(sql).fetchone()
+        return int(count)
+
     def _get(self, path: str) -> Any:
+        """A read through a ready server, on one kept-alive connection."""
         for _ in range(20):
-            reply = self._request(self._live(), "GET", path, None)
+            if self._reader is None:
+                self._reader = Http(self._live().addr, timeout=REQUEST_TIMEOUT_S)
+            try:
+                reply = self._reader.get(path)
+            except (OSError, ValueError):
+                reply = None
             if reply is not None and reply.status == 200:
                 return reply.body
             if reply is not None and reply.status == 404:
                 return None
+            self._reader.close()
+            self._reader = None
             time.sleep(0.2)
         raise RuntimeError(f"GET {path} kept failing")
 
