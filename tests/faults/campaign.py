@@ -406,6 +406,7 @@ class Campaign:
                     return result
             elif code != "NOT_LEADER":
                 return best
+        time.sleep(NO_ANSWER_BACKOFF_S)  # no leader just now: do not spin
         return best
 
     def step(self) -> None:
@@ -435,15 +436,16 @@ class Campaign:
         try:
             self.t0 = time.monotonic()
             deadline = self.t0 + self.seconds
-            pending = list(plan)
+            # Faults on a thread of their own, so that a client call waiting
+            # on a frozen server does not stretch the faults' durations.
+            injector = threading.Thread(target=self._faults, args=(plan, deadline), daemon=True)
+            injector.start()
             while time.monotonic() < deadline and self.ops < MAX_OPS:
-                self.heal_due()
-                while pending and pending[0].at_s <= self.now():
-                    self.inject(pending.pop(0))
                 self.step()
             load_ops = self.ops
+            injector.join(300)
             self.heal_due(everything=True)
-            for thread in self.threads:
+            for thread in list(self.threads):
                 thread.join(180)
             store = self.settle()
             records = [json.loads(line) for line in (self.out / "calls.jsonl").open()]
@@ -451,6 +453,14 @@ class Campaign:
             return self.summary(plan, load_ops, records, store, violations)
         finally:
             self.teardown()
+
+    def _faults(self, plan: list[Fault], deadline: float) -> None:
+        pending = list(plan)
+        while time.monotonic() < deadline:
+            self.heal_due()
+            while pending and pending[0].at_s <= self.now():
+                self.inject(pending.pop(0))
+            time.sleep(0.02)
 
     def _live(self) -> ServerProcess:
         for _ in range(600):
@@ -471,14 +481,15 @@ class Campaign:
         for thread in self.threads:
             thread.join(180)
         self._live()
-        for eid in self.started:
-            if eid in self.cancelled:
-                continue
-            document = self._get(f"/v1/executions/{eid}")
-            if document is None or document.get("status") != "RUNNING":
-                continue
+        # Whatever still waits for its signal gets one (a cancel without an
+        # answer may not have happened).
+        with self.pg_admin() as conn:
+            sql = "SELECT execution_id FROM workflow_executions WHERE status = 'RUNNING'"
+            running = sorted(eid for (eid,) in conn.execute(sql).fetchall())
+        for eid in running:
             history = self._get(f"/v1/executions/{eid}/history") or {"events": []}
-            if not any(ev["type"] == "SignalReceived" for ev in history["events"]):
+            kinds = {ev["type"] for ev in history["events"]}
+            if not kinds & {"SignalReceived", "CancelRequested"}:
                 self.ops += 1
                 self.call(
                     "signal", eid, self.ops, f"/v1/executions/{eid}/signals/go", {"op": self.ops}
@@ -488,8 +499,7 @@ class Campaign:
             time.sleep(1)
         # The database's own list: a refused start that left a row, or an
         # execution no client started, is judged too.
-        assert self.pg is not None
-        with self.pg.admin(self.dbname) as conn:
+        with self.pg_admin() as conn:
             rows = conn.execute("SELECT execution_id FROM workflow_executions").fetchall()
         listed = [eid for (eid,) in rows if eid not in set(self.started)]
         store = {}
@@ -501,10 +511,14 @@ class Campaign:
             store[eid] = checker.Execution(eid, document["status"], tuple(history["events"]))
         return store
 
+    def pg_admin(self) -> Any:
+        """A connection to the campaign's database, straight (no fault proxy)."""
+        assert self.pg is not None
+        return self.pg.admin(self.dbname)
+
     def _running(self) -> int:
         """How many executions the database holds as running."""
-        assert self.pg is not None
-        with self.pg.admin(self.dbname) as conn:
+        with self.pg_admin() as conn:
             sql = "SELECT count(*) FROM workflow_executions WHERE status = 'RUNNING'"
             (count,) = conn.execute(sql).fetchone()
         return int(count)
