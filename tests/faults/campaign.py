@@ -448,7 +448,8 @@ class Campaign:
             for thread in list(self.threads):
                 thread.join(180)
             store = self.settle()
-            records = [json.loads(line) for line in (self.out / "calls.jsonl").open()]
+            lines = (self.out / "calls.jsonl").read_text().splitlines()
+            records = [json.loads(line) for line in lines]
             violations = checker.check(records, store)
             return self.summary(plan, load_ops, records, store, violations)
         finally:
