@@ -208,7 +208,11 @@ def ui(session: nox.Session) -> None:
 # in `repo`, already runs a server on PostgreSQL through a crash and
 # recovery). Kept short: CI runs it on every change. The cluster tests
 # (several servers on one database, chapter 44) are PostgreSQL-only.
-CLUSTER_TESTS = ["tests/test_cluster_standby.py", "tests/test_cluster_shared.py"]
+CLUSTER_TESTS = [
+    "tests/test_cluster_standby.py",
+    "tests/test_cluster_shared.py",
+    "tests/faults/test_faults_campaign.py",
+]
 ON_POSTGRES = ["tests/test_cli_real_server.py", *CLUSTER_TESTS]
 
 
@@ -226,6 +230,35 @@ def postgres(session: nox.Session) -> None:
         with session.chdir("sdks/typescript"):  # the TypeScript workers
             session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     session.run("pytest", *targets, "-m", "e2e or not e2e", env={"ORBIT_TEST_DB": "postgres"})
+
+
+@nox.session(python=PYTHON)
+def faults(session: nox.Session) -> None:
+    """The fault campaign (tests/faults/campaign.py, docs/reliability.md):
+    two cluster servers on PostgreSQL, SDK workers, a load of starts,
+    signals and cancels, and seeded faults, judged by the history checker.
+    `nox -s faults -- --minutes 10 --mode shared --seed 3`; results go to
+    build/faults/. Not part of CI (its short version runs in `postgres`)."""
+    session.install(*TEST_DEPS)
+    _install(session, ALL)
+    session.install("-e", "./sdks/python")
+    session.run(
+        "python",
+        "tests/faults/campaign.py",
+        *(session.posargs or ["--minutes", "5"]),
+        env={"PYTHONPATH": "tests:tests/faults"},
+    )
+
+
+@nox.session(name="sim-long", python=PYTHON)
+def sim_long(session: nox.Session) -> None:
+    """orbit_core's deterministic simulation over many seeds, on every core
+    with progress (orbit_core/tests/sim_long.py):
+    `nox -s sim-long -- --seeds 500000 --minutes 60`. Not part of CI (the
+    suite runs 10000 seeds)."""
+    session.install(*TEST_DEPS)
+    _install(session, LAYERS["orbit_core"])
+    session.run("python", "orbit_core/tests/sim_long.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -32,7 +32,7 @@ import contextlib
 import os
 import random
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -687,14 +687,18 @@ def run_seed(seed: int) -> int:
     return len(sim.executions)
 
 
+def patch_chaos(setattr: Callable[[object, str, Any], None]) -> None:
+    """Puts the simulation's faulty pieces into the engine's modules (with
+    pytest's monkeypatch here, with the builtin in sim_long.py's processes)."""
+    setattr(executions_module, "decide", _chaotic_decide)
+    setattr(executions_module, "threading", types.SimpleNamespace(Thread=InlineThread))
+    setattr(service_module, "checked_definition", _checked)
+    setattr(recovery_module, "ir", types.SimpleNamespace(from_json=_decoded, IRError=ir.IRError))
+
+
 @pytest.fixture
 def chaos(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(executions_module, "decide", _chaotic_decide)
-    monkeypatch.setattr(executions_module, "threading", types.SimpleNamespace(Thread=InlineThread))
-    monkeypatch.setattr(service_module, "checked_definition", _checked)
-    monkeypatch.setattr(
-        recovery_module, "ir", types.SimpleNamespace(from_json=_decoded, IRError=ir.IRError)
-    )
+    patch_chaos(monkeypatch.setattr)
     yield
     _CURRENT[0] = Faults()
 

@@ -1,0 +1,88 @@
+"""The engine's deterministic simulation (test_engine_simulation.py) over
+many seeds, spread over every core, with progress: `nox -s sim-long --
+--seeds 200000`. Each seed is the same run as in the test suite (the same
+faults, the same invariants), so a failing seed replays there with
+`ORBIT_SIM_SEED=<n> pytest orbit_core/tests/test_engine_simulation.py`.
+
+Seeds go to a process pool in chunks; the parent prints seeds done, the
+rate and the time left after each chunk, and lists every failing seed with
+its message at the end (exit status 1 if any). `--minutes` stops handing
+out new chunks when the time is up, so a run is bounded either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import concurrent.futures
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import test_engine_simulation as sim
+
+
+def _init() -> None:
+    sim.patch_chaos(builtins.setattr)
+
+
+def _chunk(seeds: range) -> tuple[int, int, list[tuple[int, str]]]:
+    """(seeds run, executions, failures) of one chunk."""
+    executions = 0
+    failures = []
+    for seed in seeds:
+        try:
+            executions += sim.run_seed(seed)
+        except Exception as exc:  # every failure is reported with its seed
+            failures.append((seed, f"{type(exc).__name__}: {exc}"))
+        finally:
+            sim._CURRENT[0] = sim.Faults()
+    return len(seeds), executions, failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=100_000, help="how many seeds")
+    parser.add_argument("--first", type=int, default=0, help="the first seed")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--chunk", type=int, default=200, help="seeds per task")
+    parser.add_argument("--minutes", type=float, default=0, help="stop after (0: no limit)")
+    args = parser.parse_args(argv)
+    end = args.first + args.seeds
+    chunks = [range(s, min(s + args.chunk, end)) for s in range(args.first, end, args.chunk)]
+    deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
+    started = time.monotonic()
+    done = executions = 0
+    failures: list[tuple[int, str]] = []
+    with concurrent.futures.ProcessPoolExecutor(args.jobs, initializer=_init) as pool:
+        pending = {pool.submit(_chunk, c) for c in chunks[: args.jobs * 2]}
+        queued = chunks[args.jobs * 2 :]
+        while pending:
+            finished, pending = concurrent.futures.wait(
+                pending, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for future in finished:
+                ran, made, failed = future.result()
+                done, executions = done + ran, executions + made
+                failures += failed
+                if queued and (deadline is None or time.monotonic() < deadline):
+                    pending.add(pool.submit(_chunk, queued.pop(0)))
+            elapsed = time.monotonic() - started
+            rate = done / elapsed if elapsed else 0.0
+            left = (args.seeds - done) / rate if rate else 0.0
+            print(
+                f"{done}/{args.seeds} seeds, {executions} executions, {len(failures)} failing, "
+                f"{rate:.0f} seeds/s, ~{left:.0f} s left",
+                flush=True,
+            )
+    for seed, message in sorted(failures):
+        print(f"seed {seed} FAILED: {message}", flush=True)
+    print(f"{done} seeds in {time.monotonic() - started:.0f} s: {len(failures)} failing")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
