@@ -25,7 +25,9 @@ def uri(path: Path) -> str:
 
 
 class Session:
-    def __init__(self) -> None:
+    def __init__(self, options: Any = None) -> None:
+        # The client's initializationOptions.
+        self.options = options
         self.client = LanguageClient("orbit-lsp-tests", "1")
         self.diagnostics: dict[str, list[lsp.Diagnostic]] = {}
         self.arrivals: dict[str, float] = {}
@@ -52,7 +54,11 @@ class Session:
             code = "from orbit_cli.main import cli; cli()"
             await self.client.start_io(sys.executable, "-c", code, "lsp")
         self.result = await self.client.initialize_async(
-            lsp.InitializeParams(capabilities=lsp.ClientCapabilities(), process_id=None)
+            lsp.InitializeParams(
+                capabilities=lsp.ClientCapabilities(),
+                process_id=None,
+                initialization_options=self.options,
+            )
         )
         self.client.initialized(lsp.InitializedParams())
 
@@ -84,6 +90,16 @@ class Session:
                 lsp.VersionedTextDocumentIdentifier(uri=target, version=self.versions[target]),
                 [lsp.TextDocumentContentChangeWholeDocument(text=text)],
             )
+        )
+
+    def save(self, target: str) -> None:
+        self.client.text_document_did_save(
+            lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(uri=target))
+        )
+
+    def configure(self, settings: Any) -> None:
+        self.client.workspace_did_change_configuration(
+            lsp.DidChangeConfigurationParams(settings=settings)
         )
 
     async def wait_diagnostics(
@@ -123,11 +139,12 @@ class Session:
         }
 
 
-def run(test: Callable[[Session], Any], timeout: float = 60.0) -> None:
-    """Runs `test(session)` (a coroutine function) against a fresh server."""
+def run(test: Callable[[Session], Any], timeout: float = 60.0, options: Any = None) -> None:
+    """Runs `test(session)` (a coroutine function) against a fresh server
+    started with `options` as its initializationOptions."""
 
     async def main() -> None:
-        session = Session()
+        session = Session(options)
         await session.start()
         try:
             await asyncio.wait_for(test(session), timeout)

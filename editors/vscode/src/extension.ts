@@ -29,6 +29,10 @@ async function startServer(context: vscode.ExtensionContext): Promise<void> {
   const clientOptions: LanguageClientOptions = {
     documentSelector: [{ scheme: "file", language: "orbit" }, { scheme: "untitled", language: "orbit" }],
     outputChannelName: "ORBIT Language Server",
+    // The server reads `orbit.verify.*` from both: the options when it
+    // starts, then each change of the `orbit` section as it is made.
+    initializationOptions: { verify: settings().get("verify") ?? {} },
+    synchronize: { configurationSection: "orbit" },
   };
   client = new LanguageClient("orbit", "ORBIT Language Server", serverOptions, clientOptions);
   try {

@@ -15,4 +15,7 @@ Three layers, each testable on its own:
   version only, so a keystroke never queues behind a stale compile;
   completion answers from the latest finished analysis without waiting,
   hover and definition wait for the current one.
+- `verifying.py` is verify on save (off unless `orbit.verify.onSave`):
+  `orbit verify`'s search with a small budget on a thread of its own, its
+  broken invariants published with the document's diagnostics.
 """

@@ -28,7 +28,7 @@ from pygls.protocol import JsonRPCNotification, LanguageServerProtocol
 from pygls.uris import from_fs_path, to_fs_path
 
 from orbit_cli import __version__
-from orbit_cli.lsp import features
+from orbit_cli.lsp import features, verifying
 from orbit_cli.lsp.workspace import Analysis, Checkers, ParseCache, analyse, identity
 from orbit_lang.diagnostics import Diagnostic
 from orbit_lang.formatter import FormatError, format_source
@@ -104,6 +104,15 @@ class State:
         self.latest: dict[str, Analysis] = {}
         self.published: dict[str, set[str]] = {}
         self._counter = 0
+        # Verify on save (`verifying`): a thread of its own, so that a search
+        # never delays the analysis of the next edit; its findings per
+        # document, kept until the document changes or is saved again.
+        self.settings = verifying.Settings()
+        self.verifier = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="orbit-lsp-verify"
+        )
+        self.verified: dict[str, list[lsp.Diagnostic]] = {}
+        self._saves: dict[str, int] = {}
 
     def text(self, uri: str) -> str:
         return self.server.workspace.get_text_document(uri).source
@@ -176,9 +185,51 @@ class State:
         for target, items in uris.items():
             self.server.text_document_publish_diagnostics(
                 lsp.PublishDiagnosticsParams(
-                    uri=target, diagnostics=items, version=shown if target == uri else None
+                    uri=target,
+                    diagnostics=items + self.verified.get(target, []),
+                    version=shown if target == uri else None,
                 )
             )
+
+    def saved(self, uri: str) -> None:
+        """Explores the verify blocks of a saved document, when asked to."""
+        self._saves[uri] = save = self._saves.get(uri, 0) + 1
+        document = self.server.workspace.text_documents.get(uri)
+        if not self.settings.on_save or document is None:
+            return
+        text = document.source
+        if not verifying.wants(text):
+            return
+        settings, path, root = self.settings, _path(uri), self.server.workspace.root_path
+        loop = asyncio.get_running_loop()
+
+        def job() -> list[lsp.Diagnostic] | None:
+            if self._saves.get(uri) != save:
+                return None  # saved again since: that search counts
+            return verifying.verify_file(path, text, settings, root)
+
+        future = loop.run_in_executor(self.verifier, job)
+        future.add_done_callback(lambda f: self._verified(uri, save, f))
+
+    def _verified(
+        self, uri: str, save: int, future: asyncio.Future[list[lsp.Diagnostic] | None]
+    ) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        found = future.result()
+        if found is None or self._saves.get(uri) != save:
+            return
+        self.verified[uri] = found
+        analysis = self.latest.get(uri)
+        document = self.server.workspace.text_documents.get(uri)
+        if analysis is not None and document is not None:
+            # Unchanged since the save (`changed` would have dropped this).
+            self.publish(uri, analysis, document.version)
+
+    def changed(self, uri: str) -> None:
+        """Forgets what was found at the last save: its lines may have moved."""
+        self._saves[uri] = self._saves.get(uri, 0) + 1
+        self.verified.pop(uri, None)
 
     async def current(self, uri: str) -> Analysis | None:
         """The analysis of the document as it is now (waits for it)."""
@@ -211,9 +262,23 @@ def build() -> LanguageServer:
     )
     state = State(server)
     server.orbit_state = state  # type: ignore[attr-defined]
+    _settings(server, state)
     _documents(server, state)
     _answers(server, state)
     return server
+
+
+def _settings(server: LanguageServer, state: State) -> None:
+    """The client's `orbit.*` settings: in initializationOptions, then in
+    every workspace/didChangeConfiguration (pushed settings)."""
+
+    @server.feature(lsp.INITIALIZE)
+    def initialize(params: lsp.InitializeParams) -> None:
+        state.settings = verifying.read_settings(params.initialization_options, state.settings)
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def configuration(params: lsp.DidChangeConfigurationParams) -> None:
+        state.settings = verifying.read_settings(params.settings, state.settings)
 
 
 def _documents(server: LanguageServer, state: State) -> None:
@@ -225,15 +290,18 @@ def _documents(server: LanguageServer, state: State) -> None:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     async def did_change(params: lsp.DidChangeTextDocumentParams) -> None:
+        state.changed(params.text_document.uri)
         state.schedule(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(params: lsp.DidSaveTextDocumentParams) -> None:
         state.schedule(params.text_document.uri)
+        state.saved(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     async def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
+        state.changed(uri)
         state.latest.pop(uri, None)
         state.versions.pop(uri, None)
         for target in state.published.pop(uri, set()):

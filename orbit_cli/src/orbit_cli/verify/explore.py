@@ -56,6 +56,9 @@ class Bounds:
     max_states: int = 50_000
     signals: int = 1
     losses: int = 1
+    # Wall-clock seconds before the search stops (None: no limit); the
+    # language server's verify-on-save uses it so a save never waits long.
+    seconds: float | None = None
 
 
 @attrs.frozen
@@ -133,6 +136,9 @@ def explore(
     if not reach(root):
         frontier.clear()
     while frontier:
+        if bounds.seconds is not None and clock() - began >= bounds.seconds:
+            truncated = f"time bound {bounds.seconds:g}s reached"
+            break
         node = frontier.popleft()
         choices = model.choices(node)
         if node.depth >= bounds.depth:
