@@ -86,8 +86,8 @@ def test_every_example_verifies_with_the_default_bounds(path: Path, tmp_path: Pa
     document = report(path, tmp_path)
     assert document["ok"], [b["violations"] for b in document["verifies"]]
     for block in document["verifies"]:
+        # The 30 s budget is benchmarks/bench_verify.py's to check, not a timed test's.
         assert block["complete"], block["truncated"]
-        assert block["seconds"] < 30
 
 
 def test_a_violation_prints_coverage_the_history_path_and_a_test(tmp_path: Path) -> None:

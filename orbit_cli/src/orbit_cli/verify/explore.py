@@ -53,7 +53,7 @@ BUILT_IN = {
 @attrs.frozen
 class Bounds:
     depth: int = 60
-    max_states: int = 50_000
+    max_states: int = 200_000
     signals: int = 1
     losses: int = 1
     # Wall-clock seconds before the search stops (None: no limit); the
