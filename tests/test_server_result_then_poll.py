@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 import server_ir
-from server_harness import Http, RawWorker, ServerProcess
+from server_harness import Http, RawWorker, ServerProcess, run_orbit
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -274,3 +274,11 @@ def test_without_extensions_the_server_is_the_books(tmp_path: Path) -> None:
             reply = worker.complete_then_poll(task["token"], {"i": 1})
             assert reply.body == {"accepted": True}
             assert worker.task()["step_id"] == "s1"
+
+
+def test_an_unknown_extension_is_a_usage_error(tmp_path: Path) -> None:
+    done = run_orbit(
+        "server", "--db", str(tmp_path / "x.db"), "--worker-extensions", "result-then-poll,nope"
+    )
+    assert done.returncode == 2
+    assert "unknown worker protocol extension `nope` (known: result-then-poll)" in done.stderr
