@@ -173,20 +173,30 @@ def raw_worker(server: str, token: str, worker_id: str, threads: int, stop: Any)
             "runtime": "python",
             "sdk": "bench_http",
             "contracts": [{"task_name": TASK, "contract_version": "1.0.0"}],
+            "extensions": ["result-then-poll"],
         },
     )
     assert status == 200, reply
     session = reply["worker_session_id"]
+    # When offered, each result carries the next poll (result-then-poll).
+    then_poll = "result-then-poll" in reply.get("extensions", [])
 
     def loop() -> None:
         conn = RawClient(server, token)
         poll = {"worker_session_id": session, "wait_ms": 1000}
+        task = None
         while not stop.is_set():
-            status, task = conn.post(b"/v1/workers/poll", poll)
-            if status != 200:
-                continue
+            if task is None:
+                status, task = conn.post(b"/v1/workers/poll", poll)
+                if status != 200:
+                    task = None
+                    continue
             output = {"i": task["input"]["i"] + 1}
-            conn.post(b"/v1/tasks/complete", {"token": task["token"], "output": output})
+            result: dict[str, Any] = {"token": task["token"], "output": output}
+            if then_poll:
+                result["poll"] = poll
+            _, answer = conn.post(b"/v1/tasks/complete", result)
+            task = answer.get("task")
 
     pool = [threading.Thread(target=loop, daemon=True) for _ in range(threads)]
     for thread in pool:
@@ -357,24 +367,33 @@ def grpc_worker(target: str, token: str, worker_id: str, threads: int, stop: Any
             runtime="python",
             sdk="bench_http",
             contracts=[pb.TaskContract(task_name=TASK, contract_version="1.0.0")],
+            extensions=["result-then-poll"],
         ),
         metadata=metadata,
     )
     session = reply.worker_session_id
+    # When offered, each result carries the next poll (ReportThenPoll).
+    then_poll = "result-then-poll" in reply.extensions
 
     def loop() -> None:
         conn = stub()
         poll = pb.PollTaskRequest(worker_session_id=session, wait_ms=1000)
+        task = None
         while not stop.is_set():
-            task = conn.PollTask(poll, metadata=metadata)
-            if not task.token:
-                continue
+            if task is None or not task.token:
+                task = conn.PollTask(poll, metadata=metadata)
+                if not task.token:
+                    continue
             i = task.input.struct_value.fields["i"].number_value
             output = struct_pb2.Value()
             output.struct_value.fields["i"].number_value = i + 1
-            conn.CompleteTask(
-                pb.CompleteTaskRequest(token=task.token, output=output), metadata=metadata
-            )
+            complete = pb.CompleteTaskRequest(token=task.token, output=output)
+            if then_poll:
+                request = pb.ReportThenPollRequest(complete=complete, poll=poll)
+                task = conn.ReportThenPoll(request, metadata=metadata).task
+            else:
+                conn.CompleteTask(complete, metadata=metadata)
+                task = None
 
     pool = [threading.Thread(target=loop, daemon=True) for _ in range(threads)]
     for thread in pool:
@@ -575,6 +594,7 @@ def start_server(
     *,
     grpc: bool = False,
     otlp: str | None = None,
+    extensions: bool = True,
 ) -> tuple[subprocess.Popen[str], str, str | None]:
     """The server process, its URL and, with `grpc`, its gRPC address."""
     if store == "memory":
@@ -591,6 +611,7 @@ def start_server(
             orbit, "server", "--db", db, "--addr", "127.0.0.1:0", *credentials, *tls,
             *(["--grpc-addr", "127.0.0.1:0"] if grpc else []),
             *(["--otlp-endpoint", otlp] if otlp else []),
+            *([] if extensions else ["--no-worker-extensions"]),
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -668,6 +689,13 @@ def arguments() -> argparse.ArgumentParser:
         help="with --half-load: seconds of each half-load run",
     )
     parser.add_argument("--runs", type=int, default=3, help="with --half-load: runs of each")
+    parser.add_argument(
+        "--no-worker-extensions",
+        action="store_true",
+        help="start the server with --no-worker-extensions: workers speak the book's "
+        "protocol, a poll and a result per step (by default they send each result "
+        "with the next poll: result-then-poll)",
+    )
     return parser
 
 
@@ -691,7 +719,13 @@ def main() -> None:
         if args.otlp:
             receiver, otlp = start_receiver(args.otlp_status)
         proc, server, grpc_addr = start_server(
-            args.store, args.token, args.worker_token, tls, grpc=grpc, otlp=otlp
+            args.store,
+            args.token,
+            args.worker_token,
+            tls,
+            grpc=grpc,
+            otlp=otlp,
+            extensions=not args.no_worker_extensions,
         )
     if grpc and not grpc_addr:
         parser.error("--protocol grpc needs the runtime's --grpc-addr")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orbit_server.config import Address, ConfigError, ServerConfig, check
+from orbit_server.config import Address, ConfigError, ServerConfig, check, worker_extensions
 
 
 @pytest.mark.parametrize(
@@ -130,3 +130,23 @@ def test_tls_refusals(tmp_path: Path) -> None:
         )
     )
     assert config.tls
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("", ()),
+        ("none", ()),
+        (" none ", ()),
+        ("all", ("result-then-poll",)),
+        ("result-then-poll", ("result-then-poll",)),
+        ("result-then-poll, result-then-poll", ("result-then-poll",)),
+    ],
+)
+def test_worker_extensions(text: str, names: tuple[str, ...]) -> None:
+    assert worker_extensions(text) == names
+
+
+def test_unknown_worker_extensions_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown worker protocol extension `batch-poll`"):
+        worker_extensions("result-then-poll,batch-poll")

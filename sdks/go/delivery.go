@@ -25,6 +25,13 @@ import (
 // with INVALID_RESULT (not retryable). A refusal of the credentials (401,
 // 403) gets no fallback: it would be refused the same way. The Python and
 // TypeScript SDKs follow the same rules.
+//
+// When the runtime offers result-then-poll, a report carries the poll loop's
+// next poll and its answer may bring the next task: one request per task
+// instead of two. The report's rules stay: a refused report took no task, an
+// answer without a task sends the loop back to its own poll (which meets a
+// lost session as usual), and once Run's context ends a report carries no
+// poll; one whose poll is waiting then is ended and sent again without it.
 
 // resultRetryWindow matches the other SDKs: the runtime redelivers an attempt
 // whose worker went silent for a session timeout (30 s by default), so a
@@ -45,47 +52,77 @@ type reporter struct {
 type ack struct {
 	Accepted bool   `json:"accepted"`
 	Reason   string `json:"reason"`
+	// With result-then-poll: the next task; nil when none came or no poll was made.
+	Task *Task `json:"task"`
 }
 
 // deliver reports o; if the runtime refuses it, it reports a failure instead.
-func (r *reporter) deliver(t *Task, o outcome) {
-	refusal := r.send(t, o)
+// It returns the next task when an answer brought one (result-then-poll).
+func (r *reporter) deliver(runCtx context.Context, t *Task, o outcome) *Task {
+	next, refusal := r.send(runCtx, t, o)
 	if refusal == nil {
-		return
+		return next
 	}
 	if fb, ok := fallbackFor(t, o, refusal); ok {
 		r.run.logger.Printf("result for %s refused: %v; reporting the attempt as failed", describe(t), refusal)
-		refusal = r.send(t, fb)
+		next, refusal = r.send(runCtx, t, fb)
 	}
 	if refusal != nil {
 		r.run.logger.Printf("result for %s refused: %v", describe(t), refusal)
 	}
+	return next
 }
 
-// send posts until answered: the refusal, or nil once answered or given up.
-func (r *reporter) send(t *Task, o outcome) *APIError {
-	// Detached from Run's context: a result finished during shutdown is
-	// still worth delivering.
-	ctx := context.Background()
+// withPoll is o's body carrying the next poll, when the runtime offers
+// result-then-poll and Run's context has not ended; else nil.
+func (r *reporter) withPoll(runCtx context.Context, o outcome) map[string]any {
+	id, offered := r.run.session.nextPoll()
+	if !offered || runCtx.Err() != nil {
+		return nil
+	}
+	body := make(map[string]any, len(o.body)+1)
+	for key, value := range o.body {
+		body[key] = value
+	}
+	wait := r.run.worker.settings.pollWait
+	body["poll"] = map[string]any{"worker_session_id": id, "wait_ms": wait.Milliseconds()}
+	return body
+}
+
+// send posts until answered: the next task the answer brought, and the
+// refusal, or nil once answered or given up.
+func (r *reporter) send(runCtx context.Context, t *Task, o outcome) (*Task, *APIError) {
 	b := newBackoff(r.run.random)
 	giveUpAt := time.Now().Add(resultRetryWindow)
 	for {
 		var answer ack
-		_, err := r.client.post(ctx, o.path, o.body, callTimeout, &answer)
+		var err error
+		if body := r.withPoll(runCtx, o); body != nil {
+			// The wait for a next task ends with Run's context.
+			wait := r.run.worker.settings.pollWait
+			_, err = r.client.post(runCtx, o.path, body, wait+callTimeout, &answer)
+			if err != nil && runCtx.Err() != nil {
+				continue // sent again without the poll: a result twice is harmless
+			}
+		} else {
+			// Detached from Run's context: a result finished during shutdown
+			// is still worth delivering.
+			_, err = r.client.post(context.Background(), o.path, o.body, callTimeout, &answer)
+		}
 		if err == nil {
 			if !answer.Accepted {
 				r.run.logger.Printf("result for %s not accepted: %s", describe(t), answer.Reason)
 			}
-			return nil
+			return answer.Task, nil
 		}
 		apiErr := err.(*APIError)
 		if !unavailable(apiErr.Status) {
-			return apiErr
+			return nil, apiErr
 		}
 		delay := b.next()
 		if time.Now().Add(delay).After(giveUpAt) {
 			r.run.logger.Printf("result for %s not delivered after %v of retries: %v", describe(t), resultRetryWindow, apiErr)
-			return nil
+			return nil, nil
 		}
 		r.run.logger.Printf("cannot deliver the result for %s: %v; retrying in %v", describe(t), apiErr, delay.Round(time.Millisecond))
 		time.Sleep(delay)

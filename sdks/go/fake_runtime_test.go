@@ -29,6 +29,9 @@ type fakeRuntime struct {
 	override  map[string]func(body map[string]any) (int, any, bool)
 	results   chan request
 	unregistd chan string
+	// Worker protocol extensions offered to a worker that asks (none: the
+	// book's protocol).
+	extensions []string
 }
 
 type request struct {
@@ -109,15 +112,24 @@ func (f *fakeRuntime) serve(w http.ResponseWriter, r *http.Request) {
 		f.sessions++
 		id := fmt.Sprintf("session-%d", f.sessions)
 		f.mu.Unlock()
-		reply(w, 200, map[string]any{"accepted": true, "worker_session_id": id, "heartbeat_interval_ms": 50, "session_timeout_ms": 300, "warnings": []string{"no workflow uses x@1"}})
+		answer := map[string]any{"accepted": true, "worker_session_id": id, "heartbeat_interval_ms": 50, "session_timeout_ms": 300, "warnings": []string{"no workflow uses x@1"}}
+		if asked, ok := body["extensions"].([]any); ok {
+			offered := []string{}
+			for _, name := range f.offered() {
+				for _, a := range asked {
+					if a == name {
+						offered = append(offered, name)
+					}
+				}
+			}
+			answer["extensions"] = offered
+		}
+		reply(w, 200, answer)
 	case pathPoll:
-		wait := time.Duration(body["wait_ms"].(float64)) * time.Millisecond
-		select {
-		case task := <-f.tasks:
+		if task, ok := f.waitTask(r.Context(), body); ok {
 			reply(w, 200, task)
-		case <-time.After(wait):
+		} else if r.Context().Err() == nil {
 			w.WriteHeader(http.StatusNoContent)
-		case <-r.Context().Done():
 		}
 	case pathHeartbeat:
 		f.mu.Lock()
@@ -129,14 +141,54 @@ func (f *fakeRuntime) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		reply(w, 200, map[string]any{"accepted": true, "cancel": cancel})
 	case pathComplete, pathFail:
-		reply(w, 200, map[string]any{"accepted": true})
 		f.results <- request{r.URL.Path, body}
+		poll, ok := body["poll"].(map[string]any)
+		if !ok || !f.offers(extResultThenPoll) {
+			reply(w, 200, map[string]any{"accepted": true})
+			return
+		}
+		task, found := f.waitTask(r.Context(), poll)
+		if r.Context().Err() != nil {
+			return
+		}
+		answer := map[string]any{"accepted": true, "task": nil}
+		if found {
+			answer["task"] = task
+		}
+		reply(w, 200, answer)
 	case pathUnregister:
 		reply(w, 200, map[string]any{"accepted": true})
 		f.unregistd <- body["worker_session_id"].(string)
 	default:
 		reply(w, 404, map[string]any{"error": map[string]any{"code": "NOT_FOUND", "message": r.URL.Path}})
 	}
+}
+
+func (f *fakeRuntime) offered() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.extensions
+}
+
+func (f *fakeRuntime) offers(name string) bool {
+	for _, offered := range f.offered() {
+		if offered == name {
+			return true
+		}
+	}
+	return false
+}
+
+// waitTask is a poll: the next queued task, waiting up to the body's wait_ms.
+func (f *fakeRuntime) waitTask(ctx context.Context, body map[string]any) (map[string]any, bool) {
+	wait := time.Duration(body["wait_ms"].(float64)) * time.Millisecond
+	select {
+	case task := <-f.tasks:
+		return task, true
+	case <-time.After(wait):
+	case <-ctx.Done():
+	}
+	return nil, false
 }
 
 func reply(w http.ResponseWriter, status int, body any) {

@@ -8,6 +8,10 @@ import (
 
 const defaultHeartbeatInterval = 5 * time.Second
 
+// extResultThenPoll is the runtime's worker protocol extension that lets a
+// result carry the next poll (docs/worker-protocol.md in the ORBIT repository).
+const extResultThenPoll = "result-then-poll"
+
 // session holds the worker session every goroutine of a run uses. After a
 // runtime restart they all get UNKNOWN_SESSION at about the same time; renew
 // lets the first register again and the others pick up its session.
@@ -18,12 +22,23 @@ type session struct {
 	mu       sync.Mutex // held while registering
 	id       string
 	interval time.Duration
+	// Whether the runtime offered result-then-poll at the last registration.
+	resultThenPoll bool
 }
 
 type registration struct {
 	WorkerSessionID     string   `json:"worker_session_id"`
 	HeartbeatIntervalMs int64    `json:"heartbeat_interval_ms"`
 	Warnings            []string `json:"warnings"`
+	Extensions          []string `json:"extensions"`
+}
+
+// nextPoll is the poll a result may carry: the session and the wait, or
+// false when the runtime does not offer result-then-poll.
+func (s *session) nextPoll() (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.resultThenPoll
 }
 
 func (s *session) current() string {
@@ -76,6 +91,11 @@ func (s *session) register(ctx context.Context, refusalsAreFatal bool) error {
 		if err == nil {
 			s.id = answer.WorkerSessionID
 			s.interval = time.Duration(answer.HeartbeatIntervalMs) * time.Millisecond
+			// Read anew each time: a runtime restarted with other settings may offer less.
+			s.resultThenPoll = false
+			for _, name := range answer.Extensions {
+				s.resultThenPoll = s.resultThenPoll || name == extResultThenPoll
+			}
 			contracts := s.announcement["contracts"].([]map[string]any)
 			s.run.logger.Printf("worker %s registered (%d tasks)", s.announcement["worker_id"], len(contracts))
 			for _, warning := range answer.Warnings {

@@ -132,6 +132,8 @@ func (w *Worker) announcement() map[string]any {
 		"runtime":   w.settings.runtime,
 		"sdk":       "orbit-go/" + Version,
 		"contracts": contracts,
+		// The extensions this SDK can use; a runtime that knows none ignores the field.
+		"extensions": []string{extResultThenPoll},
 	}
 }
 
@@ -182,48 +184,56 @@ func (r *runState) pollLoop(ctx context.Context, rep *reporter) {
 	b := newBackoff(r.random)
 	wait := r.worker.settings.pollWait
 	lostSession := false
+	// A task the last result's answer brought (result-then-poll).
+	var next *Task
 	for ctx.Err() == nil {
-		id := r.session.current()
-		var task Task
-		status, err := r.client.post(ctx, pathPoll,
-			map[string]any{"worker_session_id": id, "wait_ms": wait.Milliseconds()},
-			wait+callTimeout, &task)
-		if err != nil {
-			if ctx.Err() != nil {
-				return // the poll was aborted by shutdown
-			}
-			apiErr := err.(*APIError)
-			if apiErr.unknownSession() {
-				r.session.renew(ctx, id)
-				// A runtime that forgets every new session must not be
-				// hammered: only the first loss in a row is retried at once.
-				if lostSession {
-					sleep(ctx, b.next())
+		task := next
+		next = nil
+		if task == nil {
+			id := r.session.current()
+			task = &Task{}
+			status, err := r.client.post(ctx, pathPoll,
+				map[string]any{"worker_session_id": id, "wait_ms": wait.Milliseconds()},
+				wait+callTimeout, task)
+			if err != nil {
+				if ctx.Err() != nil {
+					return // the poll was aborted by shutdown
 				}
-				lostSession = true
+				apiErr := err.(*APIError)
+				if apiErr.unknownSession() {
+					r.session.renew(ctx, id)
+					// A runtime that forgets every new session must not be
+					// hammered: only the first loss in a row is retried at once.
+					if lostSession {
+						sleep(ctx, b.next())
+					}
+					lostSession = true
+					continue
+				}
+				delay := b.next()
+				r.logger.Printf("poll failed: %v; retrying in %v", apiErr, delay.Round(time.Millisecond))
+				sleep(ctx, delay)
 				continue
 			}
-			delay := b.next()
-			r.logger.Printf("poll failed: %v; retrying in %v", apiErr, delay.Round(time.Millisecond))
-			sleep(ctx, delay)
-			continue
-		}
-		b.reset()
-		lostSession = false
-		if status == 204 {
-			continue
+			b.reset()
+			lostSession = false
+			if status == 204 {
+				continue
+			}
 		}
 		if ctx.Err() != nil {
 			// Unregistering hands the attempt back, and the runtime
 			// redelivers it at once.
-			r.logger.Printf("shutting down: not starting %s; unregistering hands it back", describe(&task))
+			r.logger.Printf("shutting down: not starting %s; unregistering hands it back", describe(task))
 			return
 		}
-		r.execute(ctx, rep, &task)
+		next = r.execute(ctx, rep, task)
 	}
 }
 
-func (r *runState) execute(runCtx context.Context, rep *reporter, t *Task) {
+// execute runs and reports t; it returns the next task when the report's
+// answer brought one (result-then-poll).
+func (r *runState) execute(runCtx context.Context, rep *reporter, t *Task) *Task {
 	// Detached from Run's cancellation (its values are kept) so that Run's
 	// context ending cancels the handler with ErrShutdown as the cause.
 	handlerCtx, cancel := context.WithCancelCause(context.WithoutCancel(runCtx))
@@ -251,7 +261,7 @@ func (r *runState) execute(runCtx context.Context, rep *reporter, t *Task) {
 	r.mu.Lock()
 	delete(r.inflight, t.Token)
 	r.mu.Unlock()
-	rep.deliver(t, o)
+	return rep.deliver(runCtx, t, o)
 }
 
 func (r *runState) heartbeatLoop(ctx context.Context) {

@@ -106,8 +106,13 @@ GRPC_ADDRS: dict[str, str] = {}
 class Conformance:
     """What a scenario gets: the program under test and its runtime."""
 
-    def __init__(self, name: str, stack: Stack, server: Server, workdir: Path) -> None:
+    def __init__(
+        self, name: str, stack: Stack, server: Server, workdir: Path, extensions: bool = True
+    ) -> None:
         self.name = name
+        # Whether the runtimes offer the worker protocol extensions
+        # (docs/worker-protocol.md); without them, the book's protocol.
+        self.extensions = extensions
         self.program = PROGRAMS[name]
         self.stack = stack
         self.server = server
@@ -157,12 +162,20 @@ def deploy(stack: Stack, server: Server) -> None:
     stack.cli(server).ok("deploy", str(CONTRACTS))
 
 
-def new_server(stack: Stack, name: str, session_timeout_s: int = SESSION_TIMEOUT_S) -> Server:
+def new_server(
+    stack: Stack, name: str, session_timeout_s: int = SESSION_TIMEOUT_S, *, extensions: bool = True
+) -> Server:
     """A started runtime with the conformance contracts deployed, serving
-    the gRPC binding too, on a port of its own that a restart keeps."""
+    the gRPC binding too, on a port of its own that a restart keeps; with
+    `extensions` off, it offers the book's worker protocol only."""
     grpc_addr = f"127.0.0.1:{free_port()}"
     server = stack.server(
-        "--session-timeout", str(session_timeout_s), "--grpc-addr", grpc_addr, name=name
+        "--session-timeout",
+        str(session_timeout_s),
+        "--grpc-addr",
+        grpc_addr,
+        *([] if extensions else ["--no-worker-extensions"]),
+        name=name,
     )
     GRPC_ADDRS[server.url] = grpc_addr
     deploy(stack, server)

@@ -1,6 +1,6 @@
-"""The conformance suite's fixtures: one runtime per worker program
-(`conf`, module scope, parametrized over conformance_kit.PROGRAMS, so each
-program's scenarios share it), the program's long-lived instance
+"""The conformance suite's fixtures: one runtime per worker program and
+protocol (`conf`, module scope, parametrized over conformance_kit.PROGRAMS
+and `protocol`, so each program's scenarios share it), the program's long-lived instance
 (`conf_worker`), and a stack of a test's own (`own_stack`) for the scenarios
 that stop, freeze or restart processes. conformance_kit.py is imported
 first, which puts tests/e2e (e2e_processes) on the import path.
@@ -68,17 +68,28 @@ def sdk(request: pytest.FixtureRequest, requirements: Callable[[str], None]) -> 
     return name
 
 
+@pytest.fixture(scope="module", params=["extended", "book"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    """Every program runs against a runtime offering ORBIT's worker protocol
+    extensions (which an SDK uses when offered) and one offering the book's
+    protocol only (`--no-worker-extensions`)."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def conf_stack(tmp_path_factory: pytest.TempPathFactory, sdk: str) -> Iterator[Stack]:
-    stack = Stack(tmp_path_factory.mktemp(f"conf-{sdk}"))
+def conf_stack(
+    tmp_path_factory: pytest.TempPathFactory, sdk: str, protocol: str
+) -> Iterator[Stack]:
+    stack = Stack(tmp_path_factory.mktemp(f"conf-{sdk}-{protocol}"))
     yield stack
     stack.close()
 
 
 @pytest.fixture(scope="module")
-def conf(conf_stack: Stack, sdk: str, workdir: Path) -> Conformance:
-    server = new_server(conf_stack, f"server-{sdk}")
-    return Conformance(sdk, conf_stack, server, workdir)
+def conf(conf_stack: Stack, sdk: str, protocol: str, workdir: Path) -> Conformance:
+    extensions = protocol == "extended"
+    server = new_server(conf_stack, f"server-{sdk}", extensions=extensions)
+    return Conformance(sdk, conf_stack, server, workdir, extensions)
 
 
 @pytest.fixture(scope="module")

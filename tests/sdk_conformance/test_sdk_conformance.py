@@ -149,7 +149,9 @@ def test_output_contract_violation(conf: Conformance, conf_worker: Worker) -> No
 
 def test_result_delivered_through_a_runtime_outage(conf: Conformance, own_stack: Stack) -> None:
     # A runtime of its own: it is stopped and started again on its port.
-    server = new_server(own_stack, "outage-server", session_timeout_s=10)
+    server = new_server(
+        own_stack, "outage-server", session_timeout_s=10, extensions=conf.extensions
+    )
     worker = conf.worker(server)
     execution = conf.start("ConfSleep", "outage", {"ms": 1500}, server=server)
     event_line(worker, "start", execution)
@@ -176,7 +178,9 @@ def test_session_expiry_and_registration_again(conf: Conformance, own_stack: Sta
     # would be redelivered) and forgets it after four; a worker that comes
     # back then is told UNKNOWN_SESSION and must register again.
     timeout_s = 1
-    server = new_server(own_stack, "expiry-server", session_timeout_s=timeout_s)
+    server = new_server(
+        own_stack, "expiry-server", session_timeout_s=timeout_s, extensions=conf.extensions
+    )
     worker = conf.worker(server)
     worker.send(signal.SIGSTOP)  # a frozen process sends nothing
     try:
@@ -199,7 +203,7 @@ def test_session_expiry_and_registration_again(conf: Conformance, own_stack: Sta
 
 
 def test_graceful_shutdown_finishes_running_attempts(conf: Conformance, own_stack: Stack) -> None:
-    server = new_server(own_stack, "shutdown-server")
+    server = new_server(own_stack, "shutdown-server", extensions=conf.extensions)
     worker = conf.worker(server)
     execution = conf.start("ConfSleep", "shutdown", {"ms": 1500}, server=server)
     event_line(worker, "start", execution)

@@ -8,7 +8,7 @@ without an entry in the table stops `create_app`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 import falcon
@@ -28,7 +28,7 @@ from orbit_server.auth import (
     framework_error,
     gate,
 )
-from orbit_server.config import ServerConfig
+from orbit_server.config import WORKER_EXTENSIONS, ServerConfig
 from orbit_server.identities import Identities
 from orbit_server.openapi import PATH as OPENAPI_PATH
 from orbit_server.openapi import OpenApi
@@ -80,9 +80,14 @@ def telemetry_of(engine: EngineApi) -> Telemetry:
     return found if isinstance(found, Telemetry) else Telemetry()
 
 
-def worker_calls(engine: EngineApi, telemetry: Telemetry | None = None) -> WorkerCalls:
-    """The worker protocol's calls, for the HTTP routes and the gRPC binding."""
-    return WorkerCalls(engine, (telemetry or telemetry_of(engine)).tracing)
+def worker_calls(
+    engine: EngineApi,
+    telemetry: Telemetry | None = None,
+    extensions: Iterable[str] = WORKER_EXTENSIONS,
+) -> WorkerCalls:
+    """The worker protocol's calls, for the HTTP routes and the gRPC binding,
+    with the protocol extensions the server offers."""
+    return WorkerCalls(engine, (telemetry or telemetry_of(engine)).tracing, extensions)
 
 
 def create_app(
@@ -161,7 +166,7 @@ def create_app(
     for action in ("pause", "resume", "trigger"):
         routes.add(f"/v1/schedules/{{schedule_id}}/{action}", schedules, schedule, suffix=action)
 
-    calls = calls or worker_calls(engine, telemetry)
+    calls = calls or worker_calls(engine, telemetry, config.worker_extensions)
     routes.add("/v1/workers", Workers(engine, calls.task_use), ADMIN)
     protocol = WorkerProtocol(calls, config.max_body)
     for action in ("register", "heartbeat", "poll", "unregister"):

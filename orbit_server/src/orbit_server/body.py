@@ -68,18 +68,26 @@ def _read(req: falcon.Request, length: int | None, max_body: int) -> bytes:
 class Fields:
     """Typed access to the fields of a JSON object body (422 when they do not fit)."""
 
-    __slots__ = ("_body",)
+    __slots__ = ("_body", "_where")
 
-    def __init__(self, body: Any) -> None:
+    def __init__(self, body: Any, where: str = "") -> None:
+        """`where`: the path of a nested object (`poll.`), for messages."""
         if not isinstance(body, dict):
-            raise bad_body(f"invalid type: {_kind(body)}, expected a JSON object")
+            at = f"{where[:-1]}: " if where else ""
+            raise bad_body(f"{at}invalid type: {_kind(body)}, expected a JSON object")
         self._body: dict[str, Any] = body
+        self._where = where
+
+    def object(self, name: str) -> Fields | None:
+        """An optional nested object, None when absent or null."""
+        value = self._get(name, False)
+        return None if value is None else Fields(value, f"{self._where}{name}.")
 
     def string(self, name: str, *, required: bool = False) -> str | None:
         value = self._get(name, required)
         if value is None or isinstance(value, str):
             return value
-        raise bad_body(f"{name}: invalid type: {_kind(value)}, expected a string")
+        raise bad_body(f"{self._where}{name}: invalid type: {_kind(value)}, expected a string")
 
     def required_string(self, name: str) -> str:
         value = self.string(name, required=True)
@@ -90,7 +98,9 @@ class Fields:
         value = self._get(name, False)
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
             return value
-        raise bad_body(f"{name}: invalid type: {_kind(value)}, expected a non-negative integer")
+        raise bad_body(
+            f"{self._where}{name}: invalid type: {_kind(value)}, expected a non-negative integer"
+        )
 
     def boolean(self, name: str, default: bool) -> bool:
         value = self._get(name, False)
@@ -98,7 +108,7 @@ class Fields:
             return default
         if isinstance(value, bool):
             return value
-        raise bad_body(f"{name}: invalid type: {_kind(value)}, expected a boolean")
+        raise bad_body(f"{self._where}{name}: invalid type: {_kind(value)}, expected a boolean")
 
     def any(self, name: str) -> Any:
         return self._body.get(name)
@@ -130,7 +140,7 @@ class Fields:
     def _get(self, name: str, required: bool) -> Any:
         if name not in self._body or (required and self._body[name] is None):
             if required:
-                raise bad_body(f"missing field `{name}`")
+                raise bad_body(f"{self._where}missing field `{name}`")
             return None
         return self._body[name]
 

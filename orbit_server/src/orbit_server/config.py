@@ -37,6 +37,10 @@ DEFAULT_SESSION_TIMEOUT_S = 30.0
 # than generated: 16 random characters carry 64 bits even as hex, beyond any
 # online guessing; `orbit token` prints 64.
 MIN_TOKEN_LENGTH = 16
+# The worker protocol extensions this server knows (docs/worker-protocol.md):
+# offered to a worker that asks for them at registration, unless turned off
+# with --no-worker-extensions (or ORBIT_WORKER_EXTENSIONS=none).
+WORKER_EXTENSIONS: tuple[str, ...] = ("result-then-poll",)
 _NODE_ID = re.compile(r"^[A-Za-z0-9._-]{1,63}$")
 _ADDR = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<v4>[^:\[\]]+)):(?P<port>[0-9]{1,5})$")
 
@@ -135,6 +139,8 @@ class ServerConfig:
     # the server bound when it is not a wildcard address).
     node_id: str | None = None
     advertise_addr: str | None = None
+    # The worker protocol extensions offered (beyond the book; all by default).
+    worker_extensions: tuple[str, ...] = WORKER_EXTENSIONS
     # --retention (beyond the book): finished executions older than this are
     # archived to --archive (a directory, or `none`) and deleted.
     retention_ms: int | None = None
@@ -247,6 +253,21 @@ def check(config: ServerConfig) -> ServerConfig:
         names = ", ".join(unsupported)
         raise ConfigError(f"{names}: not supported yet by this version of orbit server")
     return config
+
+
+def worker_extensions(text: str) -> tuple[str, ...]:
+    """The extensions named by `--worker-extensions`: `none` (or nothing),
+    `all`, or a comma-separated list of known names; ValueError otherwise."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if names in ([], ["none"]):
+        return ()
+    if names == ["all"]:
+        return WORKER_EXTENSIONS
+    unknown = [name for name in names if name not in WORKER_EXTENSIONS]
+    if unknown:
+        known = ", ".join(WORKER_EXTENSIONS)
+        raise ValueError(f"unknown worker protocol extension `{unknown[0]}` (known: {known})")
+    return tuple(name for name in WORKER_EXTENSIONS if name in names)
 
 
 def _check_cluster(config: ServerConfig) -> None:

@@ -19,6 +19,14 @@ The binding's own rules, as the chapter lists them:
   status follows the code's HTTP status (`errors.STATUS`) through `_STATUS`.
 - a client identity may not use the binding at all (PERMISSION_DENIED).
 
+The `result-then-poll` extension (worker_calls.py) is the ReportThenPoll
+RPC: a CompleteTaskRequest or FailTaskRequest with a PollTaskRequest, made
+as the two calls would be in turn. A refused result is the call's error
+status (no poll is made); otherwise the answer has the result's ack and the
+task (an empty token when none came), or `poll_error` when the poll could
+not be made. A server started without the extension does not serve the RPC
+(UNIMPLEMENTED, as a server that never knew it).
+
 The caller is authenticated from the call's metadata before its message
 is read (`WorkerService.admit`, run by `grpc_unary` on the call's arrival):
 a call without a valid credential is refused without the server reading,
@@ -83,7 +91,7 @@ from orbit_server.grpc_unary import Call, Handler, Reply, UnaryServer
 from orbit_server.grpc_values import from_value, to_value
 from orbit_server.identities import Identities
 from orbit_server.logs import logger
-from orbit_server.worker_calls import WorkerCalls
+from orbit_server.worker_calls import RESULT_THEN_POLL, NextPoll, WorkerCalls
 
 SERVICE = "orbit.worker.v1.WorkerService"
 ERROR_CODE_KEY = "orbit-error-code"
@@ -92,6 +100,8 @@ LEADER_KEY = "x-orbit-leader"
 # How long a stopping server lets running calls finish (a poll is drained
 # at once by the engine, so only short calls remain).
 STOP_GRACE_S = 10.0
+# The RPCs that may wait for a task.
+_WAITING = ("/PollTask", "/ReportThenPoll")
 
 _log = logger()
 _HTTP_TO_GRPC = {
@@ -164,6 +174,7 @@ class WorkerService:
         credentials: Credentials,
         max_body: int,
         certificate_names: Callable[[Call], list[str] | None] | None = None,
+        extensions: tuple[str, ...] = (RESULT_THEN_POLL,),
     ) -> None:
         # The calls of the engine serving now (a cluster node changes its
         # engine as it gains and loses the lead; a standby raises NotLeader).
@@ -172,6 +183,7 @@ class WorkerService:
         self._max_body = max_body
         # The verified client certificate's names (mutual TLS only).
         self._certificate_names = certificate_names
+        self._extensions = extensions
 
     def handlers(self) -> dict[str, Handler]:
         methods: dict[str, tuple[_Method, type[Message]]] = {
@@ -182,6 +194,8 @@ class WorkerService:
             "FailTask": (self._fail, pb.FailTaskRequest),
             "UnregisterWorker": (self._unregister, pb.UnregisterWorkerRequest),
         }
+        if RESULT_THEN_POLL in self._extensions:
+            methods["ReportThenPoll"] = (self._report_then_poll, pb.ReportThenPollRequest)
         return {
             f"/{SERVICE}/{name}": self._rpc(call, _decoder(kind, self._max_body))
             for name, (call, kind) in methods.items()
@@ -266,6 +280,7 @@ class WorkerService:
             contracts,
             request.sdk or None,
             presented=hashes,
+            asked=list(request.extensions) or None,
         )
         return pb.RegisterWorkerResponse(
             accepted=answer["accepted"],
@@ -273,6 +288,7 @@ class WorkerService:
             heartbeat_interval_ms=answer["heartbeat_interval_ms"],
             session_timeout_ms=answer["session_timeout_ms"],
             warnings=answer["warnings"],
+            extensions=answer.get("extensions", []),
         )
 
     def _heartbeat(
@@ -316,6 +332,29 @@ class WorkerService:
         if not request.token or not request.error_code:
             return _untagged(fail)
         return _ack(fail())
+
+    def _report_then_poll(
+        self, request: pb.ReportThenPollRequest, who: Caller, calls: WorkerCalls, rpc: Call
+    ) -> pb.ReportThenPollResponse:
+        which = request.WhichOneof("result")
+        if which == "complete":
+            ack = self._complete(request.complete, who, calls, rpc)
+        elif which == "fail":
+            ack = self._fail(request.fail, who, calls, rpc)
+        else:
+            raise _Failure("INVALID_REQUEST", "ReportThenPollRequest carries no result")
+        if not request.HasField("poll"):
+            return pb.ReportThenPollResponse(ack=ack)
+        poll = NextPoll(request.poll.worker_session_id, request.poll.wait_ms or None)
+        found = calls.then_poll(who, poll, rpc.is_active)
+        if found.error is not None:
+            error = found.error
+            return pb.ReportThenPollResponse(ack=ack, poll_error=f"{error.code}: {error.message}")
+        task = found.task
+        if task is None:
+            return pb.ReportThenPollResponse(ack=ack, task=pb.ExecuteTaskRequest())
+        rpc.on_undelivered(functools.partial(calls.undelivered, task))
+        return pb.ReportThenPollResponse(ack=ack, task=_assignment(task))
 
     def _unregister(
         self, request: pb.UnregisterWorkerRequest, who: Caller, calls: WorkerCalls, rpc: Call
@@ -419,10 +458,13 @@ class GrpcServer:
                 tls.server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
             )
             names = lambda rpc: front.names(rpc.peer())  # noqa: E731
-        service = WorkerService(calls, credentials, config.max_body, names)
+        service = WorkerService(
+            calls, credentials, config.max_body, names, config.worker_extensions
+        )
         self._server = UnaryServer(
             {
-                path: (handler, self._polls if path.endswith("/PollTask") else self._pool)
+                # A poll (alone or after a result) may park: a thread of its own.
+                path: (handler, self._polls if path.endswith(_WAITING) else self._pool)
                 for path, handler in service.handlers().items()
             },
             options,

@@ -67,6 +67,13 @@ SHARED_FIELDS: dict[str, Schema] = {
     },
 }
 
+# ORBIT's worker protocol extensions (docs/worker-protocol.md).
+_EXTENSIONS: Schema = {"type": "array", "items": STRING}
+_NEXT_POLL: Schema = {
+    "$ref": "#/components/schemas/Poll",
+    "description": "result-then-poll, when offered: the poll to make once the result is taken.",
+}
+
 SCHEMAS: dict[str, Schema] = {
     "Error": _object(
         {
@@ -244,7 +251,7 @@ SCHEMAS: dict[str, Schema] = {
             "runtime": STRING,
             "contracts": {"type": "array", "items": _ref("Contract")},
         },
-        {"sdk": STRING},
+        {"sdk": STRING, "extensions": _EXTENSIONS},
     ),
     "Registered": _object(
         {
@@ -253,7 +260,13 @@ SCHEMAS: dict[str, Schema] = {
             "heartbeat_interval_ms": INTEGER,
             "session_timeout_ms": INTEGER,
             "warnings": {"type": "array", "items": STRING},
-        }
+        },
+        {
+            "extensions": {
+                **_EXTENSIONS,
+                "description": "Those asked for that the server offers; only when asked.",
+            }
+        },
     ),
     "Session": _object({"worker_session_id": STRING}),
     "Heartbeat": _object({"accepted": BOOLEAN, "cancel": {"type": "array", "items": STRING}}),
@@ -350,11 +363,24 @@ SCHEMAS: dict[str, Schema] = {
         {"schedule_id": STRING, "started": BOOLEAN}, {"execution_id": STRING, "skipped": STRING}
     ),
     "Accepted": _object({"accepted": BOOLEAN}),
-    "TaskAnswer": _object({"accepted": BOOLEAN}, {"reason": STRING}),
-    "Complete": _object({"token": STRING}, {"output": ANY}),
+    "TaskAnswer": _object(
+        {"accepted": BOOLEAN},
+        {
+            "reason": STRING,
+            "task": {
+                "anyOf": [_ref("Task"), {"type": "null"}],
+                "description": "result-then-poll: the next task; null when none came in wait_ms.",
+            },
+            "poll_error": {
+                **_object({"code": STRING, "message": STRING}),
+                "description": "result-then-poll: why the poll could not be made.",
+            },
+        },
+    ),
+    "Complete": _object({"token": STRING}, {"output": ANY, "poll": _NEXT_POLL}),
     "Fail": _object(
         {"token": STRING, "error_code": STRING},
-        {"error_message": STRING, "retryable": BOOLEAN, "details": ANY},
+        {"error_message": STRING, "retryable": BOOLEAN, "details": ANY, "poll": _NEXT_POLL},
     ),
 }
 

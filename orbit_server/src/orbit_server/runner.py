@@ -383,7 +383,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         )
         if self.sweeper is not None:
             self.sweeper.start()
-        calls = worker_calls(self.engine)
+        calls = worker_calls(self.engine, extensions=self.config.worker_extensions)
         app = create_app(self.engine, self.config, calls=calls, retention=self.sweeper)
         if self.config.grpc_addr is not None:
             self._start_grpc(calls, log)
@@ -407,7 +407,10 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         its HTTP app and the gRPC binding."""
         with self._calls_lock:
             if self._engine_calls is None or self._engine_calls[0] is not engine:
-                self._engine_calls = (engine, worker_calls(engine))
+                self._engine_calls = (
+                    engine,
+                    worker_calls(engine, extensions=self.config.worker_extensions),
+                )
             return self._engine_calls[1]
 
     def _node_calls(self) -> WorkerCalls:

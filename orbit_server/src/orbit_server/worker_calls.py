@@ -6,14 +6,30 @@ here; what a call does (the per-worker identity's registration rules, the
 engine call with the worker id the credential is bound to, the log lines,
 the trace context of a task) is written once. A binding only translates
 values and errors.
+
+Protocol extensions (docs/worker-protocol.md) are ORBIT's, beyond the book.
+A worker names those it can use when it registers and the answer lists the
+ones this server offers among them; a worker that names none (any worker
+written to the book) gets the book's answer, field for field.
+
+`result-then-poll` lets a result carry the poll that would follow it, so a
+step costs one request instead of two. The result is reported exactly as on
+its own (its answer, accepted or not, is the one it would have had) and
+only then is the poll made; a result the engine refuses raises before any
+poll, so no task is ever taken for an answer that is an error. A poll that
+fails once the result is recorded (an unknown session, say) is not the
+result's error: the answer carries the acknowledgement and the poll's
+error, and the worker's own next poll meets that error as usual.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NotRequired
+
+import attrs
 
 from orbit_core import limits
 from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered
@@ -28,13 +44,45 @@ from orbit_server.telemetry import Tracing
 
 _log = logger()
 _SESSIONS_KEPT = 10_000
+RESULT_THEN_POLL = "result-then-poll"
+
+
+class RegisteredWith(Registered):
+    """A registration's answer; `extensions` only when the worker asked."""
+
+    extensions: NotRequired[list[str]]
+
+
+@attrs.frozen(slots=True)
+class NextPoll:
+    """The poll a result carries (`result-then-poll`)."""
+
+    session: str
+    wait_ms: int | None
+
+
+@attrs.frozen(slots=True)
+class ThenPolled:
+    """What a result's poll found: the task, None when none came within the
+    wait, or the poll's error (then no task was taken)."""
+
+    task: Mapping[str, Any] | None = None
+    error: OrbitError | None = None
 
 
 class WorkerCalls:
     """One per server, shared by its bindings."""
 
-    def __init__(self, engine: EngineApi, tracer: Tracing | None = None) -> None:
+    def __init__(
+        self,
+        engine: EngineApi,
+        tracer: Tracing | None = None,
+        extensions: Iterable[str] = (RESULT_THEN_POLL,),
+    ) -> None:
         self.engine = engine
+        # The protocol extensions offered.
+        self.extensions = tuple(extensions)
+        self.result_then_poll = RESULT_THEN_POLL in self.extensions
         # With tracing on, a task carries its attempt's span as `traceparent`.
         self._tracer = tracer
         # Session -> worker id, for the "worker unregistered" line.
@@ -52,10 +100,13 @@ class WorkerCalls:
         sdk: str | None,
         *,
         presented: list[Presented] | None = None,
-    ) -> Registered:
+        asked: Iterable[str] | None = None,
+    ) -> RegisteredWith:
         """`presented`: the contract hashes the worker announced (typed
         workers); one that differs from the deployed contract refuses the
-        registration with CONTRACT_MISMATCH (contract_check.py)."""
+        registration with CONTRACT_MISMATCH (contract_check.py). `asked`:
+        the extensions the worker can use, None when it named none (the
+        answer then has no `extensions` field)."""
         check_register(who, worker_id, runtime, (c["task_name"] for c in contracts))
         try:
             self._contracts.check(presented or [])
@@ -76,7 +127,17 @@ class WorkerCalls:
             tasks=len(contracts),  # a count, as chapter 46 logs it
         )
         self._warn_unused(worker_id, contracts)
-        return answer
+        registered = RegisteredWith(
+            accepted=answer["accepted"],
+            worker_session_id=answer["worker_session_id"],
+            heartbeat_interval_ms=answer["heartbeat_interval_ms"],
+            session_timeout_ms=answer["session_timeout_ms"],
+            warnings=answer["warnings"],
+        )
+        if asked is not None:
+            wanted = set(asked)
+            registered["extensions"] = [name for name in self.extensions if name in wanted]
+        return registered
 
     def _warn_unused(self, worker_id: str, contracts: list[dict[str, str]]) -> None:
         """A task nobody calls is usually a typo or a stale version: its steps would wait."""
@@ -111,6 +172,15 @@ class WorkerCalls:
             if parent is not None:
                 return {**task, "traceparent": parent}
         return task
+
+    def then_poll(
+        self, who: Caller, poll: NextPoll, connected: Callable[[], bool] | None
+    ) -> ThenPolled:
+        """The poll a result carried, made once the result is answered."""
+        try:
+            return ThenPolled(self.poll(who, poll.session, poll.wait_ms, connected))
+        except OrbitError as exc:
+            return ThenPolled(error=exc)
 
     def undelivered(self, task: Assignment | Mapping[str, Any]) -> None:
         """The worker hung up before its task reached it: the attempt is

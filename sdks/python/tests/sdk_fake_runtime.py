@@ -47,6 +47,9 @@ class FakeRuntime:
         self.token = token
         self.ssl_context = ssl_context
         self.warnings: list[str] = []
+        # Worker protocol extensions offered to a worker that asks; the
+        # book's protocol (none) by default.
+        self.extensions: list[str] = []
         self.calls: list[Call] = []
         self.connections = 0
         self.sessions: dict[str, str] = {}  # session id -> worker id
@@ -198,19 +201,26 @@ class FakeRuntime:
         session = str(uuid.uuid4())
         with self._cond:
             self.sessions[session] = call.body["worker_id"]
-        return 200, {
+        answer = {
             "accepted": True,
             "worker_session_id": session,
             "heartbeat_interval_ms": self.heartbeat_interval_ms,
             "session_timeout_ms": self.heartbeat_interval_ms * 6,
             "warnings": self.warnings,
         }
+        asked = call.body.get("extensions")
+        if asked is not None:
+            answer["extensions"] = [name for name in self.extensions if name in asked]
+        return 200, answer
 
     def _poll(self, call: Call) -> Answer:
-        deadline = time.monotonic() + min(call.body.get("wait_ms", 20000), 60000) / 1000
+        return self._next_task(call.body)
+
+    def _next_task(self, body: dict[str, Any]) -> Answer:
+        deadline = time.monotonic() + min(body.get("wait_ms", 20000), 60000) / 1000
         with self._cond:
             while True:
-                if call.body["worker_session_id"] not in self.sessions:
+                if body["worker_session_id"] not in self.sessions:
                     return 404, _unknown_session()
                 if self._queue:
                     task = self._queue.popleft()
@@ -236,6 +246,16 @@ class FakeRuntime:
         return 200, {"accepted": True}
 
     def _result(self, call: Call) -> Answer:
+        status, answer = self._report(call)
+        poll = call.body.get("poll")
+        if "result-then-poll" not in self.extensions or poll is None or status != 200:
+            return status, answer
+        status, task = self._next_task(poll)
+        if status == 404:
+            return 200, {**answer, "poll_error": task["error"]}
+        return 200, {**answer, "task": task}
+
+    def _report(self, call: Call) -> Answer:
         token = call.body["token"]
         with self._cond:
             if token not in self.dispatched:

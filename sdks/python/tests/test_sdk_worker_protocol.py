@@ -51,6 +51,9 @@ def test_registration_announces_the_worker_and_its_contracts(
             {"task_name": "a.one", "contract_version": "1.0.0"},
             {"task_name": "b.two", "contract_version": "2.0.0"},
         ],
+        # The ORBIT extensions it can use; a runtime that does not offer them
+        # ignores the field (docs/worker-protocol.md).
+        "extensions": ["result-then-poll"],
     }
     poll = fake.calls_to("/v1/workers/poll")[0]
     assert poll.body == {

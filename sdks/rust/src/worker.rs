@@ -17,6 +17,14 @@
 //! 4xx is a refusal: the result is replaced, once, by a non-retryable
 //! `INVALID_RESULT` failure so the attempt does not hang until its timeout;
 //! 401 and 403 get no such fallback, since it would be refused the same way.
+//!
+//! When the runtime offers the `result-then-poll` extension at registration
+//! (docs/worker-protocol.md in the ORBIT repository), a report carries the
+//! poll thread's next poll and its answer may bring the next task: one
+//! request per task instead of two. The report's rules stay: a refused
+//! report took no task, an answer without a task sends the thread back to
+//! its own poll (which meets a lost session as usual), and a report made
+//! once `stop()` was called carries no poll.
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -390,14 +398,22 @@ impl Worker {
             "runtime": self.shared.settings.runtime,
             "sdk": format!("orbit-rust/{}", crate::VERSION),
             "contracts": contracts,
+            // The extensions this SDK can use; a runtime that knows none
+            // ignores the field.
+            "extensions": [RESULT_THEN_POLL],
         })
     }
 }
+
+/// The runtime's worker protocol extension that lets a result carry the next poll.
+const RESULT_THEN_POLL: &str = "result-then-poll";
 
 #[derive(Default)]
 struct Session {
     id: String,
     heartbeat: Option<Duration>,
+    /// Whether the runtime offered result-then-poll at the last registration.
+    result_then_poll: bool,
 }
 
 struct Run<'a> {
@@ -464,6 +480,11 @@ impl Run<'_> {
                         .as_u64()
                         .filter(|ms| *ms > 0)
                         .map(Duration::from_millis);
+                    // Read anew each time: a runtime restarted with other
+                    // settings may offer less.
+                    session.result_then_poll = answer["extensions"]
+                        .as_array()
+                        .is_some_and(|names| names.iter().any(|n| n == RESULT_THEN_POLL));
                     let tasks = self.announcement["contracts"]
                         .as_array()
                         .map_or(0, Vec::len);
@@ -496,56 +517,69 @@ impl Run<'_> {
         let body_wait = wait.as_millis() as u64;
         let mut backoff = Backoff::new();
         let mut lost_session = false;
-        while !self.stopping() {
-            let id = self.session_id();
-            let body = json!({"worker_session_id": id, "wait_ms": body_wait});
-            match self
-                .client
-                .post(transport::POLL, &body, wait + CALL_TIMEOUT)
-            {
-                Err(e) if e.unknown_session() => {
-                    self.renew(&id);
-                    if lost_session && self.shared.stopping.wait(backoff.next()) {
-                        break;
-                    }
-                    lost_session = true;
-                }
-                Err(e) => {
-                    if self.stopping() {
-                        break;
-                    }
-                    let delay = backoff.next();
-                    say!("poll failed: {e}; retrying in {delay:?}");
-                    self.shared.stopping.wait(delay);
-                }
-                Ok(None) => {
-                    backoff.reset();
-                    lost_session = false;
-                }
-                Ok(Some(message)) => {
-                    backoff.reset();
-                    lost_session = false;
-                    let assignment: Assignment = match serde_json::from_value(message) {
-                        Ok(a) => a,
-                        Err(e) => {
-                            say!("ignoring a task message that cannot be read: {e}");
+        // A task the last result's answer brought (result-then-poll).
+        let mut next: Option<Value> = None;
+        while !self.stopping() || next.is_some() {
+            let message = match next.take() {
+                Some(message) => message,
+                None => {
+                    let id = self.session_id();
+                    let body = json!({"worker_session_id": id, "wait_ms": body_wait});
+                    match self
+                        .client
+                        .post(transport::POLL, &body, wait + CALL_TIMEOUT)
+                    {
+                        Err(e) if e.unknown_session() => {
+                            self.renew(&id);
+                            if lost_session && self.shared.stopping.wait(backoff.next()) {
+                                break;
+                            }
+                            lost_session = true;
                             continue;
                         }
-                    };
-                    if self.stopping() {
-                        say!(
-                            "shutting down: not starting {}; unregistering hands it back",
-                            describe(&assignment)
-                        );
-                        break;
+                        Err(e) => {
+                            if self.stopping() {
+                                break;
+                            }
+                            let delay = backoff.next();
+                            say!("poll failed: {e}; retrying in {delay:?}");
+                            self.shared.stopping.wait(delay);
+                            continue;
+                        }
+                        Ok(None) => {
+                            backoff.reset();
+                            lost_session = false;
+                            continue;
+                        }
+                        Ok(Some(message)) => {
+                            backoff.reset();
+                            lost_session = false;
+                            message
+                        }
                     }
-                    self.execute(assignment);
                 }
+            };
+            let assignment: Assignment = match serde_json::from_value(message) {
+                Ok(a) => a,
+                Err(e) => {
+                    say!("ignoring a task message that cannot be read: {e}");
+                    continue;
+                }
+            };
+            if self.stopping() {
+                say!(
+                    "shutting down: not starting {}; unregistering hands it back",
+                    describe(&assignment)
+                );
+                break;
             }
+            next = self.execute(assignment);
         }
     }
 
-    fn execute(&self, assignment: Assignment) {
+    /// Runs and reports a task; the next task when the report's answer
+    /// brought one (result-then-poll).
+    fn execute(&self, assignment: Assignment) -> Option<Value> {
         let assignment = Arc::new(assignment);
         let cancelled = Arc::new(AtomicBool::new(false));
         self.inflight
@@ -571,7 +605,7 @@ impl Run<'_> {
             )),
         };
         self.inflight.lock().unwrap().remove(&assignment.token);
-        self.deliver(&assignment, outcome);
+        self.deliver(&assignment, outcome)
     }
 
     fn heartbeat_loop(&self) {
@@ -624,11 +658,13 @@ impl Run<'_> {
     }
 
     /// Reports `outcome`; if the runtime refuses it, reports a failure
-    /// instead (see the module documentation).
-    fn deliver(&self, a: &Assignment, outcome: Result<Value, TaskError>) {
+    /// instead (see the module documentation). Returns the next task when
+    /// an answer brought one.
+    fn deliver(&self, a: &Assignment, outcome: Result<Value, TaskError>) -> Option<Value> {
         let report = Report::of(&a.token, outcome);
-        let Some(refusal) = self.send(a, &report) else {
-            return;
+        let refusal = match self.send(a, &report) {
+            Ok(next) => return next,
+            Err(refusal) => refusal,
         };
         let refusal = match fallback(&a.token, &report, &refusal) {
             Some(fb) => {
@@ -636,23 +672,46 @@ impl Run<'_> {
                     "result for {} refused: {refusal}; reporting the attempt as failed",
                     describe(a)
                 );
-                self.send(a, &fb)
+                match self.send(a, &fb) {
+                    Ok(next) => return next,
+                    Err(refusal) => refusal,
+                }
             }
-            None => Some(refusal),
+            None => refusal,
         };
-        if let Some(refusal) = refusal {
-            say!("result for {} refused: {refusal}", describe(a));
-        }
+        say!("result for {} refused: {refusal}", describe(a));
+        None
     }
 
-    /// Posts until answered: the refusal, or None once accepted or given up.
-    fn send(&self, a: &Assignment, report: &Report) -> Option<ApiError> {
+    /// The report's body with the next poll, when the runtime offers
+    /// result-then-poll and the worker is not stopping.
+    fn with_poll(&self, report: &Report) -> Option<Value> {
+        let session = self.session.lock().unwrap();
+        if !session.result_then_poll || self.stopping() {
+            return None;
+        }
+        let mut body = report.body.clone();
+        let wait = self.shared.settings.poll_wait.as_millis() as u64;
+        body["poll"] = json!({"worker_session_id": session.id, "wait_ms": wait});
+        Some(body)
+    }
+
+    /// Posts until answered: the next task the answer brought (once
+    /// answered or given up), or the refusal.
+    fn send(&self, a: &Assignment, report: &Report) -> Result<Option<Value>, ApiError> {
         let mut backoff = Backoff::new();
         let give_up_at = Instant::now() + RESULT_RETRY_WINDOW;
         loop {
-            let e = match self.client.post(report.path, &report.body, CALL_TIMEOUT) {
+            let sent = match self.with_poll(report) {
+                Some(body) => {
+                    let timeout = self.shared.settings.poll_wait + CALL_TIMEOUT;
+                    self.client.post(report.path, &body, timeout)
+                }
+                None => self.client.post(report.path, &report.body, CALL_TIMEOUT),
+            };
+            let e = match sent {
                 Ok(answer) => {
-                    let answer = answer.unwrap_or(Value::Null);
+                    let mut answer = answer.unwrap_or(Value::Null);
                     if answer["accepted"] == Value::Bool(false) {
                         say!(
                             "result for {} not accepted: {}",
@@ -660,12 +719,13 @@ impl Run<'_> {
                             answer["reason"].as_str().unwrap_or("no reason given")
                         );
                     }
-                    return None;
+                    let next = answer.get_mut("task").map(Value::take);
+                    return Ok(next.filter(Value::is_object));
                 }
                 Err(e) => e,
             };
             if !e.unavailable() {
-                return Some(e);
+                return Err(e);
             }
             let delay = backoff.next();
             if Instant::now() + delay > give_up_at {
@@ -673,7 +733,7 @@ impl Run<'_> {
                     "result for {} not delivered after {RESULT_RETRY_WINDOW:?} of retries: {e}",
                     describe(a)
                 );
-                return None;
+                return Ok(None);
             }
             say!(
                 "cannot deliver the result for {}: {e}; retrying in {delay:?}",

@@ -385,3 +385,101 @@ fn stop_lets_a_running_handler_finish_and_report() {
         .unwrap();
     assert!(complete < unregister, "{order:?}");
 }
+
+/// Registration answers offering the result-then-poll extension.
+fn offering(path: &str) -> (u16, Value) {
+    match path {
+        "/v1/workers/register" => (
+            200,
+            json!({"worker_session_id": "S1", "heartbeat_interval_ms": 20, "warnings": [],
+                   "extensions": ["result-then-poll"]}),
+        ),
+        _ => basics(path),
+    }
+}
+
+fn paths(runtime: &Runtime) -> Vec<String> {
+    let calls = runtime.calls.lock().unwrap();
+    calls
+        .iter()
+        .map(|(p, _)| p.clone())
+        .filter(|p| p != "/v1/workers/heartbeat")
+        .collect()
+}
+
+#[test]
+fn results_carry_the_next_poll_when_the_runtime_offers_it() {
+    let runtime = Runtime::start(|path, _, n| match path {
+        "/v1/workers/poll" if n == 0 => (200, task("T1", "double")),
+        "/v1/tasks/complete" if n == 0 => {
+            (200, json!({"accepted": true, "task": task("T2", "double")}))
+        }
+        "/v1/tasks/complete" => (200, json!({"accepted": true, "task": null})),
+        _ => offering(path),
+    });
+    let worker = worker(&runtime);
+    let run = running(&worker);
+    let complete = runtime.wait_for("/v1/tasks/complete", 2);
+    let poll = json!({"worker_session_id": "S1", "wait_ms": 50});
+    assert_eq!(
+        complete[0],
+        json!({"token": "T1", "output": {"n": 4}, "poll": poll})
+    );
+    assert_eq!(complete[1]["token"], "T2");
+    assert_eq!(
+        runtime.calls("/v1/workers/register")[0]["extensions"],
+        json!(["result-then-poll"])
+    );
+    worker.stop();
+    assert_eq!(run.join().unwrap(), Ok(()));
+    // The second task came with the first result's answer, not from a poll.
+    let order = paths(&runtime);
+    assert_eq!(
+        order[..4],
+        [
+            "/v1/workers/register",
+            "/v1/workers/poll",
+            "/v1/tasks/complete",
+            "/v1/tasks/complete"
+        ]
+    );
+}
+
+#[test]
+fn results_are_the_books_when_the_runtime_does_not_offer_it() {
+    let runtime = Runtime::start(|path, _, n| match path {
+        "/v1/workers/poll" if n == 0 => (200, task("T1", "double")),
+        _ => basics(path),
+    });
+    let worker = worker(&runtime);
+    let run = running(&worker);
+    let complete = runtime.wait_for("/v1/tasks/complete", 1);
+    assert_eq!(complete[0], json!({"token": "T1", "output": {"n": 4}}));
+    worker.stop();
+    assert_eq!(run.join().unwrap(), Ok(()));
+}
+
+#[test]
+fn a_refused_result_loses_no_task() {
+    let runtime = Runtime::start(|path, _, n| match path {
+        "/v1/workers/poll" if n == 0 => (200, task("T1", "double")),
+        "/v1/tasks/complete" if n == 0 => (
+            400,
+            json!({"error": {"code": "INVALID_INPUT", "message": "too deep"}}),
+        ),
+        "/v1/tasks/fail" => (200, json!({"accepted": true, "task": task("T2", "double")})),
+        "/v1/tasks/complete" => (200, json!({"accepted": true, "task": null})),
+        _ => offering(path),
+    });
+    let worker = worker(&runtime);
+    let run = running(&worker);
+    // The refused report took no task; the failure sent in its place carries
+    // the poll, which brings the second task.
+    let complete = runtime.wait_for("/v1/tasks/complete", 2);
+    let fail = runtime.calls("/v1/tasks/fail");
+    assert_eq!(fail[0]["token"], "T1");
+    assert!(fail[0]["poll"].is_object());
+    assert_eq!(complete[1]["token"], "T2");
+    worker.stop();
+    assert_eq!(run.join().unwrap(), Ok(()));
+}

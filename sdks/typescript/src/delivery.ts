@@ -21,6 +21,13 @@
  * with `INVALID_RESULT`, not retryable, and a small body that carries the
  * runtime's error. A refusal of the credentials (401, 403) gets no fallback,
  * which would be refused the same way.
+ *
+ * When the runtime offers result-then-poll, a report carries the poll loop's
+ * next poll and its answer may bring the next task: one request per task
+ * instead of two. The result's rules stay: a refused report took no task, an
+ * answer without a task sends the loop back to its own poll (which meets a
+ * lost session as usual), and once shutdown begins a report carries no poll;
+ * one whose poll is waiting then is ended and sent again without it.
  */
 import type { Client } from "./client.ts";
 import { Contact } from "./contact.ts";
@@ -60,28 +67,46 @@ export class Reporter {
     this.#random = random;
   }
 
-  /** Reports `outcome`; if the runtime refuses it, reports a failure in its place. */
-  async deliver(task: protocol.TaskAssignment, outcome: Outcome): Promise<void> {
+  /**
+   * Reports `outcome`; if the runtime refuses it, reports a failure in its
+   * place. `nextPoll` gives the poll a report may carry (undefined: none);
+   * resolves to the task an answer brought, if any.
+   */
+  async deliver(
+    task: protocol.TaskAssignment,
+    outcome: Outcome,
+    nextPoll: () => protocol.NextPoll | undefined = () => undefined,
+  ): Promise<protocol.TaskAssignment | undefined> {
     const first: Report =
       outcome.kind === "complete"
         ? { kind: "complete", output: outcome.output }
         : { kind: "fail", request: failRequest(task.token, outcome.error), fallback: false };
-    let refusal = await this.#send(task, first);
-    if (refusal === undefined) return;
-    const fallback = fallbackFor(task, first, refusal);
+    let sent = await this.#send(task, first, nextPoll);
+    if (sent.refusal === undefined) return sent.next;
+    const fallback = fallbackFor(task, first, sent.refusal);
     if (fallback !== undefined) {
       this.#logger.warn(
-        `[orbit] result for ${describeTask(task)} refused: ${explain(refusal)}; reporting the attempt as failed`,
+        `[orbit] result for ${describeTask(task)} refused: ${explain(sent.refusal)}; reporting the attempt as failed`,
       );
-      refusal = await this.#send(task, fallback);
+      sent = await this.#send(task, fallback, nextPoll);
     }
-    if (refusal !== undefined) {
-      this.#logger.error(`[orbit] result for ${describeTask(task)} refused: ${explain(refusal)}`);
+    if (sent.refusal !== undefined) {
+      this.#logger.error(
+        `[orbit] result for ${describeTask(task)} refused: ${explain(sent.refusal)}`,
+      );
     }
+    return sent.next;
   }
 
-  /** Sends until answered: the error if refused, undefined once answered or given up. */
-  async #send(task: protocol.TaskAssignment, report: Report): Promise<ApiError | undefined> {
+  /**
+   * Sends until answered: the error if refused (undefined once answered or
+   * given up), and the next task the answer brought.
+   */
+  async #send(
+    task: protocol.TaskAssignment,
+    report: Report,
+    nextPoll: () => protocol.NextPoll | undefined,
+  ): Promise<{ refusal?: ApiError; next?: protocol.TaskAssignment }> {
     const backoff = new Backoff(this.#random);
     // This result's own: the runtime may answer polls and still fail it.
     const contact = new Contact(
@@ -91,38 +116,44 @@ export class Reporter {
     );
     const giveUpAt = Date.now() + resultRetry.windowMs;
     for (;;) {
+      const poll = this.#stopping.aborted ? undefined : nextPoll();
       try {
         const ack =
           report.kind === "complete"
-            ? await protocol.complete(this.#client, task.token, report.output)
-            : await protocol.fail(this.#client, report.request);
+            ? await protocol.complete(this.#client, task.token, report.output, poll, this.#stopping)
+            : await protocol.fail(this.#client, report.request, poll, this.#stopping);
         contact.answered();
         if (!ack.accepted) {
           const reason = ack.reason ?? "no reason given";
           this.#logger.info(`[orbit] result for ${describeTask(task)} not accepted: ${reason}`);
         }
-        return undefined;
+        return ack.task ? { next: ack.task } : {};
       } catch (err) {
+        if (poll !== undefined && this.#stopping.aborted) {
+          // Shutdown ended the wait for a next task: the result goes again,
+          // without the poll (sending it twice is harmless).
+          continue;
+        }
         if (!(err instanceof ApiError)) {
           this.#logger.error(`[orbit] result for ${describeTask(task)} not sent: ${explain(err)}`);
-          return undefined;
+          return {};
         }
         if (!isAway(err)) {
           contact.answered();
-          return err;
+          return { refusal: err };
         }
         if (this.#stopping.aborted) {
           this.#logger.warn(
             `[orbit] result for ${describeTask(task)} not delivered before shutdown: ${explain(err)}`,
           );
-          return undefined;
+          return {};
         }
         const delay = backoff.next();
         if (Date.now() + delay > giveUpAt) {
           this.#logger.error(
             `[orbit] result for ${describeTask(task)} not delivered after ${resultRetry.windowMs / 1000} s of retries: ${explain(err)}`,
           );
-          return undefined;
+          return {};
         }
         contact.failed(
           `[orbit] cannot deliver the result for ${describeTask(task)}: ${explain(err)}; retrying in ${delay} ms`,

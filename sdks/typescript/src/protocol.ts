@@ -39,6 +39,8 @@ export interface RegisterRequest {
   runtime: string;
   contracts: Contract[];
   sdk: string;
+  /** ORBIT protocol extensions the worker can use; a runtime that knows none ignores it. */
+  extensions?: string[];
 }
 
 export interface Registration {
@@ -46,6 +48,17 @@ export interface Registration {
   heartbeat_interval_ms: number;
   session_timeout_ms: number;
   warnings?: string[];
+  /** The extensions asked for that the runtime offers; absent from a runtime that knows none. */
+  extensions?: string[];
+}
+
+/** The extension that lets a result carry the next poll (docs/worker-protocol.md). */
+export const RESULT_THEN_POLL = "result-then-poll";
+
+/** The poll a result carries (result-then-poll). */
+export interface NextPoll {
+  worker_session_id: string;
+  wait_ms: number;
 }
 
 export interface FailRequest {
@@ -59,6 +72,12 @@ export interface FailRequest {
 export interface ResultAck {
   accepted: boolean;
   reason?: string;
+  /**
+   * With result-then-poll: the next task, or null when none came within the
+   * wait; absent when no poll was made (then `poll_error` may say why).
+   */
+  task?: TaskAssignment | null;
+  poll_error?: { code: string; message: string };
 }
 
 /** Deadline of calls that answer at once (not the long poll). */
@@ -125,15 +144,43 @@ export async function heartbeat(
   return answer.body.cancel ?? [];
 }
 
-export async function complete(client: Client, token: string, output: Json): Promise<ResultAck> {
-  const body = { token, output };
-  return (await post<ResultAck>(client, "/v1/tasks/complete", body, undefined, CALL_TIMEOUT_MS))
-    .body;
+/**
+ * Reports a success; with `poll` (result-then-poll), the answer also carries
+ * the next task, so it may take up to the poll's wait, and `signal` ends it.
+ */
+export async function complete(
+  client: Client,
+  token: string,
+  output: Json,
+  poll?: NextPoll,
+  signal?: AbortSignal,
+): Promise<ResultAck> {
+  const body = poll === undefined ? { token, output } : { token, output, poll };
+  return report(client, "/v1/tasks/complete", body, poll, signal);
 }
 
-export async function fail(client: Client, request: FailRequest): Promise<ResultAck> {
-  return (await post<ResultAck>(client, "/v1/tasks/fail", request, undefined, CALL_TIMEOUT_MS))
-    .body;
+/** Reports a failure; `poll` and `signal` as for complete(). */
+export async function fail(
+  client: Client,
+  request: FailRequest,
+  poll?: NextPoll,
+  signal?: AbortSignal,
+): Promise<ResultAck> {
+  const body = poll === undefined ? request : { ...request, poll };
+  return report(client, "/v1/tasks/fail", body, poll, signal);
+}
+
+async function report(
+  client: Client,
+  path: string,
+  body: unknown,
+  poll: NextPoll | undefined,
+  signal: AbortSignal | undefined,
+): Promise<ResultAck> {
+  if (poll === undefined)
+    return (await post<ResultAck>(client, path, body, undefined, CALL_TIMEOUT_MS)).body;
+  const timeoutMs = poll.wait_ms + LONG_POLL_MARGIN_MS;
+  return (await post<ResultAck>(client, path, body, signal, timeoutMs)).body;
 }
 
 export async function unregister(client: Client, sessionId: string): Promise<void> {

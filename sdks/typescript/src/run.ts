@@ -115,31 +115,42 @@ export class WorkerRun {
   async #pollLoop(): Promise<void> {
     const { client, pollWaitMs } = this.#config;
     const backoff = new Backoff(this.#config.random);
-    while (!this.#isStopping()) {
-      const sessionId = this.#session.id;
-      let task: protocol.TaskAssignment | undefined;
-      try {
-        task = await protocol.poll(client, sessionId, pollWaitMs, this.#stopping.signal);
-        this.#contact.answered();
-        backoff.reset();
-      } catch (err) {
+    // A task the last result's answer brought (result-then-poll).
+    let task: protocol.TaskAssignment | undefined;
+    for (;;) {
+      if (task === undefined) {
         if (this.#isStopping()) return;
-        if (!isAway(err)) this.#contact.answered();
-        if (hasCode(err, "UNKNOWN_SESSION")) {
-          await this.#renew(sessionId);
-        } else if (isTransient(err)) {
-          const delay = backoff.next();
-          this.#contact.failed(`[orbit] poll failed: ${explain(err)}; retrying in ${delay} ms`);
-          await sleep(delay, this.#stopping.signal);
-        } else {
-          this.#abandon(err);
+        const sessionId = this.#session.id;
+        try {
+          task = await protocol.poll(client, sessionId, pollWaitMs, this.#stopping.signal);
+          this.#contact.answered();
+          backoff.reset();
+        } catch (err) {
+          if (this.#isStopping()) return;
+          if (!isAway(err)) this.#contact.answered();
+          if (hasCode(err, "UNKNOWN_SESSION")) {
+            await this.#renew(sessionId);
+          } else if (isTransient(err)) {
+            const delay = backoff.next();
+            this.#contact.failed(`[orbit] poll failed: ${explain(err)}; retrying in ${delay} ms`);
+            await sleep(delay, this.#stopping.signal);
+          } else {
+            this.#abandon(err);
+          }
+          continue;
         }
-        continue;
+        if (task === undefined) continue;
       }
       // A task that arrives as shutdown begins is still run: it is ours now.
-      if (task !== undefined) await this.#execute(task);
+      task = await this.#execute(task);
     }
   }
+
+  /** The poll a result carries, when the runtime offers result-then-poll. */
+  #nextPoll = (): protocol.NextPoll | undefined =>
+    this.#session.resultThenPoll && !this.#isStopping()
+      ? { worker_session_id: this.#session.id, wait_ms: this.#config.pollWaitMs }
+      : undefined;
 
   async #heartbeatLoop(): Promise<void> {
     const { client } = this.#config;
@@ -193,7 +204,8 @@ export class WorkerRun {
     running.controller.abort(reason);
   }
 
-  async #execute(task: protocol.TaskAssignment): Promise<void> {
+  /** Runs and reports `task`; resolves to the next task when the report brought one. */
+  async #execute(task: protocol.TaskAssignment): Promise<protocol.TaskAssignment | undefined> {
     const controller = new AbortController();
     this.#running.set(task.token, { task, controller });
     const ctx = new TaskContext(task, controller.signal);
@@ -216,7 +228,7 @@ export class WorkerRun {
         this.#logger.error(`[orbit] ${describeTask(task)} threw:`, outcome.thrown);
       }
     }
-    await this.#reporter.deliver(task, outcome);
+    return this.#reporter.deliver(task, outcome, this.#nextPoll);
   }
 
   async #unregister(): Promise<void> {

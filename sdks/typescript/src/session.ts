@@ -21,6 +21,8 @@ export class Session {
   #renewal: Promise<boolean> | undefined;
   heartbeatIntervalMs = 5000;
   sessionTimeoutMs = 30_000;
+  /** Whether the runtime offered result-then-poll at the last registration. */
+  resultThenPoll = false;
 
   constructor(
     client: Client,
@@ -31,7 +33,9 @@ export class Session {
     contact: Contact,
   ) {
     this.#client = client;
-    this.#request = request;
+    // Asks for the extensions this SDK uses; a runtime that does not know the
+    // field ignores it and speaks the book's protocol.
+    this.#request = { ...request, extensions: [protocol.RESULT_THEN_POLL] };
     this.#logger = logger;
     this.#stopping = stopping;
     this.#random = random;
@@ -107,6 +111,8 @@ export class Session {
     // Kept from before when absent, so a sparse answer cannot make the heartbeat spin.
     if (answer.heartbeat_interval_ms > 0) this.heartbeatIntervalMs = answer.heartbeat_interval_ms;
     if (answer.session_timeout_ms > 0) this.sessionTimeoutMs = answer.session_timeout_ms;
+    // Read anew each time: a runtime restarted with other settings may offer less.
+    this.resultThenPoll = (answer.extensions ?? []).includes(protocol.RESULT_THEN_POLL);
     if (!announce) return;
     const count = this.#request.contracts.length;
     this.#logger.info(`[orbit] worker ${this.#request.worker_id} registered (${count} tasks)`);

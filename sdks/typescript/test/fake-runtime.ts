@@ -33,6 +33,8 @@ export interface FakeOptions {
   warnings?: string[];
   /** Serve HTTPS and demand a client certificate signed by `ca`. */
   tls?: { key: Buffer; cert: Buffer; ca: Buffer };
+  /** Worker protocol extensions offered to a worker that asks (none: the book's protocol). */
+  extensions?: string[];
 }
 
 interface Waiter {
@@ -196,6 +198,8 @@ export class FakeRuntime {
       case "/v1/workers/register": {
         const id = `session-${this.#nextId++}`;
         this.sessions.add(id);
+        const asked = body.extensions as string[] | undefined;
+        const offered = (this.#options.extensions ?? []).filter((name) => asked?.includes(name));
         return {
           status: 200,
           body: {
@@ -204,6 +208,7 @@ export class FakeRuntime {
             heartbeat_interval_ms: this.#options.heartbeatIntervalMs ?? 50,
             session_timeout_ms: this.#options.sessionTimeoutMs ?? 300,
             warnings: this.#options.warnings ?? [],
+            ...(asked === undefined ? {} : { extensions: offered }),
           },
         };
       }
@@ -222,8 +227,18 @@ export class FakeRuntime {
         }
         return { status: 200, body: { accepted: true } };
       case "/v1/tasks/complete":
-      case "/v1/tasks/fail":
-        return { status: 200, body: { accepted: true } };
+      case "/v1/tasks/fail": {
+        const poll = body.poll as { worker_session_id: string; wait_ms?: number } | undefined;
+        if (poll === undefined || !(this.#options.extensions ?? []).includes("result-then-poll")) {
+          return { status: 200, body: { accepted: true } };
+        }
+        if (!this.sessions.has(poll.worker_session_id)) {
+          const lost = unknownSession().body as { error: unknown };
+          return { status: 200, body: { accepted: true, poll_error: lost.error } };
+        }
+        const found = await this.#poll(poll.worker_session_id, poll.wait_ms ?? 20_000, res);
+        return { status: 200, body: { accepted: true, task: found.body ?? null } };
+      }
       default:
         return error(404, "NOT_FOUND", `no route for ${request.method} ${request.path}`);
     }

@@ -28,6 +28,8 @@ describe("registration", () => {
         { task_name: "greeting.notify", contract_version: "1.0.0" },
       ],
       sdk: `orbit-typescript/${SDK_VERSION}`,
+      // ORBIT's extensions it can use; a runtime that offers none ignores it.
+      extensions: ["result-then-poll"],
     });
     assert.equal(register.method, "POST");
     assert.equal(register.headers["content-type"], "application/json");

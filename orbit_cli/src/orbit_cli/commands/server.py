@@ -34,6 +34,17 @@ def _retention(value: str | None) -> int | None:
         raise click.BadParameter(f"`{value}`: {exc}") from None
 
 
+def _extensions(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    from orbit_server.config import WORKER_EXTENSIONS, worker_extensions
+
+    if value is None:
+        return WORKER_EXTENSIONS
+    try:
+        return worker_extensions(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -247,6 +258,20 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     help="With --retention: the directory swept executions are archived to "
     "[default: orbit-archive], or `none` to delete them without a copy.",
 )
+@click.option(
+    "--worker-extensions",
+    envvar="ORBIT_WORKER_EXTENSIONS",
+    show_envvar=True,
+    callback=_extensions,
+    metavar="NAMES",
+    help="Worker protocol extensions offered to workers that ask at registration: "
+    "`all` (the default), `none`, or a comma-separated list (result-then-poll).",
+)
+@click.option(
+    "--no-worker-extensions",
+    is_flag=True,
+    help="Offer workers the book's worker protocol only (as --worker-extensions none).",
+)
 def cli(**options: Any) -> None:
     """Run the ORBIT runtime: the HTTP API and the worker protocol over one
     durable engine. Stop it with Ctrl+C or SIGTERM; in-flight requests finish
@@ -289,6 +314,7 @@ def cli(**options: Any) -> None:
         advertise_addr=options["advertise_addr"] or None,
         retention_ms=options["retention"],
         archive=options["archive"] or None,
+        worker_extensions=() if options["no_worker_extensions"] else options["worker_extensions"],
     )
     usage = missing_tls_partner(config)
     if usage is not None:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1corbit/worker/v1/worker.proto\x12\x0forbit.worker.v1\x1a\x1cgoogle/protobuf/struct.proto\"i\n\x0cTaskContract\x12\x11\n\ttask_name\x18\x01 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x02 \x01(\t\x12\x15\n\rcontract_hash\x18\x03 \x01(\t\x12\x15\n\rcontract_json\x18\x04 \x01(\t\"z\n\x15RegisterWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07runtime\x18\x02 \x01(\t\x12\x30\n\tcontracts\x18\x03 \x03(\x0b\x32\x1d.orbit.worker.v1.TaskContract\x12\x0b\n\x03sdk\x18\x04 \x01(\t\"\x92\x01\n\x16RegisterWorkerResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x19\n\x11worker_session_id\x18\x02 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x04\x12\x1a\n\x12session_timeout_ms\x18\x04 \x01(\x04\x12\x10\n\x08warnings\x18\x05 \x03(\t\"-\n\x10HeartbeatRequest\x12\x19\n\x11worker_session_id\x18\x01 \x01(\t\"5\n\x11HeartbeatResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06\x63\x61ncel\x18\x02 \x03(\t\"=\n\x0fPollTaskRequest\x12\x19\n\x11worker_session_id\x18\x01 \x01(\t\x12\x0f\n\x07wait_ms\x18\x02 \x01(\x04\"\xef\x02\n\x12\x45xecuteTaskRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x10\n\x08workflow\x18\x03 \x01(\t\x12\x18\n\x10workflow_version\x18\x04 \x01(\t\x12\x0f\n\x07step_id\x18\x05 \x01(\t\x12\x11\n\ttask_name\x18\x06 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x07 \x01(\t\x12%\n\x05input\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x17\n\x0fidempotency_key\x18\t \x01(\t\x12\x0f\n\x07\x61ttempt\x18\n \x01(\r\x12\x12\n\nredelivery\x18\x0b \x01(\x08\x12\x18\n\x0b\x64\x65\x61\x64line_ms\x18\x0c \x01(\x04H\x00\x88\x01\x01\x12\x17\n\ntimeout_ms\x18\r \x01(\x04H\x01\x88\x01\x01\x12\x13\n\x0btraceparent\x18\x0e \x01(\tB\x0e\n\x0c_deadline_msB\r\n\x0b_timeout_ms\"L\n\x13\x43ompleteTaskRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12&\n\x06output\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\"\x87\x01\n\x0f\x46\x61ilTaskRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x12\n\nerror_code\x18\x02 \x01(\t\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x11\n\tretryable\x18\x04 \x01(\x08\x12\'\n\x07\x64\x65tails\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\"1\n\rTaskResultAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\"4\n\x17UnregisterWorkerRequest\x12\x19\n\x11worker_session_id\x18\x01 \x01(\t\",\n\x18UnregisterWorkerResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x32\xa6\x04\n\rWorkerService\x12\x61\n\x0eRegisterWorker\x12&.orbit.worker.v1.RegisterWorkerRequest\x1a\'.orbit.worker.v1.RegisterWorkerResponse\x12R\n\tHeartbeat\x12!.orbit.worker.v1.HeartbeatRequest\x1a\".orbit.worker.v1.HeartbeatResponse\x12Q\n\x08PollTask\x12 .orbit.worker.v1.PollTaskRequest\x1a#.orbit.worker.v1.ExecuteTaskRequest\x12T\n\x0c\x43ompleteTask\x12$.orbit.worker.v1.CompleteTaskRequest\x1a\x1e.orbit.worker.v1.TaskResultAck\x12L\n\x08\x46\x61ilTask\x12 .orbit.worker.v1.FailTaskRequest\x1a\x1e.orbit.worker.v1.TaskResultAck\x12g\n\x10UnregisterWorker\x12(.orbit.worker.v1.UnregisterWorkerRequest\x1a).orbit.worker.v1.UnregisterWorkerResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1corbit/worker/v1/worker.proto\x12\x0forbit.worker.v1\x1a\x1cgoogle/protobuf/struct.proto\"i\n\x0cTaskContract\x12\x11\n\ttask_name\x18\x01 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x02 \x01(\t\x12\x15\n\rcontract_hash\x18\x03 \x01(\t\x12\x15\n\rcontract_json\x18\x04 \x01(\t\"\x8e\x01\n\x15RegisterWorkerRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07runtime\x18\x02 \x01(\t\x12\x30\n\tcontracts\x18\x03 \x03(\x0b\x32\x1d.orbit.worker.v1.TaskContract\x12\x0b\n\x03sdk\x18\x04 \x01(\t\x12\x12\n\nextensions\x18\x05 \x03(\t\"\xa6\x01\n\x16RegisterWorkerResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x19\n\x11worker_session_id\x18\x02 \x01(\t\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x04\x12\x1a\n\x12session_timeout_ms\x18\x04 \x01(\x04\x12\x10\n\x08warnings\x18\x05 \x03(\t\x12\x12\n\nextensions\x18\x06 \x03(\t\"-\n\x10HeartbeatRequest\x12\x19\n\x11worker_session_id\x18\x01 \x01(\t\"5\n\x11HeartbeatResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06\x63\x61ncel\x18\x02 \x03(\t\"=\n\x0fPollTaskRequest\x12\x19\n\x11worker_session_id\x18\x01 \x01(\t\x12\x0f\n\x07wait_ms\x18\x02 \x01(\x04\"\xef\x02\n\x12\x45xecuteTaskRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x10\n\x08workflow\x18\x03 \x01(\t\x12\x18\n\x10workflow_version\x18\x04 \x01(\t\x12\x0f\n\x07step_id\x18\x05 \x01(\t\x12\x11\n\ttask_name\x18\x06 \x01(\t\x12\x18\n\x10\x63ontract_version\x18\x07 \x01(\t\x12%\n\x05input\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x17\n\x0fidempotency_key\x18\t \x01(\t\x12\x0f\n\x07\x61ttempt\x18\n \x01(\r\x12\x12\n\nredelivery\x18\x0b \x01(\x08\x12\x18\n\x0b\x64\x65\x61\x64line_ms\x18\x0c \x01(\x04H\x00\x88\x01\x01\x12\x17\n\ntimeout_ms\x18\r \x01(\x04H\x01\x88\x01\x01\x12\x13\n\x0btraceparent\x18\x0e \x01(\tB\x0e\n\x0c_deadline_msB\r\n\x0b_timeout_ms\"L\n\x13\x43ompleteTaskRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12&\n\x06output\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\"\x87\x01\n\x0f\x46\x61ilTaskRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x12\n\nerror_code\x18\x02 \x01(\t\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x11\n\tretryable\x18\x04 \x01(\x08\x12\'\n\x07\x64\x65tails\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\"1\n\rTaskResultAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xbd\x01\n\x15ReportThenPollRequest\x12\x38\n\x08\x63omplete\x18\x01 \x01(\x0b\x32$.orbit.worker.v1.CompleteTaskRequestH\x00\x12\x30\n\x04\x66\x61il\x18\x02 \x01(\x0b\x32 .orbit.worker.v1.FailTaskRequestH\x00\x12.\n\x04poll\x18\x03 \x01(\x0b\x32 .orbit.worker.v1.PollTaskRequestB\x08\n\x06result\"\x8c\x01\n\x16ReportThenPollResponse\x12+\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x1e.orbit.worker.v1.TaskResultAck\x12\x31\n\x04task\x18\x02 \x01(\x0b\x32#.orbit.worker.v1.ExecuteTaskRequest\x12\x12\n\npoll_error\x18\x03 \x01(\t\"4\n\x17UnregisterWorkerRequest\x12\x19\n\x11worker_session_id\x18\x01 \x01(\t\",\n\x18UnregisterWorkerResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x32\x89\x05\n\rWorkerService\x12\x61\n\x0eRegisterWorker\x12&.orbit.worker.v1.RegisterWorkerRequest\x1a\'.orbit.worker.v1.RegisterWorkerResponse\x12R\n\tHeartbeat\x12!.orbit.worker.v1.HeartbeatRequest\x1a\".orbit.worker.v1.HeartbeatResponse\x12Q\n\x08PollTask\x12 .orbit.worker.v1.PollTaskRequest\x1a#.orbit.worker.v1.ExecuteTaskRequest\x12T\n\x0c\x43ompleteTask\x12$.orbit.worker.v1.CompleteTaskRequest\x1a\x1e.orbit.worker.v1.TaskResultAck\x12L\n\x08\x46\x61ilTask\x12 .orbit.worker.v1.FailTaskRequest\x1a\x1e.orbit.worker.v1.TaskResultAck\x12g\n\x10UnregisterWorker\x12(.orbit.worker.v1.UnregisterWorkerRequest\x1a).orbit.worker.v1.UnregisterWorkerResponse\x12\x61\n\x0eReportThenPoll\x12&.orbit.worker.v1.ReportThenPollRequest\x1a\'.orbit.worker.v1.ReportThenPollResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,28 +34,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASKCONTRACT']._serialized_start=79
   _globals['_TASKCONTRACT']._serialized_end=184
-  _globals['_REGISTERWORKERREQUEST']._serialized_start=186
-  _globals['_REGISTERWORKERREQUEST']._serialized_end=308
-  _globals['_REGISTERWORKERRESPONSE']._serialized_start=311
-  _globals['_REGISTERWORKERRESPONSE']._serialized_end=457
-  _globals['_HEARTBEATREQUEST']._serialized_start=459
-  _globals['_HEARTBEATREQUEST']._serialized_end=504
-  _globals['_HEARTBEATRESPONSE']._serialized_start=506
-  _globals['_HEARTBEATRESPONSE']._serialized_end=559
-  _globals['_POLLTASKREQUEST']._serialized_start=561
-  _globals['_POLLTASKREQUEST']._serialized_end=622
-  _globals['_EXECUTETASKREQUEST']._serialized_start=625
-  _globals['_EXECUTETASKREQUEST']._serialized_end=992
-  _globals['_COMPLETETASKREQUEST']._serialized_start=994
-  _globals['_COMPLETETASKREQUEST']._serialized_end=1070
-  _globals['_FAILTASKREQUEST']._serialized_start=1073
-  _globals['_FAILTASKREQUEST']._serialized_end=1208
-  _globals['_TASKRESULTACK']._serialized_start=1210
-  _globals['_TASKRESULTACK']._serialized_end=1259
-  _globals['_UNREGISTERWORKERREQUEST']._serialized_start=1261
-  _globals['_UNREGISTERWORKERREQUEST']._serialized_end=1313
-  _globals['_UNREGISTERWORKERRESPONSE']._serialized_start=1315
-  _globals['_UNREGISTERWORKERRESPONSE']._serialized_end=1359
-  _globals['_WORKERSERVICE']._serialized_start=1362
-  _globals['_WORKERSERVICE']._serialized_end=1912
+  _globals['_REGISTERWORKERREQUEST']._serialized_start=187
+  _globals['_REGISTERWORKERREQUEST']._serialized_end=329
+  _globals['_REGISTERWORKERRESPONSE']._serialized_start=332
+  _globals['_REGISTERWORKERRESPONSE']._serialized_end=498
+  _globals['_HEARTBEATREQUEST']._serialized_start=500
+  _globals['_HEARTBEATREQUEST']._serialized_end=545
+  _globals['_HEARTBEATRESPONSE']._serialized_start=547
+  _globals['_HEARTBEATRESPONSE']._serialized_end=600
+  _globals['_POLLTASKREQUEST']._serialized_start=602
+  _globals['_POLLTASKREQUEST']._serialized_end=663
+  _globals['_EXECUTETASKREQUEST']._serialized_start=666
+  _globals['_EXECUTETASKREQUEST']._serialized_end=1033
+  _globals['_COMPLETETASKREQUEST']._serialized_start=1035
+  _globals['_COMPLETETASKREQUEST']._serialized_end=1111
+  _globals['_FAILTASKREQUEST']._serialized_start=1114
+  _globals['_FAILTASKREQUEST']._serialized_end=1249
+  _globals['_TASKRESULTACK']._serialized_start=1251
+  _globals['_TASKRESULTACK']._serialized_end=1300
+  _globals['_REPORTTHENPOLLREQUEST']._serialized_start=1303
+  _globals['_REPORTTHENPOLLREQUEST']._serialized_end=1492
+  _globals['_REPORTTHENPOLLRESPONSE']._serialized_start=1495
+  _globals['_REPORTTHENPOLLRESPONSE']._serialized_end=1635
+  _globals['_UNREGISTERWORKERREQUEST']._serialized_start=1637
+  _globals['_UNREGISTERWORKERREQUEST']._serialized_end=1689
+  _globals['_UNREGISTERWORKERRESPONSE']._serialized_start=1691
+  _globals['_UNREGISTERWORKERRESPONSE']._serialized_end=1735
+  _globals['_WORKERSERVICE']._serialized_start=1738
+  _globals['_WORKERSERVICE']._serialized_end=2387
 # @@protoc_insertion_point(module_scope)

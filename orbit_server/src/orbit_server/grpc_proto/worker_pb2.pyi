@@ -20,30 +20,34 @@ class TaskContract(_message.Message):
     def __init__(self, task_name: _Optional[str] = ..., contract_version: _Optional[str] = ..., contract_hash: _Optional[str] = ..., contract_json: _Optional[str] = ...) -> None: ...
 
 class RegisterWorkerRequest(_message.Message):
-    __slots__ = ("worker_id", "runtime", "contracts", "sdk")
+    __slots__ = ("worker_id", "runtime", "contracts", "sdk", "extensions")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
     CONTRACTS_FIELD_NUMBER: _ClassVar[int]
     SDK_FIELD_NUMBER: _ClassVar[int]
+    EXTENSIONS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     runtime: str
     contracts: _containers.RepeatedCompositeFieldContainer[TaskContract]
     sdk: str
-    def __init__(self, worker_id: _Optional[str] = ..., runtime: _Optional[str] = ..., contracts: _Optional[_Iterable[_Union[TaskContract, _Mapping]]] = ..., sdk: _Optional[str] = ...) -> None: ...
+    extensions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., runtime: _Optional[str] = ..., contracts: _Optional[_Iterable[_Union[TaskContract, _Mapping]]] = ..., sdk: _Optional[str] = ..., extensions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterWorkerResponse(_message.Message):
-    __slots__ = ("accepted", "worker_session_id", "heartbeat_interval_ms", "session_timeout_ms", "warnings")
+    __slots__ = ("accepted", "worker_session_id", "heartbeat_interval_ms", "session_timeout_ms", "warnings", "extensions")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     WORKER_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    EXTENSIONS_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     worker_session_id: str
     heartbeat_interval_ms: int
     session_timeout_ms: int
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, accepted: _Optional[bool] = ..., worker_session_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    extensions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, accepted: _Optional[bool] = ..., worker_session_id: _Optional[str] = ..., heartbeat_interval_ms: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ..., extensions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("worker_session_id",)
@@ -128,6 +132,26 @@ class TaskResultAck(_message.Message):
     accepted: bool
     reason: str
     def __init__(self, accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReportThenPollRequest(_message.Message):
+    __slots__ = ("complete", "fail", "poll")
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    FAIL_FIELD_NUMBER: _ClassVar[int]
+    POLL_FIELD_NUMBER: _ClassVar[int]
+    complete: CompleteTaskRequest
+    fail: FailTaskRequest
+    poll: PollTaskRequest
+    def __init__(self, complete: _Optional[_Union[CompleteTaskRequest, _Mapping]] = ..., fail: _Optional[_Union[FailTaskRequest, _Mapping]] = ..., poll: _Optional[_Union[PollTaskRequest, _Mapping]] = ...) -> None: ...
+
+class ReportThenPollResponse(_message.Message):
+    __slots__ = ("ack", "task", "poll_error")
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    POLL_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ack: TaskResultAck
+    task: ExecuteTaskRequest
+    poll_error: str
+    def __init__(self, ack: _Optional[_Union[TaskResultAck, _Mapping]] = ..., task: _Optional[_Union[ExecuteTaskRequest, _Mapping]] = ..., poll_error: _Optional[str] = ...) -> None: ...
 
 class UnregisterWorkerRequest(_message.Message):
     __slots__ = ("worker_session_id",)

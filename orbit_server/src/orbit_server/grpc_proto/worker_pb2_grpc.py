@@ -64,6 +64,11 @@ class WorkerServiceStub:
                 request_serializer=orbit_dot_worker_dot_v1_dot_worker__pb2.UnregisterWorkerRequest.SerializeToString,
                 response_deserializer=orbit_dot_worker_dot_v1_dot_worker__pb2.UnregisterWorkerResponse.FromString,
                 _registered_method=True)
+        self.ReportThenPoll = channel.unary_unary(
+                '/orbit.worker.v1.WorkerService/ReportThenPoll',
+                request_serializer=orbit_dot_worker_dot_v1_dot_worker__pb2.ReportThenPollRequest.SerializeToString,
+                response_deserializer=orbit_dot_worker_dot_v1_dot_worker__pb2.ReportThenPollResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -111,6 +116,14 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportThenPoll(self, request, context):
+        """Extension result-then-poll: reports a result, then polls for the next
+        task (POST /v1/tasks/complete or /v1/tasks/fail with a `poll` field).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +156,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.UnregisterWorker,
                     request_deserializer=orbit_dot_worker_dot_v1_dot_worker__pb2.UnregisterWorkerRequest.FromString,
                     response_serializer=orbit_dot_worker_dot_v1_dot_worker__pb2.UnregisterWorkerResponse.SerializeToString,
+            ),
+            'ReportThenPoll': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportThenPoll,
+                    request_deserializer=orbit_dot_worker_dot_v1_dot_worker__pb2.ReportThenPollRequest.FromString,
+                    response_serializer=orbit_dot_worker_dot_v1_dot_worker__pb2.ReportThenPollResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -307,6 +325,33 @@ class WorkerService:
             '/orbit.worker.v1.WorkerService/UnregisterWorker',
             orbit_dot_worker_dot_v1_dot_worker__pb2.UnregisterWorkerRequest.SerializeToString,
             orbit_dot_worker_dot_v1_dot_worker__pb2.UnregisterWorkerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportThenPoll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/orbit.worker.v1.WorkerService/ReportThenPoll',
+            orbit_dot_worker_dot_v1_dot_worker__pb2.ReportThenPollRequest.SerializeToString,
+            orbit_dot_worker_dot_v1_dot_worker__pb2.ReportThenPollResponse.FromString,
             options,
             channel_credentials,
             insecure,

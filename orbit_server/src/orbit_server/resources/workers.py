@@ -3,23 +3,36 @@
 This binding reads JSON bodies and hands each call to `worker_calls`, which
 the gRPC binding shares: a per-worker identity's rules (chapter 45) are
 checked there for a registration (`auth.check_register`) and by the engine
-for everything else, with the worker id the credential is bound to."""
+for everything else, with the worker id the credential is bound to.
+
+A result may carry the poll that follows it (the `result-then-poll`
+extension, worker_calls.py): `"poll": {"worker_session_id", "wait_ms"}` in
+the complete or fail body. The whole body is read and checked before the
+result is reported, so a malformed poll is refused (422) with the result
+untouched; the answer is the result's, with `task` (the next task, or null
+when none came within wait_ms) or, when the poll could not be made,
+`poll_error` (the error object the poll alone would have had). A server
+that does not offer the extension ignores the field, as the book has it do
+with any field it does not know."""
 
 from __future__ import annotations
 
 import functools
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
 import falcon
 
+from orbit_core.api import Accepted
 from orbit_core.engine.facade import EngineApi
 from orbit_server.auth import caller
 from orbit_server.body import Fields, read_json
 from orbit_server.contract_check import presented
+from orbit_server.errors import bad_body
 from orbit_server.resources._json import send
 from orbit_server.resources._peer import connection_probe, handed_over
 from orbit_server.task_use import TaskUse
-from orbit_server.worker_calls import WorkerCalls
+from orbit_server.worker_calls import NextPoll, WorkerCalls
 
 
 class Workers:
@@ -55,12 +68,16 @@ class WorkerProtocol:
             for i, entry in enumerate(body.raw_list("contracts"))
             if (found := presented(entry, f"contracts[{i}]")) is not None
         ]
-        send(
-            resp,
-            self._calls.register(
-                caller(req), worker_id, runtime, contracts, body.string("sdk"), presented=hashes
-            ),
+        answer = self._calls.register(
+            caller(req),
+            worker_id,
+            runtime,
+            contracts,
+            body.string("sdk"),
+            presented=hashes,
+            asked=_names(body.any("extensions")),
         )
+        send(resp, answer)
 
     def on_post_heartbeat(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self._fields(req).required_string("worker_session_id")
@@ -83,21 +100,63 @@ class WorkerProtocol:
 
     def on_post_complete(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)
-        send(
-            resp,
-            self._calls.complete(caller(req), body.required_string("token"), body.any("output")),
-        )
+        token = body.required_string("token")
+        poll = self._next_poll(body)
+        ack = self._calls.complete(caller(req), token, body.any("output"))
+        self._answer(req, resp, ack, poll)
 
     def on_post_fail(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)
-        send(
-            resp,
-            self._calls.fail(
-                caller(req),
-                body.required_string("token"),
-                error_code=body.required_string("error_code"),
-                error_message=body.string("error_message") or "",
-                retryable=body.boolean("retryable", True),
-                details=body.any("details"),
-            ),
+        token = body.required_string("token")
+        error_code = body.required_string("error_code")
+        error_message = body.string("error_message") or ""
+        retryable = body.boolean("retryable", True)
+        poll = self._next_poll(body)
+        ack = self._calls.fail(
+            caller(req),
+            token,
+            error_code=error_code,
+            error_message=error_message,
+            retryable=retryable,
+            details=body.any("details"),
         )
+        self._answer(req, resp, ack, poll)
+
+    def _next_poll(self, body: Fields) -> NextPoll | None:
+        """The poll a result carries, when the server offers result-then-poll."""
+        poll = body.object("poll") if self._calls.result_then_poll else None
+        if poll is None:
+            return None
+        return NextPoll(poll.required_string("worker_session_id"), poll.integer("wait_ms"))
+
+    def _answer(
+        self, req: falcon.Request, resp: falcon.Response, ack: Accepted, poll: NextPoll | None
+    ) -> None:
+        """The result's answer, with what its poll found (if it carried one)."""
+        if poll is None:
+            send(resp, ack)
+            return
+        connected = connection_probe(req.env)
+        found = self._calls.then_poll(caller(req), poll, connected)
+        answer: dict[str, Any] = dict(ack)
+        if found.error is not None:
+            answer["poll_error"] = {"code": found.error.code, "message": found.error.message}
+            send(resp, answer)
+            return
+        task = found.task
+        answer["task"] = task
+        if task is None:
+            send(resp, answer)
+            return
+        undelivered: Callable[[], None] = functools.partial(self._calls.undelivered, task)
+        send(resp, answer, stream=lambda data: handed_over(data, connected, undelivered))
+
+
+def _names(value: Any) -> list[str] | None:
+    """The `extensions` a registration names: strings (others are skipped,
+    so a list the server cannot read offers nothing), None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise bad_body("extensions: invalid type, expected a sequence of strings")
+    return [name for name in value if isinstance(name, str)]

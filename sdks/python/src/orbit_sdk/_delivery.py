@@ -19,6 +19,16 @@ without one), so the SDK reports the attempt as failed instead, once, with a
 non-retryable INVALID_RESULT and a small body that carries the runtime's error.
 A refusal of the credentials (401, 403) gets no fallback: the fallback would be
 refused the same way.
+
+When the runtime offered the result-then-poll extension at registration, a
+report carries the poll thread's next poll (`poll`), and the runtime answers
+the result and then hands over the next task, if one comes within the wait:
+one request per task instead of two. The result's own rules are unchanged:
+a report retried after a lost answer is harmless (the runtime redelivers a
+task whose answer did not reach us), a refused report took no task, and an
+answer without a task (none came, or the poll could not be made) sends the
+thread back to polling on its own, which meets a lost session as usual. A
+worker that is shutting down asks for no further task.
 """
 
 from __future__ import annotations
@@ -60,22 +70,43 @@ class Reporter:
         self._stopping = stopping
         self._random = random_source
 
-    def deliver(self, ctx: Context, outcome: Outcome) -> None:
-        """Reports outcome; if the runtime refuses it, reports a failure in its place."""
-        refusal = self._send(ctx, outcome)
+    def deliver(
+        self, ctx: Context, outcome: Outcome, poll_wait_ms: int | None = None
+    ) -> dict[str, Any] | None:
+        """Reports outcome; if the runtime refuses it, reports a failure in its
+        place. With `poll_wait_ms`, the report carries the next poll when the
+        runtime offers it: the task it brought back, else None."""
+        refusal, task = self._send(ctx, outcome, poll_wait_ms)
         if refusal is None:
-            return
+            return task
         fallback = _fallback(ctx, outcome, refusal)
         if fallback is not None:
             fields = {**ctx._identity(), "error": str(refusal)}
             log_fields(logging.WARNING, "result refused; reporting the attempt as failed", fields)
-            refusal = self._send(ctx, fallback)
+            refusal, task = self._send(ctx, fallback, poll_wait_ms)
         if refusal is not None:
             fields = {**ctx._identity(), "error": str(refusal)}
             log_fields(logging.ERROR, "result refused", fields)
+        return task
 
-    def _send(self, ctx: Context, outcome: Outcome) -> ApiError | None:
-        """Sends until answered; the error if refused, None once answered or given up."""
+    def _body(self, outcome: Outcome, poll_wait_ms: int | None) -> dict[str, Any]:
+        """The report's body, with the next poll when there is to be one."""
+        session_id = self._session.id
+        if (
+            poll_wait_ms is None
+            or session_id is None
+            or not self._session.result_then_poll
+            or self._stopping.is_set()
+        ):
+            return outcome.body
+        poll = {"worker_session_id": session_id, "wait_ms": poll_wait_ms}
+        return {**outcome.body, "poll": poll}
+
+    def _send(
+        self, ctx: Context, outcome: Outcome, poll_wait_ms: int | None
+    ) -> tuple[ApiError | None, dict[str, Any] | None]:
+        """Sends until answered: the error if refused, None once answered or
+        given up; and the task the answer brought, if any."""
         backoff = Backoff(self._random)
         # This result's own: the runtime may answer polls and still fail it.
         contact = Contact(back=lambda away: _delivered_after(away, ctx))
@@ -83,33 +114,44 @@ class Reporter:
         last_chance = False
         while True:
             session_id = self._session.id
+            body = self._body(outcome, poll_wait_ms)
             try:
-                _, answer = self._client.post(outcome.path, outcome.body)
+                if body is outcome.body:
+                    _, answer = self._client.post(outcome.path, body)
+                else:
+                    _, answer = self._client._post_waiting(outcome.path, body)
             except ApiError as exc:
+                if body is not outcome.body and self._stopping.is_set():
+                    # Shutdown ended the wait for a next task: the result goes
+                    # again, without the poll (sending it twice is harmless).
+                    continue
                 if not is_away(exc):
                     contact.answered()
                 if is_unknown_session(exc):
                     self._session.renew(session_id)
                 elif not is_away(exc):
-                    return exc
+                    return exc, None
                 fields = {**ctx._identity(), "error": describe(exc)}
                 if last_chance:
                     log_fields(logging.WARNING, "result not delivered before shutdown", fields)
-                    return None
+                    return None, None
                 delay = backoff.next_delay()
                 if time.monotonic() + delay > give_up_at:
                     message = f"result not delivered after {RESULT_RETRY_WINDOW_S:g}s of retries"
                     log_fields(logging.ERROR, message, fields)
-                    return None
+                    return None, None
                 message = f"result delivery failed: {describe(exc)}; retrying in {delay:.1f}s"
                 contact.failed(fields_line(message, ctx._identity()))
                 last_chance = self._stopping.wait(delay)
                 continue
             contact.answered()
-            if isinstance(answer, dict) and answer.get("accepted") is False:
+            if not isinstance(answer, dict):
+                return None, None
+            if answer.get("accepted") is False:
                 fields = {**ctx._identity(), "reason": answer.get("reason")}
                 log_fields(logging.INFO, "result ignored", fields)
-            return None
+            task = answer.get("task")
+            return None, task if isinstance(task, dict) else None
 
 
 def _delivered_after(away: float, ctx: Context) -> str:

@@ -59,6 +59,10 @@ class Transport:
         self._idle: list[http.client.HTTPConnection] = []
         # Connections a request is using now, for interrupt().
         self._busy: set[http.client.HTTPConnection] = set()
+        # Those of them waiting for work (polls), for interrupt(waiting=True).
+        self._waiting: set[http.client.HTTPConnection] = set()
+        # Those interrupt() ended: their requests are not sent again.
+        self._ended: set[http.client.HTTPConnection] = set()
 
     def request(
         self,
@@ -69,21 +73,24 @@ class Transport:
         headers: dict[str, str],
         timeout: float,
         replayable: bool,
+        waiting: bool = False,
     ) -> Response:
         """Sends one request; ConnectionFailure when no response arrives.
 
         replayable says whether the request may be sent a second time when a
-        reused connection turns out to have been closed by the server.
+        reused connection turns out to have been closed by the server;
+        waiting, whether its answer waits for work (a poll), so that
+        interrupt(waiting=True) ends it.
         """
         target = self._base_path + path
-        conn, reused = self._acquire(timeout)
+        conn, reused = self._acquire(timeout, waiting)
         try:
             response = self._exchange(conn, method, target, body, headers)
         except _Stale as stale:
-            if not (reused and replayable):
+            if not (reused and replayable) or self._was_ended(conn):
                 raise ConnectionFailure(stale.reason) from None
             self._forget(conn)
-            conn = self._new_connection(timeout)
+            conn = self._new_connection(timeout, waiting)
             try:
                 response = self._exchange(conn, method, target, body, headers)
             except _Stale as again:
@@ -93,21 +100,29 @@ class Transport:
         self._release(conn)
         return response
 
-    def interrupt(self) -> None:
+    def interrupt(self, waiting: bool = False) -> None:
         """Ends the requests in progress (a worker's open long polls at
-        shutdown): their sockets are shut down, so each fails at once with
-        ConnectionFailure in its own thread, which closes it."""
+        shutdown), or only those waiting for work: their sockets are shut
+        down, so each fails at once with ConnectionFailure in its own
+        thread, which closes it."""
         with self._lock:
-            busy = list(self._busy)
+            busy = list(self._waiting if waiting else self._busy)
+            self._ended.update(busy)
         for conn in busy:
             sock = conn.sock
             if sock is not None:
                 with contextlib.suppress(OSError):  # already closed by its thread
                     sock.shutdown(socket.SHUT_RDWR)
 
+    def _was_ended(self, conn: http.client.HTTPConnection) -> bool:
+        with self._lock:
+            return conn in self._ended
+
     def _forget(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
             self._busy.discard(conn)
+            self._waiting.discard(conn)
+            self._ended.discard(conn)
 
     def close(self) -> None:
         """Closes every idle connection; a later request opens a new one."""
@@ -116,18 +131,20 @@ class Transport:
         for conn in idle:
             conn.close()
 
-    def _acquire(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+    def _acquire(self, timeout: float, waiting: bool) -> tuple[http.client.HTTPConnection, bool]:
         """An open idle connection if there is one, else a new one (not yet open)."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return self._new_connection(timeout), False
+                return self._new_connection(timeout, waiting), False
             if conn.sock is not None and not _is_dropped(conn.sock):
                 conn.timeout = timeout
                 conn.sock.settimeout(timeout)
                 with self._lock:
                     self._busy.add(conn)
+                    if waiting:
+                        self._waiting.add(conn)
                 return conn, True
             conn.close()
 
@@ -140,7 +157,7 @@ class Transport:
                 return
         conn.close()
 
-    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
+    def _new_connection(self, timeout: float, waiting: bool) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection
         if self._https:
             conn = http.client.HTTPSConnection(
@@ -150,6 +167,8 @@ class Transport:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         with self._lock:
             self._busy.add(conn)
+            if waiting:
+                self._waiting.add(conn)
         return conn
 
     @staticmethod

@@ -12,6 +12,9 @@ from orbit_sdk.client import ApiError, Client
 
 REGISTER = "/v1/workers/register"
 DEFAULT_HEARTBEAT_INTERVAL_MS = 5000
+# The runtime's worker protocol extension this SDK can use: a result that
+# carries the next poll (docs/worker-protocol.md in the ORBIT repository).
+RESULT_THEN_POLL = "result-then-poll"
 
 
 def is_transient(error: ApiError) -> bool:
@@ -52,11 +55,15 @@ class Session:
         self._client = client
         self._random = random_source
         self._contact = contact
-        self._announcement = announcement
+        # Asks for the extensions this SDK uses; a runtime that does not know
+        # the field ignores it and answers the book's protocol.
+        self._announcement = {**announcement, "extensions": [RESULT_THEN_POLL]}
         self._stopping = stopping
         self._lock = threading.Lock()
         self._id: str | None = None
         self._heartbeat_interval_ms = DEFAULT_HEARTBEAT_INTERVAL_MS
+        # Whether the runtime offered result-then-poll at the last registration.
+        self.result_then_poll = False
 
     @property
     def id(self) -> str | None:
@@ -105,6 +112,8 @@ class Session:
             self._id = str(answer["worker_session_id"])
             interval = answer.get("heartbeat_interval_ms")
             self._heartbeat_interval_ms = int(interval or DEFAULT_HEARTBEAT_INTERVAL_MS)
+            # A runtime restarted with other settings may offer less: read anew.
+            self.result_then_poll = RESULT_THEN_POLL in (answer.get("extensions") or [])
             LOGGER.info(
                 "worker %s registered (%d tasks)",
                 self._announcement["worker_id"],

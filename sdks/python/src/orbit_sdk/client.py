@@ -77,6 +77,11 @@ class Client:
     def post(self, path: str, body: Any) -> tuple[int, Any]:
         return self._call("POST", path, body, self.timeout)
 
+    def _post_waiting(self, path: str, body: Any) -> tuple[int, Any]:
+        """A POST whose answer waits for work (a poll): _interrupt(waiting=True)
+        ends it."""
+        return self._call("POST", path, body, self.timeout, waiting=True)
+
     def start(
         self,
         workflow: str,
@@ -129,10 +134,10 @@ class Client:
         """Closes the kept-alive connections that are not in use."""
         self._transport.close()
 
-    def _interrupt(self) -> None:
+    def _interrupt(self, waiting: bool = False) -> None:
         """Ends the requests in progress with a connection error (the
-        worker's open long polls, at shutdown)."""
-        self._transport.interrupt()
+        worker's open long polls, at shutdown), or only those waiting for work."""
+        self._transport.interrupt(waiting)
 
     def __enter__(self) -> Client:
         return self
@@ -140,7 +145,9 @@ class Client:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: Any, timeout: float) -> tuple[int, Any]:
+    def _call(
+        self, method: str, path: str, body: Any, timeout: float, waiting: bool = False
+    ) -> tuple[int, Any]:
         headers = {"accept": "application/json", "user-agent": USER_AGENT}
         if self._token:
             headers["authorization"] = f"Bearer {self._token}"
@@ -157,6 +164,7 @@ class Client:
                 headers=headers,
                 timeout=timeout,
                 replayable=replayable,
+                waiting=waiting,
             )
         except ConnectionFailure as exc:
             message = f"cannot reach ORBIT runtime at {self.server}: {exc}"

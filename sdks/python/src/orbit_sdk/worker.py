@@ -4,6 +4,8 @@ Threads of a running worker:
 
     caller of run()   registers, waits for stop(), drains, unregisters
     orbit-poll-<i>    concurrency of them: poll, run one task, report, repeat
+                      (when the runtime offers result-then-poll, the report
+                      carries the next poll and its answer the next task)
     orbit-heartbeat   heartbeats at the runtime's interval; sets ctx.cancelled
 
 Shutdown (SIGINT, SIGTERM or stop()) does not wait for open long polls: the
@@ -185,6 +187,9 @@ class Worker:
         # A timed wait keeps the main thread responsive to signals everywhere.
         while not self._stopping.wait(STOP_CHECK_INTERVAL_S):
             pass
+        # Results that carry a poll must not hold the shutdown for the poll's
+        # wait: ended now, each is sent again without it (_delivery.py).
+        client._interrupt(waiting=True)
         with self._busy_changed:
             running = self._busy
         if running:
@@ -247,57 +252,63 @@ class Worker:
     def _poll_loop(self, client: Client, session: Session, reporter: Reporter) -> None:
         backoff = Backoff(self._random)
         lost_session = False
+        # A task the last result's answer brought (result-then-poll).
+        task: dict[str, Any] | None = None
         while not self._stopping.is_set():
-            session_id = session.id
-            try:
-                _, task = client.post(
-                    POLL, {"worker_session_id": session_id, "wait_ms": self.poll_wait_ms}
-                )
-            except ApiError as exc:
-                if self._stopping.is_set():
-                    return  # the client was closed under a poll left open
-                if not is_away(exc):
-                    self._contact.answered()
-                if is_unknown_session(exc):
-                    session.renew(session_id)
-                    # A runtime that forgets every new session must not be
-                    # hammered: only the first loss is retried at once.
-                    if lost_session:
-                        self._stopping.wait(backoff.next_delay())
-                    lost_session = True
-                    continue
-                delay = backoff.next_delay()
-                line = f"poll failed: {describe(exc)}; retrying in {delay:.1f}s"
-                if is_away(exc):
-                    self._contact.failed(line)
-                else:
-                    LOGGER.warning("%s", line)
-                self._stopping.wait(delay)
-                continue
-            self._contact.answered()
-            backoff.reset()
-            lost_session = False
-            if task is not None:
-                with self._busy_changed:
-                    if self._stopping.is_set():
-                        log_fields(
-                            logging.INFO,
-                            "shutting down: not starting a task that arrived; "
-                            "unregistering hands it back",
-                            {"task": task.get("task_name"), "token": task.get("token")},
-                        )
-                        return
-                    self._busy += 1
+            if task is None:
+                session_id = session.id
                 try:
-                    self._execute(reporter, task)
-                except Exception:
-                    LOGGER.exception("could not process a task assignment: %r", task)
-                finally:
-                    with self._busy_changed:
-                        self._busy -= 1
-                        self._busy_changed.notify_all()
+                    _, task = client._post_waiting(
+                        POLL, {"worker_session_id": session_id, "wait_ms": self.poll_wait_ms}
+                    )
+                except ApiError as exc:
+                    if self._stopping.is_set():
+                        return  # the client was closed under a poll left open
+                    if not is_away(exc):
+                        self._contact.answered()
+                    if is_unknown_session(exc):
+                        session.renew(session_id)
+                        # A runtime that forgets every new session must not be
+                        # hammered: only the first loss is retried at once.
+                        if lost_session:
+                            self._stopping.wait(backoff.next_delay())
+                        lost_session = True
+                        continue
+                    delay = backoff.next_delay()
+                    line = f"poll failed: {describe(exc)}; retrying in {delay:.1f}s"
+                    if is_away(exc):
+                        self._contact.failed(line)
+                    else:
+                        LOGGER.warning("%s", line)
+                    self._stopping.wait(delay)
+                    continue
+                self._contact.answered()
+                backoff.reset()
+                lost_session = False
+                if task is None:
+                    continue
+            with self._busy_changed:
+                if self._stopping.is_set():
+                    log_fields(
+                        logging.INFO,
+                        "shutting down: not starting a task that arrived; "
+                        "unregistering hands it back",
+                        {"task": task.get("task_name"), "token": task.get("token")},
+                    )
+                    return
+                self._busy += 1
+            try:
+                task = self._execute(reporter, task)
+            except Exception:
+                LOGGER.exception("could not process a task assignment: %r", task)
+                task = None
+            finally:
+                with self._busy_changed:
+                    self._busy -= 1
+                    self._busy_changed.notify_all()
 
-    def _execute(self, reporter: Reporter, task: dict[str, Any]) -> None:
+    def _execute(self, reporter: Reporter, task: dict[str, Any]) -> dict[str, Any] | None:
+        """Runs and reports the task; the next task, when the report brought one."""
         ctx = Context._from_assignment(task)
         entry = self._handlers.get(ctx.task_name)
         log_fields(
@@ -312,7 +323,7 @@ class Worker:
         finally:
             with self._inflight_lock:
                 self._inflight.pop(ctx.token, None)
-        reporter.deliver(ctx, outcome)
+        return reporter.deliver(ctx, outcome, self.poll_wait_ms)
 
     def _heartbeat_loop(self, client: Client, session: Session) -> None:
         while not self._stopping.wait(session.heartbeat_interval_s):

@@ -29,6 +29,13 @@ import java.util.Set;
  * a non-retryable INVALID_RESULT failure is reported in its place, once.
  * Refused credentials (401, 403) get no stand-in: it would be refused the
  * same way.
+ *
+ * <p>When the runtime offers result-then-poll, a report carries the poll
+ * thread's next poll and its answer may bring the next task: one request per
+ * task instead of two. The report's rules stay: a refused report took no task,
+ * an answer without a task sends the thread back to its own poll (which meets
+ * a lost session as usual), and a report made once shutdown began carries no
+ * poll; one whose poll is waiting then is ended and sent again without it.
  */
 final class Reporter {
     /** Besides every 5xx: a proxy's timeout, and a runtime shedding load. */
@@ -48,63 +55,85 @@ final class Reporter {
         this.window = window;
     }
 
-    void deliver(TaskContext ctx, Worker.Outcome outcome) {
-        ApiException refusal = send(ctx, outcome);
-        if (refusal == null) {
-            return;
+    /** Reports the outcome (or a stand-in failure); the next task when an answer brought one. */
+    JsonNode deliver(TaskContext ctx, Worker.Outcome outcome) {
+        Sent sent = send(ctx, outcome);
+        if (sent.refusal() == null) {
+            return sent.next();
         }
+        ApiException refusal = sent.refusal();
         Worker.Outcome fallback = fallback(ctx, outcome, refusal);
         if (fallback != null) {
             logger.log(Level.WARNING, "result refused (" + refusal.getMessage()
                     + "); reporting the attempt as failed " + ctx.identity());
-            refusal = send(ctx, fallback);
+            sent = send(ctx, fallback);
+            if (sent.refusal() == null) {
+                return sent.next();
+            }
+            refusal = sent.refusal();
         }
-        if (refusal != null) {
-            logger.log(Level.ERROR, "result refused (" + refusal.getMessage() + ") " + ctx.identity());
-        }
+        logger.log(Level.ERROR, "result refused (" + refusal.getMessage() + ") " + ctx.identity());
+        return null;
     }
 
-    /** Sends until answered: the error if refused, null once answered or given up. */
-    private ApiException send(TaskContext ctx, Worker.Outcome outcome) {
+    /** What sending a report came to: the refusal, or the next task its answer brought. */
+    private record Sent(ApiException refusal, JsonNode next) {}
+
+    /** Sends until answered or given up. */
+    private Sent send(TaskContext ctx, Worker.Outcome outcome) {
         Backoff backoff = new Backoff(worker.random);
         long giveUpAt = System.nanoTime() + window.toNanos();
         boolean lastChance = false;
         while (true) {
             String sessionId = worker.session().id();
             JsonNode answer;
+            ObjectNode body = outcome.body();
+            boolean withPoll = worker.session().resultThenPoll() && worker.enterWait();
+            if (withPoll) {
+                body = body.deepCopy();
+                body.putObject("poll").put("worker_session_id", sessionId).put("wait_ms", worker.pollWaitMs());
+            }
             try {
-                answer = http.post(outcome.path(), outcome.body());
+                answer = http.post(outcome.path(), body);
             } catch (InterruptedException e) {
+                if (withPoll) {
+                    continue; // shutdown ended the wait: sent again without the poll (harmless twice)
+                }
                 // Nothing in the SDK interrupts a reporting thread; someone else wants it to end.
                 Thread.currentThread().interrupt();
                 logger.log(Level.WARNING, "result delivery interrupted " + ctx.identity());
-                return null;
+                return new Sent(null, null);
             } catch (ApiException e) {
                 if (e.isUnknownSession()) {
                     worker.session().renew(sessionId);
                 } else if (!(e.isConnectionError() || e.status() >= 500 || UNAVAILABLE.contains(e.status()))) {
-                    return e;
+                    return new Sent(e, null);
                 }
                 if (lastChance) {
                     logger.log(Level.WARNING, "result not delivered before shutdown (" + e.getMessage() + ") "
                             + ctx.identity());
-                    return null;
+                    return new Sent(null, null);
                 }
                 long delay = backoff.nextDelayMs();
                 if (System.nanoTime() + delay * 1_000_000L - giveUpAt > 0) {
                     logger.log(Level.ERROR, "result not delivered after " + Worker.seconds(window.toMillis())
                             + " of retries (" + e.getMessage() + ") " + ctx.identity());
-                    return null;
+                    return new Sent(null, null);
                 }
                 logger.log(Level.WARNING, "result delivery failed: " + e.getMessage() + "; retrying in "
                         + Worker.seconds(delay) + " " + ctx.identity());
                 lastChance = worker.awaitStop(delay);
                 continue;
+            } finally {
+                if (withPoll) {
+                    worker.leaveWait();
+                }
             }
             if (answer != null && answer.path("accepted").isBoolean() && !answer.path("accepted").asBoolean()) {
                 logger.log(Level.INFO, "result ignored: " + answer.path("reason").asText("") + " " + ctx.identity());
             }
-            return null;
+            JsonNode next = answer == null ? null : answer.get("task");
+            return new Sent(null, next != null && next.isObject() ? next : null);
         }
     }
 

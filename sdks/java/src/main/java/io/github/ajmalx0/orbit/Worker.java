@@ -57,6 +57,8 @@ public final class Worker {
     static final String USER_AGENT = "orbit-java/" + VERSION;
     static final String REGISTER = "/v1/workers/register";
     static final String POLL = "/v1/workers/poll";
+    /** The runtime's extension that lets a result carry the next poll (docs/worker-protocol.md). */
+    static final String RESULT_THEN_POLL = "result-then-poll";
     static final String HEARTBEAT = "/v1/workers/heartbeat";
     static final String UNREGISTER = "/v1/workers/unregister";
     static final String COMPLETE = "/v1/tasks/complete";
@@ -379,53 +381,85 @@ public final class Worker {
         return session;
     }
 
+    long pollWaitMs() {
+        return pollWait.toMillis();
+    }
+
+    /**
+     * Marks the calling thread as waiting for a task outside a poll (a result
+     * that carries the next poll), so that shutdown ends the wait as it ends
+     * a long poll; false, and nothing marked, once shutdown has begun.
+     */
+    boolean enterWait() {
+        synchronized (threadsLock) {
+            if (stopping) {
+                return false;
+            }
+            polling.add(Thread.currentThread());
+            return true;
+        }
+    }
+
+    /** Ends what {@link #enterWait} began; an interrupt meant for the wait is dropped. */
+    void leaveWait() {
+        synchronized (threadsLock) {
+            polling.remove(Thread.currentThread());
+        }
+        Thread.interrupted();
+    }
+
     private void pollLoop(Reporter reporter, ScheduledExecutorService deadlines) {
         Backoff backoff = new Backoff(random);
         boolean lostSession = false;
-        while (!stopping) {
-            String sessionId = session.id();
-            JsonNode task;
-            synchronized (threadsLock) {
-                if (stopping) {
-                    return;
-                }
-                polling.add(Thread.currentThread());
-            }
-            try {
-                ObjectNode body = mapper.createObjectNode()
-                        .put("worker_session_id", sessionId)
-                        .put("wait_ms", pollWait.toMillis());
-                task = http.post(POLL, body);
-            } catch (InterruptedException e) {
-                continue; // shutdown ended the long poll; the loop condition sees it
-            } catch (ApiException e) {
-                if (stopping) {
-                    return;
-                }
-                if (e.isUnknownSession()) {
-                    session.renew(sessionId);
-                    // A runtime that forgets every new session must not be hammered.
-                    if (lostSession) {
-                        awaitStop(backoff.nextDelayMs());
+        // A task the last result's answer brought (result-then-poll).
+        JsonNode next = null;
+        while (next != null || !stopping) {
+            JsonNode task = next;
+            next = null;
+            if (task == null) {
+                String sessionId = session.id();
+                synchronized (threadsLock) {
+                    if (stopping) {
+                        return;
                     }
-                    lostSession = true;
+                    polling.add(Thread.currentThread());
+                }
+                try {
+                    ObjectNode body = mapper.createObjectNode()
+                            .put("worker_session_id", sessionId)
+                            .put("wait_ms", pollWait.toMillis());
+                    task = http.post(POLL, body);
+                } catch (InterruptedException e) {
+                    continue; // shutdown ended the long poll; the loop condition sees it
+                } catch (ApiException e) {
+                    if (stopping) {
+                        return;
+                    }
+                    if (e.isUnknownSession()) {
+                        session.renew(sessionId);
+                        // A runtime that forgets every new session must not be hammered.
+                        if (lostSession) {
+                            awaitStop(backoff.nextDelayMs());
+                        }
+                        lostSession = true;
+                        continue;
+                    }
+                    long delay = backoff.nextDelayMs();
+                    logger.log(Level.WARNING, "poll failed: " + e.getMessage() + "; retrying in " + seconds(delay));
+                    awaitStop(delay);
+                    continue;
+                } finally {
+                    synchronized (threadsLock) {
+                        polling.remove(Thread.currentThread());
+                    }
+                    // An interrupt meant for the poll must not reach the task.
+                    Thread.interrupted();
+                }
+                backoff.reset();
+                lostSession = false;
+                if (task == null || !task.hasNonNull("token")) {
                     continue;
                 }
-                long delay = backoff.nextDelayMs();
-                logger.log(Level.WARNING, "poll failed: " + e.getMessage() + "; retrying in " + seconds(delay));
-                awaitStop(delay);
-                continue;
-            } finally {
-                synchronized (threadsLock) {
-                    polling.remove(Thread.currentThread());
-                }
-                // An interrupt meant for the poll must not reach the task.
-                Thread.interrupted();
-            }
-            backoff.reset();
-            lostSession = false;
-            if (task == null || !task.hasNonNull("token")) {
-                continue;
             }
             synchronized (busyLock) {
                 if (stopping) {
@@ -436,7 +470,7 @@ public final class Worker {
                 busy++;
             }
             try {
-                execute(reporter, deadlines, task);
+                next = execute(reporter, deadlines, task);
             } catch (RuntimeException e) {
                 logger.log(Level.ERROR, "could not process a task assignment: " + task, e);
             } finally {
@@ -448,7 +482,8 @@ public final class Worker {
         }
     }
 
-    private void execute(Reporter reporter, ScheduledExecutorService deadlines, JsonNode task) {
+    /** Runs and reports a task; the next task when the report's answer brought one. */
+    private JsonNode execute(Reporter reporter, ScheduledExecutorService deadlines, JsonNode task) {
         TaskContext ctx = new TaskContext(task, logger);
         Registration entry = handlers.get(ctx.taskName());
         if (logger.isLoggable(Level.DEBUG)) {
@@ -479,7 +514,7 @@ public final class Worker {
                 deadline.cancel(false);
             }
         }
-        reporter.deliver(ctx, outcome);
+        return reporter.deliver(ctx, outcome);
     }
 
     Outcome runHandler(Registration entry, TaskContext ctx) {
@@ -622,6 +657,8 @@ public final class Worker {
     final class Session {
         private volatile String id;
         private volatile int heartbeatIntervalMs = DEFAULT_HEARTBEAT_MS;
+        /** Whether the runtime offered result-then-poll at the last registration. */
+        private volatile boolean resultThenPoll;
 
         String id() {
             return id;
@@ -629,6 +666,10 @@ public final class Worker {
 
         int heartbeatIntervalMs() {
             return heartbeatIntervalMs;
+        }
+
+        boolean resultThenPoll() {
+            return resultThenPoll;
         }
 
         synchronized boolean open() {
@@ -651,6 +692,8 @@ public final class Worker {
             ArrayNode contracts = announcement.putArray("contracts");
             handlers.forEach((name, entry) ->
                     contracts.addObject().put("task_name", name).put("contract_version", entry.version));
+            // The extensions this SDK can use; a runtime that knows none ignores the field.
+            announcement.putArray("extensions").add(RESULT_THEN_POLL);
             Backoff backoff = new Backoff(random);
             while (!stopping) {
                 JsonNode answer;
@@ -676,6 +719,12 @@ public final class Worker {
                 id = answer.get("worker_session_id").asText();
                 int interval = answer.path("heartbeat_interval_ms").asInt(0);
                 heartbeatIntervalMs = interval > 0 ? interval : DEFAULT_HEARTBEAT_MS;
+                // Read anew each time: a runtime restarted with other settings may offer less.
+                boolean offered = false;
+                for (JsonNode name : answer.path("extensions")) {
+                    offered |= RESULT_THEN_POLL.equals(name.asText());
+                }
+                resultThenPoll = offered;
                 logger.log(Level.INFO, "worker " + workerId + " registered (" + handlers.size() + " tasks)");
                 for (JsonNode warning : answer.path("warnings")) {
                     logger.log(Level.WARNING, "runtime: " + warning.asText());

@@ -41,6 +41,8 @@ final class FakeRuntime implements AutoCloseable {
     final AtomicInteger sessions = new AtomicInteger();
     final AtomicInteger forgetSessionOnPoll = new AtomicInteger();
     volatile int heartbeatIntervalMs = 100;
+    /** Whether result-then-poll is offered to a worker that asks (off: the book's protocol). */
+    volatile boolean offerResultThenPoll;
     volatile String currentSession;
 
     private final HttpServer server;
@@ -127,12 +129,21 @@ final class FakeRuntime implements AutoCloseable {
             switch (path) {
                 case "/v1/workers/register" -> {
                     currentSession = "session-" + sessions.incrementAndGet();
-                    send(exchange, 200, JSON.createObjectNode()
+                    ObjectNode answer = JSON.createObjectNode()
                             .put("accepted", true)
                             .put("worker_session_id", currentSession)
                             .put("heartbeat_interval_ms", heartbeatIntervalMs)
-                            .put("session_timeout_ms", 30000)
-                            .set("warnings", JSON.createArrayNode().add("a test warning")));
+                            .put("session_timeout_ms", 30000);
+                    answer.set("warnings", JSON.createArrayNode().add("a test warning"));
+                    if (body.has("extensions")) {
+                        var offered = answer.putArray("extensions");
+                        for (JsonNode name : body.path("extensions")) {
+                            if (offerResultThenPoll && "result-then-poll".equals(name.asText())) {
+                                offered.add(name.asText());
+                            }
+                        }
+                    }
+                    send(exchange, 200, answer);
                 }
                 case "/v1/workers/poll" -> {
                     if (!body.path("worker_session_id").asText().equals(currentSession)
@@ -172,7 +183,16 @@ final class FakeRuntime implements AutoCloseable {
                         return;
                     }
                     results.add(request);
-                    send(exchange, 200, JSON.createObjectNode().put("accepted", true));
+                    ObjectNode answer = JSON.createObjectNode().put("accepted", true);
+                    JsonNode poll = body.path("poll");
+                    if (offerResultThenPoll && poll.isObject()) {
+                        if (!poll.path("worker_session_id").asText().equals(currentSession)) {
+                            answer.putObject("poll_error").put("code", "UNKNOWN_SESSION").put("message", "unknown");
+                        } else {
+                            answer.set("task", tasks.poll(poll.path("wait_ms").asLong(), TimeUnit.MILLISECONDS));
+                        }
+                    }
+                    send(exchange, 200, answer);
                 }
                 case "/v1/workers/unregister" -> send(exchange, 200, JSON.createObjectNode().put("accepted", true));
                 default -> exchange.sendResponseHeaders(404, -1);
