@@ -242,3 +242,40 @@ def _test_fails(path: Path, case: str, tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert "FAILED  " in result.stdout
     assert "is not mocked" not in result.stdout
+
+
+QUEUED = """\
+task "jobs.run" {
+    version "1.0.0"
+    input { id: String }
+    output { done: Bool }
+}
+
+workflow Queued {
+    version "1.0.0"
+    input { id: String }
+
+    step run {
+        worker "jobs.run"
+        with { id: input.id }
+        queue_timeout 5m
+    }
+}
+
+verify "only a worker's own failure fails it" {
+    workflow Queued
+    input { id: "j-1" }
+    invariant error "PERMANENT" when status FAILED
+}
+"""
+
+
+def test_a_task_nobody_picks_up_before_its_queue_timeout_is_explored(tmp_path: Path) -> None:
+    source = tmp_path / "queued.orbit"
+    source.write_text(QUEUED, encoding="utf-8")
+    document = report(source, tmp_path / "out")
+    [block] = document["verifies"]
+    assert block["complete"]
+    [violation] = block["violations"]
+    history = json.loads(Path(violation["history"]).read_text(encoding="utf-8"))
+    assert "QUEUE_TIMEOUT" in json.dumps(history)

@@ -33,7 +33,7 @@ from orbit_cli.testrun import check_expectation
 from orbit_cli.verify.model import Model, Node, fingerprint
 from orbit_core import events as ev
 from orbit_core import unitkeys
-from orbit_core.api import UNIT_DISPATCHED, UNIT_SUCCEEDED, UNIT_WAITING
+from orbit_core.api import UNIT_DISPATCHED, UNIT_SCHEDULED, UNIT_SUCCEEDED, UNIT_WAITING
 from orbit_core.decide import next_due_ms
 from orbit_core.ir import TaskContract
 from orbit_lang.testplan import Expectation, Invariant
@@ -280,8 +280,8 @@ class _Checker:
         if next_due_ms(state, self.plan) is not None:
             return False
         for key, unit in state.units.items():
-            if unit.status == UNIT_DISPATCHED:
-                return False
+            if unit.status in (UNIT_DISPATCHED, UNIT_SCHEDULED):
+                return False  # a worker has it, or may still pick it up
             if unit.status == UNIT_WAITING:
                 spec = self.plan.spec(key)
                 if spec is not None and spec.step.kind == "await":

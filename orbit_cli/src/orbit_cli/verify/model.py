@@ -27,12 +27,16 @@ What the environment may do at a node, each once per choice:
   be cancelled or time out, delivered as the engine reports a child's end;
 - each declared signal, up to `signals` times per name, with each
   generated payload;
+- a task whose step has a `queue_timeout`: waits in its queue until the
+  environment picks it up (a worker takes it) or the clock reaches the queue
+  deadline first, so the decider's QUEUE_TIMEOUT is explored; a task without
+  one is taken at once;
 - a cancellation, while nothing has aborted the execution yet;
 - the clock moving to the next due time (a timer, a retry, an attempt's or
   an await's deadline, the workflow's timeout): that is how attempts time
   out and how timers race signals.
 
-Not modelled: queue timeouts (a worker is always free), the history and
+Not modelled: the history and
 fan-out limits, built-in tasks' runtime restarts, the run after a
 `continue_as_new` (its end is an end), and the inside of child workflows
 (only their outcomes).
@@ -151,7 +155,7 @@ def control_steps(definition: Definition) -> frozenset[str]:
 @attrs.frozen
 class Choice:
     """One thing the environment does. `kind` is succeed, fail, lose, child,
-    signal, cancel or advance; `unit` the unit it answers, if any."""
+    pickup, signal, cancel or advance; `unit` the unit it answers, if any."""
 
     kind: str
     unit: str | None = None
@@ -165,7 +169,9 @@ class Choice:
             return f"fails {self.code}" + (" (retryable)" if self.retryable else "")
         if self.kind == "child":
             return f"child {self.code}"
-        return {"succeed": "succeeds", "lose": "worker lost"}.get(self.kind, self.kind)
+        return {"succeed": "succeeds", "lose": "worker lost", "pickup": "picked up"}.get(
+            self.kind, self.kind
+        )
 
 
 @attrs.define(slots=True)
@@ -239,6 +245,8 @@ class Model:
             unit = state.units[key]
             if unit.status == UNIT_DISPATCHED:
                 found.extend(self._answers(unit))
+            elif unit.status == UNIT_SCHEDULED and self._queued(key):
+                found.append(Choice("pickup", key))
         for signal in self.definition.signals:
             sent = sum(1 for s in state.signals if s["name"] == signal.name)
             if sent < self.signals:
@@ -326,6 +334,11 @@ class Model:
             external = ev.SignalReceived(seq, now, choice.code, choice.value)
         elif kind == "cancel":
             external = ev.CancelRequested(seq, now, CANCEL_REASON)
+        elif kind == "pickup":
+            assert choice.unit is not None
+            self._dispatch(child, picked=choice.unit)
+            self._settle(child)
+            return child
         else:
             due = next_due_ms(state, self.plan)
             if due is None:
@@ -379,12 +392,27 @@ class Model:
                 return
         raise ModelError("the decider did not settle")
 
-    def _dispatch(self, node: Node) -> bool:
+    def _queued(self, key: str) -> bool:
+        """Whether a scheduled unit waits for a worker to pick it up: a
+        worker task whose step sets a queue timeout."""
+        spec = self.plan.spec(key)
+        return (
+            spec is not None
+            and spec.queue_timeout_ms is not None
+            and not spec.is_child
+            and not spec.is_builtin
+        )
+
+    def _dispatch(self, node: Node, picked: str | None = None) -> bool:
+        """Hands every scheduled unit to its worker, except those that wait
+        in a queue (`_queued`), which only `picked` names."""
         state = node.state
         batch: list[ev.Event] = []
         for key in sorted(state.units):
             unit = state.units[key]
             if unit.status != UNIT_SCHEDULED:
+                continue
+            if key != picked and self._queued(key):
                 continue
             spec = self.plan.spec(key)
             if spec is None:
