@@ -2,6 +2,7 @@ package orbit
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -94,6 +95,11 @@ func (r *reporter) withPoll(runCtx context.Context, o outcome) map[string]any {
 func (r *reporter) send(runCtx context.Context, t *Task, o outcome) (*Task, *APIError) {
 	b := newBackoff(r.run.random)
 	giveUpAt := time.Now().Add(resultRetryWindow)
+	// Its own contact: one execution's result failing to store must not read
+	// as the runtime coming and going for the polls.
+	quiet := newContact(r.run.logger, func(away time.Duration) string {
+		return fmt.Sprintf("result for %s delivered after %.1fs of retries", describe(t), away.Seconds())
+	})
 	for {
 		var answer ack
 		var err error
@@ -110,6 +116,7 @@ func (r *reporter) send(runCtx context.Context, t *Task, o outcome) (*Task, *API
 			_, err = r.client.post(context.Background(), o.path, o.body, callTimeout, &answer)
 		}
 		if err == nil {
+			quiet.answered()
 			if !answer.Accepted {
 				r.run.logger.Printf("result for %s not accepted: %s", describe(t), answer.Reason)
 			}
@@ -117,6 +124,7 @@ func (r *reporter) send(runCtx context.Context, t *Task, o outcome) (*Task, *API
 		}
 		apiErr := err.(*APIError)
 		if !unavailable(apiErr.Status) {
+			quiet.answered()
 			return nil, apiErr
 		}
 		delay := b.next()
@@ -124,7 +132,7 @@ func (r *reporter) send(runCtx context.Context, t *Task, o outcome) (*Task, *API
 			r.run.logger.Printf("result for %s not delivered after %v of retries: %v", describe(t), resultRetryWindow, apiErr)
 			return nil, nil
 		}
-		r.run.logger.Printf("cannot deliver the result for %s: %v; retrying in %v", describe(t), apiErr, delay.Round(time.Millisecond))
+		quiet.failed(fmt.Sprintf("cannot deliver the result for %s: %v; retrying in %v", describe(t), apiErr, delay.Round(time.Millisecond)))
 		time.Sleep(delay)
 	}
 }

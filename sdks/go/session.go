@@ -2,6 +2,7 @@ package orbit
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -89,6 +90,7 @@ func (s *session) register(ctx context.Context, refusalsAreFatal bool) error {
 		var answer registration
 		_, err := s.run.client.post(ctx, pathRegister, s.announcement, callTimeout, &answer)
 		if err == nil {
+			s.run.contact.answered()
 			s.id = answer.WorkerSessionID
 			s.interval = time.Duration(answer.HeartbeatIntervalMs) * time.Millisecond
 			// Read anew each time: a runtime restarted with other settings may offer less.
@@ -111,7 +113,13 @@ func (s *session) register(ctx context.Context, refusalsAreFatal bool) error {
 		// the runtime's side, so once running it is retried like an outage.
 		delay := b.next()
 		if ctx.Err() == nil {
-			s.run.logger.Printf("registration failed: %v; retrying in %v", last, delay.Round(time.Millisecond))
+			line := fmt.Sprintf("registration failed: %v; retrying in %v", last, delay.Round(time.Millisecond))
+			if unavailable(last.Status) {
+				s.run.contact.failed(line)
+			} else {
+				s.run.contact.answered()
+				s.run.logger.Print(line)
+			}
 		}
 		sleep(ctx, delay)
 	}

@@ -101,6 +101,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		random:   w.random,
 		inflight: map[string]held{},
 	}
+	run.contact = newContact(run.logger, nil)
 	run.session = &session{run: run, announcement: w.announcement()}
 	if err := run.session.open(ctx); err != nil {
 		return err
@@ -144,6 +145,9 @@ type runState struct {
 	logger  *log.Logger
 	random  randomSource
 	session *session
+	// contact quiets the polls', heartbeat's and registration's lines
+	// while the runtime is away (contact.go).
+	contact *contact
 
 	mu       sync.Mutex
 	inflight map[string]held
@@ -200,6 +204,9 @@ func (r *runState) pollLoop(ctx context.Context, rep *reporter) {
 					return // the poll was aborted by shutdown
 				}
 				apiErr := err.(*APIError)
+				if !unavailable(apiErr.Status) {
+					r.contact.answered()
+				}
 				if apiErr.unknownSession() {
 					r.session.renew(ctx, id)
 					// A runtime that forgets every new session must not be
@@ -211,10 +218,16 @@ func (r *runState) pollLoop(ctx context.Context, rep *reporter) {
 					continue
 				}
 				delay := b.next()
-				r.logger.Printf("poll failed: %v; retrying in %v", apiErr, delay.Round(time.Millisecond))
+				line := fmt.Sprintf("poll failed: %v; retrying in %v", apiErr, delay.Round(time.Millisecond))
+				if unavailable(apiErr.Status) {
+					r.contact.failed(line)
+				} else {
+					r.logger.Print(line)
+				}
 				sleep(ctx, delay)
 				continue
 			}
+			r.contact.answered()
 			b.reset()
 			lostSession = false
 			if status == 204 {
@@ -278,13 +291,20 @@ func (r *runState) heartbeatLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if apiErr := err.(*APIError); apiErr.unknownSession() {
+			apiErr := err.(*APIError)
+			switch {
+			case unavailable(apiErr.Status):
+				r.contact.failed(fmt.Sprintf("heartbeat failed: %v", apiErr))
+			case apiErr.unknownSession():
+				r.contact.answered()
 				r.session.renew(ctx, id)
-			} else {
+			default:
+				r.contact.answered()
 				r.logger.Printf("heartbeat failed: %v", apiErr)
 			}
 			continue
 		}
+		r.contact.answered()
 		for _, token := range answer.Cancel {
 			r.cancel(token)
 		}

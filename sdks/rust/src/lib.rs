@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 mod backoff;
+mod contact;
 mod context;
 mod error;
 mod transport;

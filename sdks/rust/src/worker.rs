@@ -37,6 +37,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::backoff::Backoff;
+use crate::contact::Contact;
 use crate::context::{Assignment, Context};
 use crate::error::{ApiError, TaskError};
 use crate::transport::{self, clip, Client, TlsMaterial, CALL_TIMEOUT};
@@ -351,6 +352,7 @@ impl Worker {
             session: Mutex::new(Session::default()),
             inflight: Mutex::new(HashMap::new()),
             polls_done: Signal::default(),
+            contact: Contact::new(),
         };
         if !run.register_first()? {
             return Ok(()); // stopped before the runtime could be reached
@@ -425,6 +427,9 @@ struct Run<'a> {
     session: Mutex<Session>,
     inflight: Mutex<HashMap<String, Arc<AtomicBool>>>,
     polls_done: Signal,
+    /// Quiets the polls', heartbeat's and registration's lines while the
+    /// runtime is away (contact.rs).
+    contact: Contact,
 }
 
 enum Register {
@@ -471,6 +476,7 @@ impl Run<'_> {
                 .post(transport::REGISTER, &self.announcement, CALL_TIMEOUT)
             {
                 Ok(answer) => {
+                    self.contact.answered();
                     let answer = answer.unwrap_or(Value::Null);
                     session.id = answer["worker_session_id"]
                         .as_str()
@@ -503,7 +509,13 @@ impl Run<'_> {
                 Err(e) if refusals_are_fatal && !e.transient() => return Register::Refused(e),
                 Err(e) => {
                     let delay = backoff.next();
-                    say!("registration failed: {e}; retrying in {delay:?}");
+                    let line = format!("registration failed: {e}; retrying in {delay:?}");
+                    if e.unavailable() {
+                        self.contact.failed(&line);
+                    } else {
+                        self.contact.answered();
+                        say!("{line}");
+                    }
                     if self.shared.stopping.wait(delay) {
                         return Register::Stopped;
                     }
@@ -530,6 +542,7 @@ impl Run<'_> {
                         .post(transport::POLL, &body, wait + CALL_TIMEOUT)
                     {
                         Err(e) if e.unknown_session() => {
+                            self.contact.answered();
                             self.renew(&id);
                             if lost_session && self.shared.stopping.wait(backoff.next()) {
                                 break;
@@ -542,16 +555,24 @@ impl Run<'_> {
                                 break;
                             }
                             let delay = backoff.next();
-                            say!("poll failed: {e}; retrying in {delay:?}");
+                            let line = format!("poll failed: {e}; retrying in {delay:?}");
+                            if e.unavailable() {
+                                self.contact.failed(&line);
+                            } else {
+                                self.contact.answered();
+                                say!("{line}");
+                            }
                             self.shared.stopping.wait(delay);
                             continue;
                         }
                         Ok(None) => {
+                            self.contact.answered();
                             backoff.reset();
                             lost_session = false;
                             continue;
                         }
                         Ok(Some(message)) => {
+                            self.contact.answered();
                             backoff.reset();
                             lost_session = false;
                             message
@@ -623,6 +644,7 @@ impl Run<'_> {
             let body = json!({"worker_session_id": id});
             match self.client.post(transport::HEARTBEAT, &body, CALL_TIMEOUT) {
                 Ok(answer) => {
+                    self.contact.answered();
                     let answer = answer.unwrap_or(Value::Null);
                     for token in answer["cancel"].as_array().into_iter().flatten() {
                         if let Some(token) = token.as_str() {
@@ -630,8 +652,15 @@ impl Run<'_> {
                         }
                     }
                 }
-                Err(e) if e.unknown_session() => self.renew(&id),
-                Err(e) => say!("heartbeat failed: {e}"),
+                Err(e) if e.unavailable() => self.contact.failed(&format!("heartbeat failed: {e}")),
+                Err(e) if e.unknown_session() => {
+                    self.contact.answered();
+                    self.renew(&id);
+                }
+                Err(e) => {
+                    self.contact.answered();
+                    say!("heartbeat failed: {e}");
+                }
             }
         }
     }
@@ -701,6 +730,15 @@ impl Run<'_> {
     fn send(&self, a: &Assignment, report: &Report) -> Result<Option<Value>, ApiError> {
         let mut backoff = Backoff::new();
         let give_up_at = Instant::now() + RESULT_RETRY_WINDOW;
+        // Its own contact: one execution's result failing to store must not
+        // read as the runtime coming and going for the polls.
+        let what = describe(a);
+        let quiet = Contact::with_back(move |away| {
+            format!(
+                "result for {what} delivered after {:.1}s of retries",
+                away.as_secs_f64()
+            )
+        });
         loop {
             let sent = match self.with_poll(report) {
                 Some(body) => {
@@ -711,6 +749,7 @@ impl Run<'_> {
             };
             let e = match sent {
                 Ok(answer) => {
+                    quiet.answered();
                     let mut answer = answer.unwrap_or(Value::Null);
                     if answer["accepted"] == Value::Bool(false) {
                         say!(
@@ -725,6 +764,7 @@ impl Run<'_> {
                 Err(e) => e,
             };
             if !e.unavailable() {
+                quiet.answered();
                 return Err(e);
             }
             let delay = backoff.next();
@@ -735,10 +775,10 @@ impl Run<'_> {
                 );
                 return Ok(None);
             }
-            say!(
+            quiet.failed(&format!(
                 "cannot deliver the result for {}: {e}; retrying in {delay:?}",
                 describe(a)
-            );
+            ));
             std::thread::sleep(delay);
         }
     }
