@@ -1,8 +1,10 @@
 package io.github.ajmalx0.orbit;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JavaType;
+import com.fasterxml.jackson.databind.JsonMappingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -167,15 +169,70 @@ public final class Worker {
         if (handler == null) {
             throw new IllegalArgumentException("the handler for `" + name + "` is null");
         }
-        register(name, version, handler);
+        register(name, version, new Registration(version, handler, null, null));
         return this;
+    }
+
+    /**
+     * Registers a handler of a generated contract: the input is decoded into
+     * the contract's input record (input that does not decode fails the
+     * attempt with INVALID_INPUT, not retried, {@code details.path} naming the
+     * field, as in {@code input.items[0].quantity}), the returned record is
+     * encoded as the output, and the contract's hash and document are
+     * announced at registration.
+     */
+    public <I, O> Worker contract(ContractRef<I, O> contract, TaskHandler<I, ? extends O> handler) {
+        if (contract == null) {
+            throw new IllegalArgumentException("the contract is null");
+        }
+        if (handler == null) {
+            throw new IllegalArgumentException("the handler for `" + contract.name() + "` is null");
+        }
+        JsonNode document = null;
+        if (contract.contract() != null) {
+            try {
+                document = mapper.readTree(contract.contract());
+            } catch (JsonProcessingException e) {
+                // The hash alone still lets the runtime compare; only the diff's detail is lost.
+                document = null;
+            }
+        }
+        String label = contract.name() + "@" + contract.version();
+        RawTaskHandler raw = (input, ctx) -> {
+            I decoded;
+            try {
+                decoded = mapper.treeToValue(input, contract.inputType());
+            } catch (JsonProcessingException | IllegalArgumentException e) {
+                String path = e instanceof JsonMappingException m ? fieldPath(m) : "input";
+                String reason = e instanceof JsonProcessingException p ? p.getOriginalMessage() : e.getMessage();
+                throw new TaskException("INVALID_INPUT", "input does not match `" + label + "`: "
+                        + String.valueOf(reason).lines().findFirst().orElse(""), false, Map.of("path", path));
+            }
+            return handler.handle(decoded, ctx);
+        };
+        register(contract.name(), contract.version(), new Registration(contract.version(), raw,
+                contract.contractHash(), document));
+        return this;
+    }
+
+    /** Where decoding failed, as {@code input.items[0].quantity}. */
+    static String fieldPath(JsonMappingException e) {
+        StringBuilder path = new StringBuilder("input");
+        for (JsonMappingException.Reference ref : e.getPath()) {
+            if (ref.getFieldName() != null) {
+                path.append('.').append(ref.getFieldName());
+            } else if (ref.getIndex() >= 0) {
+                path.append('[').append(ref.getIndex()).append(']');
+            }
+        }
+        return path.toString();
     }
 
     private <I, O> Worker typed(String name, String version, JavaType type, TaskHandler<I, O> handler) {
         if (handler == null) {
             throw new IllegalArgumentException("the handler for `" + name + "` is null");
         }
-        register(name, version, (input, ctx) -> {
+        register(name, version, new Registration(version, (input, ctx) -> {
             I decoded;
             try {
                 decoded = mapper.treeToValue(input, type);
@@ -184,11 +241,11 @@ public final class Worker {
                         + e.getMessage().lines().findFirst().orElse(""));
             }
             return handler.handle(decoded, ctx);
-        });
+        }, null, null));
         return this;
     }
 
-    private void register(String name, String version, RawTaskHandler handler) {
+    private void register(String name, String version, Registration registration) {
         if (name == null || name.isBlank() || version == null || version.isBlank()) {
             throw new IllegalArgumentException("a task needs a name and a contract version");
         }
@@ -199,7 +256,7 @@ public final class Worker {
             if (handlers.containsKey(name)) {
                 throw new IllegalArgumentException("task `" + name + "` is already registered");
             }
-            handlers.put(name, new Registration(version, handler));
+            handlers.put(name, registration);
         }
     }
 
@@ -690,8 +747,15 @@ public final class Worker {
                     .put("runtime", runtime)
                     .put("sdk", USER_AGENT);
             ArrayNode contracts = announcement.putArray("contracts");
-            handlers.forEach((name, entry) ->
-                    contracts.addObject().put("task_name", name).put("contract_version", entry.version));
+            handlers.forEach((name, entry) -> {
+                ObjectNode contract = contracts.addObject().put("task_name", name).put("contract_version", entry.version);
+                if (entry.contractHash != null) {
+                    contract.put("contract_hash", entry.contractHash);
+                }
+                if (entry.document != null) {
+                    contract.set("contract", entry.document);
+                }
+            });
             // The extensions this SDK can use; a runtime that knows none ignores the field.
             announcement.putArray("extensions").add(RESULT_THEN_POLL);
             Backoff backoff = new Backoff(random);
@@ -735,7 +799,8 @@ public final class Worker {
         }
     }
 
-    record Registration(String version, RawTaskHandler handler) {}
+    /** A registered handler; a typed contract's hash and document are announced with it. */
+    record Registration(String version, RawTaskHandler handler, String contractHash, JsonNode document) {}
 
     /** The call that reports an attempt; {@code fallback} marks the SDK's stand-in failure. */
     record Outcome(String path, ObjectNode body, boolean fallback) {}
