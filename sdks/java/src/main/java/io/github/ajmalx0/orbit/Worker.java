@@ -27,6 +27,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.function.DoubleSupplier;
+import java.util.function.LongSupplier;
 import javax.net.ssl.SSLContext;
 
 /**
@@ -78,6 +79,10 @@ public final class Worker {
     private final System.Logger logger;
     private final Http http;
     DoubleSupplier random = () -> ThreadLocalRandom.current().nextDouble();
+    /** The clock of the outage lines; tests replace it. */
+    LongSupplier nanos = System::nanoTime;
+    /** Whether the runtime answers polls, heartbeats and registration; set when the worker starts. */
+    private Contact contact;
 
     private final Map<String, Registration> handlers = new LinkedHashMap<>();
     private final Object stateLock = new Object();
@@ -286,6 +291,7 @@ public final class Worker {
 
     private void runClaimed() {
         try {
+            contact = new Contact(logger, nanos);
             session = new Session();
             if (!session.open()) {
                 return;
@@ -492,6 +498,9 @@ public final class Worker {
                     if (stopping) {
                         return;
                     }
+                    if (!Contact.isAway(e)) {
+                        contact.answered();
+                    }
                     if (e.isUnknownSession()) {
                         session.renew(sessionId);
                         // A runtime that forgets every new session must not be hammered.
@@ -502,7 +511,12 @@ public final class Worker {
                         continue;
                     }
                     long delay = backoff.nextDelayMs();
-                    logger.log(Level.WARNING, "poll failed: " + e.getMessage() + "; retrying in " + seconds(delay));
+                    String line = "poll failed: " + e.getMessage() + "; retrying in " + seconds(delay);
+                    if (Contact.isAway(e)) {
+                        contact.failed(line);
+                    } else {
+                        logger.log(Level.WARNING, line);
+                    }
                     awaitStop(delay);
                     continue;
                 } finally {
@@ -512,6 +526,7 @@ public final class Worker {
                     // An interrupt meant for the poll must not reach the task.
                     Thread.interrupted();
                 }
+                contact.answered();
                 backoff.reset();
                 lostSession = false;
                 if (task == null || !task.hasNonNull("token")) {
@@ -667,6 +682,11 @@ public final class Worker {
             } catch (InterruptedException e) {
                 return;
             } catch (ApiException e) {
+                if (Contact.isAway(e)) {
+                    contact.failed("heartbeat failed: " + e.getMessage());
+                    continue;
+                }
+                contact.answered();
                 if (e.isUnknownSession()) {
                     session.renew(sessionId);
                 } else {
@@ -674,6 +694,7 @@ public final class Worker {
                 }
                 continue;
             }
+            contact.answered();
             if (answer != null && answer.path("cancel").isArray()) {
                 for (JsonNode token : answer.path("cancel")) {
                     TaskContext ctx = inflight.get(token.asText());
@@ -773,10 +794,17 @@ public final class Worker {
                     // A refusal after a restart may be a configuration being
                     // fixed on the runtime's side, so it is waited out too.
                     long delay = backoff.nextDelayMs();
-                    logger.log(Level.WARNING, e.getMessage() + "; retrying in " + seconds(delay));
+                    String line = e.getMessage() + "; retrying in " + seconds(delay);
+                    if (Contact.isAway(e)) {
+                        contact.failed(line);
+                    } else {
+                        contact.answered();
+                        logger.log(Level.WARNING, line);
+                    }
                     awaitStop(delay);
                     continue;
                 }
+                contact.answered();
                 if (answer == null || !answer.hasNonNull("worker_session_id")) {
                     throw new ApiException(200, ApiException.HTTP_ERROR, "registration answer without a session id");
                 }
