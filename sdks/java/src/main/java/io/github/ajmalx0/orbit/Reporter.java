@@ -38,8 +38,6 @@ import java.util.Set;
  * poll; one whose poll is waiting then is ended and sent again without it.
  */
 final class Reporter {
-    /** Besides every 5xx: a proxy's timeout, and a runtime shedding load. */
-    private static final Set<Integer> UNAVAILABLE = Set.of(408, 429);
     private static final Set<Integer> CREDENTIALS = Set.of(401, 403);
     private static final int MAX_MESSAGE_CHARS = 2000;
 
@@ -83,6 +81,9 @@ final class Reporter {
     private Sent send(TaskContext ctx, Worker.Outcome outcome) {
         Backoff backoff = new Backoff(worker.random);
         long giveUpAt = System.nanoTime() + window.toNanos();
+        // This result's own: the runtime may answer polls and still fail it.
+        Contact contact = new Contact(logger, worker.nanos, away -> "result delivered after "
+                + String.format(java.util.Locale.ROOT, "%.1fs", away) + " of retries " + ctx.identity());
         boolean lastChance = false;
         while (true) {
             String sessionId = worker.session().id();
@@ -104,9 +105,12 @@ final class Reporter {
                 logger.log(Level.WARNING, "result delivery interrupted " + ctx.identity());
                 return new Sent(null, null);
             } catch (ApiException e) {
+                if (!Contact.isAway(e)) {
+                    contact.answered();
+                }
                 if (e.isUnknownSession()) {
                     worker.session().renew(sessionId);
-                } else if (!(e.isConnectionError() || e.status() >= 500 || UNAVAILABLE.contains(e.status()))) {
+                } else if (!Contact.isAway(e)) {
                     return new Sent(e, null);
                 }
                 if (lastChance) {
@@ -120,7 +124,7 @@ final class Reporter {
                             + " of retries (" + e.getMessage() + ") " + ctx.identity());
                     return new Sent(null, null);
                 }
-                logger.log(Level.WARNING, "result delivery failed: " + e.getMessage() + "; retrying in "
+                contact.failed("result delivery failed: " + e.getMessage() + "; retrying in "
                         + Worker.seconds(delay) + " " + ctx.identity());
                 lastChance = worker.awaitStop(delay);
                 continue;
@@ -129,6 +133,7 @@ final class Reporter {
                     worker.leaveWait();
                 }
             }
+            contact.answered();
             if (answer != null && answer.path("accepted").isBoolean() && !answer.path("accepted").asBoolean()) {
                 logger.log(Level.INFO, "result ignored: " + answer.path("reason").asText("") + " " + ctx.identity());
             }

@@ -1,8 +1,10 @@
 package io.github.ajmalx0.orbit;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JavaType;
+import com.fasterxml.jackson.databind.JsonMappingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -25,6 +27,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.function.DoubleSupplier;
+import java.util.function.LongSupplier;
 import javax.net.ssl.SSLContext;
 
 /**
@@ -76,6 +79,10 @@ public final class Worker {
     private final System.Logger logger;
     private final Http http;
     DoubleSupplier random = () -> ThreadLocalRandom.current().nextDouble();
+    /** The clock of the outage lines; tests replace it. */
+    LongSupplier nanos = System::nanoTime;
+    /** Whether the runtime answers polls, heartbeats and registration; set when the worker starts. */
+    private Contact contact;
 
     private final Map<String, Registration> handlers = new LinkedHashMap<>();
     private final Object stateLock = new Object();
@@ -167,15 +174,70 @@ public final class Worker {
         if (handler == null) {
             throw new IllegalArgumentException("the handler for `" + name + "` is null");
         }
-        register(name, version, handler);
+        register(name, version, new Registration(version, handler, null, null));
         return this;
+    }
+
+    /**
+     * Registers a handler of a generated contract: the input is decoded into
+     * the contract's input record (input that does not decode fails the
+     * attempt with INVALID_INPUT, not retried, {@code details.path} naming the
+     * field, as in {@code input.items[0].quantity}), the returned record is
+     * encoded as the output, and the contract's hash and document are
+     * announced at registration.
+     */
+    public <I, O> Worker contract(ContractRef<I, O> contract, TaskHandler<I, ? extends O> handler) {
+        if (contract == null) {
+            throw new IllegalArgumentException("the contract is null");
+        }
+        if (handler == null) {
+            throw new IllegalArgumentException("the handler for `" + contract.name() + "` is null");
+        }
+        JsonNode document = null;
+        if (contract.contract() != null) {
+            try {
+                document = mapper.readTree(contract.contract());
+            } catch (JsonProcessingException e) {
+                // The hash alone still lets the runtime compare; only the diff's detail is lost.
+                document = null;
+            }
+        }
+        String label = contract.name() + "@" + contract.version();
+        RawTaskHandler raw = (input, ctx) -> {
+            I decoded;
+            try {
+                decoded = mapper.treeToValue(input, contract.inputType());
+            } catch (JsonProcessingException | IllegalArgumentException e) {
+                String path = e instanceof JsonMappingException m ? fieldPath(m) : "input";
+                String reason = e instanceof JsonProcessingException p ? p.getOriginalMessage() : e.getMessage();
+                throw new TaskException("INVALID_INPUT", "input does not match `" + label + "`: "
+                        + String.valueOf(reason).lines().findFirst().orElse(""), false, Map.of("path", path));
+            }
+            return handler.handle(decoded, ctx);
+        };
+        register(contract.name(), contract.version(), new Registration(contract.version(), raw,
+                contract.contractHash(), document));
+        return this;
+    }
+
+    /** Where decoding failed, as {@code input.items[0].quantity}. */
+    static String fieldPath(JsonMappingException e) {
+        StringBuilder path = new StringBuilder("input");
+        for (JsonMappingException.Reference ref : e.getPath()) {
+            if (ref.getFieldName() != null) {
+                path.append('.').append(ref.getFieldName());
+            } else if (ref.getIndex() >= 0) {
+                path.append('[').append(ref.getIndex()).append(']');
+            }
+        }
+        return path.toString();
     }
 
     private <I, O> Worker typed(String name, String version, JavaType type, TaskHandler<I, O> handler) {
         if (handler == null) {
             throw new IllegalArgumentException("the handler for `" + name + "` is null");
         }
-        register(name, version, (input, ctx) -> {
+        register(name, version, new Registration(version, (input, ctx) -> {
             I decoded;
             try {
                 decoded = mapper.treeToValue(input, type);
@@ -184,11 +246,11 @@ public final class Worker {
                         + e.getMessage().lines().findFirst().orElse(""));
             }
             return handler.handle(decoded, ctx);
-        });
+        }, null, null));
         return this;
     }
 
-    private void register(String name, String version, RawTaskHandler handler) {
+    private void register(String name, String version, Registration registration) {
         if (name == null || name.isBlank() || version == null || version.isBlank()) {
             throw new IllegalArgumentException("a task needs a name and a contract version");
         }
@@ -199,7 +261,7 @@ public final class Worker {
             if (handlers.containsKey(name)) {
                 throw new IllegalArgumentException("task `" + name + "` is already registered");
             }
-            handlers.put(name, new Registration(version, handler));
+            handlers.put(name, registration);
         }
     }
 
@@ -229,6 +291,7 @@ public final class Worker {
 
     private void runClaimed() {
         try {
+            contact = new Contact(logger, nanos);
             session = new Session();
             if (!session.open()) {
                 return;
@@ -435,6 +498,9 @@ public final class Worker {
                     if (stopping) {
                         return;
                     }
+                    if (!Contact.isAway(e)) {
+                        contact.answered();
+                    }
                     if (e.isUnknownSession()) {
                         session.renew(sessionId);
                         // A runtime that forgets every new session must not be hammered.
@@ -445,7 +511,12 @@ public final class Worker {
                         continue;
                     }
                     long delay = backoff.nextDelayMs();
-                    logger.log(Level.WARNING, "poll failed: " + e.getMessage() + "; retrying in " + seconds(delay));
+                    String line = "poll failed: " + e.getMessage() + "; retrying in " + seconds(delay);
+                    if (Contact.isAway(e)) {
+                        contact.failed(line);
+                    } else {
+                        logger.log(Level.WARNING, line);
+                    }
                     awaitStop(delay);
                     continue;
                 } finally {
@@ -455,6 +526,7 @@ public final class Worker {
                     // An interrupt meant for the poll must not reach the task.
                     Thread.interrupted();
                 }
+                contact.answered();
                 backoff.reset();
                 lostSession = false;
                 if (task == null || !task.hasNonNull("token")) {
@@ -610,6 +682,11 @@ public final class Worker {
             } catch (InterruptedException e) {
                 return;
             } catch (ApiException e) {
+                if (Contact.isAway(e)) {
+                    contact.failed("heartbeat failed: " + e.getMessage());
+                    continue;
+                }
+                contact.answered();
                 if (e.isUnknownSession()) {
                     session.renew(sessionId);
                 } else {
@@ -617,6 +694,7 @@ public final class Worker {
                 }
                 continue;
             }
+            contact.answered();
             if (answer != null && answer.path("cancel").isArray()) {
                 for (JsonNode token : answer.path("cancel")) {
                     TaskContext ctx = inflight.get(token.asText());
@@ -690,8 +768,15 @@ public final class Worker {
                     .put("runtime", runtime)
                     .put("sdk", USER_AGENT);
             ArrayNode contracts = announcement.putArray("contracts");
-            handlers.forEach((name, entry) ->
-                    contracts.addObject().put("task_name", name).put("contract_version", entry.version));
+            handlers.forEach((name, entry) -> {
+                ObjectNode contract = contracts.addObject().put("task_name", name).put("contract_version", entry.version);
+                if (entry.contractHash != null) {
+                    contract.put("contract_hash", entry.contractHash);
+                }
+                if (entry.document != null) {
+                    contract.set("contract", entry.document);
+                }
+            });
             // The extensions this SDK can use; a runtime that knows none ignores the field.
             announcement.putArray("extensions").add(RESULT_THEN_POLL);
             Backoff backoff = new Backoff(random);
@@ -709,10 +794,17 @@ public final class Worker {
                     // A refusal after a restart may be a configuration being
                     // fixed on the runtime's side, so it is waited out too.
                     long delay = backoff.nextDelayMs();
-                    logger.log(Level.WARNING, e.getMessage() + "; retrying in " + seconds(delay));
+                    String line = e.getMessage() + "; retrying in " + seconds(delay);
+                    if (Contact.isAway(e)) {
+                        contact.failed(line);
+                    } else {
+                        contact.answered();
+                        logger.log(Level.WARNING, line);
+                    }
                     awaitStop(delay);
                     continue;
                 }
+                contact.answered();
                 if (answer == null || !answer.hasNonNull("worker_session_id")) {
                     throw new ApiException(200, ApiException.HTTP_ERROR, "registration answer without a session id");
                 }
@@ -735,7 +827,8 @@ public final class Worker {
         }
     }
 
-    record Registration(String version, RawTaskHandler handler) {}
+    /** A registered handler; a typed contract's hash and document are announced with it. */
+    record Registration(String version, RawTaskHandler handler, String contractHash, JsonNode document) {}
 
     /** The call that reports an attempt; {@code fallback} marks the SDK's stand-in failure. */
     record Outcome(String path, ObjectNode body, boolean fallback) {}

@@ -8,9 +8,16 @@ import java.util.concurrent.CopyOnWriteArrayList;
 /** A System.Logger that keeps its messages for assertions. */
 final class CapturingLogger implements System.Logger {
     private final List<String> lines = new CopyOnWriteArrayList<>();
+    private final List<String> leveled = new CopyOnWriteArrayList<>();
 
     List<String> lines() {
         return lines;
+    }
+
+    /** The messages logged at {@code level}. */
+    List<String> at(Level level) {
+        String prefix = level.getName() + " ";
+        return leveled.stream().filter(l -> l.startsWith(prefix)).map(l -> l.substring(prefix.length())).toList();
     }
 
     @Override
@@ -26,10 +33,13 @@ final class CapturingLogger implements System.Logger {
     @Override
     public void log(Level level, ResourceBundle bundle, String msg, Throwable thrown) {
         lines.add(msg);
+        leveled.add(level.getName() + " " + msg);
     }
 
     @Override
     public void log(Level level, ResourceBundle bundle, String format, Object... params) {
-        lines.add(params == null || params.length == 0 ? format : MessageFormat.format(format, params));
+        String msg = params == null || params.length == 0 ? format : MessageFormat.format(format, params);
+        lines.add(msg);
+        leveled.add(level.getName() + " " + msg);
     }
 }

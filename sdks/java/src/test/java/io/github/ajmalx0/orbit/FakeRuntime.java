@@ -17,6 +17,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingDeque;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -34,10 +35,15 @@ final class FakeRuntime implements AutoCloseable {
 
     final BlockingQueue<Request> requests = new LinkedBlockingQueue<>();
     final BlockingQueue<Request> results = new LinkedBlockingQueue<>();
-    final BlockingQueue<ObjectNode> tasks = new LinkedBlockingQueue<>();
+    final LinkedBlockingDeque<ObjectNode> tasks = new LinkedBlockingDeque<>();
     final ConcurrentLinkedDeque<String> cancels = new ConcurrentLinkedDeque<>();
     /** Statuses answered to the next results instead of accepting them. */
     final ConcurrentLinkedDeque<Integer> resultFailures = new ConcurrentLinkedDeque<>();
+    /** Statuses answered to the next polls and heartbeats instead of serving them (0: no answer). */
+    final ConcurrentLinkedDeque<Integer> pollFailures = new ConcurrentLinkedDeque<>();
+    /** While set, polls and heartbeats get 503 or no answer, in turn: the runtime is away. */
+    volatile boolean down;
+    private final AtomicInteger downAnswers = new AtomicInteger();
     final AtomicInteger sessions = new AtomicInteger();
     final AtomicInteger forgetSessionOnPoll = new AtomicInteger();
     volatile int heartbeatIntervalMs = 100;
@@ -146,12 +152,22 @@ final class FakeRuntime implements AutoCloseable {
                     send(exchange, 200, answer);
                 }
                 case "/v1/workers/poll" -> {
+                    if (scriptedFailure(exchange, outage())) {
+                        return;
+                    }
                     if (!body.path("worker_session_id").asText().equals(currentSession)
                             || forgetSessionOnPoll.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
                         unknownSession(exchange);
                         return;
                     }
                     ObjectNode task = tasks.poll(body.path("wait_ms").asLong(), TimeUnit.MILLISECONDS);
+                    if (down) { // a runtime that goes away drops the long polls it held too
+                        if (task != null) {
+                            tasks.addFirst(task);
+                        }
+                        scriptedFailure(exchange, 0);
+                        return;
+                    }
                     if (task == null) {
                         exchange.sendResponseHeaders(204, -1);
                     } else {
@@ -159,6 +175,9 @@ final class FakeRuntime implements AutoCloseable {
                     }
                 }
                 case "/v1/workers/heartbeat" -> {
+                    if (scriptedFailure(exchange, outage())) {
+                        return;
+                    }
                     if (!body.path("worker_session_id").asText().equals(currentSession)) {
                         unknownSession(exchange);
                         return;
@@ -172,14 +191,7 @@ final class FakeRuntime implements AutoCloseable {
                     send(exchange, 200, answer);
                 }
                 case "/v1/tasks/complete", "/v1/tasks/fail" -> {
-                    Integer failure = resultFailures.poll();
-                    if (failure != null) {
-                        if (failure == 0) {
-                            return; // closing without an answer: a connection error for the client
-                        }
-                        ObjectNode error = JSON.createObjectNode();
-                        error.putObject("error").put("code", "UNAVAILABLE").put("message", "scripted failure");
-                        send(exchange, failure, error);
+                    if (scriptedFailure(exchange, resultFailures.poll())) {
                         return;
                     }
                     results.add(request);
@@ -200,6 +212,26 @@ final class FakeRuntime implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    private Integer outage() {
+        if (down) {
+            return downAnswers.getAndIncrement() % 2 == 0 ? 503 : 0;
+        }
+        return pollFailures.poll();
+    }
+
+    /** Answers {@code failure} when there is one (0 closes without an answer); true if it did. */
+    private static boolean scriptedFailure(HttpExchange exchange, Integer failure) throws IOException {
+        if (failure == null) {
+            return false;
+        }
+        if (failure != 0) {
+            ObjectNode error = JSON.createObjectNode();
+            error.putObject("error").put("code", "UNAVAILABLE").put("message", "scripted failure");
+            send(exchange, failure, error);
+        }
+        return true;
     }
 
     private static void unknownSession(HttpExchange exchange) throws IOException {
