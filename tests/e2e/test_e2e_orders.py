@@ -305,7 +305,7 @@ def test_zz_a_transient_failure_is_retried(orders: Orders, module_stack: Stack) 
         """\
         up to date OrderProcessing@1.0.0 (sha256:4fdfac082bf3)
         started execution order-A-5
-          ↻ analyze_risk                   failed, retrying: upstream timed out
+          ↻ analyze_risk                   retry_wait upstream timed out
           ✓ validate_order                 succeeded 6ms
           ✓ reserve_inventory              succeeded 3ms
           ✓ analyze_risk                   succeeded 6ms
