@@ -10,9 +10,8 @@ with that hash; with the document, the message names the first field that
 differs. A contract no deployed workflow uses has nothing to compare with
 and is accepted, as is an entry without a hash (chapter 68 unchanged).
 
-Deployed contracts are read from the engine's catalog on each checked
-registration (registrations are rare), each definition's contract hashes
-computed once and kept by definition hash.
+Deployed contracts are read on each checked registration (registrations
+are rare) through `deployed.DeployedContracts`, which `task_use` shares.
 """
 
 from __future__ import annotations
@@ -22,13 +21,13 @@ import re
 import attrs
 
 from orbit_core.engine.facade import EngineApi
-from orbit_core.errors import ConflictError, InvalidError, OrbitError
+from orbit_core.errors import ConflictError, InvalidError
 from orbit_core.ir import TaskContract, contract_document, contract_hash
 from orbit_core.ir.contractdiff import first_difference
 from orbit_core.jsontypes import JsonValue
+from orbit_server.deployed import DeployedContracts
 
 HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
-_KEPT = 4096
 
 
 @attrs.frozen
@@ -61,16 +60,15 @@ def presented(entry: dict[str, object], where: str) -> Presented | None:
 
 
 class ContractCheck:
-    def __init__(self, engine: EngineApi) -> None:
+    def __init__(self, engine: EngineApi, deployed: DeployedContracts) -> None:
         self._engine = engine
-        # definition hash -> {(task, version): [(hash, contract)]}
-        self._by_definition: dict[str, dict[tuple[str, str], list[TaskContract]]] = {}
+        self._deployed = deployed
 
     def check(self, entries: list[Presented]) -> None:
         """Raises CONTRACT_MISMATCH for the first entry that differs."""
         if not entries:
             return
-        deployed = self._deployed()
+        deployed = self._deployed.read(self._engine) or {}
         for entry in entries:
             pinned = deployed.get((entry.task_name, entry.contract_version))
             if not pinned:
@@ -79,27 +77,6 @@ class ContractCheck:
             if entry.contract_hash in hashes:
                 continue
             raise _mismatch(entry, pinned[-1])
-
-    def _deployed(self) -> dict[tuple[str, str], list[TaskContract]]:
-        found: dict[tuple[str, str], list[TaskContract]] = {}
-        for row in self._engine.list_workflows()["workflows"]:
-            key = row["definition_hash"]
-            contracts = self._by_definition.get(key)
-            if contracts is None:
-                try:
-                    definition = self._engine.definition(row["name"], row["version"])
-                except OrbitError:
-                    continue
-                contracts = {}
-                for contract in definition.contracts.values():
-                    if isinstance(contract, TaskContract):
-                        contracts.setdefault((contract.name, contract.version), []).append(contract)
-                if len(self._by_definition) >= _KEPT:
-                    self._by_definition.clear()
-                self._by_definition[key] = contracts
-            for pair, listed in contracts.items():
-                found.setdefault(pair, []).extend(listed)
-        return found
 
 
 def _mismatch(entry: Presented, deployed: TaskContract) -> ConflictError:

@@ -6,9 +6,9 @@ never receives a task; the steps wait. The server notices at registration
 (a `warn` line) and marks such contracts in `GET /v1/workers`
 (`unused_contracts`), which `orbit workers list` and the web UI show.
 
-The tasks a definition calls are read from its contracts once per
-definition hash (definitions are immutable), so a registration costs a
-walk over the catalog's summaries, not over the definitions themselves.
+The tasks the definitions call come from `deployed.DeployedContracts`
+(shared with the contract hash handshake), so a registration costs a walk
+over the catalog's summaries, not over the definitions themselves.
 A catalog with no workflow at all warns about nothing: workers usually
 start before the first deploy.
 """
@@ -21,9 +21,8 @@ from typing import NotRequired, TypedDict
 import attrs
 
 from orbit_core.engine.facade import EngineApi
-from orbit_core.errors import OrbitError
-from orbit_core.ir import TaskContract
 from orbit_core.semver import semver_key
+from orbit_server.deployed import DeployedContracts
 
 
 class UnusedContract(TypedDict):
@@ -61,31 +60,17 @@ class Unused:
 class TaskUse:
     """One per server: the task versions the deployed workflows call."""
 
-    def __init__(self) -> None:
-        # definition hash -> {task name: contract version}
-        self._by_hash: dict[str, dict[str, str]] = {}
+    def __init__(self, deployed: DeployedContracts | None = None) -> None:
+        self._deployed = deployed or DeployedContracts()
 
     def called(self, engine: EngineApi) -> dict[str, set[str]] | None:
         """Task name -> the versions some deployed workflow calls; None with no workflow."""
-        rows = engine.list_workflows()["workflows"]
-        if not rows:
+        pinned = self._deployed.read(engine)
+        if pinned is None:
             return None
         called: dict[str, set[str]] = {}
-        for row in rows:
-            tasks = self._by_hash.get(row["definition_hash"])
-            if tasks is None:
-                try:
-                    defn = engine.definition(row["name"], row["version"])
-                except OrbitError:
-                    continue  # gone since the listing
-                tasks = {
-                    c.name: c.version
-                    for c in defn.contracts.values()
-                    if isinstance(c, TaskContract)
-                }
-                self._by_hash[row["definition_hash"]] = tasks
-            for name, version in tasks.items():
-                called.setdefault(name, set()).add(version)
+        for name, version in pinned:
+            called.setdefault(name, set()).add(version)
         return called
 
     def unused(self, engine: EngineApi, contracts: Iterable[Mapping[str, str]]) -> list[Unused]:

@@ -38,6 +38,7 @@ from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
 from orbit_server.contract_check import ContractCheck, Presented
+from orbit_server.deployed import DeployedContracts
 from orbit_server.logs import logger
 from orbit_server.task_use import TaskUse
 from orbit_server.telemetry import Tracing
@@ -88,8 +89,9 @@ class WorkerCalls:
         # Session -> worker id, for the "worker unregistered" line.
         self._sessions: OrderedDict[str, str] = OrderedDict()
         # Which announced tasks no deployed workflow calls (shared with GET /v1/workers).
-        self.task_use = TaskUse()
-        self._contracts = ContractCheck(engine)
+        deployed = DeployedContracts()
+        self.task_use = TaskUse(deployed)
+        self._contracts = ContractCheck(engine, deployed)
 
     def register(
         self,
