@@ -215,6 +215,34 @@ def test_an_occurrence_repeated_after_a_crash_starts_nothing_new() -> None:
     world.engine.close()
 
 
+def test_an_occurrence_started_before_a_crash_counts_as_fired_when_later_ones_are_due() -> None:
+    # Down past the next occurrence: the catch-up sees two due, starts the
+    # latest, and must count the earlier one as fired (its execution exists),
+    # not as missed, so `fired` equals the executions the schedule started.
+    world = World(DiesBeforeTheAdvance())
+    world.create(interval="10s")
+    world.at("2026-11-15T18:51:10Z")
+    world.restart(down_until="2026-11-15T18:51:21Z")
+    assert world.executions() == ["s:2026-11-15T18:51:10Z", "s:2026-11-15T18:51:20Z"]
+    doc = world.get()
+    assert (doc["fired"], doc["skipped"]) == (2, 0)
+    assert doc["last_execution_id"] == "s:2026-11-15T18:51:20Z"
+    world.engine.close()
+
+
+def test_an_occurrence_started_before_a_crash_counts_as_fired_when_the_latest_is_missed() -> None:
+    # Down for long enough that the latest occurrence is too late to start.
+    world = World(DiesBeforeTheAdvance())
+    world.create(interval="10m")
+    world.at("2026-11-15T19:00:00Z")
+    world.restart(down_until="2026-11-15T19:12:00Z")
+    assert world.executions() == ["s:2026-11-15T19:00:00Z"]
+    doc = world.get()
+    assert (doc["fired"], doc["skipped"]) == (1, 1)
+    assert doc["last_execution_id"] == "s:2026-11-15T19:00:00Z"
+    world.engine.close()
+
+
 def test_a_failed_start_is_retried_every_five_seconds_with_the_error_shown() -> None:
     world = World(max_active_executions=1)
     world.engine.start("Plain", input={"n": 0}, execution_id="busy")

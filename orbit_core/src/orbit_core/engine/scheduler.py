@@ -368,6 +368,14 @@ class Scheduler:
             self._reload(sid)
             del plans[sid]
 
+        # A pending occurrence among the missed ones may have been started by
+        # a server that died before advancing the row: it counts as fired.
+        recovered = {
+            sid: eid
+            for sid, (e, d) in plans.items()
+            if d.missed > 0
+            and self._exists(eid := occurrence_execution_id(sid, e.row.next_fire_ms or 0))
+        }
         starts = [(e, d) for e, d in plans.values() if d.fire is not None]
         outcomes: dict[str, _Outcome] = {}
         if starts:
@@ -377,7 +385,10 @@ class Scheduler:
                 failed = _Outcome(error=f"{exc.code}: {exc.message}")
                 outcomes = {e.row.schedule_id: failed for e, _ in starts}
 
-        advances = [self._advance(e, d, outcomes.get(sid), now) for sid, (e, d) in plans.items()]
+        advances = [
+            self._advance(e, d, outcomes.get(sid), now, recovered.get(sid))
+            for sid, (e, d) in plans.items()
+        ]
         try:
             applied = set(self._store.advance_schedules(advances, _OWNER))
         except OrbitError:
@@ -392,7 +403,7 @@ class Scheduler:
                 continue
             entry, due = plans[sid]
             outcome = outcomes.get(sid)
-            self._count(due, outcome)
+            self._count(due, outcome, sid in recovered)
             row = entry.row
             self._set(
                 attrs.evolve(
@@ -457,8 +468,18 @@ class Scheduler:
         live = self._executions.memory.get(execution_id)
         return live is not None and not live.state.terminal
 
+    def _exists(self, execution_id: str) -> bool:
+        if self._executions.memory.get(execution_id) is not None:
+            return True
+        return self._store.execution_row(execution_id) is not None
+
     def _advance(
-        self, entry: _Entry, due: policy.Due, outcome: _Outcome | None, now: int
+        self,
+        entry: _Entry,
+        due: policy.Due,
+        outcome: _Outcome | None,
+        now: int,
+        recovered: str | None = None,
     ) -> ScheduleAdvance:
         row = entry.row
         assert entry.compiled is not None and row.next_fire_ms is not None
@@ -479,22 +500,23 @@ class Scheduler:
                 now,
             )
         started = outcome.started if outcome is not None else None
-        skipped = due.missed + (1 if outcome is not None and outcome.skipped else 0)
+        missed = due.missed - (1 if recovered is not None else 0)
+        skipped = missed + (1 if outcome is not None and outcome.skipped else 0)
         return ScheduleAdvance(
             sid,
             row.next_fire_ms,
             due.pending,
             self._due(entry.compiled, due.pending),
             due.handled,
-            started,
-            1 if started is not None else 0,
+            started or recovered,
+            (1 if started is not None else 0) + (1 if recovered is not None else 0),
             skipped,
             None,
             now,
         )
 
-    def _count(self, due: policy.Due, outcome: _Outcome | None) -> None:
-        self.counters.schedules_skipped_missed += due.missed
+    def _count(self, due: policy.Due, outcome: _Outcome | None, recovered: bool = False) -> None:
+        self.counters.schedules_skipped_missed += due.missed - int(recovered)
         if outcome is None:
             return
         if outcome.started is not None:
