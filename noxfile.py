@@ -254,8 +254,8 @@ def faults(session: nox.Session) -> None:
 def sim_long(session: nox.Session) -> None:
     """orbit_core's deterministic simulation over many seeds, on every core
     with progress (orbit_core/tests/sim_long.py):
-    `nox -s sim-long -- --seeds 500000 --minutes 60`. Not part of CI (the
-    suite runs 10000 seeds)."""
+    `nox -s sim-long -- --seeds 500000 --minutes 60 [--mode engine|shared|both]`.
+    Not part of CI (the suite runs 10000 engine seeds and 2000 shared ones)."""
     session.install(*TEST_DEPS)
     _install(session, LAYERS["orbit_core"])
     session.run("python", "orbit_core/tests/sim_long.py", *session.posargs)

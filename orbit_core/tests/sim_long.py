@@ -1,8 +1,12 @@
-"""The engine's deterministic simulation (test_engine_simulation.py) over
-many seeds, spread over every core, with progress: `nox -s sim-long --
---seeds 200000`. Each seed is the same run as in the test suite (the same
-faults, the same invariants), so a failing seed replays there with
-`ORBIT_SIM_SEED=<n> pytest orbit_core/tests/test_engine_simulation.py`.
+"""The deterministic simulations over many seeds, spread over every core,
+with progress: `nox -s sim-long -- --seeds 200000 [--mode engine|shared|both]`.
+`engine` is the single engine's (test_engine_simulation.py), `shared` is
+shared mode's (test_shared_simulation.py: two or three engines on the
+in-memory cluster); `both` runs every seed in each. Each seed is the same
+run as in the test suite (the same faults, the same invariants), so a
+failing seed replays there with `ORBIT_SIM_SEED=<n> pytest
+orbit_core/tests/test_engine_simulation.py` (shared:
+`ORBIT_SHARED_SIM_SEED=<n> pytest orbit_core/tests/test_shared_simulation.py`).
 
 Seeds go to a process pool in chunks; the parent prints seeds done, the
 rate and the time left after each chunk, and lists every failing seed with
@@ -23,23 +27,40 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import test_engine_simulation as sim
+import test_shared_simulation as shared_sim
 
 
 def _init() -> None:
     sim.patch_chaos(builtins.setattr)
 
 
-def _chunk(seeds: range) -> tuple[int, int, list[tuple[int, str]]]:
+def _engine_seed(seed: int) -> int:
+    try:
+        return sim.run_seed(seed)
+    finally:
+        sim._CURRENT[0] = sim.Faults()
+
+
+def _shared_seed(seed: int) -> int:
+    run = shared_sim.Simulation(seed)
+    try:
+        run.run()
+    finally:
+        run.close()
+    return len(run.executions)
+
+
+def _chunk(mode: str, seeds: range) -> tuple[int, int, list[tuple[int, str]]]:
     """(seeds run, executions, failures) of one chunk."""
     executions = 0
     failures = []
+    kinds = ("engine", "shared") if mode == "both" else (mode,)
     for seed in seeds:
-        try:
-            executions += sim.run_seed(seed)
-        except Exception as exc:  # every failure is reported with its seed
-            failures.append((seed, f"{type(exc).__name__}: {exc}"))
-        finally:
-            sim._CURRENT[0] = sim.Faults()
+        for kind in kinds:
+            try:
+                executions += _engine_seed(seed) if kind == "engine" else _shared_seed(seed)
+            except Exception as exc:  # every failure is reported with its seed
+                failures.append((seed, f"{kind}: {type(exc).__name__}: {exc}"))
     return len(seeds), executions, failures
 
 
@@ -50,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--chunk", type=int, default=200, help="seeds per task")
     parser.add_argument("--minutes", type=float, default=0, help="stop after (0: no limit)")
+    parser.add_argument("--mode", choices=["engine", "shared", "both"], default="engine")
     args = parser.parse_args(argv)
     end = args.first + args.seeds
     chunks = [range(s, min(s + args.chunk, end)) for s in range(args.first, end, args.chunk)]
@@ -58,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     done = executions = 0
     failures: list[tuple[int, str]] = []
     with concurrent.futures.ProcessPoolExecutor(args.jobs, initializer=_init) as pool:
-        pending = {pool.submit(_chunk, c) for c in chunks[: args.jobs * 2]}
+        pending = {pool.submit(_chunk, args.mode, c) for c in chunks[: args.jobs * 2]}
         queued = chunks[args.jobs * 2 :]
         while pending:
             finished, pending = concurrent.futures.wait(
@@ -69,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                 done, executions = done + ran, executions + made
                 failures += failed
                 if queued and (deadline is None or time.monotonic() < deadline):
-                    pending.add(pool.submit(_chunk, queued.pop(0)))
+                    pending.add(pool.submit(_chunk, args.mode, queued.pop(0)))
             elapsed = time.monotonic() - started
             rate = done / elapsed if elapsed else 0.0
             left = (args.seeds - done) / rate if rate else 0.0

@@ -12,8 +12,9 @@ schedule): SIGKILL of a server (started again later) or of a worker
 worker, PostgreSQL stopped with `-m fast` or `-m immediate` and started
 again on the same port, and a partition or a delay between one server and
 PostgreSQL (each server reaches the database through its own
-fault_proxy.FaultProxy). Clock offsets are not injected: `orbit server`
-has no clock hook to shift (its time is the host's).
+fault_proxy.FaultProxy), and a clock offset of up to a minute either way
+for one server (written to the file its ORBIT_TEST_CLOCK_OFFSET_FILE names,
+orbit_server/skewed_clock.py: the engine's clock moves, leases do not).
 
 Hygiene: every process is started here and stopped by its own PID
 (ServerProcess.stop, Popen.kill, pg_ctl on the cluster's own data
@@ -69,6 +70,7 @@ FAULTS = (
     "pg-restart-immediate",
     "db-partition",
     "db-delay",
+    "clock-skew",
 )
 NODES = ("a", "b")
 REQUEST_TIMEOUT_S = 5.0
@@ -200,7 +202,8 @@ class Campaign:
             self.proxies[name] = proxy
             url = pgkit.url("127.0.0.1", proxy.port, dbname)
             args = [*MODE_ARGS[self.mode], "--node-id", name, "--session-timeout", "2"]
-            self.servers[name] = ServerProcess(url, *args, env=ENV).start(timeout=90)
+            env = {**ENV, "ORBIT_TEST_CLOCK_OFFSET_FILE": str(self._clock_file(name))}
+            self.servers[name] = ServerProcess(url, *args, env=env).start(timeout=90)
             self.spawned.append(self.servers[name].proc)
             self.starting[name] = threading.Lock()
         self._deploy()
@@ -211,6 +214,15 @@ class Campaign:
             )
             self.balancers.append(balancer)
             self.workers[name] = self._worker(name, balancer.url)
+
+    def _clock_file(self, name: str) -> Path:
+        return self.out / f"clock-offset-{name}"
+
+    def _skew(self, name: str, offset_ms: int) -> None:
+        path = self._clock_file(name)
+        path.write_text(str(offset_ms))
+        stat = path.stat()  # a new mtime even within the file system's granularity
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
 
     def _deploy(self) -> None:
         definition = signalled_chain()
@@ -310,6 +322,11 @@ class Campaign:
             self.threads.append(thread)
             heal = lambda: thread.join(120)  # noqa: E731
             heal_at = time.monotonic()
+        elif fault.fault == "clock-skew":
+            offset = self.rng.choice((-1, 1)) * self.rng.randint(5_000, 60_000)
+            self._skew(target, offset)
+            self.record(kind="fault", action="clock", target=target, offset_ms=offset)
+            heal = lambda: self._skew(target, 0)  # noqa: E731
         elif fault.fault == "db-partition":
             self.proxies[target].partition()
             heal = self.proxies[target].heal

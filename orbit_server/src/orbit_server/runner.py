@@ -84,6 +84,7 @@ from orbit_server.http_adapter import HttpAdapter
 from orbit_server.resources.health import ClusterView
 from orbit_server.retention import Sweeper
 from orbit_server.shared import SharedNode
+from orbit_server.skewed_clock import clock_from_env
 from orbit_server.storage import LoggedStore
 from orbit_server.telemetry import Telemetry
 from orbit_server.trace_export import TraceForwarder
@@ -278,6 +279,7 @@ def build_engine(
         faults=LoggedFaults(quiet=frozenset({"store"})),
         builtins=HttpAdapter() if config.http_adapter else None,
         sharing=sharing,
+        clock=clock_from_env(),
     )
 
 
