@@ -43,7 +43,7 @@ def waiting() -> Engine:
 
 
 def test_census_shows_the_waiting_execution(waiting: Engine) -> None:
-    doc = waiting.versions("Approval")
+    doc = waiting.migrations.census("Approval")
     v1, v2 = doc["versions"]
     assert (v1["version"], v1["live"], v1["drain"]) == ("1.0.0", 1, "draining")
     assert v1["waiting"] == [{"step": "approval", "kind": "signal", "count": 1}]
@@ -52,12 +52,12 @@ def test_census_shows_the_waiting_execution(waiting: Engine) -> None:
 
 
 def test_plan_run_and_completion(waiting: Engine) -> None:
-    plan = waiting.migration_plan("Approval", "1.0.0", "2.0.0")
+    plan = waiting.migrations.plan("Approval", "1.0.0", "2.0.0")
     assert plan["executions"] == [
         {"execution_id": "a-1", "version": "1.0.0", "verdict": "migratable"}
     ]
     assert waiting.get("a-1")["version"] == "1.0.0"  # the plan changed nothing
-    done = waiting.migrate("Approval", "1.0.0", "2.0.0")
+    done = waiting.migrations.run("Approval", "1.0.0", "2.0.0")
     assert (done["migrated"], done["remaining"]) == (1, 0)
     doc = waiting.get("a-1")
     assert doc["version"] == "2.0.0"
@@ -66,7 +66,7 @@ def test_plan_run_and_completion(waiting: Engine) -> None:
     moved = [e for e in events if isinstance(e, ev.ExecutionMigrated)]
     assert len(moved) == 1 and moved[0].from_hash == approval(1).definition_hash
     assert fold(events, "a-1").to_json() == waiting.state("a-1").to_json()
-    census = waiting.versions("Approval")["versions"]
+    census = waiting.migrations.census("Approval")["versions"]
     assert [(v["live"], v["drain"]) for v in census] == [(0, "drained"), (1, "current")]
     waiting.signal("a-1", "approve", {})
     run_task(waiting, "approvals.audit")
@@ -75,7 +75,7 @@ def test_plan_run_and_completion(waiting: Engine) -> None:
 
 def test_recovery_runs_the_new_definition(waiting: Engine) -> None:
     store = waiting.store
-    waiting.migrate("Approval", "1.0.0", "2.0.0")
+    waiting.migrations.run("Approval", "1.0.0", "2.0.0")
     waiting.close()
     assert isinstance(store, MemoryStore)
     again = simulated_engine(store)
@@ -90,14 +90,14 @@ def test_an_execution_in_flight_waits_for_its_safe_point() -> None:
     engine.deploy(approval(1))
     engine.start("Approval", "1.0.0", {"id": "a-2"}, execution_id="a-2")
     engine.deploy(approval(2))
-    plan = engine.migration_plan("Approval", "1.0.0", "2.0.0")["executions"]
+    plan = engine.migrations.plan("Approval", "1.0.0", "2.0.0")["executions"]
     assert plan[0]["verdict"] == "at_safe_point"
     assert plan[0]["reason"] == "step `notify` has an attempt in flight"
-    assert engine.migrate("Approval", "1.0.0", "2.0.0")["migrated"] == 0
+    assert engine.migrations.run("Approval", "1.0.0", "2.0.0")["migrated"] == 0
     assert engine.get("a-2")["version"] == "1.0.0"
 
 
 def test_no_declared_migration_is_refused(waiting: Engine) -> None:
     with pytest.raises(NotFoundError) as caught:
-        waiting.migration_plan("Approval", "2.0.0", "1.0.0")
+        waiting.migrations.plan("Approval", "2.0.0", "1.0.0")
     assert caught.value.code == "MIGRATION_NOT_DECLARED"

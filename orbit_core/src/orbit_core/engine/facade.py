@@ -13,7 +13,6 @@ from typing import Protocol
 
 from orbit_core import events as ev
 from orbit_core import ir
-from orbit_core import migration as mig
 from orbit_core.api import (
     Deployed,
     ExecutionDoc,
@@ -26,7 +25,7 @@ from orbit_core.api import (
     WorkflowList,
 )
 from orbit_core.engine.handlers import Handler
-from orbit_core.engine.migrations import Filter, everything
+from orbit_core.engine.migrations import MigrationDesk
 from orbit_core.engine.reads import DEFAULT_WAIT_MS
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.service import Engine
@@ -56,6 +55,9 @@ class EngineApi(Protocol):
     def workers(self) -> WorkerApi: ...
 
     @property
+    def migrations(self) -> MigrationDesk: ...
+
+    @property
     def recovered_executions(self) -> int: ...
 
     @property
@@ -73,23 +75,6 @@ class EngineApi(Protocol):
     def get_workflow(self, name: str, version: str | None = None) -> JsonObject: ...
 
     def definition(self, name: str, version: str | None = None) -> ir.Definition: ...
-
-    def versions(self, workflow: str) -> mig.VersionsDoc: ...
-
-    def migration_plan(
-        self, workflow: str, from_version: str, to_version: str, keep: Filter = everything
-    ) -> mig.PlanDoc: ...
-
-    def migrate(
-        self,
-        workflow: str,
-        from_version: str,
-        to_version: str,
-        *,
-        limit: int = 100,
-        dry_run: bool = False,
-        keep: Filter = everything,
-    ) -> mig.RunDoc: ...
 
     def start(
         self,
@@ -166,6 +151,10 @@ class Wrapped:
         return self.engine.schedules
 
     @property
+    def migrations(self) -> MigrationDesk:
+        return self.engine.migrations
+
+    @property
     def workers(self) -> WorkerApi:
         return self.engine.workers
 
@@ -203,28 +192,6 @@ class Wrapped:
         schedule_id: str | None = None,
     ) -> Started:
         return self.engine.start(workflow, version, input, execution_id, schedule_id=schedule_id)
-
-    def versions(self, workflow: str) -> mig.VersionsDoc:
-        return self.engine.versions(workflow)
-
-    def migration_plan(
-        self, workflow: str, from_version: str, to_version: str, keep: Filter = everything
-    ) -> mig.PlanDoc:
-        return self.engine.migration_plan(workflow, from_version, to_version, keep)
-
-    def migrate(
-        self,
-        workflow: str,
-        from_version: str,
-        to_version: str,
-        *,
-        limit: int = 100,
-        dry_run: bool = False,
-        keep: Filter = everything,
-    ) -> mig.RunDoc:
-        return self.engine.migrate(
-            workflow, from_version, to_version, limit=limit, dry_run=dry_run, keep=keep
-        )
 
     def start_many(self, requests: Sequence[StartRequest]) -> list[Started | OrbitError]:
         return self.engine.start_many(requests)

@@ -22,7 +22,9 @@ from orbit_core import migration as mig
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.executions import Executions
-from orbit_core.errors import InvalidError, NotFoundError
+from orbit_core.engine.pipeline import GroupCommit
+from orbit_core.errors import InvalidError, NotFoundError, OrbitError
+from orbit_core.ports import Store
 from orbit_core.state import ExecutionState
 
 # Picks the executions a plan or a run looks at (the filters `orbit ps`
@@ -112,3 +114,103 @@ class Migrations:
         x.decide(tx, moved)
         entry["migrated"] = True
         return entry
+
+
+class MigrationDesk:
+    """`engine.migrations`: the calls of operators retiring versions."""
+
+    def __init__(self, pipeline: GroupCommit, store: Store, migrations: Migrations) -> None:
+        self._pipeline = pipeline
+        self._store = store
+        self._m = migrations
+
+    def census(self, workflow: str) -> mig.VersionsDoc:
+        """Per registered version of `workflow`: its live executions, where
+        they wait, the tasks they may still call, and its drain status."""
+        self._pipeline.check_open()
+        last_live = _version_activity(self._store, workflow)
+        return self._pipeline.submit(lambda tx: self._m.census(workflow, last_live), read=True)
+
+    def plan(
+        self, workflow: str, from_version: str, to_version: str, keep: Filter = everything
+    ) -> mig.PlanDoc:
+        """What migrating the live executions of `from_version` to
+        `to_version` would do to each; changes nothing."""
+
+        def read(tx: Tx) -> mig.PlanDoc:
+            r = self._m.route(workflow, from_version, to_version)
+            return {
+                "workflow": workflow,
+                "from_version": from_version,
+                "to_version": to_version,
+                "migration_hash": r.hash,
+                "executions": self._m.plan(r, keep),
+            }
+
+        return self._pipeline.submit(read, read=True)
+
+    def run(
+        self,
+        workflow: str,
+        from_version: str,
+        to_version: str,
+        *,
+        limit: int = 100,
+        dry_run: bool = False,
+        keep: Filter = everything,
+    ) -> mig.RunDoc:
+        """Moves up to `limit` executions of `from_version` that are at a
+        safe point to `to_version`, each by its own command and commit (an
+        interruption leaves each on one version or the other). `remaining`
+        counts the executions `keep` picks that are still on `from_version`."""
+        plan = self.plan(workflow, from_version, to_version, keep)
+        done: list[mig.MigratedEntry] = []
+        if dry_run:
+            done = [
+                {"execution_id": e["execution_id"], "verdict": e["verdict"], "migrated": False}
+                for e in plan["executions"]
+            ]
+        else:
+            ready = [e["execution_id"] for e in plan["executions"] if e["verdict"] == mig.NOW]
+            done = [self._move(workflow, from_version, to_version, eid) for eid in ready[:limit]]
+        moved = sum(1 for e in done if e["migrated"])
+        return {
+            "workflow": workflow,
+            "from_version": from_version,
+            "to_version": to_version,
+            "migration_hash": plan["migration_hash"],
+            "dry_run": dry_run,
+            "migrated": moved,
+            "remaining": len(plan["executions"]) - moved,
+            "executions": done,
+        }
+
+    def _move(
+        self, workflow: str, from_version: str, to_version: str, execution_id: str
+    ) -> mig.MigratedEntry:
+        def move(tx: Tx) -> mig.MigratedEntry:
+            r = self._m.route(workflow, from_version, to_version)
+            return self._m.migrate(tx, execution_id, r)
+
+        try:
+            return self._pipeline.submit(move)
+        except OrbitError as exc:  # it ended meanwhile, say
+            return {
+                "execution_id": execution_id,
+                "verdict": mig.NEVER,
+                "migrated": False,
+                "reason": exc.message,
+            }
+
+
+def _version_activity(store: Store, workflow: str) -> dict[str, int]:
+    """By version of `workflow`, the newest update of its executions: one
+    grouped read where the store offers it, else over the listed rows."""
+    read = getattr(store, "version_activity", None)
+    if read is not None:
+        found: dict[str, int] = read(workflow)
+        return found
+    newest: dict[str, int] = {}
+    for row in store.list_executions(None, workflow, 10_000):
+        newest[row.version] = max(newest.get(row.version, 0), row.updated_at_ms)
+    return newest

@@ -11,7 +11,6 @@ from typing import cast
 
 from orbit_core import events as ev
 from orbit_core import ir, limits
-from orbit_core import migration as mig
 from orbit_core.api import (
     Assignment,
     Deployed,
@@ -34,7 +33,7 @@ from orbit_core.engine.counters import Counters
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
 from orbit_core.engine.handoff import Handoff, Sharing
-from orbit_core.engine.migrations import Filter, Migrations, everything
+from orbit_core.engine.migrations import MigrationDesk, Migrations
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, STORED, Reads
@@ -130,7 +129,10 @@ class Engine:
             local_first=sharing is not None and sharing.local_first,
         )
         self._control = Control(self._executions, max_active_executions)
-        self._migrations = Migrations(self._executions, self._catalog)
+        # Versions in production (engine/migrations.py): another audience's API.
+        self.migrations = MigrationDesk(
+            self._pipeline, self.store, Migrations(self._executions, self._catalog)
+        )
         self._workers = Workers(self._executions, session_timeout_ms)
         # Set by drain(): polls and waits are answered without parking.
         self._draining = False
@@ -216,87 +218,6 @@ class Engine:
 
     def definition(self, name: str, version: str | None = None) -> ir.Definition:
         return self._catalog.find(name, version).defn
-
-    # ---- versions in production (engine/migrations.py)
-
-    def versions(self, workflow: str) -> mig.VersionsDoc:
-        """Per registered version of `workflow`: its live executions, where
-        they wait, the tasks they may still call, and its drain status."""
-        self._pipeline.check_open()
-        last_live = _version_activity(self.store, workflow)
-        return self._pipeline.submit(
-            lambda tx: self._migrations.census(workflow, last_live), read=True
-        )
-
-    def migration_plan(
-        self, workflow: str, from_version: str, to_version: str, keep: Filter = everything
-    ) -> mig.PlanDoc:
-        """What migrating the live executions of `from_version` to
-        `to_version` would do to each; changes nothing."""
-
-        def read(tx: Tx) -> mig.PlanDoc:
-            r = self._migrations.route(workflow, from_version, to_version)
-            return {
-                "workflow": workflow,
-                "from_version": from_version,
-                "to_version": to_version,
-                "migration_hash": r.hash,
-                "executions": self._migrations.plan(r, keep),
-            }
-
-        return self._pipeline.submit(read, read=True)
-
-    def migrate(
-        self,
-        workflow: str,
-        from_version: str,
-        to_version: str,
-        *,
-        limit: int = 100,
-        dry_run: bool = False,
-        keep: Filter = everything,
-    ) -> mig.RunDoc:
-        """Moves up to `limit` executions of `from_version` that are at a
-        safe point to `to_version`, each by its own command and commit (an
-        interruption leaves each on one version or the other). `remaining`
-        counts the executions still on `from_version` that `keep` picks."""
-        plan = self.migration_plan(workflow, from_version, to_version, keep)
-        ready = [e["execution_id"] for e in plan["executions"] if e["verdict"] == mig.NOW]
-        done: list[mig.MigratedEntry] = []
-        if dry_run:
-            done = [
-                {"execution_id": e["execution_id"], "verdict": e["verdict"], "migrated": False}
-                for e in plan["executions"]
-            ]
-        else:
-            for execution_id in ready[: max(limit, 0)]:
-
-                def move(tx: Tx, eid: str = execution_id) -> mig.MigratedEntry:
-                    r = self._migrations.route(workflow, from_version, to_version)
-                    return self._migrations.migrate(tx, eid, r)
-
-                try:
-                    done.append(self._pipeline.submit(move))
-                except OrbitError as exc:  # it ended meanwhile, say
-                    done.append(
-                        {
-                            "execution_id": execution_id,
-                            "verdict": mig.NEVER,
-                            "migrated": False,
-                            "reason": exc.message,
-                        }
-                    )
-        moved = sum(1 for e in done if e["migrated"])
-        return {
-            "workflow": workflow,
-            "from_version": from_version,
-            "to_version": to_version,
-            "migration_hash": plan["migration_hash"],
-            "dry_run": dry_run,
-            "migrated": moved,
-            "remaining": len(plan["executions"]) - moved,
-            "executions": done,
-        }
 
     # ---- executions
 
@@ -699,19 +620,6 @@ class Engine:
         thread = threading.Thread(target=target, name=name, daemon=True)
         self._threads.append(thread)
         thread.start()
-
-
-def _version_activity(store: Store, workflow: str) -> dict[str, int]:
-    """By version of `workflow`, the newest update of its executions: one
-    grouped read where the store offers it, else over the listed rows."""
-    read = getattr(store, "version_activity", None)
-    if read is not None:
-        found: dict[str, int] = read(workflow)
-        return found
-    newest: dict[str, int] = {}
-    for row in store.list_executions(None, workflow, 10_000):
-        newest[row.version] = max(newest.get(row.version, 0), row.updated_at_ms)
-    return newest
 
 
 class _InProcess:
