@@ -50,6 +50,8 @@ EXTERNAL = frozenset(
         "SignalReceived",
         "CancelRequested",
         "StaleResultIgnored",
+        # An operator's act (orbit migrate run): the definition changes after it.
+        "ExecutionMigrated",
     }
 )
 RESULTS = frozenset({"StepSucceeded", "StepAttemptFailed"})
@@ -158,9 +160,14 @@ def replay(
     *,
     at: int | None = None,
     limits: Limits | None = None,
+    migrated_to: Sequence[Definition] = (),
 ) -> Report:
+    """`migrated_to`: the definitions a live migration moved the history to
+    (after its `ExecutionMigrated`, each is decided by its own)."""
     plan = Plan(definition)
-    limits = (limits or Limits()).effective(plan)
+    base_limits = limits or Limits()
+    limits = base_limits.effective(plan)
+    targets = {d.definition_hash: d for d in migrated_to}
     state = ExecutionState(execution_id)
     origins: list[tuple[int, str]] = []
     divergences: list[Divergence] = []
@@ -192,6 +199,16 @@ def replay(
                     )
                     batch = []
             apply(state, event)
+            if isinstance(event, ev.ExecutionMigrated):
+                target = targets.get(event.to_hash)
+                if target is None:
+                    raise HistoryError(
+                        f"event {event.seq} moves the execution to {event.to_version} "
+                        f"({event.to_hash}); replay needs that definition too"
+                    )
+                plan = Plan(target)
+                limits = base_limits.effective(plan)
+                batch = []
         except HistoryError:
             raise
         except Exception as error:  # the history contradicts itself

@@ -308,6 +308,25 @@ class HandlersStarted:
     compensation: str
 
 
+@attrs.frozen
+class ExecutionMigrated:
+    """The execution moved to another definition of its workflow (a live
+    migration, docs/language/migration.md). It carries all the fold needs:
+    the new input and the units renamed; decisions after it follow
+    `to_hash`."""
+
+    TYPE: ClassVar[str] = "ExecutionMigrated"
+    seq: int
+    timestamp_ms: int
+    from_version: str
+    from_hash: str
+    to_version: str
+    to_hash: str
+    migration_hash: str
+    input: Json
+    renamed: dict[str, str]
+
+
 Event: TypeAlias = (
     WorkflowCreated
     | WorkflowStarted
@@ -339,6 +358,7 @@ Event: TypeAlias = (
     | CompensationCompleted
     | CompensationFailed
     | HandlersStarted
+    | ExecutionMigrated
 )
 
 # The one list of the event classes is the `Event` union above.

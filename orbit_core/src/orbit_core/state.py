@@ -494,6 +494,21 @@ def _handlers_started(s: ExecutionState, e: ev.HandlersStarted) -> None:
     s.compensation_outcome = e.compensation
 
 
+def _migrated(s: ExecutionState, e: ev.ExecutionMigrated) -> None:
+    s.version = e.to_version
+    s.definition_hash = e.to_hash
+    s.input = e.input
+    s.main_scope = None
+    if e.renamed:
+        units: dict[str, Unit] = {}
+        for key, unit in s.units.items():
+            new_key = unitkeys.renamed(key, e.renamed)
+            unit.key = new_key
+            units[new_key] = unit
+        s.units = units
+        s.outputs = {e.renamed.get(k, k): v for k, v in s.outputs.items()}
+
+
 # Each handler takes its own event type; the table is keyed by that type.
 _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.WorkflowCreated: _created,
@@ -526,6 +541,7 @@ _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.CompensationCompleted: _compensation_completed,
     ev.CompensationFailed: _compensation_failed,
     ev.HandlersStarted: _handlers_started,
+    ev.ExecutionMigrated: _migrated,
 }
 
 

@@ -66,6 +66,20 @@ def step_name(key: str) -> str:
     return key.partition("[")[0]
 
 
+def renamed(key: str, names: dict[str, str]) -> str:
+    """`key` after a live migration renamed main steps (`names`: old to
+    new): a main step, one of its elements and its compensation follow
+    their step; handler units keep their key."""
+    target = compensated(key)
+    if target is not None:
+        return compensation(renamed(target, names))
+    if ":" in key:
+        return key
+    step = step_name(key)
+    new = names.get(step)
+    return key if new is None else new + key[len(step) :]
+
+
 # ---------------------------------------------------------------- compensation
 
 

@@ -491,6 +491,61 @@ class Limits:
     span: Span
 
 
+# Live migration (docs/language/migration.md) ---------------------------------
+
+
+@attrs.frozen
+class MigrateRename:
+    """`rename old to new`: the old version's step `old` is this one's `new`."""
+
+    old: Identifier
+    new: Identifier
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
+class MigrateRemove:
+    """`remove old`: the old version's step `old` has no counterpart."""
+
+    step: Identifier
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
+class MigrateInput:
+    """`input { field: expression }`: values of the new input's fields."""
+
+    value: ObjectLiteral
+    keyword: Span
+    span: Span
+
+
+MigrateItem: TypeAlias = MigrateRename | MigrateRemove | MigrateInput
+
+
+@attrs.frozen
+class MigrateReverse:
+    """`reverse { ... }`: the way back, from this version to the old one."""
+
+    items: tuple[MigrateItem, ...]
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
+class Migrate:
+    """`migrate from "<version>" in "<file>" { ... }` in a workflow."""
+
+    version: StringLiteral
+    source: StringLiteral
+    items: tuple[MigrateItem, ...]
+    reverse: tuple[MigrateReverse, ...]
+    keyword: Span
+    span: Span
+
+
 @attrs.frozen
 class OutcomeHandler:
     """`on failure|cancel|timeout { steps }`; `kind` spans the kind word."""
@@ -526,6 +581,7 @@ WorkflowMember: TypeAlias = (
     | Limits
     | OutcomeHandler
     | EventHandler
+    | Migrate
 )
 
 

@@ -19,6 +19,7 @@ import attrs
 from orbit_core.ir import Definition
 from orbit_lang import ast
 from orbit_lang.check import CheckedProgram, CheckedWorkflow, check_program
+from orbit_lang.check.migration import check_migrations
 from orbit_lang.compile_error import CompileError
 from orbit_lang.diagnostics import Diagnostic, count, sort_key
 from orbit_lang.loader import Program, load_program, load_source
@@ -119,8 +120,12 @@ def _check_and_lower(
     program: Program, parsed: list[Diagnostic], strict: bool, lowered: bool, check: ProgramCheck
 ) -> CompileResult:
     checked = check(program)
+    # `migrate from` blocks compile the old version's file on their own.
+    migrating, migrations = check_migrations(checked.workflows, _compile_one)
     order = {module.path: index for index, module in enumerate(program.modules)}
-    diagnostics = sorted([*parsed, *checked.diagnostics], key=lambda d: sort_key(d, order))
+    diagnostics = sorted(
+        [*parsed, *checked.diagnostics, *migrating], key=lambda d: sort_key(d, order)
+    )
     errors, warnings = count(diagnostics)
     definitions: list[Definition] = []
     if lowered and errors == 0 and not (strict and warnings):
@@ -131,9 +136,13 @@ def _check_and_lower(
                 tasks.setdefault(declaration.name.value, declaration)
             elif isinstance(declaration, ast.Schema):
                 schemas.setdefault(declaration.name.name, declaration)
-        definitions, refused = lower(checked.workflows, tasks, schemas)
+        definitions, refused = lower(checked.workflows, tasks, schemas, migrations)
         diagnostics = sorted([*diagnostics, *refused], key=lambda d: sort_key(d, order))
     return CompileResult(definitions, diagnostics, program.sources, strict, checked.workflows)
+
+
+def _compile_one(path: Path) -> CompileResult:
+    return compile_paths([path])
 
 
 def render_diagnostics(

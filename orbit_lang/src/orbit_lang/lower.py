@@ -22,6 +22,7 @@ from orbit_core.ir import (
     IR_V2,
     ChildContract,
     Definition,
+    Migration,
     hash_document,
     needs_ir_v2,
     to_json,
@@ -37,6 +38,7 @@ def lower(
     workflows: list[CheckedWorkflow],
     tasks: Mapping[str, ast.Task],
     schemas: Mapping[str, ast.Schema],
+    migrations: Mapping[str, tuple[Migration, ...]] | None = None,
 ) -> tuple[list[Definition], list[Diagnostic]]:
     """Definitions in the order given, which must be children first, and
     the errors of the documents the runtime would refuse (then no
@@ -52,6 +54,8 @@ def lower(
                 child.name, child.version, child.definition_hash, child.input, child.output
             )
         definition = attrs.evolve(definition, contracts=contracts, ir_version=IR_V1)
+        if migrations and definition.name in migrations:  # only when declared
+            definition = attrs.evolve(definition, migrations=migrations[definition.name])
         if needs_ir_v2(definition):
             definition = attrs.evolve(definition, ir_version=IR_V2)
         definition = attrs.evolve(

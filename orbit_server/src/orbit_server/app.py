@@ -37,6 +37,7 @@ from orbit_server.resources.executions import Executions
 from orbit_server.resources.health import ClusterView, Health, Metrics, Ready
 from orbit_server.resources.schedules import Schedules
 from orbit_server.resources.ui import Root, Ui
+from orbit_server.resources.versions import Versions
 from orbit_server.resources.workers import WorkerProtocol, Workers
 from orbit_server.resources.workflows import Workflows
 from orbit_server.retention import Sweeper
@@ -123,6 +124,16 @@ def create_app(
     definition = for_clients("read", Subject.WORKFLOW)
     routes.add("/v1/workflows/{name}", workflows, definition, suffix="latest")
     routes.add("/v1/workflows/{name}/{version}", workflows, definition, suffix="version")
+    # Versions in production (issue 41): the census and a migration's plan
+    # are reads of the workflow; moving executions is an operator's act.
+    versions = Versions(engine, config.max_body)
+    routes.add("/v1/workflows/{name}/versions", versions, definition)
+    routes.add(
+        "/v1/workflows/{name}/migrations",
+        versions,
+        {"GET": for_clients("read", Subject.WORKFLOW), "POST": ADMIN},
+        suffix="plan",
+    )
 
     executions = Executions(engine, config.max_body, retention)
     started = for_clients("start", Subject.RESOURCE)

@@ -116,6 +116,70 @@ SCHEMAS: dict[str, Schema] = {
         # Only from a server started with --dev, when it replaced the version's definition.
         {"replaced": BOOLEAN},
     ),
+    "VersionCensus": _object(
+        {
+            "workflow": STRING,
+            "versions": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "version": STRING,
+                        "definition_hash": STRING,
+                        "live": INTEGER,
+                        "paused": INTEGER,
+                        "waiting": {
+                            "type": "array",
+                            "items": _object({"step": STRING, "kind": STRING, "count": INTEGER}),
+                        },
+                        "tasks": {"type": "array", "items": STRING},
+                        "drain": {"enum": ["current", "draining", "drained"]},
+                        "last_live_at_ms": NULLABLE_INTEGER,
+                    }
+                ),
+            },
+        }
+    ),
+    "MigrationPlan": _object(
+        {
+            "workflow": STRING,
+            "from_version": STRING,
+            "to_version": STRING,
+            "migration_hash": STRING,
+            "executions": {
+                "type": "array",
+                "items": _object(
+                    {"execution_id": STRING, "version": STRING, "verdict": STRING},
+                    {"reason": STRING},
+                ),
+            },
+        }
+    ),
+    "MigrationRequest": _object(
+        {"from": STRING, "to": STRING},
+        {
+            "limit": {**INTEGER, "minimum": 1, "maximum": 1000},
+            "dry_run": BOOLEAN,
+            "status": STRING,
+        },
+    ),
+    "MigrationRun": _object(
+        {
+            "workflow": STRING,
+            "from_version": STRING,
+            "to_version": STRING,
+            "migration_hash": STRING,
+            "dry_run": BOOLEAN,
+            "migrated": INTEGER,
+            "remaining": INTEGER,
+            "executions": {
+                "type": "array",
+                "items": _object(
+                    {"execution_id": STRING, "verdict": STRING, "migrated": BOOLEAN},
+                    {"reason": STRING},
+                ),
+            },
+        }
+    ),
     "WorkflowList": _object(
         {
             "workflows": {
@@ -635,6 +699,40 @@ def _paths() -> dict[str, dict[str, Any]]:
                     _path_param("version", "The version."),
                 ],
             )
+        },
+        "/v1/workflows/{name}/versions": {
+            "get": _operation(
+                "Per registered version: live executions, where they wait, drain status.",
+                "admin",
+                {200: _ok("VersionCensus")},
+                tag="workflows",
+                json_errors=(404,),
+                params=[_path_param("name", "The workflow name.")],
+            )
+        },
+        "/v1/workflows/{name}/migrations": {
+            "get": _operation(
+                "Plan a live migration: what moving each live execution would do.",
+                "admin",
+                {200: _ok("MigrationPlan")},
+                tag="workflows",
+                json_errors=(400, 404),
+                params=[
+                    _path_param("name", "The workflow name."),
+                    _query_string("from", "The version the executions run."),
+                    _query_string("to", "The version to move them to."),
+                    _query_string("status", "Only executions in this status."),
+                ],
+            ),
+            "post": _operation(
+                "Move live executions at a safe point to another version.",
+                "admin",
+                {200: _ok("MigrationRun")},
+                tag="workflows",
+                body="MigrationRequest",
+                json_errors=(400, 404),
+                params=[_path_param("name", "The workflow name.")],
+            ),
         },
         "/v1/executions": {
             "post": _operation(

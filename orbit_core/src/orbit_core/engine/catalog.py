@@ -175,6 +175,12 @@ class Catalog:
             raise workflow_not_found(name, None)
         return latest
 
+    def definitions(self, name: str) -> list[ir.Definition]:
+        """Every registered version of `name` (unordered)."""
+        if self.load_missing is not None:
+            self.load_missing()
+        return [p.defn for (n, _v), p in self._plans.items() if n == name]
+
     def contract_versions(self, task: str) -> list[str]:
         """The versions of `task` that deployed workflows call."""
         return sorted(

@@ -25,6 +25,7 @@ from orbit_core.api import (
     WorkflowList,
 )
 from orbit_core.engine.handlers import Handler
+from orbit_core.engine.migrations import MigrationDesk
 from orbit_core.engine.reads import DEFAULT_WAIT_MS
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.service import Engine
@@ -52,6 +53,9 @@ class EngineApi(Protocol):
 
     @property
     def workers(self) -> WorkerApi: ...
+
+    @property
+    def migrations(self) -> MigrationDesk: ...
 
     @property
     def recovered_executions(self) -> int: ...
@@ -145,6 +149,10 @@ class Wrapped:
     @property
     def schedules(self) -> Scheduler:
         return self.engine.schedules
+
+    @property
+    def migrations(self) -> MigrationDesk:
+        return self.engine.migrations
 
     @property
     def workers(self) -> WorkerApi:

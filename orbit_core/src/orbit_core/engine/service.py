@@ -33,6 +33,7 @@ from orbit_core.engine.counters import Counters
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
 from orbit_core.engine.handoff import Handoff, Sharing
+from orbit_core.engine.migrations import MigrationDesk, Migrations
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, STORED, Reads
@@ -128,6 +129,10 @@ class Engine:
             local_first=sharing is not None and sharing.local_first,
         )
         self._control = Control(self._executions, max_active_executions)
+        # Versions in production (engine/migrations.py): another audience's API.
+        self.migrations = MigrationDesk(
+            self._pipeline, self.store, Migrations(self._executions, self._catalog)
+        )
         self._workers = Workers(self._executions, session_timeout_ms)
         # Set by drain(): polls and waits are answered without parking.
         self._draining = False

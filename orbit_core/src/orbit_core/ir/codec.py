@@ -483,6 +483,7 @@ _ORDER = (
     "events",
     "limits",
     "continue_as_new",
+    "migrations",
     "contracts",
     "source_map",
 )

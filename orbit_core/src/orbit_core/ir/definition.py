@@ -131,6 +131,34 @@ class ContinueAsNew:
     when: Expr | None = None
 
 
+# ---- live migration (docs/language/migration.md): carried only when declared
+
+
+@attrs.frozen
+class MigrationMap:
+    """How the state of an execution of one version becomes that of another:
+    old step names to new ones (a step not named keeps its name), old steps
+    dropped (allowed only while they have not started), and the values of
+    the target's input fields, as expressions over the source execution
+    (`input` and its steps' outputs)."""
+
+    renamed: dict[str, str] = attrs.field(factory=dict)
+    removed: tuple[str, ...] = ()
+    input: dict[str, Expr] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Migration:
+    """A `migrate from` block: executions of `from_version` (exactly the
+    definition `from_hash`) may move to this definition by `forward`, and
+    back by `reverse` when declared."""
+
+    from_version: str
+    from_hash: str
+    forward: MigrationMap = attrs.field(factory=MigrationMap)
+    reverse: MigrationMap | None = None
+
+
 @attrs.frozen
 class Definition:
     """A workflow definition. `definition_hash` covers everything except
@@ -153,6 +181,8 @@ class Definition:
     events: tuple[EventHandler, ...] = ()
     limits: dict[str, int] = attrs.field(factory=dict)
     continue_as_new: ContinueAsNew | None = None
+    # Omitted when none is declared, so other definitions keep their hash.
+    migrations: tuple[Migration, ...] = ()
     # Not hashed.
     definition_hash: str = ""
     # Left loose for cattrs, which has no structure hook for `object`.
@@ -172,6 +202,12 @@ class Definition:
         for s in self.signals:
             if s.name == name:
                 return s
+        return None
+
+    def migration_from(self, version: str) -> Migration | None:
+        for m in self.migrations:
+            if m.from_version == version:
+                return m
         return None
 
     def query(self, name: str) -> Query | None:
@@ -194,5 +230,7 @@ DOCUMENT_CLASSES = (
     Query,
     EventHandler,
     ContinueAsNew,
+    MigrationMap,
+    Migration,
     Definition,
 )

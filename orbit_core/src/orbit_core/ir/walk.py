@@ -124,6 +124,7 @@ def needs_ir_v2(defn: Definition) -> bool:
         or defn.events
         or defn.limits
         or defn.continue_as_new is not None
+        or defn.migrations
     ):
         return True
     if any(step.kind in ("await", "compute") for step in defn.steps):

@@ -82,6 +82,7 @@ class Builder:
             "return_member": self.return_,
             "continue_as_new": self.continue_as_new,
             "limits": self.limits,
+            "migrate_decl": self.migrate,
             "on_outcome": self.on_outcome,
             "on_event": self.on_event,
             "compensate": self.compensate,
@@ -371,6 +372,45 @@ class Builder:
 
     def limits(self, node: Node) -> ast.Limits:
         return ast.Limits(self.settings(node.children[2]), self._keyword(node), self.span(node))
+
+    def migrate(self, node: Node) -> ast.Migrate:
+        head, items, _ = node.children
+        _, _, version, _, source, _ = head.children
+        plain, reverse = self.migrate_items(items)
+        return ast.Migrate(
+            self.string(version),
+            self.string(source),
+            tuple(plain),
+            tuple(r for r in reverse if isinstance(r, ast.MigrateReverse)),
+            self.token_span(node.start),
+            self.span(node),
+        )
+
+    def migrate_items(self, node: Node) -> tuple[list[ast.MigrateItem], list[object]]:
+        """The items of a `migrate` or `reverse` block, the `reverse` blocks apart."""
+        plain: list[ast.MigrateItem] = []
+        reverse: list[object] = []
+        for item in node.children:
+            chosen = item.children[0]
+            if chosen.expr_name == "sep":
+                continue
+            member = chosen.children[0]
+            name = member.expr_name
+            keyword = self.token_span(member.start)
+            span = self.span(member)
+            if name == "migrate_rename":
+                _, old, _, new = member.children
+                plain.append(
+                    ast.MigrateRename(self.identifier(old), self.identifier(new), keyword, span)
+                )
+            elif name == "migrate_remove":
+                plain.append(ast.MigrateRemove(self.identifier(member.children[1]), keyword, span))
+            elif name == "migrate_input":
+                plain.append(ast.MigrateInput(self.object(member.children[2]), keyword, span))
+            else:
+                inner, _ = self.migrate_items(member.children[2])
+                reverse.append(ast.MigrateReverse(tuple(inner), keyword, span))
+        return plain, reverse
 
     def on_outcome(self, node: Node) -> ast.OutcomeHandler:
         head, items, _ = node.children

@@ -85,6 +85,7 @@ workflow_item       = workflow_member / sep
 workflow_member     = version / description / workflow_timeout / workflow_input
                     / workflow_output / step_decl / signal_decl / query_decl
                     / return_member / continue_as_new / limits / on_event / on_outcome
+                    / migrate_decl
 workflow_timeout    = "timeout" colon duration_value
 workflow_input      = "input" record_body
 workflow_output     = "output" record_body
@@ -108,6 +109,20 @@ on_event            = on_event_head handler_items block_close
 on_event_head       = "on" "event" signal_name "{"
 handler_items       = handler_item*
 handler_item        = step_decl / sep
+
+# Live migration (beyond the book: docs/language/migration.md) --------------
+migrate_decl        = migrate_head migrate_items block_close
+migrate_head        = "migrate" "from" version_string "in" import_path "{"
+migrate_items       = migrate_item*
+migrate_item        = migrate_member / sep
+migrate_member      = migrate_rename / migrate_remove / migrate_input / migrate_reverse
+migrate_rename      = "rename" step_name "to" step_name
+migrate_remove      = "remove" step_name
+migrate_input       = "input" colon object
+migrate_reverse     = "reverse" "{" reverse_items block_close
+reverse_items       = reverse_item*
+reverse_item        = reverse_member / sep
+reverse_member      = migrate_rename / migrate_remove / migrate_input
 
 # Steps -------------------------------------------------------------------
 step_decl           = step_head step_items block_close

@@ -93,6 +93,7 @@ _BLOCKS = {
             "return",
             "continue_as_new",
             "limits",
+            "migrate",
         ),
         ("step", "on"),
     ),

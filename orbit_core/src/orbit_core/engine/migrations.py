@@ -1,0 +1,216 @@
+"""The engine's side of versions in production: the census of the live
+executions it holds, the migration plan and the migration of one execution
+(orbit_core/migration.py holds the rules).
+
+Every unfinished execution is in memory, so the census and the plan read
+memory only (in a group, as every read of memory does) and never a history;
+the store is read once per census, for when each version was last live.
+
+Moving an execution is one command: the `ExecutionMigrated` event is
+appended, the execution's record is rebuilt as recovery would build it from
+its history (the plan found by its new definition hash, its tokens held
+under the renamed units) and decided, so whatever the target adds and is
+ready runs in the same group. Nothing else is written: a failed group is
+undone like any other, and the execution stays on its old definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from orbit_core import migration as mig
+from orbit_core.engine.catalog import Catalog
+from orbit_core.engine.commands import Tx
+from orbit_core.engine.executions import Executions
+from orbit_core.engine.pipeline import GroupCommit
+from orbit_core.errors import InvalidError, NotFoundError, OrbitError
+from orbit_core.ports import Store
+from orbit_core.state import ExecutionState
+
+# Picks the executions a plan or a run looks at (the filters `orbit ps`
+# has; a richer filter language plugs in here).
+Filter = Callable[[ExecutionState], bool]
+
+
+def everything(state: ExecutionState) -> bool:
+    return True
+
+
+class Migrations:
+    def __init__(self, executions: Executions, catalog: Catalog) -> None:
+        self._x = executions
+        self._catalog = catalog
+
+    def route(self, workflow: str, from_version: str, to_version: str) -> mig.Route:
+        source = self._catalog.find(workflow, from_version).defn
+        target = self._catalog.find(workflow, to_version).defn
+        if source.definition_hash == target.definition_hash:
+            raise InvalidError(
+                f"{source.key} and {target.key} are the same definition", "MIGRATION_NOT_DECLARED"
+            )
+        r = mig.route(source, target)
+        if r is None:
+            raise NotFoundError(
+                f"{target.key} declares no migration from {source.version} "
+                f'(`migrate from "{source.version}"` pinned to {source.definition_hash})',
+                "MIGRATION_NOT_DECLARED",
+            )
+        return r
+
+    def census(self, workflow: str, last_live: dict[str, int]) -> mig.VersionsDoc:
+        definitions = self._catalog.definitions(workflow)
+        if not definitions:
+            self._catalog.find(workflow, None)  # raises WORKFLOW_NOT_FOUND
+        live = [
+            x.state
+            for x in self._x.memory.all()
+            if x.state.workflow == workflow and not x.state.terminal
+        ]
+        return mig.census(workflow, definitions, live, last_live)
+
+    def candidates(self, r: mig.Route, keep: Filter) -> list[ExecutionState]:
+        """The live executions of the route's source that `keep` picks, by id."""
+        source = r.source.definition_hash
+        states = [
+            x.state
+            for x in self._x.memory.all()
+            if x.state.definition_hash == source and not x.state.terminal and keep(x.state)
+        ]
+        return sorted(states, key=lambda s: s.id)
+
+    def plan(self, r: mig.Route, keep: Filter) -> list[mig.PlanEntry]:
+        entries: list[mig.PlanEntry] = []
+        for state in self.candidates(r, keep):
+            found = mig.assess(state, r)
+            entry: mig.PlanEntry = {
+                "execution_id": state.id,
+                "version": state.version,
+                "verdict": found.verdict,
+            }
+            if found.reason is not None:
+                entry["reason"] = found.reason
+            entries.append(entry)
+        return entries
+
+    def migrate(self, tx: Tx, execution_id: str, r: mig.Route) -> mig.MigratedEntry:
+        """Moves one execution if it is at a safe point now; otherwise
+        leaves it untouched and says why."""
+        x = self._x
+        live = x.running(execution_id)
+        found = mig.assess(live.state, r)
+        entry: mig.MigratedEntry = {
+            "execution_id": execution_id,
+            "verdict": found.verdict,
+            "migrated": False,
+        }
+        if found.verdict != mig.NOW:
+            if found.reason is not None:
+                entry["reason"] = found.reason
+            return entry
+        x.append(tx, live, mig.migrated_event(live.state, r, found.input, tx.now))
+        x.memory.discard(execution_id)
+        moved = x.adopt(live.state)
+        assert moved is not None  # the route found the target in the catalog
+        x.decide(tx, moved)
+        entry["migrated"] = True
+        return entry
+
+
+class MigrationDesk:
+    """`engine.migrations`: the calls of operators retiring versions."""
+
+    def __init__(self, pipeline: GroupCommit, store: Store, migrations: Migrations) -> None:
+        self._pipeline = pipeline
+        self._store = store
+        self._m = migrations
+
+    def census(self, workflow: str) -> mig.VersionsDoc:
+        """Per registered version of `workflow`: its live executions, where
+        they wait, the tasks they may still call, and its drain status."""
+        self._pipeline.check_open()
+        last_live = _version_activity(self._store, workflow)
+        return self._pipeline.submit(lambda tx: self._m.census(workflow, last_live), read=True)
+
+    def plan(
+        self, workflow: str, from_version: str, to_version: str, keep: Filter = everything
+    ) -> mig.PlanDoc:
+        """What migrating the live executions of `from_version` to
+        `to_version` would do to each; changes nothing."""
+
+        def read(tx: Tx) -> mig.PlanDoc:
+            r = self._m.route(workflow, from_version, to_version)
+            return {
+                "workflow": workflow,
+                "from_version": from_version,
+                "to_version": to_version,
+                "migration_hash": r.hash,
+                "executions": self._m.plan(r, keep),
+            }
+
+        return self._pipeline.submit(read, read=True)
+
+    def run(
+        self,
+        workflow: str,
+        from_version: str,
+        to_version: str,
+        *,
+        limit: int = 100,
+        dry_run: bool = False,
+        keep: Filter = everything,
+    ) -> mig.RunDoc:
+        """Moves up to `limit` executions of `from_version` that are at a
+        safe point to `to_version`, each by its own command and commit (an
+        interruption leaves each on one version or the other). `remaining`
+        counts the executions `keep` picks that are still on `from_version`."""
+        plan = self.plan(workflow, from_version, to_version, keep)
+        done: list[mig.MigratedEntry] = []
+        if dry_run:
+            done = [
+                {"execution_id": e["execution_id"], "verdict": e["verdict"], "migrated": False}
+                for e in plan["executions"]
+            ]
+        else:
+            ready = [e["execution_id"] for e in plan["executions"] if e["verdict"] == mig.NOW]
+            done = [self._move(workflow, from_version, to_version, eid) for eid in ready[:limit]]
+        moved = sum(1 for e in done if e["migrated"])
+        return {
+            "workflow": workflow,
+            "from_version": from_version,
+            "to_version": to_version,
+            "migration_hash": plan["migration_hash"],
+            "dry_run": dry_run,
+            "migrated": moved,
+            "remaining": len(plan["executions"]) - moved,
+            "executions": done,
+        }
+
+    def _move(
+        self, workflow: str, from_version: str, to_version: str, execution_id: str
+    ) -> mig.MigratedEntry:
+        def move(tx: Tx) -> mig.MigratedEntry:
+            r = self._m.route(workflow, from_version, to_version)
+            return self._m.migrate(tx, execution_id, r)
+
+        try:
+            return self._pipeline.submit(move)
+        except OrbitError as exc:  # it ended meanwhile, say
+            return {
+                "execution_id": execution_id,
+                "verdict": mig.NEVER,
+                "migrated": False,
+                "reason": exc.message,
+            }
+
+
+def _version_activity(store: Store, workflow: str) -> dict[str, int]:
+    """By version of `workflow`, the newest update of its executions: one
+    grouped read where the store offers it, else over the listed rows."""
+    read = getattr(store, "version_activity", None)
+    if read is not None:
+        found: dict[str, int] = read(workflow)
+        return found
+    newest: dict[str, int] = {}
+    for row in store.list_executions(None, workflow, 10_000):
+        newest[row.version] = max(newest.get(row.version, 0), row.updated_at_ms)
+    return newest
