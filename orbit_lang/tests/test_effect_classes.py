@@ -45,7 +45,9 @@ def test_no_clause_no_member_and_the_same_hash() -> None:
     plain = compile_source(_source("")).definitions[0]
     contract = plain.contracts["pay.charge"]
     assert isinstance(contract, TaskContract) and contract.effect is None
-    assert "effect" not in to_json(plain)["contracts"]["pay.charge"]  # type: ignore[index,operator]
+    contracts = to_json(plain)["contracts"]
+    assert isinstance(contracts, dict)
+    assert "effect" not in contracts["pay.charge"]  # type: ignore[operator]
     declared = compile_source(_source("    effect pure\n")).definitions[0]
     assert declared.definition_hash != plain.definition_hash
 
@@ -83,6 +85,8 @@ def test_the_formatter_prints_the_clause_back() -> None:
 
 def test_the_ir_refuses_an_unknown_class() -> None:
     document = to_json(compile_source(_source("    effect once\n")).definitions[0])
-    document["contracts"]["pay.charge"]["effect"] = "twice"  # type: ignore[index]
+    contracts = document["contracts"]
+    assert isinstance(contracts, dict)
+    contracts["pay.charge"]["effect"] = "twice"  # type: ignore[index,call-overload]
     with pytest.raises(IRError, match="unknown effect class `twice`"):
         from_json(document)

@@ -52,6 +52,9 @@ COMMANDS = {
         "schedule",
         # Beyond the book (issue 42): listed after the book's commands.
         "verify",
+        # Beyond the book (issue 38): operator actions.
+        "restart",
+        "fork",
     )
 }
 # `help` comes last in the command list, as chapter 66 lists it.

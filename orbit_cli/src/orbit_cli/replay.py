@@ -50,6 +50,11 @@ EXTERNAL = frozenset(
         "SignalReceived",
         "CancelRequested",
         "StaleResultIgnored",
+        # Issue 38: an operator's restart or fork, and the outcomes a new run
+        # starts with; recorded facts, not decisions.
+        "WorkflowRestarted",
+        "WorkflowForked",
+        "StepRestored",
     }
 )
 RESULTS = frozenset({"StepSucceeded", "StepAttemptFailed"})

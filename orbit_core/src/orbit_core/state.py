@@ -494,6 +494,27 @@ def _handlers_started(s: ExecutionState, e: ev.HandlersStarted) -> None:
     s.compensation_outcome = e.compensation
 
 
+def _restarted(s: ExecutionState, e: ev.WorkflowRestarted) -> None:
+    # The run ends as a continued one does: the next run goes on.
+    s.next_run = e.next_run
+    _finish(s, e, EXEC_CONTINUED_AS_NEW)
+
+
+def _forked(s: ExecutionState, e: ev.WorkflowForked) -> None:
+    pass
+
+
+def _restored(s: ExecutionState, e: ev.StepRestored) -> None:
+    u = s.changed_unit(e.step, e.timestamp_ms)
+    if e.status == UNIT_SKIPPED:
+        u.status = UNIT_SKIPPED
+        u.output = None
+        u.finished_at_ms = e.timestamp_ms
+        return
+    u.attempt = max(u.attempt, 1)
+    _succeed(s, u, e.output, e)
+
+
 # Each handler takes its own event type; the table is keyed by that type.
 _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.WorkflowCreated: _created,
@@ -526,6 +547,9 @@ _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.CompensationCompleted: _compensation_completed,
     ev.CompensationFailed: _compensation_failed,
     ev.HandlersStarted: _handlers_started,
+    ev.WorkflowRestarted: _restarted,
+    ev.WorkflowForked: _forked,
+    ev.StepRestored: _restored,
 }
 
 
