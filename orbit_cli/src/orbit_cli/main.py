@@ -81,6 +81,9 @@ def usage_error_text(exc: click.UsageError) -> str:
 class OrbitGroup(LazyGroup):
     """The top-level group: click's standalone handling, but usage errors in our style."""
 
+    # Issue 38's commands: `statsu` must still suggest only `status`, as the book shows.
+    suggested_last = frozenset({"restart", "fork"})
+
     def main(
         self,
         args: Sequence[str] | None = None,
