@@ -84,7 +84,7 @@ def test_the_issue_scenario(db: str) -> None:
         ]
         assert http.get("/v1/executions/ap-1").body["version"] == "2.0.0"
         logs = orbit.ok("logs", "ap-1").stdout
-        assert "ExecutionMigrated" in logs
+        assert "WorkflowMigrated" in logs
 
         orbit.ok("signal", "ap-1", "approve")
         task = worker.task()
@@ -155,10 +155,10 @@ def test_sigkill_during_a_batch_leaves_each_execution_on_one_version(db: str) ->
         for eid, doc in docs.items():
             events = [e["type"] for e in http.get(f"/v1/executions/{eid}/history").body["events"]]
             if doc["version"] == "2.0.0":
-                assert events.count("ExecutionMigrated") == 1
+                assert events.count("WorkflowMigrated") == 1
                 assert doc["definition_hash"] != ""
             else:
-                assert "ExecutionMigrated" not in events
+                assert "WorkflowMigrated" not in events
             assert doc["units"]["approval"]["status"] == "WAITING"
         # The run carries on where it stopped.
         orbit = Orbit(f"http://{again.addr}")

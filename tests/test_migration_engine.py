@@ -63,7 +63,7 @@ def test_plan_run_and_completion(waiting: Engine) -> None:
     assert doc["version"] == "2.0.0"
     assert doc["definition_hash"] == approval(2).definition_hash
     events = waiting.events("a-1")
-    moved = [e for e in events if isinstance(e, ev.ExecutionMigrated)]
+    moved = [e for e in events if isinstance(e, ev.WorkflowMigrated)]
     assert len(moved) == 1 and moved[0].from_hash == approval(1).definition_hash
     assert fold(events, "a-1").to_json() == waiting.state("a-1").to_json()
     census = waiting.migrations.census("Approval")["versions"]

@@ -54,7 +54,7 @@ from engine_kit import (
 
 from orbit_core import decide as decide_module
 from orbit_core import events as ev
-from orbit_core import ir
+from orbit_core import ir, unitkeys
 from orbit_core.engine import Engine, TaskError
 from orbit_core.engine import executions as executions_module
 from orbit_core.engine import recovery as recovery_module
@@ -86,7 +86,15 @@ LEAF = workflow(
     result=obj(v=ref("w", "v")),
 )
 # Codes a caller may get back in the simulation.
-EXPECTED = {"EXECUTION_FINISHED", "UNKNOWN_SESSION", "NOT_FOUND", "INTERNAL", "STORAGE_ERROR"}
+EXPECTED = {
+    "EXECUTION_FINISHED",
+    "UNKNOWN_SESSION",
+    "NOT_FOUND",
+    "INTERNAL",
+    "STORAGE_ERROR",
+    # A restart (issue 38) of a child execution.
+    "CHILD_EXECUTION",
+}
 
 
 class SimulatedBug(Exception):
@@ -144,6 +152,17 @@ class FaultyStore(MemoryStore):
 
     def clean_history(self, execution_id: str) -> list[ev.Event]:
         return super().history(execution_id) or []
+
+    def every_run(self, execution_id: str) -> list[ev.Event]:
+        """The events of all the execution's runs, first run first (a
+        restart archives a run whose answers stand)."""
+        row = self.execution_row(execution_id)
+        if row is None:
+            return []
+        events: list[ev.Event] = []
+        for run in range(1, row.run):
+            events += super().history(execution_id, run) or []
+        return events + self.clean_history(execution_id)
 
     def all_finished(self) -> bool:
         """Whether every stored execution (children too) has ended."""
@@ -470,6 +489,19 @@ class Simulation:
             if eid not in self.executions:
                 self.executions.append(eid)
 
+    def restart(self, eid: str, step_name: str) -> None:
+        """Restarts with --force: the preview must list every task step the
+        new run runs, and the new run must start with the kept outcomes."""
+        answer = self.engine.restart(eid, step_name, force=True, reason="chaos")
+        defn = self.definitions[answer["workflow"]]
+        tasks = {s.name for s in defn.steps if s.task}
+        assert {r["step"] for r in answer["effects"]} == tasks & set(answer["rerun"])
+        assert step_name in answer["rerun"]
+        events = self.engine.events(eid)
+        assert isinstance(events[0], ev.WorkflowCreated) and events[0].run == answer["run"]
+        restored = {unitkeys.step_name(e.step) for e in events if isinstance(e, ev.StepRestored)}
+        assert restored <= set(answer["kept"])
+
     def step(self, reliable: bool = False) -> None:
         rng, engine = self.rng, self.engine
         action = rng.random()
@@ -491,8 +523,14 @@ class Simulation:
                 if rng.random() < 0.8:
                     self.call(engine.workers.heartbeat, session)
             self.clock.advance(rng.choice([50, 100, 400, 1500]))
-        elif action < 0.6 and self.executions and not reliable:
+        elif action < 0.58 and self.executions and not reliable:
             self.call(engine.cancel, rng.choice(self.executions), "chaos")
+        elif action < 0.6 and self.executions and not reliable:
+            # Issue 38: a restart from a random step, running or finished.
+            eid = rng.choice(self.executions)
+            defn = self.definitions[self.planned[eid]]
+            step_name = rng.choice(defn.steps).name
+            self.call(self.restart, eid, step_name)
         elif action < 0.68 and self.executions:
             eid = rng.choice(self.executions)
             reply = self.call(engine.signal, eid, "go", {})
@@ -592,7 +630,7 @@ class Simulation:
 
         def history(eid: str) -> list[ev.Event]:
             if eid not in histories:
-                histories[eid] = self.store.clean_history(eid)
+                histories[eid] = self.store.every_run(eid)
             return histories[eid]
 
         for eid, unit, attempt in self.accepted:

@@ -517,6 +517,8 @@ class Builder:
             facts = [("Version", code(c.version))]
             if c.compensated_by:
                 facts.append(("Compensated by", task_link(c.compensated_by, self.ext)))
+            if c.effect is not None:
+                facts.append(("Effect", code(c.effect)))
             source = code(f"{contract.file}:{contract.line}") if contract.file else "built-in"
             facts.append(("Source", source))
             facts.append(("Used by", ", ".join(users) or "no workflow"))

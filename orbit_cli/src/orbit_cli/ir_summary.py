@@ -154,8 +154,12 @@ def _contract_lines(contract: TaskContract | ChildContract) -> list[str]:
         head = f"  workflow {contract.name}@{contract.version} (sha256:{short})"
     else:
         head = f"  {contract.name}@{contract.version}"
-    return [
+    lines = [
         head,
         f"    in:  {render_with_defaults(contract.input)}",
         f"    out: {render_type(contract.output)}",
     ]
+    if isinstance(contract, TaskContract) and contract.effect is not None:
+        # Issue 38: only a declared class is printed, so older output is unchanged.
+        lines.append(f"    effect: {contract.effect}")
+    return lines

@@ -21,6 +21,9 @@ class LazyGroup(click.Group):
         # name -> "package.module.attribute"
         self.lazy_subcommands = lazy_subcommands
 
+    # Commands a mistyped name is matched against only after all others.
+    suggested_last: frozenset[str] = frozenset()
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         available = [n for n, target in self.lazy_subcommands.items() if _exists(target)]
         return [*super().list_commands(ctx), *available]
@@ -36,7 +39,13 @@ class LazyGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = click.utils.make_str(args[0]) if args else ""
         if args and self.get_command(ctx, name) is None and not name.startswith("-"):
-            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            names = self.list_commands(ctx)
+            # Later commands are suggested only when no earlier one is close,
+            # so a typo of a book command keeps the book's suggestion.
+            usual = [n for n in names if n not in self.suggested_last]
+            close = difflib.get_close_matches(name, usual, n=3, cutoff=0.6)
+            if not close:
+                close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
             if close:
                 quoted = ", ".join(f"'{c}'" for c in close)
                 ctx.fail(f"No such command '{name}'. Did you mean {quoted}?")

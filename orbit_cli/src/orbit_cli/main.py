@@ -55,6 +55,9 @@ COMMANDS = {
         # Beyond the book (issue 41): versions in production.
         "versions",
         "migrate",
+        # Beyond the book (issue 38): operator actions.
+        "restart",
+        "fork",
     )
 }
 # `help` comes last in the command list, as chapter 66 lists it.
@@ -80,6 +83,9 @@ def usage_error_text(exc: click.UsageError) -> str:
 
 class OrbitGroup(LazyGroup):
     """The top-level group: click's standalone handling, but usage errors in our style."""
+
+    # Issue 38's commands: `statsu` must still suggest only `status`, as the book shows.
+    suggested_last = frozenset({"restart", "fork"})
 
     def main(
         self,

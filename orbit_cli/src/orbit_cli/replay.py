@@ -51,7 +51,12 @@ EXTERNAL = frozenset(
         "CancelRequested",
         "StaleResultIgnored",
         # An operator's act (orbit migrate run): the definition changes after it.
-        "ExecutionMigrated",
+        "WorkflowMigrated",
+        # Issue 38: an operator's restart or fork, and the outcomes a new run
+        # starts with; recorded facts, not decisions.
+        "WorkflowRestarted",
+        "WorkflowForked",
+        "StepRestored",
     }
 )
 RESULTS = frozenset({"StepSucceeded", "StepAttemptFailed"})
@@ -163,7 +168,7 @@ def replay(
     migrated_to: Sequence[Definition] = (),
 ) -> Report:
     """`migrated_to`: the definitions a live migration moved the history to
-    (after its `ExecutionMigrated`, each is decided by its own)."""
+    (after its `WorkflowMigrated`, each is decided by its own)."""
     plan = Plan(definition)
     base_limits = limits or Limits()
     limits = base_limits.effective(plan)
@@ -199,7 +204,7 @@ def replay(
                     )
                     batch = []
             apply(state, event)
-            if isinstance(event, ev.ExecutionMigrated):
+            if isinstance(event, ev.WorkflowMigrated):
                 target = targets.get(event.to_hash)
                 if target is None:
                     raise HistoryError(

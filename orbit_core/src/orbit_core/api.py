@@ -220,6 +220,36 @@ class SignalAccepted(TypedDict):
     seq: int
 
 
+class RepeatDoc(TypedDict):
+    """One entry of a restart's or fork's effect preview (issue 38)."""
+
+    step: str
+    task: str
+    effect: str
+    idempotency_key: str
+    ran_before: bool
+    needs_force: bool
+
+
+class ActionAnswer(TypedDict):
+    """The answer of a restart or fork, and of its dry run (issue 38):
+    `execution_id` is the execution that runs (for a fork, the new one),
+    `run` its run that starts (or would)."""
+
+    action: str
+    execution_id: str
+    source: str
+    run: int
+    workflow: str
+    version: str
+    step: str
+    dry_run: bool
+    started: bool
+    kept: list[str]
+    rerun: list[str]
+    effects: list[RepeatDoc]
+
+
 class QueryAnswer(TypedDict):
     execution_id: str
     query: str

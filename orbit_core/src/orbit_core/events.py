@@ -309,13 +309,13 @@ class HandlersStarted:
 
 
 @attrs.frozen
-class ExecutionMigrated:
+class WorkflowMigrated:
     """The execution moved to another definition of its workflow (a live
     migration, docs/language/migration.md). It carries all the fold needs:
     the new input and the units renamed; decisions after it follow
     `to_hash`."""
 
-    TYPE: ClassVar[str] = "ExecutionMigrated"
+    TYPE: ClassVar[str] = "WorkflowMigrated"
     seq: int
     timestamp_ms: int
     from_version: str
@@ -325,6 +325,45 @@ class ExecutionMigrated:
     migration_hash: str
     input: Json
     renamed: dict[str, str]
+
+
+# Restart and fork (issue 38, docs/restart-and-fork.md) -------------------
+# A restart ends the current run with `WorkflowRestarted` and starts the next
+# with `StepRestored` events: the outcomes it keeps, copied as values, so the
+# new run folds and replays from its own history alone. A fork starts a new
+# execution the same way, after a `WorkflowForked` naming its source.
+
+
+@attrs.frozen
+class WorkflowRestarted:
+    TYPE: ClassVar[str] = "WorkflowRestarted"
+    seq: int
+    timestamp_ms: int
+    next_run: int
+    step: str
+    reason: str
+
+
+@attrs.frozen
+class WorkflowForked:
+    TYPE: ClassVar[str] = "WorkflowForked"
+    seq: int
+    timestamp_ms: int
+    source: str
+    source_run: int
+    step: str
+
+
+@attrs.frozen
+class StepRestored:
+    TYPE: ClassVar[str] = "StepRestored"
+    seq: int
+    timestamp_ms: int
+    step: str
+    # SUCCEEDED or SKIPPED: the only outcomes a new run keeps.
+    status: str
+    output: Json
+    from_run: int
 
 
 Event: TypeAlias = (
@@ -358,7 +397,10 @@ Event: TypeAlias = (
     | CompensationCompleted
     | CompensationFailed
     | HandlersStarted
-    | ExecutionMigrated
+    | WorkflowMigrated
+    | WorkflowRestarted
+    | WorkflowForked
+    | StepRestored
 )
 
 # The one list of the event classes is the `Event` union above.

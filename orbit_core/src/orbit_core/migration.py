@@ -5,7 +5,7 @@ to what it holds in memory.
 
 A migration moves one execution from its definition (the *source*) to
 another definition of the same workflow (the *target*) by one event,
-`ExecutionMigrated`, which carries everything the fold needs (the new input,
+`WorkflowMigrated`, which carries everything the fold needs (the new input,
 the units renamed), so replay never needs the map itself. An execution is
 moved only at a safe point: no attempt of any step is in flight (scheduled,
 dispatched, waiting for a retry or uncertain), nothing is being undone or
@@ -230,7 +230,7 @@ def migrated_event(state: ExecutionState, r: Route, value: JsonValue, now: int) 
         for old, new in r.map.renamed.items()
         if old != new and any(unitkeys.step_name(k) == old for k in state.units)
     }
-    return ev.ExecutionMigrated(
+    return ev.WorkflowMigrated(
         state.last_seq + 1,
         now,
         r.source.version,

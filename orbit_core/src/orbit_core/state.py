@@ -494,7 +494,7 @@ def _handlers_started(s: ExecutionState, e: ev.HandlersStarted) -> None:
     s.compensation_outcome = e.compensation
 
 
-def _migrated(s: ExecutionState, e: ev.ExecutionMigrated) -> None:
+def _migrated(s: ExecutionState, e: ev.WorkflowMigrated) -> None:
     s.version = e.to_version
     s.definition_hash = e.to_hash
     s.input = e.input
@@ -507,6 +507,27 @@ def _migrated(s: ExecutionState, e: ev.ExecutionMigrated) -> None:
             units[new_key] = unit
         s.units = units
         s.outputs = {e.renamed.get(k, k): v for k, v in s.outputs.items()}
+
+
+def _restarted(s: ExecutionState, e: ev.WorkflowRestarted) -> None:
+    # The run ends as a continued one does: the next run goes on.
+    s.next_run = e.next_run
+    _finish(s, e, EXEC_CONTINUED_AS_NEW)
+
+
+def _forked(s: ExecutionState, e: ev.WorkflowForked) -> None:
+    pass
+
+
+def _restored(s: ExecutionState, e: ev.StepRestored) -> None:
+    u = s.changed_unit(e.step, e.timestamp_ms)
+    if e.status == UNIT_SKIPPED:
+        u.status = UNIT_SKIPPED
+        u.output = None
+        u.finished_at_ms = e.timestamp_ms
+        return
+    u.attempt = max(u.attempt, 1)
+    _succeed(s, u, e.output, e)
 
 
 # Each handler takes its own event type; the table is keyed by that type.
@@ -541,7 +562,10 @@ _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.CompensationCompleted: _compensation_completed,
     ev.CompensationFailed: _compensation_failed,
     ev.HandlersStarted: _handlers_started,
-    ev.ExecutionMigrated: _migrated,
+    ev.WorkflowMigrated: _migrated,
+    ev.WorkflowRestarted: _restarted,
+    ev.WorkflowForked: _forked,
+    ev.StepRestored: _restored,
 }
 
 

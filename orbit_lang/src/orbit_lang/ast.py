@@ -268,7 +268,16 @@ class CompensatedBy:
     span: Span
 
 
-TaskMember: TypeAlias = Version | Description | TaskInput | TaskOutput | CompensatedBy
+@attrs.frozen
+class Effect:
+    """`effect <class>` (issue 38): what running the task again does."""
+
+    effect_class: Identifier
+    keyword: Span
+    span: Span
+
+
+TaskMember: TypeAlias = Version | Description | TaskInput | TaskOutput | CompensatedBy | Effect
 
 
 # Step members -----------------------------------------------------------------------

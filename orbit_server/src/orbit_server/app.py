@@ -148,6 +148,21 @@ def create_app(
         for_clients("cancel", execution),
         suffix="cancel",
     )
+    # Issue 38 (docs/restart-and-fork.md): a restart ends the current run,
+    # so it needs the `cancel` permission; a fork starts an execution of the
+    # same workflow, so it needs `start`. Their dry runs need the same.
+    routes.add(
+        "/v1/executions/{execution_id}/restart",
+        executions,
+        for_clients("cancel", execution),
+        suffix="restart",
+    )
+    routes.add(
+        "/v1/executions/{execution_id}/fork",
+        executions,
+        for_clients("start", execution),
+        suffix="fork",
+    )
     routes.add(
         "/v1/executions/{execution_id}/signals/{name}",
         executions,

@@ -45,6 +45,11 @@ STATUS: dict[str, int] = {
     "RESOURCE_EXHAUSTED": 429,
     "STORAGE_ERROR": 500,
     "NOT_LEADER": 503,
+    # Restart and fork (issue 38, docs/restart-and-fork.md).
+    "UNKNOWN_STEP": 400,
+    "INCOMPATIBLE_VERSION": 409,
+    "EFFECTS_REPEATED": 409,
+    "CHILD_EXECUTION": 409,
 }
 
 _log = logger()

@@ -269,6 +269,43 @@ SCHEMAS: dict[str, Schema] = {
         {"run": INTEGER},
     ),
     "Cancel": _object({}, {"reason": STRING}),
+    # Restart and fork (issue 38, docs/restart-and-fork.md).
+    "Restart": _object({"from": STRING}, {"dry_run": BOOLEAN, "force": BOOLEAN, "reason": STRING}),
+    "Fork": _object(
+        {"from": STRING},
+        {"execution_id": STRING, "version": STRING, "dry_run": BOOLEAN, "force": BOOLEAN},
+    ),
+    "ActionAnswer": _object(
+        {
+            "action": {"type": "string", "enum": ["restart", "fork"]},
+            "execution_id": STRING,
+            "source": STRING,
+            "run": INTEGER,
+            "workflow": STRING,
+            "version": STRING,
+            "step": STRING,
+            "dry_run": BOOLEAN,
+            "started": BOOLEAN,
+            "kept": {"type": "array", "items": STRING},
+            "rerun": {"type": "array", "items": STRING},
+            "effects": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "step": STRING,
+                        "task": STRING,
+                        "effect": {
+                            "type": "string",
+                            "enum": ["idempotent", "compensable", "once", "pure", "unknown"],
+                        },
+                        "idempotency_key": {"type": "string", "enum": ["same", "new"]},
+                        "ran_before": BOOLEAN,
+                        "needs_force": BOOLEAN,
+                    }
+                ),
+            },
+        }
+    ),
     "SignalAccepted": _object(
         {"execution_id": STRING, "signal": STRING, "accepted": BOOLEAN, "seq": NULLABLE_INTEGER}
     ),
@@ -800,6 +837,30 @@ def _paths() -> dict[str, dict[str, Any]]:
                 body="Cancel",
                 body_required=False,
                 json_errors=(404, 409),
+                params=[EXECUTION_ID],
+            )
+        },
+        "/v1/executions/{execution_id}/restart": {
+            "post": _operation(
+                "Start a new run from a step, keeping the outcomes of the steps that do not"
+                " depend on it; with dry_run, only its effect preview (200).",
+                "admin",
+                {200: _ok("ActionAnswer"), 201: _ok("ActionAnswer", "Restarted")},
+                tag=ex,
+                body="Restart",
+                json_errors=(400, 404, 409),
+                params=[EXECUTION_ID],
+            )
+        },
+        "/v1/executions/{execution_id}/fork": {
+            "post": _operation(
+                "Start a new execution with this one's outcomes before a step, optionally on"
+                " another version; with dry_run, only its effect preview (200).",
+                "admin",
+                {200: _ok("ActionAnswer"), 201: _ok("ActionAnswer", "Forked")},
+                tag=ex,
+                body="Fork",
+                json_errors=(400, 404, 409),
                 params=[EXECUTION_ID],
             )
         },

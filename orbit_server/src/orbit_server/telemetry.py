@@ -41,6 +41,9 @@ COUNTED: dict[str, str] = {
     "orbit_stale_results": "StaleResultIgnored",
     "orbit_compensations_started": "CompensationStarted",
     "orbit_compensations_failed": "CompensationFailed",
+    # Issue 38: operator restarts (the old run's end) and forks (the new execution's start).
+    "orbit_executions_restarted": "WorkflowRestarted",
+    "orbit_executions_forked": "WorkflowForked",
 }
 # Keyed by class: `type(event)` is one lookup, `event.TYPE` two.
 _FAMILY_OF = {ev.EVENT_TYPES[event]: family for family, event in COUNTED.items()}

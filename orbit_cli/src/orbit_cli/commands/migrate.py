@@ -109,7 +109,7 @@ def run(
     batch_size: int,
 ) -> None:
     """Move every live execution of WORKFLOW on --from that is at a safe
-    point to --to, each in one commit that records `ExecutionMigrated`.
+    point to --to, each in one commit that records `WorkflowMigrated`.
     Executions that cannot move are left untouched."""
     where = path("v1", "workflows", workflow, "migrations")
     body: dict[str, Any] = {"from": from_version, "to": to_version, "limit": batch_size}

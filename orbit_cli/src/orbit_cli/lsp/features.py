@@ -49,6 +49,7 @@ KEYWORDS: dict[str, str] = {
     "input": "The input record; in expressions, the workflow's input value.",
     "output": "The output type of a task or workflow.",
     "compensated_by": "The task that undoes this one when a saga compensates.",
+    "effect": "What running the task again does: `idempotent`, `compensable`, `once` or `pure`.",
     "step": "A unit of work; its name is its output value in later expressions.",
     "worker": "Runs the step on a worker that implements the named task.",
     "sleep": "A durable timer: the step finishes after the duration.",
@@ -310,6 +311,8 @@ def _task_hover(analysis: Analysis, task: ast.Task) -> str:
             lines.append(f"    output {_source(analysis, member.type)}")
         elif isinstance(member, ast.CompensatedBy):
             lines.append(f'    compensated_by "{member.task.value}"')
+        elif isinstance(member, ast.Effect):
+            lines.append(f"    effect {member.effect_class.name}")
     return _code("\n".join(lines)) + (f"\n\n{task.doc}" if task.doc else "")
 
 

@@ -40,11 +40,8 @@ class Control:
     ) -> Started:
         """Checks in the order of RULINGS §18, then creates and decides."""
         x = self._x
-        if execution_id is not None and not _EXECUTION_ID.match(execution_id):
-            raise InvalidError(
-                "execution_id must be 1 to 200 letters, digits, `-`, `_`, `.` or `:`",
-                "INVALID_EXECUTION_ID",
-            )
+        if execution_id is not None:
+            self.check_id(execution_id)
         plan = x.catalog.find(workflow, version)
         if execution_id is None:
             execution_id = x.ids.execution_id()
@@ -76,6 +73,14 @@ class Control:
         x.counters.started += 1
         x.decide(tx, live)
         return {"execution_id": execution_id, "created": True}
+
+    @staticmethod
+    def check_id(execution_id: str) -> None:
+        if not _EXECUTION_ID.match(execution_id):
+            raise InvalidError(
+                "execution_id must be 1 to 200 letters, digits, `-`, `_`, `.` or `:`",
+                "INVALID_EXECUTION_ID",
+            )
 
     def _exists_message(self, execution_id: str, existing_hash: str, wanted: ir.Definition) -> str:
         """The book's message, naming the version when the id belongs to the

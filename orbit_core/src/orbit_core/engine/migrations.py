@@ -6,7 +6,7 @@ Every unfinished execution is in memory, so the census and the plan read
 memory only (in a group, as every read of memory does) and never a history;
 the store is read once per census, for when each version was last live.
 
-Moving an execution is one command: the `ExecutionMigrated` event is
+Moving an execution is one command: the `WorkflowMigrated` event is
 appended, the execution's record is rebuilt as recovery would build it from
 its history (the plan found by its new definition hash, its tokens held
 under the renamed units) and decided, so whatever the target adds and is

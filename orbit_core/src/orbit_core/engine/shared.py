@@ -28,6 +28,7 @@ from typing import Any
 
 from orbit_core.api import (
     Accepted,
+    ActionAnswer,
     Assignment,
     ExecutionDoc,
     HeartbeatReply,
@@ -133,6 +134,22 @@ class SharedEngine(Wrapped):
             reply = self.forward(execution_id, "cancel", {"reason": reason})
             return _raise_reply(reply)  # type: ignore[no-any-return]
         return self.engine.cancel(execution_id, reason)
+
+    def restart(
+        self,
+        execution_id: str,
+        step: str,
+        *,
+        dry_run: bool = False,
+        force: bool = False,
+        reason: str | None = None,
+    ) -> ActionAnswer:
+        """Issue 38: a running execution is restarted by its owner."""
+        if self.owner_elsewhere(execution_id):
+            payload = {"step": step, "dry_run": dry_run, "force": force, "reason": reason}
+            reply = self.forward(execution_id, "restart", payload)
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return self.engine.restart(execution_id, step, dry_run=dry_run, force=force, reason=reason)
 
     def forward(self, execution_id: str, kind: str, payload: Any) -> Any:
         """Puts an entry in the inbox of the execution's owner and waits for
@@ -244,6 +261,15 @@ class SharedEngine(Wrapped):
                 return {"ok": self.engine.signal(entry.execution_id, p["name"], p["payload"])}
             if entry.kind == "cancel":
                 return {"ok": self.engine.cancel(entry.execution_id, p["reason"])}
+            if entry.kind == "restart":
+                answer = self.engine.restart(
+                    entry.execution_id,
+                    p["step"],
+                    dry_run=p["dry_run"],
+                    force=p["force"],
+                    reason=p["reason"],
+                )
+                return {"ok": answer}
         except StorageError:
             raise  # not applied: tried again, here or by the next owner
         except OrbitError as exc:

@@ -39,6 +39,7 @@ from orbit_core.eval.jsonvalue import describe_value
 from orbit_core.ir import expr as e
 from orbit_core.ir.definition import (
     DOCUMENT_CLASSES,
+    EFFECT_CLASSES,
     HANDLER_KINDS,
     IR_VERSIONS,
     STEP_KINDS,
@@ -569,6 +570,9 @@ def _check_enums(defn: Definition) -> None:
         for retry in (step.retry, step.compensate.retry if step.compensate else None):
             if retry is not None and retry.backoff not in ("fixed", "exponential"):
                 raise IRError(f"step `{step.name}`: unknown backoff `{retry.backoff}`")
+    for contract in defn.contracts.values():
+        if isinstance(contract, TaskContract) and contract.effect not in (None, *EFFECT_CLASSES):
+            raise IRError(f"task `{contract.name}`: unknown effect class `{contract.effect}`")
     for kind in defn.handlers:
         if kind not in HANDLER_KINDS:
             raise IRError(f"unknown handler kind `{kind}`")

@@ -93,6 +93,13 @@ class TaskContract:
     input: Type
     output: Type
     compensated_by: str | None = None
+    # Issue 38: `idempotent`, `compensable`, `once` or `pure` when declared;
+    # absent (None) means unknown, and keeps older documents' hashes.
+    effect: str | None = None
+
+
+# The effect classes a task contract may declare (issue 38).
+EFFECT_CLASSES = ("idempotent", "compensable", "once", "pure")
 
 
 @attrs.frozen

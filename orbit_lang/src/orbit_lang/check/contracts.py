@@ -1,6 +1,7 @@
 """Task contracts (chapter 10): members, record-typed input and output
-(E0310, RULINGS §6), `compensated_by` (E0316) and semantic versions
-(W0201)."""
+(E0310, RULINGS §6), `compensated_by` (E0316), semantic versions
+(W0201) and the effect class of issue 38 (E1000 unknown class, E1001 the
+clause written twice; docs/restart-and-fork.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import re
 import attrs
 
 from orbit_core.ir import TaskContract
+from orbit_core.ir.definition import EFFECT_CLASSES
 from orbit_core.ir.types import EMPTY_RECORD, RecordType
 from orbit_core.ir.types import Type as IRType
 from orbit_lang import ast
 from orbit_lang.check.declarations import Declarations
-from orbit_lang.check.report import Reporter, did_you_mean, duplicate_member
+from orbit_lang.check.report import Reporter, did_you_mean, duplicate_member, first_declared
 from orbit_lang.check.typeexpr import TypeResolver
 from orbit_lang.check.types import JSON, render
 
@@ -29,6 +31,7 @@ _TASK_WORDS: dict[type, str] = {
     ast.TaskInput: "input",
     ast.TaskOutput: "output",
     ast.CompensatedBy: "compensated_by",
+    ast.Effect: "effect",
 }
 
 
@@ -71,6 +74,15 @@ def _contract(
     members: dict[type, ast.TaskMember] = {}
     for member in task.members:
         first = members.get(type(member))
+        if first is not None and isinstance(member, ast.Effect):
+            report.error(
+                "E1001",
+                "duplicate `effect`: a task has one effect class",
+                member.keyword,
+                labels=[first_declared(first.keyword)],
+                help="keep one `effect` clause",
+            )
+            continue
         if first is not None:
             duplicate_member(report, _TASK_WORDS[type(member)], member.keyword, first.keyword)
             continue
@@ -102,8 +114,25 @@ def _contract(
                 help=did_you_mean(target, declarations.tasks)
                 or "declare the task, or import the file that declares it",
             )
-    ir = TaskContract(task.name.value, version, input_type, output_type, compensated_by)
+    effect = _effect(members.get(ast.Effect), report)
+    ir = TaskContract(task.name.value, version, input_type, output_type, compensated_by, effect)
     return Contract(task, ir)
+
+
+def _effect(member: ast.TaskMember | None, report: Reporter) -> str | None:
+    if not isinstance(member, ast.Effect):
+        return None
+    word = member.effect_class
+    if word.name in EFFECT_CLASSES:
+        return word.name
+    report.error(
+        "E1000",
+        f"unknown effect class `{word.name}`",
+        word.span,
+        help=did_you_mean(word.name, EFFECT_CLASSES)
+        or "the effect classes are `idempotent`, `compensable`, `once` and `pure`",
+    )
+    return None
 
 
 def _record(node: ast.TypeExpr, which: str, types: TypeResolver, report: Reporter) -> IRType:

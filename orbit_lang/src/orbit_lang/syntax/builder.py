@@ -73,6 +73,7 @@ class Builder:
             "task_input": self.task_input,
             "task_output": self.task_output,
             "compensated_by": self.compensated_by,
+            "effect_clause": self.effect_clause,
             "workflow_timeout": self.timeout,
             "workflow_input": self.workflow_input,
             "workflow_output": self.workflow_output,
@@ -276,6 +277,9 @@ class Builder:
         return ast.CompensatedBy(
             self.string(node.children[2]), self._keyword(node), self.span(node)
         )
+
+    def effect_clause(self, node: Node) -> ast.Effect:
+        return ast.Effect(self.identifier(node.children[2]), self._keyword(node), self.span(node))
 
     def duration(self, node: Node) -> ast.DurationLiteral:
         token = self.tokens[node.start]

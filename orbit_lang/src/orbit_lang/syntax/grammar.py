@@ -69,9 +69,14 @@ task_head           = "task" task_name "{"
 task_items          = task_item*
 task_item           = task_member / sep
 task_member         = version / description / task_input / task_output / compensated_by
+                    / effect_clause
 task_input          = "input" colon type
 task_output         = "output" colon type
 compensated_by      = "compensated_by" colon task_name
+# Effect classes (issue 38, docs/restart-and-fork.md): what running the task
+# again does; the class is a word, checked against the known ones by the
+# checker (E1000) so that a typo gets a located suggestion.
+effect_clause       = "effect" colon effect_class
 
 version             = "version" colon version_string
 description         = "description" colon description_string
@@ -253,6 +258,7 @@ EXPECTATIONS: dict[str, str] = {
     "member_name": "a field name",
     "ref_name": "an expression",
     "task_name": "a task name (a string)",
+    "effect_class": "an effect class (`idempotent`, `compensable`, `once` or `pure`)",
     "child_name": "a workflow name (a string)",
     "import_path": "a file path (a string)",
     "test_name": "a test name (a string)",
@@ -427,6 +433,8 @@ NESTING_RULES = ("expression", "type")
 def _build() -> TokenGrammar:
     custom: dict[str, Callable[..., object]] = dict.fromkeys(_IDENT_ROLES, _ident)
     custom.update(dict.fromkeys(_STRING_ROLES, _one_of(frozenset({"<string>"}))))
+    # Effect classes (issue 38): any word; the checker knows the classes.
+    custom["effect_class"] = _ident
     custom.update(_TOKEN_CLASSES)
     custom.update({name: counted(f"{name}_body") for name in NESTING_RULES})
     return TokenGrammar(RULES, **custom)

@@ -98,7 +98,8 @@ _BLOCKS = {
         ("step", "on"),
     ),
     "task": _BlockKind(
-        "task_member", ("version", "description", "input", "output", "compensated_by")
+        "task_member",
+        ("version", "description", "input", "output", "compensated_by", "effect"),
     ),
     "test": _BlockKind("test_member", ("workflow", "version", "input", "mock", "signal", "expect")),
     "verify": _BlockKind("verify_member", ("workflow", "version", "input", "invariant")),

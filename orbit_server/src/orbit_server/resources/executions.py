@@ -81,6 +81,31 @@ class Executions:
         reason = None if body is ABSENT else Fields(body).string("reason")
         send(resp, self._engine.cancel(execution_id, reason))
 
+    def on_post_restart(
+        self, req: falcon.Request, resp: falcon.Response, execution_id: str
+    ) -> None:
+        fields = Fields(read_json(req, self._max_body, required=True))
+        answer = self._engine.restart(
+            execution_id,
+            fields.required_string("from"),
+            dry_run=fields.boolean("dry_run", False),
+            force=fields.boolean("force", False),
+            reason=fields.string("reason"),
+        )
+        send(resp, answer, 200 if answer["dry_run"] else 201)
+
+    def on_post_fork(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
+        fields = Fields(read_json(req, self._max_body, required=True))
+        answer = self._engine.fork(
+            execution_id,
+            fields.required_string("from"),
+            new_id=fields.string("execution_id"),
+            version=fields.string("version"),
+            dry_run=fields.boolean("dry_run", False),
+            force=fields.boolean("force", False),
+        )
+        send(resp, answer, 200 if answer["dry_run"] else 201)
+
     def on_post_signal(
         self, req: falcon.Request, resp: falcon.Response, execution_id: str, name: str
     ) -> None:

@@ -156,6 +156,8 @@ HELP: dict[str, str] = {
     "orbit_compensations_failed": "Compensations that failed for good",
     "orbit_events_committed": "History events committed",
     "orbit_executions_continued_as_new": "Runs ended by continue_as_new",
+    "orbit_executions_restarted": "Runs ended by an operator's restart",
+    "orbit_executions_forked": "Executions started by an operator's fork",
 }
 
 
