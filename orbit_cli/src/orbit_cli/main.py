@@ -55,6 +55,8 @@ COMMANDS = {
         # Beyond the book (issue 41): versions in production.
         "versions",
         "migrate",
+        # Beyond the book (issue 44).
+        "plan",
     )
 }
 # `help` comes last in the command list, as chapter 66 lists it.
