@@ -86,3 +86,16 @@ def test_usage_and_compile_errors_exit_2(tmp_path: Path) -> None:
     result = orbit("plan", str(broken))
     assert result.exit_code == 2
     assert "error[" in result.stderr
+
+
+def test_docs_show_the_envelope_only_when_asked(tmp_path: Path) -> None:
+    out = tmp_path / "ref"
+    assert orbit("docs", ORDERS, "-o", str(out)).exit_code == 0
+    assert "Resource envelope" not in (out / "Orders.md").read_text()
+    assert orbit("docs", ORDERS, "-o", str(out), "--envelope").exit_code == 0
+    page = (out / "Orders.md").read_text()
+    assert "## Resource envelope" in page
+    assert "| History events | 6 | 8 |" in page
+    assert "| `work` | 3 | 4 |" in page
+    assert orbit("docs", ORDERS, "-o", str(out), "--envelope", "--format", "html").exit_code == 0
+    assert "Resource envelope" in (out / "Orders.html").read_text()

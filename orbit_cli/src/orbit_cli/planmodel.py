@@ -43,13 +43,15 @@ class StoreModel:
     execution_row_bytes: int
 
 
-# Fitted on the development machine, 2026-05 (see the module docstring).
+# Fitted on the development machine by bench_plan.py --calibrate (module docstring).
 STORES = {
     "sqlite": StoreModel(
         execution_us=70.0, event_us=28.5, dispatch_us=107.2, row_bytes=100, execution_row_bytes=0
     ),
+    # PostgreSQL 16 started by tests/pgkit.py on the same machine; bytes on
+    # disk not measured there (SQLite's figure stands in).
     "postgres": StoreModel(
-        execution_us=260.0, event_us=21.0, dispatch_us=95.0, row_bytes=140, execution_row_bytes=700
+        execution_us=184.8, event_us=47.4, dispatch_us=619.6, row_bytes=100, execution_row_bytes=0
     ),
 }
 DAY_S = 86_400
