@@ -226,8 +226,12 @@ class Builder:
         contracts: Sequence[Contract],
         ext: str,
         schema_links: dict[str, list[tuple[str, str]]] | None,
+        envelope: bool = False,
     ) -> None:
         self.definitions = list(definitions)
+        # `orbit docs --envelope` (issue 44): off by default, so the book's
+        # pages stay as chapter 56 prints them.
+        self.envelope = envelope
         self.contracts = list(contracts)
         self.ext = ext
         self.schema_links = schema_links
@@ -380,6 +384,8 @@ class Builder:
 
         blocks.append(Diagram(mermaid(definition), svg(definition)))
         blocks += self.contracts_used(definition)
+        if self.envelope:
+            blocks += envelope_section(definition)
         if self.schema_links is not None:
             blocks.append(Heading(2, "JSON Schema"))
             links = tuple(
@@ -717,3 +723,43 @@ def to_html(page: Page) -> str:
                 )
     parts += ["</body>", "</html>"]
     return "\n".join(parts) + "\n"
+
+
+def _count(value: int | None) -> str:
+    return "unbounded" if value is None else str(value)
+
+
+def envelope_section(definition: Definition) -> Iterator[Block]:
+    """The static envelope (orbit_core.envelope) of one run: what `orbit
+    plan` prints, without the store's figures."""
+    from orbit_core.envelope import envelope
+
+    env = envelope(definition)
+    cost = env.cost
+    yield Heading(2, "Resource envelope")
+    run = "run (the count restarts with `continue_as_new`)" if env.per_run else "execution"
+    yield Para(
+        f"What one {run} records in its history, on the typical path (every step"
+        " succeeds at its first attempt) and in the worst case (every attempt fails"
+        " and the run aborts through its compensation and handlers)."
+    )
+    yield Table(
+        ("", "Typical", "Worst case"),
+        (
+            ("History events", str(cost.events), _count(cost.worst_events)),
+            ("Commits", str(cost.commits), _count(cost.worst_commits)),
+            ("Task dispatches", str(cost.dispatches), _count(cost.worst_dispatches)),
+            ("History bytes", str(cost.bytes), _count(cost.worst_bytes)),
+        ),
+    )
+    yield Table(
+        ("Step", "Typical events", "Worst-case events"),
+        tuple((code(s.key), str(s.cost.events), _count(s.cost.worst_events)) for s in env.steps),
+    )
+    for signal, extra in env.per_signal:
+        yield Para(f"Each {code(signal)} signal no step takes adds {_count(extra)} event(s).")
+    for cause in env.unbounded:
+        where = f"step {code(cause.step)}: " if cause.step else ""
+        yield Para(f"No bound on events: {where}{cause.reason}. Fix: {cause.fix}.")
+    if env.unbounded_bytes:
+        yield Para(f"No bound on bytes: {env.unbounded_bytes[0].reason}.")

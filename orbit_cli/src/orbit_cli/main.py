@@ -58,6 +58,8 @@ COMMANDS = {
         # Beyond the book (issue 38): operator actions.
         "restart",
         "fork",
+        # Beyond the book (issue 44).
+        "plan",
     )
 }
 # `help` comes last in the command list, as chapter 66 lists it.

@@ -22,6 +22,7 @@ from orbit_lang.check import CheckedProgram, CheckedWorkflow, check_program
 from orbit_lang.check.migration import check_migrations
 from orbit_lang.compile_error import CompileError
 from orbit_lang.diagnostics import Diagnostic, count, sort_key
+from orbit_lang.envelope import check_envelopes
 from orbit_lang.loader import Program, load_program, load_source
 from orbit_lang.lower import lower
 from orbit_lang.parser import read_source
@@ -127,6 +128,12 @@ def _check_and_lower(
         [*parsed, *checked.diagnostics, *migrating], key=lambda d: sort_key(d, order)
     )
     errors, warnings = count(diagnostics)
+    if errors == 0:
+        # The envelope needs a whole, valid definition (issue 44).
+        found = check_envelopes((w.node, w.definition) for w in checked.workflows)
+        if found:
+            diagnostics = sorted([*diagnostics, *found], key=lambda d: sort_key(d, order))
+            errors, warnings = count(diagnostics)
     definitions: list[Definition] = []
     if lowered and errors == 0 and not (strict and warnings):
         tasks: dict[str, ast.Task] = {}

@@ -33,6 +33,7 @@ from typing import Any
 
 import attrs
 
+from orbit_core.envelope import Limits
 from orbit_core.ir import Definition, Step
 from orbit_core.ir import expr as e
 from orbit_core.ir.printer import render_expr
@@ -40,6 +41,7 @@ from orbit_core.ir.types import FLOAT, INT, OptionalType, RecordType
 from orbit_lang import ast
 from orbit_lang.compiler import CompileResult
 from orbit_lang.diagnostics import Diagnostic, Severity, sort_key
+from orbit_lang.envelope import findings
 from orbit_lang.source import SourceFile, Span
 
 # ---------------------------------------------------------------- the file
@@ -61,6 +63,8 @@ CODES = {
     "max_fan_out": "P0109",
     "require_limits": "P0110",
     "require_signal_timeout": "P0111",
+    # The static envelope (issue 44): E1340/E1341, W1340/W1341 as a warning.
+    "envelope": "E1340",
 }
 # Each type's own keys, and which of them must be given.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -75,6 +79,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "max_fan_out": ("max", "require_max_parallel"),
     "require_limits": ("keys",),
     "require_signal_timeout": ("signals", "max", "allow_workflow_timeout"),
+    "envelope": ("max_history_events", "max_fan_out"),
 }
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "require_compensation": ("tasks",),
@@ -262,7 +267,7 @@ def _rule(  # noqa: C901
             if not isinstance(table[key], bool):
                 raise fail(f"{where} `{key}` must be true or false")
             options[key] = table[key]
-    for key in ("min_attempts", "max_attempts"):
+    for key in ("min_attempts", "max_attempts", "max_history_events", "max_fan_out"):
         if key in table:
             options[key] = _positive(table[key], f"{where} `{key}`", fail)
     if "max" in table:
@@ -356,6 +361,7 @@ class Violation:
     message: str
     notes: tuple[str, ...] = ()
     help: str = ""
+    code: str | None = None  # when not the rule's own (the envelope's two findings)
 
 
 def _steps(definition: Definition, node: ast.Workflow) -> Iterator[Located]:
@@ -631,6 +637,31 @@ class _Checker:
                     located,
                     f"shorten the timeout to {limit[1]} or less",
                 )
+
+    def envelope(self) -> None:
+        """The static envelope against the server limits the rule names
+        (and the workflow's own `limits`): orbit_lang.envelope."""
+        most = self.rule.get("max_history_events")
+        limits = Limits(max_fan_out=self.rule.get("max_fan_out"), max_history_events=most)
+        declared = self.definition.limits.get("max_history_events")
+        if most is not None and (declared is None or most <= declared):
+            where = f"the policy's `max_history_events = {most}`"
+        else:
+            where = f"its `max_history_events: {declared}`"
+        for found in findings(self.node, self.definition, limits, self.rule.severity, where):
+            self.found.append(
+                Violation(
+                    self.rule,
+                    self.policy,
+                    self.definition.name,
+                    None,
+                    found.span or self.node.name.span,
+                    f"policy rule `{self.rule.id}`: {found.message}",
+                    (*found.notes, self.note()),
+                    f"{found.help}, or waive it above the workflow: {self.waive()}",
+                    found.code,
+                )
+            )
 
     def require_approval(self) -> None:
         threshold: Threshold | None = self.rule.get("when")
@@ -1014,7 +1045,7 @@ def check_policies(
         )
         diagnostics.append(
             build(
-                violation.rule.code,
+                violation.code or violation.rule.code,
                 violation.message,
                 violation.span,
                 notes=violation.notes,

@@ -42,7 +42,14 @@ from orbit_cli.output import CliError, err, os_reason
     is_flag=True,
     help="Also write JSON Schema files to `<DIR>/schemas` and link them from the pages.",
 )
-def docs(files: tuple[str, ...], output: Path, output_format: str, json_schema: bool) -> None:
+@click.option(
+    "--envelope",
+    is_flag=True,
+    help="Also show each workflow's resource envelope (events, commits, dispatches, bytes).",
+)
+def docs(
+    files: tuple[str, ...], output: Path, output_format: str, json_schema: bool, envelope: bool
+) -> None:
     """Generate reference documentation for workflows and task contracts."""
     from orbit_cli import docpages
     from orbit_cli.schemas import all_payloads, workflow_payloads
@@ -56,7 +63,7 @@ def docs(files: tuple[str, ...], output: Path, output_format: str, json_schema: 
             for d in reference.definitions
         }
     contracts = docpages.contracts_for(reference.definitions, reference.declared)
-    builder = docpages.Builder(reference.definitions, contracts, ext, links)
+    builder = docpages.Builder(reference.definitions, contracts, ext, links, envelope)
     pages = [
         builder.index_page(),
         *(builder.workflow_page(d) for d in reference.definitions),
