@@ -392,6 +392,26 @@ class MaxParallel:
 
 
 @attrs.frozen
+class FlowBlock:
+    """A flow-control block (`concurrency`, `rate`, `fairness`, `debounce`)
+    of a workflow or a step; `kind` spans its keyword."""
+
+    kind: Identifier
+    settings: tuple[Setting, ...]
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
+class Priority:
+    """`priority: expression` of a workflow or a step."""
+
+    expression: Expr
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
 class Compensate:
     members: tuple[StepMember, ...]
     keyword: Span
@@ -412,6 +432,8 @@ StepMember: TypeAlias = (
     | ForEach
     | MaxParallel
     | Compensate
+    | FlowBlock
+    | Priority
 )
 ACTION_TYPES = (WorkerAction, WorkflowAction, SleepAction, AwaitAction, ComputeAction)
 
@@ -526,6 +548,8 @@ WorkflowMember: TypeAlias = (
     | Limits
     | OutcomeHandler
     | EventHandler
+    | FlowBlock
+    | Priority
 )
 
 

@@ -483,6 +483,7 @@ _ORDER = (
     "events",
     "limits",
     "continue_as_new",
+    "flow",
     "contracts",
     "source_map",
 )
