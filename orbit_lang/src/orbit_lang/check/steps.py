@@ -15,8 +15,8 @@ import attrs
 
 from orbit_core.evaluate import EvalError, Scope, evaluate
 from orbit_core.ir import Compensation, ForEach, Retry, Step
-from orbit_core.ir.definition import Flow
 from orbit_core.ir import expr as e
+from orbit_core.ir.definition import Flow
 from orbit_core.ir.types import EMPTY_RECORD, ListType, RecordType
 from orbit_lang import ast
 from orbit_lang.check import flow as check_flow
