@@ -308,6 +308,30 @@ class HandlersStarted:
     compensation: str
 
 
+# Flow control (docs/language/flow-control.md): an execution that a
+# `concurrency` limit holds back records ExecutionWaiting instead of
+# WorkflowStarted, and ExecutionAdmitted then WorkflowStarted when a slot
+# frees, in the commit of the work that freed it.
+@attrs.frozen
+class ExecutionWaiting:
+    TYPE: ClassVar[str] = "ExecutionWaiting"
+    seq: int
+    timestamp_ms: int
+    reason: str  # "concurrency"
+    key: str  # the key's value as text; "" for a limit without a key
+    label: str  # what the key names, e.g. `customer_id`
+    limit: int
+    ticket: int  # its place in line among the waiting
+
+
+@attrs.frozen
+class ExecutionAdmitted:
+    TYPE: ClassVar[str] = "ExecutionAdmitted"
+    seq: int
+    timestamp_ms: int
+    waited_ms: int
+
+
 Event: TypeAlias = (
     WorkflowCreated
     | WorkflowStarted
@@ -339,6 +363,8 @@ Event: TypeAlias = (
     | CompensationCompleted
     | CompensationFailed
     | HandlersStarted
+    | ExecutionWaiting
+    | ExecutionAdmitted
 )
 
 # The one list of the event classes is the `Event` union above.
