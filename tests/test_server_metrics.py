@@ -176,7 +176,8 @@ def test_the_families_are_the_chapters(served: tuple[Engine, falcon.testing.Test
         "orbit_active_executions",
         "orbit_worker_sessions",
     }
-    assert len(names) == 20 + 1  # the book's 20 families and the engine's faults
+    # The book's 20 families, the engine's faults and flow control's two.
+    assert len(names) == 20 + 1 + 2
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
@@ -223,6 +224,10 @@ HELP_LINES = """\
 # TYPE orbit_events_committed_total counter
 # HELP orbit_executions_continued_as_new_total Runs ended by continue_as_new
 # TYPE orbit_executions_continued_as_new_total counter
+# HELP orbit_executions_delayed_total Executions a concurrency limit held back
+# TYPE orbit_executions_delayed_total counter
+# HELP orbit_executions_admitted_total Held-back executions let in by a freed slot
+# TYPE orbit_executions_admitted_total counter
 # HELP orbit_schedules_fired_total Schedule occurrences that started an execution
 # TYPE orbit_schedules_fired_total counter
 # HELP orbit_schedules_skipped_total Schedule occurrences that started nothing

@@ -41,6 +41,9 @@ COUNTED: dict[str, str] = {
     "orbit_stale_results": "StaleResultIgnored",
     "orbit_compensations_started": "CompensationStarted",
     "orbit_compensations_failed": "CompensationFailed",
+    # Flow control: starts a concurrency limit held back, and later let in.
+    "orbit_executions_delayed": "ExecutionWaiting",
+    "orbit_executions_admitted": "ExecutionAdmitted",
 }
 # Keyed by class: `type(event)` is one lookup, `event.TYPE` two.
 _FAMILY_OF = {ev.EVENT_TYPES[event]: family for family, event in COUNTED.items()}

@@ -156,6 +156,8 @@ HELP: dict[str, str] = {
     "orbit_compensations_failed": "Compensations that failed for good",
     "orbit_events_committed": "History events committed",
     "orbit_executions_continued_as_new": "Runs ended by continue_as_new",
+    "orbit_executions_delayed": "Executions a concurrency limit held back",
+    "orbit_executions_admitted": "Held-back executions let in by a freed slot",
 }
 
 
