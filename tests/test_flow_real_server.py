@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from cli_real import Orbit
-from server_harness import Http, RawWorker, ServerProcess, wait_until
+from server_harness import Http, RawWorker, ServerProcess
 
 from orbit_core import ir
 from orbit_lang.compiler import compile_paths
