@@ -122,7 +122,15 @@ class _FlowChecker:
                 continue
             settings = self._settings(word, member)
             if settings is not None:
-                flow = attrs.evolve(flow, **{word: self._block(word, member, settings)})
+                part = self._block(word, member, settings)
+                if isinstance(part, Concurrency):
+                    flow = attrs.evolve(flow, concurrency=part)
+                elif isinstance(part, Rate):
+                    flow = attrs.evolve(flow, rate=part)
+                elif isinstance(part, Fairness):
+                    flow = attrs.evolve(flow, fairness=part)
+                elif isinstance(part, Debounce):
+                    flow = attrs.evolve(flow, debounce=part)
         return None if flow == Flow() else flow
 
     # ------------------------------------------------------------ settings
