@@ -51,7 +51,7 @@ def doc(api: Http, execution_id: str) -> dict[str, Any]:
 
 def take_all(worker: RawWorker) -> list[dict[str, Any]]:
     """Polls until a poll comes back empty (a short wait: nothing more is due)."""
-    tasks = []
+    tasks: list[dict[str, Any]] = []
     while True:
         reply = worker.poll(wait_ms=500)
         assert reply.status in (200, 204), reply
