@@ -176,8 +176,9 @@ def test_the_families_are_the_chapters(served: tuple[Engine, falcon.testing.Test
         "orbit_active_executions",
         "orbit_worker_sessions",
     }
-    # The book's 20 families, the engine's faults, and restarts and forks (issue 38).
-    assert len(names) == 20 + 1 + 2
+    # The book's 20 families, the engine's faults, restarts and forks (issue 38)
+    # and flow control's two (issue 39).
+    assert len(names) == 20 + 1 + 2 + 2
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
@@ -228,6 +229,10 @@ HELP_LINES = """\
 # TYPE orbit_executions_restarted_total counter
 # HELP orbit_executions_forked_total Executions started by an operator's fork
 # TYPE orbit_executions_forked_total counter
+# HELP orbit_executions_delayed_total Executions a concurrency limit held back
+# TYPE orbit_executions_delayed_total counter
+# HELP orbit_executions_admitted_total Held-back executions let in by a freed slot
+# TYPE orbit_executions_admitted_total counter
 # HELP orbit_schedules_fired_total Schedule occurrences that started an execution
 # TYPE orbit_schedules_fired_total counter
 # HELP orbit_schedules_skipped_total Schedule occurrences that started nothing

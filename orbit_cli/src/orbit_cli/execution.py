@@ -73,6 +73,10 @@ def header(state: dict[str, Any], paint: Paint = plain, now_ms: int | None = Non
     if state.get("schedule_id") is not None:
         lines.append(f"  schedule: {state['schedule_id']}")
     lines.append(f"  elapsed: {duration(elapsed_ms(state, now_ms))}")
+    waiting = state.get("waiting")
+    if isinstance(waiting, dict) and waiting.get("message"):
+        # Held back by a flow-control limit (docs/language/flow-control.md).
+        lines.append(f"  {waiting['message']}")
     if state.get("compensation") is not None:
         lines.append(f"  compensation: {state['compensation']}")
     error = state.get("error")

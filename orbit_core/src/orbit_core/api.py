@@ -148,6 +148,17 @@ class WaitingDoc(TypedDict):
     workers: list[WaitingWorker]
 
 
+class FlowWaitDoc(TypedDict):
+    """`waiting` of an execution a flow-control limit holds back."""
+
+    reason: str
+    key: str
+    label: str
+    limit: int
+    since_ms: int
+    message: str
+
+
 class ExecutionDoc(TypedDict):
     """`GET /v1/executions/{id}`, and what `get`, `wait` and `cancel` return."""
 
@@ -172,6 +183,7 @@ class ExecutionDoc(TypedDict):
     error: NotRequired[ErrorDoc]
     handlers: NotRequired[HandlersDoc]
     waiting_for: NotRequired[list[WaitingDoc]]
+    waiting: NotRequired[FlowWaitDoc]
     last_seq: int
 
 

@@ -366,6 +366,30 @@ class StepRestored:
     from_run: int
 
 
+# Flow control (docs/language/flow-control.md): an execution that a
+# `concurrency` limit holds back records WorkflowWaiting instead of
+# WorkflowStarted, and WorkflowAdmitted then WorkflowStarted when a slot
+# frees, in the commit of the work that freed it.
+@attrs.frozen
+class WorkflowWaiting:
+    TYPE: ClassVar[str] = "WorkflowWaiting"
+    seq: int
+    timestamp_ms: int
+    reason: str  # "concurrency"
+    key: str  # the key's value as text; "" for a limit without a key
+    label: str  # what the key names, e.g. `customer_id`
+    limit: int
+    ticket: int  # its place in line among the waiting
+
+
+@attrs.frozen
+class WorkflowAdmitted:
+    TYPE: ClassVar[str] = "WorkflowAdmitted"
+    seq: int
+    timestamp_ms: int
+    waited_ms: int
+
+
 Event: TypeAlias = (
     WorkflowCreated
     | WorkflowStarted
@@ -401,6 +425,8 @@ Event: TypeAlias = (
     | WorkflowRestarted
     | WorkflowForked
     | StepRestored
+    | WorkflowWaiting
+    | WorkflowAdmitted
 )
 
 # The one list of the event classes is the `Event` union above.

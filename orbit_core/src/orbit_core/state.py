@@ -39,6 +39,7 @@ from orbit_core.api import (
     ErrorDoc,
     ExecutionDoc,
     ExecutionStatus,
+    FlowWaitDoc,
     HandlersDoc,
     ParentRef,
     SignalDoc,
@@ -168,6 +169,11 @@ class ExecutionState:
     output: JsonValue = _ABSENT
     error: ErrorDoc | None = None
     handlers: HandlersDoc | None = None
+    # Set while a flow-control limit holds the execution back (it has no
+    # WorkflowStarted yet).
+    waiting: FlowWaitDoc | None = None
+    # Its place in line while waiting (WorkflowWaiting's ticket).
+    flow_ticket: int = 0
     last_seq: int = 0
     # Derived, for the decider: outputs of succeeded main steps, the outcome
     # of compensation once known, and the event-handler instances started.
@@ -247,6 +253,8 @@ class ExecutionState:
             out["error"] = self.error
         if self.handlers is not None:
             out["handlers"] = self.handlers
+        if self.waiting is not None:
+            out["waiting"] = self.waiting
         out["last_seq"] = self.last_seq
         return cast(ExecutionDoc, out)
 
@@ -272,6 +280,31 @@ def _created(s: ExecutionState, e: ev.WorkflowCreated) -> None:
 
 def _started(s: ExecutionState, e: ev.WorkflowStarted) -> None:
     s.started = True
+    s.waiting = None
+
+
+def _waiting(s: ExecutionState, e: ev.WorkflowWaiting) -> None:
+    s.waiting = {
+        "reason": e.reason,
+        "key": e.key,
+        "label": e.label,
+        "limit": e.limit,
+        "since_ms": e.timestamp_ms,
+        "message": waiting_message(e.reason, e.label, e.key, e.limit),
+    }
+    s.flow_ticket = e.ticket
+
+
+def waiting_message(reason: str, label: str, key: str, limit: int) -> str:
+    """What `orbit status` and the UI say of a held-back execution; while it
+    waits, every slot of its key is taken, so the count is `limit/limit`."""
+    if not label:
+        return f"waiting for a {reason} slot: {limit}/{limit}"
+    return f"waiting for a {reason} slot: {label} `{key}` {limit}/{limit}"
+
+
+def _admitted(s: ExecutionState, e: ev.WorkflowAdmitted) -> None:
+    pass  # WorkflowStarted follows and clears `waiting`
 
 
 def _start_abort(s: ExecutionState, abort: AbortDoc) -> None:
@@ -566,6 +599,8 @@ _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.WorkflowRestarted: _restarted,
     ev.WorkflowForked: _forked,
     ev.StepRestored: _restored,
+    ev.WorkflowWaiting: _waiting,
+    ev.WorkflowAdmitted: _admitted,
 }
 
 

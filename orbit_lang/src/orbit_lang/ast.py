@@ -401,6 +401,26 @@ class MaxParallel:
 
 
 @attrs.frozen
+class FlowBlock:
+    """A flow-control block (`concurrency`, `rate`, `fairness`, `debounce`)
+    of a workflow or a step; `kind` spans its keyword."""
+
+    kind: Identifier
+    settings: tuple[Setting, ...]
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
+class Priority:
+    """`priority: expression` of a workflow or a step."""
+
+    expression: Expr
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
 class Compensate:
     members: tuple[StepMember, ...]
     keyword: Span
@@ -421,6 +441,8 @@ StepMember: TypeAlias = (
     | ForEach
     | MaxParallel
     | Compensate
+    | FlowBlock
+    | Priority
 )
 ACTION_TYPES = (WorkerAction, WorkflowAction, SleepAction, AwaitAction, ComputeAction)
 
@@ -591,6 +613,8 @@ WorkflowMember: TypeAlias = (
     | OutcomeHandler
     | EventHandler
     | Migrate
+    | FlowBlock
+    | Priority
 )
 
 

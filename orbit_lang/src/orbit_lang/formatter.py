@@ -60,6 +60,7 @@ _EXPRESSION_KEYWORDS = frozenset(
         "output",
         "max_parallel",
         "idempotency_key",
+        "priority",
     }
 )
 _LITERALS = frozenset({STRING, INT, FLOAT, DURATION})

@@ -44,6 +44,9 @@ COUNTED: dict[str, str] = {
     # Issue 38: operator restarts (the old run's end) and forks (the new execution's start).
     "orbit_executions_restarted": "WorkflowRestarted",
     "orbit_executions_forked": "WorkflowForked",
+    # Flow control: starts a concurrency limit held back, and later let in.
+    "orbit_executions_delayed": "WorkflowWaiting",
+    "orbit_executions_admitted": "WorkflowAdmitted",
 }
 # Keyed by class: `type(event)` is one lookup, `event.TYPE` two.
 _FAMILY_OF = {ev.EVENT_TYPES[event]: family for family, event in COUNTED.items()}

@@ -128,6 +128,10 @@ class Control:
         live = self._x.running(execution_id)
         if live.state.abort is None:
             self._x.append(tx, live, ev.CancelRequested(live.state.last_seq + 1, tx.now, reason))
+            if not live.state.started:
+                # Held back by a flow-control limit: it leaves the line and
+                # ends without having run anything.
+                self._x.append(tx, live, ev.WorkflowStarted(live.state.last_seq + 1, tx.now))
             self._x.decide(tx, live)
         return live.state.to_json()
 

@@ -18,6 +18,7 @@ from orbit_core.api import (
 )
 from orbit_core.decide import Limits, decide, next_due_ms
 from orbit_core.dispatch import QueuedTask, TaskIndex, routing_runtime
+from orbit_core.engine.admission import Admission, admitted_events
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
@@ -83,6 +84,7 @@ class Executions:
         self.memory = Running()
         self.index = TaskIndex()
         self.children = Children(self, self.memory, store, catalog)
+        self.admission = Admission(self.memory.get)
         self._builtin_serial = 0
         # Scheduled child and built-in units of adopted executions, routed on
         # the next tick: (execution id, unit key, offer seq).
@@ -119,7 +121,17 @@ class Executions:
                 1, tx.now, d.name, d.version, d.definition_hash, value, parent, schedule_id
             ),
         )
-        self.append(tx, live, ev.WorkflowStarted(2, tx.now))
+        wait = self.admission.admit(live)
+        if wait is None:
+            self.append(tx, live, ev.WorkflowStarted(2, tx.now))
+        else:
+            self.append(
+                tx,
+                live,
+                ev.WorkflowWaiting(
+                    2, tx.now, wait.reason, wait.key, wait.label, wait.limit, wait.ticket
+                ),
+            )
         return live
 
     def running(self, execution_id: str) -> Live:
@@ -177,6 +189,7 @@ class Executions:
                 "child:"
             ):
                 self.children.restore(state, unit.key, unit.worker_session or "", unit.token)
+        self.admission.adopted(live)
         self.push_due(live)
         return live
 
@@ -333,6 +346,8 @@ class Executions:
             tx.after_commit.append(lambda: self._drop_offers(offers))
         if self._unrouted:
             self.route_unrouted(tx)
+        if self.admission.recheck:
+            self.start_admitted(tx, self.admission.admit_rechecked())
         due = self.memory.pop_due(now)
         held = self._held
         current = None
@@ -566,6 +581,14 @@ class Executions:
         live.finalized = True
         tx.terminal.append(live)
         self.children.deliver(tx, live.state)
+        self.start_admitted(tx, self.admission.release(live))
+
+    def start_admitted(self, tx: Tx, admitted: list[Live]) -> None:
+        """Starts the executions a freed slot let in, in the same group."""
+        for other in admitted:
+            for event in admitted_events(other, tx.now):
+                self.append(tx, other, event)
+            self.decide(tx, other)
 
     def _continue_as_new(self, tx: Tx, live: Live) -> None:
         old = live.state

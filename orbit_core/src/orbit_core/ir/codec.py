@@ -485,6 +485,7 @@ _ORDER = (
     "limits",
     "continue_as_new",
     "migrations",
+    "flow",
     "contracts",
     "source_map",
 )

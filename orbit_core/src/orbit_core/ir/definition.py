@@ -57,6 +57,61 @@ class Compensation:
     idempotency_key: Expr | None = None
 
 
+# Flow control (docs/language/flow-control.md): how many executions or task
+# attempts run at once, how fast they start, in what order. Each part is
+# omitted from the document when not declared, so definitions without flow
+# control keep their hashes.
+FLOW_ON_EXCEED = ("wait", "drop")
+
+
+@attrs.frozen
+class Concurrency:
+    """At most `limit` running executions (workflow) or task attempts (step)
+    per value of `key`, or in all when there is no key."""
+
+    limit: int
+    key: Expr | None = None
+
+
+@attrs.frozen
+class Rate:
+    """At most `limit` starts (workflow) or dispatches (step) per `period_ms`
+    per key, with up to `burst` at once; `on_exceed` is `wait` or `drop`."""
+
+    limit: int
+    period_ms: int
+    burst: int | None = None
+    key: Expr | None = None
+    on_exceed: str = "wait"
+
+
+@attrs.frozen
+class Fairness:
+    """Round robin among the values of `key`, each served `weight` times a turn."""
+
+    key: Expr
+    weight: Expr | None = None
+
+
+@attrs.frozen
+class Debounce:
+    """A start within `period_ms` of a pending one with the same key replaces
+    it; none waits longer than `max_wait_ms` after the first."""
+
+    period_ms: int
+    max_wait_ms: int | None = None
+    key: Expr | None = None
+
+
+@attrs.frozen
+class Flow:
+    concurrency: Concurrency | None = None
+    rate: Rate | None = None
+    priority: Expr | None = None
+    fairness: Fairness | None = None
+    debounce: Debounce | None = None
+
+
 @attrs.frozen
 class Step:
     """One step. Exactly one action field is set, as `kind` says:
@@ -82,6 +137,7 @@ class Step:
     retry: Retry | None = None
     idempotency_key: Expr | None = None
     compensate: Compensation | None = None
+    flow: Flow | None = None
 
 
 @attrs.frozen
@@ -190,6 +246,7 @@ class Definition:
     continue_as_new: ContinueAsNew | None = None
     # Omitted when none is declared, so other definitions keep their hash.
     migrations: tuple[Migration, ...] = ()
+    flow: Flow | None = None
     # Not hashed.
     definition_hash: str = ""
     # Left loose for cattrs, which has no structure hook for `object`.
@@ -228,6 +285,11 @@ class Definition:
 # definition; the codec gives each of them its JSON encoding.
 DOCUMENT_CLASSES = (
     Retry,
+    Concurrency,
+    Rate,
+    Fairness,
+    Debounce,
+    Flow,
     ForEach,
     Compensation,
     Step,

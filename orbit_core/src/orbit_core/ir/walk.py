@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from orbit_core import limits
 from orbit_core.ir import expr as e
-from orbit_core.ir.definition import Definition, Step
+from orbit_core.ir.definition import Definition, Flow, Step
 
 # The deepest an expression's encoding may go: a document may nest
 # `limits.MAX_DEPTH` levels (RULINGS §22), and an expression's object sits
@@ -92,6 +92,22 @@ def step_exprs(step: Step) -> Iterator[e.Expr]:
         for x in (step.compensate.with_, step.compensate.idempotency_key):
             if x is not None:
                 yield x
+    if step.flow is not None:
+        yield from flow_exprs(step.flow)
+
+
+def flow_exprs(flow: Flow) -> Iterator[e.Expr]:
+    """The key, priority and weight expressions of a flow declaration."""
+    for x in (
+        flow.concurrency.key if flow.concurrency else None,
+        flow.rate.key if flow.rate else None,
+        flow.priority,
+        flow.fairness.key if flow.fairness else None,
+        flow.fairness.weight if flow.fairness else None,
+        flow.debounce.key if flow.debounce else None,
+    ):
+        if x is not None:
+            yield x
 
 
 def all_steps(defn: Definition) -> Iterator[Step]:
@@ -113,6 +129,8 @@ def definition_exprs(defn: Definition) -> Iterator[e.Expr]:
         yield defn.continue_as_new.with_
         if defn.continue_as_new.when is not None:
             yield defn.continue_as_new.when
+    if defn.flow is not None:
+        yield from flow_exprs(defn.flow)
 
 
 def needs_ir_v2(defn: Definition) -> bool:
@@ -125,8 +143,9 @@ def needs_ir_v2(defn: Definition) -> bool:
         or defn.limits
         or defn.continue_as_new is not None
         or defn.migrations
+        or defn.flow is not None
     ):
         return True
-    if any(step.kind in ("await", "compute") for step in defn.steps):
+    if any(step.kind in ("await", "compute") or step.flow for step in defn.steps):
         return True
     return any(isinstance(node, e.Lambda) for root in definition_exprs(defn) for node in walk(root))

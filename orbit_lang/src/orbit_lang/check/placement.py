@@ -107,6 +107,8 @@ class StepShape:
     members: dict[type, ast.StepMember]
     after: tuple[ast.Identifier, ...]
     compensate: CompensateShape | None
+    # Flow-control members (check/flow.py checks them).
+    flow: tuple[ast.FlowBlock | ast.Priority, ...] = ()
 
     @property
     def kind(self) -> str | None:
@@ -156,8 +158,12 @@ def shape_step(step: ast.Step, block: str | None, report: Reporter) -> StepShape
     action: ast.StepAction | None = None
     members: dict[type, ast.StepMember] = {}
     after: list[ast.Identifier] = []
+    flow: list[ast.FlowBlock | ast.Priority] = []
     for member in step.members:
         kind = type(member)
+        if isinstance(member, ast.FlowBlock | ast.Priority):
+            flow.append(member)
+            continue
         if isinstance(member, ast.ACTION_TYPES):
             if action is not None:
                 report.error(
@@ -192,7 +198,7 @@ def shape_step(step: ast.Step, block: str | None, report: Reporter) -> StepShape
     block_member = members.get(ast.Compensate)
     if isinstance(block_member, ast.Compensate):
         compensate = _compensate_block(block_member, report)
-    return StepShape(step, action, members, tuple(after), compensate)
+    return StepShape(step, action, members, tuple(after), compensate, tuple(flow))
 
 
 def _handler_action(action: ast.StepAction, block: str, report: Reporter) -> ast.StepAction | None:

@@ -16,8 +16,10 @@ import attrs
 from orbit_core.evaluate import EvalError, Scope, evaluate
 from orbit_core.ir import Compensation, ForEach, Retry, Step
 from orbit_core.ir import expr as e
+from orbit_core.ir.definition import Flow
 from orbit_core.ir.types import EMPTY_RECORD, ListType, RecordType
 from orbit_lang import ast
+from orbit_lang.check import flow as check_flow
 from orbit_lang.check import graph, narrowing, settings
 from orbit_lang.check.context import Compilation
 from orbit_lang.check.contracts import Contract
@@ -180,6 +182,7 @@ class StepChecker:
             compensate = self._compensation(shape.compensate, comp_env)
         if block.kind is None and isinstance(shape.action, ast.WorkerAction):
             self._compensation_warnings(shape, shape.action)
+        flow = self._flow(shape, inner) if shape.flow else None
         return attrs.evolve(
             step,
             depends_on=step_graph.depends_on[name],
@@ -188,6 +191,24 @@ class StepChecker:
             max_parallel=self._max_parallel(shape),
             idempotency_key=key_ir,
             compensate=compensate,
+            flow=flow,
+        )
+
+    def _flow(self, shape: StepShape, env: Env) -> Flow | None:
+        """A task step's flow control; other steps have no task to limit."""
+        if not isinstance(shape.action, ast.WorkerAction):
+            kind = shape.kind or "this"
+            for member in shape.flow:
+                word = member.kind.name if isinstance(member, ast.FlowBlock) else "priority"
+                self.report.error(
+                    "E1109",
+                    f"`{word}` is not allowed in a `{kind}` step",
+                    member.keyword,
+                    notes=["flow control limits task steps and workflows"],
+                )
+            return None
+        return check_flow.check_flow(
+            shape.flow, check_flow.step_env(env, self.report), self.report, step=True
         )
 
     def _compensation_warnings(self, shape: StepShape, action: ast.WorkerAction) -> None:

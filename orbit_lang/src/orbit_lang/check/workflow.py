@@ -15,6 +15,7 @@ from orbit_core.ir import ContinueAsNew, Definition, EventHandler, Query, Signal
 from orbit_core.ir import expr as e
 from orbit_core.ir.types import EMPTY_RECORD, RecordType
 from orbit_lang import ast
+from orbit_lang.check import flow as check_flow
 from orbit_lang.check import settings
 from orbit_lang.check.context import CheckedWorkflow, Compilation
 from orbit_lang.check.contracts import check_version
@@ -58,6 +59,7 @@ class _Members:
     queries: list[ast.Query] = attrs.field(factory=list)
     outcomes: list[ast.OutcomeHandler] = attrs.field(factory=list)
     events: list[ast.EventHandler] = attrs.field(factory=list)
+    flow: list[ast.FlowBlock | ast.Priority] = attrs.field(factory=list)
 
 
 def check_workflow(c: Compilation, node: ast.Workflow) -> CheckedWorkflow:
@@ -104,6 +106,11 @@ class _WorkflowChecker:
         result, output = self._return(members, workflow_input, main, declared_output)
         continue_as_new = self._continue_as_new(members, workflow_input, main)
         self._unused_signals(members, handled)
+        flow = None
+        if members.flow:
+            names = frozenset(step.name.name for step in members.steps)
+            env = check_flow.workflow_env(workflow_input, names, self.report)
+            flow = check_flow.check_flow(members.flow, env, self.report, step=False)
 
         description = members.single.get(ast.Description)
         definition = Definition(
@@ -125,6 +132,7 @@ class _WorkflowChecker:
             events=tuple(events),
             limits=limits,
             continue_as_new=continue_as_new,
+            flow=flow,
         )
         return CheckedWorkflow(self.node, definition, tuple(checker.children), step_types)
 
@@ -152,6 +160,8 @@ class _WorkflowChecker:
                 found.outcomes.append(member)
             elif isinstance(member, ast.EventHandler):
                 found.events.append(member)
+            elif isinstance(member, ast.FlowBlock | ast.Priority):
+                found.flow.append(member)
         return found
 
     def _version(self, members: _Members) -> str:

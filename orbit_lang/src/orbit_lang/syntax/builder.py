@@ -102,6 +102,8 @@ class Builder:
             "when_member": self.when,
             "for_each": self.for_each,
             "max_parallel": self.max_parallel,
+            "flow_block": self.flow_block,
+            "flow_priority": self.flow_priority,
             "test_workflow": self.test_workflow,
             "test_input": self.test_input,
             "mock": self.mock,
@@ -509,6 +511,17 @@ class Builder:
         return ast.MaxParallel(
             self.expression(node.children[2]), self._keyword(node), self.span(node)
         )
+
+    def flow_block(self, node: Node) -> ast.FlowBlock:
+        return ast.FlowBlock(
+            self.identifier(node.children[0]),
+            self.settings(node.children[2]),
+            self._keyword(node),
+            self.span(node),
+        )
+
+    def flow_priority(self, node: Node) -> ast.Priority:
+        return ast.Priority(self.expression(node.children[2]), self._keyword(node), self.span(node))
 
     # Tests -------------------------------------------------------------------
 

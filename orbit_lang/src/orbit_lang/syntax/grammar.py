@@ -91,6 +91,7 @@ workflow_member     = version / description / workflow_timeout / workflow_input
                     / workflow_output / step_decl / signal_decl / query_decl
                     / return_member / continue_as_new / limits / on_event / on_outcome
                     / migrate_decl
+                    / flow_member
 workflow_timeout    = "timeout" colon duration_value
 workflow_input      = "input" record_body
 workflow_output     = "output" record_body
@@ -134,7 +135,7 @@ step_decl           = step_head step_items block_close
 step_head           = "step" step_name "{"
 step_items          = step_item*
 step_item           = step_member / sep
-step_member         = step_simple_member / compensate
+step_member         = step_simple_member / compensate / flow_member
 compensate          = compensate_head compensate_items block_close
 compensate_head     = "compensate" "{"
 compensate_items    = compensate_item*
@@ -161,6 +162,16 @@ idempotency_key     = "idempotency_key" colon expression
 when_member         = "when" colon expression
 for_each            = "for" loop_variable "in" expression
 max_parallel        = "max_parallel" colon expression
+
+# Flow control (beyond the book: docs/language/flow-control.md) -------------
+# `concurrency`, `rate`, `fairness` and `debounce` blocks of `name: value`
+# entries, like `limits` and `retry`, and `priority: expression`; on a
+# workflow and (all but `debounce`) on a step.
+flow_member         = flow_block / flow_priority
+flow_block          = flow_kind "{" flow_items entries_close
+flow_items          = flow_item*
+flow_item           = entry opt_sep
+flow_priority       = "priority" colon expression
 
 # Tests (chapter 51) -------------------------------------------------------
 test_decl           = test_head test_items block_close
@@ -411,6 +422,7 @@ _TOKEN_CLASSES: dict[str, TokenRule] = {
     ),
     "duration_value": _one_of(frozenset({"<duration>", "<int>", "<float>"})),
     "outcome_kind": _one_of(frozenset({"failure", "cancel", "timeout"})),
+    "flow_kind": _one_of(frozenset({"concurrency", "rate", "fairness", "debounce"})),
     "sep": _one_of(frozenset({",", ";"})),
     "opt_sep": _optional(frozenset({",", ";"})),
     "opt_comma": _optional(frozenset({","})),

@@ -79,6 +79,9 @@ _STEP_KEYWORDS = (
     "for",
     "max_parallel",
 )
+# Words that start a flow-control member (docs/language/flow-control.md), in
+# a workflow and in a step.
+_FLOW_KEYWORDS = ("concurrency", "rate", "priority", "fairness", "debounce")
 _BLOCKS = {
     "workflow": _BlockKind(
         "workflow_member",
@@ -94,6 +97,7 @@ _BLOCKS = {
             "continue_as_new",
             "limits",
             "migrate",
+            *_FLOW_KEYWORDS,
         ),
         ("step", "on"),
     ),
@@ -103,7 +107,7 @@ _BLOCKS = {
     ),
     "test": _BlockKind("test_member", ("workflow", "version", "input", "mock", "signal", "expect")),
     "verify": _BlockKind("verify_member", ("workflow", "version", "input", "invariant")),
-    "step": _BlockKind("step_member", _STEP_KEYWORDS, ("compensate",)),
+    "step": _BlockKind("step_member", _STEP_KEYWORDS + _FLOW_KEYWORDS, ("compensate",)),
     "compensate": _BlockKind("step_simple_member", _STEP_KEYWORDS),
     "handler": _BlockKind("step_decl", (), ("step",)),
 }

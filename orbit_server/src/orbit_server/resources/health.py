@@ -158,6 +158,8 @@ HELP: dict[str, str] = {
     "orbit_executions_continued_as_new": "Runs ended by continue_as_new",
     "orbit_executions_restarted": "Runs ended by an operator's restart",
     "orbit_executions_forked": "Executions started by an operator's fork",
+    "orbit_executions_delayed": "Executions a concurrency limit held back",
+    "orbit_executions_admitted": "Held-back executions let in by a freed slot",
 }
 
 

@@ -1,0 +1,121 @@
+"""Workflow concurrency per key (issue 39.2) on the engine itself: the
+example's limit holds, waiting executions say why, a freed slot admits the
+next in line in the same commit, and a restart from the store keeps it all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orbit_core.engine import Engine
+from orbit_core.ir import Definition
+from orbit_core.memory_store import MemoryStore
+from orbit_core.testing import SimulatedClock, simulated_engine
+from orbit_lang.compiler import compile_paths
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flow_control.orbit"
+
+
+def example() -> Definition:
+    result = compile_paths([EXAMPLE])
+    assert result.errors == 0, result.diagnostics
+    (definition,) = result.definitions
+    return definition
+
+
+class Scripted:
+    """A demo.work worker that takes tasks when told to."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        reply = engine.workers.register("w1", "python", [("demo.work", "1.0.0")])
+        self.session = reply["worker_session_id"]
+
+    def take_all(self) -> list[Any]:
+        tasks = []
+        while (task := self.engine.workers.poll(self.session, 0)) is not None:
+            tasks.append(task)
+        return tasks
+
+
+def start_five(engine: Engine) -> None:
+    for n, customer in enumerate(["c-1", "c-1", "c-1", "c-1", "c-2"], 1):
+        engine.start("PerCustomer", input={"customer_id": customer}, execution_id=f"e{n}")
+
+
+def types(engine: Engine, execution_id: str) -> list[str]:
+    return [str(event["type"]) for event in engine.history(execution_id)["events"]]
+
+
+@pytest.fixture
+def engine() -> Any:
+    eng = simulated_engine()
+    eng.deploy(example())
+    yield eng
+    eng.close()
+
+
+def test_two_per_customer_run_and_the_rest_wait_in_order(engine: Engine) -> None:
+    start_five(engine)
+    worker = Scripted(engine)
+    tasks = worker.take_all()
+    assert sorted(t["execution_id"] for t in tasks) == ["e1", "e2", "e5"]
+    waiting = engine.get("e3")
+    assert waiting["status"] == "RUNNING"
+    assert waiting["waiting"]["message"] == (
+        "waiting for a concurrency slot: customer_id `c-1` 2/2"
+    )
+    assert types(engine, "e3") == ["WorkflowCreated", "WorkflowWaiting"]
+    assert "waiting" not in engine.get("e1")
+    # One c-1 task completes: e3 (first in line) starts in that commit.
+    first = next(t for t in tasks if t["execution_id"] == "e1")
+    engine.workers.complete(first["token"], {})
+    assert engine.get("e1")["status"] == "COMPLETED"
+    assert types(engine, "e3")[:4] == [
+        "WorkflowCreated",
+        "WorkflowWaiting",
+        "WorkflowAdmitted",
+        "WorkflowStarted",
+    ]
+    assert "waiting" in engine.get("e4")
+    assert [t["execution_id"] for t in worker.take_all()] == ["e3"]
+
+
+def test_an_execution_without_flow_control_records_what_it_always_did(engine: Engine) -> None:
+    engine.start("PerCustomer", input={"customer_id": "c-9"}, execution_id="solo")
+    assert types(engine, "solo")[:2] == ["WorkflowCreated", "WorkflowStarted"]
+
+
+def test_cancelling_a_waiting_execution_frees_its_place_in_line(engine: Engine) -> None:
+    start_five(engine)
+    doc = engine.cancel("e3")
+    assert doc["status"] == "CANCELLED"
+    worker = Scripted(engine)
+    tasks = {t["execution_id"]: t for t in worker.take_all()}
+    engine.workers.complete(tasks["e1"]["token"], {})
+    assert [t["execution_id"] for t in worker.take_all()] == ["e4"]
+
+
+def test_after_a_restart_the_limit_holds_and_no_waiting_start_is_lost() -> None:
+    store, clock = MemoryStore(), SimulatedClock()
+    first = simulated_engine(store, clock)
+    first.deploy(example())
+    start_five(first)
+    tasks = {t["execution_id"]: t for t in Scripted(first).take_all()}
+    assert sorted(tasks) == ["e1", "e2", "e5"]
+    first.close()
+
+    second = simulated_engine(store, clock)
+    try:
+        assert "waiting" in second.get("e3") and "waiting" in second.get("e4")
+        worker = Scripted(second)
+        # The tasks handed out before are still out; nothing new may start.
+        assert worker.take_all() == []
+        second.workers.complete(tasks["e2"]["token"], {})
+        assert [t["execution_id"] for t in worker.take_all()] == ["e3"]
+        assert "waiting" in second.get("e4")
+        assert types(second, "e3").count("WorkflowAdmitted") == 1
+    finally:
+        second.close()

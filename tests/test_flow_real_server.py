@@ -1,0 +1,112 @@
+"""Issue 39's interface on a real `orbit server` (SQLite and PostgreSQL):
+`examples/flow_control.orbit` started four times for `c-1` and once for
+`c-2`, with a worker that polls but does not answer, dispatches exactly
+three tasks; a waiting `c-1` execution's document and `orbit status` say it
+waits for a concurrency slot; completing one `c-1` task starts the next.
+Then the server is killed (SIGKILL) while executions wait: after the
+restart the limit still holds and no waiting start is lost."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_real import Orbit
+from server_harness import Http, RawWorker, ServerProcess
+
+from orbit_core import ir
+from orbit_lang.compiler import compile_paths
+
+pytestmark = pytest.mark.timeout(180)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flow_control.orbit"
+WAITING = "waiting for a concurrency slot: customer_id `c-1` 2/2"
+
+
+def deploy(api: Http) -> None:
+    result = compile_paths([EXAMPLE])
+    (definition,) = result.definitions
+    assert api.post("/v1/workflows", ir.to_json(definition)).status == 201
+
+
+def start(api: Http, execution_id: str, customer: str) -> None:
+    reply = api.post(
+        "/v1/executions",
+        {
+            "workflow": "PerCustomer",
+            "input": {"customer_id": customer},
+            "execution_id": execution_id,
+        },
+    )
+    assert reply.status in (200, 201), reply
+
+
+def doc(api: Http, execution_id: str) -> dict[str, Any]:
+    reply = api.get(f"/v1/executions/{execution_id}")
+    assert reply.status == 200, reply
+    return dict(reply.body)
+
+
+def take_all(worker: RawWorker) -> list[dict[str, Any]]:
+    """Polls until a poll comes back empty (a short wait: nothing more is due)."""
+    tasks: list[dict[str, Any]] = []
+    while True:
+        reply = worker.poll(wait_ms=500)
+        assert reply.status in (200, 204), reply
+        if reply.status == 204 or not reply.body:
+            return tasks
+        tasks.append(dict(reply.body))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "orbit.db")
+
+
+def test_the_example_holds_two_per_customer_across_a_kill(database: str) -> None:
+    proc = ServerProcess(database).start()
+    try:
+        api = proc.http()
+        deploy(api)
+        for n, customer in enumerate(["c-1", "c-1", "c-1", "c-1", "c-2"], 1):
+            start(api, f"e{n}", customer)
+        worker = RawWorker(api, "silent", [("demo.work", "1.0.0")])
+        assert worker.register().status == 200
+        tasks = take_all(worker)
+        assert sorted(t["execution_id"] for t in tasks) == ["e1", "e2", "e5"]
+        state = doc(api, "e3")
+        assert state["waiting"]["message"] == WAITING
+        status = Orbit(f"http://{proc.addr}").ok("status", "e3")
+        assert WAITING in status.stdout
+
+        # One c-1 task completes: the next c-1 execution (e3) starts.
+        first = next(t for t in tasks if t["execution_id"] == "e1")
+        assert worker.complete(first["token"], {}).status == 200
+        (third,) = take_all(worker)
+        assert third["execution_id"] == "e3"
+        assert "waiting" in doc(api, "e4")
+    finally:
+        proc.stop(signal.SIGKILL)
+
+    proc = ServerProcess(database).start()
+    try:
+        api = proc.http()
+        assert doc(api, "e4")["waiting"]["message"] == WAITING
+        worker = RawWorker(api, "after", [("demo.work", "1.0.0")])
+        assert worker.register().status == 200
+        # e2 and e3 still hold c-1's slots (their attempts are out, with the
+        # killed server's worker): nothing new may start.
+        assert take_all(worker) == []
+        # e2's task, handed out before the kill, completes now: e4 starts.
+        second = next(t for t in tasks if t["execution_id"] == "e2")
+        assert worker.complete(second["token"], {}).status == 200
+        assert doc(api, "e2")["status"] == "COMPLETED"
+        (fourth,) = take_all(worker)
+        assert fourth["execution_id"] == "e4"
+        assert "waiting" not in doc(api, "e4")
+    finally:
+        proc.stop()
