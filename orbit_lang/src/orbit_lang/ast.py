@@ -547,6 +547,16 @@ class Migrate:
 
 
 @attrs.frozen
+class Search:
+    """`search { name: expression ... }`: the workflow's searchable fields
+    (docs/language/visibility.md)."""
+
+    settings: tuple[Setting, ...]
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
 class OutcomeHandler:
     """`on failure|cancel|timeout { steps }`; `kind` spans the kind word."""
 
@@ -579,6 +589,7 @@ WorkflowMember: TypeAlias = (
     | Return
     | ContinueAsNew
     | Limits
+    | Search
     | OutcomeHandler
     | EventHandler
     | Migrate

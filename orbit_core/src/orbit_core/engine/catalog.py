@@ -192,6 +192,10 @@ class Catalog:
             }
         )
 
+    def definitions(self) -> list[ir.Definition]:
+        """Every deployed definition (the search fields of filters)."""
+        return [p.defn for p in list(self._plans.values())]
+
     def list_workflows(self) -> WorkflowList:
         rows: list[WorkflowSummary] = []
         for plan in sorted(

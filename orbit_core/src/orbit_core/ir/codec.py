@@ -484,6 +484,7 @@ _ORDER = (
     "limits",
     "continue_as_new",
     "migrations",
+    "search",
     "contracts",
     "source_map",
 )

@@ -160,6 +160,17 @@ class Migration:
 
 
 @attrs.frozen
+class SearchField:
+    """A searchable field (`search { name: expr }`, docs/language/visibility.md):
+    written to the store's search index in the commit of the event that makes
+    `expr` known. `type` is a scalar (or optional scalar) the index can hold."""
+
+    name: str
+    expr: Expr
+    type: Type
+
+
+@attrs.frozen
 class Definition:
     """A workflow definition. `definition_hash` covers everything except
     `source_map` and itself (see orbit_core.ir.canonical)."""
@@ -183,6 +194,8 @@ class Definition:
     continue_as_new: ContinueAsNew | None = None
     # Omitted when none is declared, so other definitions keep their hash.
     migrations: tuple[Migration, ...] = ()
+    # Beyond the book, omitted when empty so book sources hash as before.
+    search: tuple[SearchField, ...] = ()
     # Not hashed.
     definition_hash: str = ""
     # Left loose for cattrs, which has no structure hook for `object`.
@@ -232,5 +245,6 @@ DOCUMENT_CLASSES = (
     ContinueAsNew,
     MigrationMap,
     Migration,
+    SearchField,
     Definition,
 )

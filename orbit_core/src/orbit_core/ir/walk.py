@@ -109,6 +109,8 @@ def definition_exprs(defn: Definition) -> Iterator[e.Expr]:
     yield defn.result
     for q in defn.queries:
         yield q.expr
+    for f in defn.search:
+        yield f.expr
     if defn.continue_as_new is not None:
         yield defn.continue_as_new.with_
         if defn.continue_as_new.when is not None:
@@ -125,6 +127,7 @@ def needs_ir_v2(defn: Definition) -> bool:
         or defn.limits
         or defn.continue_as_new is not None
         or defn.migrations
+        or defn.search
     ):
         return True
     if any(step.kind in ("await", "compute") for step in defn.steps):

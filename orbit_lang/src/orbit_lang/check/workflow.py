@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import attrs
 
-from orbit_core.ir import ContinueAsNew, Definition, EventHandler, Query, Signal, Step
+from orbit_core.ir import (
+    ContinueAsNew,
+    Definition,
+    EventHandler,
+    Query,
+    SearchField,
+    Signal,
+    Step,
+)
 from orbit_core.ir import expr as e
 from orbit_core.ir.types import EMPTY_RECORD, RecordType
 from orbit_lang import ast
@@ -22,6 +30,7 @@ from orbit_lang.check.env import Env
 from orbit_lang.check.expressions import ExprChecker
 from orbit_lang.check.placement import StepShape, shape_step
 from orbit_lang.check.report import did_you_mean, duplicate_member, first_declared
+from orbit_lang.check.search import check_search
 from orbit_lang.check.steps import Block, StepChecker
 from orbit_lang.check.types import (
     BOOL,
@@ -45,6 +54,7 @@ SINGLE_MEMBERS: dict[type, str] = {
     ast.Return: "return",
     ast.ContinueAsNew: "continue_as_new",
     ast.Limits: "limits",
+    ast.Search: "search",
 }
 RESERVED_STEP_NAMES = ("input", "execution", "output", "if", "then", "else")
 OUTCOME_KINDS = ("failure", "cancel", "timeout")
@@ -104,6 +114,11 @@ class _WorkflowChecker:
         result, output = self._return(members, workflow_input, main, declared_output)
         continue_as_new = self._continue_as_new(members, workflow_input, main)
         self._unused_signals(members, handled)
+        search = members.single.get(ast.Search)
+        searchable: tuple[SearchField, ...] = ()
+        if isinstance(search, ast.Search):
+            env = self._reading_env(workflow_input, main, query=False)
+            searchable = check_search(search, env, self.report)
 
         description = members.single.get(ast.Description)
         definition = Definition(
@@ -125,6 +140,7 @@ class _WorkflowChecker:
             events=tuple(events),
             limits=limits,
             continue_as_new=continue_as_new,
+            search=searchable,
         )
         return CheckedWorkflow(self.node, definition, tuple(checker.children), step_types)
 

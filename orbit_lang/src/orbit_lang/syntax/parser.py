@@ -94,6 +94,7 @@ _BLOCKS = {
             "continue_as_new",
             "limits",
             "migrate",
+            "search",
         ),
         ("step", "on"),
     ),
@@ -486,7 +487,7 @@ class _Recovery:
             return f"`on {words[-1]}` block"
         if len(words) >= 3 and words[-3:-1] == ["on", "event"]:
             return "`on event` block"
-        if words and words[-1] in ("compensate", "retry", "limits", "input", "output"):
+        if words and words[-1] in ("compensate", "retry", "limits", "search", "input", "output"):
             return f"`{words[-1]}` block"
         return "object"
 
