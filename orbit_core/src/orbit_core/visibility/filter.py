@@ -116,6 +116,8 @@ def _tokens(text: str) -> list[_Token]:
             if char == '"':
                 raise FilterError("unterminated string", pos + 1)
             hint = " (use `and`, `or`, `not`)" if char in "&|!" else ""
+            if char == "=":
+                hint = " (equality is `==`)"
             raise FilterError(f"unexpected character `{char}`{hint}", pos + 1)
         kind = m.lastgroup or ""
         if kind != "space":

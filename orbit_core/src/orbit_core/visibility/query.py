@@ -30,11 +30,24 @@ from orbit_core.visibility.fields import SearchValue
 from orbit_core.visibility.filter import FilterError
 from orbit_core.visibility.page import SearchQuery
 
-__all__ = ["SearchQuery", "decode_cursor", "encode_cursor", "in_page", "matches", "search"]
+__all__ = [
+    "SearchQuery",
+    "decode_cursor",
+    "encode_cursor",
+    "encode_position",
+    "in_page",
+    "matches",
+    "search",
+]
 
 
 def encode_cursor(row: ExecutionRow) -> str:
-    raw = f"{row.created_at_ms}:{row.execution_id}".encode()
+    return encode_position(row.created_at_ms, row.execution_id)
+
+
+def encode_position(created_at_ms: int, execution_id: str) -> str:
+    """The cursor that resumes after the execution at this position."""
+    raw = f"{created_at_ms}:{execution_id}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
