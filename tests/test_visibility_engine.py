@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from orbit_core.api import ExecutionPage
 from orbit_core.engine import Engine
 from orbit_core.errors import OrbitError
+from orbit_core.ir import Definition
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import Store
 from orbit_core.testing import SimulatedClock
@@ -41,9 +43,9 @@ workflow Scored {
 """
 
 
-def _definitions() -> list[object]:
+def _definitions() -> list[Definition]:
     example = (ROOT / "examples" / "visibility.orbit").read_text(encoding="utf-8")
-    out: list[object] = []
+    out: list[Definition] = []
     for text in (example, STEPS):
         result = compile_source(text, "x.orbit")
         assert result.errors == 0, [d.message for d in result.diagnostics]
@@ -61,7 +63,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     else:
         made = PostgresStore(request.getfixturevalue("pg_url"))
     yield made
-    made.close()  # type: ignore[attr-defined]
+    made.close()
 
 
 @pytest.fixture
@@ -69,13 +71,13 @@ def engine(store: Store) -> Iterator[Engine]:
     clock = SimulatedClock(1_700_000_000_000)
     engine = Engine(store, clock, auto_tick=False)
     for defn in _definitions():
-        engine.deploy(defn)  # type: ignore[arg-type]
+        engine.deploy(defn)
     yield engine
     engine.close()
 
 
-def _ids(page: dict[str, object]) -> list[str]:
-    return [e["execution_id"] for e in page["executions"]]  # type: ignore[attr-defined]
+def _ids(page: ExecutionPage) -> list[str]:
+    return [e["execution_id"] for e in page["executions"]]
 
 
 def test_the_example_query_finds_exactly_the_second(engine: Engine) -> None:
@@ -145,7 +147,7 @@ def test_pages_follow_a_stable_cursor(engine: Engine) -> None:
         clock.advance(1)
         engine.start("Orders", input={"customer": "c", "amount": float(i)}, execution_id=f"p-{i}")
     seen: list[str] = []
-    cursor = None
+    cursor: str | None = None
     while True:
         page = engine.search_executions('customer == "c"', limit=3, cursor=cursor)
         seen += _ids(page)
@@ -153,7 +155,7 @@ def test_pages_follow_a_stable_cursor(engine: Engine) -> None:
         engine.start(
             "Orders", input={"customer": "c", "amount": 1.0}, execution_id=f"n-{len(seen)}"
         )
-        cursor = page["next_cursor"]  # type: ignore[assignment]
+        cursor = page["next_cursor"]
         if cursor is None:
             break
     assert seen == [f"p-{i}" for i in reversed(range(7))]
