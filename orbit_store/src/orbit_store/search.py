@@ -149,18 +149,75 @@ def _condition(c: Condition, indexed: bool) -> ColumnElement[bool]:
     t = s.orbit_search_values
     column = t.c.str_value if c.column == "str" else t.c.num_value
     inner = select(t.c.execution_id).where(
-        t.c.workflow.in_(c.workflows) if len(c.workflows) > 1 else t.c.workflow == c.workflows[0],
-        t.c.field == c.field,
-        _compare(column, c.op, c.values),
+        _workflows(c), t.c.field == c.field, _compare(column, c.op, c.values)
     )
     return x.c.execution_id.in_(inner)
+
+
+def _rank(group: list[Condition]) -> int:
+    """How few rows a group of comparisons on one field is likely to keep:
+    an equality on text first, then one on a number, then a bounded range."""
+    ops = {c.op for c in group}
+    if ops & {"==", "in"}:
+        return 0 if group[0].column == "str" else 1
+    if ops & {"<", "<="} and ops & {">", ">="}:
+        return 2
+    return 3
+
+
+def _all_of(parts: tuple[Filter, ...], indexed: bool) -> ColumnElement[bool]:
+    """A conjunction, shaped for the index: the comparisons on one declared
+    field are merged (a range is one index scan), the most selective field
+    drives (`execution_id IN (...)`), and every other field is checked per
+    candidate through the (execution_id, field) key with EXISTS, so a broad
+    comparison such as `amount > 500` never enumerates its half of the table."""
+    groups: dict[str, list[Condition]] = {}
+    rest: list[ColumnElement[bool]] = []
+    for part in parts:
+        if isinstance(part, Condition) and not part.builtin and indexed:
+            groups.setdefault(part.field, []).append(part)
+        else:
+            rest.append(where(part, indexed))
+    if not groups:
+        return and_(*rest)
+    ordered = sorted(groups.values(), key=_rank)
+    x, t = s.workflow_executions, s.orbit_search_values
+    driver = ordered[0]
+    first = driver[0]
+    column = t.c.str_value if first.column == "str" else t.c.num_value
+    inner = select(t.c.execution_id).where(
+        _workflows(first),
+        t.c.field == first.field,
+        *(_compare(column, c.op, c.values) for c in driver),
+    )
+    tests: list[ColumnElement[bool]] = [x.c.execution_id.in_(inner)]
+    for group in ordered[1:]:
+        other = t.alias()
+        column = other.c.str_value if group[0].column == "str" else other.c.num_value
+        tests.append(
+            select(other.c.execution_id)
+            .where(
+                other.c.execution_id == x.c.execution_id,
+                other.c.field == group[0].field,
+                *(_compare(column, c.op, c.values) for c in group),
+            )
+            .exists()
+        )
+    return and_(*tests, *rest)
+
+
+def _workflows(c: Condition) -> ColumnElement[bool]:
+    t = s.orbit_search_values
+    if len(c.workflows) > 1:
+        return t.c.workflow.in_(c.workflows)
+    return t.c.workflow == c.workflows[0]
 
 
 def where(f: Filter, indexed: bool) -> ColumnElement[bool]:
     """The filter as a condition on `workflow_executions` (`indexed`: the
     search part exists)."""
     if isinstance(f, AllOf):
-        return and_(*(where(p, indexed) for p in f.parts))
+        return _all_of(f.parts, indexed)
     if isinstance(f, AnyOf):
         return or_(*(where(p, indexed) for p in f.parts))
     if isinstance(f, NoneOf):
