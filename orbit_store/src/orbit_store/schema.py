@@ -365,8 +365,26 @@ orbit_search_values = Table(
     Column("workflow", Text, nullable=False),
     Column("str_value", Text, nullable=True),
     Column("num_value", Float, nullable=True),
-    Index("orbit_search_str", "workflow", "field", "str_value"),
-    Index("orbit_search_num", "workflow", "field", "num_value"),
+    # Partial: a row fills one of the two columns, and an index entry for
+    # the other's null would cost every commit and serve no query (a
+    # comparison on the column implies it is not null, so both planners
+    # use them).
+    Index(
+        "orbit_search_str",
+        "workflow",
+        "field",
+        "str_value",
+        sqlite_where=text("str_value IS NOT NULL"),
+        postgresql_where=text("str_value IS NOT NULL"),
+    ),
+    Index(
+        "orbit_search_num",
+        "workflow",
+        "field",
+        "num_value",
+        sqlite_where=text("num_value IS NOT NULL"),
+        postgresql_where=text("num_value IS NOT NULL"),
+    ),
     sqlite_with_rowid=False,
 )
 SEARCH = (orbit_search_values,)
