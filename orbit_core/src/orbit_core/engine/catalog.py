@@ -192,8 +192,10 @@ class Catalog:
             }
         )
 
-    def definitions(self) -> list[ir.Definition]:
+    def all_definitions(self) -> list[ir.Definition]:
         """Every deployed definition (the search fields of filters)."""
+        if self.load_missing is not None:
+            self.load_missing()
         return [p.defn for p in list(self._plans.values())]
 
     def list_workflows(self) -> WorkflowList:

@@ -332,7 +332,7 @@ class Engine:
         """A page of executions passing the filter `where` (docs/language/
         visibility.md); raises FilterError (INVALID_FILTER) for a bad one."""
         self._pipeline.check_open()
-        definitions = self._catalog.definitions()
+        definitions = self._catalog.all_definitions()
         return visibility.search(
             self.store,
             definitions,
