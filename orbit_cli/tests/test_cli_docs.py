@@ -463,3 +463,16 @@ def test_docs_output_is_the_same_every_time(book: Path, fmt: str) -> None:
     one = {p.relative_to("one"): p.read_bytes() for p in Path("one").rglob("*") if p.is_file()}
     two = {p.relative_to("two"): p.read_bytes() for p in Path("two").rglob("*") if p.is_file()}
     assert one == two
+
+
+def test_docs_lists_the_search_fields(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "visibility.orbit"
+    result = orbit("docs", str(example), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "out" / "Orders.md").read_text(encoding="utf-8")
+    assert (
+        "## Search fields\n\nFilter executions by these with `orbit ps --where`.\n\n"
+        "| Field | Type | Expression |\n|---|---|---|\n"
+        "| `customer` | `String` | `input.customer` |\n"
+        "| `amount` | `Float` | `input.amount` |\n"
+    ) in page

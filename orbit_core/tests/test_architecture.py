@@ -104,6 +104,11 @@ KERNEL = (
     "orbit_core.jsontypes",
     "orbit_core.errors",
     "orbit_core.semver",
+    # Typed visibility's pure parts (query.py reads the store through its port).
+    "orbit_core.visibility.fields",
+    "orbit_core.visibility.filter",
+    "orbit_core.visibility.check",
+    "orbit_core.visibility.page",
 )
 IO_MODULES = frozenset(
     [

@@ -494,3 +494,40 @@ def test_the_server_panel_shows_a_clusters_role_and_nodes(ui: Ui, page: Page) ->
             expect(server).to_contain_text(text)
         ui.shot(page, f"overview-{document['role']}")
         page.unroute("**/v1/health")
+
+
+def test_the_list_filters_by_search_fields_with_completion(ui: Ui, page: Page) -> None:
+    """docs/language/visibility.md: the filter box completes field names and
+    shows exactly the matches; a refused filter shows the server's message."""
+    _orbit(ui.server, "deploy", str(HERE.parents[1] / "examples" / "visibility.orbit"))
+    for eid, customer, amount in (
+        ("vis-1", "c-1", 100.0),
+        ("vis-2", "c-1", 600.0),
+        ("vis-3", "c-2", 700.0),
+    ):
+        body = {
+            "workflow": "Orders",
+            "execution_id": eid,
+            "input": {"customer": customer, "amount": amount},
+        }
+        ui.call("POST", "/v1/executions", body)
+    sign_in(page, ui)
+    page.goto(f"{ui.url}#/executions")
+    box = page.get_by_label("Filter")
+    box.fill("cu")
+    options = page.locator("#f-where-fields option")
+    expect(options).to_have_count(1)
+    expect(options.first).to_have_attribute("value", "customer")
+    box.fill('customer == "c-1" and am')
+    expect(options.first).to_have_attribute("value", 'customer == "c-1" and amount')
+    box.fill('customer == "c-1" and amount > 500')
+    page.get_by_role("button", name="Search").click()
+    table = page.locator("main table")
+    expect(table).to_contain_text("vis-2")
+    expect(table).not_to_contain_text("vis-1")
+    expect(table).not_to_contain_text("vis-3")
+    ui.shot(page, "executions-filtered")
+    ui.check_accessible(page, "executions-filtered")
+    page.get_by_label("Filter").fill("nosuch == 1")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#f-where-error")).to_contain_text("unknown field `nosuch`")

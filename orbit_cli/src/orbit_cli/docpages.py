@@ -352,6 +352,7 @@ class Builder:
         blocks.append(Code("orbit", f"return {render_expr(definition.result)}"))
         blocks += self.signals(definition)
         blocks += self.queries(definition)
+        blocks += self.search_fields(definition)
         blocks.append(Heading(2, "Steps"))
         blocks.append(
             Para(
@@ -432,6 +433,19 @@ class Builder:
             for q in definition.queries
         )
         yield Table(("Query", "Type", "Expression", "Description"), rows)
+
+    def search_fields(self, definition: Definition) -> Iterator[Block]:
+        """The `search` block (docs/language/visibility.md): what
+        `orbit ps --where` can filter this workflow's executions by."""
+        if not definition.search:
+            return
+        yield Heading(2, "Search fields")
+        yield Para("Filter executions by these with `orbit ps --where`.")
+        rows = tuple(
+            (code(f.name), code(render_type(f.type)), code(render_expr(f.expr)))
+            for f in definition.search
+        )
+        yield Table(("Field", "Type", "Expression"), rows)
 
     def continue_as_new(self, definition: Definition) -> Iterator[Block]:
         can = definition.continue_as_new

@@ -200,6 +200,14 @@ class ExecutionList(TypedDict):
     executions: list[ExecutionSummary]
 
 
+class ExecutionPage(TypedDict):
+    """`GET /v1/executions?where=...` (docs/language/visibility.md): a page
+    and the cursor of the next one (None on the last)."""
+
+    executions: list[ExecutionSummary]
+    next_cursor: str | None
+
+
 class HistoryPage(TypedDict):
     """`GET /v1/executions/{id}/history`: the events of one run as JSON;
     `run` is there when asked for, or when the current run is not the first."""

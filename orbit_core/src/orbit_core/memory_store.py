@@ -20,6 +20,8 @@ from orbit_core.ports import (
     WorkerRow,
 )
 from orbit_core.state import TERMINAL
+from orbit_core.visibility.fields import SearchValue
+from orbit_core.visibility.query import SearchQuery, in_page, matches
 
 
 class MemoryStore:
@@ -32,6 +34,8 @@ class MemoryStore:
         self._workers: dict[str, WorkerRow] = {}
         self._schedules: dict[str, ScheduleRow] = {}
         self._retention: dict[str, int] = {}
+        # The search index (orbit_core.visibility): execution -> field -> row.
+        self._search: dict[str, dict[str, SearchValue]] = {}
 
     def _share(self, other: MemoryStore) -> None:
         """Makes this store another view of `other`'s rows: the servers of
@@ -43,6 +47,7 @@ class MemoryStore:
         self._rows = other._rows
         self._workers = other._workers
         self._schedules = other._schedules
+        self._search = other._search
 
     def load_definitions(self) -> list[DefinitionRow]:
         with self._lock:
@@ -74,6 +79,10 @@ class MemoryStore:
                 row = change.row
                 row.run = len(self._runs.get(eid, ())) + 1
                 self._rows[eid] = row
+                if change.search:
+                    index = self._search.setdefault(eid, {})
+                    for value in change.search:
+                        index[value.field] = value
             for w in batch.workers:
                 self._workers[w.worker_id] = w
 
@@ -108,6 +117,21 @@ class MemoryStore:
             ]
         rows.sort(key=lambda r: (r.created_at_ms, r.execution_id), reverse=True)
         return rows[:limit]
+
+    def search_executions(self, query: SearchQuery) -> list[ExecutionRow]:
+        none: dict[str, SearchValue] = {}
+        with self._lock:
+            rows = [
+                r
+                for r in self._rows.values()
+                if in_page(query, r)
+                and (
+                    query.filter is None
+                    or matches(query.filter, r, self._search.get(r.execution_id, none))
+                )
+            ]
+        rows.sort(key=lambda r: (r.created_at_ms, r.execution_id), reverse=True)
+        return rows[: query.limit]
 
     # ---- retention (ports.RetentionStore)
 
@@ -174,6 +198,7 @@ class MemoryStore:
                 self._events.pop(eid, None)
                 self._runs.pop(eid, None)
                 self._retention.pop(eid, None)
+                self._search.pop(eid, None)
                 deleted += 1
         return deleted
 

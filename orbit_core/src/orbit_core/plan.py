@@ -10,6 +10,7 @@ import attrs
 from orbit_core import unitkeys
 from orbit_core.ir import ChildContract, Definition, Retry, Step, TaskContract
 from orbit_core.ir.walk import all_steps
+from orbit_core.visibility.fields import search_plan
 
 NO_RETRY = Retry()
 BUILTIN_PREFIX = "orbit."
@@ -58,6 +59,7 @@ class Plan:
         self.compensated = frozenset(s.name for s in defn.steps if s.compensate is not None)
         self._specs: dict[str, UnitSpec | None] = {}
         self.limits: dict[str, int] = dict(defn.limits)
+        self.search = search_plan(defn)
         self._step_specs: dict[str, UnitSpec] = {}
         # Whether anything in the definition ever falls due by time alone.
         self.timed = defn.timeout_ms is not None or any(

@@ -23,6 +23,8 @@ import attrs
 from orbit_core.api import ContractRef, ErrorDoc, ExecutionSummary
 from orbit_core.events import Event
 from orbit_core.jsontypes import JsonObject, JsonValue
+from orbit_core.visibility.fields import SearchValue
+from orbit_core.visibility.page import SearchQuery
 
 
 class Clock(Protocol):
@@ -107,6 +109,9 @@ class ExecutionChange:
     # Read only (never appended to), so one empty tuple serves every change.
     archived: Sequence[Event] = ()
     new: bool = False
+    # Search-index rows the events make known (orbit_core.visibility), written
+    # in the same transaction; empty for workflows without a `search` block.
+    search: list[SearchValue] = attrs.field(factory=list)
 
 
 @attrs.frozen(slots=True)
@@ -213,6 +218,12 @@ class Store(Protocol):
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int
     ) -> list[ExecutionRow]: ...
+
+    def search_executions(self, query: SearchQuery) -> list[ExecutionRow]:
+        """Up to `query.limit` executions that pass the typed filter, the
+        status and workflow, after the cursor, newest first (docs/language/
+        visibility.md); the filter runs in the store, on its index."""
+        ...
 
     def list_workers(self) -> list[WorkerRow]: ...
 

@@ -578,6 +578,16 @@ class Migrate:
 
 
 @attrs.frozen
+class Search:
+    """`search { name: expression ... }`: the workflow's searchable fields
+    (docs/language/visibility.md)."""
+
+    settings: tuple[Setting, ...]
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
 class OutcomeHandler:
     """`on failure|cancel|timeout { steps }`; `kind` spans the kind word."""
 
@@ -610,6 +620,7 @@ WorkflowMember: TypeAlias = (
     | Return
     | ContinueAsNew
     | Limits
+    | Search
     | OutcomeHandler
     | EventHandler
     | Migrate

@@ -67,6 +67,7 @@ from orbit_core.ports import (
     Store,
     WorkerRow,
 )
+from orbit_core.visibility.page import SearchQuery
 from orbit_server import logs
 from orbit_server.config import Address, ServerConfig
 from orbit_store.cluster import Election, Leadership, Mark
@@ -162,6 +163,9 @@ class StandbyStore:
         self, status: str | None, workflow: str | None, limit: int
     ) -> list[ExecutionRow]:
         return self.inner.list_executions(status, workflow, limit)
+
+    def search_executions(self, query: SearchQuery) -> list[ExecutionRow]:
+        return self.inner.search_executions(query)
 
     def list_workers(self) -> list[WorkerRow]:
         return self.inner.list_workers()

@@ -19,6 +19,7 @@ from orbit_server.logs import logger
 
 STATUS: dict[str, int] = {
     "INVALID_REQUEST": 400,
+    "INVALID_FILTER": 400,
     "INVALID_IR": 400,
     "CHILD_NOT_REGISTERED": 400,
     "INVALID_INPUT": 400,

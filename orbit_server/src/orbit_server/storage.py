@@ -30,6 +30,7 @@ from orbit_core.ports import (
     Store,
     WorkerRow,
 )
+from orbit_core.visibility.page import SearchQuery
 from orbit_server.logs import logger
 from orbit_server.telemetry import Telemetry
 
@@ -114,6 +115,9 @@ class LoggedStore:
         return self._run(
             "list_executions", lambda: self.inner.list_executions(status, workflow, limit)
         )
+
+    def search_executions(self, query: SearchQuery) -> list[ExecutionRow]:
+        return self._run("search_executions", lambda: self.inner.search_executions(query))
 
     def list_workers(self) -> list[WorkerRow]:
         return self._run("list_workers", self.inner.list_workers)

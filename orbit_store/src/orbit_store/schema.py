@@ -53,6 +53,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Connection,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -349,6 +350,46 @@ RETENTION_INDEX = (
     "CREATE INDEX IF NOT EXISTS orbit_retention_ended "
     "ON workflow_executions (updated_at_ms, execution_id)"
 )
+
+# The search index (beyond the book: docs/language/visibility.md): one row
+# per execution and declared search field, written in the commit of the event
+# that made the value known. A part of its own, "search", recorded in
+# `orbit_schema_parts` and created by the first commit that writes a value
+# (orbit_store.search), so a database whose workflows declare no field stays
+# the book's.
+orbit_search_values = Table(
+    "orbit_search_values",
+    metadata,
+    Column("execution_id", Text, primary_key=True),
+    Column("field", Text, primary_key=True),
+    Column("workflow", Text, nullable=False),
+    Column("str_value", Text, nullable=True),
+    Column("num_value", Float, nullable=True),
+    # Partial: a row fills one of the two columns, and an index entry for
+    # the other's null would cost every commit and serve no query (a
+    # comparison on the column implies it is not null, so both planners
+    # use them).
+    Index(
+        "orbit_search_str",
+        "workflow",
+        "field",
+        "str_value",
+        sqlite_where=text("str_value IS NOT NULL"),
+        postgresql_where=text("str_value IS NOT NULL"),
+    ),
+    Index(
+        "orbit_search_num",
+        "workflow",
+        "field",
+        "num_value",
+        sqlite_where=text("num_value IS NOT NULL"),
+        postgresql_where=text("num_value IS NOT NULL"),
+    ),
+    sqlite_with_rowid=False,
+)
+SEARCH = (orbit_search_values,)
+# The search part's version (orbit_store.search.prepare_search).
+SEARCH_VERSION = 1
 
 
 BASE = (

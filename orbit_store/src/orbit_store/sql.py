@@ -33,7 +33,9 @@ from orbit_core import events as ev
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionRow, WorkerRow
 from orbit_core.state import TERMINAL
+from orbit_core.visibility.page import SearchQuery
 from orbit_store import schema as s
+from orbit_store import search
 from orbit_store.schedules import ScheduleTables
 
 # The column order of the tuples the hot statements are fed.
@@ -219,6 +221,8 @@ class SqlStore(ScheduleTables):
             try:
                 with conn.begin():
                     self.found_version = s.prepare(conn)
+                    # Whether the search part exists (orbit_store.search).
+                    self._indexed = search.exists(conn)
             finally:
                 self._writer.close()
         dialect = engine.dialect
@@ -326,6 +330,8 @@ class SqlStore(ScheduleTables):
         self._delete_execution = _Statement(
             dialect, x.delete().where(x.c.execution_id == bindparam("eid")), ("eid",)
         )
+        self._upsert_search = _Statement(dialect, search.upsert_sql(dialect), search._COLUMNS)
+        self._delete_search = _Statement(dialect, search.delete_sql(), ("eid",))
         o = s.orbit_retention
         self._delete_retention = _Statement(
             dialect, o.delete().where(o.c.execution_id == bindparam("eid")), ("eid",)
@@ -458,6 +464,7 @@ class SqlStore(ScheduleTables):
         updates: list[tuple[Any, ...]] = []
         # Continue-as-new moves a run's events, so what precedes it is written first.
         moves: list[tuple[list[tuple[Any, ...]], str, int, list[tuple[Any, ...]]]] = []
+        found = self._search_rows(batch)
         for change in batch.executions:
             eid = change.execution_id
             if change.archive_run is not None:
@@ -508,6 +515,7 @@ class SqlStore(ScheduleTables):
             self.insert_rows(cursor, new_rows)
             self.insert_events(cursor, events)
             self.update_rows(cursor, updates)
+            self._write_search(cursor, found)
             for w in batch.workers:
                 self._delete_worker.run(cursor, [(w.worker_id,)])
                 self._insert_worker.run(
@@ -532,12 +540,32 @@ class SqlStore(ScheduleTables):
             marker = (self._find_event, (events[-1][0], events[-1][1]))
         elif definitions:
             marker = (self._find_definition, definitions[0][:3])
-        if not (moves or definitions or batch.workers):
+        if not (moves or definitions or batch.workers or found):
             alone = self.one_statement(events, new_rows, updates)
             if alone is not None:
                 self._write(alone, marker, alone=True)
                 return
         self._write(statements, marker)
+        self._indexed = self._indexed or bool(found)
+
+    @staticmethod
+    def _search_rows(batch: CommitBatch) -> list[tuple[Any, ...]]:
+        """The search-index rows of a group (orbit_store.search)."""
+        return [
+            row
+            for change in batch.executions
+            if change.search
+            for row in search.rows(change.execution_id, change.row.workflow, change.search)
+        ]
+
+    def _write_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
+        """Upserts the group's search rows, creating the part on first use."""
+        if not found:
+            return
+        if not self._indexed:
+            for statement in search.create_statements(self.engine.dialect):
+                cursor.execute(statement)
+        self._upsert_search.run(cursor, found)
 
     def one_statement(
         self,
@@ -698,6 +726,16 @@ class SqlStore(ScheduleTables):
         query = query.order_by(x.c.created_at_ms.desc(), x.c.execution_id.desc()).limit(limit)
         return self._read(lambda conn: [_execution_row(row, 1) for row in conn.execute(query)])
 
+    def search_executions(self, query: SearchQuery) -> list[ExecutionRow]:
+        def read(conn: Connection) -> list[ExecutionRow]:
+            if not self._indexed:
+                # Another server sharing the database may have created it.
+                self._indexed = search.exists(conn)
+            statement = search.select_page(query, self._indexed)
+            return [_execution_row(row, 1) for row in conn.execute(statement)]
+
+        return self._read(read)
+
     def list_workers(self) -> list[WorkerRow]:
         t = s.worker_registry
         rows = self._read(lambda conn: conn.execute(select(t).order_by(t.c.worker_id)).all())
@@ -850,6 +888,8 @@ class SqlStore(ScheduleTables):
             self._delete_runs.run(cursor, finished)
             self._delete_execution.run(cursor, finished)
             self._delete_retention.run(cursor, finished)
+            if self._indexed:
+                self._delete_search.run(cursor, finished)
             deleted = len(finished)
 
         self._write(statements, None)

@@ -7,8 +7,9 @@ from typing import Any
 import click
 
 from orbit_cli import output
-from orbit_cli.client import RuntimeClient, connection_options
-from orbit_cli.output import duration, out
+from orbit_cli.client import ApiError, RuntimeClient, connection_options
+from orbit_cli.output import CliError, duration, out
+from orbit_core.visibility.filter import FilterError, parse_filter
 
 STATUSES = ("RUNNING", "COMPENSATING", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
 
@@ -32,19 +33,88 @@ def _row(execution_id: Any, workflow: Any, version: Any, status: Any, age: str) 
     help="At most this many rows (the runtime allows up to 1000).",
 )
 @click.option(
+    "--where",
+    metavar="FILTER",
+    help="Only executions passing this filter over search fields and status, workflow, "
+    "version, started, ended, e.g. 'customer == \"c-1\" and amount > 500'.",
+)
+@click.option("--cursor", metavar="CURSOR", help="Continue after the page that printed it.")
+@click.option(
     "--archived",
     is_flag=True,
     help="List executions retention moved to the archive (a server with --retention).",
 )
 @connection_options
 def cli(
-    client: RuntimeClient, status: str | None, workflow: str | None, limit: int, archived: bool
+    *,
+    client: RuntimeClient,
+    status: str | None,
+    workflow: str | None,
+    limit: int,
+    where: str | None,
+    cursor: str | None,
+    archived: bool,
 ) -> None:
     """List executions, newest first, with their workflow, status and age."""
-    where = "/v1/archive/executions" if archived else "/v1/executions"
-    answer = client.get(where, status=status, workflow=workflow, limit=limit)
+    url = "/v1/archive/executions" if archived else "/v1/executions"
+    if where is None and cursor is None:
+        answer = client.get(url, status=status, workflow=workflow, limit=limit)
+    else:
+        if archived:
+            raise click.UsageError("--where and --cursor list running executions, not --archived")
+        answer = _search(
+            client,
+            url,
+            status=status,
+            workflow=workflow,
+            limit=limit,
+            where=where,
+            cursor=cursor,
+        )
     now = output.now_ms()
     out(_row("EXECUTION", "WORKFLOW", "VERSION", "STATUS", "AGE"))
     for e in answer.get("executions", []):
         age = duration(now - e.get("created_at_ms", now))
         out(_row(e.get("execution_id"), e.get("workflow"), e.get("version"), e.get("status"), age))
+    if answer.get("next_cursor"):
+        out(f"more: --cursor {answer['next_cursor']}")
+
+
+class FilterRefused(CliError):
+    """A filter that does not parse or fit the declared fields: an input error."""
+
+    exit_code = 2
+
+
+def _search(
+    client: RuntimeClient,
+    url: str,
+    *,
+    status: str | None,
+    workflow: str | None,
+    limit: int,
+    where: str | None,
+    cursor: str | None,
+) -> Any:
+    """`GET /v1/executions?where=...` (docs/language/visibility.md). The
+    filter is parsed here first, so a typo is shown under the filter
+    without a round trip; the runtime checks it against the fields."""
+    if where is not None:
+        try:
+            parse_filter(where)
+        except FilterError as exc:
+            raise FilterRefused(_pointed(exc, where)) from None
+    try:
+        return client.get(
+            url, status=status, workflow=workflow, limit=limit, where=where, cursor=cursor
+        )
+    except ApiError as exc:
+        if exc.code == "INVALID_FILTER":
+            raise FilterRefused(exc.text) from None
+        raise
+
+
+def _pointed(exc: FilterError, text: str) -> str:
+    if exc.column is None:
+        return exc.message
+    return f"{exc.message}\n  {text}\n  {' ' * (exc.column - 1)}^"

@@ -192,6 +192,12 @@ class Catalog:
             }
         )
 
+    def all_definitions(self) -> list[ir.Definition]:
+        """Every deployed definition (the search fields of filters)."""
+        if self.load_missing is not None:
+            self.load_missing()
+        return [p.defn for p in list(self._plans.values())]
+
     def list_workflows(self) -> WorkflowList:
         rows: list[WorkflowSummary] = []
         for plan in sorted(

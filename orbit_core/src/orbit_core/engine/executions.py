@@ -212,6 +212,10 @@ class Executions:
                     s.last_seq,
                     s.run,
                 )
+                search = live.plan.search
+                if search is not None:
+                    execution = {"id": s.id, "workflow": s.workflow, "version": s.version}
+                    change.search = search.values(change.events, s.input, s.outputs, execution)
 
     def forget(self, live: Live) -> list[str]:
         """Drops a finished execution; returns the tokens it held."""

@@ -18,6 +18,7 @@ from orbit_core.api import (
     Deployed,
     ExecutionDoc,
     ExecutionList,
+    ExecutionPage,
     HistoryPage,
     QueryAnswer,
     SignalAccepted,
@@ -100,6 +101,15 @@ class EngineApi(Protocol):
     def list_executions(
         self, status: str | None = None, workflow: str | None = None, limit: int = 50
     ) -> ExecutionList: ...
+
+    def search_executions(
+        self,
+        where: str | None = None,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ExecutionPage: ...
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc: ...
 
@@ -234,6 +244,16 @@ class Wrapped:
         self, status: str | None = None, workflow: str | None = None, limit: int = 50
     ) -> ExecutionList:
         return self.engine.list_executions(status, workflow, limit)
+
+    def search_executions(
+        self,
+        where: str | None = None,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        return self.engine.search_executions(where, status, workflow, limit, cursor)
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         return self.engine.wait(execution_id, timeout_ms)

@@ -529,6 +529,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
                     change.archive_run,
                     change.archived,
                     change.new,
+                    list(change.search),
                 )
                 continue
             if change.archive_run is not None:
@@ -540,6 +541,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
                 into.events = list(change.events)
             else:
                 into.events.extend(change.events)
+            into.search.extend(change.search)
             into.row = change.row
     merged.executions = list(changes.values())
     return merged

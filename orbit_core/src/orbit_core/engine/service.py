@@ -17,6 +17,7 @@ from orbit_core.api import (
     Deployed,
     ExecutionDoc,
     ExecutionList,
+    ExecutionPage,
     HistoryPage,
     QueryAnswer,
     SignalAccepted,
@@ -61,6 +62,7 @@ from orbit_core.ports import (
     system_random,
 )
 from orbit_core.state import ExecutionState
+from orbit_core.visibility import query as visibility
 
 TICK_MS = 100
 
@@ -321,6 +323,28 @@ class Engine:
         self._pipeline.check_open()
         rows = self.store.list_executions(status.upper() if status else None, workflow, limit)
         return {"executions": [r.to_json() for r in rows]}
+
+    def search_executions(
+        self,
+        where: str | None = None,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """A page of executions passing the filter `where` (docs/language/
+        visibility.md); raises FilterError (INVALID_FILTER) for a bad one."""
+        self._pipeline.check_open()
+        definitions = self._catalog.all_definitions()
+        return visibility.search(
+            self.store,
+            definitions,
+            where=where,
+            status=status,
+            workflow=workflow,
+            limit=limit,
+            cursor=cursor,
+        )
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         """Blocks until the execution is terminal (not continued-as-new) or the

@@ -486,6 +486,7 @@ _ORDER = (
     "continue_as_new",
     "migrations",
     "flow",
+    "search",
     "contracts",
     "source_map",
 )

@@ -223,6 +223,17 @@ class Migration:
 
 
 @attrs.frozen
+class SearchField:
+    """A searchable field (`search { name: expr }`, docs/language/visibility.md):
+    written to the store's search index in the commit of the event that makes
+    `expr` known. `type` is a scalar (or optional scalar) the index can hold."""
+
+    name: str
+    expr: Expr
+    type: Type
+
+
+@attrs.frozen
 class Definition:
     """A workflow definition. `definition_hash` covers everything except
     `source_map` and itself (see orbit_core.ir.canonical)."""
@@ -247,6 +258,8 @@ class Definition:
     # Omitted when none is declared, so other definitions keep their hash.
     migrations: tuple[Migration, ...] = ()
     flow: Flow | None = None
+    # Beyond the book, omitted when empty so book sources hash as before.
+    search: tuple[SearchField, ...] = ()
     # Not hashed.
     definition_hash: str = ""
     # Left loose for cattrs, which has no structure hook for `object`.
@@ -301,5 +314,6 @@ DOCUMENT_CLASSES = (
     ContinueAsNew,
     MigrationMap,
     Migration,
+    SearchField,
     Definition,
 )

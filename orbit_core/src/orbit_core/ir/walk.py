@@ -125,6 +125,8 @@ def definition_exprs(defn: Definition) -> Iterator[e.Expr]:
     yield defn.result
     for q in defn.queries:
         yield q.expr
+    for f in defn.search:
+        yield f.expr
     if defn.continue_as_new is not None:
         yield defn.continue_as_new.with_
         if defn.continue_as_new.when is not None:
@@ -144,6 +146,7 @@ def needs_ir_v2(defn: Definition) -> bool:
         or defn.continue_as_new is not None
         or defn.migrations
         or defn.flow is not None
+        or defn.search
     ):
         return True
     if any(step.kind in ("await", "compute") or step.flow for step in defn.steps):

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import attrs
 
-from orbit_core.ir import ContinueAsNew, Definition, EventHandler, Query, Signal, Step
+from orbit_core.ir import (
+    ContinueAsNew,
+    Definition,
+    EventHandler,
+    Query,
+    SearchField,
+    Signal,
+    Step,
+)
 from orbit_core.ir import expr as e
 from orbit_core.ir.types import EMPTY_RECORD, RecordType
 from orbit_lang import ast
@@ -23,6 +31,7 @@ from orbit_lang.check.env import Env
 from orbit_lang.check.expressions import ExprChecker
 from orbit_lang.check.placement import StepShape, shape_step
 from orbit_lang.check.report import did_you_mean, duplicate_member, first_declared
+from orbit_lang.check.search import check_search
 from orbit_lang.check.steps import Block, StepChecker
 from orbit_lang.check.types import (
     BOOL,
@@ -46,6 +55,7 @@ SINGLE_MEMBERS: dict[type, str] = {
     ast.Return: "return",
     ast.ContinueAsNew: "continue_as_new",
     ast.Limits: "limits",
+    ast.Search: "search",
 }
 RESERVED_STEP_NAMES = ("input", "execution", "output", "if", "then", "else")
 OUTCOME_KINDS = ("failure", "cancel", "timeout")
@@ -111,6 +121,11 @@ class _WorkflowChecker:
             names = frozenset(step.name.name for step in members.steps)
             env = check_flow.workflow_env(workflow_input, names, self.report)
             flow = check_flow.check_flow(members.flow, env, self.report, step=False)
+        search = members.single.get(ast.Search)
+        searchable: tuple[SearchField, ...] = ()
+        if isinstance(search, ast.Search):
+            env = self._reading_env(workflow_input, main, query=False)
+            searchable = check_search(search, env, self.report)
 
         description = members.single.get(ast.Description)
         definition = Definition(
@@ -133,6 +148,7 @@ class _WorkflowChecker:
             limits=limits,
             continue_as_new=continue_as_new,
             flow=flow,
+            search=searchable,
         )
         return CheckedWorkflow(self.node, definition, tuple(checker.children), step_types)
 

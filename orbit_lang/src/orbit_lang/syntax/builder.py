@@ -84,6 +84,7 @@ class Builder:
             "continue_as_new": self.continue_as_new,
             "limits": self.limits,
             "migrate_decl": self.migrate,
+            "search_fields": self.search_fields,
             "on_outcome": self.on_outcome,
             "on_event": self.on_event,
             "compensate": self.compensate,
@@ -417,6 +418,9 @@ class Builder:
                 inner, _ = self.migrate_items(member.children[2])
                 reverse.append(ast.MigrateReverse(tuple(inner), keyword, span))
         return plain, reverse
+
+    def search_fields(self, node: Node) -> ast.Search:
+        return ast.Search(self.settings(node.children[2]), self._keyword(node), self.span(node))
 
     def on_outcome(self, node: Node) -> ast.OutcomeHandler:
         head, items, _ = node.children

@@ -92,6 +92,7 @@ workflow_member     = version / description / workflow_timeout / workflow_input
                     / return_member / continue_as_new / limits / on_event / on_outcome
                     / migrate_decl
                     / flow_member
+                    / search_fields
 workflow_timeout    = "timeout" colon duration_value
 workflow_input      = "input" record_body
 workflow_output     = "output" record_body
@@ -109,6 +110,10 @@ limit_items         = limit_item*
 limit_item          = entry opt_sep
 entry               = entry_name ":" expression
 entries_close       = "}"
+# Searchable fields (beyond the book: docs/language/visibility.md) --------
+search_fields       = "search" "{" search_items entries_close
+search_items        = search_item*
+search_item         = entry opt_sep
 on_outcome          = on_outcome_head handler_items block_close
 on_outcome_head     = "on" outcome_kind "{"
 on_event            = on_event_head handler_items block_close

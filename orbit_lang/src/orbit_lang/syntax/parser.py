@@ -98,6 +98,7 @@ _BLOCKS = {
             "limits",
             "migrate",
             *_FLOW_KEYWORDS,
+            "search",
         ),
         ("step", "on"),
     ),
@@ -491,7 +492,7 @@ class _Recovery:
             return f"`on {words[-1]}` block"
         if len(words) >= 3 and words[-3:-1] == ["on", "event"]:
             return "`on event` block"
-        if words and words[-1] in ("compensate", "retry", "limits", "input", "output"):
+        if words and words[-1] in ("compensate", "retry", "limits", "search", "input", "output"):
             return f"`{words[-1]}` block"
         return "object"
 

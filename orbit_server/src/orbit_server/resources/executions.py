@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import falcon
 
+from orbit_core.api import ExecutionPage, ExecutionSummary
 from orbit_core.engine.facade import EngineApi
 from orbit_core.schedules.times import TimeFormatError, parse_duration
+from orbit_core.visibility.query import encode_position
 from orbit_server.auth import client_of, require
 from orbit_server.body import ABSENT, Fields, read_json
 from orbit_server.errors import bad_body
+from orbit_server.identities import ClientIdentity
 from orbit_server.params import query_int
 from orbit_server.resources._json import send
 from orbit_server.retention import Sweeper
@@ -59,12 +62,59 @@ class Executions:
         status = req.get_param("status") or None
         workflow = req.get_param("workflow") or None
         client = client_of(req)
+        where = req.get_param("where")
+        cursor = req.get_param("cursor")
+        if where is not None or cursor is not None:
+            # A typed filter and/or a cursor (docs/language/visibility.md):
+            # the answer gains `next_cursor`; without both it is the book's.
+            self._search(
+                resp,
+                client=client,
+                where=where,
+                status=status,
+                workflow=workflow,
+                limit=limit,
+                cursor=cursor,
+            )
+            return
         if client is None:
             send(resp, self._engine.list_executions(status, workflow, limit))
             return
         rows = self._engine.list_executions(status, workflow, SCAN)["executions"]
         readable = [r for r in rows if client.may("read", r["workflow"])]
         send(resp, {"executions": readable[: min(max(limit, 1), SCAN)]})
+
+    def _search(
+        self,
+        resp: falcon.Response,
+        *,
+        client: ClientIdentity | None,
+        where: str | None,
+        status: str | None,
+        workflow: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> None:
+        if client is None:
+            send(resp, self._engine.search_executions(where, status, workflow, limit, cursor))
+            return
+        # A client sees the matches it may read: pages are read until
+        # `limit` of them are found, and the cursor resumes after the last
+        # one shown.
+        limit = min(max(limit, 1), SCAN)
+        shown: list[ExecutionSummary] = []
+        more = True
+        while more and len(shown) <= limit:
+            page = self._engine.search_executions(where, status, workflow, SCAN, cursor)
+            shown += [r for r in page["executions"] if client.may("read", r["workflow"])]
+            cursor = page["next_cursor"]
+            more = cursor is not None
+        rows = shown[:limit]
+        after = None
+        if (more or len(shown) > limit) and rows:
+            after = encode_position(rows[-1]["created_at_ms"], rows[-1]["execution_id"])
+        answer: ExecutionPage = {"executions": rows, "next_cursor": after}
+        send(resp, answer)
 
     def on_get_one(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
         send(resp, self._engine.get(execution_id))

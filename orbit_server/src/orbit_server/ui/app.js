@@ -298,9 +298,10 @@ async function executionList(q) {
   const status = q.get("status") || "";
   const workflow = q.get("workflow") || "";
   const search = q.get("q") || "";
+  const where = q.get("where") || "";
   const page = Math.max(0, parseInt(q.get("page") || "0", 10) || 0);
   const setQuery = (changes) => {
-    const next = new URLSearchParams({ status, workflow, q: search, page: String(page), ...changes });
+    const next = new URLSearchParams({ status, workflow, q: search, where, page: String(page), ...changes });
     for (const [k, v] of [...next]) if (!v || (k === "page" && v === "0")) next.delete(k);
     const text = next.toString();
     location.hash = `#/executions${text ? "?" + text : ""}`;
@@ -314,19 +315,29 @@ async function executionList(q) {
     for (const n of [...new Set(workflows.map((w) => w.name))].sort()) if (n !== workflow) wfSel.append(h("option", { value: n }, n));
   }).catch(() => {});
   const searchBox = h("input", { id: "f-search", type: "search", value: search });
-  const form = h("form", { class: "filters", role: "search", onsubmit: (ev) => { ev.preventDefault(); setQuery({ q: searchBox.value.trim(), page: "0" }); } },
+  const whereBox = filterBox(where, workflow);
+  const form = h("form", { class: "filters", role: "search", onsubmit: (ev) => { ev.preventDefault(); setQuery({ q: searchBox.value.trim(), where: whereBox.input.value.trim(), page: "0" }); } },
     h("label", { for: "f-status" }, "Status", statusSel), h("label", { for: "f-workflow" }, "Workflow", wfSel),
-    h("label", { for: "f-search" }, "Search execution id", searchBox), h("button", { type: "submit" }, "Search"));
+    h("label", { for: "f-search" }, "Search execution id", searchBox),
+    h("label", { for: "f-where" }, "Filter", whereBox.input), whereBox.list, h("button", { type: "submit" }, "Search"));
   const params = new URLSearchParams();
   if (status) params.set("status", status);
   if (workflow) params.set("workflow", workflow);
+  if (where) params.set("where", where);
   const body = live(3000, async () => {
     // The first draw asks only for the rows up to this page, so it appears at
     // once; the next asks for the newest 1000 to count them and to search.
     const quick = first && !search;
     first = false;
     params.set("limit", quick ? String((page + 1) * PAGE + 1) : "1000");
-    let rows = (await get(`/v1/executions?${params}`)).executions;
+    let rows;
+    try {
+      rows = (await get(`/v1/executions?${params}`)).executions;
+    } catch (err) {
+      // A filter the server refused (INVALID_FILTER): its message names the field.
+      if (err instanceof ApiError && err.code === "INVALID_FILTER") return h("p", { class: "err", role: "alert", id: "f-where-error" }, err.message);
+      throw err;
+    }
     if (search) rows = rows.filter((e) => e.execution_id.includes(search));
     if (search && !rows.length) {
       try {
@@ -355,6 +366,38 @@ async function executionList(q) {
     return out;
   });
   return [h("h1", {}, "Executions"), form, body];
+}
+
+// The filter box of the list (docs/language/visibility.md): a datalist
+// offers the field names, built-in and declared, completing the word being typed.
+const BUILTIN_FIELDS = ["status", "workflow", "version", "started", "ended"];
+function filterBox(value, workflow) {
+  const list = h("datalist", { id: "f-where-fields" });
+  const input = h("input", { id: "f-where", type: "text", value, list: "f-where-fields", autocomplete: "off",
+    spellcheck: "false", placeholder: 'customer == "c-1" and amount > 500' });
+  let fields = [...BUILTIN_FIELDS];
+  const offer = () => {
+    const text = input.value;
+    const word = /[A-Za-z_][A-Za-z0-9_]*$/.exec(text);
+    const partial = word ? word[0] : "";
+    const head = text.slice(0, text.length - partial.length);
+    // Only where a field can start: at the beginning or after `and`, `or`, `not`, `(`.
+    const atField = /(^|\b(and|or|not)\s+|\(\s*)$/.test(head);
+    list.replaceChildren(...(atField ? fields.filter((f) => f.startsWith(partial) && f !== partial)
+      .map((f) => h("option", { value: head + f })) : []));
+  };
+  input.addEventListener("input", offer);
+  input.addEventListener("focus", offer);
+  searchFields(workflow).then((declared) => { fields = [...new Set([...declared, ...BUILTIN_FIELDS])]; offer(); }).catch(() => {});
+  return { input, list };
+}
+
+// The search fields the workflows declare (each workflow's newest version).
+async function searchFields(workflow) {
+  const { workflows } = await get("/v1/workflows");
+  const names = [...new Set(workflows.map((w) => w.name))].filter((n) => !workflow || n === workflow);
+  const docs = await Promise.all(names.map((n) => get(`/v1/workflows/${encodeURIComponent(n)}`).catch(() => null)));
+  return [...new Set(docs.flatMap((d) => (d && d.search ? d.search.map((f) => f.name) : [])))].sort();
 }
 
 // ---- execution detail -----------------------------------------------------------------

@@ -1,0 +1,252 @@
+"""bench_visibility: typed visibility's two figures (issue 44, part 1).
+
+`--query` fills a store with `--executions` executions of
+examples/visibility.orbit's `Orders` (default 1,000,000; 20,000 customers,
+50 executions each, amounts spread over 0..1000), written straight into
+`workflow_executions` and `orbit_search_values` through the store's own
+tables (what the engine would have committed, without running a million
+starts), then times selective filters through `SqlStore.search_executions`
+— the path `GET /v1/executions?where=` takes — and prints p50/p95 per
+filter and how many rows each returned (each ≤ 100).
+
+`--commit` runs the same workflow through the engine on a SQLite file, once
+as written and once without its `search` block, `--runs` times each in
+alternation (in-process handler, `--steps-executions` executions), and
+prints the cost of one step (wall time / steps) of each and what indexing
+adds, the median run of each kept.
+
+    python benchmarks/bench_visibility.py --query --store /tmp/vis.db
+    python benchmarks/bench_visibility.py --query --store postgres://...
+    python benchmarks/bench_visibility.py --commit --store /tmp/vis-commit.db
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from orbit_core import ir
+from orbit_core.api import StartRequest
+from orbit_core.engine import Engine, tune_process
+from orbit_core.visibility.check import FieldCatalog, compile_filter
+from orbit_core.visibility.page import SearchQuery
+from orbit_lang import compile_source
+from orbit_store import schema as s
+from orbit_store import search
+from orbit_store.sql import SqlStore
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "visibility.orbit"
+CUSTOMERS = 20_000
+CHUNK = 20_000
+
+
+def orders(with_search: bool = True) -> ir.Definition:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    if not with_search:
+        start = text.index("    search {")
+        text = text[:start] + text[text.index("}", start) + 2 :]
+    result = compile_source(text, "visibility.orbit")
+    assert result.errors == 0, [d.message for d in result.diagnostics]
+    (defn,) = result.definitions
+    assert bool(defn.search) == with_search
+    return defn
+
+
+def open_store(spec: str) -> SqlStore:
+    from benchkit import fresh_store
+
+    from orbit_store.urls import is_postgres
+
+    fresh_store(spec)
+    if is_postgres(spec):
+        from orbit_store.postgres import PostgresStore
+
+        return PostgresStore(spec)
+    from orbit_store.sqlite import SqliteStore
+
+    return SqliteStore(spec)
+
+
+def load(store: SqlStore, defn: ir.Definition, total: int) -> float:
+    """Writes `total` executions and their two search rows; returns seconds."""
+    t0 = time.perf_counter()
+    rng = random.Random(44)
+    x, v = s.workflow_executions, s.orbit_search_values
+    base = 1_700_000_000_000
+    with store.engine.begin() as conn:
+        for statement in search.create_statements(store.engine.dialect):
+            if "INDEX" not in statement:
+                conn.exec_driver_sql(statement)
+        for first in range(0, total, CHUNK):
+            rows: list[dict[str, Any]] = []
+            values: list[dict[str, Any]] = []
+            for i in range(first, min(first + CHUNK, total)):
+                eid = f"e-{i:07d}"
+                status = "RUNNING" if i % 10 == 0 else "COMPLETED"
+                rows.append(
+                    {
+                        "execution_id": eid,
+                        "workflow": defn.name,
+                        "version": defn.version,
+                        "definition_hash": defn.definition_hash,
+                        "status": status,
+                        "created_at_ms": base + i,
+                        "updated_at_ms": base + i + 5,
+                        "last_seq": 6,
+                    }
+                )
+                customer = f"c-{i % CUSTOMERS}"
+                amount = round(rng.uniform(0, 1000), 2)
+                common = {"execution_id": eid, "workflow": defn.name}
+                values.append(
+                    {**common, "field": "customer", "str_value": customer, "num_value": None}
+                )
+                values.append({**common, "field": "amount", "str_value": None, "num_value": amount})
+            conn.execute(x.insert(), rows)
+            conn.execute(v.insert(), values)
+        for statement in search.create_statements(store.engine.dialect):
+            if "INDEX" in statement:
+                conn.exec_driver_sql(statement)
+    if store.engine.dialect.name == "postgresql":
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE workflow_executions")
+            conn.exec_driver_sql("ANALYZE orbit_search_values")
+    return time.perf_counter() - t0
+
+
+FILTERS = {
+    "customer": 'customer == "{c}"',
+    "customer+amount": 'customer == "{c}" and amount > 500',
+    "issue example": 'customer == "{c}" and amount > 500 and status == RUNNING',
+    "amount range": "amount >= {a} and amount < {b}",
+}
+
+
+def query(args: argparse.Namespace) -> int:
+    store = open_store(args.store)
+    defn = orders()
+    seconds = load(store, defn, args.executions)
+    store.close()
+    # A fresh open, as a server would: the part is found, nothing cached.
+    store = open_store_again(args.store)
+    print(
+        f"loaded {args.executions:,} executions ({2 * args.executions:,} search rows) in {seconds:.1f} s"
+    )
+    catalog = FieldCatalog.of([defn])
+    rng = random.Random(7)
+    for name, pattern in FILTERS.items():
+        times: list[float] = []
+        counts: list[int] = []
+        for _ in range(args.repeat):
+            low = rng.uniform(0, 999.9)
+            text = pattern.format(c=f"c-{rng.randrange(CUSTOMERS)}", a=low, b=low + 0.01)
+            t0 = time.perf_counter()
+            typed = compile_filter(text, catalog)
+            rows = store.search_executions(SearchQuery(typed, limit=101))
+            times.append(time.perf_counter() - t0)
+            counts.append(len(rows))
+        times.sort()
+        p50 = statistics.median(times) * 1000
+        p95 = times[int(len(times) * 0.95) - 1] * 1000
+        print(
+            f"{name:<16} p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  "
+            f"rows {min(counts)}..{max(counts)}  ({args.repeat} queries)"
+        )
+    store.close()
+    return 0
+
+
+def open_store_again(spec: str) -> SqlStore:
+    from orbit_store.urls import is_postgres
+
+    if is_postgres(spec):
+        from orbit_store.postgres import PostgresStore
+
+        return PostgresStore(spec)
+    from orbit_store.sqlite import SqliteStore
+
+    return SqliteStore(spec)
+
+
+def one_run(spec: str, defn: ir.Definition, executions: int) -> float:
+    """Seconds per step for `executions` runs of `defn` (one step each)."""
+    tune_process()
+    store = open_store(spec)
+    engine = Engine(store, handler_threads=1, auto_tick=False)
+    engine.deploy(defn)
+    done = threading.Event()
+    finished = 0
+    lock = threading.Lock()
+
+    def handler(_input: Any, _task: dict[str, Any]) -> dict[str, Any]:
+        nonlocal finished
+        with lock:
+            finished += 1
+            if finished == executions:
+                done.set()
+        return {}
+
+    engine.register_handler("orders.work", "1.0.0", handler)
+    t0 = time.perf_counter()
+    batch = 200
+    for first in range(0, executions, batch):
+        requests = [
+            StartRequest(
+                defn.name, None, {"customer": f"c-{i % 100}", "amount": float(i)}, f"x-{i}", None
+            )
+            for i in range(first, min(first + batch, executions))
+        ]
+        engine.start_many(requests)
+    done.wait()
+    while engine.health()["active_executions"]:
+        time.sleep(0.0005)
+    elapsed = time.perf_counter() - t0
+    engine.close()
+    store.close()
+    return elapsed / executions
+
+
+def commit(args: argparse.Namespace) -> int:
+    with_fields, without = orders(True), orders(False)
+    plain: list[float] = []
+    indexed: list[float] = []
+    for _ in range(args.runs):
+        plain.append(one_run(args.store, without, args.steps_executions))
+        indexed.append(one_run(args.store, with_fields, args.steps_executions))
+    a, b = statistics.median(plain), statistics.median(indexed)
+    print(
+        f"{args.steps_executions} executions x {args.runs} runs each, SQLite file, one handler thread"
+    )
+    print(f"without search fields: {a * 1e6:7.1f} us per execution (start + one step)")
+    print(f"with 2 search fields:  {b * 1e6:7.1f} us per execution")
+    print(f"indexing adds {100 * (b - a) / a:+.1f} %")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--query", action="store_true")
+    parser.add_argument("--commit", action="store_true")
+    parser.add_argument("--store", default="/tmp/bench-visibility.db")
+    parser.add_argument("--executions", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps-executions", type=int, default=3000)
+    args = parser.parse_args(argv)
+    if not (args.query or args.commit):
+        parser.error("give --query and/or --commit")
+    if args.query:
+        query(args)
+    if args.commit:
+        commit(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The values of a workflow's search fields, as the store's index holds them.
+
+Each declared field becomes one `SearchValue` row per execution: strings
+(String, UUID) in `str_value`, numbers (Int, Float), Bools (0 or 1) and
+Timestamps (milliseconds since the epoch, the text kept in `str_value`) in
+`num_value`, so one index per column answers equality and ranges.
+
+`SearchPlan` is built once per definition (`Plan.search`, None without a
+`search` block, so executions of other workflows pay one attribute test per
+commit). For each change of a group the engine calls `values` with the
+change's new events and the execution's state after them: a field is
+computed when its last missing input arrives — `WorkflowCreated` for fields
+over `input` alone, the event that gives a step its output for fields that
+read steps — and goes into the same commit as that event. A value that is
+null, or whose expression fails, writes no row (a filter on the field then
+does not match that execution).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+
+import attrs
+
+from orbit_core import events as ev
+from orbit_core.eval.scope import EvalError, Scope
+from orbit_core.evaluate import evaluate
+from orbit_core.ir import Definition, SearchField
+from orbit_core.ir import expr as e
+from orbit_core.ir.types import OptionalType, Primitive, Type
+from orbit_core.ir.walk import walk
+from orbit_core.jsontypes import JsonValue
+
+# The column each scalar kind is indexed in.
+STRING_KINDS = frozenset({"string", "uuid"})
+NUMBER_KINDS = frozenset({"int", "float", "bool", "timestamp"})
+
+
+@attrs.frozen(slots=True)
+class SearchValue:
+    """One row of the search index for one execution."""
+
+    field: str
+    str_value: str | None
+    num_value: float | None
+
+
+def kind_of(type_: Type) -> str:
+    """The scalar kind of a search field's type (`string`, `int`, ...)."""
+    scalar = type_.type if isinstance(type_, OptionalType) else type_
+    return scalar.kind if isinstance(scalar, Primitive) else "json"
+
+
+def timestamp_ms(text: str) -> int | None:
+    """Milliseconds since the epoch of an RFC 3339 timestamp (or a bare
+    `YYYY-MM-DD`, midnight UTC); None when `text` is neither."""
+    try:
+        # A leap second reads as the second before it.
+        moment = datetime.datetime.fromisoformat(text.replace(":60", ":59"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        if len(text) != 10:  # only a bare date may omit the offset
+            return None
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def to_search_value(name: str, kind: str, value: JsonValue) -> SearchValue | None:
+    """The index row of `value`, or None when there is nothing to index."""
+    if value is None:
+        return None
+    if kind in STRING_KINDS and isinstance(value, str):
+        return SearchValue(name, value, None)
+    if kind == "bool" and isinstance(value, bool):
+        return SearchValue(name, None, 1.0 if value else 0.0)
+    if kind in ("int", "float") and isinstance(value, int | float) and not isinstance(value, bool):
+        return SearchValue(name, None, float(value))
+    if kind == "timestamp" and isinstance(value, str):
+        ms = timestamp_ms(value)
+        return None if ms is None else SearchValue(name, value, float(ms))
+    return None
+
+
+@attrs.frozen
+class _Field:
+    field: SearchField
+    kind: str
+    steps: frozenset[str]
+
+
+class SearchPlan:
+    """What a definition's search fields read, worked out once."""
+
+    def __init__(self, defn: Definition) -> None:
+        self.fields = tuple(
+            _Field(
+                f,
+                kind_of(f.type),
+                frozenset(n.name for n in walk(f.expr) if isinstance(n, e.StepRef)),
+            )
+            for f in defn.search
+        )
+        self.on_start = tuple(f for f in self.fields if not f.steps)
+        self.by_step: dict[str, tuple[_Field, ...]] = {}
+        for f in self.fields:
+            for step in f.steps:
+                self.by_step[step] = (*self.by_step.get(step, ()), f)
+
+    def values(
+        self,
+        events: Sequence[ev.Event],
+        input: JsonValue,
+        outputs: dict[str, JsonValue],
+        execution: dict[str, str],
+    ) -> list[SearchValue]:
+        """The rows `events` make known, read from the state after them
+        (`input`, the main steps' `outputs`)."""
+        due: dict[str, _Field] = {}
+        by_step = self.by_step
+        for event in events:
+            if type(event) is ev.WorkflowCreated:
+                for f in self.on_start:
+                    due[f.field.name] = f
+                continue
+            step = getattr(event, "step", None)
+            if step is not None and step in by_step and step in outputs:
+                for f in by_step[step]:
+                    due[f.field.name] = f
+        if not due:
+            return []
+        scope = Scope(input=input, execution=execution, steps=outputs)
+        rows: list[SearchValue] = []
+        for f in due.values():
+            if not f.steps <= outputs.keys():
+                continue  # a step it reads has not succeeded yet
+            try:
+                value = evaluate(f.field.expr, scope)
+            except EvalError:
+                continue
+            row = to_search_value(f.field.name, f.kind, value)
+            if row is not None:
+                rows.append(row)
+        return rows
+
+
+def search_plan(defn: Definition) -> SearchPlan | None:
+    return SearchPlan(defn) if defn.search else None

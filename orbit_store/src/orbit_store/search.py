@@ -1,0 +1,245 @@
+"""The search index on SQL: written in the group's transaction, queried in SQL.
+
+`orbit_search_values` (schema.py) holds one row per execution and declared
+search field. A group commit that carries rows (`ExecutionChange.search`)
+upserts them with the group's events, in the same transaction, so a filter
+reads its own writes: no second store, no lag. The table is the "search"
+schema part: the first commit that has a row creates it (with its version
+in `orbit_schema_parts`), so a database whose workflows never declare a
+field keeps the book's tables only.
+
+`select_page` turns a typed filter (orbit_core.visibility.check) into one
+SELECT on `workflow_executions`: a built-in field is a column of it, a
+declared field an `execution_id IN (SELECT ... FROM orbit_search_values
+WHERE workflow IN (..) AND field = .. AND <column> <op> ..)` that the
+(workflow, field, value) indexes answer. Nothing is filtered in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    and_,
+    bindparam,
+    false,
+    inspect,
+    not_,
+    or_,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from orbit_core.errors import StorageError
+from orbit_core.state import TERMINAL
+from orbit_core.visibility.check import AllOf, AnyOf, Condition, Filter, NoneOf
+from orbit_core.visibility.fields import SearchValue
+from orbit_core.visibility.page import SearchQuery
+from orbit_store import schema as s
+
+_COLUMNS = ("execution_id", "field", "workflow", "str_value", "num_value")
+_BUILTIN_COLUMNS = {
+    "status": "status",
+    "workflow": "workflow",
+    "version": "version",
+    "started": "created_at_ms",
+    "ended": "updated_at_ms",
+}
+# pg_advisory_xact_lock's key for creating the part: "orbit" and a 3.
+_LOCK_KEY = 0x6F72626974_03
+
+
+def exists(conn: Connection) -> bool:
+    """Whether the search part is there; refuses a newer version of it."""
+    if not inspect(conn).has_table(s.orbit_search_values.name):
+        return False
+    parts = s.schema_parts
+    found = conn.execute(select(parts.c.version).where(parts.c.part == "search")).scalar()
+    if found is not None and int(found) > s.SEARCH_VERSION:
+        raise StorageError(
+            f"the database has search tables at version {found}, newer than this server "
+            f"knows ({s.SEARCH_VERSION}); run a release of orbit server that knows it"
+        )
+    return True
+
+
+def create_statements(dialect: Any) -> list[str]:
+    """What creates the part (idempotent), then records its version."""
+    t = s.orbit_search_values
+    out = [
+        str(CreateTable(s.schema_parts, if_not_exists=True).compile(dialect=dialect)),
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)),
+    ]
+    out += [
+        str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
+        for index in sorted(t.indexes, key=lambda i: str(i.name))
+    ]
+    out.append(
+        "INSERT INTO orbit_schema_parts (part, version) "
+        f"VALUES ('search', {s.SEARCH_VERSION}) ON CONFLICT (part) DO NOTHING"
+    )
+    if dialect.name == "postgresql":
+        out.insert(0, f"SELECT pg_advisory_xact_lock({_LOCK_KEY})")
+    return out
+
+
+def upsert_sql(dialect: Any) -> Any:
+    """INSERT ... ON CONFLICT (execution_id, field) DO UPDATE: a later value
+    (a new run's input, a step run again) replaces the earlier one."""
+    t = s.orbit_search_values
+    values: dict[str, Any] = {c: bindparam(c) for c in _COLUMNS}
+    if dialect.name == "postgresql":
+        pg = postgresql.insert(t).values(values)
+        return pg.on_conflict_do_update(
+            index_elements=["execution_id", "field"],
+            set_={c: pg.excluded[c] for c in ("workflow", "str_value", "num_value")},
+        )
+    lite = sqlite.insert(t).values(values)
+    return lite.on_conflict_do_update(
+        index_elements=["execution_id", "field"],
+        set_={c: lite.excluded[c] for c in ("workflow", "str_value", "num_value")},
+    )
+
+
+def delete_sql() -> Any:
+    t = s.orbit_search_values
+    return t.delete().where(t.c.execution_id == bindparam("eid"))
+
+
+def rows(execution_id: str, workflow: str, values: list[SearchValue]) -> list[tuple[Any, ...]]:
+    return [(execution_id, v.field, workflow, v.str_value, v.num_value) for v in values]
+
+
+def _compare(column: Any, op: str, values: tuple[Any, ...]) -> ColumnElement[bool]:
+    value = values[0]
+    if op == "==":
+        return column == value  # type: ignore[no-any-return]
+    if op == "!=":
+        return column != value  # type: ignore[no-any-return]
+    if op == "<":
+        return column < value  # type: ignore[no-any-return]
+    if op == "<=":
+        return column <= value  # type: ignore[no-any-return]
+    if op == ">":
+        return column > value  # type: ignore[no-any-return]
+    if op == ">=":
+        return column >= value  # type: ignore[no-any-return]
+    if op == "in":
+        return column.in_(values)  # type: ignore[no-any-return]
+    return column.not_in(values)  # type: ignore[no-any-return]
+
+
+def _condition(c: Condition, indexed: bool) -> ColumnElement[bool]:
+    x = s.workflow_executions
+    if c.builtin:
+        column = x.c[_BUILTIN_COLUMNS[c.column]]
+        values = c.values
+        if c.column in ("started", "ended"):
+            values = tuple(int(v) for v in values)
+        test = _compare(column, c.op, values)
+        if c.column == "ended":
+            return and_(x.c.status.in_(sorted(TERMINAL)), test)
+        return test
+    if not indexed:
+        return false()  # no execution has a value yet
+    t = s.orbit_search_values
+    column = t.c.str_value if c.column == "str" else t.c.num_value
+    inner = select(t.c.execution_id).where(
+        _workflows(c), t.c.field == c.field, _compare(column, c.op, c.values)
+    )
+    return x.c.execution_id.in_(inner)
+
+
+def _rank(group: list[Condition]) -> int:
+    """How few rows a group of comparisons on one field is likely to keep:
+    an equality on text first, then one on a number, then a bounded range."""
+    ops = {c.op for c in group}
+    if ops & {"==", "in"}:
+        return 0 if group[0].column == "str" else 1
+    if ops & {"<", "<="} and ops & {">", ">="}:
+        return 2
+    return 3
+
+
+def _all_of(parts: tuple[Filter, ...], indexed: bool) -> ColumnElement[bool]:
+    """A conjunction, shaped for the index: the comparisons on one declared
+    field are merged (a range is one index scan), the most selective field
+    drives (`execution_id IN (...)`), and every other field is checked per
+    candidate through the (execution_id, field) key with EXISTS, so a broad
+    comparison such as `amount > 500` never enumerates its half of the table."""
+    groups: dict[str, list[Condition]] = {}
+    rest: list[ColumnElement[bool]] = []
+    for part in parts:
+        if isinstance(part, Condition) and not part.builtin and indexed:
+            groups.setdefault(part.field, []).append(part)
+        else:
+            rest.append(where(part, indexed))
+    if not groups:
+        return and_(*rest)
+    ordered = sorted(groups.values(), key=_rank)
+    x, t = s.workflow_executions, s.orbit_search_values
+    driver = ordered[0]
+    first = driver[0]
+    column = t.c.str_value if first.column == "str" else t.c.num_value
+    inner = select(t.c.execution_id).where(
+        _workflows(first),
+        t.c.field == first.field,
+        *(_compare(column, c.op, c.values) for c in driver),
+    )
+    tests: list[ColumnElement[bool]] = [x.c.execution_id.in_(inner)]
+    for group in ordered[1:]:
+        other = t.alias()
+        column = other.c.str_value if group[0].column == "str" else other.c.num_value
+        tests.append(
+            select(other.c.execution_id)
+            .where(
+                other.c.execution_id == x.c.execution_id,
+                other.c.field == group[0].field,
+                *(_compare(column, c.op, c.values) for c in group),
+            )
+            .exists()
+        )
+    return and_(*tests, *rest)
+
+
+def _workflows(c: Condition) -> ColumnElement[bool]:
+    t = s.orbit_search_values
+    if len(c.workflows) > 1:
+        return t.c.workflow.in_(c.workflows)
+    return t.c.workflow == c.workflows[0]
+
+
+def where(f: Filter, indexed: bool) -> ColumnElement[bool]:
+    """The filter as a condition on `workflow_executions` (`indexed`: the
+    search part exists)."""
+    if isinstance(f, AllOf):
+        return _all_of(f.parts, indexed)
+    if isinstance(f, AnyOf):
+        return or_(*(where(p, indexed) for p in f.parts))
+    if isinstance(f, NoneOf):
+        return not_(where(f.part, indexed))
+    return _condition(f, indexed)
+
+
+def select_page(query: SearchQuery, indexed: bool) -> Select[Any]:
+    x = s.workflow_executions
+    statement = select(x)
+    if query.filter is not None:
+        statement = statement.where(where(query.filter, indexed))
+    if query.status is not None:
+        statement = statement.where(x.c.status == query.status)
+    if query.workflow is not None:
+        statement = statement.where(x.c.workflow == query.workflow)
+    if query.after is not None:
+        created, execution_id = query.after
+        statement = statement.where(
+            or_(
+                x.c.created_at_ms < created,
+                and_(x.c.created_at_ms == created, x.c.execution_id < execution_id),
+            )
+        )
+    return statement.order_by(x.c.created_at_ms.desc(), x.c.execution_id.desc()).limit(query.limit)
