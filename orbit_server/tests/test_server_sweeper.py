@@ -11,8 +11,9 @@ import attrs
 import pytest
 
 from orbit_core import events as ev
+from orbit_core.jsontypes import JsonObject
 from orbit_core.memory_store import MemoryStore
-from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow
+from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionChange, ExecutionRow
 from orbit_server.archive import ArchivedExecution, DirectoryArchive, NoArchive
 from orbit_server.retention import Sweeper
 
@@ -73,3 +74,43 @@ def test_nothing_is_deleted_when_the_archive_cannot_write() -> None:
     with pytest.raises(OSError):
         sweeper.sweep()
     assert store.execution_row("a") is not None and sweeper.swept_total == 0
+
+
+def deployed(store: MemoryStore, definition_hash: str, retention_ms: int | None) -> None:
+    ir: JsonObject = {"name": "Wf", "version": definition_hash}
+    if retention_ms is not None:
+        ir["retention_ms"] = retention_ms
+    store.commit(
+        CommitBatch(definitions=[DefinitionRow("Wf", definition_hash, definition_hash, ir, 0)])
+    )
+
+
+def finished_of(store: MemoryStore, eid: str, ended: int, definition_hash: str) -> None:
+    created = ev.WorkflowCreated(1, 0, "Wf", "1.0.0", definition_hash, {})
+    row = ExecutionRow(eid, "Wf", "1.0.0", definition_hash, "RUNNING", 0, 0, 2)
+    store.commit(
+        CommitBatch(
+            executions=[ExecutionChange(eid, row, [created, ev.WorkflowStarted(2, 0)], new=True)]
+        )
+    )
+    done = attrs.evolve(row, status="COMPLETED", updated_at_ms=ended, last_seq=3)
+    store.commit(
+        CommitBatch(executions=[ExecutionChange(eid, done, [ev.WorkflowCompleted(3, ended, 1)])])
+    )
+
+
+def test_a_workflow_retention_comes_between_the_execution_own_and_the_server() -> None:
+    store = MemoryStore()
+    deployed(store, "sha256:short", 1_000)
+    deployed(store, "sha256:long", 100_000)
+    deployed(store, "sha256:plain", None)
+    finished_of(store, "short", 5_000, "sha256:short")  # its workflow's 1 s has passed
+    finished_of(store, "long", 5_000, "sha256:long")  # 100 s have not
+    finished_of(store, "plain", 5_000, "sha256:plain")  # the server's 10 s have not
+    finished_of(store, "own", 5_000, "sha256:long")
+    store.set_retention("own", 500)  # its own start-time retention wins
+    sweeper = Sweeper(store, NoArchive(), 10_000, clock=lambda: 8_000, pause_s=0)
+    assert sweeper.declared_retentions() == {"sha256:short": 1_000, "sha256:long": 100_000}
+    assert sweeper.sweep().swept == 2
+    assert store.execution_row("short") is None and store.execution_row("own") is None
+    assert store.execution_row("long") is not None and store.execution_row("plain") is not None

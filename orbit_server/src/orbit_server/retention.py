@@ -134,10 +134,13 @@ class Sweeper:
             now = self._clock()
             swept = archived = 0
             after: tuple[int, str] | None = None
-            first = self._store.retention_candidates(now, self.retention_ms, 1)
+            declared = self.declared_retentions()
+            first = self._store.retention_candidates(now, self.retention_ms, 1, None, declared)
             self._oldest_eligible_ms = first[0].updated_at_ms if first else None
             while not self._stop.is_set():
-                rows = self._store.retention_candidates(now, self.retention_ms, self._batch, after)
+                rows = self._store.retention_candidates(
+                    now, self.retention_ms, self._batch, after, declared
+                )
                 if not rows:
                     break
                 after = (rows[-1].updated_at_ms, rows[-1].execution_id)
@@ -152,9 +155,18 @@ class Sweeper:
                 # write connection and for the engine's threads.
                 self._stop.wait(self._pause_s)
             self.sweeps += 1
-            left = self._store.retention_candidates(now, self.retention_ms, 1)
+            left = self._store.retention_candidates(now, self.retention_ms, 1, None, declared)
             self._oldest_eligible_ms = left[0].updated_at_ms if left else None
             return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
+
+    def declared_retentions(self) -> dict[str, int]:
+        """The `retention` each deployed definition declares, by hash (read
+        at every sweep, so a definition deployed since counts)."""
+        return {
+            row.definition_hash: value
+            for row in self._store.load_definitions()
+            if isinstance(value := row.ir.get("retention_ms"), int) and value > 0
+        }
 
     def _records(self, rows: list[ExecutionRow]) -> list[ArchivedExecution]:
         found = self._store.retention_histories([r.execution_id for r in rows])

@@ -486,6 +486,7 @@ _ORDER = (
     "continue_as_new",
     "migrations",
     "flow",
+    "retention_ms",
     "contracts",
     "source_map",
 )

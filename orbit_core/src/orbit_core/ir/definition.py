@@ -247,6 +247,10 @@ class Definition:
     # Omitted when none is declared, so other definitions keep their hash.
     migrations: tuple[Migration, ...] = ()
     flow: Flow | None = None
+    # Beyond the book (docs/retention.md): how long a finished execution
+    # stays in the database of a server with --retention. Omitted from the
+    # document when the workflow does not declare it, so hashes are unchanged.
+    retention_ms: int | None = None
     # Not hashed.
     definition_hash: str = ""
     # Left loose for cattrs, which has no structure hook for `object`.

@@ -84,6 +84,7 @@ class Builder:
             "continue_as_new": self.continue_as_new,
             "limits": self.limits,
             "migrate_decl": self.migrate,
+            "workflow_retention": self.retention,
             "on_outcome": self.on_outcome,
             "on_event": self.on_event,
             "compensate": self.compensate,
@@ -300,6 +301,9 @@ class Builder:
 
     def timeout(self, node: Node) -> ast.Timeout:
         return ast.Timeout(self.duration(node.children[2]), self._keyword(node), self.span(node))
+
+    def retention(self, node: Node) -> ast.Retention:
+        return ast.Retention(self.duration(node.children[2]), self._keyword(node), self.span(node))
 
     def workflow_input(self, node: Node) -> ast.WorkflowInput:
         return ast.WorkflowInput(

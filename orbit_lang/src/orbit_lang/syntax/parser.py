@@ -98,6 +98,8 @@ _BLOCKS = {
             "limits",
             "migrate",
             *_FLOW_KEYWORDS,
+            # beyond the book: docs/retention.md
+            "retention",
         ),
         ("step", "on"),
     ),
