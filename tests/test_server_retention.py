@@ -187,8 +187,8 @@ def test_retention_options_are_checked_before_anything_opens(tmp_path: Path) -> 
 
     with pytest.raises(ConfigError, match="--archive requires --retention"):
         check(ServerConfig(archive=str(tmp_path)))
-    with pytest.raises(ConfigError, match="not supported with --cluster"):
-        check(ServerConfig(db="postgres://x/y", cluster=True, retention_ms=1000))
+    # Both cluster modes sweep (tests/test_cluster_retention.py).
+    check(ServerConfig(db="postgres://x/y", cluster=True, retention_ms=1000))
     assert startup_warnings(ServerConfig(retention_ms=1000)) == []
     assert any(
         "DELETED" in w for w in startup_warnings(ServerConfig(retention_ms=1000, archive="none"))

@@ -724,6 +724,10 @@ class SqlStore(ScheduleTables):
         # would read every finished execution. Only a server with retention
         # creates it (and pays for it on each projection update).
         def statements(cursor: Any) -> None:
+            if self.engine.dialect.name == "postgresql":
+                # Servers of a cluster start together: one at a time, as
+                # for the schema (two CREATE INDEX IF NOT EXISTS can clash).
+                cursor.execute(f"SELECT pg_advisory_xact_lock({int(s.SCHEMA_LOCK_KEY)})")
             cursor.execute(str(ddl))
             cursor.execute(s.RETENTION_INDEX)
 
