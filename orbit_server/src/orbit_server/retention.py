@@ -56,6 +56,8 @@ INTERVAL_ENV = "ORBIT_RETENTION_SWEEP_INTERVAL"
 # Executions archived and deleted per transaction, and the pause after each.
 BATCH = 50
 PAUSE_S = 0.01
+# SQLite pages (4 KiB) given back per step after a sweep: one short write each.
+RECLAIM_PAGES = 256
 
 
 class SweepStore(Store, RetentionStore, Protocol):
@@ -220,10 +222,22 @@ class Sweeper:
             # Room between batches for the commits waiting on the
             # write connection and for the engine's threads.
             self._stop.wait(self._pause_s)
+        if swept:
+            self._reclaim(store)
         self.sweeps += 1
         left = store.retention_candidates(now, self.retention_ms, 1, None, declared)
         self._oldest_eligible_ms = left[0].updated_at_ms if left else None
         return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
+
+    def _reclaim(self, store: SweepStore) -> None:
+        """SQLite: gives the pages the sweep freed back to the file system,
+        `RECLAIM_PAGES` at a time with the same pause as between batches
+        (PostgreSQL's autovacuum needs nothing from us)."""
+        reclaim = getattr(store, "reclaim_space", None)
+        if reclaim is None:
+            return
+        while not self._stop.is_set() and self._store is store and reclaim(RECLAIM_PAGES) > 0:
+            self._stop.wait(self._pause_s)
 
     def declared_retentions(self, store: SweepStore | None = None) -> dict[str, int]:
         """The `retention` each deployed definition declares, by hash (read
