@@ -17,11 +17,21 @@ from pathlib import Path
 
 import pytest
 from conformance_kit import CONTRACTS, GO_SDK, POLL_WAIT_MS, WORKERS
-from e2e_processes import Process, Server, Stack, Worker
+from e2e_processes import (
+    TSX_LOADER,
+    Process,
+    Server,
+    Stack,
+    Worker,
+    java_classpath,
+    link_orbit_lang,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 BIN = Path(sys.executable).parent
+RUST_SDK = GO_SDK.parent / "rust"
+CARGO_TARGET = Path.home() / ".cache" / "orbit" / "cargo-target"
 ECHO = """task "conf.echo" {
     version "1.0.0"
     input { text: String }"""
@@ -29,9 +39,9 @@ ECHO = """task "conf.echo" {
 DRIFTED = ECHO.replace("input { text: String }", "input { text: String, loud: Bool = false }")
 
 
-def _codegen(lang: str, out: Path) -> None:
+def _codegen(lang: str, out: Path, *more: str) -> None:
     done = subprocess.run(
-        [str(BIN / "orbit"), "codegen", "--lang", lang, str(CONTRACTS), "-o", str(out)],
+        [str(BIN / "orbit"), "codegen", "--lang", lang, str(CONTRACTS), "-o", str(out), *more],
         capture_output=True,
         text=True,
         timeout=120,
@@ -72,7 +82,70 @@ def _go(workdir: Path) -> list[str]:
     return [str(binary)]
 
 
-TYPED: dict[str, Callable[[Path], list[str]]] = {"python": _python, "go": _go}
+def _rust(workdir: Path) -> list[str]:
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not Path(cargo).exists():
+        pytest.skip("cargo is not installed")
+    project = workdir / "typed-rust"
+    binary = workdir / "typed-rust-worker"
+    if not binary.exists():
+        (project / "src").mkdir(parents=True, exist_ok=True)
+        shutil.copy(WORKERS / "typed_rust" / "main.rs", project / "src" / "main.rs")
+        _codegen("rust", project / "src")
+        (project / "Cargo.toml").write_text(
+            '[package]\nname = "orbit-typed-conformance"\nversion = "0.1.0"\n'
+            'edition = "2021"\n\n[dependencies]\n'
+            f'orbit-worker = {{ path = "{RUST_SDK}" }}\n'
+            'serde = { version = "1", features = ["derive"] }\nserde_json = "1"\n'
+        )
+        target = Path(os.environ.get("CARGO_TARGET_DIR") or CARGO_TARGET)
+        subprocess.run(
+            [cargo, "build", "--quiet"],
+            cwd=project,
+            check=True,
+            timeout=900,
+            env={**os.environ, "CARGO_TARGET_DIR": str(target)},
+        )
+        shutil.copy(target / "debug" / "orbit-typed-conformance", binary)
+    return [str(binary)]
+
+
+def _typescript(workdir: Path) -> list[str]:
+    if not TSX_LOADER.exists():
+        pytest.skip("the TypeScript SDK's packages are not installed (npm ci in sdks/typescript)")
+    target = workdir / "typed_worker.ts"
+    if not target.exists():
+        shutil.copy(WORKERS / "typed_worker.ts", target)
+        shutil.copy(WORKERS / "package.json", workdir / "package.json")
+        link_orbit_lang(workdir)
+        _codegen("typescript", workdir)
+    return ["node", "--import", TSX_LOADER.as_uri(), str(target)]
+
+
+def _java(workdir: Path) -> list[str]:
+    if shutil.which("javac") is None or shutil.which("mvn") is None:
+        pytest.skip("a JDK and Maven are needed")
+    classes = workdir / "typed-java-classes"
+    classpath = java_classpath(workdir)
+    if not classes.exists():
+        sources = workdir / "typed-java"
+        _codegen("java", sources, "--package", "typed")
+        shutil.copy(WORKERS / "typed_java" / "TypedWorker.java", sources / "typed")
+        subprocess.run(
+            ["javac", "-d", str(classes), "-cp", classpath, *map(str, sources.rglob("*.java"))],
+            check=True,
+            timeout=300,
+        )
+    return ["java", "-cp", f"{classes}{os.pathsep}{classpath}", "typed.TypedWorker"]
+
+
+TYPED: dict[str, Callable[[Path], list[str]]] = {
+    "java": _java,
+    "python": _python,
+    "typescript": _typescript,
+    "go": _go,
+    "rust": _rust,
+}
 
 
 @pytest.fixture(params=sorted(TYPED))
