@@ -404,3 +404,39 @@ def test_an_old_worker_is_refused_by_a_server_running_the_changed_contract(tmp_p
             sys.path[:] = [p for p in sys.path if p not in (str(old), str(tmp_path / "new"))]
             sys.modules.pop("gen", None)
             sys.modules.pop("gen_new", None)
+
+
+GO_DECODE_TEST = """
+package gen
+
+import "testing"
+
+func TestDecodeNamesTheListIndex(t *testing.T) {
+	cases := map[string]string{
+		`{"order_id": "o", "amount": 1, "items": [{"sku": "a", "quantity": 1}, {"quantity": 2}]}`: "input.items[1].sku: missing required field",
+		`{"order_id": "o", "amount": 1, "items": [{"sku": "a", "quantity": 1}, {"sku": "b", "quantity": "x"}]}`: "input.items[1].quantity: ",
+		`{"order_id": "o", "amount": 1, "items": [7]}`: "input.items[0]: expected an object",
+		`{"order_id": "o", "amount": 1, "items": {}}`: "input.items: ",
+	}
+	for input, want := range cases {
+		_, err := Decode[OrdersValidateInput]([]byte(input))
+		if err == nil || len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
+			t.Errorf("%s: got %v, want %q...", input, err, want)
+		}
+	}
+	in, err := Decode[OrdersValidateInput]([]byte(`{"order_id": "o", "amount": 1, "items": [{"sku": "a", "quantity": 1}]}`))
+	if err != nil || len(in.Items) != 1 || in.Items[0].Sku != "a" {
+		t.Errorf("a good input: %+v %v", in, err)
+	}
+}
+"""
+
+
+def test_the_go_decoder_names_the_list_index_of_a_bad_item(tmp_path: Path) -> None:
+    """`items[1].sku`, as the other languages' decoders say (issue 43)."""
+    _needs("go")
+    codegen("go", tmp_path, EXAMPLE)
+    (tmp_path / "go.mod").write_text("module example.com/gen\n\ngo 1.21\n")
+    (tmp_path / "decode_test.go").write_text(GO_DECODE_TEST)
+    code, text = run("go", "test", "./...", cwd=tmp_path, env={"GOFLAGS": "-mod=mod"})
+    assert code == 0, text

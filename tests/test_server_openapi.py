@@ -16,13 +16,21 @@ import falcon.testing
 import pytest
 
 from orbit_core.engine import Engine
+from orbit_core.memory_store import MemoryStore
 from orbit_server import openapi
 from orbit_server.app import create_app
+from orbit_server.archive import NoArchive
 from orbit_server.config import ServerConfig
+from orbit_server.retention import Sweeper
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN, WORKER = "admin-token-for-tests", "worker-token-for-tests"
 METHODS = {"get", "post", "put", "patch", "delete", "head"}
+
+
+def _sweeper() -> Sweeper:
+    """What gives an app the archive routes (`--retention`); never started."""
+    return Sweeper(MemoryStore(), NoArchive(), 60_000)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +38,7 @@ def client() -> Iterator[falcon.testing.TestClient]:
     engine = Engine()
     try:
         yield falcon.testing.TestClient(
-            create_app(engine, ServerConfig(token=ADMIN, worker_token=WORKER))
+            create_app(engine, ServerConfig(token=ADMIN, worker_token=WORKER), retention=_sweeper())
         )
     finally:
         engine.close()
@@ -45,21 +53,29 @@ def _operations() -> list[tuple[str, str, dict[str, Any]]]:
     ]
 
 
-def test_the_document_lists_exactly_the_routes_of_the_app() -> None:
+def _served(retention: Sweeper | None) -> set[tuple[str, str]]:
     engine = Engine()
     try:
-        app = create_app(engine, ServerConfig())
+        app = create_app(engine, ServerConfig(), retention=retention)
     finally:
         engine.close()
-    served = {
+    return {
         (route.path, method.method)
         for route in falcon.inspect.inspect_routes(app)
         for method in route.methods
         if not method.internal
     }
+
+
+def test_the_document_lists_exactly_the_routes_of_the_app() -> None:
+    """Those of a server with --retention: the archive routes are only there."""
+    served = _served(_sweeper())
     documented = {(path, method) for path, method, _ in _operations()}
     assert served - documented == set(), "routes missing from orbit_server/openapi.py"
     assert documented - served == set(), "documented routes the server does not have"
+    archive = {(path, method) for path, method in documented if path.startswith("/v1/archive/")}
+    assert len(archive) == 3
+    assert _served(None) == documented - archive
 
 
 @pytest.mark.parametrize(("path", "method", "operation"), _operations())

@@ -81,7 +81,9 @@ def _with_examples(document: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     db = tmp_path_factory.mktemp("openapi") / "orbit.db"
-    with ServerProcess(db, "--token", ADMIN) as proc:
+    # --retention (long enough to sweep nothing) serves the archive routes too.
+    archive = str(db.parent / "archive")
+    with ServerProcess(db, "--token", ADMIN, "--retention", "3650d", "--archive", archive) as proc:
         api = proc.http(ADMIN)
         for document in (server_ir.greet(), server_ir.review(), server_ir.countdown()):
             assert api.post("/v1/workflows", document).status == 201

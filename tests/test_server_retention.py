@@ -89,6 +89,41 @@ def test_a_finished_execution_is_archived_then_gone_and_still_readable(tmp_path:
     assert record["document"]["status"] == "COMPLETED"
 
 
+BRIEF = """\
+workflow Brief {
+    version "1.0.0"
+    retention 1s
+    output { ok: Bool }
+    return { ok: true }
+}
+"""
+
+
+def test_retention_per_execution_beats_per_workflow_beats_the_server(tmp_path: Path) -> None:
+    """The server keeps executions an hour; `Brief` declares one second;
+    `orbit run --retention` gives one execution its own either way."""
+    archive = tmp_path / "archive"
+    server = ServerProcess(
+        tmp_path / "o.db", "--retention", "1h", "--archive", str(archive), env=FAST
+    )
+    with server:
+        orbit = Orbit(f"http://{server.addr}")
+        _deploy_and_run(orbit, tmp_path, ["plain"])
+        brief = tmp_path / "brief.orbit"
+        brief.write_text(BRIEF)
+        orbit.ok("run", str(brief), "--id", "brief")
+        orbit.ok("run", str(brief), "--id", "brief-kept", "--retention", "1h")
+        orbit.ok("run", "Quick", "--id", "quick-brief", "--retention", "1s")
+        _until(lambda: '"brief"' in _archived_files(archive))
+        _until(lambda: "quick-brief" in _archived_files(archive))
+        listed = orbit.ok("ps").stdout
+        assert "plain" in listed and "brief-kept" in listed
+        assert "quick-brief" not in listed and "brief " not in listed
+        assert orbit("status", "brief").exit_code != 0
+        bad = orbit("run", "Quick", "--retention", "soon")
+        assert bad.exit_code == 2 and "--retention" in bad.stderr, bad
+
+
 def test_without_retention_nothing_is_swept_and_the_archive_routes_are_absent(
     tmp_path: Path,
 ) -> None:
@@ -152,8 +187,8 @@ def test_retention_options_are_checked_before_anything_opens(tmp_path: Path) -> 
 
     with pytest.raises(ConfigError, match="--archive requires --retention"):
         check(ServerConfig(archive=str(tmp_path)))
-    with pytest.raises(ConfigError, match="not supported with --cluster"):
-        check(ServerConfig(db="postgres://x/y", cluster=True, retention_ms=1000))
+    # Both cluster modes sweep (tests/test_cluster_retention.py).
+    check(ServerConfig(db="postgres://x/y", cluster=True, retention_ms=1000))
     assert startup_warnings(ServerConfig(retention_ms=1000)) == []
     assert any(
         "DELETED" in w for w in startup_warnings(ServerConfig(retention_ms=1000, archive="none"))

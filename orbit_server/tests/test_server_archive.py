@@ -73,3 +73,47 @@ def test_no_archive_keeps_nothing() -> None:
     none = NoArchive()
     none.write([record("a")])
     assert none.get("a") is None and none.list() == []
+
+
+def test_servers_sharing_a_directory_read_what_the_others_wrote(tmp_path: Path) -> None:
+    """Two archives on one directory (two servers of a cluster): each reads
+    the other's records without reopening, and their appends follow each
+    other cleanly."""
+    first, second = DirectoryArchive(tmp_path), DirectoryArchive(tmp_path)
+    first.write([record("a")])
+    assert second.get("a") is not None
+    second.write([record("b")])
+    first.write([record("c")])
+    for reader in (first, second, DirectoryArchive(tmp_path)):
+        assert {r["execution_id"] for r in reader.list()} == {"a", "b", "c"}
+        assert all(reader.get(eid) is not None for eid in "abc")
+
+
+def test_a_reader_never_cuts_a_line_a_writer_is_still_writing(tmp_path: Path) -> None:
+    writer = DirectoryArchive(tmp_path)
+    writer.write([record("a")])
+    index = tmp_path / INDEX
+    whole = index.read_bytes()
+    line = whole.splitlines(keepends=True)[0].replace(b'"a"', b'"b"')
+    with index.open("ab") as f:
+        f.write(line[:20])  # another server is halfway through its line
+    reader = DirectoryArchive(tmp_path)
+    assert index.read_bytes() == whole + line[:20]
+    with index.open("ab") as f:
+        f.write(line[20:])
+    assert {r["execution_id"] for r in reader.list()} == {"a", "b"}
+
+
+def test_a_later_copy_is_read_when_the_first_cannot_be(tmp_path: Path) -> None:
+    day = tmp_path / "1970-01-01.jsonl.gz"
+    day.write_bytes(b"not a gzip member")
+    (tmp_path / INDEX).write_bytes(
+        b'{"id": "a", "file": "1970-01-01.jsonl.gz", "offset": 0, "length": 17, "summary": '
+        + b'{"execution_id": "a", "workflow": "Wf", "version": "1.0.0", "status": "COMPLETED", '
+        + b'"created_at_ms": 990, "updated_at_ms": 1000}}\n'
+    )
+    archive = DirectoryArchive(tmp_path)
+    assert archive.get("a") is None
+    archive.write([record("a")])
+    found = DirectoryArchive(tmp_path).get("a")
+    assert found is not None and found.summary["status"] == "COMPLETED"

@@ -503,6 +503,25 @@ def test_retention_candidates_and_deletion(store: Store) -> None:
     ]
 
 
+def test_retention_of_a_definition_comes_between_own_and_default(store: Store) -> None:
+    """`by_definition` (a workflow's `retention`) replaces the server's
+    retention for executions of that hash; an execution's own still wins."""
+    retention: Any = store
+    retention.prepare_retention()
+    for eid in ("a", "b", "c"):
+        start(store, eid)
+        finish(store, eid, 9000)
+    assert retention.retention_candidates(9500, 1000, 10) == []
+    assert retention.retention_candidates(9500, 1000, 10, None, {"sha256:other": 10}) == []
+    retention.set_retention("c", 100_000)
+    found = retention.retention_candidates(9500, 1000, 10, None, {"sha256:x": 100})
+    assert [r.execution_id for r in found] == ["a", "b"]
+    assert [
+        r.execution_id
+        for r in retention.retention_candidates(9500, 1000, 10, (9000, "a"), {"sha256:x": 100})
+    ] == ["b"]
+
+
 def test_retention_histories_hold_every_run(store: Store) -> None:
     retention: Any = store
     start(store, "c")

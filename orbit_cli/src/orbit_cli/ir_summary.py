@@ -73,6 +73,8 @@ def summary(defn: Definition) -> str:
     ]
     if defn.timeout_ms is not None:
         lines.append(f"  timeout: {duration(defn.timeout_ms)}")
+    if defn.retention_ms is not None:  # beyond the book: docs/retention.md
+        lines.append(f"  retention: {duration(defn.retention_ms)}")
     lines += ["", "steps (execution order)"]
     lines += [line for step in defn.steps for line in _step_lines(step, defn)]
     lines += _surface(defn)

@@ -413,6 +413,7 @@ def workflow_changes(old: Definition, new: Definition) -> list[Change]:
     _pair(out, "workflow", "version", old.version, new.version)
     _pair(out, "workflow", "description", old.description, new.description)
     _pair(out, "workflow", "timeout", _workflow_timeout(old), _workflow_timeout(new))
+    _pair(out, "workflow", "retention", _retention(old), _retention(new))
     out += type_changes(old.input, new.input, "input", "input")
     out += type_changes(old.output, new.output, "output", "output")
     _pair(out, "result", "return", render_expr(old.result), render_expr(new.result))
@@ -434,6 +435,10 @@ def workflow_changes(old: Definition, new: Definition) -> list[Change]:
 
 def _workflow_timeout(defn: Definition) -> str | None:
     return None if defn.timeout_ms is None else f"timeout {duration(defn.timeout_ms)}"
+
+
+def _retention(defn: Definition) -> str | None:
+    return None if defn.retention_ms is None else f"retention {duration(defn.retention_ms)}"
 
 
 def _signals(out: list[Change], old: Definition, new: Definition) -> None:

@@ -6,7 +6,7 @@ same as the SQL stores'."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -148,7 +148,14 @@ class MemoryStore:
         retention_ms: int,
         limit: int,
         after: tuple[int, str] | None = None,
+        by_definition: Mapping[str, int] | None = None,
     ) -> list[ExecutionRow]:
+        own = by_definition or {}
+
+        def kept_for(r: ExecutionRow) -> int:
+            found = self._retention.get(r.execution_id)
+            return found if found is not None else own.get(r.definition_hash, retention_ms)
+
         with self._lock:
             kept = {r.last_execution_id for r in self._schedules.values()}
             rows = sorted(
@@ -156,7 +163,7 @@ class MemoryStore:
                     r
                     for r in self._rows.values()
                     if r.status in TERMINAL
-                    and r.updated_at_ms + self._retention.get(r.execution_id, retention_ms) < now_ms
+                    and r.updated_at_ms + kept_for(r) < now_ms
                     and r.execution_id not in kept
                     and (after is None or (r.updated_at_ms, r.execution_id) > after)
                     and not self._parent_running(r.execution_id)

@@ -294,11 +294,14 @@ class RetentionStore(Protocol):
         retention_ms: int,
         limit: int,
         after: tuple[int, str] | None = None,
+        by_definition: Mapping[str, int] | None = None,
     ) -> list[ExecutionRow]:
         """Finished executions whose end (`updated_at_ms`) is longer ago
-        than their own retention, or `retention_ms` when they have none,
-        by end then id, after the (end, id) `after`: never a schedule's
-        last execution, nor a child whose parent has not finished."""
+        than their retention, by end then id, after the (end, id) `after`:
+        never a schedule's last execution, nor a child whose parent has not
+        finished. An execution's retention is its own (`set_retention`),
+        else its definition's (`by_definition`, keyed by definition hash),
+        else `retention_ms`."""
         ...
 
     def retention_histories(

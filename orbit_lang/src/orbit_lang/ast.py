@@ -349,6 +349,17 @@ class Timeout:
 
 
 @attrs.frozen
+class Retention:
+    """`retention` of a workflow (beyond the book, docs/retention.md): how
+    long its finished executions stay in the database of a server with
+    `--retention`."""
+
+    duration: DurationLiteral
+    keyword: Span
+    span: Span
+
+
+@attrs.frozen
 class QueueTimeout:
     duration: DurationLiteral
     keyword: Span
@@ -621,6 +632,7 @@ WorkflowMember: TypeAlias = (
     | ContinueAsNew
     | Limits
     | Search
+    | Retention
     | OutcomeHandler
     | EventHandler
     | Migrate

@@ -22,14 +22,24 @@ before the next append, so members always follow each other cleanly.
 One `DirectoryArchive` per directory and process: the server's sweeper
 writes and its routes read through the same object (its index is kept in
 memory, under a lock).
+
+Several servers (a cluster) share one directory. A write holds `.lock`
+(an exclusive `flock`) from reading the index's new lines to the fsync of
+its own, so two writers (a deposed leader finishing its batch and the new
+one) take turns and each appends after the other's last indexed member;
+the tails a killed writer left are cut only under that lock. Readers take
+no lock: before each read they add the index lines appended since they
+last looked (whole lines only), so any server reads what any other wrote.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -40,6 +50,7 @@ import orjson
 from orbit_core.api import ExecutionDoc, ExecutionSummary, HistoryPage
 
 INDEX = "index.jsonl"
+LOCK = ".lock"
 
 
 @attrs.frozen(slots=True)
@@ -130,25 +141,32 @@ class DirectoryArchive:
         self._dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
+        # Later copies of an id (a batch archived again), read when the
+        # first cannot be (a member a dead writer's successor cut off).
+        self._copies: dict[str, list[_Entry]] = {}
         # Where each day file's last indexed member ends.
         self._ends: dict[str, int] = {}
-        self._load_index()
+        # How far the index has been read (always the end of a whole line).
+        self._read_to = 0
+        self._refresh()
 
     @property
     def location(self) -> str:
         return str(self._dir)
 
-    def _load_index(self) -> None:
+    def _refresh(self) -> None:
+        """Adds the index lines appended since the last look (by this
+        process or another); a last line not yet whole is left for later.
+        Called under `_lock` (or before the object is shared)."""
         index = self._dir / INDEX
-        if not index.exists():
+        try:
+            with index.open("rb") as f:
+                f.seek(self._read_to)
+                data = f.read()
+        except FileNotFoundError:
             return
-        data = index.read_bytes()
         complete = data.rfind(b"\n") + 1
-        if complete < len(data):
-            # The line a kill cut short: its member is written again later.
-            with index.open("r+b") as f:
-                f.truncate(complete)
-                _sync(f)
+        self._read_to += complete
         for line in data[:complete].splitlines():
             try:
                 raw = orjson.loads(line)
@@ -156,17 +174,31 @@ class DirectoryArchive:
                 eid = raw["id"]
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 continue
-            self._entries.setdefault(eid, entry)
+            if eid in self._entries:
+                self._copies.setdefault(eid, []).append(entry)
+            else:
+                self._entries[eid] = entry
             end = entry.offset + entry.length
             self._ends[entry.file] = max(self._ends.get(entry.file, 0), end)
+
+    def _cut_index_tail(self) -> None:
+        """Drops the part line a killed writer left at the end of the index
+        (under the write lock: no live writer is in the middle of one)."""
+        index = self._dir / INDEX
+        with index.open("ab") as f:
+            if f.tell() > self._read_to:
+                f.truncate(self._read_to)
+                _sync(f)
 
     def write(self, executions: Sequence[ArchivedExecution]) -> None:
         by_day: dict[str, list[ArchivedExecution]] = {}
         for x in executions:
             by_day.setdefault(_day(x.summary["updated_at_ms"]), []).append(x)
-        with self._lock:
+        with self._lock, _locked(self._dir / LOCK):
+            # Whatever another server appended since, then what a kill left.
+            self._refresh()
+            self._cut_index_tail()
             lines: list[bytes] = []
-            added: list[tuple[str, _Entry]] = []
             created = False
             for name, group in sorted(by_day.items()):
                 member = gzip.compress(b"".join(x.to_json() + b"\n" for x in group), mtime=0)
@@ -181,8 +213,6 @@ class DirectoryArchive:
                     _sync(f)
                 self._ends[name] = offset + len(member)
                 for x in group:
-                    entry = _Entry(name, offset, len(member), x.summary)
-                    added.append((x.execution_id, entry))
                     lines.append(
                         orjson.dumps(
                             {
@@ -201,19 +231,30 @@ class DirectoryArchive:
                 _sync(f)
             if created:
                 _sync_dir(self._dir)
-            for eid, entry in added:
-                self._entries.setdefault(eid, entry)
+            # Read back as any other server reads them.
+            self._refresh()
 
     def get(self, execution_id: str) -> ArchivedExecution | None:
         with self._lock:
-            entry = self._entries.get(execution_id)
-        if entry is None:
+            self._refresh()
+            first = self._entries.get(execution_id)
+            entries = [] if first is None else [first, *self._copies.get(execution_id, [])]
+        for entry in entries:
+            found = self._read(entry, execution_id)
+            if found is not None:
+                return found
+        return None
+
+    def _read(self, entry: _Entry, execution_id: str) -> ArchivedExecution | None:
+        try:
+            with (self._dir / entry.file).open("rb") as f:
+                f.seek(entry.offset)
+                member = f.read(entry.length)
+            lines = gzip.decompress(member).splitlines()
+        except (OSError, EOFError, gzip.BadGzipFile):
             return None
-        with (self._dir / entry.file).open("rb") as f:
-            f.seek(entry.offset)
-            member = f.read(entry.length)
         needle = orjson.dumps(execution_id)
-        for line in gzip.decompress(member).splitlines():
+        for line in lines:
             if needle in line:
                 found = ArchivedExecution.from_json(line)
                 if found.execution_id == execution_id:
@@ -224,6 +265,7 @@ class DirectoryArchive:
         self, status: str | None = None, workflow: str | None = None, limit: int = 50
     ) -> list[ExecutionSummary]:
         with self._lock:
+            self._refresh()
             rows = [
                 e.summary
                 for e in self._entries.values()
@@ -235,6 +277,7 @@ class DirectoryArchive:
 
     def __len__(self) -> int:
         with self._lock:
+            self._refresh()
             return len(self._entries)
 
 
@@ -247,6 +290,17 @@ def open_archive(location: str) -> Archive:
 
 def _day(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d") + ".jsonl.gz"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive `flock` on `path`, for as long as the block runs."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _sync(f: BinaryIO) -> None:

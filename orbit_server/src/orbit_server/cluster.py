@@ -70,6 +70,7 @@ from orbit_core.ports import (
 from orbit_core.visibility.page import SearchQuery
 from orbit_server import logs
 from orbit_server.config import Address, ServerConfig
+from orbit_server.retention import Sweeper
 from orbit_store.cluster import Election, Leadership, Mark
 from orbit_store.postgres import PostgresStore
 
@@ -259,8 +260,11 @@ class ClusterNode:
         build_engine: Callable[[Store, Sharing | None], Engine],
         make_app: Callable[[EngineApi, ClusterNode], App],
         interval: float | None = None,
+        sweeper: Sweeper | None = None,
     ) -> None:
         self.config = config
+        # --retention: sweeps the leader's fenced store while it leads.
+        self._sweeper = sweeper
         self.node_id = node_id
         self.advertise_addr = advertise_addr
         self.interval_s = interval if interval is not None else interval_s()
@@ -467,6 +471,11 @@ class ClusterNode:
         self._last_ok = time.monotonic()
         self.role = LEADER
         _retire(old)
+        if self._sweeper is not None:
+            try:
+                self._sweeper.attach(store)
+            except OrbitError as exc:  # the leader serves; the next election retries
+                self._log.warning("retention: cannot sweep", error=exc.message)
         self._log.info(
             "cluster: leader is serving",
             node_id=self.node_id,
@@ -478,6 +487,8 @@ class ClusterNode:
     def step_down(self, reason: str) -> None:
         """Stops leading at once: writes are refused from here on."""
         self.role = STANDBY
+        if self._sweeper is not None:
+            self._sweeper.detach()
         self._last_ok = float("-inf")
         self._log.error(
             "cluster: lost leadership; stepped down to standby",
@@ -505,6 +516,8 @@ class ClusterNode:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
         self.role = STANDBY
+        if self._sweeper is not None:
+            self._sweeper.detach()
         self.election.close()
         self.engine.close()
         self._election_store.close()

@@ -297,8 +297,6 @@ def _check_cluster(config: ServerConfig) -> None:
 def _check_retention(config: ServerConfig) -> None:
     if config.archive is not None and config.retention_ms is None:
         raise ConfigError("--archive requires --retention (or ORBIT_RETENTION)")
-    if config.retention_ms is not None and config.cluster:
-        raise ConfigError("--retention is not supported with --cluster yet")
     if config.retention_ms is not None and config.retention_ms <= 0:
         raise ConfigError("--retention must be longer than 0s")
 

@@ -203,6 +203,14 @@ SCHEMAS: dict[str, Schema] = {
             "version": {**STRING, "description": "Default: the highest registered version."},
             "input": {"description": "The workflow input; null or absent means {}."},
             "execution_id": {**STRING, "description": "Default: a random UUID."},
+            "retention": {
+                **STRING,
+                "description": (
+                    "How long the execution stays in the database once finished, e.g. `30d`, "
+                    "instead of its workflow's or the server's. Read only by a server with "
+                    "--retention (docs/retention.md)."
+                ),
+            },
         },
     ),
     "ExecutionStarted": _object({"execution_id": STRING, "created": BOOLEAN}),
@@ -607,6 +615,7 @@ SCHEDULE_ID = _path_param("schedule_id", "The schedule id.")
 
 def _paths() -> dict[str, dict[str, Any]]:
     ex = "executions"
+    archive = "archive"
     sched = "schedules"
     worker = "worker protocol"
     task_answer = _ok("TaskAnswer", "Whether the result was taken; `reason` says why not.")
@@ -821,6 +830,41 @@ def _paths() -> dict[str, dict[str, Any]]:
                 "admin",
                 {200: _ok("History")},
                 tag=ex,
+                json_errors=(404,),
+                params=[EXECUTION_ID, _query_int("run", "The run number.")],
+            )
+        },
+        # Present only on a server started with --retention (docs/retention.md).
+        "/v1/archive/executions": {
+            "get": _operation(
+                "Archived executions, newest first (only with --retention).",
+                "admin",
+                {200: _ok("ExecutionList")},
+                tag=archive,
+                params=[
+                    _query_string("status", "Only this status (any case)."),
+                    _query_string("workflow", "Only this workflow."),
+                    _query_int("limit", "At most this many rows (default 50, 1 to 1000)."),
+                ],
+            )
+        },
+        "/v1/archive/executions/{execution_id}": {
+            "get": _operation(
+                "The final state of an archived execution (only with --retention).",
+                "admin",
+                {200: _ok("Execution")},
+                tag=archive,
+                json_errors=(404,),
+                params=[EXECUTION_ID],
+            )
+        },
+        "/v1/archive/executions/{execution_id}/history": {
+            "get": _operation(
+                "The event history of a run of an archived execution (the latest by default; "
+                "only with --retention).",
+                "admin",
+                {200: _ok("History")},
+                tag=archive,
                 json_errors=(404,),
                 params=[EXECUTION_ID, _query_int("run", "The run number.")],
             )

@@ -15,6 +15,23 @@ It sweeps once at start and then every `SWEEP_INTERVAL_S` (the hidden
 environment variable `ORBIT_RETENTION_SWEEP_INTERVAL`, in seconds, shortens
 it for tests). A sweep that fails (the database away) is logged and tried
 again at the next interval.
+
+An execution's retention is its own (given at start), else its workflow's
+(`retention` in the source: `retention_ms` of the definition, read from the
+deployed definitions at every sweep), else the server's.
+
+Several servers. The sweeper sweeps only while it has a store
+(`attach`/`detach`) and, when it has a gate, while it holds it:
+- standby mode: the leader attaches its fenced store when elected and
+  detaches it when it steps down, so only the leader sweeps, and a deposed
+  leader's delete is refused by the database (its term has passed);
+- shared mode: every server has its store attached and a gate, a
+  PostgreSQL advisory lock (orbit_store/sweeplock.py) taken for each sweep
+  and checked before each batch's delete, so one server sweeps at a time.
+Neither rests on the gate for safety: a batch is archived (fsynced) before
+its delete, two writers of one archive take turns on its lock file
+(orbit_server/archive.py), and a second copy of an execution is ignored by
+readers.
 """
 
 from __future__ import annotations
@@ -39,10 +56,28 @@ INTERVAL_ENV = "ORBIT_RETENTION_SWEEP_INTERVAL"
 # Executions archived and deleted per transaction, and the pause after each.
 BATCH = 50
 PAUSE_S = 0.01
+# SQLite pages (4 KiB) given back per step after a sweep: one short write each.
+RECLAIM_PAGES = 256
 
 
 class SweepStore(Store, RetentionStore, Protocol):
     """A store the sweeper can read histories from and delete from."""
+
+
+class SweepGate(Protocol):
+    """Who may sweep among servers sharing one database (shared mode)."""
+
+    def try_take(self) -> bool:
+        """Takes the right to sweep if nobody holds it; False otherwise."""
+        ...
+
+    def held(self) -> bool:
+        """Whether this server still holds it (checked before each delete)."""
+        ...
+
+    def release(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @attrs.frozen(slots=True)
@@ -58,7 +93,7 @@ class Sweeper:
 
     def __init__(
         self,
-        store: Any,
+        store: Any | None,
         archive: Archive,
         retention_ms: int,
         *,
@@ -68,8 +103,8 @@ class Sweeper:
         batch: int = BATCH,
         pause_s: float = PAUSE_S,
     ) -> None:
-        self._store: SweepStore = store
-        store.prepare_retention()
+        self._store: SweepStore | None = None
+        self._gate: SweepGate | None = None
         self.archive = archive
         self.retention_ms = retention_ms
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
@@ -85,12 +120,30 @@ class Sweeper:
         self.sweeps = 0
         # The end time of the oldest execution eligible now (None: none).
         self._oldest_eligible_ms: int | None = None
+        if store is not None:
+            self.attach(store)
+
+    def attach(self, store: Any, gate: SweepGate | None = None) -> None:
+        """Sweeps `store` from now on (a single server's store; a standby
+        cluster's leader's fenced store; a shared server's, with `gate`)."""
+        store.prepare_retention()
+        self._store, self._gate = store, gate
+
+    def detach(self) -> None:
+        """Stops sweeping (a standby cluster's leader stepping down): a sweep
+        under way stops before its next batch."""
+        self._store, gate = None, self._gate
+        self._gate = None
+        if gate is not None:
+            gate.close()
 
     def remember(self, execution_id: str, retention_ms: int) -> None:
         """An execution's own retention (`"retention"` in its start request).
         Written after the start committed: a crash in between leaves the
         execution with the server's retention."""
-        self._store.set_retention(execution_id, retention_ms)
+        store = self._store
+        if store is not None:  # None: a cluster server that stopped leading
+            store.set_retention(execution_id, retention_ms)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="orbit-retention", daemon=True)
@@ -101,6 +154,7 @@ class Sweeper:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        self.detach()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -110,7 +164,7 @@ class Sweeper:
                 if self._log is not None:
                     self._log.warning("retention sweep failed", error=_message(exc))
             else:
-                if self._log is not None:
+                if summary is not None and self._log is not None:
                     self._log.info(
                         "retention sweep",
                         swept=summary.swept,
@@ -127,37 +181,78 @@ class Sweeper:
             return 0.0
         return max(0.0, (self._clock() - self.retention_ms - oldest) / 1000)
 
-    def sweep(self) -> SweepSummary:
-        """One pass over everything eligible now, a batch at a time."""
+    def sweep(self) -> SweepSummary | None:
+        """One pass over everything eligible now, a batch at a time; None
+        when this server may not sweep now (no store, or the gate is held
+        by another server)."""
         with self._lock:
-            began = time.monotonic()
-            now = self._clock()
-            swept = archived = 0
-            after: tuple[int, str] | None = None
-            first = self._store.retention_candidates(now, self.retention_ms, 1)
-            self._oldest_eligible_ms = first[0].updated_at_ms if first else None
-            while not self._stop.is_set():
-                rows = self._store.retention_candidates(now, self.retention_ms, self._batch, after)
-                if not rows:
-                    break
-                after = (rows[-1].updated_at_ms, rows[-1].execution_id)
-                records = self._records(rows)
-                self.archive.write(records)
-                archived += 0 if self.archive.location == "none" else len(records)
-                self.archived_total += 0 if self.archive.location == "none" else len(records)
-                deleted = self._store.delete_executions([r.execution_id for r in records])
-                swept += deleted
-                self.swept_total += deleted
-                # Room between batches for the commits waiting on the
-                # write connection and for the engine's threads.
-                self._stop.wait(self._pause_s)
-            self.sweeps += 1
-            left = self._store.retention_candidates(now, self.retention_ms, 1)
-            self._oldest_eligible_ms = left[0].updated_at_ms if left else None
-            return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
+            store, gate = self._store, self._gate
+            if store is None:
+                return None
+            if gate is not None and not gate.try_take():
+                return None
+            try:
+                return self._sweep(store, gate)
+            finally:
+                if gate is not None:
+                    gate.release()
 
-    def _records(self, rows: list[ExecutionRow]) -> list[ArchivedExecution]:
-        found = self._store.retention_histories([r.execution_id for r in rows])
+    def _sweep(self, store: SweepStore, gate: SweepGate | None) -> SweepSummary:
+        began = time.monotonic()
+        now = self._clock()
+        swept = archived = 0
+        after: tuple[int, str] | None = None
+        declared = self.declared_retentions(store)
+        first = store.retention_candidates(now, self.retention_ms, 1, None, declared)
+        self._oldest_eligible_ms = first[0].updated_at_ms if first else None
+        while not self._stop.is_set() and self._store is store:
+            rows = store.retention_candidates(now, self.retention_ms, self._batch, after, declared)
+            if not rows:
+                break
+            after = (rows[-1].updated_at_ms, rows[-1].execution_id)
+            records = self._records(store, rows)
+            self.archive.write(records)
+            archived += 0 if self.archive.location == "none" else len(records)
+            self.archived_total += 0 if self.archive.location == "none" else len(records)
+            if self._store is not store or (gate is not None and not gate.held()):
+                break  # archived, not deleted: the next sweeper takes them again
+            deleted = store.delete_executions([r.execution_id for r in records])
+            swept += deleted
+            self.swept_total += deleted
+            # Room between batches for the commits waiting on the
+            # write connection and for the engine's threads.
+            self._stop.wait(self._pause_s)
+        if swept:
+            self._reclaim(store)
+        self.sweeps += 1
+        left = store.retention_candidates(now, self.retention_ms, 1, None, declared)
+        self._oldest_eligible_ms = left[0].updated_at_ms if left else None
+        return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
+
+    def _reclaim(self, store: SweepStore) -> None:
+        """SQLite: gives the pages the sweep freed back to the file system,
+        `RECLAIM_PAGES` at a time with the same pause as between batches
+        (PostgreSQL's autovacuum needs nothing from us)."""
+        reclaim = getattr(store, "reclaim_space", None)
+        if reclaim is None:
+            return
+        while not self._stop.is_set() and self._store is store and reclaim(RECLAIM_PAGES) > 0:
+            self._stop.wait(self._pause_s)
+
+    def declared_retentions(self, store: SweepStore | None = None) -> dict[str, int]:
+        """The `retention` each deployed definition declares, by hash (read
+        at every sweep, so a definition deployed since counts)."""
+        source = store if store is not None else self._store
+        if source is None:
+            return {}
+        return {
+            row.definition_hash: value
+            for row in source.load_definitions()
+            if isinstance(value := row.ir.get("retention_ms"), int) and value > 0
+        }
+
+    def _records(self, store: SweepStore, rows: list[ExecutionRow]) -> list[ArchivedExecution]:
+        found = store.retention_histories([r.execution_id for r in rows])
         return [record(row, runs) for row, runs in found if runs and runs[-1]]
 
 

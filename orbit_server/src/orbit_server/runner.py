@@ -283,8 +283,10 @@ def build_engine(
     )
 
 
-def _sweeper(config: ServerConfig, store: SqlStore, log: Any) -> Sweeper | None:
-    """`--retention`'s sweeper on the engine's store (not started yet)."""
+def _sweeper(config: ServerConfig, store: SqlStore | None, log: Any) -> Sweeper | None:
+    """`--retention`'s sweeper on the engine's store (not started yet); a
+    cluster server's has none until its node attaches one (a standby
+    cluster's leader, every shared server)."""
     if config.retention_ms is None:
         return None
     try:
@@ -308,6 +310,7 @@ class _NodeParts(TypedDict):
     advertise_addr: str | None
     build_engine: Callable[[Store, Sharing | None], Engine]
     make_app: Callable[[EngineApi, ClusterView], Callable[[dict[str, Any], Any], Iterable[bytes]]]
+    sweeper: Sweeper | None
 
 
 class OrbitApplication(BaseApplication):  # type: ignore[misc]
@@ -367,10 +370,20 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         tune_process()
         _pin_to_one_cpu()
         self.telemetry = make_telemetry(self.config)
-        if self.config.cluster and self.config.cluster_mode == "shared":
-            return self._load_shared()
         if self.config.cluster:
-            return self._load_cluster()
+            try:
+                self.sweeper = _sweeper(self.config, None, log)
+            except OrbitError as exc:
+                log.error("cannot start the runtime", error=exc.message)
+                sys.exit(Arbiter.WORKER_BOOT_ERROR)
+            node: ClusterNode | SharedNode = (
+                self._load_shared()
+                if self.config.cluster_mode == "shared"
+                else self._load_cluster()
+            )
+            if self.sweeper is not None:
+                self.sweeper.start()  # it sweeps once its node attaches a store
+            return node
         try:
             store = open_store(self.config)
             self.engine = build_engine(self.config, store, telemetry=self.telemetry)
@@ -400,8 +413,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             "advertise_addr": advertise_default(config, self.bound),
             "build_engine": lambda store, sharing: build_engine(config, store, sharing, telemetry),
             "make_app": lambda engine, view: create_app(
-                engine, config, cluster=view, calls=self._calls_of(engine)
+                engine, config, cluster=view, calls=self._calls_of(engine), retention=self.sweeper
             ),
+            "sweeper": self.sweeper,
         }
 
     def _calls_of(self, engine: EngineApi) -> WorkerCalls:

@@ -81,12 +81,14 @@ from orbit_core.errors import StorageError
 from orbit_core.ports import Store
 from orbit_server import logs
 from orbit_server.config import ServerConfig
+from orbit_server.retention import Sweeper
 from orbit_store.shared import (
     TAKEOVER_BATCH,
     Listener,
     SharedStore,
     SharedTables,
 )
+from orbit_store.sweeplock import SweepLock
 
 INTERVAL_ENV = "ORBIT_CLUSTER_INTERVAL_MS"
 # Inbox entries of different executions are applied by this many threads at
@@ -133,8 +135,11 @@ class SharedNode:
         build_engine: Callable[[Store, Sharing | None], Engine],
         make_app: Callable[[EngineApi, SharedNode], App],
         interval: float | None = None,
+        sweeper: Sweeper | None = None,
     ) -> None:
         self.config = config
+        # --retention: every server's sweeper sweeps while it holds the lock.
+        self._sweeper = sweeper
         self.node_id = node_id
         self.advertise_addr = advertise_addr
         self.interval_s = interval if interval is not None else interval_s()
@@ -193,6 +198,8 @@ class SharedNode:
         self.listener.subscribe(INBOX, self._inbox_notified)
         self._inbox_pool = ThreadPoolExecutor(INBOX_THREADS, thread_name_prefix="orbit-inbox")
         self._app = make_app(self.engine, self)
+        if sweeper is not None:
+            sweeper.attach(self.store, SweepLock(self.store, node_id))
         self._log.info(
             "shared: node is serving",
             node_id=node_id,
@@ -499,6 +506,8 @@ class SharedNode:
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=10)
+        if self._sweeper is not None:
+            self._sweeper.detach()
         self.engine.close()
         if leave:
             with contextlib.suppress(StorageError):

@@ -20,12 +20,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import Connection, Engine, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.schema import CreateTable
 
@@ -762,6 +762,10 @@ class SqlStore(ScheduleTables):
         # would read every finished execution. Only a server with retention
         # creates it (and pays for it on each projection update).
         def statements(cursor: Any) -> None:
+            if self.engine.dialect.name == "postgresql":
+                # Servers of a cluster start together: one at a time, as
+                # for the schema (two CREATE INDEX IF NOT EXISTS can clash).
+                cursor.execute(f"SELECT pg_advisory_xact_lock({int(s.SCHEMA_LOCK_KEY)})")
             cursor.execute(str(ddl))
             cursor.execute(s.RETENTION_INDEX)
 
@@ -780,6 +784,7 @@ class SqlStore(ScheduleTables):
         retention_ms: int,
         limit: int,
         after: tuple[int, str] | None = None,
+        by_definition: Mapping[str, int] | None = None,
     ) -> list[ExecutionRow]:
         x, e, sch, o = (
             s.workflow_executions,
@@ -788,7 +793,15 @@ class SqlStore(ScheduleTables):
             s.orbit_retention,
         )
         own = select(o.c.retention_ms).where(o.c.execution_id == x.c.execution_id)
-        kept = func.coalesce(own.scalar_subquery(), retention_ms)
+        # A workflow's `retention` (few definitions declare one): a CASE on
+        # the definition hash, between the execution's own and the server's.
+        declared = dict(sorted((by_definition or {}).items()))
+        default: Any = (
+            case(declared, value=x.c.definition_hash, else_=retention_ms)
+            if declared
+            else retention_ms
+        )
+        kept = func.coalesce(own.scalar_subquery(), default)
         # A bound the index answers (nothing that ended after it is
         # eligible): now less the shortest retention in force.
         # The status is wrapped so that no planner walks the status index
@@ -822,7 +835,8 @@ class SqlStore(ScheduleTables):
         def read(conn: Connection) -> list[ExecutionRow]:
             found: list[ExecutionRow] = []
             shortest = conn.execute(shortest_own).scalar()
-            bound = now_ms - min(retention_ms, retention_ms if shortest is None else shortest)
+            least = min([retention_ms, *declared.values()])
+            bound = now_ms - min(least, least if shortest is None else shortest)
             for r in conn.execute(query, {"bound": bound}).all():
                 payload = conn.execute(first, {"eid": r.execution_id}).scalar()
                 parent = _parent_of(payload)

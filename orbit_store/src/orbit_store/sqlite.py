@@ -112,6 +112,11 @@ class SqliteStore(SqlStore):
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
             cursor = dbapi_connection.cursor()
+            # Takes effect only on a database with no table yet (a new one),
+            # before WAL: retention's sweeper then gives the pages it frees
+            # back to the file system (`reclaim_space`). An existing
+            # database keeps its setting (docs/retention.md: VACUUM once).
+            cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=FULL")
             cursor.execute("PRAGMA foreign_keys=ON")
@@ -137,6 +142,24 @@ class SqliteStore(SqlStore):
         except BaseException:
             self.close()
             raise
+
+    def reclaim_space(self, max_pages: int) -> int:
+        """Gives up to `max_pages` free pages back to the file system (a
+        database made with auto_vacuum=INCREMENTAL; others have none to
+        give) in one short write; returns how many free pages are left.
+        The file itself shrinks at the next WAL checkpoint."""
+        left = 0
+
+        def statements(cursor: Any) -> None:
+            nonlocal left
+            cursor.execute(f"PRAGMA incremental_vacuum({int(max_pages)})").fetchall()
+            left = int(cursor.execute("PRAGMA freelist_count").fetchone()[0])
+
+        mode = self._read(lambda conn: conn.exec_driver_sql("PRAGMA auto_vacuum").scalar())
+        if mode != 2:  # 2: INCREMENTAL
+            return 0
+        self._write(statements, None)
+        return left
 
     def _quick_check(self) -> None:
         try:

@@ -158,6 +158,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -189,12 +190,37 @@ func (e *DecodeError) Error() string { return e.Path + ": " + e.Message }
 
 func within(name string, err error) error {
 	if inner, ok := err.(*DecodeError); ok {
-		if strings.HasPrefix(inner.Path, "[") {
+		if inner.Path == "" || strings.HasPrefix(inner.Path, "[") {
 			return &DecodeError{Path: name + inner.Path, Message: inner.Message}
 		}
 		return &DecodeError{Path: name + "." + inner.Path, Message: inner.Message}
 	}
 	return &DecodeError{Path: name, Message: err.Error()}
+}
+
+// decodeInto is json.Unmarshal, except that a list is read item by item, so
+// that an error names the item's index (`items[3].sku`).
+func decodeInto(raw []byte, into any) error {
+	target := reflect.ValueOf(into).Elem()
+	if target.Kind() != reflect.Slice || target.Type().Elem().Kind() == reflect.Uint8 {
+		return json.Unmarshal(raw, into) // Bytes and JSON are not lists of items
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return json.Unmarshal(raw, into) // not a list: encoding/json says why
+	}
+	if items == nil {
+		target.Set(reflect.Zero(target.Type()))
+		return nil
+	}
+	out := reflect.MakeSlice(target.Type(), len(items), len(items))
+	for i, item := range items {
+		if err := decodeInto(item, out.Index(i).Addr().Interface()); err != nil {
+			return within(fmt.Sprintf("[%d]", i), err)
+		}
+	}
+	target.Set(out)
+	return nil
 }
 
 func decodeObject(data []byte) (map[string]json.RawMessage, error) {
@@ -206,7 +232,7 @@ func decodeObject(data []byte) (map[string]json.RawMessage, error) {
 }
 
 func decodeField(name string, raw []byte, into any) error {
-	if err := json.Unmarshal(raw, into); err != nil {
+	if err := decodeInto(raw, into); err != nil {
 		return within(name, err)
 	}
 	return nil

@@ -65,6 +65,15 @@ def _input(text: str | None, file: str | None) -> Any:
 @click.option(
     "--no-wait", is_flag=True, help="Print the execution id on stdout and return at once."
 )
+@click.option(
+    "--retention",
+    metavar="DURATION",
+    callback=lambda ctx, param, value: _retention(value),
+    help=(
+        "How long this execution stays in the database once finished, instead of its"
+        " workflow's or the server's (read by a server started with --retention)."
+    ),
+)
 @connection_options
 def cli(
     *,
@@ -76,6 +85,7 @@ def cli(
     input_file: str | None,
     execution_id: str | None,
     no_wait: bool,
+    retention: str | None,
 ) -> None:
     """Start TARGET and watch it finish.
 
@@ -117,6 +127,8 @@ def cli(
         request["input"] = payload
     if execution_id is not None:
         request["execution_id"] = execution_id
+    if retention is not None:
+        request["retention"] = retention
 
     try:
         started = client.post("/v1/executions", request)
@@ -150,6 +162,21 @@ def cli(
             out(pretty_json(state["output"]))
         return
     sys.exit(1)
+
+
+def _retention(value: str | None) -> str | None:
+    """`--retention` as given, once it reads as a duration (a usage error
+    otherwise, before anything is deployed)."""
+    from orbit_core.schedules.times import TimeFormatError, parse_duration
+
+    if value is None:
+        return None
+    try:
+        if parse_duration(value) <= 0:
+            raise click.BadParameter(f"`{value}`: must be longer than 0s")
+    except TimeFormatError as exc:
+        raise click.BadParameter(f"`{value}`: {exc}") from None
+    return value
 
 
 def _existing(client: RuntimeClient, execution_id: str) -> dict[str, Any] | None:

@@ -72,6 +72,7 @@ KEYWORDS: dict[str, str] = {
     "return": "The workflow's output expression.",
     "continue_as_new": "Finishes this run and starts a fresh one with new input.",
     "limits": "Bounds on the execution (steps, history, fan-out).",
+    "retention": "How long a finished execution stays in the database (--retention servers).",
     "on": "A handler run when the workflow fails, is cancelled or gets an event.",
     "mock": "Replaces a task's worker in a test.",
     "expect": "An assertion on the outcome of a test run.",

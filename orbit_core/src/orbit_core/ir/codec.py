@@ -487,6 +487,7 @@ _ORDER = (
     "migrations",
     "flow",
     "search",
+    "retention_ms",
     "contracts",
     "source_map",
 )

@@ -260,6 +260,10 @@ class Definition:
     flow: Flow | None = None
     # Beyond the book, omitted when empty so book sources hash as before.
     search: tuple[SearchField, ...] = ()
+    # Beyond the book (docs/retention.md): how long a finished execution
+    # stays in the database of a server with --retention. Omitted from the
+    # document when the workflow does not declare it, so hashes are unchanged.
+    retention_ms: int | None = None
     # Not hashed.
     definition_hash: str = ""
     # Left loose for cattrs, which has no structure hook for `object`.

@@ -147,6 +147,7 @@ def needs_ir_v2(defn: Definition) -> bool:
         or defn.migrations
         or defn.flow is not None
         or defn.search
+        or defn.retention_ms is not None
     ):
         return True
     if any(step.kind in ("await", "compute") or step.flow for step in defn.steps):

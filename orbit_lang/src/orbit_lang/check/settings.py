@@ -23,6 +23,19 @@ def timeout_ms(duration: ast.DurationLiteral, report: Reporter) -> int | None:
     return duration.milliseconds
 
 
+def retention_ms(duration: ast.DurationLiteral, report: Reporter) -> int | None:
+    """A workflow's `retention` (beyond the book, docs/retention.md)."""
+    if duration.milliseconds <= 0:
+        report.error(
+            "E1400",
+            "`retention` must be greater than zero",
+            duration.span,
+            help="write how long finished executions stay, e.g. `retention 30d`",
+        )
+        return None
+    return duration.milliseconds
+
+
 def max_parallel(member: ast.MaxParallel, report: Reporter) -> int | None:
     value = member.value
     if isinstance(value, ast.IntLiteral) and 1 <= value.value <= MAX_PARALLEL:

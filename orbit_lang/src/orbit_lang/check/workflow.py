@@ -56,6 +56,7 @@ SINGLE_MEMBERS: dict[type, str] = {
     ast.ContinueAsNew: "continue_as_new",
     ast.Limits: "limits",
     ast.Search: "search",
+    ast.Retention: "retention",
 }
 RESERVED_STEP_NAMES = ("input", "execution", "output", "if", "then", "else")
 OUTCOME_KINDS = ("failure", "cancel", "timeout")
@@ -102,6 +103,10 @@ class _WorkflowChecker:
         member = members.single.get(ast.Limits)
         if isinstance(member, ast.Limits):
             limits = settings.limits(member, self.report)
+        retention_ms = None
+        member = members.single.get(ast.Retention)
+        if isinstance(member, ast.Retention):
+            retention_ms = settings.retention_ms(member.duration, self.report)
 
         checker = StepChecker(self.c, workflow_input, signals, timeout is not None)
         main = Block(None, None)
@@ -149,6 +154,7 @@ class _WorkflowChecker:
             continue_as_new=continue_as_new,
             flow=flow,
             search=searchable,
+            retention_ms=retention_ms,
         )
         return CheckedWorkflow(self.node, definition, tuple(checker.children), step_types)
 

@@ -85,6 +85,7 @@ class Builder:
             "limits": self.limits,
             "migrate_decl": self.migrate,
             "search_fields": self.search_fields,
+            "workflow_retention": self.retention,
             "on_outcome": self.on_outcome,
             "on_event": self.on_event,
             "compensate": self.compensate,
@@ -301,6 +302,9 @@ class Builder:
 
     def timeout(self, node: Node) -> ast.Timeout:
         return ast.Timeout(self.duration(node.children[2]), self._keyword(node), self.span(node))
+
+    def retention(self, node: Node) -> ast.Retention:
+        return ast.Retention(self.duration(node.children[2]), self._keyword(node), self.span(node))
 
     def workflow_input(self, node: Node) -> ast.WorkflowInput:
         return ast.WorkflowInput(

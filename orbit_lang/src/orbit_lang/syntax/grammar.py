@@ -93,7 +93,11 @@ workflow_member     = version / description / workflow_timeout / workflow_input
                     / migrate_decl
                     / flow_member
                     / search_fields
+                    / workflow_retention
 workflow_timeout    = "timeout" colon duration_value
+# `retention` (beyond the book, docs/retention.md): how long a finished
+# execution of this workflow stays in the database of a server with --retention.
+workflow_retention  = "retention" colon duration_value
 workflow_input      = "input" record_body
 workflow_output     = "output" record_body
 signal_decl         = "signal" signal_name record_body

@@ -99,6 +99,8 @@ _BLOCKS = {
             "migrate",
             *_FLOW_KEYWORDS,
             "search",
+            # beyond the book: docs/retention.md
+            "retention",
         ),
         ("step", "on"),
     ),

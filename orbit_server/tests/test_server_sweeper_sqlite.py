@@ -1,0 +1,72 @@
+"""SQLite space after retention (docs/retention.md, "Disk space"): a new
+database is made with auto_vacuum=INCREMENTAL, and the sweeper gives the
+pages it frees back to the file system, so the file shrinks instead of
+staying at its largest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orbit_core import events as ev
+from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow
+from orbit_server.archive import NoArchive
+from orbit_server.retention import Sweeper
+from orbit_store.sqlite import SqliteStore
+
+BIG = "x" * 4000
+
+
+def _fill(store: SqliteStore, count: int) -> list[str]:
+    ids = []
+    for i in range(count):
+        eid = f"e-{i}"
+        created = ev.WorkflowCreated(1, 0, "Wf", "1.0.0", "sha256:x", {"blob": BIG})
+        row = ExecutionRow(eid, "Wf", "1.0.0", "sha256:x", "COMPLETED", 0, 1000, 3)
+        events: list[ev.Event] = [
+            created,
+            ev.WorkflowStarted(2, 0),
+            ev.WorkflowCompleted(3, 1000, {"b": BIG}),
+        ]
+        store.commit(CommitBatch(executions=[ExecutionChange(eid, row, events, new=True)]))
+        ids.append(eid)
+    return ids
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
+
+
+def test_a_new_database_is_incremental_and_shrinks_after_a_sweep(tmp_path: Path) -> None:
+    path = tmp_path / "o.db"
+    store = SqliteStore(path)
+    try:
+        mode = store._read(lambda conn: conn.exec_driver_sql("PRAGMA auto_vacuum").scalar())
+        assert mode == 2  # INCREMENTAL
+        ids = _fill(store, 400)
+        store._write(lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)"), None)
+        full = _size(path)
+        sweeper = Sweeper(store, NoArchive(), 1, clock=lambda: 10_000, pause_s=0)
+        summary = sweeper.sweep()
+        assert summary is not None and summary.swept == len(ids)
+        store._write(lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)"), None)
+        assert _size(path) < full / 4, (full, _size(path))
+    finally:
+        store.close()
+    # It opens again as it was (the setting is in the file).
+    again = SqliteStore(path)
+    again.close()
+
+
+def test_an_old_database_without_auto_vacuum_is_left_as_it_is(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # made before: no auto_vacuum
+        conn.execute("CREATE TABLE t (x)")
+    store = SqliteStore(path)
+    try:
+        mode = store._read(lambda conn: conn.exec_driver_sql("PRAGMA auto_vacuum").scalar())
+        assert mode == 0
+        assert store.reclaim_space(64) == 0
+    finally:
+        store.close()
