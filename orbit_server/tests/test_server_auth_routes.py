@@ -29,7 +29,7 @@ from orbit_server import errors, openapi
 from orbit_server.app import create_app
 from orbit_server.auth import Access, Gate, Rule
 from orbit_server.config import ServerConfig
-from orbit_server.resources import executions, health, schedules, ui, workers, workflows
+from orbit_server.resources import executions, health, schedules, ui, versions, workers, workflows
 
 ADMIN_TOKEN, WORKER_TOKEN = "admin-token-0123456789", "worker-token-0123456789"
 CREDENTIALS: dict[str, dict[str, str]] = {
@@ -83,6 +83,13 @@ BOOK: dict[tuple[str, str], Access] = {
     ("WorkerProtocol", "on_post_unregister"): Access.WORKER,
     ("WorkerProtocol", "on_post_complete"): Access.WORKER,
     ("WorkerProtocol", "on_post_fail"): Access.WORKER,
+    # Beyond the book: restart and fork (docs/restart-and-fork.md), the
+    # census and migrations (docs/language/migration.md).
+    ("Executions", "on_post_restart"): Access.ADMIN,
+    ("Executions", "on_post_fork"): Access.ADMIN,
+    ("Versions", "on_get"): Access.ADMIN,
+    ("Versions", "on_get_plan"): Access.ADMIN,
+    ("Versions", "on_post_plan"): Access.ADMIN,
 }
 RESOURCES = (
     health.Health,
@@ -96,6 +103,7 @@ RESOURCES = (
     schedules.Schedules,
     workers.Workers,
     workers.WorkerProtocol,
+    versions.Versions,
 )
 REACHED = 299  # a status no real responder answers with
 

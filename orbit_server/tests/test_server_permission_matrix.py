@@ -209,6 +209,14 @@ BOOK: dict[tuple[str, str], str] = {
     ("WorkerProtocol", "on_post_unregister"): "worker",
     ("WorkerProtocol", "on_post_complete"): "worker",
     ("WorkerProtocol", "on_post_fail"): "worker",
+    # Beyond the book: a restart ends a run (cancel), a fork starts an
+    # execution (start); the census and a migration plan read the workflow,
+    # moving executions is the operator's.
+    ("Executions", "on_post_restart"): "cancel",
+    ("Executions", "on_post_fork"): "start",
+    ("Versions", "on_get"): "read definition",
+    ("Versions", "on_get_plan"): "read definition",
+    ("Versions", "on_post_plan"): "admin",
 }
 VALUES = {
     "execution_id": EXECUTION,
@@ -221,6 +229,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("Executions", "on_post"): {"workflow": WORKFLOW, "input": {}},
     ("Executions", "on_post_cancel"): {},
     ("Executions", "on_post_signal"): {},
+    ("Executions", "on_post_restart"): {"from": "work", "dry_run": True},
+    ("Executions", "on_post_fork"): {"from": "work", "dry_run": True},
+    ("Versions", "on_post_plan"): {"from": "1.0.0", "to": "1.0.0", "dry_run": True},
     ("Schedules", "on_post"): {"schedule_id": "n2", "workflow": WORKFLOW, "interval": "1h"},
     ("Schedules", "on_patch_one"): {"interval": "2h"},
     ("Schedules", "on_post_pause"): {},
@@ -237,7 +248,10 @@ BODIES: dict[tuple[str, str], Any] = {
     ("WorkerProtocol", "on_post_complete"): {"token": "nope", "output": {}},
     ("WorkerProtocol", "on_post_fail"): {"token": "nope", "error_code": "X"},
 }
-QUERIES = {("Executions", "on_get_wait"): "timeout_ms=1"}
+QUERIES = {
+    ("Executions", "on_get_wait"): "timeout_ms=1",
+    ("Versions", "on_get_plan"): "from=1.0.0&to=1.0.0",
+}
 CLIENT_ONLY = (
     "client `{}` may only use the execution API (start, signal, query, read, cancel) and schedules"
 )
