@@ -15,13 +15,13 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
 
 from orbit_core.api import ContractRef, ErrorDoc, ExecutionSummary
-from orbit_core.events import Event
+from orbit_core.events import Event, WorkflowPaused, WorkflowResumed
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.visibility.fields import SearchValue
 from orbit_core.visibility.page import SearchQuery
@@ -70,6 +70,26 @@ class ExecutionRow:
             "created_at_ms": self.created_at_ms,
             "updated_at_ms": self.updated_at_ms,
         }
+
+
+@attrs.frozen
+class PauseMark:
+    """When a paused execution was paused, and why (None: no reason given)."""
+
+    paused_at_ms: int
+    reason: str | None
+
+
+def pause_marks(events: Iterable[tuple[str, Event]]) -> dict[str, PauseMark]:
+    """Folds (execution id, event) pairs in history order, only pauses and
+    resumes needed, into the marks of those left paused."""
+    marks: dict[str, PauseMark] = {}
+    for eid, event in events:
+        if isinstance(event, WorkflowPaused):
+            marks[eid] = PauseMark(event.timestamp_ms, event.reason)
+        elif isinstance(event, WorkflowResumed):
+            marks.pop(eid, None)
+    return marks
 
 
 @attrs.define(slots=True)
@@ -223,6 +243,12 @@ class Store(Protocol):
         """Up to `query.limit` executions that pass the typed filter, the
         status and workflow, after the cursor, newest first (docs/language/
         visibility.md); the filter runs in the store, on its index."""
+        ...
+
+    def pauses(self, execution_ids: list[str]) -> dict[str, PauseMark]:
+        """The ids among `execution_ids` whose current run is paused (its
+        last WorkflowPaused has no WorkflowResumed after it), in one read:
+        the listing marks them (docs/operating-executions.md)."""
         ...
 
     def list_workers(self) -> list[WorkerRow]: ...

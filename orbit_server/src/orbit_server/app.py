@@ -163,6 +163,15 @@ def create_app(
         for_clients("start", execution),
         suffix="fork",
     )
+    # Beyond the book (docs/operating-executions.md): whoever may cancel an
+    # execution may also hold it and let it go.
+    for action in ("pause", "resume"):
+        routes.add(
+            f"/v1/executions/{{execution_id}}/{action}",
+            executions,
+            for_clients("cancel", execution),
+            suffix=action,
+        )
     routes.add(
         "/v1/executions/{execution_id}/signals/{name}",
         executions,

@@ -47,6 +47,9 @@ COUNTED: dict[str, str] = {
     # Flow control: starts a concurrency limit held back, and later let in.
     "orbit_executions_delayed": "WorkflowWaiting",
     "orbit_executions_admitted": "WorkflowAdmitted",
+    # Beyond the book: operators' pauses and resumes (docs/operating-executions.md).
+    "orbit_executions_paused": "WorkflowPaused",
+    "orbit_executions_resumed": "WorkflowResumed",
 }
 # Keyed by class: `type(event)` is one lookup, `event.TYPE` two.
 _FAMILY_OF = {ev.EVENT_TYPES[event]: family for family, event in COUNTED.items()}
@@ -180,6 +183,8 @@ _LOGGED: frozenset[type] = frozenset(
         ev.RetryScheduled,
         ev.StepAttemptUncertain,
         ev.CancelRequested,
+        ev.WorkflowPaused,
+        ev.WorkflowResumed,
     }
 )
 
@@ -237,6 +242,10 @@ def _log_event(log: Any, execution_id: str, event: ev.Event) -> None:
                 "cancelling child workflow because its parent no longer needs it",
                 execution_id=execution_id,
             )
+        case ev.WorkflowPaused():
+            log.info("execution paused", execution_id=execution_id, reason=event.reason)
+        case ev.WorkflowResumed():
+            log.info("execution resumed", execution_id=execution_id)
         case _:
             pass
 

@@ -136,6 +136,10 @@ class EngineApi(Protocol):
         force: bool = False,
     ) -> ActionAnswer: ...
 
+    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc: ...
+
+    def resume(self, execution_id: str) -> ExecutionDoc: ...
+
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted: ...
 
     def query(self, execution_id: str, name: str) -> QueryAnswer: ...
@@ -285,6 +289,12 @@ class Wrapped:
         return self.engine.fork(
             execution_id, step, new_id=new_id, version=version, dry_run=dry_run, force=force
         )
+
+    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
+        return self.engine.pause(execution_id, reason)
+
+    def resume(self, execution_id: str) -> ExecutionDoc:
+        return self.engine.resume(execution_id)
 
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
         return self.engine.signal(execution_id, name, payload)

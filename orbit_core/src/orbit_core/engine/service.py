@@ -13,6 +13,7 @@ from orbit_core import events as ev
 from orbit_core import ir, limits
 from orbit_core.api import (
     ActionAnswer,
+    EXEC_RUNNING,
     Assignment,
     Deployed,
     ExecutionDoc,
@@ -322,7 +323,17 @@ class Engine:
         limit = min(max(limit, 1), 1000)
         self._pipeline.check_open()
         rows = self.store.list_executions(status.upper() if status else None, workflow, limit)
-        return {"executions": [r.to_json() for r in rows]}
+        listed = [r.to_json() for r in rows]
+        running = [r.execution_id for r in rows if r.status == EXEC_RUNNING]
+        marks = self.store.pauses(running) if running else {}
+        for row in listed:
+            mark = marks.get(row["execution_id"])
+            if mark is not None:  # (only then: untouched rows print as before)
+                row["paused"] = True
+                row["paused_at_ms"] = mark.paused_at_ms
+                if mark.reason is not None:
+                    row["pause_reason"] = mark.reason
+        return {"executions": listed}
 
     def search_executions(
         self,
@@ -413,6 +424,15 @@ class Engine:
                 force=force,
             )
         )
+
+    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
+        """Holds a running execution (docs/operating-executions.md)."""
+        limits.admit_strings("INVALID_REQUEST", reason=reason)
+        return self._pipeline.submit(lambda tx: self._control.pause(tx, execution_id, reason))
+
+    def resume(self, execution_id: str) -> ExecutionDoc:
+        """Lets a paused execution go on."""
+        return self._pipeline.submit(lambda tx: self._control.resume(tx, execution_id))
 
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
         """Records a signal: `{"execution_id", "signal", "accepted", "seq"}`."""

@@ -151,6 +151,18 @@ class SharedEngine(Wrapped):
             return _raise_reply(reply)  # type: ignore[no-any-return]
         return self.engine.restart(execution_id, step, dry_run=dry_run, force=force, reason=reason)
 
+    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
+        if self.owner_elsewhere(execution_id):
+            reply = self.forward(execution_id, "pause", {"reason": reason})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return self.engine.pause(execution_id, reason)
+
+    def resume(self, execution_id: str) -> ExecutionDoc:
+        if self.owner_elsewhere(execution_id):
+            reply = self.forward(execution_id, "resume", {})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return self.engine.resume(execution_id)
+
     def forward(self, execution_id: str, kind: str, payload: Any) -> Any:
         """Puts an entry in the inbox of the execution's owner and waits for
         the owner's reply."""
@@ -270,6 +282,10 @@ class SharedEngine(Wrapped):
                     reason=p["reason"],
                 )
                 return {"ok": answer}
+            if entry.kind == "pause":
+                return {"ok": self.engine.pause(entry.execution_id, p["reason"])}
+            if entry.kind == "resume":
+                return {"ok": self.engine.resume(entry.execution_id)}
         except StorageError:
             raise  # not applied: tried again, here or by the next owner
         except OrbitError as exc:

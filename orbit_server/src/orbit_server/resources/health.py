@@ -160,6 +160,8 @@ HELP: dict[str, str] = {
     "orbit_executions_forked": "Executions started by an operator's fork",
     "orbit_executions_delayed": "Executions a concurrency limit held back",
     "orbit_executions_admitted": "Held-back executions let in by a freed slot",
+    "orbit_executions_paused": "Executions paused by an operator",
+    "orbit_executions_resumed": "Paused executions resumed",
 }
 
 
