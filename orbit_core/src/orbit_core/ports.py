@@ -299,6 +299,92 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+@attrs.frozen
+class BatchRow:
+    """A batch operation (docs/operating-executions.md): `action` over the
+    executions `filter` selected. `state` is `selecting` (the selection is
+    being written), `running` or `done`; `processed` of `total` items have
+    an outcome."""
+
+    batch_id: str
+    action: str
+    params: JsonObject
+    filter: JsonObject
+    state: str
+    total: int
+    processed: int
+    created_at_ms: int
+    updated_at_ms: int
+    finished_at_ms: int | None = None
+
+
+@attrs.frozen
+class BatchItem:
+    """One selected execution of a batch, and what became of it (`outcome`
+    None: not yet acted on; `claimed_at_ms` set: acting began)."""
+
+    position: int
+    execution_id: str
+    claimed_at_ms: int | None = None
+    outcome: str | None = None
+    code: str | None = None
+    message: str | None = None
+
+
+class BatchStore(Protocol):
+    """Where batch operations are kept, beside `Store`. Each call is its own
+    short transaction, outside any group commit."""
+
+    def prepare_batches(self) -> None:
+        """Creates the batch tables (the first batch does it)."""
+        ...
+
+    def has_batches(self) -> bool:
+        """Whether the batch tables exist (a database never used with them has none)."""
+        ...
+
+    def insert_batch(self, row: BatchRow) -> None: ...
+
+    def batch_targets(
+        self, workflow: str | None, status: str | None, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[int, str]]:
+        """(created_at_ms, execution_id) of the executions matching, oldest
+        first, after `after`: the selection, read a slice at a time."""
+        ...
+
+    def add_batch_items(self, batch_id: str, first: int, execution_ids: Sequence[str]) -> None:
+        """Items `first`, `first + 1`, ... of the selection; the batch's
+        `total` becomes the count written, in the same transaction."""
+        ...
+
+    def set_batch(self, batch_id: str, *, state: str, total: int, now_ms: int) -> None: ...
+
+    def batch(self, batch_id: str) -> BatchRow | None: ...
+
+    def batches(self, limit: int) -> list[BatchRow]:
+        """Newest first."""
+        ...
+
+    def open_batches(self) -> list[BatchRow]:
+        """The batches not done, oldest first (to go on after a restart)."""
+        ...
+
+    def batch_items(
+        self, batch_id: str, *, pending: bool, after: int, limit: int
+    ) -> list[BatchItem]:
+        """Items by position after `after`; `pending`: only those without an outcome."""
+        ...
+
+    def claim_batch_items(self, batch_id: str, positions: Sequence[int], now_ms: int) -> None: ...
+
+    def finish_batch_items(
+        self, batch_id: str, items: Sequence[BatchItem], now_ms: int, done: bool
+    ) -> None:
+        """Records the outcomes of `items` and the progress, in one
+        transaction; `done`: the batch has no item left."""
+        ...
+
+
 class RetentionStore(Protocol):
     """What the retention sweeper of a server (`orbit server --retention`)
     needs of a store, beside `Store`: which finished executions may go, and

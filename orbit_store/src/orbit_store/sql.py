@@ -43,6 +43,7 @@ from orbit_core.state import TERMINAL
 from orbit_core.visibility.page import SearchQuery
 from orbit_store import schema as s
 from orbit_store import search
+from orbit_store.batches import BatchTables
 from orbit_store.schedules import ScheduleTables
 
 # The column order of the tuples the hot statements are fed.
@@ -183,7 +184,7 @@ class _Link:
             self._conn = None
 
 
-class SqlStore(ScheduleTables):
+class SqlStore(ScheduleTables, BatchTables):
     """One SQLAlchemy engine. Commits go through one connection (the Engine's
     committer is the only writer) and reads through another, so reads made
     while a group is prepared never wait for the disk.
