@@ -205,7 +205,5 @@ def test_pause_metrics_count(server: ServerProcess, orbit: Orbit) -> None:
     _start(http, "p-metric")
     orbit.ok("pause", "p-metric")
     orbit.ok("resume", "p-metric")
-    wait_until(
-        lambda: count("orbit_executions_resumed_total") == before + 1, 10, "metrics", server
-    )
+    wait_until(lambda: count("orbit_executions_resumed_total") == before + 1, 10, "metrics", server)
     assert count("orbit_executions_paused_total") >= 1
