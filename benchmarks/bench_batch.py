@@ -128,7 +128,7 @@ def p99(latencies: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-def main() -> None:  # noqa: PLR0915
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--executions", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=100.0, help="starts per second")
