@@ -49,7 +49,7 @@ def test_batches_pause_resume_and_cancel_with_outcomes(tmp_path: Path) -> None:
         assert paused.stdout == "paused 11, skipped 1, failed 0\n"
         assert "batch batch-" in paused.stderr
         batches = http.get("/v1/batches").body["batches"]
-        doc = http.get(f"/v1/batches/{batches[0]['batch_id']}").body
+        doc = http.get(f"/v1/batches/{batches[0]['batch_id']}?items=true").body
         assert doc["state"] == "done" and doc["total"] == 12 and doc["processed"] == 12
         assert doc["outcomes"] == {"ok": 11, "skipped": 1, "failed": 0}
         skipped = [i for i in doc["items"] if i["outcome"] == "skipped"]

@@ -572,9 +572,9 @@ class Simulation:
             )
         elif action < 0.845:
             # An operator pauses or resumes an execution at a random point.
-            eid = rng.choice(self.executions) if self.executions else None
-            if eid is not None:
-                self.call(engine.pause if rng.random() < 0.6 else engine.resume, eid)
+            if self.executions:
+                held = rng.choice(self.executions)
+                self.call(engine.pause if rng.random() < 0.6 else engine.resume, held)
         elif action < 0.86:
             # A retried start: answered `created: false` only if it exists.
             eid = rng.choice(sorted(self.planned))

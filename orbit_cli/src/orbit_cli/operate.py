@@ -113,7 +113,8 @@ def _batch(
         err(
             f"batch {batch_id}: {action} {total} execution{'s' if total != 1 else ''} ({_describe(request)})"
         )
-    doc = _follow(client, batch_id, total, show=not as_json)
+    _follow(client, batch_id, total, show=not as_json)
+    doc = client.get(path("v1", "batches", batch_id), items="true")
     if as_json:
         out(pretty_json(doc))
     else:

@@ -375,6 +375,10 @@ class BatchStore(Protocol):
         """Items by position after `after`; `pending`: only those without an outcome."""
         ...
 
+    def batch_outcomes(self, batch_id: str) -> dict[str, int]:
+        """How many items have each outcome (one aggregate read)."""
+        ...
+
     def claim_batch_items(self, batch_id: str, positions: Sequence[int], now_ms: int) -> None: ...
 
     def finish_batch_items(

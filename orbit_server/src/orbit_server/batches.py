@@ -200,8 +200,13 @@ class Filter:
         return out
 
 
-def document(row: BatchRow, items: Sequence[BatchItem] | None = None) -> JsonObject:
-    """A batch as `GET /v1/batches/{id}` shows it (`items` only there)."""
+def document(
+    row: BatchRow,
+    outcomes: dict[str, int] | None = None,
+    items: Sequence[BatchItem] | None = None,
+) -> JsonObject:
+    """A batch as `GET /v1/batches/{id}` shows it (`outcomes` only there,
+    `items` when asked for)."""
     out: JsonObject = {
         "batch_id": row.batch_id,
         "action": row.action,
@@ -216,22 +221,18 @@ def document(row: BatchRow, items: Sequence[BatchItem] | None = None) -> JsonObj
         out["params"] = row.params
     if row.finished_at_ms is not None:
         out["finished_at_ms"] = row.finished_at_ms
+    if outcomes is not None:
+        out["outcomes"] = {OK: 0, SKIPPED: 0, FAILED: 0, **outcomes}
     if items is not None:
-        counts = {OK: 0, SKIPPED: 0, FAILED: 0}
         listed: list[JsonValue] = []
         for item in items:
             entry: JsonObject = {"execution_id": item.execution_id}
-            if item.outcome is not None:
-                counts[item.outcome] = counts.get(item.outcome, 0) + 1
-                entry["outcome"] = item.outcome
-            else:
-                entry["outcome"] = "pending"
+            entry["outcome"] = item.outcome if item.outcome is not None else "pending"
             if item.code is not None:
                 entry["code"] = item.code
             if item.message is not None:
                 entry["message"] = item.message
             listed.append(entry)
-        out["outcomes"] = dict(counts)
         out["items"] = listed
     return out
 
@@ -300,19 +301,24 @@ class Batches:
         assert found is not None
         return document(found)
 
-    def get(self, batch_id: str) -> JsonObject:
+    def get(self, batch_id: str, *, items: bool = False) -> JsonObject:
+        """The batch with its outcome counts; `items`: with every item too
+        (a read of the whole selection, so followers ask without it)."""
         row = self._store.batch(batch_id) if self._store.has_batches() else None
         if row is None:
             raise NotFoundError(f"batch `{batch_id}` not found", "NOT_FOUND")
-        items: list[BatchItem] = []
+        outcomes = self._store.batch_outcomes(batch_id)
+        if not items:
+            return document(row, outcomes)
+        listed: list[BatchItem] = []
         after = -1
         while True:
             page = self._store.batch_items(batch_id, pending=False, after=after, limit=1000)
-            items.extend(page)
+            listed.extend(page)
             if len(page) < 1000:
                 break
             after = page[-1].position
-        return document(row, items)
+        return document(row, outcomes, listed)
 
     def listing(self, limit: int = 50) -> JsonObject:
         if not self._store.has_batches():

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import Connection, and_, insert, inspect, or_, select, update
+from sqlalchemy import Connection, and_, func, insert, inspect, or_, select, update
 from sqlalchemy.schema import CreateTable
 
 from orbit_core.ports import BatchItem, BatchRow
@@ -133,6 +133,17 @@ class BatchTables:
             ]
         )
         return rows
+
+    def batch_outcomes(self, batch_id: str) -> dict[str, int]:
+        query = (
+            select(_i.c.outcome, func.count())
+            .where(_i.c.batch_id == batch_id, _i.c.outcome.is_not(None))
+            .group_by(_i.c.outcome)
+        )
+        found: dict[str, int] = self._read(
+            lambda conn: {str(r[0]): int(r[1]) for r in conn.execute(query)}
+        )
+        return found
 
     def claim_batch_items(self, batch_id: str, positions: Sequence[int], now_ms: int) -> None:
         if not positions:

@@ -61,6 +61,6 @@ class BatchResource:
         send(resp, listed)
 
     def on_get_one(self, req: falcon.Request, resp: falcon.Response, batch_id: str) -> None:
-        doc = self._batches.get(batch_id)
+        doc = self._batches.get(batch_id, items=req.get_param_as_bool("items") or False)
         require(client_of(req), "cancel", _workflow_of(doc))
         send(resp, doc)
