@@ -12,8 +12,8 @@ from typing import cast
 from orbit_core import events as ev
 from orbit_core import ir, limits
 from orbit_core.api import (
-    ActionAnswer,
     EXEC_RUNNING,
+    ActionAnswer,
     Assignment,
     Deployed,
     ExecutionDoc,
