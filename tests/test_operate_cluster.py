@@ -28,13 +28,13 @@ def test_a_paused_execution_hands_out_nothing_from_any_server(pg_url: str) -> No
             "the task to be queued",
         )
         b.engine.reload_definitions()
-        doc = b.engine.pause("held", "through b")  # forwarded to the owner, `a`
+        doc = b.engine.operations.pause("held", "through b")  # forwarded to the owner, `a`
         assert doc["paused"] is True and doc["pause_reason"] == "through b"
         assert _rows(pg_url, "SELECT count(*) FROM orbit_tasks") == [(0,)]
         session = b.engine.workers.register("w-1", "python", [CHAIN[0]])["worker_session_id"]
         assert b.engine.workers.poll(session, 1_000) is None
         assert b.engine.get("held")["paused"] is True
-        b.engine.resume("held")
+        b.engine.operations.resume("held")
         task = b.engine.workers.poll(session, 10_000)
         assert task is not None and task["execution_id"] == "held"
         b.engine.workers.complete(task["token"], {"i": 1})

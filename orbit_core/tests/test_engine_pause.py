@@ -72,13 +72,13 @@ def test_a_paused_execution_hands_out_no_task_until_resumed(engine: Engine) -> N
     engine.deploy(two_steps())
     engine.start("Two", execution_id="x-1")
     worker = Worker(engine, "w1", ["demo.a", "demo.b"])
-    doc = engine.pause("x-1", "checking the ledger")
+    doc = engine.operations.pause("x-1", "checking the ledger")
     assert doc["status"] == "RUNNING"
     assert doc["paused"] is True
     assert doc["pause_reason"] == "checking the ledger"
     assert engine.get("x-1")["paused_at_ms"] == doc["paused_at_ms"]
     assert engine.workers.poll(worker.session, 0) is None
-    resumed = engine.resume("x-1")
+    resumed = engine.operations.resume("x-1")
     assert "paused" not in resumed and "paused_at_ms" not in resumed
     worker.run({"ok": 1})
     worker.run({"ok": 2})
@@ -98,15 +98,15 @@ def test_coded_errors(engine: Engine) -> None:
     engine.deploy(two_steps())
     engine.start("Two", execution_id="x-1")
     with pytest.raises(ConflictError) as not_paused:
-        engine.resume("x-1")
+        engine.operations.resume("x-1")
     assert not_paused.value.code == "NOT_PAUSED"
-    engine.pause("x-1")
+    engine.operations.pause("x-1")
     with pytest.raises(ConflictError) as twice:
-        engine.pause("x-1")
+        engine.operations.pause("x-1")
     assert twice.value.code == "ALREADY_PAUSED"
     engine.cancel("x-1")
     with pytest.raises(ConflictError) as finished:
-        engine.pause("x-1")
+        engine.operations.pause("x-1")
     assert finished.value.code == "EXECUTION_FINISHED"
 
 
@@ -115,13 +115,13 @@ def test_a_result_arriving_while_paused_is_recorded_and_nothing_follows(engine: 
     engine.start("Two", execution_id="x-1")
     worker = Worker(engine, "w1", ["demo.a", "demo.b"])
     first = worker.take()
-    engine.pause("x-1")
+    engine.operations.pause("x-1")
     worker.ok(first, {"ok": 1})
     doc = engine.get("x-1")
     assert doc["units"]["a"]["status"] == "SUCCEEDED"
     assert "b" not in doc["units"]  # not scheduled while paused
     assert engine.workers.poll(worker.session, 0) is None
-    engine.resume("x-1")
+    engine.operations.resume("x-1")
     worker.run({"ok": 2})
     assert engine.get("x-1")["status"] == "COMPLETED"
 
@@ -131,11 +131,11 @@ def test_timers_due_while_paused_fire_on_resume_in_the_order_they_fell_due(
 ) -> None:
     engine.deploy(sleepers())
     engine.start("Sleepers", execution_id="s-1")
-    engine.pause("s-1")
+    engine.operations.pause("s-1")
     advance(engine, 5000)
     assert engine.next_due_ms() is None or engine.get("s-1")["status"] == "RUNNING"
     assert not [e for e in engine.events("s-1") if isinstance(e, ev.TimerFired)]
-    engine.resume("s-1")
+    engine.operations.resume("s-1")
     fired = [e.step for e in engine.events("s-1") if isinstance(e, ev.TimerFired)]
     assert fired == ["early", "late"]
     assert engine.get("s-1")["status"] == "COMPLETED"
@@ -153,12 +153,12 @@ def test_untouched_simultaneous_timers_keep_step_order(engine: Engine) -> None:
 def test_signals_are_buffered_while_paused(engine: Engine) -> None:
     engine.deploy(_awaiting())
     engine.start("Waits", execution_id="w-1")
-    engine.pause("w-1")
+    engine.operations.pause("w-1")
     engine.signal("w-1", "go", {"n": 1})
     doc = engine.get("w-1")
     assert doc["units"]["wait"]["status"] == "WAITING"
     assert doc["signals"][0]["name"] == "go"
-    engine.resume("w-1")
+    engine.operations.resume("w-1")
     assert engine.get("w-1")["status"] == "COMPLETED"
 
 
@@ -176,7 +176,7 @@ def _awaiting() -> Any:
 def test_cancel_works_while_paused_and_ends_the_pause(engine: Engine) -> None:
     engine.deploy(two_steps())
     engine.start("Two", execution_id="x-1")
-    engine.pause("x-1")
+    engine.operations.pause("x-1")
     doc = engine.cancel("x-1", "no longer wanted")
     assert doc["status"] == "CANCELLED"
     assert "paused" not in doc
@@ -199,11 +199,11 @@ def test_no_child_starts_while_paused(engine: Engine) -> None:
     engine.start("Boss", execution_id="b-1")
     worker = Worker(engine, "w1", ["demo.b"])
     first = worker.take()
-    engine.pause("b-1")
+    engine.operations.pause("b-1")
     worker.ok(first, {"ok": 1})
     advance(engine, 1000)
     assert engine.list_executions(workflow="Kid")["executions"] == []
-    engine.resume("b-1")
+    engine.operations.resume("b-1")
     advance(engine, 200)
     assert len(engine.list_executions(workflow="Kid")["executions"]) == 1
 
@@ -213,7 +213,7 @@ def test_a_pause_survives_recovery() -> None:
     first = simulated_engine(store, clock, ids=ids)
     first.deploy(two_steps())
     first.start("Two", execution_id="x-1")
-    first.pause("x-1", "held")
+    first.operations.pause("x-1", "held")
     first.close()
     second = simulated_engine(store, clock, ids=ids)
     try:
@@ -221,7 +221,7 @@ def test_a_pause_survives_recovery() -> None:
         doc = second.get("x-1")
         assert doc["paused"] is True and doc["pause_reason"] == "held"
         assert second.workers.poll(worker.session, 0) is None
-        second.resume("x-1")
+        second.operations.resume("x-1")
         worker.run({"ok": 1})
         worker.run({"ok": 2})
         assert second.get("x-1")["status"] == "COMPLETED"
@@ -232,7 +232,7 @@ def test_a_pause_survives_recovery() -> None:
 def test_the_fold_and_the_decider_agree_on_a_paused_history(engine: Engine) -> None:
     engine.deploy(sleepers())
     engine.start("Sleepers", execution_id="s-1")
-    engine.pause("s-1", "why")
+    engine.operations.pause("s-1", "why")
     events = engine.events("s-1")
     state = fold(events, "s-1")
     plan = Plan(sleepers())
@@ -261,10 +261,10 @@ def test_the_listing_marks_paused_executions_only(engine: Engine) -> None:
     engine.deploy(two_steps())
     engine.start("Two", execution_id="x-1")
     engine.start("Two", execution_id="x-2")
-    engine.pause("x-2", "hold")
+    engine.operations.pause("x-2", "hold")
     rows = {r["execution_id"]: r for r in engine.list_executions()["executions"]}
     assert not {"paused", "paused_at_ms", "pause_reason"} & set(rows["x-1"])
     assert rows["x-2"]["paused"] is True and rows["x-2"]["pause_reason"] == "hold"
-    engine.resume("x-2")
+    engine.operations.resume("x-2")
     rows = {r["execution_id"]: r for r in engine.list_executions()["executions"]}
     assert "paused" not in rows["x-2"]

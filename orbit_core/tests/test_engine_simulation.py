@@ -574,7 +574,10 @@ class Simulation:
             # An operator pauses or resumes an execution at a random point.
             if self.executions:
                 held = rng.choice(self.executions)
-                self.call(engine.pause if rng.random() < 0.6 else engine.resume, held)
+                self.call(
+                    engine.operations.pause if rng.random() < 0.6 else engine.operations.resume,
+                    held,
+                )
         elif action < 0.86:
             # A retried start: answered `created: false` only if it exists.
             eid = rng.choice(sorted(self.planned))
@@ -589,7 +592,7 @@ class Simulation:
         for eid in self.executions:
             doc = self.call(engine.get, eid)
             if doc is not None and doc.get("paused"):
-                self.call(engine.resume, eid)
+                self.call(engine.operations.resume, eid)
         while self.adapter.pending:
             self.builtin_result(True)
         while self.held:

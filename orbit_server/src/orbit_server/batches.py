@@ -104,7 +104,7 @@ class Pause:
 
     def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
         reason = params.get("reason")
-        engine.pause(execution_id, reason if isinstance(reason, str) else None)
+        engine.operations.pause(execution_id, reason if isinstance(reason, str) else None)
 
     def applied(self, events: Sequence[ev.Event], since_ms: int, params: JsonObject) -> bool:
         return _since(events, since_ms, ev.WorkflowPaused)
@@ -121,7 +121,7 @@ class Resume:
         return {}
 
     def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
-        engine.resume(execution_id)
+        engine.operations.resume(execution_id)
 
     def applied(self, events: Sequence[ev.Event], since_ms: int, params: JsonObject) -> bool:
         return _since(events, since_ms, ev.WorkflowResumed)

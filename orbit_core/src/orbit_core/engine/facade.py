@@ -28,6 +28,7 @@ from orbit_core.api import (
 )
 from orbit_core.engine.handlers import Handler
 from orbit_core.engine.migrations import MigrationDesk
+from orbit_core.engine.operations import OperatorApi
 from orbit_core.engine.reads import DEFAULT_WAIT_MS
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.service import Engine
@@ -55,6 +56,9 @@ class EngineApi(Protocol):
 
     @property
     def workers(self) -> WorkerApi: ...
+
+    @property
+    def operations(self) -> OperatorApi: ...
 
     @property
     def migrations(self) -> MigrationDesk: ...
@@ -136,10 +140,6 @@ class EngineApi(Protocol):
         force: bool = False,
     ) -> ActionAnswer: ...
 
-    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc: ...
-
-    def resume(self, execution_id: str) -> ExecutionDoc: ...
-
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted: ...
 
     def query(self, execution_id: str, name: str) -> QueryAnswer: ...
@@ -193,6 +193,10 @@ class Wrapped:
     @property
     def workers(self) -> WorkerApi:
         return self.engine.workers
+
+    @property
+    def operations(self) -> OperatorApi:
+        return self.engine.operations
 
     @property
     def recovered_executions(self) -> int:
@@ -289,12 +293,6 @@ class Wrapped:
         return self.engine.fork(
             execution_id, step, new_id=new_id, version=version, dry_run=dry_run, force=force
         )
-
-    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
-        return self.engine.pause(execution_id, reason)
-
-    def resume(self, execution_id: str) -> ExecutionDoc:
-        return self.engine.resume(execution_id)
 
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
         return self.engine.signal(execution_id, name, payload)

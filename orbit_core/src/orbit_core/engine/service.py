@@ -37,6 +37,7 @@ from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
 from orbit_core.engine.handoff import Handoff, Sharing
 from orbit_core.engine.migrations import MigrationDesk, Migrations
+from orbit_core.engine.operations import Operations, OperatorApi
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, STORED, Reads
@@ -156,6 +157,8 @@ class Engine:
             draining=lambda: self._draining,
         )
         self.workers: WorkerApi = self._desk
+        # The operator's calls (engine/operations.py): pause and resume.
+        self.operations: OperatorApi = Operations(self._pipeline, self._control)
         self._handoff: Handoff | None = None
         if sharing is not None:
             self._handoff = Handoff(
@@ -424,15 +427,6 @@ class Engine:
                 force=force,
             )
         )
-
-    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
-        """Holds a running execution (docs/operating-executions.md)."""
-        limits.admit_strings("INVALID_REQUEST", reason=reason)
-        return self._pipeline.submit(lambda tx: self._control.pause(tx, execution_id, reason))
-
-    def resume(self, execution_id: str) -> ExecutionDoc:
-        """Lets a paused execution go on."""
-        return self._pipeline.submit(lambda tx: self._control.resume(tx, execution_id))
 
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
         """Records a signal: `{"execution_id", "signal", "accepted", "seq"}`."""

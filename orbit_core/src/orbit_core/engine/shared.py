@@ -48,6 +48,7 @@ from orbit_core.coordination import (
 from orbit_core.dispatch import Session
 from orbit_core.engine import handoff
 from orbit_core.engine.facade import Wrapped
+from orbit_core.engine.operations import OperatorApi
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
 from orbit_core.engine.results import admit_failure, admit_success
@@ -115,6 +116,10 @@ class SharedEngine(Wrapped):
     def workers(self) -> WorkerApi:
         return self.desk
 
+    @property
+    def operations(self) -> OperatorApi:
+        return SharedOperations(self)
+
     def owner_elsewhere(self, execution_id: str) -> bool:
         """Whether the execution is owned, but not held in this engine."""
         if self.handoff.holds(execution_id):
@@ -150,18 +155,6 @@ class SharedEngine(Wrapped):
             reply = self.forward(execution_id, "restart", payload)
             return _raise_reply(reply)  # type: ignore[no-any-return]
         return self.engine.restart(execution_id, step, dry_run=dry_run, force=force, reason=reason)
-
-    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
-        if self.owner_elsewhere(execution_id):
-            reply = self.forward(execution_id, "pause", {"reason": reason})
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return self.engine.pause(execution_id, reason)
-
-    def resume(self, execution_id: str) -> ExecutionDoc:
-        if self.owner_elsewhere(execution_id):
-            reply = self.forward(execution_id, "resume", {})
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return self.engine.resume(execution_id)
 
     def forward(self, execution_id: str, kind: str, payload: Any) -> Any:
         """Puts an entry in the inbox of the execution's owner and waits for
@@ -283,14 +276,36 @@ class SharedEngine(Wrapped):
                 )
                 return {"ok": answer}
             if entry.kind == "pause":
-                return {"ok": self.engine.pause(entry.execution_id, p["reason"])}
+                return {"ok": self.engine.operations.pause(entry.execution_id, p["reason"])}
             if entry.kind == "resume":
-                return {"ok": self.engine.resume(entry.execution_id)}
+                return {"ok": self.engine.operations.resume(entry.execution_id)}
         except StorageError:
             raise  # not applied: tried again, here or by the next owner
         except OrbitError as exc:
             return _error_reply(exc)
         return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
+
+
+class SharedOperations:
+    """The operator's calls of a shared-mode server: one about an execution
+    another server owns goes to the owner's inbox and waits for its reply."""
+
+    def __init__(self, engine: SharedEngine) -> None:
+        self._engine = engine
+
+    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
+        engine = self._engine
+        if engine.owner_elsewhere(execution_id):
+            reply = engine.forward(execution_id, "pause", {"reason": reason})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return engine.engine.operations.pause(execution_id, reason)
+
+    def resume(self, execution_id: str) -> ExecutionDoc:
+        engine = self._engine
+        if engine.owner_elsewhere(execution_id):
+            reply = engine.forward(execution_id, "resume", {})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return engine.engine.operations.resume(execution_id)
 
 
 class SharedDesk:
