@@ -94,7 +94,23 @@ EXPECTED = {
     "STORAGE_ERROR",
     # A restart (issue 38) of a child execution.
     "CHILD_EXECUTION",
+    "ALREADY_PAUSED",
+    "NOT_PAUSED",
 }
+# What may happen to a paused execution (docs/operating-executions.md):
+# results of attempts already running, lost workers, signals, stale results,
+# and a cancel, which ends the pause.
+WHILE_PAUSED = frozenset(
+    {
+        ev.StepSucceeded,
+        ev.StepAttemptFailed,
+        ev.StepAttemptUncertain,
+        ev.SignalReceived,
+        ev.StaleResultIgnored,
+        ev.CancelRequested,
+        ev.WorkflowResumed,
+    }
+)
 
 
 class SimulatedBug(Exception):
@@ -554,6 +570,14 @@ class Simulation:
             self.call(
                 engine.workers.unregister, self.sessions.pop(rng.randrange(len(self.sessions)))
             )
+        elif action < 0.845:
+            # An operator pauses or resumes an execution at a random point.
+            if self.executions:
+                held = rng.choice(self.executions)
+                self.call(
+                    engine.operations.pause if rng.random() < 0.6 else engine.operations.resume,
+                    held,
+                )
         elif action < 0.86:
             # A retried start: answered `created: false` only if it exists.
             eid = rng.choice(sorted(self.planned))
@@ -562,9 +586,13 @@ class Simulation:
             self.crash()  # memory could not be rebuilt: the operator restarts
 
     def drain_round(self) -> None:
-        """Answers every task reliably, signals, and moves time to the next
-        thing due."""
+        """Resumes what is paused, answers every task reliably, signals, and
+        moves time to the next thing due."""
         engine = self.engine
+        for eid in self.executions:
+            doc = self.call(engine.get, eid)
+            if doc is not None and doc.get("paused"):
+                self.call(engine.operations.resume, eid)
         while self.adapter.pending:
             self.builtin_result(True)
         while self.held:
@@ -653,6 +681,15 @@ class Simulation:
         assert isinstance(events[1], ev.WorkflowStarted)
         succeeded = [e.step for e in events if isinstance(e, ev.StepSucceeded)]
         assert len(succeeded) == len(set(succeeded)), f"{execution_id}: a unit succeeded twice"
+        # Nothing is dispatched, started, scheduled or fired while paused.
+        paused = False
+        for e in events:
+            if paused:
+                assert type(e) in WHILE_PAUSED, f"{execution_id}: #{e.seq} {e.TYPE} while paused"
+            if isinstance(e, ev.WorkflowPaused):
+                paused = True
+            elif isinstance(e, ev.WorkflowResumed):
+                paused = False
         folded = fold(events, execution_id).to_json()
         assert folded == self.engine.get(execution_id), execution_id
 

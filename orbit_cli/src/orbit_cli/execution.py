@@ -72,6 +72,8 @@ def header(state: dict[str, Any], paint: Paint = plain, now_ms: int | None = Non
         lines.append(f"  run: {state['run']} (continue-as-new)")
     if state.get("schedule_id") is not None:
         lines.append(f"  schedule: {state['schedule_id']}")
+    if state.get("paused"):
+        lines.append(f"  {paused_line(state, now_ms)}")
     lines.append(f"  elapsed: {duration(elapsed_ms(state, now_ms))}")
     waiting = state.get("waiting")
     if isinstance(waiting, dict) and waiting.get("message"):
@@ -83,6 +85,14 @@ def header(state: dict[str, Any], paint: Paint = plain, now_ms: int | None = Non
     if isinstance(error, dict):
         lines.append(f"  error: {error.get('code')} {error.get('message')}")
     return lines
+
+
+def paused_line(state: dict[str, Any], now_ms: int | None = None) -> str:
+    """`paused: 12s ago (reason)` for a paused execution (beyond the book)."""
+    now = wall_ms() if now_ms is None else now_ms
+    since = duration(max(0, now - _int(state.get("paused_at_ms"))))
+    reason = state.get("pause_reason")
+    return f"paused: {since} ago" + (f" ({reason})" if reason else "")
 
 
 def wall_ms() -> int:

@@ -60,6 +60,9 @@ COMMANDS = {
         "fork",
         # Beyond the book (issue 44).
         "plan",
+        # Beyond the book (issue 38): operating executions.
+        "pause",
+        "resume",
     )
 }
 # `help` comes last in the command list, as chapter 66 lists it.
@@ -87,7 +90,7 @@ class OrbitGroup(LazyGroup):
     """The top-level group: click's standalone handling, but usage errors in our style."""
 
     # Issue 38's commands: `statsu` must still suggest only `status`, as the book shows.
-    suggested_last = frozenset({"restart", "fork"})
+    suggested_last = frozenset({"restart", "fork", "pause", "resume"})
 
     def main(
         self,

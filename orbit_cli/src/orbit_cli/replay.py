@@ -5,7 +5,7 @@ using the engine's own `orbit_core.state.apply` and `orbit_core.decide.decide`
 (never a second implementation). Each event is:
 
 - external (a start, a dispatch, a lost worker, a signal, a cancellation, a
-  stale result): applied as recorded;
+  stale result, an operator's pause or resume): applied as recorded;
 - a task result (`StepSucceeded`, `StepAttemptFailed`): decided if the
   decider produces it, external if it answers a unit still waiting for a
   worker, a child or a built-in, divergent otherwise;
@@ -57,6 +57,9 @@ EXTERNAL = frozenset(
         "WorkflowRestarted",
         "WorkflowForked",
         "StepRestored",
+        # An operator's (docs/operating-executions.md).
+        "WorkflowPaused",
+        "WorkflowResumed",
     }
 )
 RESULTS = frozenset({"StepSucceeded", "StepAttemptFailed"})

@@ -171,6 +171,10 @@ class ExecutionDoc(TypedDict):
     definition_hash: str
     input: JsonValue
     status: ExecutionStatus
+    # Only while paused (docs/operating-executions.md): absent otherwise.
+    paused: NotRequired[bool]
+    paused_at_ms: NotRequired[int]
+    pause_reason: NotRequired[str]
     created_at_ms: int
     updated_at_ms: int
     finished_at_ms: NotRequired[int]
@@ -194,6 +198,10 @@ class ExecutionSummary(TypedDict):
     status: str
     created_at_ms: int
     updated_at_ms: int
+    # Only for a paused execution (docs/operating-executions.md).
+    paused: NotRequired[bool]
+    paused_at_ms: NotRequired[int]
+    pause_reason: NotRequired[str]
 
 
 class ExecutionList(TypedDict):

@@ -87,8 +87,9 @@ def history_limit_message(limit: int) -> str:
 
 
 def decide(state: ExecutionState, plan: Plan, now: int, limits: Limits) -> list[ev.Event]:
-    """The next events for `state` at time `now` (one iteration)."""
-    if state.terminal or not state.started:
+    """The next events for `state` at time `now` (one iteration). A paused
+    execution gets none: what falls due meanwhile waits for its resume."""
+    if state.terminal or not state.started or state.paused_at_ms is not None:
         return []
     d = _Decider(state, plan, now, limits)
     if state.abort is None:
@@ -110,12 +111,34 @@ def decide(state: ExecutionState, plan: Plan, now: int, limits: Limits) -> list[
             ]
     else:
         d.abort()
+    if state.resumed_seq and state.resumed_seq == state.last_seq:
+        return _timers_in_order(d.out, state)
     return d.out
 
 
+def _timers_in_order(out: list[ev.Event], state: ExecutionState) -> list[ev.Event]:
+    """The first decision after a resume: the timers that fell due while
+    the execution was paused fire in the order they fell due (the decider
+    visits units in step order), in the slots the timer events took."""
+    slots = [i for i, e in enumerate(out) if isinstance(e, ev.TimerFired)]
+    if len(slots) < 2:
+        return out
+
+    def due(e: ev.Event) -> int:
+        unit = state.units.get(e.step) if isinstance(e, ev.TimerFired) else None
+        return unit.wake_at_ms or 0 if unit is not None else 0
+
+    timers = sorted((out[i] for i in slots), key=due)
+    ordered = list(out)
+    for i, timer in zip(slots, timers, strict=True):
+        ordered[i] = attrs.evolve(timer, seq=out[i].seq)
+    return ordered
+
+
 def next_due_ms(state: ExecutionState, plan: Plan) -> int | None:
-    """The earliest time at which `decide` would act without any new input."""
-    if state.terminal:
+    """The earliest time at which `decide` would act without any new input
+    (never, while paused: only a resume or a cancel moves it)."""
+    if state.terminal or state.paused_at_ms is not None:
         return None
     due: int | None = None
 

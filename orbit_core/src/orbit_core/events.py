@@ -390,6 +390,23 @@ class WorkflowAdmitted:
     waited_ms: int
 
 
+# Beyond the book (docs/operating-executions.md): an operator holds an
+# execution (no new attempt, child or timer until resumed) and lets it go.
+@attrs.frozen
+class WorkflowPaused:
+    TYPE: ClassVar[str] = "WorkflowPaused"
+    seq: int
+    timestamp_ms: int
+    reason: str | None = None
+
+
+@attrs.frozen
+class WorkflowResumed:
+    TYPE: ClassVar[str] = "WorkflowResumed"
+    seq: int
+    timestamp_ms: int
+
+
 Event: TypeAlias = (
     WorkflowCreated
     | WorkflowStarted
@@ -427,6 +444,8 @@ Event: TypeAlias = (
     | StepRestored
     | WorkflowWaiting
     | WorkflowAdmitted
+    | WorkflowPaused
+    | WorkflowResumed
 )
 
 # The one list of the event classes is the `Event` union above.
@@ -437,6 +456,7 @@ _OPTIONAL = {"parent", "schedule_id", "run"}
 _OPTIONAL_BY_TYPE: dict[str, frozenset[str]] = {
     "WorkflowCreated": frozenset(_OPTIONAL),
     "SignalAwaitStarted": frozenset({"deadline_ms"}),
+    "WorkflowPaused": frozenset({"reason"}),
 }
 _FIELDS: dict[type[Event], tuple[str, ...]] = {
     cls: tuple(a.name for a in attrs.fields(cls))[2:] for cls in EVENT_TYPES.values()

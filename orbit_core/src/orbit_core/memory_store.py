@@ -10,14 +10,17 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from orbit_core import events as ev
 from orbit_core.events import Event
 from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
     ExecutionRow,
+    PauseMark,
     ScheduleAdvance,
     ScheduleRow,
     WorkerRow,
+    pause_marks,
 )
 from orbit_core.state import TERMINAL
 from orbit_core.visibility.fields import SearchValue
@@ -132,6 +135,16 @@ class MemoryStore:
             ]
         rows.sort(key=lambda r: (r.created_at_ms, r.execution_id), reverse=True)
         return rows[: query.limit]
+
+    def pauses(self, execution_ids: list[str]) -> dict[str, PauseMark]:
+        with self._lock:
+            pairs = [
+                (eid, event)
+                for eid in execution_ids
+                for event in self._events.get(eid, ())
+                if isinstance(event, (ev.WorkflowPaused, ev.WorkflowResumed))
+            ]
+        return pause_marks(pairs)
 
     # ---- retention (ports.RetentionStore)
 

@@ -15,13 +15,13 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
 
 from orbit_core.api import ContractRef, ErrorDoc, ExecutionSummary
-from orbit_core.events import Event
+from orbit_core.events import Event, WorkflowPaused, WorkflowResumed
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.visibility.fields import SearchValue
 from orbit_core.visibility.page import SearchQuery
@@ -70,6 +70,26 @@ class ExecutionRow:
             "created_at_ms": self.created_at_ms,
             "updated_at_ms": self.updated_at_ms,
         }
+
+
+@attrs.frozen
+class PauseMark:
+    """When a paused execution was paused, and why (None: no reason given)."""
+
+    paused_at_ms: int
+    reason: str | None
+
+
+def pause_marks(events: Iterable[tuple[str, Event]]) -> dict[str, PauseMark]:
+    """Folds (execution id, event) pairs in history order, only pauses and
+    resumes needed, into the marks of those left paused."""
+    marks: dict[str, PauseMark] = {}
+    for eid, event in events:
+        if isinstance(event, WorkflowPaused):
+            marks[eid] = PauseMark(event.timestamp_ms, event.reason)
+        elif isinstance(event, WorkflowResumed):
+            marks.pop(eid, None)
+    return marks
 
 
 @attrs.define(slots=True)
@@ -225,6 +245,12 @@ class Store(Protocol):
         visibility.md); the filter runs in the store, on its index."""
         ...
 
+    def pauses(self, execution_ids: list[str]) -> dict[str, PauseMark]:
+        """The ids among `execution_ids` whose current run is paused (its
+        last WorkflowPaused has no WorkflowResumed after it), in one read:
+        the listing marks them (docs/operating-executions.md)."""
+        ...
+
     def list_workers(self) -> list[WorkerRow]: ...
 
     # ---- schedules (each call is its own transaction)
@@ -271,6 +297,96 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@attrs.frozen
+class BatchRow:
+    """A batch operation (docs/operating-executions.md): `action` over the
+    executions `filter` selected. `state` is `selecting` (the selection is
+    being written), `running` or `done`; `processed` of `total` items have
+    an outcome."""
+
+    batch_id: str
+    action: str
+    params: JsonObject
+    filter: JsonObject
+    state: str
+    total: int
+    processed: int
+    created_at_ms: int
+    updated_at_ms: int
+    finished_at_ms: int | None = None
+
+
+@attrs.frozen
+class BatchItem:
+    """One selected execution of a batch, and what became of it (`outcome`
+    None: not yet acted on; `claimed_at_ms` set: acting began)."""
+
+    position: int
+    execution_id: str
+    claimed_at_ms: int | None = None
+    outcome: str | None = None
+    code: str | None = None
+    message: str | None = None
+
+
+class BatchStore(Protocol):
+    """Where batch operations are kept, beside `Store`. Each call is its own
+    short transaction, outside any group commit."""
+
+    def prepare_batches(self) -> None:
+        """Creates the batch tables (the first batch does it)."""
+        ...
+
+    def has_batches(self) -> bool:
+        """Whether the batch tables exist (a database never used with them has none)."""
+        ...
+
+    def insert_batch(self, row: BatchRow) -> None: ...
+
+    def batch_targets(
+        self, workflow: str | None, status: str | None, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[int, str]]:
+        """(created_at_ms, execution_id) of the executions matching, oldest
+        first, after `after`: the selection, read a slice at a time."""
+        ...
+
+    def add_batch_items(self, batch_id: str, first: int, execution_ids: Sequence[str]) -> None:
+        """Items `first`, `first + 1`, ... of the selection; the batch's
+        `total` becomes the count written, in the same transaction."""
+        ...
+
+    def set_batch(self, batch_id: str, *, state: str, total: int, now_ms: int) -> None: ...
+
+    def batch(self, batch_id: str) -> BatchRow | None: ...
+
+    def batches(self, limit: int) -> list[BatchRow]:
+        """Newest first."""
+        ...
+
+    def open_batches(self) -> list[BatchRow]:
+        """The batches not done, oldest first (to go on after a restart)."""
+        ...
+
+    def batch_items(
+        self, batch_id: str, *, pending: bool, after: int, limit: int
+    ) -> list[BatchItem]:
+        """Items by position after `after`; `pending`: only those without an outcome."""
+        ...
+
+    def batch_outcomes(self, batch_id: str) -> dict[str, int]:
+        """How many items have each outcome (one aggregate read)."""
+        ...
+
+    def claim_batch_items(self, batch_id: str, positions: Sequence[int], now_ms: int) -> None: ...
+
+    def finish_batch_items(
+        self, batch_id: str, items: Sequence[BatchItem], now_ms: int, done: bool
+    ) -> None:
+        """Records the outcomes of `items` and the progress, in one
+        transaction; `done`: the batch has no item left."""
+        ...
 
 
 class RetentionStore(Protocol):

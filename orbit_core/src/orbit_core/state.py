@@ -181,6 +181,13 @@ class ExecutionState:
     compensation_outcome: str | None = None
     instances: list[str] = attrs.field(factory=list)
     next_run: int | None = None
+    # Set while an operator holds the execution (WorkflowPaused until
+    # WorkflowResumed): the decider does nothing and nothing is handed out.
+    paused_at_ms: int | None = None
+    pause_reason: str | None = None
+    # The seq of the last WorkflowResumed: the decision right after it fires
+    # the timers that fell due meanwhile in the order they fell due.
+    resumed_seq: int = 0
     # A memo for the decider: the expression scope over this state's data.
     main_scope: Scope | None = None
     # Whether `status` is terminal: read several times per event, so kept
@@ -189,6 +196,10 @@ class ExecutionState:
 
     def __attrs_post_init__(self) -> None:
         self.terminal = self.status in TERMINAL
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at_ms is not None
 
     def set_status(self, status: ExecutionStatus) -> None:
         self.status = status
@@ -234,6 +245,11 @@ class ExecutionState:
         out["definition_hash"] = self.definition_hash
         out["input"] = self.input
         out["status"] = self.status
+        if self.paused_at_ms is not None:
+            out["paused"] = True
+            out["paused_at_ms"] = self.paused_at_ms
+            if self.pause_reason is not None:
+                out["pause_reason"] = self.pause_reason
         out["created_at_ms"] = self.created_at_ms
         out["updated_at_ms"] = self.updated_at_ms
         if self.finished_at_ms is not None:
@@ -563,6 +579,17 @@ def _restored(s: ExecutionState, e: ev.StepRestored) -> None:
     _succeed(s, u, e.output, e)
 
 
+def _paused(s: ExecutionState, e: ev.WorkflowPaused) -> None:
+    s.paused_at_ms = e.timestamp_ms
+    s.pause_reason = e.reason
+
+
+def _resumed(s: ExecutionState, e: ev.WorkflowResumed) -> None:
+    s.paused_at_ms = None
+    s.pause_reason = None
+    s.resumed_seq = e.seq
+
+
 # Each handler takes its own event type; the table is keyed by that type.
 _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.WorkflowCreated: _created,
@@ -601,6 +628,8 @@ _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.StepRestored: _restored,
     ev.WorkflowWaiting: _waiting,
     ev.WorkflowAdmitted: _admitted,
+    ev.WorkflowPaused: _paused,
+    ev.WorkflowResumed: _resumed,
 }
 
 

@@ -28,11 +28,13 @@ from orbit_server.auth import (
     framework_error,
     gate,
 )
+from orbit_server.batches import Batches
 from orbit_server.config import WORKER_EXTENSIONS, ServerConfig
 from orbit_server.identities import Identities
 from orbit_server.openapi import PATH as OPENAPI_PATH
 from orbit_server.openapi import OpenApi
 from orbit_server.resources.archive import ArchivedExecutions
+from orbit_server.resources.batches import BatchResource
 from orbit_server.resources.executions import Executions
 from orbit_server.resources.health import ClusterView, Health, Metrics, Ready
 from orbit_server.resources.schedules import Schedules
@@ -99,6 +101,7 @@ def create_app(
     calls: WorkerCalls | None = None,
     cluster: ClusterView | None = None,
     retention: Sweeper | None = None,
+    batches: Batches | None = None,
 ) -> App:
     """`telemetry`: by default `telemetry_of(engine)`. `calls`: the worker
     protocol's calls when another binding shares them. `cluster`: the role a
@@ -163,6 +166,15 @@ def create_app(
         for_clients("start", execution),
         suffix="fork",
     )
+    # Beyond the book (docs/operating-executions.md): whoever may cancel an
+    # execution may also hold it and let it go.
+    for action in ("pause", "resume"):
+        routes.add(
+            f"/v1/executions/{{execution_id}}/{action}",
+            executions,
+            for_clients("cancel", execution),
+            suffix=action,
+        )
     routes.add(
         "/v1/executions/{execution_id}/signals/{name}",
         executions,
@@ -183,6 +195,14 @@ def create_app(
         routes.add(
             "/v1/archive/executions/{execution_id}/history", archived, read, suffix="history"
         )
+
+    if batches is not None:
+        # Beyond the book (docs/operating-executions.md); a server whose
+        # store keeps batches (a single server, on SQLite or PostgreSQL).
+        operated = for_clients("cancel", Subject.RESOURCE)
+        jobs = BatchResource(batches, config.max_body)
+        routes.add("/v1/batches", jobs, {"POST": operated, "GET": operated})
+        routes.add("/v1/batches/{batch_id}", jobs, operated, suffix="one")
 
     schedules = Schedules(engine, config.max_body)
     managed = for_clients("schedule", Subject.RESOURCE)

@@ -62,6 +62,7 @@ from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
     ExecutionRow,
+    PauseMark,
     ScheduleAdvance,
     ScheduleRow,
     Store,
@@ -167,6 +168,9 @@ class StandbyStore:
 
     def search_executions(self, query: SearchQuery) -> list[ExecutionRow]:
         return self.inner.search_executions(query)
+
+    def pauses(self, execution_ids: list[str]) -> dict[str, PauseMark]:
+        return self.inner.pauses(execution_ids)
 
     def list_workers(self) -> list[WorkerRow]:
         return self.inner.list_workers()

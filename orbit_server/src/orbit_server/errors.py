@@ -40,6 +40,9 @@ STATUS: dict[str, int] = {
     "SCHEDULE_EXISTS": 409,
     "EXECUTION_FINISHED": 409,
     "CONTRACT_MISMATCH": 409,
+    # Beyond the book: pause and resume (docs/operating-executions.md).
+    "ALREADY_PAUSED": 409,
+    "NOT_PAUSED": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "SIGNAL_PAYLOAD_INVALID": 422,
     "QUERY_FAILED": 422,

@@ -226,7 +226,8 @@ SCHEMAS: dict[str, Schema] = {
                         "status": STRING,
                         "created_at_ms": INTEGER,
                         "updated_at_ms": INTEGER,
-                    }
+                    },
+                    {"paused": BOOLEAN, "paused_at_ms": INTEGER, "pause_reason": STRING},
                 ),
             }
         },
@@ -266,6 +267,9 @@ SCHEMAS: dict[str, Schema] = {
             "compensation": {"enum": ["none", "completed", "failed"]},
             "output": ANY,
             "error": {"type": "object"},
+            "paused": BOOLEAN,
+            "paused_at_ms": INTEGER,
+            "pause_reason": STRING,
         },
     ),
     "History": _object(
@@ -316,6 +320,7 @@ SCHEMAS: dict[str, Schema] = {
             },
         }
     ),
+    "Pause": _object({}, {"reason": STRING}),
     "SignalAccepted": _object(
         {"execution_id": STRING, "signal": STRING, "accepted": BOOLEAN, "seq": NULLABLE_INTEGER}
     ),
@@ -915,6 +920,28 @@ def _paths() -> dict[str, dict[str, Any]]:
                 tag=ex,
                 body="Fork",
                 json_errors=(400, 404, 409),
+                params=[EXECUTION_ID],
+            )
+        },
+        "/v1/executions/{execution_id}/pause": {
+            "post": _operation(
+                "Pause a running execution (beyond the book): nothing new is dispatched.",
+                "admin",
+                {200: _ok("Execution")},
+                tag=ex,
+                body="Pause",
+                body_required=False,
+                json_errors=(404, 409),
+                params=[EXECUTION_ID],
+            )
+        },
+        "/v1/executions/{execution_id}/resume": {
+            "post": _operation(
+                "Resume a paused execution (beyond the book).",
+                "admin",
+                {200: _ok("Execution")},
+                tag=ex,
+                json_errors=(404, 409),
                 params=[EXECUTION_ID],
             )
         },

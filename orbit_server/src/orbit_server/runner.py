@@ -77,6 +77,7 @@ from orbit_core.ports import Store
 from orbit_server import logs, tls
 from orbit_server.app import create_app, worker_calls
 from orbit_server.archive import open_archive
+from orbit_server.batches import Batches
 from orbit_server.cluster import ClusterNode, advertise_default, node_id_default
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
@@ -326,6 +327,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.shared: SharedNode | None = None
         self.telemetry: Telemetry | None = None
         self.sweeper: Sweeper | None = None
+        self.batches: Batches | None = None
         self._tls_context: ssl.SSLContext | None = None
         # A cluster node's current engine and its worker calls (_node_calls).
         self._calls_lock = threading.Lock()
@@ -398,8 +400,14 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         )
         if self.sweeper is not None:
             self.sweeper.start()
+        # Batch operations work on the engine's store beside the engine,
+        # acting through its calls (docs/operating-executions.md).
+        self.batches = Batches(self.engine, store, log=log)
+        self.batches.start()
         calls = worker_calls(self.engine, extensions=self.config.worker_extensions)
-        app = create_app(self.engine, self.config, calls=calls, retention=self.sweeper)
+        app = create_app(
+            self.engine, self.config, calls=calls, retention=self.sweeper, batches=self.batches
+        )
         if self.config.grpc_addr is not None:
             self._start_grpc(calls, log)
         self._log_listening()
@@ -542,6 +550,9 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         if self.sweeper is not None:
             self.sweeper.close()
             self.sweeper = None
+        if self.batches is not None:
+            self.batches.stop()
+            self.batches = None
         if self.engine is not None:
             self.engine.close()
             self.engine = None

@@ -25,6 +25,7 @@ from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
     ExecutionRow,
+    PauseMark,
     ScheduleAdvance,
     ScheduleRow,
     Store,
@@ -118,6 +119,9 @@ class LoggedStore:
 
     def search_executions(self, query: SearchQuery) -> list[ExecutionRow]:
         return self._run("search_executions", lambda: self.inner.search_executions(query))
+
+    def pauses(self, execution_ids: list[str]) -> dict[str, PauseMark]:
+        return self._run("pauses", lambda: self.inner.pauses(execution_ids))
 
     def list_workers(self) -> list[WorkerRow]:
         return self._run("list_workers", self.inner.list_workers)

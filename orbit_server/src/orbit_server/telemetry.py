@@ -48,8 +48,16 @@ COUNTED: dict[str, str] = {
     "orbit_executions_delayed": "WorkflowWaiting",
     "orbit_executions_admitted": "WorkflowAdmitted",
 }
+# Beyond the book: operators' pauses and resumes (docs/operating-executions.md),
+# shown once there was one (resources/health.py).
+OPERATOR_COUNTED: dict[str, str] = {
+    "orbit_executions_paused": "WorkflowPaused",
+    "orbit_executions_resumed": "WorkflowResumed",
+}
 # Keyed by class: `type(event)` is one lookup, `event.TYPE` two.
-_FAMILY_OF = {ev.EVENT_TYPES[event]: family for family, event in COUNTED.items()}
+_FAMILY_OF = {
+    ev.EVENT_TYPES[event]: family for family, event in {**COUNTED, **OPERATOR_COUNTED}.items()
+}
 _STARTED = "orbit_executions_started"
 EVENTS_COMMITTED = "orbit_events_committed"
 
@@ -97,7 +105,9 @@ class Telemetry:
     def __init__(self, tracing: Tracing | None = None) -> None:
         self.tracing = tracing
         self._lock = threading.Lock()
-        self._counts: dict[str, int] = dict.fromkeys([*COUNTED, EVENTS_COMMITTED], 0)
+        self._counts: dict[str, int] = dict.fromkeys(
+            [*COUNTED, *OPERATOR_COUNTED, EVENTS_COMMITTED], 0
+        )
         self._log = logs.logger()
 
     def counts(self) -> dict[str, int]:
@@ -180,6 +190,8 @@ _LOGGED: frozenset[type] = frozenset(
         ev.RetryScheduled,
         ev.StepAttemptUncertain,
         ev.CancelRequested,
+        ev.WorkflowPaused,
+        ev.WorkflowResumed,
     }
 )
 
@@ -237,6 +249,10 @@ def _log_event(log: Any, execution_id: str, event: ev.Event) -> None:
                 "cancelling child workflow because its parent no longer needs it",
                 execution_id=execution_id,
             )
+        case ev.WorkflowPaused():
+            log.info("execution paused", execution_id=execution_id, reason=event.reason)
+        case ev.WorkflowResumed():
+            log.info("execution resumed", execution_id=execution_id)
         case _:
             pass
 

@@ -392,6 +392,47 @@ SEARCH = (orbit_search_values,)
 SEARCH_VERSION = 1
 
 
+# Batch operations (beyond the book, docs/operating-executions.md): a job
+# that pauses, resumes or cancels the executions a filter selected, and one
+# row per selected execution with its outcome. Part "operations", created
+# by the first batch (`SqlStore.prepare_batches`), so a database never used
+# with batches is the book's; its version is kept in `orbit_schema_parts`.
+orbit_batches = Table(
+    "orbit_batches",
+    metadata,
+    Column("batch_id", Text, primary_key=True),
+    Column("action", Text, nullable=False),
+    # The action's own settings (a reason) and the filter, as JSON.
+    Column("params", Text, nullable=False),
+    Column("filter", Text, nullable=False),
+    # selecting -> running -> done
+    Column("state", Text, nullable=False),
+    Column("total", BigInteger, nullable=False),
+    Column("processed", BigInteger, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    Column("finished_at_ms", BigInteger, nullable=True),
+)
+orbit_batch_items = Table(
+    "orbit_batch_items",
+    metadata,
+    Column("batch_id", Text, primary_key=True),
+    Column("position", BigInteger, primary_key=True),
+    Column("execution_id", Text, nullable=False),
+    # NULL: not yet acted on; `claimed_at_ms` set just before acting (an
+    # item claimed and unfinished was interrupted: it is checked, not redone).
+    Column("claimed_at_ms", BigInteger, nullable=True),
+    Column("outcome", Text, nullable=True),
+    Column("code", Text, nullable=True),
+    Column("message", Text, nullable=True),
+)
+OPERATIONS = (orbit_batches, orbit_batch_items)
+# The operations part's version, recorded in `orbit_schema_parts` (on both
+# dialects: it is created through SQLAlchemy, not `prepare_part`).
+OPERATIONS_PART = "operations"
+OPERATIONS_VERSION = 1
+
+
 BASE = (
     schema_version,
     workflow_definitions,

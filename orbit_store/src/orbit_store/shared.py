@@ -103,7 +103,7 @@ _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
 # Inbox kinds whose sender waits for the owner's reply (a worker's result
 # is answered with what the owner decided, as on a single server).
-REPLIED = frozenset({"signal", "cancel", "complete", "fail"})
+REPLIED = frozenset({"signal", "cancel", "pause", "resume", "complete", "fail"})
 CLAIM_PAUSE_S = 0.1
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.
@@ -334,8 +334,8 @@ class SharedStore(PostgresStore):
         self._batch.fenced = None
         if batch is None or batch.receipts or batch.offers:
             return super().one_statement(events, new_rows, updates)
-        unqueued, units, _ = _queue_changes(batch, self._queued)
-        if unqueued or units:
+        unqueued, units, _, paused = _queue_changes(batch, self._queued)
+        if unqueued or units or paused:
             return super().one_statement(events, new_rows, updates)
         owned = self.owned()
         changed = [c.execution_id for c in batch.executions if not c.new]
@@ -487,7 +487,7 @@ class SharedStore(PostgresStore):
         so a commit of tasks taken from the engine's own index writes
         nothing here. Returns what to record once the commit is durable."""
         queued = self._queued
-        gone, units, later = _queue_changes(batch, queued)
+        gone, units, later, paused = _queue_changes(batch, queued)
         done = [(u[0], u[1]) for u in units]
         ended = set(gone)
         # An offer made before a later command of its group dispatched or
@@ -496,11 +496,19 @@ class SharedStore(PostgresStore):
             o
             for o in batch.offers
             if o.execution_id not in ended
+            and o.execution_id not in paused
             and later.get((o.execution_id, o.unit_key), 0) < o.offer_seq
         ]
         # One statement each, whatever the size of the group.
         if gone:
             cursor.execute("DELETE FROM orbit_tasks WHERE execution_id = ANY(%s)", (gone,))
+        if paused:
+            # A paused execution's tasks wait for its resume, which offers
+            # them again; one claimed already is its claimer's to hand in.
+            cursor.execute(
+                "DELETE FROM orbit_tasks WHERE execution_id = ANY(%s) AND state = 'queued'",
+                (sorted(paused),),
+            )
         if units:
             # A dispatched unit's claimed row (its token) and any queued one
             # (an offer made again after a failed group); an ended unit's
@@ -565,15 +573,16 @@ def _new_owners(
 
 def _queue_changes(
     batch: CommitBatch, queued: dict[str, set[str] | None]
-) -> tuple[list[str], list[tuple[str, str, str | None]], dict[tuple[str, str], int]]:
+) -> tuple[list[str], list[tuple[str, str, str | None]], dict[tuple[str, str], int], set[str]]:
     """Of the executions that may have rows in the queue or are offered
     now: those that ended (or started a new run), the units dispatched
-    (with their token) or ended (None), and the seq of the last event that
-    dispatched or ended each unit."""
+    (with their token) or ended (None), the seq of the last event that
+    dispatched or ended each unit, and those the batch leaves paused."""
     offered = {o.execution_id for o in batch.offers}
     gone: list[str] = []
     units: list[tuple[str, str, str | None]] = []
     later: dict[tuple[str, str], int] = {}
+    paused: set[str] = set()
     for change in batch.executions:
         eid = change.execution_id
         if eid not in queued and eid not in offered:
@@ -582,6 +591,12 @@ def _queue_changes(
             gone.append(eid)
             continue
         for event in change.events:
+            if isinstance(event, ev.WorkflowPaused):
+                paused.add(eid)
+                continue
+            if isinstance(event, ev.WorkflowResumed):
+                paused.discard(eid)
+                continue
             if isinstance(event, ev.StepDispatched):
                 units.append((eid, event.step, event.token))
             elif isinstance(event, _UNIT_ENDS):
@@ -589,7 +604,7 @@ def _queue_changes(
             else:
                 continue
             later[(eid, event.step)] = event.seq
-    return gone, units, later
+    return gone, units, later, paused
 
 
 def _offer_row(offer: TaskOffer) -> tuple[Any, ...]:

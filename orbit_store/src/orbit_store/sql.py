@@ -31,11 +31,19 @@ from sqlalchemy.schema import CreateTable
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
-from orbit_core.ports import CommitBatch, DefinitionRow, ExecutionRow, WorkerRow
+from orbit_core.ports import (
+    CommitBatch,
+    DefinitionRow,
+    ExecutionRow,
+    PauseMark,
+    WorkerRow,
+    pause_marks,
+)
 from orbit_core.state import TERMINAL
 from orbit_core.visibility.page import SearchQuery
 from orbit_store import schema as s
 from orbit_store import search
+from orbit_store.batches import BatchTables
 from orbit_store.schedules import ScheduleTables
 
 # The column order of the tuples the hot statements are fed.
@@ -176,7 +184,7 @@ class _Link:
             self._conn = None
 
 
-class SqlStore(ScheduleTables):
+class SqlStore(ScheduleTables, BatchTables):
     """One SQLAlchemy engine. Commits go through one connection (the Engine's
     committer is the only writer) and reads through another, so reads made
     while a group is prepared never wait for the disk.
@@ -733,6 +741,25 @@ class SqlStore(ScheduleTables):
                 self._indexed = search.exists(conn)
             statement = search.select_page(query, self._indexed)
             return [_execution_row(row, 1) for row in conn.execute(statement)]
+
+        return self._read(read)
+
+    def pauses(self, execution_ids: list[str]) -> dict[str, PauseMark]:
+        if not execution_ids:
+            return {}
+        e = s.execution_events
+        query = (
+            select(e.c.execution_id, e.c.payload)
+            .where(
+                e.c.execution_id.in_(execution_ids),
+                e.c.event_type.in_(("WorkflowPaused", "WorkflowResumed")),
+            )
+            .order_by(e.c.execution_id, e.c.seq)
+        )
+
+        def read(conn: Connection) -> dict[str, PauseMark]:
+            rows = conn.execute(query).all()
+            return pause_marks((str(row[0]), ev.loads(row[1])) for row in rows)
 
         return self._read(read)
 

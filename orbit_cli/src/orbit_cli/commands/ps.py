@@ -14,6 +14,10 @@ from orbit_core.visibility.filter import FilterError, parse_filter
 STATUSES = ("RUNNING", "COMPENSATING", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
 
 
+# Where the PAUSED column starts (an AGE of up to eight characters).
+_WIDTH = 38 + 1 + 24 + 1 + 10 + 1 + 13 + 1 + 8
+
+
 def _row(execution_id: Any, workflow: Any, version: Any, status: Any, age: str) -> str:
     return f"{execution_id!s:<38} {workflow!s:<24} {version!s:<10} {status!s:<13} {age}"
 
@@ -72,10 +76,21 @@ def cli(
             cursor=cursor,
         )
     now = output.now_ms()
-    out(_row("EXECUTION", "WORKFLOW", "VERSION", "STATUS", "AGE"))
-    for e in answer.get("executions", []):
+    rows = answer.get("executions", [])
+    # A PAUSED column (beyond the book) only when some row is paused, so a
+    # listing without one prints exactly as before.
+    marked = any(e.get("paused") for e in rows)
+    header = _row("EXECUTION", "WORKFLOW", "VERSION", "STATUS", "AGE")
+    out(f"{header:<{_WIDTH}} PAUSED" if marked else header)
+    for e in rows:
         age = duration(now - e.get("created_at_ms", now))
-        out(_row(e.get("execution_id"), e.get("workflow"), e.get("version"), e.get("status"), age))
+        line = _row(
+            e.get("execution_id"), e.get("workflow"), e.get("version"), e.get("status"), age
+        )
+        if marked and e.get("paused"):
+            reason = e.get("pause_reason")
+            line = f"{line:<{_WIDTH}} yes" + (f" ({reason})" if reason else "")
+        out(line)
     if answer.get("next_cursor"):
         out(f"more: --cursor {answer['next_cursor']}")
 

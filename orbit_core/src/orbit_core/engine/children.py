@@ -38,6 +38,8 @@ class Parents(Protocol):
 
     def decide(self, tx: Tx, live: Live) -> None: ...
 
+    def request_cancel(self, tx: Tx, live: Live, reason: str) -> None: ...
+
     def due_now(self, tx: Tx, execution_id: str) -> None: ...
 
     def dispatch_to_runtime(self, tx: Tx, live: Live, key: str, session: str) -> str: ...
@@ -256,7 +258,6 @@ class Children:
 
     def _cancel(self, tx: Tx, child: Live, reason: str) -> None:
         state = child.state
-        if state.terminal or state.abort is not None:
+        if state.terminal or (state.abort is not None and not state.paused):
             return
-        self._x.append(tx, child, ev.CancelRequested(state.last_seq + 1, tx.now, reason))
-        self._x.decide(tx, child)
+        self._x.request_cancel(tx, child, reason)

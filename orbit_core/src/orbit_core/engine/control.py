@@ -126,14 +126,31 @@ class Control:
 
     def cancel(self, tx: Tx, execution_id: str, reason: str) -> ExecutionDoc:
         live = self._x.running(execution_id)
-        if live.state.abort is None:
-            self._x.append(tx, live, ev.CancelRequested(live.state.last_seq + 1, tx.now, reason))
-            if not live.state.started:
-                # Held back by a flow-control limit: it leaves the line and
-                # ends without having run anything.
-                self._x.append(tx, live, ev.WorkflowStarted(live.state.last_seq + 1, tx.now))
-            self._x.decide(tx, live)
+        if live.state.abort is None or live.state.paused:
+            self._x.request_cancel(tx, live, reason)
         return live.state.to_json()
+
+    def pause(self, tx: Tx, execution_id: str, reason: str | None) -> ExecutionDoc:
+        """Holds a running execution: nothing is decided, dispatched or
+        started for it until `resume` (docs/operating-executions.md)."""
+        live = self._x.running(execution_id)
+        state = live.state
+        if state.paused_at_ms is not None:
+            raise ConflictError(f"execution `{execution_id}` is already paused", "ALREADY_PAUSED")
+        self._x.append(tx, live, ev.WorkflowPaused(state.last_seq + 1, tx.now, reason))
+        return state.to_json()
+
+    def resume(self, tx: Tx, execution_id: str) -> ExecutionDoc:
+        """Lets a paused execution go on: its queued work is offered again
+        and what fell due while it was paused happens now."""
+        live = self._x.running(execution_id)
+        state = live.state
+        if state.paused_at_ms is None:
+            raise ConflictError(f"execution `{execution_id}` is not paused", "NOT_PAUSED")
+        self._x.append(tx, live, ev.WorkflowResumed(state.last_seq + 1, tx.now))
+        self._x.route_scheduled(tx, live)
+        self._x.decide(tx, live)
+        return state.to_json()
 
     def signal(self, tx: Tx, execution_id: str, name: str, payload: JsonValue) -> SignalAccepted:
         live = self._x.running(execution_id)

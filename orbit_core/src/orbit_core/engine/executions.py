@@ -173,7 +173,8 @@ class Executions:
         for unit in state.units.values():
             for token, attempt in unit.attempts():
                 self.memory.hold(token, state.id, unit.key, attempt)
-            if unit.status == UNIT_SCHEDULED:
+            if unit.status == UNIT_SCHEDULED and not state.paused:
+                # (A paused execution's scheduled units are routed at its resume.)
                 spec = plan.spec(unit.key)
                 if spec is None:
                     continue
@@ -576,6 +577,33 @@ class Executions:
         # The task's effect (an HTTP request, say) must not happen unless its
         # StepDispatched is durable: a group whose commit fails never runs it.
         tx.after_commit.append(start)
+
+    # ---- pause and resume (docs/operating-executions.md)
+
+    def route_scheduled(self, tx: Tx, live: Live) -> None:
+        """Routes every scheduled unit again (a resumed execution): what was
+        queued before the pause was dropped from the queues while it lasted.
+        An entry that survived is harmless: the first dispatch of an offer
+        makes any other entry for it stale."""
+        for key, unit in list(live.state.units.items()):
+            if unit.status == UNIT_SCHEDULED:
+                self.route(tx, live, key)
+
+    def request_cancel(self, tx: Tx, live: Live, reason: str) -> None:
+        """Records a cancellation and decides. A cancellation ends a pause
+        (WorkflowResumed after it): winding down dispatches compensations
+        and handlers, which a paused execution would hold for ever."""
+        state = live.state
+        if state.abort is None:
+            self.append(tx, live, ev.CancelRequested(state.last_seq + 1, tx.now, reason))
+            if not state.started:
+                # Held back by a flow-control limit: it leaves the line and
+                # ends without having run anything.
+                self.append(tx, live, ev.WorkflowStarted(state.last_seq + 1, tx.now))
+        if state.paused:
+            self.append(tx, live, ev.WorkflowResumed(state.last_seq + 1, tx.now))
+            self.route_scheduled(tx, live)
+        self.decide(tx, live)
 
     # ---- run ends
 

@@ -28,6 +28,7 @@ from orbit_core.api import (
 )
 from orbit_core.engine.handlers import Handler
 from orbit_core.engine.migrations import MigrationDesk
+from orbit_core.engine.operations import OperatorApi
 from orbit_core.engine.reads import DEFAULT_WAIT_MS
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.service import Engine
@@ -55,6 +56,9 @@ class EngineApi(Protocol):
 
     @property
     def workers(self) -> WorkerApi: ...
+
+    @property
+    def operations(self) -> OperatorApi: ...
 
     @property
     def migrations(self) -> MigrationDesk: ...
@@ -189,6 +193,10 @@ class Wrapped:
     @property
     def workers(self) -> WorkerApi:
         return self.engine.workers
+
+    @property
+    def operations(self) -> OperatorApi:
+        return self.engine.operations
 
     @property
     def recovered_executions(self) -> int:

@@ -155,7 +155,8 @@ class Polling:
 
     def _valid_task(self, task: QueuedTask) -> bool:
         live = self._x.memory.get(task.execution_id)
-        if live is None or live.state.terminal:
+        if live is None or live.state.terminal or live.state.paused_at_ms is not None:
+            # A paused execution's tasks are queued again when it resumes.
             return False
         unit = live.state.units.get(task.unit_key)
         return (

@@ -74,10 +74,11 @@ class Running:
 
     def offered(self, execution_id: str, key: str, offer: int) -> Live | None:
         """The execution, if its unit `key` is still scheduled under offer
-        `offer` and the execution has not ended: work queued for that offer
+        `offer` and the execution has not ended nor is paused: work queued for that offer
         (routing a task, starting a child) is still wanted."""
         live = self._live.get(execution_id)
-        if live is None or live.state.terminal:
+        if live is None or live.state.terminal or live.state.paused_at_ms is not None:
+            # (A paused execution's work is routed again when it resumes.)
             return None
         unit = live.state.units.get(key)
         if unit is None or unit.status != UNIT_SCHEDULED or unit.offer_seq != offer:

@@ -12,6 +12,7 @@ from typing import cast
 from orbit_core import events as ev
 from orbit_core import ir, limits
 from orbit_core.api import (
+    EXEC_RUNNING,
     ActionAnswer,
     Assignment,
     Deployed,
@@ -36,6 +37,7 @@ from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
 from orbit_core.engine.handoff import Handoff, Sharing
 from orbit_core.engine.migrations import MigrationDesk, Migrations
+from orbit_core.engine.operations import Operations, OperatorApi
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, STORED, Reads
@@ -155,6 +157,8 @@ class Engine:
             draining=lambda: self._draining,
         )
         self.workers: WorkerApi = self._desk
+        # The operator's calls (engine/operations.py): pause and resume.
+        self.operations: OperatorApi = Operations(self._pipeline, self._control)
         self._handoff: Handoff | None = None
         if sharing is not None:
             self._handoff = Handoff(
@@ -322,7 +326,17 @@ class Engine:
         limit = min(max(limit, 1), 1000)
         self._pipeline.check_open()
         rows = self.store.list_executions(status.upper() if status else None, workflow, limit)
-        return {"executions": [r.to_json() for r in rows]}
+        listed = [r.to_json() for r in rows]
+        running = [r.execution_id for r in rows if r.status == EXEC_RUNNING]
+        marks = self.store.pauses(running) if running else {}
+        for row in listed:
+            mark = marks.get(row["execution_id"])
+            if mark is not None:  # (only then: untouched rows print as before)
+                row["paused"] = True
+                row["paused_at_ms"] = mark.paused_at_ms
+                if mark.reason is not None:
+                    row["pause_reason"] = mark.reason
+        return {"executions": listed}
 
     def search_executions(
         self,

@@ -48,6 +48,7 @@ from orbit_core.coordination import (
 from orbit_core.dispatch import Session
 from orbit_core.engine import handoff
 from orbit_core.engine.facade import Wrapped
+from orbit_core.engine.operations import OperatorApi
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
 from orbit_core.engine.results import admit_failure, admit_success
@@ -114,6 +115,10 @@ class SharedEngine(Wrapped):
     @property
     def workers(self) -> WorkerApi:
         return self.desk
+
+    @property
+    def operations(self) -> OperatorApi:
+        return SharedOperations(self)
 
     def owner_elsewhere(self, execution_id: str) -> bool:
         """Whether the execution is owned, but not held in this engine."""
@@ -270,11 +275,37 @@ class SharedEngine(Wrapped):
                     reason=p["reason"],
                 )
                 return {"ok": answer}
+            if entry.kind == "pause":
+                return {"ok": self.engine.operations.pause(entry.execution_id, p["reason"])}
+            if entry.kind == "resume":
+                return {"ok": self.engine.operations.resume(entry.execution_id)}
         except StorageError:
             raise  # not applied: tried again, here or by the next owner
         except OrbitError as exc:
             return _error_reply(exc)
         return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
+
+
+class SharedOperations:
+    """The operator's calls of a shared-mode server: one about an execution
+    another server owns goes to the owner's inbox and waits for its reply."""
+
+    def __init__(self, engine: SharedEngine) -> None:
+        self._engine = engine
+
+    def pause(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
+        engine = self._engine
+        if engine.owner_elsewhere(execution_id):
+            reply = engine.forward(execution_id, "pause", {"reason": reason})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return engine.engine.operations.pause(execution_id, reason)
+
+    def resume(self, execution_id: str) -> ExecutionDoc:
+        engine = self._engine
+        if engine.owner_elsewhere(execution_id):
+            reply = engine.forward(execution_id, "resume", {})
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return engine.engine.operations.resume(execution_id)
 
 
 class SharedDesk:

@@ -156,6 +156,15 @@ class Executions:
         )
         send(resp, answer, 200 if answer["dry_run"] else 201)
 
+    def on_post_pause(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
+        body = read_json(req, self._max_body, required=False)
+        reason = None if body is ABSENT else Fields(body).string("reason")
+        send(resp, self._engine.operations.pause(execution_id, reason))
+
+    def on_post_resume(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
+        read_json(req, self._max_body, required=False)
+        send(resp, self._engine.operations.resume(execution_id))
+
     def on_post_signal(
         self, req: falcon.Request, resp: falcon.Response, execution_id: str, name: str
     ) -> None:

@@ -161,6 +161,13 @@ HELP: dict[str, str] = {
     "orbit_executions_delayed": "Executions a concurrency limit held back",
     "orbit_executions_admitted": "Held-back executions let in by a freed slot",
 }
+# Beyond the book (docs/operating-executions.md): written only once the
+# process has seen a pause, so a server nobody pauses on answers exactly the
+# chapter's families.
+OPERATOR_HELP: dict[str, str] = {
+    "orbit_executions_paused": "Executions paused by an operator",
+    "orbit_executions_resumed": "Paused executions resumed",
+}
 
 
 class EngineCollector(Collector):
@@ -176,6 +183,9 @@ class EngineCollector(Collector):
         counts = self._telemetry.counts()
         for family, text in HELP.items():
             yield CounterMetricFamily(family, text, value=counts.get(family, 0))
+        if counts.get("orbit_executions_paused"):
+            for family, text in OPERATOR_HELP.items():
+                yield CounterMetricFamily(family, text, value=counts.get(family, 0))
         stats = self._engine.health()
         yield CounterMetricFamily(
             "orbit_schedules_fired",

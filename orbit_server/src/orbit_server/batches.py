@@ -1,0 +1,448 @@
+"""Batch operations (beyond the book; docs/operating-executions.md): one
+action over every execution a filter selects, run as a durable job.
+
+A batch is created by `Batches.create` (`POST /v1/batches`): its row, then
+its selection, written a slice at a time (`SLICE` ids per transaction, the
+oldest execution first) while the row says `selecting`; then `running`. A
+background thread (`Batches.start`) works through the open batches a slice
+at a time: it claims the slice's items (one short write), acts on each
+through the engine's own calls, and records the outcomes with the progress
+(one short write), pausing `PAUSE_S` between slices so group commits and
+starts go on in between. Nothing is held across slices, so the commit path
+never waits for more than one small write.
+
+Across a restart (or a SIGKILL) the job goes on where it stopped: a batch
+still `selecting` finishes its selection after its last item, and the
+items with no outcome are acted on. An item claimed but without an outcome
+was interrupted while acted on; its action tells from the execution's
+history whether it was applied since the claim (`Action.applied`), so no
+execution is acted on twice.
+
+The actions are a small registry (`ACTIONS`): an `Action` names itself,
+checks its parameters, acts on one execution and tells whether it already
+did. Restart, or later a migration, plugs in by registering one more
+(`register`); routes, the store and the CLI need no change.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from orbit_core import events as ev
+from orbit_core.engine.facade import EngineApi
+from orbit_core.errors import InvalidError, NotFoundError, OrbitError, StorageError
+from orbit_core.jsontypes import JsonObject, JsonValue
+from orbit_core.ports import BatchItem, BatchRow, BatchStore
+
+# Items selected, claimed and recorded per transaction.
+SLICE = 100
+# Items acted on between two records of progress, and the pause after each.
+ACT_SLICE = 25
+PAUSE_S = 0.005
+# How long the thread sleeps when no batch is open (a new one wakes it).
+IDLE_S = 5.0
+# The statuses a filter may name (those of `orbit ps`).
+STATUSES = frozenset({"RUNNING", "COMPENSATING", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"})
+
+OK = "ok"
+SKIPPED = "skipped"
+FAILED = "failed"
+
+
+class Action(Protocol):
+    """One kind of batch action."""
+
+    @property
+    def name(self) -> str:
+        """The name in `POST /v1/batches`'s `action` and on the command line."""
+        ...
+
+    def params(self, body: JsonObject) -> JsonObject:
+        """The action's own settings, checked (InvalidError otherwise)."""
+        ...
+
+    def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
+        """Acts on one execution; an OrbitError is its outcome."""
+        ...
+
+    def applied(self, events: Sequence[ev.Event], since_ms: int, params: JsonObject) -> bool:
+        """Whether the history shows the action applied at or after
+        `since_ms` (an item interrupted while acted on)."""
+        ...
+
+    def skips(self, code: str) -> bool:
+        """Whether an error code means "nothing to do" rather than a failure
+        (an execution already paused, or finished)."""
+        ...
+
+
+def _reason(body: JsonObject) -> JsonObject:
+    reason = body.get("reason")
+    if reason is None:
+        return {}
+    if not isinstance(reason, str):
+        raise InvalidError("reason must be a string", "INVALID_REQUEST")
+    return {"reason": reason}
+
+
+def _since(events: Sequence[ev.Event], since_ms: int, kind: type[ev.Event]) -> bool:
+    return any(isinstance(e, kind) and e.timestamp_ms >= since_ms for e in events)
+
+
+@attrs.frozen
+class Pause:
+    name: str = "pause"
+
+    def params(self, body: JsonObject) -> JsonObject:
+        return _reason(body)
+
+    def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
+        reason = params.get("reason")
+        engine.operations.pause(execution_id, reason if isinstance(reason, str) else None)
+
+    def applied(self, events: Sequence[ev.Event], since_ms: int, params: JsonObject) -> bool:
+        return _since(events, since_ms, ev.WorkflowPaused)
+
+    def skips(self, code: str) -> bool:
+        return code in ("ALREADY_PAUSED", "EXECUTION_FINISHED")
+
+
+@attrs.frozen
+class Resume:
+    name: str = "resume"
+
+    def params(self, body: JsonObject) -> JsonObject:
+        return {}
+
+    def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
+        engine.operations.resume(execution_id)
+
+    def applied(self, events: Sequence[ev.Event], since_ms: int, params: JsonObject) -> bool:
+        return _since(events, since_ms, ev.WorkflowResumed)
+
+    def skips(self, code: str) -> bool:
+        return code in ("NOT_PAUSED", "EXECUTION_FINISHED")
+
+
+@attrs.frozen
+class Cancel:
+    name: str = "cancel"
+
+    def params(self, body: JsonObject) -> JsonObject:
+        return _reason(body)
+
+    def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
+        reason = params.get("reason")
+        engine.cancel(execution_id, reason if isinstance(reason, str) else None)
+
+    def applied(self, events: Sequence[ev.Event], since_ms: int, params: JsonObject) -> bool:
+        return _since(events, since_ms, ev.CancelRequested)
+
+    def skips(self, code: str) -> bool:
+        return code == "EXECUTION_FINISHED"
+
+
+ACTIONS: dict[str, Action] = {}
+
+
+def register(action: Action) -> None:
+    """Makes `action` available to batches (by its name)."""
+    ACTIONS[action.name] = action
+
+
+for _action in (Pause(), Resume(), Cancel()):
+    register(_action)
+
+
+@attrs.frozen
+class Filter:
+    """Which executions a batch selects: `orbit ps`'s filters. `where` is
+    kept for the richer filter `orbit ps --where` is getting; until it is
+    read, a batch that names one is refused rather than over-selecting."""
+
+    workflow: str | None = None
+    status: str | None = None
+    where: str | None = None
+
+    @classmethod
+    def parse(cls, body: Any) -> Filter:
+        if not isinstance(body, dict):
+            raise InvalidError("filter must be an object", "INVALID_REQUEST")
+        workflow, status, where = body.get("workflow"), body.get("status"), body.get("where")
+        for name, value in (("workflow", workflow), ("status", status), ("where", where)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidError(f"filter.{name} must be a string", "INVALID_REQUEST")
+        if workflow is None:
+            raise InvalidError(
+                "filter.workflow is required: a batch acts on one workflow's executions",
+                "INVALID_REQUEST",
+            )
+        if where is not None:
+            raise InvalidError("filter.where is not supported yet", "INVALID_REQUEST")
+        if status is not None:
+            status = status.upper()
+            if status not in STATUSES:
+                raise InvalidError(f"filter.status: unknown status `{status}`", "INVALID_REQUEST")
+        return cls(workflow, status, where)
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {}
+        for name in ("workflow", "status", "where"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+def document(
+    row: BatchRow,
+    outcomes: dict[str, int] | None = None,
+    items: Sequence[BatchItem] | None = None,
+) -> JsonObject:
+    """A batch as `GET /v1/batches/{id}` shows it (`outcomes` only there,
+    `items` when asked for)."""
+    out: JsonObject = {
+        "batch_id": row.batch_id,
+        "action": row.action,
+        "filter": row.filter,
+        "state": row.state,
+        "total": row.total,
+        "processed": row.processed,
+        "created_at_ms": row.created_at_ms,
+        "updated_at_ms": row.updated_at_ms,
+    }
+    if row.params:
+        out["params"] = row.params
+    if row.finished_at_ms is not None:
+        out["finished_at_ms"] = row.finished_at_ms
+    if outcomes is not None:
+        out["outcomes"] = {OK: 0, SKIPPED: 0, FAILED: 0, **outcomes}
+    if items is not None:
+        listed: list[JsonValue] = []
+        for item in items:
+            entry: JsonObject = {"execution_id": item.execution_id}
+            entry["outcome"] = item.outcome if item.outcome is not None else "pending"
+            if item.code is not None:
+                entry["code"] = item.code
+            if item.message is not None:
+                entry["message"] = item.message
+            listed.append(entry)
+        out["items"] = listed
+    return out
+
+
+class Batches:
+    """Creates batches and runs them; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: EngineApi,
+        store: BatchStore,
+        *,
+        log: Any = None,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self._engine = engine
+        self._store = store
+        self._log = log
+        self._now = now_ms or engine.clock.now_ms
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._prepared = False
+        self._lock = threading.Lock()
+
+    # ---- requests
+
+    def create(
+        self, action_name: str, filter_body: Any, body: JsonObject, dry_run: bool
+    ) -> JsonObject:
+        action = ACTIONS.get(action_name)
+        if action is None:
+            known = ", ".join(sorted(ACTIONS))
+            raise InvalidError(
+                f"unknown batch action `{action_name}`; known: {known}", "INVALID_REQUEST"
+            )
+        chosen = Filter.parse(filter_body)
+        params = action.params(body)
+        if dry_run:
+            ids = self._select_all(chosen)
+            return {
+                "action": action.name,
+                "filter": chosen.to_json(),
+                "dry_run": True,
+                "total": len(ids),
+                "executions": list[JsonValue](ids),
+            }
+        self._prepare()
+        now = self._now()
+        row = BatchRow(
+            f"batch-{uuid.uuid4().hex[:12]}",
+            action.name,
+            params,
+            chosen.to_json(),
+            "selecting",
+            0,
+            0,
+            now,
+            now,
+        )
+        self._store.insert_batch(row)
+        total = self._select(row.batch_id, chosen, 0)
+        self._store.set_batch(row.batch_id, state="running", total=total, now_ms=self._now())
+        self._wake.set()
+        found = self._store.batch(row.batch_id)
+        assert found is not None
+        return document(found)
+
+    def get(self, batch_id: str, *, items: bool = False) -> JsonObject:
+        """The batch with its outcome counts; `items`: with every item too
+        (a read of the whole selection, so followers ask without it)."""
+        row = self._store.batch(batch_id) if self._store.has_batches() else None
+        if row is None:
+            raise NotFoundError(f"batch `{batch_id}` not found", "NOT_FOUND")
+        outcomes = self._store.batch_outcomes(batch_id)
+        if not items:
+            return document(row, outcomes)
+        listed: list[BatchItem] = []
+        after = -1
+        while True:
+            page = self._store.batch_items(batch_id, pending=False, after=after, limit=1000)
+            listed.extend(page)
+            if len(page) < 1000:
+                break
+            after = page[-1].position
+        return document(row, outcomes, listed)
+
+    def listing(self, limit: int = 50) -> JsonObject:
+        if not self._store.has_batches():
+            return {"batches": []}
+        return {"batches": [document(r) for r in self._store.batches(min(max(limit, 1), 1000))]}
+
+    # ---- selection
+
+    def _prepare(self) -> None:
+        with self._lock:
+            if not self._prepared:
+                self._store.prepare_batches()
+                self._prepared = True
+
+    def _select_all(self, chosen: Filter) -> list[str]:
+        ids: list[str] = []
+        after: tuple[int, str] | None = None
+        while True:
+            page = self._store.batch_targets(chosen.workflow, chosen.status, after, SLICE * 10)
+            ids.extend(eid for _, eid in page)
+            if len(page) < SLICE * 10:
+                return ids
+            after = page[-1]
+
+    def _select(self, batch_id: str, chosen: Filter, first: int) -> int:
+        """Writes the selection from item `first` on; returns the total.
+        (Going on after a restart: the executions after the last item
+        written, by creation then id, the order they were selected in.)"""
+        after: tuple[int, str] | None = None
+        if first:
+            last = self._store.batch_items(batch_id, pending=False, after=first - 2, limit=1)
+            if last:
+                row = self._engine.store.execution_row(last[0].execution_id)
+                if row is not None:
+                    after = (row.created_at_ms, row.execution_id)
+        position = first
+        while True:
+            page = self._store.batch_targets(chosen.workflow, chosen.status, after, SLICE)
+            self._store.add_batch_items(batch_id, position, [eid for _, eid in page])
+            position += len(page)
+            if len(page) < SLICE:
+                return position
+            after = page[-1]
+            time.sleep(PAUSE_S)
+
+    # ---- the job
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="orbit-batches", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                busy = self.work()
+            except StorageError as exc:
+                if self._log is not None:
+                    self._log.warning("batch operations wait for the database", error=exc.message)
+                busy = False
+            except Exception:  # never let the thread die
+                if self._log is not None:
+                    self._log.exception("batch operations stopped a round")
+                busy = False
+            if not busy:
+                self._wake.wait(IDLE_S)
+                self._wake.clear()
+
+    def work(self) -> bool:
+        """One round over the open batches (one slice each); whether any had work."""
+        if not self._store.has_batches():
+            return False
+        busy = False
+        for row in self._store.open_batches():
+            if self._stop.is_set():
+                break
+            busy = self._step(row) or busy
+        return busy
+
+    def _step(self, row: BatchRow) -> bool:
+        total = row.total
+        if row.state == "selecting":
+            # Interrupted while selecting: the selection goes on after its last item.
+            total = self._select(row.batch_id, Filter.parse(row.filter), row.total)
+            self._store.set_batch(row.batch_id, state="running", total=total, now_ms=self._now())
+        action = ACTIONS.get(row.action)
+        items = self._store.batch_items(row.batch_id, pending=True, after=-1, limit=ACT_SLICE)
+        if not items:
+            self._store.finish_batch_items(row.batch_id, [], self._now(), done=True)
+            return False
+        fresh = [i.position for i in items if i.claimed_at_ms is None]
+        claimed_at = self._now()
+        self._store.claim_batch_items(row.batch_id, fresh, claimed_at)
+        outcomes = [self._act(action, row, item) for item in items]
+        left = self._store.batch_items(
+            row.batch_id, pending=True, after=items[-1].position, limit=1
+        )
+        self._store.finish_batch_items(row.batch_id, outcomes, self._now(), done=not left)
+        time.sleep(PAUSE_S)
+        return True
+
+    def _act(self, action: Action | None, row: BatchRow, item: BatchItem) -> BatchItem:
+        if action is None:
+            return attrs.evolve(
+                item, outcome=FAILED, code="UNKNOWN_ACTION", message=f"no action `{row.action}`"
+            )
+        if item.claimed_at_ms is not None:
+            # Interrupted while acted on: applied already, or not at all.
+            try:
+                events = self._engine.events(item.execution_id)
+            except OrbitError:
+                events = []
+            if action.applied(events, item.claimed_at_ms, row.params):
+                return attrs.evolve(item, outcome=OK)
+        try:
+            action.act(self._engine, item.execution_id, row.params)
+        except StorageError:
+            raise  # not recorded: tried again on the next round
+        except OrbitError as exc:
+            outcome = SKIPPED if action.skips(exc.code) else FAILED
+            return attrs.evolve(item, outcome=outcome, code=exc.code, message=exc.message)
+        return attrs.evolve(item, outcome=OK)
