@@ -72,7 +72,7 @@ def completed(effect: str | None = None) -> tuple[Engine, Calls]:
 def test_a_dry_run_previews_and_changes_nothing() -> None:
     eng, _ = completed()
     before = eng.events("h-1")
-    answer = eng.restart("h-1", "decorate", dry_run=True)
+    answer = eng.operations.restart("h-1", "decorate", dry_run=True)
     assert answer["dry_run"] is True and answer["started"] is False
     assert answer["kept"] == ["compose"] and answer["rerun"] == ["decorate"]
     assert answer["effects"] == [
@@ -93,7 +93,7 @@ def test_a_dry_run_previews_and_changes_nothing() -> None:
 def test_an_unknown_task_with_a_new_key_needs_force() -> None:
     eng, _ = completed()
     with pytest.raises(ConflictError) as refused:
-        eng.restart("h-1", "decorate")
+        eng.operations.restart("h-1", "decorate")
     assert refused.value.code == "EFFECTS_REPEATED"
     assert "`decorate` (greeting.decorate@1.0.0, unknown, new idempotency key)" in str(
         refused.value
@@ -104,10 +104,10 @@ def test_an_unknown_task_with_a_new_key_needs_force() -> None:
 def test_a_once_task_needs_force_and_an_idempotent_one_does_not() -> None:
     eng, _ = completed("once")
     with pytest.raises(ConflictError, match=r"`decorate` \(greeting.decorate@1.0.0, once, new"):
-        eng.restart("h-1", "decorate")
+        eng.operations.restart("h-1", "decorate")
     eng.close()
     eng, calls = completed("idempotent")
-    answer = eng.restart("h-1", "decorate")
+    answer = eng.operations.restart("h-1", "decorate")
     assert answer["started"] is True
     run_until_idle(eng)
     assert calls.seen == ["compose", "decorate", "decorate"]
@@ -116,7 +116,7 @@ def test_a_once_task_needs_force_and_an_idempotent_one_does_not() -> None:
 
 def test_a_forced_restart_runs_the_step_again_in_a_new_run() -> None:
     eng, calls = completed()
-    answer = eng.restart("h-1", "decorate", force=True, reason="typo")
+    answer = eng.operations.restart("h-1", "decorate", force=True, reason="typo")
     assert answer["run"] == 2 and answer["started"] is True
     run_until_idle(eng)
     doc = eng.get("h-1")
@@ -147,7 +147,7 @@ def test_restarting_a_running_execution_abandons_its_attempts() -> None:
     eng.deploy(hello())
     eng.start("Hello", input={"name": "Ada"}, execution_id="h-2")
     # No worker yet: `compose` waits in the queue.
-    answer = eng.restart("h-2", "compose", force=True)
+    answer = eng.operations.restart("h-2", "compose", force=True)
     assert answer["kept"] == [] and answer["effects"][0]["ran_before"] is False
     calls = Calls(eng)
     run_until_idle(eng)
@@ -159,7 +159,7 @@ def test_restarting_a_running_execution_abandons_its_attempts() -> None:
 def test_unknown_step_and_child_are_refused() -> None:
     eng, _ = completed()
     with pytest.raises(InvalidError) as bad:
-        eng.restart("h-1", "nope", dry_run=True)
+        eng.operations.restart("h-1", "nope", dry_run=True)
     assert bad.value.code == "UNKNOWN_STEP"
     assert "its steps: compose, decorate" in bad.value.message
     eng.close()
@@ -212,7 +212,7 @@ def test_a_restart_after_compensation_runs_the_undone_steps_again() -> None:
     run_until_idle(eng)
     assert eng.get("s-1")["status"] == "FAILED"
     assert seen == ["reserve", "charge", "release"]
-    preview = eng.restart("s-1", "charge", dry_run=True)
+    preview = eng.operations.restart("s-1", "charge", dry_run=True)
     # `reserve` was undone by its compensation: its outcome is not kept.
     assert preview["kept"] == [] and preview["rerun"] == ["reserve", "charge"]
     assert [(x["step"], x["effect"], x["needs_force"]) for x in preview["effects"]] == [
@@ -220,7 +220,7 @@ def test_a_restart_after_compensation_runs_the_undone_steps_again() -> None:
         ("charge", "idempotent", False),
     ]
     failing[0] = False
-    eng.restart("s-1", "charge")
+    eng.operations.restart("s-1", "charge")
     run_until_idle(eng)
     assert eng.get("s-1")["status"] == "COMPLETED"
     assert seen[3:] == ["reserve", "charge"]
@@ -230,7 +230,7 @@ def test_a_restart_after_compensation_runs_the_undone_steps_again() -> None:
 def test_fork_starts_a_new_execution_and_leaves_the_source() -> None:
     eng, calls = completed()
     before = eng.events("h-1")
-    answer = eng.fork("h-1", "decorate", new_id="h-1-fork", force=True)
+    answer = eng.operations.fork("h-1", "decorate", new_id="h-1-fork", force=True)
     assert answer["execution_id"] == "h-1-fork" and answer["source"] == "h-1"
     run_until_idle(eng)
     assert eng.events("h-1") == before
@@ -239,7 +239,7 @@ def test_fork_starts_a_new_execution_and_leaves_the_source() -> None:
     lines = timeline(eng, "h-1-fork")
     assert lines[2:4] == ["WorkflowForked step=decorate", "StepRestored step=compose"]
     with pytest.raises(ConflictError) as exists:
-        eng.fork("h-1", "decorate", new_id="h-1-fork", force=True)
+        eng.operations.fork("h-1", "decorate", new_id="h-1-fork", force=True)
     assert exists.value.code == "EXECUTION_EXISTS"
     eng.close()
 
@@ -247,7 +247,7 @@ def test_fork_starts_a_new_execution_and_leaves_the_source() -> None:
 def test_fork_onto_a_compatible_version() -> None:
     eng, _ = completed()
     eng.deploy(hello("1.1.0"))
-    answer = eng.fork("h-1", "decorate", new_id="h-v2", version="1.1.0", force=True)
+    answer = eng.operations.fork("h-1", "decorate", new_id="h-v2", version="1.1.0", force=True)
     assert answer["version"] == "1.1.0"
     run_until_idle(eng)
     assert eng.get("h-v2")["version"] == "1.1.0"
@@ -264,7 +264,7 @@ def test_fork_onto_an_incompatible_version_is_refused_with_the_reason() -> None:
 
     eng.deploy(attrs.evolve(changed, definition_hash=definition_hash(changed)))
     with pytest.raises(InvalidError) as refused:
-        eng.fork("h-1", "decorate", version="2.0.0", dry_run=True)
+        eng.operations.fork("h-1", "decorate", version="2.0.0", dry_run=True)
     assert refused.value.code == "INCOMPATIBLE_VERSION"
     assert refused.value.message == (
         "cannot fork onto this version: step `compose`: task `greeting.compose` is "

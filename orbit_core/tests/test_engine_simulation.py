@@ -508,7 +508,7 @@ class Simulation:
     def restart(self, eid: str, step_name: str) -> None:
         """Restarts with --force: the preview must list every task step the
         new run runs, and the new run must start with the kept outcomes."""
-        answer = self.engine.restart(eid, step_name, force=True, reason="chaos")
+        answer = self.engine.operations.restart(eid, step_name, force=True, reason="chaos")
         defn = self.definitions[answer["workflow"]]
         tasks = {s.name for s in defn.steps if s.task}
         assert {r["step"] for r in answer["effects"]} == tasks & set(answer["rerun"])

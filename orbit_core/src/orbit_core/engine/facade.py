@@ -14,7 +14,6 @@ from typing import Protocol
 from orbit_core import events as ev
 from orbit_core import ir
 from orbit_core.api import (
-    ActionAnswer,
     Deployed,
     ExecutionDoc,
     ExecutionList,
@@ -118,27 +117,6 @@ class EngineApi(Protocol):
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc: ...
 
     def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc: ...
-
-    def restart(
-        self,
-        execution_id: str,
-        step: str,
-        *,
-        dry_run: bool = False,
-        force: bool = False,
-        reason: str | None = None,
-    ) -> ActionAnswer: ...
-
-    def fork(
-        self,
-        execution_id: str,
-        step: str,
-        *,
-        new_id: str | None = None,
-        version: str | None = None,
-        dry_run: bool = False,
-        force: bool = False,
-    ) -> ActionAnswer: ...
 
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted: ...
 
@@ -268,31 +246,6 @@ class Wrapped:
 
     def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
         return self.engine.cancel(execution_id, reason)
-
-    def restart(
-        self,
-        execution_id: str,
-        step: str,
-        *,
-        dry_run: bool = False,
-        force: bool = False,
-        reason: str | None = None,
-    ) -> ActionAnswer:
-        return self.engine.restart(execution_id, step, dry_run=dry_run, force=force, reason=reason)
-
-    def fork(
-        self,
-        execution_id: str,
-        step: str,
-        *,
-        new_id: str | None = None,
-        version: str | None = None,
-        dry_run: bool = False,
-        force: bool = False,
-    ) -> ActionAnswer:
-        return self.engine.fork(
-            execution_id, step, new_id=new_id, version=version, dry_run=dry_run, force=force
-        )
 
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:
         return self.engine.signal(execution_id, name, payload)

@@ -13,7 +13,6 @@ from orbit_core import events as ev
 from orbit_core import ir, limits
 from orbit_core.api import (
     EXEC_RUNNING,
-    ActionAnswer,
     Assignment,
     Deployed,
     ExecutionDoc,
@@ -41,7 +40,7 @@ from orbit_core.engine.operations import Operations, OperatorApi
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
 from orbit_core.engine.polling import Polling
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS, STORED, Reads
-from orbit_core.engine.restarts import DEFAULT_RESTART_REASON, Restarts
+from orbit_core.engine.restarts import Restarts
 from orbit_core.engine.results import Results
 from orbit_core.engine.scheduler import Scheduler
 from orbit_core.engine.worker_desk import WorkerApi, WorkerDesk
@@ -157,8 +156,8 @@ class Engine:
             draining=lambda: self._draining,
         )
         self.workers: WorkerApi = self._desk
-        # The operator's calls (engine/operations.py): pause and resume.
-        self.operations: OperatorApi = Operations(self._pipeline, self._control)
+        # The operator's calls (engine/operations.py): pause, resume, restart, fork.
+        self.operations: OperatorApi = Operations(self._pipeline, self._control, self._restarts)
         self._handoff: Handoff | None = None
         if sharing is not None:
             self._handoff = Handoff(
@@ -378,54 +377,6 @@ class Engine:
         limits.admit_strings("INVALID_REQUEST", reason=reason)
         return self._pipeline.submit(
             lambda tx: self._control.cancel(tx, execution_id, reason or DEFAULT_CANCEL_REASON)
-        )
-
-    def restart(
-        self,
-        execution_id: str,
-        step: str,
-        *,
-        dry_run: bool = False,
-        force: bool = False,
-        reason: str | None = None,
-    ) -> ActionAnswer:
-        """Starts a new run of the execution from `step` (issue 38,
-        docs/restart-and-fork.md); with `dry_run`, only its plan."""
-        limits.admit_strings("INVALID_REQUEST", reason=reason, step=step)
-        return self._pipeline.submit(
-            lambda tx: self._restarts.restart(
-                tx,
-                execution_id,
-                step,
-                dry_run=dry_run,
-                force=force,
-                reason=reason or DEFAULT_RESTART_REASON,
-            )
-        )
-
-    def fork(
-        self,
-        execution_id: str,
-        step: str,
-        *,
-        new_id: str | None = None,
-        version: str | None = None,
-        dry_run: bool = False,
-        force: bool = False,
-    ) -> ActionAnswer:
-        """Starts a new execution with the outcomes of the execution's steps
-        before `step` (issue 38); with `dry_run`, only its plan."""
-        limits.admit_strings("INVALID_REQUEST", step=step, version=version)
-        return self._pipeline.submit(
-            lambda tx: self._restarts.fork(
-                tx,
-                execution_id,
-                step,
-                new_id=new_id,
-                version=version,
-                dry_run=dry_run,
-                force=force,
-            )
         )
 
     def signal(self, execution_id: str, name: str, payload: JsonValue = None) -> SignalAccepted:

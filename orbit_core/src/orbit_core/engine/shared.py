@@ -140,22 +140,6 @@ class SharedEngine(Wrapped):
             return _raise_reply(reply)  # type: ignore[no-any-return]
         return self.engine.cancel(execution_id, reason)
 
-    def restart(
-        self,
-        execution_id: str,
-        step: str,
-        *,
-        dry_run: bool = False,
-        force: bool = False,
-        reason: str | None = None,
-    ) -> ActionAnswer:
-        """Issue 38: a running execution is restarted by its owner."""
-        if self.owner_elsewhere(execution_id):
-            payload = {"step": step, "dry_run": dry_run, "force": force, "reason": reason}
-            reply = self.forward(execution_id, "restart", payload)
-            return _raise_reply(reply)  # type: ignore[no-any-return]
-        return self.engine.restart(execution_id, step, dry_run=dry_run, force=force, reason=reason)
-
     def forward(self, execution_id: str, kind: str, payload: Any) -> Any:
         """Puts an entry in the inbox of the execution's owner and waits for
         the owner's reply."""
@@ -267,7 +251,7 @@ class SharedEngine(Wrapped):
             if entry.kind == "cancel":
                 return {"ok": self.engine.cancel(entry.execution_id, p["reason"])}
             if entry.kind == "restart":
-                answer = self.engine.restart(
+                answer = self.engine.operations.restart(
                     entry.execution_id,
                     p["step"],
                     dry_run=p["dry_run"],
@@ -306,6 +290,39 @@ class SharedOperations:
             reply = engine.forward(execution_id, "resume", {})
             return _raise_reply(reply)  # type: ignore[no-any-return]
         return engine.engine.operations.resume(execution_id)
+
+    def restart(
+        self,
+        execution_id: str,
+        step: str,
+        *,
+        dry_run: bool = False,
+        force: bool = False,
+        reason: str | None = None,
+    ) -> ActionAnswer:
+        """A running execution is restarted by its owner."""
+        engine = self._engine
+        if engine.owner_elsewhere(execution_id):
+            payload = {"step": step, "dry_run": dry_run, "force": force, "reason": reason}
+            reply = engine.forward(execution_id, "restart", payload)
+            return _raise_reply(reply)  # type: ignore[no-any-return]
+        return engine.engine.operations.restart(
+            execution_id, step, dry_run=dry_run, force=force, reason=reason
+        )
+
+    def fork(
+        self,
+        execution_id: str,
+        step: str,
+        *,
+        new_id: str | None = None,
+        version: str | None = None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> ActionAnswer:
+        return self._engine.engine.operations.fork(
+            execution_id, step, new_id=new_id, version=version, dry_run=dry_run, force=force
+        )
 
 
 class SharedDesk:

@@ -135,7 +135,7 @@ class Executions:
         self, req: falcon.Request, resp: falcon.Response, execution_id: str
     ) -> None:
         fields = Fields(read_json(req, self._max_body, required=True))
-        answer = self._engine.restart(
+        answer = self._engine.operations.restart(
             execution_id,
             fields.required_string("from"),
             dry_run=fields.boolean("dry_run", False),
@@ -146,7 +146,7 @@ class Executions:
 
     def on_post_fork(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
         fields = Fields(read_json(req, self._max_body, required=True))
-        answer = self._engine.fork(
+        answer = self._engine.operations.fork(
             execution_id,
             fields.required_string("from"),
             new_id=fields.string("execution_id"),
