@@ -110,3 +110,55 @@ def test_the_example_holds_two_per_customer_across_a_kill(database: str) -> None
         assert "waiting" not in doc(api, "e4")
     finally:
         proc.stop()
+
+
+def test_an_idempotency_key_starts_once_across_a_restart(database: str) -> None:
+    """POST /v1/executions with `idempotency_key`: 201 then 200 with the
+    same execution, 409 IDEMPOTENCY_KEY_REUSED for another input, and the
+    key still holds after the server is killed and started again."""
+
+    def post(api: Http, customer: str) -> Any:
+        return api.post(
+            "/v1/executions",
+            {
+                "workflow": "PerCustomer",
+                "input": {"customer_id": customer},
+                "idempotency_key": "order-7",
+            },
+        )
+
+    proc = ServerProcess(database).start()
+    try:
+        api = proc.http()
+        deploy(api)
+        first = post(api, "c-1")
+        assert first.status == 201, first
+        again = post(api, "c-1")
+        assert again.status == 200, again
+        assert again.body == {"execution_id": first.body["execution_id"], "created": False}
+        refused = post(api, "c-2")
+        assert refused.status == 409, refused
+        assert refused.body["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    finally:
+        proc.stop(signal.SIGKILL)
+
+    proc = ServerProcess(database).start()
+    try:
+        api = proc.http()
+        after = post(api, "c-1")
+        assert after.status == 200, after
+        assert after.body["execution_id"] == first.body["execution_id"]
+        # `orbit run --idempotency-key` sends the key: it attaches.
+        run = Orbit(f"http://{proc.addr}").ok(
+            "run",
+            "PerCustomer",
+            "--input",
+            '{"customer_id": "c-1"}',
+            "--idempotency-key",
+            "order-7",
+            "--no-wait",
+        )
+        assert run.stdout.strip() == first.body["execution_id"]
+        assert "attached to existing execution" in run.stderr
+    finally:
+        proc.stop()

@@ -83,8 +83,11 @@ BOOK: dict[tuple[str, str], Access] = {
     ("WorkerProtocol", "on_post_unregister"): Access.WORKER,
     ("WorkerProtocol", "on_post_complete"): Access.WORKER,
     ("WorkerProtocol", "on_post_fail"): Access.WORKER,
-    # Beyond the book: restart and fork (docs/restart-and-fork.md), the
+    # Beyond the book: pause and resume (docs/operating-executions.md),
+    # restart and fork (docs/restart-and-fork.md), the
     # census and migrations (docs/language/migration.md).
+    ("Executions", "on_post_pause"): Access.ADMIN,
+    ("Executions", "on_post_resume"): Access.ADMIN,
     ("Executions", "on_post_restart"): Access.ADMIN,
     ("Executions", "on_post_fork"): Access.ADMIN,
     ("Versions", "on_get"): Access.ADMIN,

@@ -209,9 +209,11 @@ BOOK: dict[tuple[str, str], str] = {
     ("WorkerProtocol", "on_post_unregister"): "worker",
     ("WorkerProtocol", "on_post_complete"): "worker",
     ("WorkerProtocol", "on_post_fail"): "worker",
-    # Beyond the book: a restart ends a run (cancel), a fork starts an
-    # execution (start); the census and a migration plan read the workflow,
-    # moving executions is the operator's.
+    # Beyond the book: pausing, resuming and restarting act on a run
+    # (cancel), a fork starts an execution (start); the census and a
+    # migration plan read the workflow, moving executions is the operator's.
+    ("Executions", "on_post_pause"): "cancel",
+    ("Executions", "on_post_resume"): "cancel",
     ("Executions", "on_post_restart"): "cancel",
     ("Executions", "on_post_fork"): "start",
     ("Versions", "on_get"): "read definition",
@@ -229,6 +231,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("Executions", "on_post"): {"workflow": WORKFLOW, "input": {}},
     ("Executions", "on_post_cancel"): {},
     ("Executions", "on_post_signal"): {},
+    ("Executions", "on_post_pause"): {},
+    ("Executions", "on_post_resume"): {},
     ("Executions", "on_post_restart"): {"from": "work", "dry_run": True},
     ("Executions", "on_post_fork"): {"from": "work", "dry_run": True},
     ("Versions", "on_post_plan"): {"from": "1.0.0", "to": "1.0.0", "dry_run": True},

@@ -44,6 +44,9 @@ def test_every_api_code_has_its_status() -> None:
         "INCOMPATIBLE_VERSION": 409,
         "EFFECTS_REPEATED": 409,
         "CHILD_EXECUTION": 409,
+        "ALREADY_PAUSED": 409,  # pause and resume (docs/operating-executions.md)
+        "NOT_PAUSED": 409,
+        "IDEMPOTENCY_KEY_REUSED": 409,  # idempotent starts (docs/language/flow-control.md)
     }
     assert {code: STATUS[code] for code in extensions} == extensions
     assert len(STATUS) == 27 + len(extensions)

@@ -239,6 +239,8 @@ class StartRequest:
     input: JsonValue = None
     execution_id: str | None = None
     schedule_id: str | None = None
+    # A start's idempotency key (docs/language/flow-control.md).
+    idempotency_key: str | None = None
 
 
 class SignalAccepted(TypedDict):

@@ -16,6 +16,7 @@ from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
     ExecutionRow,
+    IdempotencyRow,
     PauseMark,
     ScheduleAdvance,
     ScheduleRow,
@@ -39,6 +40,8 @@ class MemoryStore:
         self._retention: dict[str, int] = {}
         # The search index (orbit_core.visibility): execution -> field -> row.
         self._search: dict[str, dict[str, SearchValue]] = {}
+        # Idempotency keys of starts (engine/idempotency.py).
+        self._idempotency: dict[str, IdempotencyRow] = {}
 
     def _share(self, other: MemoryStore) -> None:
         """Makes this store another view of `other`'s rows: the servers of
@@ -51,6 +54,7 @@ class MemoryStore:
         self._workers = other._workers
         self._schedules = other._schedules
         self._search = other._search
+        self._idempotency = other._idempotency
 
     def load_definitions(self) -> list[DefinitionRow]:
         with self._lock:
@@ -86,6 +90,8 @@ class MemoryStore:
                     index = self._search.setdefault(eid, {})
                     for value in change.search:
                         index[value.field] = value
+                if change.idempotency is not None:
+                    self._idempotency[change.idempotency.key] = change.idempotency
             for w in batch.workers:
                 self._workers[w.worker_id] = w
 
@@ -102,6 +108,11 @@ class MemoryStore:
     def execution_row(self, execution_id: str) -> ExecutionRow | None:
         with self._lock:
             return self._rows.get(execution_id)
+
+    def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
+        with self._lock:
+            row = self._idempotency.get(key)
+        return row if row is not None and row.expires_ms >= now_ms else None
 
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
         with self._lock:

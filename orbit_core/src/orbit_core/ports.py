@@ -116,6 +116,20 @@ class DefinitionRow:
     replaces: bool = False
 
 
+@attrs.frozen(slots=True)
+class IdempotencyRow:
+    """A start's idempotency key (docs/language/flow-control.md): the
+    execution it made, the workflow and a digest of the input it was asked
+    with, and until when the key holds."""
+
+    key: str
+    execution_id: str
+    workflow: str
+    input_digest: str
+    created_ms: int
+    expires_ms: int
+
+
 @attrs.define(slots=True)
 class ExecutionChange:
     """What one commit adds to one execution. With `archive_run` set, the run
@@ -132,6 +146,9 @@ class ExecutionChange:
     # Search-index rows the events make known (orbit_core.visibility), written
     # in the same transaction; empty for workflows without a `search` block.
     search: list[SearchValue] = attrs.field(factory=list)
+    # The idempotency key of the start that created the execution, written
+    # in the transaction that creates it.
+    idempotency: IdempotencyRow | None = None
 
 
 @attrs.frozen(slots=True)
@@ -386,6 +403,15 @@ class BatchStore(Protocol):
     ) -> None:
         """Records the outcomes of `items` and the progress, in one
         transaction; `done`: the batch has no item left."""
+        ...
+
+
+class IdempotencyStore(Protocol):
+    """What idempotent starts read of a store beside `Store` (a store
+    without it keeps keys for the life of the engine only)."""
+
+    def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
+        """The row of `key` unless it expired before `now_ms`."""
         ...
 
 

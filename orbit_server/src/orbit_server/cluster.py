@@ -62,6 +62,7 @@ from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
     ExecutionRow,
+    IdempotencyRow,
     PauseMark,
     ScheduleAdvance,
     ScheduleRow,
@@ -160,6 +161,10 @@ class StandbyStore:
 
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
         return self.inner.execution_hashes(execution_ids)
+
+    def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
+        find = getattr(self.inner, "find_idempotency", None)
+        return None if find is None else find(key, now_ms)
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int

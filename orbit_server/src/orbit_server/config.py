@@ -145,6 +145,9 @@ class ServerConfig:
     # archived to --archive (a directory, or `none`) and deleted.
     retention_ms: int | None = None
     archive: str | None = None
+    # --idempotency-retention (beyond the book): how long a start's
+    # idempotency key names its execution (docs/language/flow-control.md).
+    idempotency_retention_ms: int = 24 * 3600 * 1000
 
     @property
     def archive_location(self) -> str:
@@ -297,6 +300,8 @@ def _check_cluster(config: ServerConfig) -> None:
 def _check_retention(config: ServerConfig) -> None:
     if config.archive is not None and config.retention_ms is None:
         raise ConfigError("--archive requires --retention (or ORBIT_RETENTION)")
+    if config.idempotency_retention_ms <= 0:
+        raise ConfigError("--idempotency-retention must be longer than 0s")
     if config.retention_ms is not None and config.retention_ms <= 0:
         raise ConfigError("--retention must be longer than 0s")
 

@@ -54,6 +54,8 @@ STATUS: dict[str, int] = {
     "INCOMPATIBLE_VERSION": 409,
     "EFFECTS_REPEATED": 409,
     "CHILD_EXECUTION": 409,
+    # Idempotent starts (issue 39, docs/language/flow-control.md).
+    "IDEMPOTENCY_KEY_REUSED": 409,
 }
 
 _log = logger()

@@ -211,6 +211,13 @@ SCHEMAS: dict[str, Schema] = {
                     "--retention (docs/retention.md)."
                 ),
             },
+            "idempotency_key": {
+                **STRING,
+                "description": "Start at most once per key within the server's "
+                "--idempotency-retention: the same key, workflow and input answer with the "
+                "execution the first start made (created: false); another workflow, input or "
+                "execution id is refused with 409 IDEMPOTENCY_KEY_REUSED.",
+            },
         },
     ),
     "ExecutionStarted": _object({"execution_id": STRING, "created": BOOLEAN}),

@@ -281,6 +281,7 @@ def build_engine(
         builtins=HttpAdapter() if config.http_adapter else None,
         sharing=sharing,
         clock=clock_from_env(),
+        idempotency_retention_ms=config.idempotency_retention_ms,
     )
 
 

@@ -25,6 +25,7 @@ from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
     ExecutionRow,
+    IdempotencyRow,
     PauseMark,
     ScheduleAdvance,
     ScheduleRow,
@@ -109,6 +110,14 @@ class LoggedStore:
             rows = [self.execution_row(eid) for eid in execution_ids]
             return {r.execution_id: r.definition_hash for r in rows if r is not None}
         return self._run("execution_hashes", lambda: dict(read(execution_ids)))
+
+    def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
+        find: Callable[[str, int], IdempotencyRow | None] | None = getattr(
+            self.inner, "find_idempotency", None
+        )
+        if find is None:
+            return None
+        return self._run("find_idempotency", lambda: find(key, now_ms))
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int

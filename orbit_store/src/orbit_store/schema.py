@@ -391,6 +391,24 @@ SEARCH = (orbit_search_values,)
 # The search part's version (orbit_store.search.prepare_search).
 SEARCH_VERSION = 1
 
+# Idempotency keys of starts (beyond the book: docs/language/flow-control.md):
+# one row per key, written in the commit that creates its execution. A part
+# of its own, "idempotency", created by the first commit that writes a key
+# (orbit_store.idempotency), so a database never given a key stays the book's.
+orbit_idempotency_keys = Table(
+    "orbit_idempotency_keys",
+    metadata,
+    Column("idem_key", Text, primary_key=True),
+    Column("execution_id", Text, nullable=False),
+    Column("workflow", Text, nullable=False),
+    Column("input_digest", Text, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("expires_ms", BigInteger, nullable=False),
+    # For the sweep of expired keys.
+    Index("orbit_idempotency_expires", "expires_ms"),
+)
+IDEMPOTENCY_VERSION = 1
+
 
 # Batch operations (beyond the book, docs/operating-executions.md): a job
 # that pauses, resumes or cancels the executions a filter selected, and one

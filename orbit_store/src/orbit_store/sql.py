@@ -35,14 +35,15 @@ from orbit_core.ports import (
     CommitBatch,
     DefinitionRow,
     ExecutionRow,
+    IdempotencyRow,
     PauseMark,
     WorkerRow,
     pause_marks,
 )
 from orbit_core.state import TERMINAL
 from orbit_core.visibility.page import SearchQuery
+from orbit_store import idempotency, search
 from orbit_store import schema as s
-from orbit_store import search
 from orbit_store.batches import BatchTables
 from orbit_store.schedules import ScheduleTables
 
@@ -231,6 +232,8 @@ class SqlStore(ScheduleTables, BatchTables):
                     self.found_version = s.prepare(conn)
                     # Whether the search part exists (orbit_store.search).
                     self._indexed = search.exists(conn)
+                    # Whether the idempotency part exists (orbit_store.idempotency).
+                    self._keyed = idempotency.exists(conn)
             finally:
                 self._writer.close()
         dialect = engine.dialect
@@ -340,6 +343,10 @@ class SqlStore(ScheduleTables, BatchTables):
         )
         self._upsert_search = _Statement(dialect, search.upsert_sql(dialect), search._COLUMNS)
         self._delete_search = _Statement(dialect, search.delete_sql(), ("eid",))
+        self._upsert_key = _Statement(dialect, idempotency.upsert_sql(dialect), idempotency.COLUMNS)
+        self._sweep_keys = _Statement(dialect, idempotency.sweep_sql(), ("now",))
+        self._find_key = _Statement(dialect, idempotency.find_sql(), ("k", "now"))
+        self._swept_at = 0
         o = s.orbit_retention
         self._delete_retention = _Statement(
             dialect, o.delete().where(o.c.execution_id == bindparam("eid")), ("eid",)
@@ -473,6 +480,7 @@ class SqlStore(ScheduleTables, BatchTables):
         # Continue-as-new moves a run's events, so what precedes it is written first.
         moves: list[tuple[list[tuple[Any, ...]], str, int, list[tuple[Any, ...]]]] = []
         found = self._search_rows(batch)
+        keys = [idempotency.row(c.idempotency) for c in batch.executions if c.idempotency]
         for change in batch.executions:
             eid = change.execution_id
             if change.archive_run is not None:
@@ -524,6 +532,7 @@ class SqlStore(ScheduleTables, BatchTables):
             self.insert_events(cursor, events)
             self.update_rows(cursor, updates)
             self._write_search(cursor, found)
+            self._write_keys(cursor, keys)
             for w in batch.workers:
                 self._delete_worker.run(cursor, [(w.worker_id,)])
                 self._insert_worker.run(
@@ -548,13 +557,14 @@ class SqlStore(ScheduleTables, BatchTables):
             marker = (self._find_event, (events[-1][0], events[-1][1]))
         elif definitions:
             marker = (self._find_definition, definitions[0][:3])
-        if not (moves or definitions or batch.workers or found):
+        if not (moves or definitions or batch.workers or found or keys):
             alone = self.one_statement(events, new_rows, updates)
             if alone is not None:
                 self._write(alone, marker, alone=True)
                 return
         self._write(statements, marker)
         self._indexed = self._indexed or bool(found)
+        self._keyed = self._keyed or bool(keys)
 
     @staticmethod
     def _search_rows(batch: CommitBatch) -> list[tuple[Any, ...]]:
@@ -574,6 +584,29 @@ class SqlStore(ScheduleTables, BatchTables):
             for statement in search.create_statements(self.engine.dialect):
                 cursor.execute(statement)
         self._upsert_search.run(cursor, found)
+
+    def _write_keys(self, cursor: Any, keys: list[tuple[Any, ...]]) -> None:
+        """Upserts the group's idempotency keys, creating the part on first
+        use and sweeping expired keys now and then."""
+        if not keys:
+            return
+        if not self._keyed:
+            for statement in idempotency.create_statements(self.engine.dialect):
+                cursor.execute(statement)
+        now = int(keys[0][4])
+        if now - self._swept_at >= idempotency.SWEEP_EVERY_MS:
+            self._swept_at = now
+            self._sweep_keys.run(cursor, [(now,)])
+        self._upsert_key.run(cursor, keys)
+
+    def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
+        """The unexpired row of an idempotency key (engine/idempotency.py)."""
+        if not self._keyed:
+            self._keyed = self._read(idempotency.exists)
+            if not self._keyed:
+                return None
+        rows = self._raw_read(lambda cursor: self._find_key.query(cursor, (key, now_ms)))
+        return idempotency.from_row(rows[0]) if rows else None
 
     def one_statement(
         self,

@@ -63,6 +63,14 @@ def _input(text: str | None, file: str | None) -> Any:
     ),
 )
 @click.option(
+    "--idempotency-key",
+    metavar="KEY",
+    help=(
+        "Start at most once per KEY: repeating the start with the same key, workflow and"
+        " input attaches to the execution the first made (for the server's retention window)."
+    ),
+)
+@click.option(
     "--no-wait", is_flag=True, help="Print the execution id on stdout and return at once."
 )
 @click.option(
@@ -84,6 +92,7 @@ def cli(
     input_text: str | None,
     input_file: str | None,
     execution_id: str | None,
+    idempotency_key: str | None,
     no_wait: bool,
     retention: str | None,
 ) -> None:
@@ -125,10 +134,12 @@ def cli(
             request["version"] = existing.get("version")
     if payload is not None:
         request["input"] = payload
-    if execution_id is not None:
-        request["execution_id"] = execution_id
-    if retention is not None:
-        request["retention"] = retention
+    optional = {
+        "execution_id": execution_id,
+        "retention": retention,
+        "idempotency_key": idempotency_key,
+    }
+    request.update({name: value for name, value in optional.items() if value is not None})
 
     try:
         started = client.post("/v1/executions", request)

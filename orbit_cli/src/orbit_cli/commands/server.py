@@ -251,6 +251,14 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     "(such as 30d or 12h). Off by default: executions are kept for ever.",
 )
 @click.option(
+    "--idempotency-retention",
+    envvar="ORBIT_IDEMPOTENCY_RETENTION",
+    show_envvar=True,
+    callback=lambda ctx, param, value: _retention(value),
+    metavar="DURATION",
+    help="How long a start's idempotency key names the execution it started [default: 24h].",
+)
+@click.option(
     "--archive",
     envvar="ORBIT_ARCHIVE",
     show_envvar=True,
@@ -314,6 +322,11 @@ def cli(**options: Any) -> None:
         advertise_addr=options["advertise_addr"] or None,
         retention_ms=options["retention"],
         archive=options["archive"] or None,
+        **(
+            {}
+            if options["idempotency_retention"] is None
+            else {"idempotency_retention_ms": options["idempotency_retention"]}
+        ),
         worker_extensions=() if options["no_worker_extensions"] else options["worker_extensions"],
     )
     usage = missing_tls_partner(config)

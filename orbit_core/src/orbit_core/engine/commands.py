@@ -139,6 +139,7 @@ class Tx:
         "changes",
         "claimed",
         "definitions",
+        "idempotency",
         "known",
         "last_event",
         "new_plans",
@@ -161,6 +162,8 @@ class Tx:
         # Definition hashes of the stored executions the group's starts
         # name, read in one query before they run (None: not stored).
         self.known: dict[str, str | None] = {}
+        # Idempotency keys the group's starts recorded (engine/idempotency.py).
+        self.idempotency: list[str] = []
         self.workers: list[WorkerRow] = []
         self.terminal: list[Live] = []
         self.new_tasks = False

@@ -10,6 +10,7 @@ from orbit_core import values as _values
 from orbit_core.api import ExecutionDoc, SignalAccepted, Started
 from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.executions import Executions
+from orbit_core.engine.idempotency import Idempotency
 from orbit_core.errors import (
     ConflictError,
     InvalidError,
@@ -24,9 +25,15 @@ _EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 
 
 class Control:
-    def __init__(self, executions: Executions, max_active_executions: int | None) -> None:
+    def __init__(
+        self,
+        executions: Executions,
+        max_active_executions: int | None,
+        idempotency: Idempotency | None = None,
+    ) -> None:
         self._x = executions
         self._max_active = max_active_executions
+        self.idempotency = idempotency or Idempotency(executions.store)
 
     def start(
         self,
@@ -37,12 +44,21 @@ class Control:
         input: JsonValue,
         execution_id: str | None,
         schedule_id: str | None,
+        idempotency_key: str | None = None,
     ) -> Started:
-        """Checks in the order of RULINGS §18, then creates and decides."""
+        """Checks in the order of RULINGS §18, then creates and decides.
+        An idempotency key is checked once the workflow is known, before
+        the execution id: a key that names an execution answers for it."""
         x = self._x
         if execution_id is not None:
             self.check_id(execution_id)
         plan = x.catalog.find(workflow, version)
+        if idempotency_key is not None:
+            found = self.idempotency.existing(
+                tx, idempotency_key, plan.defn.name, input, execution_id
+            )
+            if found is not None:
+                return {"execution_id": found, "created": False}
         if execution_id is None:
             execution_id = x.ids.execution_id()
         else:
@@ -70,6 +86,8 @@ class Control:
                 "RESOURCE_EXHAUSTED",
             )
         live = x.create(tx, execution_id, plan, value, parent=None, schedule_id=schedule_id)
+        if idempotency_key is not None:
+            self.idempotency.record(tx, idempotency_key, execution_id, plan.defn.name, input)
         x.counters.started += 1
         x.decide(tx, live)
         return {"execution_id": execution_id, "created": True}

@@ -89,6 +89,7 @@ class EngineApi(Protocol):
         execution_id: str | None = None,
         *,
         schedule_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Started: ...
 
     def start_many(self, requests: Sequence[StartRequest]) -> list[Started | OrbitError]: ...
@@ -208,8 +209,16 @@ class Wrapped:
         execution_id: str | None = None,
         *,
         schedule_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Started:
-        return self.engine.start(workflow, version, input, execution_id, schedule_id=schedule_id)
+        return self.engine.start(
+            workflow,
+            version,
+            input,
+            execution_id,
+            schedule_id=schedule_id,
+            idempotency_key=idempotency_key,
+        )
 
     def start_many(self, requests: Sequence[StartRequest]) -> list[Started | OrbitError]:
         return self.engine.start_many(requests)

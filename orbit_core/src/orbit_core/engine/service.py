@@ -35,6 +35,8 @@ from orbit_core.engine.counters import Counters
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.handlers import Handler, Handlers, Report
 from orbit_core.engine.handoff import Handoff, Sharing
+from orbit_core.engine.idempotency import DEFAULT_RETENTION_MS as DEFAULT_IDEMPOTENCY_RETENTION_MS
+from orbit_core.engine.idempotency import Idempotency
 from orbit_core.engine.migrations import MigrationDesk, Migrations
 from orbit_core.engine.operations import Operations, OperatorApi
 from orbit_core.engine.pipeline import Group, GroupCommit, PrepareFailed, internal_error
@@ -88,8 +90,10 @@ class Engine:
         faults: Faults | None = None,
         random: RandomSource | None = None,
         sharing: Sharing | None = None,
+        idempotency_retention_ms: int = DEFAULT_IDEMPOTENCY_RETENTION_MS,
     ) -> None:
-        """`sharing`: only for the engine of a server that shares executions
+        """`idempotency_retention_ms`: how long a start's idempotency key
+        names its execution. `sharing`: only for the engine of a server that shares executions
         with others (engine/handoff.py), which reaches the steps it needs
         through `handoff.of(engine)`; an embedding program leaves it out."""
         self.store: Store = store if store is not None else MemoryStore()
@@ -133,7 +137,11 @@ class Engine:
             offer_tasks=sharing is not None and sharing.offer_tasks,
             local_first=sharing is not None and sharing.local_first,
         )
-        self._control = Control(self._executions, max_active_executions)
+        self._control = Control(
+            self._executions,
+            max_active_executions,
+            Idempotency(self.store, idempotency_retention_ms),
+        )
         # Versions in production (engine/migrations.py): another audience's API.
         self.migrations = MigrationDesk(
             self._pipeline, self.store, Migrations(self._executions, self._catalog)
@@ -237,9 +245,13 @@ class Engine:
         execution_id: str | None = None,
         *,
         schedule_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Started:
-        """Starts an execution: `{"execution_id", "created"}` (RULINGS §18's check order)."""
-        request = StartRequest(workflow, version, input, execution_id, schedule_id)
+        """Starts an execution: `{"execution_id", "created"}` (RULINGS §18's
+        check order). With `idempotency_key`, a start repeated with the same
+        key, workflow and input within the retention window answers with the
+        execution the first made (`created: false`)."""
+        request = StartRequest(workflow, version, input, execution_id, schedule_id, idempotency_key)
         return cast(Started, self._pipeline.run(self._start_command(request)))
 
     def start_many(self, requests: Sequence[StartRequest]) -> list[Started | OrbitError]:
@@ -278,6 +290,7 @@ class Engine:
             input=request.input,
             execution_id=request.execution_id,
             schedule_id=request.schedule_id,
+            idempotency_key=request.idempotency_key,
         )
         return Command(run, lookup=request.execution_id)
 
@@ -548,6 +561,7 @@ class Engine:
         """Makes memory what the store holds for everything `tx` changed."""
         for plan in tx.new_plans:
             self._catalog.remove(plan)
+        self._control.idempotency.forget(tx)
         self._workers.drop(self._executions.rollback(tx))
         self._workers.unrecorded(tx.reported, tx.now)
 

@@ -46,11 +46,14 @@ class Executions:
         # `retention` (beyond the book) is read only by a server with
         # --retention; others ignore it as they ignore any unknown field.
         own = None if self._retention is None else _retention_ms(body.string("retention"))
+        # `idempotency_key` (beyond the book: docs/language/flow-control.md).
+        key = body.string("idempotency_key")
         answer = self._engine.start(
             workflow,
             version=body.string("version"),
             input=body.any("input"),
             execution_id=body.string("execution_id"),
+            **({} if key is None else {"idempotency_key": key}),
         )
         if own is not None and answer["created"] and self._retention is not None:
             self._retention.remember(answer["execution_id"], own)

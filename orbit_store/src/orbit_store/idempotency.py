@@ -1,0 +1,106 @@
+"""Idempotency keys on SQL (orbit_core/engine/idempotency.py has the rules).
+
+`orbit_idempotency_keys` (schema.py) holds a row per key, upserted in the
+transaction of the group whose start created its execution. Like the search
+index it is a schema part of its own, "idempotency", recorded in
+`orbit_schema_parts` and created by the first commit that writes a key, so a
+database never given one keeps the book's tables only.
+
+The upsert replaces a row only when it has expired: an unexpired key keeps
+the execution it names. (One server never writes such a row, its engine
+having answered the start with the existing execution; two servers of a
+shared group racing with one key in the same instant both create an
+execution and the first commit keeps the key, which
+docs/language/flow-control.md states.) Expired rows are deleted by the
+commit that writes a key, at most once a minute.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, inspect, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from orbit_core.errors import StorageError
+from orbit_core.ports import IdempotencyRow
+from orbit_store import schema as s
+
+COLUMNS = ("idem_key", "execution_id", "workflow", "input_digest", "created_ms", "expires_ms")
+# pg_advisory_xact_lock's key for creating the part: "orbit" and a 4.
+_LOCK_KEY = 0x6F72626974_04
+SWEEP_EVERY_MS = 60_000
+
+
+def exists(conn: Connection) -> bool:
+    """Whether the part is there; refuses a newer version of it."""
+    if not inspect(conn).has_table(s.orbit_idempotency_keys.name):
+        return False
+    parts = s.schema_parts
+    found = conn.execute(select(parts.c.version).where(parts.c.part == "idempotency")).scalar()
+    if found is not None and int(found) > s.IDEMPOTENCY_VERSION:
+        raise StorageError(
+            f"the database has idempotency tables at version {found}, newer than this "
+            f"server knows ({s.IDEMPOTENCY_VERSION}); run a release of orbit server that knows it"
+        )
+    return True
+
+
+def create_statements(dialect: Any) -> list[str]:
+    """What creates the part (idempotent), then records its version."""
+    t = s.orbit_idempotency_keys
+    out = [
+        str(CreateTable(s.schema_parts, if_not_exists=True).compile(dialect=dialect)),
+        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)),
+    ]
+    out += [
+        str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
+        for index in sorted(t.indexes, key=lambda i: str(i.name))
+    ]
+    out.append(
+        "INSERT INTO orbit_schema_parts (part, version) "
+        f"VALUES ('idempotency', {s.IDEMPOTENCY_VERSION}) ON CONFLICT (part) DO NOTHING"
+    )
+    if dialect.name == "postgresql":
+        out.insert(0, f"SELECT pg_advisory_xact_lock({_LOCK_KEY})")
+    return out
+
+
+def upsert_sql(dialect: Any) -> Any:
+    t = s.orbit_idempotency_keys
+    values: dict[str, Any] = {c: bindparam(c) for c in COLUMNS}
+    kept = COLUMNS[1:]
+    if dialect.name == "postgresql":
+        pg = postgresql.insert(t).values(values)
+        return pg.on_conflict_do_update(
+            index_elements=["idem_key"],
+            set_={c: pg.excluded[c] for c in kept},
+            where=t.c.expires_ms < pg.excluded.created_ms,
+        )
+    lite = sqlite.insert(t).values(values)
+    return lite.on_conflict_do_update(
+        index_elements=["idem_key"],
+        set_={c: lite.excluded[c] for c in kept},
+        where=t.c.expires_ms < lite.excluded.created_ms,
+    )
+
+
+def sweep_sql() -> Any:
+    t = s.orbit_idempotency_keys
+    return t.delete().where(t.c.expires_ms < bindparam("now"))
+
+
+def find_sql() -> Any:
+    t = s.orbit_idempotency_keys
+    return select(*[t.c[c] for c in COLUMNS]).where(
+        t.c.idem_key == bindparam("k"), t.c.expires_ms >= bindparam("now")
+    )
+
+
+def row(r: IdempotencyRow) -> tuple[Any, ...]:
+    return (r.key, r.execution_id, r.workflow, r.input_digest, r.created_ms, r.expires_ms)
+
+
+def from_row(r: Any) -> IdempotencyRow:
+    return IdempotencyRow(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), int(r[5]))
