@@ -1,0 +1,71 @@
+"""Issue 41's safety net against a real server: `orbit deploy
+--require-drained VERSION` refuses while VERSION has live executions, and
+`orbit compat --server` warns when the new version changes the step live
+executions of the old one wait in (and says nothing new without --server)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_real import Orbit, one_error_line
+from server_harness import RawWorker, ServerProcess
+from test_cli_real_migration import notify_all, waiting_at_approval
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[1]
+V1 = str(REPO / "examples" / "migration" / "approval-v1.orbit")
+V2 = str(REPO / "examples" / "migration" / "approval-v2.orbit")
+LONGER = str(REPO / "tests" / "fixtures" / "migration" / "approval-v2-longer.orbit")
+
+
+def test_deploy_require_drained_and_compat_live_waits(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "orbit.db") as server:
+        orbit = Orbit(f"http://{server.addr}")
+        http = server.http()
+        # Nothing of the workflow is registered yet: trivially drained.
+        orbit.ok("deploy", "--require-drained", "0.9.0", V1)
+        orbit.ok("run", V1, "--id", "ap-1", "-i", json.dumps({"id": "ap-1"}), "--no-wait")
+        worker = RawWorker(
+            http, "w1", [("approvals.notify", "1.0.0"), ("approvals.audit", "1.0.0")]
+        )
+        assert worker.register().status == 200
+        notify_all(worker, 1)
+        waiting_at_approval(server, ["ap-1"])
+
+        refused = orbit("deploy", "--require-drained", "1.0.0", V2)
+        assert refused.exit_code == 1
+        assert one_error_line(refused) == (
+            "error: Approval@1.0.0 has 1 live execution(s), so it is not drained; nothing was "
+            "deployed (--require-drained 1.0.0). Move them with `orbit migrate plan Approval "
+            "--from 1.0.0 --to 2.0.0` or wait until `orbit versions Approval` says drained"
+        )
+        census = http.get("/v1/workflows/Approval/versions").body
+        assert [v["version"] for v in census["versions"]] == ["1.0.0"]
+
+        # compat: without --server, the same output as ever; with it, a
+        # warning for the changed step `approval` only.
+        plain = orbit("compat", V1, LONGER)
+        live = orbit("compat", V1, LONGER, "--server", orbit.server)
+        assert live.exit_code == plain.exit_code == 0
+        extra = live.stdout.splitlines()[len(plain.stdout.splitlines()) :]
+        assert live.stdout.startswith(plain.stdout)
+        assert extra == [
+            "warning workflow Approval 1.0.0 → 2.0.0: 1 live execution(s) of 1.0.0 wait in "
+            "step `approval` (signal), which 2.0.0 changes; hint: they stay on 1.0.0; see "
+            "`orbit migrate plan Approval --from 1.0.0 --to 2.0.0`"
+        ]
+        unchanged = orbit("compat", V1, V2, "--server", orbit.server)
+        assert unchanged.stdout == orbit("compat", V1, V2).stdout
+        as_json = json.loads(
+            orbit("compat", V1, LONGER, "--server", orbit.server, "--format", "json").stdout
+        )
+        assert any("migrate plan" in f.get("hint", "") for f in as_json["findings"])
+
+        # Drained after the move: the gated deploy goes through.
+        orbit.ok("deploy", V2)
+        orbit.ok("migrate", "run", "Approval", "--from", "1.0.0", "--to", "2.0.0")
+        done = orbit.ok("deploy", "--require-drained", "1.0.0", V2)
+        assert "up to date Approval@2.0.0" in done.stderr
