@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_real import Orbit, one_error_line
-from server_harness import RawWorker, ServerProcess
+from server_harness import RawWorker, ServerProcess, wait_until
 from test_cli_real_migration import notify_all, waiting_at_approval
 
 pytestmark = pytest.mark.timeout(120)
@@ -69,3 +69,51 @@ def test_deploy_require_drained_and_compat_live_waits(tmp_path: Path) -> None:
         orbit.ok("migrate", "run", "Approval", "--from", "1.0.0", "--to", "2.0.0")
         done = orbit.ok("deploy", "--require-drained", "1.0.0", V2)
         assert "up to date Approval@2.0.0" in done.stderr
+
+
+def test_logs_and_replay_of_a_migrated_execution(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "orbit.db") as server:
+        orbit = Orbit(f"http://{server.addr}")
+        http = server.http()
+        orbit.ok("run", V1, "--id", "ap-1", "-i", json.dumps({"id": "ap-1"}), "--no-wait")
+        worker = RawWorker(
+            http, "w1", [("approvals.notify", "1.0.0"), ("approvals.audit", "1.0.0")]
+        )
+        assert worker.register().status == 200
+        notify_all(worker, 1)
+        waiting_at_approval(server, ["ap-1"])
+        orbit.ok("deploy", V2)
+        orbit.ok("migrate", "run", "Approval", "--from", "1.0.0", "--to", "2.0.0")
+        orbit.ok("signal", "ap-1", "approve")
+        task = worker.task()
+        assert task["task_name"] == "approvals.audit"
+        assert worker.complete(task["token"], {}).status == 200
+        wait_until(
+            lambda: http.get("/v1/executions/ap-1").body["status"] == "COMPLETED",
+            30,
+            "ap-1 completed",
+            server,
+        )
+
+        logs = orbit.ok("logs", "ap-1").stdout.splitlines()
+        moved = [line for line in logs if "WorkflowMigrated" in line]
+        assert len(moved) == 1
+        assert moved[0].split()[3:] == [
+            "WorkflowMigrated",
+            "from_version=1.0.0",
+            "to_version=2.0.0",
+        ]
+
+        # The history names 1.0.0 in its WorkflowCreated and 2.0.0 after the
+        # migration: the CLI fetches both definitions.
+        replayed = orbit("replay", "ap-1")
+        assert replayed.exit_code == 0, replayed.output
+        as_json = json.loads(orbit("replay", "ap-1", "--json").stdout)
+        assert as_json["divergences"] == []
+
+        # From a file, the target is looked for in --definition's file.
+        history = tmp_path / "history.json"
+        history.write_text(json.dumps(http.get("/v1/executions/ap-1/history").body))
+        alone = orbit("replay", "--history", str(history), "--definition", V1)
+        assert alone.exit_code == 1
+        assert "replay needs that definition too" in alone.output
