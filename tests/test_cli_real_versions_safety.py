@@ -117,3 +117,42 @@ def test_logs_and_replay_of_a_migrated_execution(tmp_path: Path) -> None:
         alone = orbit("replay", "--history", str(history), "--definition", V1)
         assert alone.exit_code == 1
         assert "replay needs that definition too" in alone.output
+
+
+SEARCHABLE_V1 = str(REPO / "tests" / "fixtures" / "migration" / "searchable-v1.orbit")
+SEARCHABLE_V2 = str(REPO / "tests" / "fixtures" / "migration" / "searchable-v2.orbit")
+
+
+def test_migrate_plan_and_run_where(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "orbit.db") as server:
+        orbit = Orbit(f"http://{server.addr}")
+        http = server.http()
+        for eid in ("ap-1", "ap-2"):
+            orbit.ok("run", SEARCHABLE_V1, "--id", eid, "-i", json.dumps({"id": eid}), "--no-wait")
+        worker = RawWorker(http, "w1", [("approvals.notify", "1.0.0")])
+        assert worker.register().status == 200
+        notify_all(worker, 2)
+        waiting_at_approval(server, ["ap-1", "ap-2"])
+        orbit.ok("deploy", SEARCHABLE_V2)
+        versions = ("Approval", "--from", "1.0.0", "--to", "2.0.0")
+
+        plan = orbit.ok("migrate", "plan", *versions, "--where", 'id == "ap-2"')
+        assert [line.split()[0] for line in plan.stdout.splitlines()[2:]] == ["ap-2"]
+        every = orbit.ok("migrate", "plan", *versions)
+        assert [line.split()[0] for line in every.stdout.splitlines()[2:]] == ["ap-1", "ap-2"]
+        with_status = orbit.ok(
+            "migrate", "plan", *versions, "--status", "COMPENSATING", "--where", 'id == "ap-2"'
+        )
+        assert with_status.stdout.splitlines()[2:] == []
+
+        # A filter that does not parse, or names no declared field: exit 2.
+        typo = orbit("migrate", "plan", *versions, "--where", 'id === "ap-2"')
+        assert typo.exit_code == 2, typo.output
+        unknown = orbit("migrate", "plan", *versions, "--where", 'customer == "c"')
+        assert unknown.exit_code == 2, unknown.output
+        assert "customer" in unknown.stderr
+
+        run = orbit.ok("migrate", "run", *versions, "--where", 'id == "ap-2"')
+        assert run.stdout.splitlines()[0] == "migrated ap-2"
+        assert http.get("/v1/executions/ap-2").body["version"] == "2.0.0"
+        assert http.get("/v1/executions/ap-1").body["version"] == "1.0.0"
