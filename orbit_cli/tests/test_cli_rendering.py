@@ -268,3 +268,23 @@ def test_a_running_execution_has_been_running_until_now() -> None:
     assert execution.elapsed_ms(done, now_ms=21_000) == 500
     failed = {**running, "status": "FAILED"}
     assert execution.elapsed_ms(failed, now_ms=21_000) == 6
+
+
+def test_timeline_migration_line() -> None:
+    migrated = {
+        "seq": 7,
+        "timestamp_ms": 7_000,
+        "type": "WorkflowMigrated",
+        "from_version": "1.0.0",
+        "from_hash": "sha256:a",
+        "to_version": "2.0.0",
+        "to_hash": "sha256:b",
+        "migration_hash": "sha256:c",
+        "input": {"id": "ap-1"},
+        "renamed": {},
+    }
+    assert event_line(migrated, 1_000) == (
+        "+    6.0s   #7  WorkflowMigrated          from_version=1.0.0 to_version=2.0.0"
+    )
+    renamed = event_line({**migrated, "renamed": {"b": "pause", "a": "start"}}, 1_000)
+    assert renamed.endswith("to_version=2.0.0 renamed=a->start,b->pause")

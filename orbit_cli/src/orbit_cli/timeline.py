@@ -31,6 +31,10 @@ FIELDS = (
     "signal",
     "signal_seq",
     "error",
+    # A live migration (`WorkflowMigrated`, docs/language/migration.md).
+    "from_version",
+    "to_version",
+    "renamed",
 )
 
 
@@ -49,13 +53,15 @@ def event_line(event: dict[str, Any], start_ms: int) -> str:
 
 
 def _shown(value: Any) -> bool:
-    # `redelivery=false` and absent optionals carry no information.
-    return value is not None and value is not False
+    # `redelivery=false`, absent optionals and empty maps carry no information.
+    return value is not None and value is not False and value != {}
 
 
 def _text(key: str, value: Any) -> str:
     if key == "error" and isinstance(value, dict):
         return f"{value.get('code', '')} {value.get('message', '')}"
+    if key == "renamed" and isinstance(value, dict):
+        return ",".join(f"{old}->{new}" for old, new in sorted(value.items()))
     if value is True:
         return "true"
     return str(value)

@@ -160,6 +160,7 @@ SCHEMAS: dict[str, Schema] = {
             "limit": {**INTEGER, "minimum": 1, "maximum": 1000},
             "dry_run": BOOLEAN,
             "status": STRING,
+            "where": STRING,
         },
     ),
     "MigrationRun": _object(
@@ -782,6 +783,10 @@ def _paths() -> dict[str, dict[str, Any]]:
                     _query_string("from", "The version the executions run."),
                     _query_string("to", "The version to move them to."),
                     _query_string("status", "Only executions in this status."),
+                    _query_string(
+                        "where",
+                        "Only executions passing this filter (as ?where= of /v1/executions).",
+                    ),
                 ],
             ),
             "post": _operation(

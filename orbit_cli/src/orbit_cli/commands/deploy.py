@@ -34,6 +34,30 @@ def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:
         err(f"{verb} {defn.name}@{defn.version} (sha256:{short})")
 
 
+def require_drained(client: RuntimeClient, definitions: Sequence[Definition], version: str) -> None:
+    """Refuses the whole deploy while `version` of any workflow deployed has
+    live executions. Deploying never unregisters a version, so this is a
+    gate on the deploy itself: it checks every workflow before registering
+    any, and registers nothing when one is not drained."""
+    from orbit_cli.drain import census, live_of
+    from orbit_core.semver import semver_key
+
+    newest: dict[str, Definition] = {}
+    for defn in definitions:
+        known = newest.get(defn.name)
+        if known is None or semver_key(defn.version) > semver_key(known.version):
+            newest[defn.name] = defn
+    for name, defn in sorted(newest.items()):
+        live = live_of(census(client, name), version)
+        if live:
+            raise CliError(
+                f"{name}@{version} has {live} live execution(s), so it is not drained; "
+                f"nothing was deployed (--require-drained {version}). Move them with "
+                f"`orbit migrate plan {name} --from {version} --to {defn.version}` "
+                f"or wait until `orbit versions {name}` says drained"
+            )
+
+
 @click.command(
     "deploy",
     short_help="Register workflow definitions with the runtime.",
@@ -42,8 +66,20 @@ def register(client: RuntimeClient, definitions: Sequence[Definition]) -> None:
 @policy_option(
     "Check .orbit sources against this organisation policy before registering (repeatable)."
 )
+@click.option(
+    "--require-drained",
+    "drained_version",
+    metavar="VERSION",
+    help="Deploy nothing unless VERSION of each workflow in FILES has no live execution "
+    "(as `orbit versions` counts them).",
+)
 @connection_options
-def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Any, ...]) -> None:
+def cli(
+    client: RuntimeClient,
+    files: tuple[Path, ...],
+    policies: tuple[Any, ...],
+    drained_version: str | None,
+) -> None:
     """Register the workflows in FILES with the runtime.
 
     FILES are ORBIT sources (compiled first) or compiled IR (.json). Child
@@ -53,6 +89,11 @@ def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Any, ...
     definition under an existing version is refused (DEFINITION_CONFLICT),
     except by a server started with --dev, which replaces it while no
     unfinished execution uses it and says `replaced`.
+
+    With --require-drained VERSION the deploy is refused (exit 1, nothing
+    registered) while VERSION of one of the workflows still has live
+    executions; deploying never removes a version, so this only guards
+    a pipeline that retires VERSION's workers after the deploy.
     """
     if not files:
         return
@@ -65,4 +106,7 @@ def cli(client: RuntimeClient, files: tuple[Path, ...], policies: tuple[Any, ...
             f"--policy needs .orbit sources, and {compiled[0]} is compiled IR: "
             "violations and waivers are located in the source"
         )
-    register(client, load_definitions(list(files), policies=policies))
+    definitions = load_definitions(list(files), policies=policies)
+    if drained_version is not None:
+        require_drained(client, definitions, drained_version)
+    register(client, definitions)

@@ -9,11 +9,14 @@ version or the other, and running it again carries on."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from orbit_cli.client import RuntimeClient, connection_options, path
+from orbit_cli.client import ApiError, RuntimeClient, connection_options, path
+from orbit_cli.commands.ps import FilterRefused, check_filter_text
 from orbit_cli.output import out, pretty_json
 
 LIVE_STATUSES = ("RUNNING", "COMPENSATING")
@@ -42,6 +45,11 @@ def _versions(command: Any) -> Any:
                 type=click.Choice(LIVE_STATUSES, case_sensitive=False),
                 help="Only executions in this status.",
             ),
+            click.option(
+                "--where",
+                metavar="FILTER",
+                help="Only executions passing this filter, as in `orbit ps --where`.",
+            ),
             click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON."),
         ]
     ):
@@ -53,6 +61,18 @@ def _versions(command: Any) -> Any:
 def cli() -> None:
     """Plan and run live migrations declared with `migrate from` in the
     target version's source."""
+
+
+@contextlib.contextmanager
+def _filter_refused() -> Iterator[None]:
+    """A filter the runtime refuses (a field no workflow declares, a type
+    that does not fit) is an input error, as for `orbit ps --where`."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.code == "INVALID_FILTER":
+            raise FilterRefused(exc.text) from None
+        raise
 
 
 def _row(execution_id: str, verdict: str, reason: str) -> str:
@@ -69,14 +89,18 @@ def plan(
     from_version: str,
     to_version: str,
     status: str | None,
+    where: str | None,
     as_json: bool,
 ) -> None:
     """List each live execution of WORKFLOW on --from: migratable now, at
     its next safe point, or not migratable, and why."""
-    doc = client.get(
-        path("v1", "workflows", workflow, "migrations"),
-        **{"from": from_version, "to": to_version, "status": status},
-    )
+    if where is not None:
+        check_filter_text(where)
+    with _filter_refused():
+        doc = client.get(
+            path("v1", "workflows", workflow, "migrations"),
+            **{"from": from_version, "to": to_version, "status": status, "where": where},
+        )
     if as_json:
         out(pretty_json(doc))
         return
@@ -104,6 +128,7 @@ def run(
     from_version: str,
     to_version: str,
     status: str | None,
+    where: str | None,
     as_json: bool,
     dry_run: bool,
     batch_size: int,
@@ -111,15 +136,19 @@ def run(
     """Move every live execution of WORKFLOW on --from that is at a safe
     point to --to, each in one commit that records `WorkflowMigrated`.
     Executions that cannot move are left untouched."""
-    where = path("v1", "workflows", workflow, "migrations")
+    route = path("v1", "workflows", workflow, "migrations")
     body: dict[str, Any] = {"from": from_version, "to": to_version, "limit": batch_size}
     if status is not None:
         body["status"] = status.upper()
+    if where is not None:
+        check_filter_text(where)
+        body["where"] = where
     if dry_run:
         body["dry_run"] = True
     rounds: list[dict[str, Any]] = []
     while True:
-        answer = client.post(where, body)
+        with _filter_refused():
+            answer = client.post(route, body)
         rounds.append(answer)
         if not as_json:
             for e in answer["executions"]:

@@ -101,6 +101,15 @@ class FilterRefused(CliError):
     exit_code = 2
 
 
+def check_filter_text(where: str) -> None:
+    """Parses a filter locally, so that a typo is shown under the filter
+    without a round trip (exit 2); the runtime types it against the fields."""
+    try:
+        parse_filter(where)
+    except FilterError as exc:
+        raise FilterRefused(_pointed(exc, where)) from None
+
+
 def _search(
     client: RuntimeClient,
     url: str,
@@ -115,10 +124,7 @@ def _search(
     filter is parsed here first, so a typo is shown under the filter
     without a round trip; the runtime checks it against the fields."""
     if where is not None:
-        try:
-            parse_filter(where)
-        except FilterError as exc:
-            raise FilterRefused(_pointed(exc, where)) from None
+        check_filter_text(where)
     try:
         return client.get(
             url, status=status, workflow=workflow, limit=limit, where=where, cursor=cursor

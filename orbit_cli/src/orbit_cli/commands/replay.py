@@ -4,7 +4,10 @@
 The history comes from the runtime (`GET /v1/executions/{id}/history`,
 `?run=N` with --run) or from a file; the definition from the runtime
 (`GET /v1/workflows/{name}/{version}` of the workflow the history names)
-or from --definition (IR `.json` or `.orbit` source, compiled first). The
+or from --definition (IR `.json` or `.orbit` source, compiled first). A
+history with live migrations (`WorkflowMigrated`) also needs each
+definition it moved to: matched by hash in --definition's file, else
+fetched from the runtime by version when the history came from it. The
 replay itself is `orbit_cli.replay`. Read-only: nothing is sent to the
 runtime but GETs.
 
@@ -117,17 +120,14 @@ def replay_command(
     if definition_file is not None:
         definition = _local_definition(definition_file, workflow or created.workflow)
     else:
-        document = client.get(path("v1", "workflows", created.workflow, created.version))
-        try:
-            definition = from_json(document)
-        except IRError as error:
-            raise CliError(
-                f"the runtime's definition of {created.workflow}@{created.version} is not valid IR: {error}"
-            ) from None
+        definition = _runtime_definition(client, created.workflow, created.version)
+    targets = _migration_targets(
+        client if execution_id is not None else None, events, definition_file, definition.name
+    )
     if at is not None and at > len(events):
         raise CliError(f"--at {at}: the history has {len(events)} events")
     try:
-        report = replay(eid, events, definition, at=at)
+        report = replay(eid, events, definition, at=at, migrated_to=targets)
     except HistoryError as error:
         raise CliError(f"{source}: {error}") from None
     if as_json:
@@ -136,6 +136,43 @@ def replay_command(
         for line in human(report, at is not None):
             out(line.rstrip())
     sys.exit(1 if report.divergences else 0)
+
+
+def _runtime_definition(client: RuntimeClient, name: str, version: str) -> Definition:
+    document = client.get(path("v1", "workflows", name, version))
+    try:
+        return from_json(document)
+    except IRError as error:
+        raise CliError(
+            f"the runtime's definition of {name}@{version} is not valid IR: {error}"
+        ) from None
+
+
+def _migration_targets(
+    client: RuntimeClient | None,
+    events: list[ev.Event],
+    definition_file: Path | None,
+    name: str,
+) -> list[Definition]:
+    """The definitions the history's live migrations (`WorkflowMigrated`)
+    moved it to, found by hash: in --definition's file first, else from the
+    runtime when the history came from it. One the replay cannot find is
+    reported by the replay itself, naming the version and hash."""
+    wanted = [e for e in events if isinstance(e, ev.WorkflowMigrated)]
+    if not wanted:
+        return []
+    found: dict[str, Definition] = {}
+    if definition_file is not None:
+        from orbit_cli.definitions import load_definitions
+
+        found = {d.definition_hash: d for d in load_definitions([definition_file])}
+    for event in wanted:
+        if event.to_hash in found or client is None:
+            continue
+        target = _runtime_definition(client, name, event.to_version)
+        if target.definition_hash == event.to_hash:
+            found[target.definition_hash] = target
+    return list(found.values())
 
 
 def _history_file(file: Path) -> tuple[str | None, list[Any]]:

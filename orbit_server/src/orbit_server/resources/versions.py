@@ -21,7 +21,7 @@ _STATUSES = ("RUNNING", "COMPENSATING")
 
 
 def status_filter(status: str | None) -> Filter:
-    """The filter `orbit ps --status` has; the `--where` language plugs in here."""
+    """The filter `orbit ps --status` has."""
     if status is None:
         return everything
     wanted = status.upper()
@@ -35,6 +35,39 @@ def status_filter(status: str | None) -> Filter:
         return state.status == wanted
 
     return keep
+
+
+def where_filter(engine: EngineApi, workflow: str, where: str | None, status: str | None) -> Filter:
+    """The executions of `workflow` passing the typed filter `where` (the
+    language of `orbit ps --where`, docs/language/visibility.md), as the
+    store's search finds them among the live statuses (or `status`). The
+    search is what `GET /v1/executions?where=` runs, so both agree on every
+    field; the plan then intersects its ids with the executions in memory.
+    A bad filter raises INVALID_FILTER."""
+    if where is None:
+        return everything
+    ids: set[str] = set()
+    for wanted in (status.upper(),) if status is not None else _STATUSES:
+        cursor: str | None = None
+        while True:
+            page = engine.search_executions(where, wanted, workflow, MAX_BATCH, cursor)
+            ids.update(e["execution_id"] for e in page["executions"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+
+    def keep(state: ExecutionState) -> bool:
+        return state.id in ids
+
+    return keep
+
+
+def _both(first: Filter, second: Filter) -> Filter:
+    if first is everything:
+        return second
+    if second is everything:
+        return first
+    return lambda state: first(state) and second(state)
 
 
 def _versions(source: JsonObject | dict[str, str | None]) -> tuple[str, str]:
@@ -55,7 +88,10 @@ class Versions:
     def on_get_plan(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         params = {k: req.get_param(k) for k in ("from", "to")}
         from_version, to_version = _versions(params)
-        keep = status_filter(req.get_param("status"))
+        status = req.get_param("status")
+        keep = _both(
+            status_filter(status), where_filter(self._engine, name, req.get_param("where"), status)
+        )
         send(resp, self._engine.migrations.plan(name, from_version, to_version, keep))
 
     def on_post_plan(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
@@ -72,7 +108,11 @@ class Versions:
         status = body.get("status")
         if status is not None and not isinstance(status, str):
             raise InvalidError("status must be a string", "INVALID_REQUEST")
+        where = body.get("where")
+        if where is not None and not isinstance(where, str):
+            raise InvalidError("where must be a string (a filter)", "INVALID_REQUEST")
+        keep = _both(status_filter(status), where_filter(self._engine, name, where, status))
         answer = self._engine.migrations.run(
-            name, from_version, to_version, limit=limit, dry_run=dry_run, keep=status_filter(status)
+            name, from_version, to_version, limit=limit, dry_run=dry_run, keep=keep
         )
         send(resp, answer)

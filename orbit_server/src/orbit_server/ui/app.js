@@ -449,10 +449,12 @@ function detailSections(doc, def, history) {
   const run = doc.run || 1;
   const last = history[history.length - 1];
   const finished = doc.finished_at_ms;
+  const migrations = history.filter((e) => e.type === "WorkflowMigrated");
   const info = [["Status", [st(doc.status), run > 1 ? ` (run ${run})` : ""]],
     ["Run", run > 1 ? [String(run), " ", link(`#/executions/${encodeURIComponent(doc.id)}?run=${run - 1}`, "previous run")] : "1"],
     ["Workflow", link(`#/workflows/${encodeURIComponent(doc.workflow)}/${encodeURIComponent(doc.version)}`, `${doc.workflow} ${doc.version}`)],
     ["Definition hash", h("code", {}, doc.definition_hash)],
+    ["Migrated", migrations.length ? migrations.map((e) => `${migratedText(e)} at ${fmtTime(e.timestamp_ms)}`).join("; ") : null],
     ["Started", fmtTime(doc.created_at_ms)], ["Finished", finished ? fmtTime(finished) : null],
     ["Duration", fmtDur((finished || Date.now()) - doc.created_at_ms)],
     ["Since last update", fmtDur(Date.now() - doc.updated_at_ms)], ["History events", doc.last_seq],
@@ -477,10 +479,17 @@ function detailSections(doc, def, history) {
     panel("History", historyTable(history))].filter(Boolean);
 }
 
+// A live migration (issue 41) reads as the versions it moved between, with
+// the steps it renamed; the full event stays one click away.
+function migratedText(e) {
+  const renamed = Object.entries(e.renamed || {}).map(([a, b]) => `${a} → ${b}`);
+  return `${e.from_version} → ${e.to_version}` + (renamed.length ? ` (renamed ${renamed.join(", ")})` : "");
+}
 function historyTable(history) {
   const first = history.length ? history[0].timestamp_ms : 0;
+  const about = (e) => (e.type === "WorkflowMigrated" ? h("span", { class: "migrated" }, migratedText(e)) : e.step || e.unit || e.signal || "");
   return table(["Seq", "+time", "Event", "Unit or signal", "Time"], history.map((e) => [e.seq, fmtDur(e.timestamp_ms - first),
-    h("details", { "data-key": `ev-${e.seq}` }, h("summary", {}, e.type), json(e)), e.step || e.unit || e.signal || "", fmtTime(e.timestamp_ms)]));
+    h("details", { "data-key": `ev-${e.seq}` }, h("summary", {}, e.type), json(e)), about(e), fmtTime(e.timestamp_ms)]));
 }
 
 function unitAction(def, step) {
@@ -792,6 +801,7 @@ async function workflowPage(name, version) {
       ["IR version", def.ir_version], ["Timeout", def.timeout_ms ? fmtDur(def.timeout_ms) : "none"], ["Limits", def.limits ? JSON.stringify(def.limits) : null],
       ["Other versions", others.length ? others.map((w) => [link(`#/workflows/${encodeURIComponent(w.name)}/${encodeURIComponent(w.version)}`, w.version), " "]) : "none"],
       ["Executions", link(`#/executions?workflow=${encodeURIComponent(def.name)}`, "list")]])),
+    await versionsPanel(def.name),
     panel("Input", fields(def.input)), panel("Output", fields(def.output)),
     panel("Signals", table(["Signal", "Payload"], (def.signals || []).map((s) => [s.name, typeText(s.payload)]))),
     panel("Queries", table(["Query", "Result type"], (def.queries || []).map((q) => [q.name, typeText(q.type || q.result)]))),
@@ -802,6 +812,19 @@ async function workflowPage(name, version) {
     panel("Task contracts", table(["Name", "Version", "Input", "Output"], Object.values(def.contracts || {}).map((c) => [c.name, c.version || "",
       typeText(c.input), typeText(c.output)]))),
     def.continue_as_new ? panel("Continue as new", json(def.continue_as_new)) : null].filter(Boolean);
+}
+
+// The census of `orbit versions` (issue 41): per registered version, its live
+// executions, where they wait and whether it drains, so an operator sees
+// which versions (and their workers) can go.
+async function versionsPanel(name) {
+  let doc;
+  try { doc = await get(`/v1/workflows/${encodeURIComponent(name)}/versions`); } catch (err) { return panel("Versions in production", problem(err)); }
+  const waits = (v) => v.waiting.map((w) => `${w.step} (${w.kind}): ${w.count}`).join(", ");
+  const lastLive = (v) => (v.drain !== "drained" ? "" : v.last_live_at_ms == null ? "never live" : fmtTime(v.last_live_at_ms));
+  return panel("Versions in production", table(["Version", "Drain", "Live", "Paused", "Waiting in", "Tasks still called", "Last live"],
+    doc.versions.map((v) => [link(`#/workflows/${encodeURIComponent(name)}/${encodeURIComponent(v.version)}`, v.version), st(v.drain),
+      v.live, v.paused, waits(v), v.tasks.join(", "), lastLive(v)]), "Live executions and drain status per version"));
 }
 
 // ---- schedules -------------------------------------------------------------------------------------
