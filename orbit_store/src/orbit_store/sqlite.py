@@ -115,8 +115,11 @@ class SqliteStore(SqlStore):
             # Takes effect only on a database with no table yet (a new one),
             # before WAL: retention's sweeper then gives the pages it frees
             # back to the file system (`reclaim_space`). An existing
-            # database keeps its setting (docs/retention.md: VACUUM once).
-            cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            # database keeps its setting (docs/retention.md: VACUUM once),
+            # and is not written to here: a read-only one must get as far
+            # as the write probe, which names the fault.
+            if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+                cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=FULL")
             cursor.execute("PRAGMA foreign_keys=ON")
