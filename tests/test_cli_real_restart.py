@@ -158,3 +158,61 @@ def test_refusals_are_coded(hello: Hello) -> None:
     assert missing.exit_code == 1 and "NOT_FOUND (404)" in missing.stderr
     version = hello.orbit("fork", eid, "--from", "decorate", "--version", "9.9.9", "--dry-run")
     assert version.exit_code == 1 and "WORKFLOW_NOT_FOUND (404)" in version.stderr
+
+
+def test_restart_as_a_batch_over_a_workflow(hello: Hello) -> None:
+    """`orbit restart --workflow` (docs/operating-executions.md): a batch job
+    whose dry run lists the selection, whose unforced run fails each
+    execution with EFFECTS_REPEATED, and whose forced run restarts them all."""
+    mine = [hello.run(), hello.run()]
+    http = hello.server.http()
+    dry = hello.orbit.ok(
+        "restart", "--workflow", "Hello", "--status", "completed", "--from", "decorate", "--dry-run"
+    )
+    lines = dry.stdout.splitlines()
+    selected = [line.strip() for line in lines[1:]]
+    total = len(selected)
+    assert lines[0] == f"would restart {total} executions (workflow Hello, status COMPLETED)"
+    assert set(mine) <= set(selected)
+    assert all(hello.get(eid).get("run") is None for eid in mine)
+
+    refused = hello.orbit(
+        "restart", "--workflow", "Hello", "--status", "completed", "--from", "decorate"
+    )
+    assert refused.exit_code == 1, refused.output
+    assert f"restarted 0, skipped 0, failed {total}\n" in refused.stdout
+    assert f"  {mine[0]}: EFFECTS_REPEATED " in refused.stdout
+    assert all(hello.get(eid).get("run") is None for eid in mine)
+
+    hello.calls.clear()
+    forced = hello.orbit.ok(
+        "restart",
+        "--workflow",
+        "Hello",
+        "--status",
+        "completed",
+        "--from",
+        "decorate",
+        "--force",
+        "--reason",
+        "bad template",
+    )
+    assert forced.stdout == f"restarted {total}, skipped 0, failed 0\n"
+    for eid in selected:
+        assert hello.wait(eid)["status"] == "COMPLETED"
+    for eid in mine:
+        assert hello.get(eid)["run"] == 2
+    assert hello.calls == ["decorate"] * total
+
+    # Over HTTP: the action needs its step; a dry run lists the selection.
+    missing = http.post("/v1/batches", {"action": "restart", "filter": {"workflow": "Hello"}})
+    assert missing.status == 400 and missing.body["error"]["code"] == "INVALID_REQUEST"
+    listed = http.post(
+        "/v1/batches",
+        {"action": "restart", "filter": {"workflow": "Hello"}, "from": "decorate", "dry_run": True},
+    )
+    assert listed.status == 200 and listed.body["action"] == "restart"
+    assert set(mine) <= set(listed.body["executions"])
+    batches = http.get("/v1/batches").body["batches"]
+    assert batches[0]["action"] == "restart"
+    assert batches[0]["params"] == {"from": "decorate", "reason": "bad template", "force": True}

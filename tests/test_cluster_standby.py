@@ -685,3 +685,50 @@ def test_grpc_workers_run_on_the_leader_and_a_standby_names_it(pg_url: str) -> N
         for proc in (a, b):
             if proc is not None and proc.proc is not None:
                 proc.stop(signal.SIGKILL)
+
+
+def test_operator_actions_go_through_the_leader_and_a_pause_survives_failover(
+    pair: tuple[ServerProcess, ServerProcess],
+) -> None:
+    """docs/operating-executions.md: a standby refuses pause, resume and
+    restart with NOT_LEADER as any write (the CLI repeats them at the
+    leader); the pause is in the history, so the next leader keeps it."""
+    a, b = pair
+    api = a.http()
+    assert api.post("/v1/workflows", server_ir.chain(2)).status == 201
+    assert api.post("/v1/executions", {"workflow": "Chain", "execution_id": "held"}).status == 201
+    standby = b.http()
+    for action, body in (
+        ("pause", {"reason": "x"}),
+        ("resume", {}),
+        ("restart", {"from": "s0", "force": True}),
+        ("fork", {"from": "s0", "force": True}),
+    ):
+        refused = standby.post(f"/v1/executions/held/{action}", body)
+        assert refused.status == 503, (action, refused)
+        assert refused.body["error"]["code"] == "NOT_LEADER", (action, refused)
+    cli = run_orbit("pause", "held", "--reason", "audit", "--server", f"http://{b.addr}")
+    assert cli.returncode == 0, cli.stderr
+    assert api.get("/v1/executions/held").body["pause_reason"] == "audit"
+
+    a.stop(signal.SIGKILL)
+    _wait(lambda: _role(b) == "leader", 30, "b to take over", b)
+    doc = standby.get("/v1/executions/held").body
+    assert doc["status"] == "RUNNING" and doc["paused"] is True and doc["pause_reason"] == "audit"
+    worker = RawWorker(standby, "w-1", [("bench.step", "1.0.0")])
+    assert worker.register().status == 200
+    idle = worker.poll(300)
+    assert idle.status in (200, 204) and "token" not in (idle.body or {}), idle
+    assert standby.post("/v1/executions/held/resume", {}).status == 200
+    task = worker.task(10_000)
+    assert task["execution_id"] == "held", task
+    assert worker.complete(task["token"], {"i": 1}).status == 200
+    restarted = standby.post("/v1/executions/held/restart", {"from": "s0", "force": True})
+    assert restarted.status == 201, restarted
+    assert restarted.body["run"] == 2 and restarted.body["kept"] == []
+    assert standby.get("/v1/executions/held").body["run"] == 2
+    forked = standby.post(
+        "/v1/executions/held/fork", {"from": "s1", "execution_id": "held-fork", "force": True}
+    )
+    assert forked.status == 201, forked
+    assert standby.get("/v1/executions/held-fork").body["status"] == "RUNNING"

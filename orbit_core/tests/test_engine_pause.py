@@ -268,3 +268,18 @@ def test_the_listing_marks_paused_executions_only(engine: Engine) -> None:
     engine.operations.resume("x-2")
     rows = {r["execution_id"]: r for r in engine.list_executions()["executions"]}
     assert "paused" not in rows["x-2"]
+
+
+def test_the_filtered_listing_marks_paused_executions_like_the_plain_one(engine: Engine) -> None:
+    engine.deploy(two_steps())
+    engine.start("Two", execution_id="x-1")
+    engine.start("Two", execution_id="x-2")
+    engine.operations.pause("x-2", "hold")
+    page = engine.search_executions('status == "RUNNING"', None, "Two", 50, None)
+    rows = {r["execution_id"]: r for r in page["executions"]}
+    assert set(rows) == {"x-1", "x-2"}
+    assert not {"paused", "paused_at_ms", "pause_reason"} & set(rows["x-1"])
+    assert rows["x-2"]["paused"] is True and rows["x-2"]["pause_reason"] == "hold"
+    engine.operations.resume("x-2")
+    page = engine.search_executions(None, None, "Two", 50, None)
+    assert all("paused" not in r for r in page["executions"])

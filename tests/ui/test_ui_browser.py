@@ -531,3 +531,121 @@ def test_the_list_filters_by_search_fields_with_completion(ui: Ui, page: Page) -
     page.get_by_label("Filter").fill("nosuch == 1")
     page.get_by_role("button", name="Search").click()
     expect(page.locator("#f-where-error")).to_contain_text("unknown field `nosuch`")
+
+
+def test_pause_and_resume_from_the_execution_page(ui: Ui, page: Page) -> None:
+    """docs/operating-executions.md: the page pauses with a reason, marks the
+    execution paused (its page, the list, the history) and resumes it."""
+    ui.start("claim-hold", 500.0)
+    ui.start("claim-hold-not", 500.0)
+    sign_in(page, ui)
+    page.goto(f"{ui.url}#/executions/claim-hold")
+    execution = page.locator("#p-execution").locator("xpath=..")
+    expect(page.get_by_role("button", name="Resume")).to_be_disabled()
+    page.get_by_label("Pause reason (optional)").fill("refund desk investigating")
+    page.get_by_role("button", name="Pause").click()
+    expect(execution.locator("[data-paused]")).to_have_text("paused")
+    expect(execution).to_contain_text("refund desk investigating")
+    expect(page.get_by_role("button", name="Pause")).to_be_disabled()
+    doc = ui.call("GET", "/v1/executions/claim-hold")
+    assert doc["paused"] is True and doc["pause_reason"] == "refund desk investigating"
+    history = page.locator("#p-history").locator("xpath=..")
+    expect(history).to_contain_text("paused by an operator: refund desk investigating")
+    ui.shot(page, "execution-paused")
+    ui.check_accessible(page, "execution paused")
+
+    page.goto(f"{ui.url}#/executions?workflow=ExpenseClaim")
+    row = page.locator("tr", has=page.get_by_role("link", name="claim-hold", exact=True))
+    expect(row.locator("[data-paused]")).to_have_text("paused")
+    other = page.locator("tr", has=page.get_by_role("link", name="claim-hold-not", exact=True))
+    expect(other).to_be_visible()
+    expect(other.locator("[data-paused]")).to_have_count(0)
+
+    page.goto(f"{ui.url}#/executions/claim-hold")
+    page.get_by_role("button", name="Resume").click()
+    expect(execution.locator("[data-paused]")).to_have_count(0)
+    expect(history).to_contain_text("resumed by an operator")
+    assert "paused" not in ui.call("GET", "/v1/executions/claim-hold")
+    assert ui.status("claim-hold") == "RUNNING"
+
+
+def test_restart_and_fork_show_the_effect_preview_before_acting(ui: Ui, page: Page) -> None:
+    """docs/restart-and-fork.md: the dry run's preview in a dialog, then the
+    action, forced only when the operator confirms a preview that needs it."""
+    ui.start("claim-again", 50.0)  # below 100: `pay` runs at once
+    wait_until(lambda: ui.status("claim-again") == "COMPLETED", 30, "claim-again to complete")
+    sign_in(page, ui)
+    page.goto(f"{ui.url}#/executions/claim-again")
+    page.get_by_label("From step").select_option("pay")
+    page.get_by_role("button", name="Restart from step…").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Restart claim-again from pay?")
+    preview = dialog.get_by_role("row", name="pay")
+    for text in ("payments.pay@1.0.0", "unknown", "new", "needs force"):
+        expect(preview).to_contain_text(text)
+    expect(dialog).to_contain_text("rules")  # kept
+    ui.shot(page, "restart-preview")
+    ui.check_accessible(page, "restart preview")
+    # Declining changes nothing.
+    dialog.get_by_role("button", name="Do nothing").click()
+    expect(dialog).to_be_hidden()
+    assert ui.call("GET", "/v1/executions/claim-again").get("run", 1) == 1
+
+    page.get_by_role("button", name="Restart from step…").click()
+    dialog.get_by_role("button", name="Restart anyway (force)").click()
+    execution = page.locator("#p-execution").locator("xpath=..")
+    expect(execution).to_contain_text("(run 2)", timeout=30_000)
+    wait_until(lambda: ui.status("claim-again") == "COMPLETED", 30, "run 2 to complete")
+    history = page.locator("#p-history").locator("xpath=..")
+    expect(history).to_contain_text("rules: SUCCEEDED kept from run 1", timeout=30_000)
+    page.goto(f"{ui.url}#/executions/claim-again?run=1")
+    expect(page.locator("#p-history").locator("xpath=..")).to_contain_text(
+        "restarted from step pay as run 2"
+    )
+
+    page.goto(f"{ui.url}#/executions/claim-again")
+    page.get_by_label("From step").select_option("pay")
+    page.get_by_label("Fork id (optional)").fill("claim-again-fork")
+    page.get_by_role("button", name="Fork from step…").click()
+    expect(dialog).to_contain_text("Fork claim-again from pay as claim-again-fork?")
+    dialog.get_by_role("button", name="Fork anyway (force)").click()
+    page.get_by_role("link", name="claim-again-fork").click()
+    expect(page.get_by_role("heading", name="Execution claim-again-fork")).to_be_visible()
+    wait_until(lambda: ui.status("claim-again-fork") == "COMPLETED", 30, "the fork to complete")
+    expect(page.locator("#p-history").locator("xpath=..")).to_contain_text(
+        "forked from claim-again run 2 at step pay"
+    )
+
+
+def test_a_refused_fork_shows_the_servers_reason(ui: Ui, page: Page) -> None:
+    ui.start("claim-nofork", 50.0)
+    wait_until(lambda: ui.status("claim-nofork") == "COMPLETED", 30, "claim-nofork to complete")
+    sign_in(page, ui)
+    page.goto(f"{ui.url}#/executions/claim-nofork")
+    page.get_by_label("Fork version (optional)").fill("9.9.9")
+    page.get_by_role("button", name="Fork from step…").click()
+    expect(page.locator("#p-actions").locator("xpath=..").get_by_role("alert")).to_contain_text(
+        "WORKFLOW_NOT_FOUND"
+    )
+    expect(page.get_by_role("dialog")).to_have_count(0)
+
+
+def test_the_execution_page_says_what_a_held_back_start_waits_for(ui: Ui, page: Page) -> None:
+    """docs/language/flow-control.md: `waiting` of the document, on the page."""
+    _orbit(ui.server, "deploy", str(HERE.parents[1] / "examples" / "flow_control.orbit"))
+    for n in (1, 2, 3):
+        body = {
+            "workflow": "PerCustomer",
+            "execution_id": f"pc-{n}",
+            "input": {"customer_id": "c-1"},
+        }
+        ui.call("POST", "/v1/executions", body)
+    sign_in(page, ui)
+    page.goto(f"{ui.url}#/executions/pc-3")
+    execution = page.locator("#p-execution").locator("xpath=..")
+    expect(execution.locator("[data-waiting]")).to_contain_text(
+        "waiting for a concurrency slot: customer_id `c-1` 2/2"
+    )
+    page.goto(f"{ui.url}#/executions/pc-1")
+    expect(page.locator("#p-execution").locator("xpath=..")).to_contain_text("Workflow")
+    expect(page.locator("[data-waiting]")).to_have_count(0)

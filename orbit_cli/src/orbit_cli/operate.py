@@ -1,4 +1,4 @@
-"""What `orbit pause`, `orbit resume` and `orbit cancel` share: acting on
+"""What `orbit pause`, `orbit resume`, `orbit cancel` and `orbit restart` share: acting on
 one execution, or on every execution a filter selects through a batch job
 on the runtime (`POST /v1/batches`), followed with a progress bar until it
 ends (docs/operating-executions.md).
@@ -26,7 +26,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 STATUSES = ("RUNNING", "COMPENSATING", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
 # How often a followed batch is read.
 POLL_S = 0.25
-PAST = {"pause": "paused", "resume": "resumed", "cancel": "cancellation requested for"}
+PAST = {
+    "pause": "paused",
+    "resume": "resumed",
+    "cancel": "cancellation requested for",
+    "restart": "restarted",
+}
 
 FILTER_OPTIONS = [
     click.option(
@@ -40,6 +45,14 @@ FILTER_OPTIONS = [
         help="With --workflow: only executions in this status.",
     ),
 ]
+
+
+def filter_options(command: F) -> F:
+    """Adds only the filter options, for a command that has its own
+    `--dry-run` and `--json` (`orbit restart`)."""
+    for option in reversed(FILTER_OPTIONS):
+        command = option(command)
+    return command
 
 
 def batch_options(command: F) -> F:
@@ -77,7 +90,7 @@ def run(
     if execution_id is None:
         if workflow is None:
             raise click.UsageError("give an EXECUTION_ID, or --workflow for a batch")
-        _batch(client, action, body, batch, as_json)
+        run_batch(client, action, body, batch)
         return
     if batch.get("status") or batch.get("dry_run"):
         raise click.UsageError("--status and --dry-run go with --workflow")
@@ -90,9 +103,12 @@ def run(
         out(f"execution {execution_id} {PAST[action]}; it is {state.get('status')}")
 
 
-def _batch(
-    client: RuntimeClient, action: str, body: dict[str, Any], batch: dict[str, Any], as_json: bool
+def run_batch(
+    client: RuntimeClient, action: str, body: dict[str, Any], batch: dict[str, Any]
 ) -> None:
+    """A batch job over `batch`'s filter (`workflow`, `status`), or with
+    `dry_run` the executions it selects; `as_json` prints the answers."""
+    as_json = bool(batch.get("as_json"))
     request = {"action": action, "filter": _filter(batch), **body}
     if batch.get("dry_run"):
         answer = client.post("/v1/batches", {**request, "dry_run": True})

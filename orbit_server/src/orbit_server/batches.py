@@ -20,8 +20,8 @@ execution is acted on twice.
 
 The actions are a small registry (`ACTIONS`): an `Action` names itself,
 checks its parameters, acts on one execution and tells whether it already
-did. Restart, or later a migration, plugs in by registering one more
-(`register`); routes, the store and the CLI need no change.
+did. Restart is one of them; a migration would plug in the same way
+(`register`); routes and the store need no change.
 """
 
 from __future__ import annotations
@@ -148,6 +148,50 @@ class Cancel:
         return code == "EXECUTION_FINISHED"
 
 
+@attrs.frozen
+class Restart:
+    """A new run of each execution from one step (docs/restart-and-fork.md).
+    Each execution is checked on its own: one whose restart would repeat
+    an effect without `force` fails with EFFECTS_REPEATED, as `orbit
+    restart` would, and the others go on."""
+
+    name: str = "restart"
+
+    def params(self, body: JsonObject) -> JsonObject:
+        step = body.get("from")
+        if not isinstance(step, str) or not step:
+            raise InvalidError(
+                "a restart batch needs `from`, the step to run again", "INVALID_REQUEST"
+            )
+        force = body.get("force", False)
+        if not isinstance(force, bool):
+            raise InvalidError("force must be true or false", "INVALID_REQUEST")
+        out: JsonObject = {"from": step, **_reason(body)}
+        if force:
+            out["force"] = True
+        return out
+
+    def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
+        step, reason = params.get("from"), params.get("reason")
+        engine.operations.restart(
+            execution_id,
+            step if isinstance(step, str) else "",
+            force=params.get("force") is True,
+            reason=reason if isinstance(reason, str) else None,
+        )
+
+    def applied(self, events: Sequence[ev.Event], since_ms: int, params: JsonObject) -> bool:
+        # `events` is the current run's: a restart since the claim began a
+        # new run then (its WorkflowRestarted closes the run before).
+        return any(
+            isinstance(e, ev.WorkflowCreated) and (e.run or 1) > 1 and e.timestamp_ms >= since_ms
+            for e in events
+        )
+
+    def skips(self, code: str) -> bool:
+        return False  # a restart applies to any execution; every refusal is reported
+
+
 ACTIONS: dict[str, Action] = {}
 
 
@@ -156,7 +200,7 @@ def register(action: Action) -> None:
     ACTIONS[action.name] = action
 
 
-for _action in (Pause(), Resume(), Cancel()):
+for _action in (Pause(), Resume(), Cancel(), Restart()):
     register(_action)
 
 

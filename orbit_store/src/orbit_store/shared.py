@@ -103,7 +103,7 @@ _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
 # Inbox kinds whose sender waits for the owner's reply (a worker's result
 # is answered with what the owner decided, as on a single server).
-REPLIED = frozenset({"signal", "cancel", "pause", "resume", "complete", "fail"})
+REPLIED = frozenset({"signal", "cancel", "pause", "resume", "restart", "complete", "fail"})
 CLAIM_PAUSE_S = 0.1
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.
@@ -334,6 +334,8 @@ class SharedStore(PostgresStore):
         self._batch.fenced = None
         if batch is None or batch.receipts or batch.offers:
             return super().one_statement(events, new_rows, updates)
+        if _revived(batch, self.owned()):
+            return super().one_statement(events, new_rows, updates)
         unqueued, units, _, paused = _queue_changes(batch, self._queued)
         if unqueued or units or paused:
             return super().one_statement(events, new_rows, updates)
@@ -410,7 +412,10 @@ class SharedStore(PostgresStore):
     ) -> tuple[list[tuple[str, str, int]], Callable[[], None]]:
         owned = self.owned()
         new = {c.execution_id for c in batch.executions if c.new}
-        changed = [c.execution_id for c in batch.executions if not c.new]
+        revived = set(_revived(batch, owned))
+        changed = [
+            c.execution_id for c in batch.executions if not c.new and c.execution_id not in revived
+        ]
         # The executions it offers tasks of too: a group that only publishes
         # tasks of one this node lost must not queue them.
         changed += sorted({o.execution_id for o in batch.offers} - new - set(changed))
@@ -465,6 +470,7 @@ class SharedStore(PostgresStore):
     ) -> list[tuple[str, str, int]]:
         """Ownership rows of new executions (a child joins its parent's
         tree) and the end of those that ended."""
+        revived = self._revive(cursor, _revived(batch, owned), owned)
         new_owned = _new_owners(batch, owned)
         if new_owned:
             # One statement, whatever the number (all at epoch 1).
@@ -479,7 +485,35 @@ class SharedStore(PostgresStore):
                 "DELETE FROM orbit_owners WHERE execution_id = ANY(%b::text[])", (ended,)
             )
             cursor.execute("SELECT " + _ANNOUNCE, (ended,))
-        return new_owned
+        return revived + new_owned
+
+    def _revive(
+        self, cursor: Any, revived: list[str], owned: dict[str, tuple[str, int]]
+    ) -> list[tuple[str, str, int]]:
+        """Ownership rows of executions a restart brings back from their end
+        (`_revived`), taken by this node at epoch 1 unless another server
+        holds one already (it restarted it first, or it never ended): then
+        the commit is refused as fenced. Adds them to `owned`; returns them
+        as (id, root, epoch), for this node to adopt once committed."""
+        if not revived:
+            return []
+        cursor.execute(
+            "INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
+            "SELECT e, e, %s, 1, " + NOW_MS + " FROM unnest(%b::text[]) AS v(e) "
+            "ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id",
+            (self.node_id, revived),
+        )
+        taken = {r[0] for r in cursor.fetchall()}
+        for eid in revived:
+            if eid not in taken:
+                cursor.execute(
+                    "SELECT node_id, epoch FROM orbit_owners WHERE execution_id = %s", (eid,)
+                )
+                row = cursor.fetchone()
+                found = (row[0], int(row[1])) if row is not None else None
+                raise Fenced(fenced_message(eid, found, self._former.get(eid, 0)))
+            owned[eid] = (eid, 1)
+        return [(eid, eid, 1) for eid in revived]
 
     def _queue(self, cursor: Any, batch: CommitBatch) -> Callable[[], None]:
         """The shared queue: rows of what ended or was dispatched go, offers
@@ -550,6 +584,18 @@ class SharedStore(PostgresStore):
                         keys.add(key)
 
         return record
+
+
+def _revived(batch: CommitBatch, owned: dict[str, tuple[str, int]]) -> list[str]:
+    """Executions the batch begins a new run of (`archive_run`) that this
+    node does not hold: a restart of one that had ended (its ownership row
+    went with its end; docs/restart-and-fork.md). A continue-as-new is
+    always of one held here."""
+    return [
+        c.execution_id
+        for c in batch.executions
+        if not c.new and c.archive_run is not None and c.execution_id not in owned
+    ]
 
 
 def _new_owners(

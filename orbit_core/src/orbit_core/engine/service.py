@@ -18,6 +18,7 @@ from orbit_core.api import (
     ExecutionDoc,
     ExecutionList,
     ExecutionPage,
+    ExecutionSummary,
     HistoryPage,
     QueryAnswer,
     SignalAccepted,
@@ -339,16 +340,21 @@ class Engine:
         self._pipeline.check_open()
         rows = self.store.list_executions(status.upper() if status else None, workflow, limit)
         listed = [r.to_json() for r in rows]
-        running = [r.execution_id for r in rows if r.status == EXEC_RUNNING]
+        self._mark_paused(listed)
+        return {"executions": listed}
+
+    def _mark_paused(self, rows: list[ExecutionSummary]) -> None:
+        """Adds the pause fields to the listed rows of paused executions
+        (only to those: untouched rows print as before)."""
+        running = [r["execution_id"] for r in rows if r["status"] == EXEC_RUNNING]
         marks = self.store.pauses(running) if running else {}
-        for row in listed:
+        for row in rows:
             mark = marks.get(row["execution_id"])
-            if mark is not None:  # (only then: untouched rows print as before)
+            if mark is not None:
                 row["paused"] = True
                 row["paused_at_ms"] = mark.paused_at_ms
                 if mark.reason is not None:
                     row["pause_reason"] = mark.reason
-        return {"executions": listed}
 
     def search_executions(
         self,
@@ -362,7 +368,7 @@ class Engine:
         visibility.md); raises FilterError (INVALID_FILTER) for a bad one."""
         self._pipeline.check_open()
         definitions = self._catalog.all_definitions()
-        return visibility.search(
+        page = visibility.search(
             self.store,
             definitions,
             where=where,
@@ -371,6 +377,8 @@ class Engine:
             limit=limit,
             cursor=cursor,
         )
+        self._mark_paused(page["executions"])
+        return page
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         """Blocks until the execution is terminal (not continued-as-new) or the

@@ -343,14 +343,15 @@ async function executionList(q) {
       try {
         const one = await get(`/v1/executions/${encodeURIComponent(search)}`);
         rows = [{ execution_id: one.id, workflow: one.workflow, version: one.version, status: one.status,
-          created_at_ms: one.created_at_ms, updated_at_ms: one.updated_at_ms, finished_at_ms: one.finished_at_ms }];
+          created_at_ms: one.created_at_ms, updated_at_ms: one.updated_at_ms, finished_at_ms: one.finished_at_ms,
+          paused: one.paused, pause_reason: one.pause_reason }];
       } catch { rows = []; }
     }
     const now = Date.now();
     const counted = quick && rows.length > (page + 1) * PAGE ? "counting" : rows.length >= 1000 ? "1000+" : String(rows.length);
     const shown = rows.slice(page * PAGE, page * PAGE + PAGE);
     const out = [table(["Execution", "Workflow", "Status", "Started", "Last update", "Duration"],
-      shown.map((e) => [execLink(e.execution_id), `${e.workflow} ${e.version}`, st(e.status),
+      shown.map((e) => [execLink(e.execution_id), `${e.workflow} ${e.version}`, [st(e.status), pausedMark(e)],
         fmtTime(e.created_at_ms), fmtTime(e.updated_at_ms),
         fmtDur((FINISHED.has(e.status) ? e.updated_at_ms : now) - e.created_at_ms)]),
       `${counted} executions, newest first`),
@@ -421,7 +422,7 @@ async function executionDetail(id, q) {
     h("select", { id: "run-sel", onchange: (ev) => { location.hash = `#/executions/${encodeURIComponent(id)}${ev.target.value === String(current) ? "" : "?run=" + ev.target.value}`; } },
       Array.from({ length: current }, (_, i) => h("option", { value: i + 1, selected: i + 1 === current }, `run ${i + 1}`)))) : null;
   const refresh = h("input", { type: "checkbox", id: "autorefresh", checked: true });
-  const actions = actionsPanel(id, def, () => doc);
+  const actions = actionsPanel(id, def, () => doc, () => redraw());
   const sections = h("div", {});
   let lastSeq = -1;
   const redraw = async () => {
@@ -450,7 +451,9 @@ function detailSections(doc, def, history) {
   const last = history[history.length - 1];
   const finished = doc.finished_at_ms;
   const migrations = history.filter((e) => e.type === "WorkflowMigrated");
-  const info = [["Status", [st(doc.status), run > 1 ? ` (run ${run})` : ""]],
+  const info = [["Status", [st(doc.status), pausedMark(doc), run > 1 ? ` (run ${run})` : ""]],
+    ["Paused", doc.paused ? `since ${fmtTime(doc.paused_at_ms)} (${fmtDur(Date.now() - doc.paused_at_ms)})${doc.pause_reason ? `: ${doc.pause_reason}` : ""}` : null],
+    ["Waiting", doc.waiting ? h("span", { class: "why", "data-waiting": "" }, `${doc.waiting.message} (since ${fmtTime(doc.waiting.since_ms)})`) : null],
     ["Run", run > 1 ? [String(run), " ", link(`#/executions/${encodeURIComponent(doc.id)}?run=${run - 1}`, "previous run")] : "1"],
     ["Workflow", link(`#/workflows/${encodeURIComponent(doc.workflow)}/${encodeURIComponent(doc.version)}`, `${doc.workflow} ${doc.version}`)],
     ["Definition hash", h("code", {}, doc.definition_hash)],
@@ -487,9 +490,28 @@ function migratedText(e) {
 }
 function historyTable(history) {
   const first = history.length ? history[0].timestamp_ms : 0;
-  const about = (e) => (e.type === "WorkflowMigrated" ? h("span", { class: "migrated" }, migratedText(e)) : e.step || e.unit || e.signal || "");
+  const about = (e) => (e.type === "WorkflowMigrated" ? h("span", { class: "migrated" }, migratedText(e)) : eventNote(e) || e.step || e.unit || e.signal || "");
   return table(["Seq", "+time", "Event", "Unit or signal", "Time"], history.map((e) => [e.seq, fmtDur(e.timestamp_ms - first),
     h("details", { "data-key": `ev-${e.seq}` }, h("summary", {}, e.type), json(e)), about(e), fmtTime(e.timestamp_ms)]));
+}
+// A line for the events beyond the book that carry no unit or signal of their own
+// (operator actions, flow control); null for the book's events.
+function eventNote(e) {
+  switch (e.type) {
+    case "WorkflowPaused": return `paused by an operator${e.reason ? `: ${e.reason}` : ""}`;
+    case "WorkflowResumed": return "resumed by an operator";
+    case "WorkflowRestarted": return `restarted from step ${e.step} as run ${e.next_run}${e.reason ? `: ${e.reason}` : ""}`;
+    case "WorkflowForked": return `forked from ${e.source} run ${e.source_run} at step ${e.step}`;
+    case "StepRestored": return `${e.step}: ${e.status} kept from run ${e.from_run}`;
+    case "WorkflowWaiting": return `waiting for a ${e.reason} slot${e.label ? `: ${e.label} \`${e.key}\`` : ""} (limit ${e.limit})`;
+    case "WorkflowAdmitted": return `admitted after ${fmtDur(e.waited_ms)}`;
+    default: return null;
+  }
+}
+// The marker of a paused execution beside its status (list and detail).
+function pausedMark(e) {
+  if (!e.paused) return null;
+  return [" ", h("span", { class: "st st-paused", "data-paused": "", title: e.pause_reason ? `paused: ${e.pause_reason}` : "paused" }, "paused")];
 }
 
 function unitAction(def, step) {
@@ -589,7 +611,7 @@ function readField(el, type) {
   try { return JSON.parse(raw); } catch { throw new Error(`${el.name}: not valid JSON`); }
 }
 
-function actionsPanel(id, def, current) {
+function actionsPanel(id, def, current, changed) {
   const base = `/v1/executions/${encodeURIComponent(id)}`;
   const queries = (def.queries || []).map((q) => {
     const out = h("div", { "aria-live": "polite" });
@@ -638,11 +660,92 @@ function actionsPanel(id, def, current) {
       } }, "Confirm cancel"),
       h("button", { type: "button", onclick: () => dialog.close() }, "Keep running")));
   const cancel = h("button", { type: "button", class: "danger", onclick: () => dialog.showModal() }, "Cancel execution");
+  const hold = pauseControls(base, changed);
+  const again = rerunControls(id, def, base);
   const el = panel("Actions",
     queries.length ? [h("h3", {}, "Queries"), queries] : null,
     signals.length ? [h("h3", {}, "Signals"), signals] : null,
+    h("h3", {}, "Pause"), hold.el,
+    h("h3", {}, "Restart or fork"), again.el,
     h("h3", {}, "Cancel"), cancel, dialog, cancelOut);
-  return { el, update: (doc) => { cancel.disabled = FINISHED.has(doc.status); } };
+  return { el, update: (doc) => { cancel.disabled = FINISHED.has(doc.status); hold.update(doc); } };
+}
+
+// Pause and resume (docs/operating-executions.md): the server refuses what
+// does not apply, so the buttons only mirror the document's state.
+function pauseControls(base, changed) {
+  const reason = h("input", { id: "pause-reason", type: "text" });
+  const out = h("div", { "aria-live": "polite" });
+  const act = (label, action, body) => h("button", { type: "button", onclick: async () => {
+    try {
+      await api("POST", `${base}/${action}`, body());
+      out.replaceChildren(h("p", { role: "status" }, label));
+      await changed();
+    } catch (err) { out.replaceChildren(problem(err)); }
+  } }, action === "pause" ? "Pause" : "Resume");
+  const pause = act("Paused", "pause", () => (reason.value ? { reason: reason.value } : {}));
+  const resume = act("Resumed", "resume", () => ({}));
+  const el = h("div", {}, h("div", { class: "filters" }, h("label", { for: "pause-reason" }, "Pause reason (optional)", reason), pause, resume), out);
+  return { el, update: (doc) => {
+    const ended = FINISHED.has(doc.status);
+    pause.disabled = ended || !!doc.paused;
+    resume.disabled = ended || !doc.paused;
+  } };
+}
+
+// Restart and fork (docs/restart-and-fork.md): both first ask the server for
+// a dry run and show its effect preview; the operator confirms, with `force`
+// when the preview says a repeated effect needs it.
+function rerunControls(id, def, base) {
+  const stepSel = h("select", { id: "rerun-step" }, def.steps.map((s) => h("option", { value: s.name }, s.name)));
+  const forkId = h("input", { id: "fork-id", type: "text", placeholder: "generated" });
+  const forkVersion = h("input", { id: "fork-version", type: "text", placeholder: def.version });
+  const out = h("div", { "aria-live": "polite" });
+  const title = h("h2", { id: "rerun-h" }, "");
+  const body = h("div", {});
+  const confirm = h("button", { type: "button", class: "danger" }, "");
+  const dialog = h("dialog", { class: "wide", "aria-labelledby": "rerun-h" }, title, body,
+    h("div", { class: "filters" }, confirm, h("button", { type: "button", onclick: () => dialog.close() }, "Do nothing")));
+  let pending = null;
+  confirm.addEventListener("click", async () => {
+    dialog.close();
+    const { action, request, force } = pending;
+    try {
+      const done = await api("POST", `${base}/${action}`, { ...request, force });
+      if (action === "restart") { out.replaceChildren(h("p", { role: "status" }, `Restarted from ${done.step}: run ${done.run}`)); route(); }
+      else out.replaceChildren(h("p", { role: "status" }, "Forked as ", execLink(done.execution_id)));
+    } catch (err) { out.replaceChildren(problem(err)); }
+  });
+  const preview = (action) => async () => {
+    const request = { from: stepSel.value };
+    if (action === "fork") {
+      if (forkId.value.trim()) request.execution_id = forkId.value.trim();
+      if (forkVersion.value.trim()) request.version = forkVersion.value.trim();
+    }
+    let dry;
+    try { dry = await api("POST", `${base}/${action}`, { ...request, dry_run: true }); } catch (err) { out.replaceChildren(problem(err)); return; }
+    // A fork keeps the generated id of its dry run, so the preview names the execution it makes.
+    if (action === "fork") request.execution_id = dry.execution_id;
+    const refused = dry.effects.filter((e) => e.needs_force);
+    pending = { action, request, force: refused.length > 0 };
+    title.textContent = action === "restart" ? `Restart ${id} from ${dry.step}?` : `Fork ${id} from ${dry.step} as ${dry.execution_id}?`;
+    body.replaceChildren(
+      h("p", {}, action === "restart" ? `A new run (run ${dry.run}) of ${dry.workflow} ${dry.version}.` : `A new execution of ${dry.workflow} ${dry.version}.`),
+      kv([["Keeps", dry.kept.join(", ") || "nothing"], ["Runs again", dry.rerun.join(", ") || "nothing"]]),
+      dry.effects.length ? table(["Step", "Task", "Effect", "Key", "Ran before", "Needs force"], dry.effects.map((e) => [e.step, e.task,
+        e.effect, e.idempotency_key, e.ran_before ? "yes" : "no", e.needs_force ? h("strong", { class: "err" }, "needs force") : "no"]),
+      "Task attempts that run") : h("p", {}, "No task runs again."),
+      refused.length ? h("p", { class: "err", role: "alert" }, `This may repeat effects nobody declared safe to repeat: ${refused.map((e) => e.step).join(", ")}. Confirming forces it.`) : null);
+    confirm.textContent = refused.length ? `${action === "restart" ? "Restart" : "Fork"} anyway (force)` : `Confirm ${action}`;
+    dialog.showModal();
+  };
+  const el = h("div", {}, h("div", { class: "filters" },
+    h("label", { for: "rerun-step" }, "From step", stepSel),
+    h("button", { type: "button", onclick: preview("restart") }, "Restart from step…"),
+    h("label", { for: "fork-id" }, "Fork id (optional)", forkId),
+    h("label", { for: "fork-version" }, "Fork version (optional)", forkVersion),
+    h("button", { type: "button", onclick: preview("fork") }, "Fork from step…")), dialog, out);
+  return { el };
 }
 
 // ---- earlier runs: state rebuilt from the archived history --------------------------------------
