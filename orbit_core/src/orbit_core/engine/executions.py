@@ -40,6 +40,8 @@ from orbit_core.state import ExecutionState, apply, fold
 
 ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable-http-adapter"
 # Events after which the decider has nothing more to do in the same batch.
+# What search fields that do not read `execution` get for it (never changed).
+_NO_EXECUTION: dict[str, str] = {}
 _WAITING_EVENTS = frozenset({ev.StepScheduled, ev.TimerStarted, ev.StepDispatched})
 
 # How a built-in task reports: (token, output, error or None).
@@ -215,7 +217,11 @@ class Executions:
                 )
                 search = live.plan.search
                 if search is not None:
-                    execution = {"id": s.id, "workflow": s.workflow, "version": s.version}
+                    execution = (
+                        {"id": s.id, "workflow": s.workflow, "version": s.version}
+                        if search.reads_execution
+                        else _NO_EXECUTION
+                    )
                     change.search = search.values(change.events, s.input, s.outputs, execution)
 
     def forget(self, live: Live) -> list[str]:
