@@ -37,6 +37,9 @@ from orbit_core.ports import (
     TaskOffer,
 )
 from orbit_core.state import ExecutionState, apply, fold
+from orbit_core.visibility.fields import SearchValue
+from orbit_core.visibility.waiting import FIELD as WAITING_FIELD
+from orbit_core.visibility.waiting import waiting_text
 
 ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable-http-adapter"
 # Events after which the decider has nothing more to do in the same batch.
@@ -223,6 +226,10 @@ class Executions:
                         else _NO_EXECUTION
                     )
                     change.search = search.values(change.events, s.input, s.outputs, execution)
+                    waiting = waiting_text(s, live.plan)
+                    if waiting != live.waiting:
+                        live.waiting = waiting
+                        change.search.append(SearchValue(WAITING_FIELD, waiting, None))
 
     def forget(self, live: Live) -> list[str]:
         """Drops a finished execution; returns the tokens it held."""
