@@ -3,6 +3,7 @@ typing against declared fields, and its meaning on rows (`matches`)."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from orbit_core.ir import Definition, SearchField
@@ -191,12 +192,15 @@ def test_cursors_round_trip_and_refuse_garbage() -> None:
 
 def test_waiting_for_is_a_containment_test_on_the_waiting_row() -> None:
     workflows = ("Orders", "Other", "Refunds")
-    assert compile_filter("waiting_for == signal", CATALOG) == Condition(
-        "@waiting", False, "str", "contains", ("|signal:",), workflows
+    open_ = Condition("status", True, "status", "in", ("COMPENSATING", "RUNNING"))
+    assert compile_filter("waiting_for == signal", CATALOG) == AllOf(
+        (Condition("@waiting", False, "str", "contains", ("|signal",), workflows), open_)
     )
     assert compile_filter('waiting_for != "approve"', CATALOG, "Orders") == NoneOf(
-        Condition("@waiting", False, "str", "contains", (":approve|",), ("Orders",))
+        AllOf((Condition("@waiting", False, "str", "contains", (":approve|",), ("Orders",)), open_))
     )
-    values = {"@waiting": SearchValue("@waiting", "|signal:approve|task:pack|", None)}
+    values = {"@waiting": SearchValue("@waiting", "|signal:approve|task|", None)}
     assert matches(compile_filter("waiting_for in [timer, task]", CATALOG), ROW, values)
     assert not matches(compile_filter("waiting_for == timer", CATALOG), ROW, values)
+    ended = attrs.evolve(ROW, status="COMPLETED")
+    assert not matches(compile_filter("waiting_for == task", CATALOG), ended, values)

@@ -226,7 +226,8 @@ class Executions:
                         else _NO_EXECUTION
                     )
                     change.search = search.values(change.events, s.input, s.outputs, execution)
-                    waiting = waiting_text(s, live.plan)
+                    # An ended execution's row stays: filters test the status.
+                    waiting = live.waiting if s.terminal else waiting_text(s, live.plan)
                     if waiting != live.waiting:
                         live.waiting = waiting
                         change.search.append(SearchValue(WAITING_FIELD, waiting, None))

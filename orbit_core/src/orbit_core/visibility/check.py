@@ -74,6 +74,8 @@ KIND_NAMES = {
     "timestamp": "Timestamp",
     "status": "status",
 }
+# The statuses of an execution that can still wait for something.
+_OPEN = (EXEC_COMPENSATING, EXEC_RUNNING)
 # Kinds that only compare for (in)equality.
 _EQUALITY_ONLY = frozenset({"bool", "uuid", "status"})
 _NUMERIC = frozenset({"int", "float"})
@@ -220,7 +222,9 @@ class _Checker:
                 )
             tests.append(Condition(WAIT_FIELD, False, "str", "contains", (needle,), tuple(indexed)))
         found = tests[0] if len(tests) == 1 else AnyOf(tuple(tests))
-        return NoneOf(found) if c.op in ("!=", "not in") else found
+        # The row of an ended execution is not rewritten (waiting.py).
+        waits = AllOf((found, Condition("status", True, "status", "in", _OPEN)))
+        return NoneOf(waits) if c.op in ("!=", "not in") else waits
 
     def _unknown(self, field: str) -> str:
         builtin = ", ".join(f"`{b}`" for b in BUILT_IN)
