@@ -8,11 +8,12 @@ threads), and prints for each the events the envelope predicts on the
 typical path against the events recorded, and the executions/s the model
 (orbit_cli.planmodel) predicts against those measured.
 
-`--calibrate` measures the model's constants instead: three calibration
-workflows (chains of one, two and four task steps; one task step followed by
-four or eight compute steps), each run three times, fit the fixed cost per execution, the cost per
-event and the cost per dispatch; it also measures the store's bytes per
-event beyond the events' JSON. Paste the figures into
+`--calibrate` measures the model's constants instead: six calibration
+workflows (chains of one, two, four and eight task steps; one task step
+followed by four or eight compute steps), each run three times, fit the
+fixed cost per execution, the cost per event, the cost per dispatch and the
+cost per step and commit (the decider reads every step at each decision);
+it also measures the store's bytes per event beyond the events' JSON. Paste the figures into
 orbit_cli/planmodel.py's STORES.
 
     python benchmarks/bench_plan.py --store /tmp/plan.db
@@ -148,11 +149,12 @@ def measure(
 
 
 def _least_squares(rows: list[tuple[float, ...]], columns: list[int]) -> list[float] | None:
-    """The least-squares coefficients of `columns` (the rest held at 0), by
-    Gaussian elimination on the normal equations; None when singular."""
+    """The least-squares coefficients of `columns` (the rest held at 0; the
+    last element of each row is the measured value), by Gaussian
+    elimination on the normal equations; None when singular."""
     n = len(columns)
     m = [
-        [sum(r[i] * r[j] for r in rows) for j in columns] + [sum(r[i] * r[3] for r in rows)]
+        [sum(r[i] * r[j] for r in rows) for j in columns] + [sum(r[i] * r[-1] for r in rows)]
         for i in columns
     ]
     for c in range(n):
@@ -167,21 +169,25 @@ def _least_squares(rows: list[tuple[float, ...]], columns: list[int]) -> list[fl
     return [m[c][n] / m[c][c] for c in range(n)]
 
 
-def fit(rows: list[tuple[float, ...]]) -> tuple[float, float, float]:
-    """Non-negative least squares of micros = a + b*events + c*dispatches,
-    by trying every subset of the three terms: on a shared machine the free
-    fit can come out negative, which no cost is."""
-    best: tuple[float, tuple[float, float, float]] | None = None
-    for subset in ([0, 1, 2], [0, 1], [0, 2], [1, 2], [0], [1], [2]):
+TERMS = 4  # fixed, per event, per dispatch, per step and commit
+
+
+def fit(rows: list[tuple[float, ...]]) -> tuple[float, ...]:
+    """Non-negative least squares of micros = a + b*events + c*dispatches +
+    d*steps*commits, by trying every subset of the terms: on a shared
+    machine the free fit can come out negative, which no cost is."""
+    best: tuple[float, tuple[float, ...]] | None = None
+    for mask in range(1, 2**TERMS):
+        subset = [i for i in range(TERMS) if mask >> i & 1]
         found = _least_squares(rows, subset)
         if found is None or min(found) < 0:
             continue
-        beta = [0.0, 0.0, 0.0]
+        beta = [0.0] * TERMS
         for column, value in zip(subset, found, strict=True):
             beta[column] = value
-        residual = sum((r[3] - beta[0] - beta[1] * r[1] - beta[2] * r[2]) ** 2 for r in rows)
+        residual = sum((r[-1] - sum(beta[i] * r[i] for i in range(TERMS))) ** 2 for r in rows)
         if best is None or residual < best[0]:
-            best = (residual, (beta[0], beta[1], beta[2]))
+            best = (residual, tuple(beta))
     assert best is not None
     return best[1]
 
@@ -191,22 +197,28 @@ def run_calibration(args: argparse.Namespace) -> int:
     machine is shared), then the least-squares fit of the model."""
     rows = []
     row_bytes = []
-    for tasks, computes in ((1, 0), (2, 0), (4, 0), (1, 4), (1, 8)):
+    for tasks, computes in ((1, 0), (2, 0), (4, 0), (8, 0), (1, 4), (1, 8)):
         defn = chain(tasks, computes)
+        env = envelope(defn)
         runs = [
             measure([defn], defn.name, None, args.store, args.executions) for _ in range(args.runs)
         ]
         got = sorted(runs, key=lambda m: m.executions_per_s)[len(runs) // 2]
         micros = 1e6 / got.executions_per_s
-        rows.append((1.0, got.events, float(tasks), micros))
+        decisions = float(len(env.steps) * env.cost.commits)
+        rows.append((1.0, got.events, float(tasks), decisions, micros))
         if got.file_bytes:
             row_bytes.append((got.file_bytes / args.executions - got.json_bytes) / got.events)
         print(
-            f"{defn.name:<10} {got.events:5.1f} events {tasks} dispatches  "
+            f"{defn.name:<10} {got.events:5.1f} events {tasks} dispatches "
+            f"{decisions:4.0f} steps x commits  "
             f"{got.executions_per_s:8.0f} executions/s  {micros:8.1f} us each"
         )
-    fixed, per_event, per_dispatch = fit(rows)
-    print(f"execution_us={fixed:.1f}, event_us={per_event:.1f}, dispatch_us={per_dispatch:.1f}")
+    fixed, per_event, per_dispatch, per_step = fit(rows)
+    print(
+        f"execution_us={fixed:.1f}, event_us={per_event:.1f}, dispatch_us={per_dispatch:.1f}, "
+        f"step_commit_us={per_step:.2f}"
+    )
     if row_bytes:
         print(f"row_bytes={sum(row_bytes) / len(row_bytes):.0f} (file bytes per event beyond JSON)")
     return 0

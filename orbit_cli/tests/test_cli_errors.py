@@ -190,3 +190,10 @@ def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not output.colour_enabled(io.StringIO())
     monkeypatch.setenv("NO_COLOR", "1")
     assert not output.colour_enabled(Terminal())
+
+
+def test_where_on_the_archive_is_a_usage_error(orbit: Orbit) -> None:
+    # docs/language/visibility.md: the archive has no index to filter.
+    result = orbit("ps", "--archived", "--where", 'customer == "c-1"')
+    assert result.exit_code == 2
+    assert "--where and --cursor list running executions, not --archived" in result.stderr

@@ -34,6 +34,18 @@ def test_json_gives_the_worst_case_events_per_run_as_a_number() -> None:
     assert orders["executions_per_s"] > 0
 
 
+def test_the_issue_example_prints_its_worst_case_events_as_a_number() -> None:
+    # The interface check of issue 44 on the example every check uses.
+    example = Path(__file__).resolve().parents[2] / "examples" / "visibility.orbit"
+    result = orbit("plan", str(example), "--json")
+    assert result.exit_code == 0, result.output
+    (orders,) = json.loads(result.stdout)["workflows"]
+    assert (orders["workflow"], orders["version"]) == ("Orders", "1.0.0")
+    worst = orders["worst_case"]["events"]
+    assert type(worst) is int
+    assert worst >= orders["typical"]["events"] > 0
+
+
 def test_text_with_a_start_rate_and_retention() -> None:
     result = orbit("plan", ORDERS, "--starts-per-s", "100", "--retention", "30d")
     assert result.exit_code == 0, result.output

@@ -3,6 +3,7 @@ typing against declared fields, and its meaning on rows (`matches`)."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from orbit_core.ir import Definition, SearchField
@@ -143,7 +144,9 @@ def test_fields_resolve_to_columns_and_workflows() -> None:
         ("vip > false", None, "field `vip` is a Bool and compares only with `==`, `!=` or `in`"),
         ("status == DONE", None, "`status` is one of RUNNING, COMPENSATING, COMPLETED"),
         ('at > "yesterday"', None, 'field `at` is a Timestamp and "yesterday" is not one'),
-        ('waiting_for == "x"', None, "field `waiting_for` cannot be filtered on yet"),
+        ("waiting_for >= task", None, "`waiting_for` compares only with `==`, `!=` or `in`"),
+        ("waiting_for == lunch", None, "`waiting_for` is one of task, timer, signal, child"),
+        ("waiting_for == 3", None, "or a quoted step or signal name, not 3"),
     ],
 )
 def test_type_errors_name_the_field(text: str, workflow: str | None, message: str) -> None:
@@ -185,3 +188,19 @@ def test_cursors_round_trip_and_refuse_garbage() -> None:
     assert decode_cursor(encode_position(1_000, "x:1")) == (1_000, "x:1")
     with pytest.raises(FilterError, match="the cursor is not one a previous page gave"):
         decode_cursor("!!")
+
+
+def test_waiting_for_is_a_containment_test_on_the_waiting_row() -> None:
+    workflows = ("Orders", "Other", "Refunds")
+    open_ = Condition("status", True, "status", "in", ("COMPENSATING", "RUNNING"))
+    assert compile_filter("waiting_for == signal", CATALOG) == AllOf(
+        (Condition("@waiting", False, "str", "contains", ("|signal",), workflows), open_)
+    )
+    assert compile_filter('waiting_for != "approve"', CATALOG, "Orders") == NoneOf(
+        AllOf((Condition("@waiting", False, "str", "contains", (":approve|",), ("Orders",)), open_))
+    )
+    values = {"@waiting": SearchValue("@waiting", "|signal:approve|task|", None)}
+    assert matches(compile_filter("waiting_for in [timer, task]", CATALOG), ROW, values)
+    assert not matches(compile_filter("waiting_for == timer", CATALOG), ROW, values)
+    ended = attrs.evolve(ROW, status="COMPLETED")
+    assert not matches(compile_filter("waiting_for == task", CATALOG), ended, values)

@@ -3,20 +3,23 @@ into storage growth and a throughput estimate.
 
 Throughput model. An engine on one store spends, per execution, a fixed
 part (the start, the end, the execution's row), a part per history event
-(deciding it, encoding it, its share of a group commit) and a part per task
-dispatch (the claim and the result's round trip through the handler
-threads). So the time of one execution, when many run at once and commits
-are grouped, is modelled as
+(encoding it, its share of a group commit), a part per task dispatch (the
+claim and the result's round trip through the handler threads) and a part
+per step and commit: each commit runs the decider, which reads every step
+of the workflow to find what is ready, so a workflow of many steps pays for
+all of them at each of its commits. So the time of one execution, when many
+run at once and commits are grouped, is modelled as
 
-    seconds per execution = (EXECUTION_US + EVENT_US x events + DISPATCH_US x dispatches) / 1e6
+    seconds per execution = (EXECUTION_US + EVENT_US x events + DISPATCH_US x dispatches
+                             + STEP_COMMIT_US x steps x commits) / 1e6
 
 and the estimate is its inverse, in executions per second, for one server
 process on this kind of machine. The constants were fitted by
 `python benchmarks/bench_plan.py --calibrate` on the development machine
 (two shared cores; the engine with two in-process handler threads, 2000
-executions, all in flight, as benchmarks/bench_engine.py runs them): three
-calibration workflows (one task step; four task steps; one task step and
-eight compute steps) give three equations for the three unknowns. On
+executions, all in flight, as benchmarks/bench_engine.py runs them): six
+calibration workflows (chains of one to eight task steps; one task step and
+four or eight compute steps) fitted by non-negative least squares. On
 another machine run the calibration again and compare; `bench_plan.py`
 without `--calibrate` prints predicted against measured for three bundled
 workflows (docs/plan-and-envelope.md quotes the table).
@@ -39,6 +42,7 @@ class StoreModel:
     execution_us: float
     event_us: float
     dispatch_us: float
+    step_commit_us: float  # per step of the workflow and commit of the run
     row_bytes: int  # per event, beyond its JSON
     execution_row_bytes: int
 
@@ -46,12 +50,23 @@ class StoreModel:
 # Fitted on the development machine by bench_plan.py --calibrate (module docstring).
 STORES = {
     "sqlite": StoreModel(
-        execution_us=70.0, event_us=28.5, dispatch_us=107.2, row_bytes=100, execution_row_bytes=0
+        execution_us=365.7,
+        event_us=4.8,
+        dispatch_us=95.7,
+        step_commit_us=9.63,
+        row_bytes=98,
+        execution_row_bytes=0,
     ),
     # PostgreSQL 16 started by tests/pgkit.py on the same machine; bytes on
-    # disk not measured there (SQLite's figure stands in).
+    # disk not measured there (SQLite's figure stands in). Fitted before the
+    # per-step term existed (it is 0 here until recalibrated).
     "postgres": StoreModel(
-        execution_us=184.8, event_us=47.4, dispatch_us=619.6, row_bytes=100, execution_row_bytes=0
+        execution_us=184.8,
+        event_us=47.4,
+        dispatch_us=619.6,
+        step_commit_us=0.0,
+        row_bytes=100,
+        execution_row_bytes=0,
     ),
 }
 DAY_S = 86_400
@@ -77,7 +92,12 @@ def figures(
     model = STORES[store]
     cost = env.cost
     stored = cost.bytes + cost.events * model.row_bytes + model.execution_row_bytes
-    micros = model.execution_us + model.event_us * cost.events + model.dispatch_us * cost.dispatches
+    micros = (
+        model.execution_us
+        + model.event_us * cost.events
+        + model.dispatch_us * cost.dispatches
+        + model.step_commit_us * len(env.steps) * cost.commits
+    )
     growth = None if starts_per_s is None else round(stored * starts_per_s * DAY_S)
     steady = None
     if growth is not None and retention_days is not None:

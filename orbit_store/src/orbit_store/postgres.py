@@ -63,7 +63,7 @@ from sqlalchemy.pool import QueuePool
 
 from orbit_core.errors import StorageError
 from orbit_store import pg_arrays
-from orbit_store.pg_arrays import Int8s, Texts
+from orbit_store.pg_arrays import Float8s, Int8s, Texts
 from orbit_store.sql import SqlStore
 from orbit_store.urls import is_postgres, redact
 
@@ -105,6 +105,19 @@ UPDATE_ROWS = (
 # different rows (a group's executions are either new or changed), so that
 # they share one snapshot does not matter.
 _GROUP = f"WITH e AS ({INSERT_EVENTS}), n AS ({INSERT_ROWS}) {UPDATE_ROWS}"
+# The group's search rows (orbit_store.search), upserted by the same
+# statement: a group with search fields keeps the one round trip. Its rows
+# are one per (execution, field) (`SqlStore._search_rows`), as one upsert
+# statement may touch a row only once.
+UPSERT_SEARCH = (
+    "INSERT INTO orbit_search_values (execution_id, field, workflow, str_value, num_value) "
+    "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[]) "
+    "ON CONFLICT (execution_id, field) DO UPDATE SET workflow = excluded.workflow, "
+    "str_value = excluded.str_value, num_value = excluded.num_value"
+)
+_GROUP_SEARCH = (
+    f"WITH e AS ({INSERT_EVENTS}), n AS ({INSERT_ROWS}), s AS ({UPSERT_SEARCH}) {UPDATE_ROWS}"
+)
 _HASHES = (
     "SELECT execution_id, definition_hash FROM workflow_executions "
     "WHERE execution_id = ANY(%b::text[])"
@@ -261,11 +274,15 @@ class PostgresStore(SqlStore):
         events: list[tuple[Any, ...]],
         new_rows: list[tuple[Any, ...]],
         updates: list[tuple[Any, ...]],
+        search_rows: list[tuple[Any, ...]],
     ) -> Callable[[Any], None] | None:
         if self.fence_term is not None:
             return None  # a fenced write checks its term first, in a transaction
-        params = _group_params(events, new_rows, updates)
-        return lambda cursor: cursor.execute(_GROUP, params)
+        params: list[Any] = _group_params(events, new_rows, updates)
+        if not search_rows:
+            return lambda cursor: cursor.execute(_GROUP, params)
+        params[14:14] = search_params(search_rows)
+        return lambda cursor: cursor.execute(_GROUP_SEARCH, params)
 
     def insert_events(self, cursor: Any, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < _BULK_FROM:
@@ -318,6 +335,17 @@ class PostgresStore(SqlStore):
 _EVENT_TYPES: tuple[type[Texts] | type[Int8s], ...] = (Texts, Int8s, Texts, Texts, Texts, Int8s)
 _ROW_TYPES: tuple[type[Texts] | type[Int8s], ...] = (*(Texts,) * 5, Int8s, Int8s, Int8s)
 _UPDATE_TYPES: tuple[type[Texts] | type[Int8s], ...] = (Texts, Int8s, Int8s, Int8s, Texts)
+
+
+def search_params(rows: list[tuple[Any, ...]]) -> list[Texts | Float8s]:
+    """The arrays of UPSERT_SEARCH, from rows in `search._COLUMNS` order."""
+    return [
+        Texts(r[0] for r in rows),
+        Texts(r[1] for r in rows),
+        Texts(r[2] for r in rows),
+        Texts(r[3] for r in rows),
+        Float8s(r[4] for r in rows),
+    ]
 
 
 def _group_params(

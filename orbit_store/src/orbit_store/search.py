@@ -128,6 +128,8 @@ def _compare(column: Any, op: str, values: tuple[Any, ...]) -> ColumnElement[boo
         return column > value  # type: ignore[no-any-return]
     if op == ">=":
         return column >= value  # type: ignore[no-any-return]
+    if op == "contains":  # `waiting_for` (orbit_core.visibility.waiting)
+        return column.contains(value, autoescape=True)  # type: ignore[no-any-return]
     if op == "in":
         return column.in_(values)  # type: ignore[no-any-return]
     return column.not_in(values)  # type: ignore[no-any-return]

@@ -326,19 +326,22 @@ class SharedStore(PostgresStore):
         events: list[tuple[Any, ...]],
         new_rows: list[tuple[Any, ...]],
         updates: list[tuple[Any, ...]],
+        search_rows: list[tuple[Any, ...]],
     ) -> Callable[[Any], None] | None:
         """The usual group with its fence and ownership rows, as one
-        statement (`_fenced_group`), unless it has inbox receipts or
-        anything for the queue: those go as one transaction (`_write`)."""
+        statement (`_fenced_group`), unless it has inbox receipts, anything
+        for the queue or search rows: those go as one transaction (`_write`)."""
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         self._batch.fenced = None
         if batch is None or batch.receipts or batch.offers:
-            return super().one_statement(events, new_rows, updates)
+            return super().one_statement(events, new_rows, updates, search_rows)
         if _revived(batch, self.owned()):
-            return super().one_statement(events, new_rows, updates)
+            return super().one_statement(events, new_rows, updates, search_rows)
+        if search_rows:
+            return None
         unqueued, units, _, paused = _queue_changes(batch, self._queued)
         if unqueued or units or paused:
-            return super().one_statement(events, new_rows, updates)
+            return super().one_statement(events, new_rows, updates, search_rows)
         owned = self.owned()
         changed = [c.execution_id for c in batch.executions if not c.new]
         new_owned = _new_owners(batch, owned)

@@ -557,8 +557,10 @@ class SqlStore(ScheduleTables, BatchTables):
             marker = (self._find_event, (events[-1][0], events[-1][1]))
         elif definitions:
             marker = (self._find_definition, definitions[0][:3])
-        if not (moves or definitions or batch.workers or found or keys):
-            alone = self.one_statement(events, new_rows, updates)
+        # Search rows join the one statement once their table exists (the
+        # first commit that has some creates it, in a transaction).
+        if not (moves or definitions or batch.workers or keys or (found and not self._indexed)):
+            alone = self.one_statement(events, new_rows, updates, found)
             if alone is not None:
                 self._write(alone, marker, alone=True)
                 return
@@ -568,13 +570,18 @@ class SqlStore(ScheduleTables, BatchTables):
 
     @staticmethod
     def _search_rows(batch: CommitBatch) -> list[tuple[Any, ...]]:
-        """The search-index rows of a group (orbit_store.search)."""
-        return [
+        """The search-index rows of a group (orbit_store.search), one per
+        execution and field (the later value kept: one statement may not
+        upsert a row twice)."""
+        found = [
             row
             for change in batch.executions
             if change.search
             for row in search.rows(change.execution_id, change.row.workflow, change.search)
         ]
+        if len(found) > 1 and len({r[:2] for r in found}) < len(found):
+            found = list({r[:2]: r for r in found}.values())
+        return found
 
     def _write_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
         """Upserts the group's search rows, creating the part on first use."""
@@ -613,9 +620,11 @@ class SqlStore(ScheduleTables, BatchTables):
         events: list[tuple[Any, ...]],
         new_rows: list[tuple[Any, ...]],
         updates: list[tuple[Any, ...]],
+        search_rows: list[tuple[Any, ...]],
     ) -> Callable[[Any], None] | None:
         """A dialect that can write a group of appends and projection rows
-        (the usual group) as one statement returns what runs it on a cursor
+        (the usual group) and its search rows (`search._COLUMNS`, into a
+        table that exists) as one statement returns what runs it on a cursor
         of a connection in autocommit mode: the statement is the whole
         transaction. None: the group goes the general way."""
         return None

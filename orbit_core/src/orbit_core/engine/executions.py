@@ -37,9 +37,14 @@ from orbit_core.ports import (
     TaskOffer,
 )
 from orbit_core.state import ExecutionState, apply, fold
+from orbit_core.visibility.fields import SearchPlan, SearchValue
+from orbit_core.visibility.waiting import FIELD as WAITING_FIELD
+from orbit_core.visibility.waiting import waiting_text
 
 ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable-http-adapter"
 # Events after which the decider has nothing more to do in the same batch.
+# What search fields that do not read `execution` get for it (never changed).
+_NO_EXECUTION: dict[str, str] = {}
 _WAITING_EVENTS = frozenset({ev.StepScheduled, ev.TimerStarted, ev.StepDispatched})
 
 # How a built-in task reports: (token, output, error or None).
@@ -215,8 +220,29 @@ class Executions:
                 )
                 search = live.plan.search
                 if search is not None:
-                    execution = {"id": s.id, "workflow": s.workflow, "version": s.version}
-                    change.search = search.values(change.events, s.input, s.outputs, execution)
+                    self._index(live, change, search)
+
+    @staticmethod
+    def _index(live: Live, change: ExecutionChange, search: SearchPlan) -> None:
+        """The search rows `change` makes known (orbit_core.visibility)."""
+        events = change.events
+        # A dispatch alone makes no value known and leaves its unit waiting
+        # for what it waited for: the usual change of a task step skips both.
+        if len(events) == 1 and type(events[0]) is ev.StepDispatched:
+            return
+        s = live.state
+        execution = (
+            {"id": s.id, "workflow": s.workflow, "version": s.version}
+            if search.reads_execution
+            else _NO_EXECUTION
+        )
+        change.search = search.values(events, s.input, s.outputs, execution)
+        if s.terminal:
+            return  # its `@waiting` row stays: filters test the status
+        waiting = waiting_text(s, live.plan)
+        if waiting != live.waiting:
+            live.waiting = waiting
+            change.search.append(SearchValue(WAITING_FIELD, waiting, None))
 
     def forget(self, live: Live) -> list[str]:
         """Drops a finished execution; returns the tokens it held."""

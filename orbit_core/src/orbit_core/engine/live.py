@@ -14,6 +14,7 @@ from orbit_core.state import ExecutionState
 RUNTIME_WORKER = "orbit-runtime"
 # The placeholder row of a change until the commit fills in the projection.
 NO_ROW = ExecutionRow("", "", "", "", "", 0, 0, 0)
+UNWRITTEN = "?"
 
 
 @attrs.define(slots=True, eq=False)
@@ -24,6 +25,9 @@ class Live:
     top_level: bool
     finalized: bool = False
     due_at: int | None = None
+    # The `@waiting` text last committed for it (orbit_core.visibility.waiting);
+    # UNWRITTEN until its first change with a `search` block.
+    waiting: str | None = UNWRITTEN
 
 
 @attrs.define(slots=True)

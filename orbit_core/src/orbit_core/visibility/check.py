@@ -41,6 +41,9 @@ from orbit_core.visibility.filter import (
     Word,
     parse_filter,
 )
+from orbit_core.visibility.waiting import FIELD as WAIT_FIELD
+from orbit_core.visibility.waiting import KINDS as WAIT_KINDS
+from orbit_core.visibility.waiting import kind_needle, name_needle
 
 STATUSES = (
     EXEC_RUNNING,
@@ -59,7 +62,9 @@ BUILT_IN = {
     "started": "timestamp",
     "ended": "timestamp",
 }
-NOT_YET = ("waiting_for",)
+# What an execution waits for (orbit_core.visibility.waiting): a kind word
+# or a step or signal name, compared for membership only.
+WAITING_FOR = "waiting_for"
 KIND_NAMES = {
     "string": "String",
     "uuid": "UUID",
@@ -69,6 +74,8 @@ KIND_NAMES = {
     "timestamp": "Timestamp",
     "status": "status",
 }
+# The statuses of an execution that can still wait for something.
+_OPEN = (EXEC_COMPENSATING, EXEC_RUNNING)
 # Kinds that only compare for (in)equality.
 _EQUALITY_ONLY = frozenset({"bool", "uuid", "status"})
 _NUMERIC = frozenset({"int", "float"})
@@ -156,14 +163,14 @@ class _Checker:
             return NoneOf(self.node(node.part))
         return self.compare(node)
 
-    def compare(self, c: Compare) -> Condition:
+    def compare(self, c: Compare) -> Filter:
         if c.field in BUILT_IN:
             kind = BUILT_IN[c.field]
             self._op_fits(c, kind)
             values = tuple(self._value(c, kind, v) for v in c.values)
             return Condition(c.field, True, c.field, c.op, values)
-        if c.field in NOT_YET:
-            raise FilterError(f"field `{c.field}` cannot be filtered on yet", c.column)
+        if c.field == WAITING_FOR:
+            return self.waiting_for(c)
         by_workflow = self.declared.get(c.field)
         if not by_workflow:
             raise FilterError(self._unknown(c.field), c.column)
@@ -181,6 +188,43 @@ class _Checker:
         values = tuple(self._value(c, kind, v) for v in c.values)
         column = "str" if kind in STRING_KINDS else "num"
         return Condition(c.field, False, column, c.op, values, tuple(sorted(by_workflow)))
+
+    def waiting_for(self, c: Compare) -> Filter:
+        """`waiting_for == signal`, `waiting_for in [task, "approval"]`: one
+        containment test on the `@waiting` index row per value, any of them."""
+        indexed = sorted({w for by in self.declared.values() for w in by})
+        if self.workflow is not None and not indexed:
+            raise FilterError(
+                f"`waiting_for` is indexed only for workflows with a `search` block, "
+                f"and workflow `{self.workflow}` has none",
+                c.column,
+            )
+        if not indexed:
+            raise FilterError(
+                "`waiting_for` is indexed only for workflows with a `search` block, "
+                "and no deployed workflow has one",
+                c.column,
+            )
+        if c.op not in ("==", "!=", "in", "not in"):
+            raise FilterError("`waiting_for` compares only with `==`, `!=` or `in`", c.column)
+        tests: list[Filter] = []
+        for value in c.values:
+            if isinstance(value, Word) and value.text in WAIT_KINDS:
+                needle = kind_needle(value.text)
+            elif isinstance(value, str) and value:
+                needle = name_needle(value)
+            else:
+                shown = f"`{value.text}`" if isinstance(value, Word) else _show(value)
+                raise FilterError(
+                    f"`waiting_for` is one of {', '.join(WAIT_KINDS)} or a quoted step or "
+                    f"signal name, not {shown}",
+                    c.value_column,
+                )
+            tests.append(Condition(WAIT_FIELD, False, "str", "contains", (needle,), tuple(indexed)))
+        found = tests[0] if len(tests) == 1 else AnyOf(tuple(tests))
+        # The row of an ended execution is not rewritten (waiting.py).
+        waits = AllOf((found, Condition("status", True, "status", "in", _OPEN)))
+        return NoneOf(waits) if c.op in ("!=", "not in") else waits
 
     def _unknown(self, field: str) -> str:
         builtin = ", ".join(f"`{b}`" for b in BUILT_IN)

@@ -19,7 +19,7 @@ does not match that execution).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
@@ -83,11 +83,49 @@ def to_search_value(name: str, kind: str, value: JsonValue) -> SearchValue | Non
     return None
 
 
+Reader = Callable[[JsonValue, dict[str, JsonValue]], JsonValue]
+
+
+def _reader(expr: e.Expr) -> Reader | None:
+    """A direct read for the usual shapes `input.a` and `step.a` (what most
+    search fields are), so they skip the scope and the evaluator; None for
+    anything else. Reads as the evaluator would: a dict's key, else null on
+    null, and any other value goes through the evaluator (which raises)."""
+    if not isinstance(expr, e.Get):
+        return None
+    name = expr.field
+    target = expr.target
+    if isinstance(target, e.Input):
+
+        def from_input(input: JsonValue, outputs: dict[str, JsonValue]) -> JsonValue:
+            if type(input) is dict:
+                return input.get(name)
+            raise _Slow
+
+        return from_input
+    if isinstance(target, e.StepRef):
+        step = target.name
+
+        def from_step(input: JsonValue, outputs: dict[str, JsonValue]) -> JsonValue:
+            value = outputs.get(step)
+            if type(value) is dict:
+                return value.get(name)
+            raise _Slow
+
+        return from_step
+    return None
+
+
+class _Slow(Exception):
+    """The direct read met something other than an object: evaluate instead."""
+
+
 @attrs.frozen
 class _Field:
     field: SearchField
     kind: str
     steps: frozenset[str]
+    read: Reader | None
 
 
 class SearchPlan:
@@ -99,8 +137,14 @@ class SearchPlan:
                 f,
                 kind_of(f.type),
                 frozenset(n.name for n in walk(f.expr) if isinstance(n, e.StepRef)),
+                _reader(f.expr),
             )
             for f in defn.search
+        )
+        # Whether a field reads `execution` (the engine builds that mapping
+        # only then).
+        self.reads_execution = any(
+            isinstance(n, e.Execution) for f in defn.search for n in walk(f.expr)
         )
         self.on_start = tuple(f for f in self.fields if not f.steps)
         self.by_step: dict[str, tuple[_Field, ...]] = {}
@@ -113,36 +157,56 @@ class SearchPlan:
         events: Sequence[ev.Event],
         input: JsonValue,
         outputs: dict[str, JsonValue],
-        execution: dict[str, str],
+        execution: Mapping[str, str],
     ) -> list[SearchValue]:
         """The rows `events` make known, read from the state after them
-        (`input`, the main steps' `outputs`)."""
-        due: dict[str, _Field] = {}
-        by_step = self.by_step
-        for event in events:
-            if type(event) is ev.WorkflowCreated:
-                for f in self.on_start:
-                    due[f.field.name] = f
-                continue
-            step = getattr(event, "step", None)
-            if step is not None and step in by_step and step in outputs:
-                for f in by_step[step]:
-                    due[f.field.name] = f
+        (`input`, the main steps' `outputs`; `execution` may be empty unless
+        `reads_execution`)."""
+        due = self._due(events, outputs)
         if not due:
             return []
-        scope = Scope(input=input, execution=execution, steps=outputs)
         rows: list[SearchValue] = []
-        for f in due.values():
-            if not f.steps <= outputs.keys():
+        scope: Scope | None = None
+        for f in due:
+            if f.steps and not f.steps <= outputs.keys():
                 continue  # a step it reads has not succeeded yet
             try:
-                value = evaluate(f.field.expr, scope)
-            except EvalError:
-                continue
+                if f.read is None:
+                    raise _Slow
+                value = f.read(input, outputs)
+            except _Slow:
+                if scope is None:
+                    scope = Scope(input=input, execution=execution, steps=outputs)
+                try:
+                    value = evaluate(f.field.expr, scope)
+                except EvalError:
+                    continue
             row = to_search_value(f.field.name, f.kind, value)
             if row is not None:
                 rows.append(row)
         return rows
+
+    def _due(self, events: Sequence[ev.Event], outputs: dict[str, JsonValue]) -> Sequence[_Field]:
+        """The fields `events` may make known."""
+        # Runs for every change of every execution of the workflow, most of
+        # which make nothing known: the scan is kept to a type test per event.
+        by_step = self.by_step
+        if not by_step:
+            for event in events:
+                if type(event) is ev.WorkflowCreated:
+                    return self.on_start
+            return ()
+        found: dict[str, _Field] = {}
+        for event in events:
+            if type(event) is ev.WorkflowCreated:
+                for f in self.on_start:
+                    found[f.field.name] = f
+                continue
+            step = getattr(event, "step", None)
+            if step is not None and step in by_step and step in outputs:
+                for f in by_step[step]:
+                    found[f.field.name] = f
+        return tuple(found.values())
 
 
 def search_plan(defn: Definition) -> SearchPlan | None:

@@ -64,6 +64,8 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
 
 def _compare(op: str, have: str | float, values: tuple[str | float, ...]) -> bool:
     want = values[0]
+    if op == "contains":
+        return isinstance(have, str) and isinstance(want, str) and want in have
     if op == "in":
         return have in values
     if op == "not in":

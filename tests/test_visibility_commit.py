@@ -1,0 +1,79 @@
+"""How a group's search rows are written (orbit_store.search): on
+PostgreSQL, once the search table exists, they join the group's single
+statement (one round trip, as a group without them); a group that carries
+two values of one field of one execution keeps the later one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow, Store
+from orbit_core.visibility.check import FieldCatalog, compile_filter
+from orbit_core.visibility.fields import SearchValue
+from orbit_core.visibility.page import SearchQuery
+from orbit_lang import compile_source
+from orbit_store.postgres import PostgresStore
+from orbit_store.sql import SqlStore
+from orbit_store.sqlite import SqliteStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
+    if request.param == "sqlite":
+        made: SqlStore = SqliteStore(tmp_path / "orbit.db")
+    else:
+        made = PostgresStore(request.getfixturevalue("pg_url"))
+    yield made
+    made.close()
+
+
+def _change(eid: str, values: list[SearchValue], *, new: bool = True) -> ExecutionChange:
+    row = ExecutionRow(eid, "Orders", "1.0.0", "h", "RUNNING", 1000, 1000, 0)
+    return ExecutionChange(eid, row, [], new=new, search=values)
+
+
+def _found(store: Store, text: str) -> list[str]:
+    result = compile_source((ROOT / "examples" / "visibility.orbit").read_text(), "x.orbit")
+    typed = compile_filter(text, FieldCatalog.of(list(result.definitions)))
+    return [r.execution_id for r in store.search_executions(SearchQuery(typed, limit=10))]
+
+
+def test_later_groups_write_their_rows_in_the_one_statement(store: SqlStore) -> None:
+    alone: list[Any] = []
+    original = store.one_statement
+
+    def spy(*args: Any) -> Any:
+        made = original(*args)
+        alone.append((bool(args[3]), made is not None))
+        return made
+
+    store.one_statement = spy  # type: ignore[method-assign, assignment]
+    store.commit(CommitBatch(executions=[_change("e-1", [SearchValue("customer", "c-1", None)])]))
+    store.commit(CommitBatch(executions=[_change("e-2", [SearchValue("customer", "c-2", None)])]))
+    assert _found(store, 'customer == "c-2"') == ["e-2"]
+    assert _found(store, 'customer == "c-1"') == ["e-1"]
+    # The first group creates the table in a transaction; the second joins
+    # the one statement where the dialect has one (PostgreSQL).
+    assert alone == ([(True, True)] if isinstance(store, PostgresStore) else [(True, False)])
+
+
+def test_two_values_of_one_field_in_a_group_keep_the_later(store: SqlStore) -> None:
+    store.commit(CommitBatch(executions=[_change("e-0", [SearchValue("amount", None, 1.0)])]))
+    store.commit(
+        CommitBatch(
+            executions=[
+                _change(
+                    "e-1",
+                    [SearchValue("amount", None, 100.0), SearchValue("amount", None, 600.0)],
+                )
+            ]
+        )
+    )
+    assert _found(store, "amount > 500") == ["e-1"]
+    assert _found(store, "amount < 500") == ["e-0"]
