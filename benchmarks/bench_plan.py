@@ -26,6 +26,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,7 @@ def measure(
     return Measured(executions / elapsed, events, json_bytes, size)
 
 
-def _least_squares(rows: list[tuple[float, ...]], columns: list[int]) -> list[float] | None:
+def _least_squares(rows: Sequence[tuple[float, ...]], columns: list[int]) -> list[float] | None:
     """The least-squares coefficients of `columns` (the rest held at 0; the
     last element of each row is the measured value), by Gaussian
     elimination on the normal equations; None when singular."""
@@ -172,7 +173,7 @@ def _least_squares(rows: list[tuple[float, ...]], columns: list[int]) -> list[fl
 TERMS = 4  # fixed, per event, per dispatch, per step and commit
 
 
-def fit(rows: list[tuple[float, ...]]) -> tuple[float, ...]:
+def fit(rows: Sequence[tuple[float, ...]]) -> tuple[float, ...]:
     """Non-negative least squares of micros = a + b*events + c*dispatches +
     d*steps*commits, by trying every subset of the terms: on a shared
     machine the free fit can come out negative, which no cost is."""

@@ -28,6 +28,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -260,11 +261,12 @@ def commit(args: argparse.Namespace) -> int:
         print(f"{name + ':':<23} {wall * 1e6:8.1f} us  {cpu * 1e6:8.1f} us  {least * 1e6:8.1f} us")
     # On a shared machine other processes only ever add time, so the least
     # CPU of several runs is the steadiest figure of the work itself.
-    for label, pick in (
+    picks: list[tuple[str, Callable[[list[tuple[float, float]]], float]]] = [
         ("wall, medians", lambda runs: statistics.median(w for w, _ in runs)),
         ("CPU, medians", lambda runs: statistics.median(c for _, c in runs)),
         ("CPU, least", lambda runs: min(c for _, c in runs)),
-    ):
+    ]
+    for label, pick in picks:
         a, b = pick(plain), pick(indexed)
         print(f"indexing adds {100 * (b - a) / a:+.1f} % ({label})")
     return 0
