@@ -164,3 +164,52 @@ def test_sigkill_during_a_batch_leaves_each_execution_on_one_version(db: str) ->
         orbit = Orbit(f"http://{again.addr}")
         orbit.ok("migrate", "run", "Approval", "--from", "1.0.0", "--to", "2.0.0")
         assert all(http.get(f"/v1/executions/{i}").body["version"] == "2.0.0" for i in ids)
+
+
+def test_a_migration_runs_as_a_batch_job(tmp_path: Path) -> None:
+    """The same move through the batch mechanism (POST /v1/batches with the
+    `migrate` action): a durable job with progress, resumable like any
+    batch, which skips executions already on another version."""
+    with ServerProcess(str(tmp_path / "orbit.db")) as server:
+        orbit = Orbit(f"http://{server.addr}")
+        http = server.http()
+        ids = ["bm-1", "bm-2", "bm-3"]
+        for eid in ids:
+            orbit.ok("run", V1, "--id", eid, "-i", json.dumps({"id": eid}), "--no-wait")
+        worker = RawWorker(
+            http, "w1", [("approvals.notify", "1.0.0"), ("approvals.audit", "1.0.0")]
+        )
+        assert worker.register().status == 200
+        notify_all(worker, len(ids))
+        waiting_at_approval(server, ids)
+        orbit.ok("deploy", V2)
+        orbit.ok("run", V2, "--id", "bm-new", "-i", json.dumps({"id": "bm-new"}), "--no-wait")
+
+        refused = http.post(
+            "/v1/batches",
+            {"action": "migrate", "from": "1.0.0", "filter": {"workflow": "Approval"}},
+        )
+        assert refused.status == 400
+        assert refused.body["error"]["code"] == "INVALID_REQUEST"
+
+        request = {
+            "action": "migrate",
+            "from": "1.0.0",
+            "to": "2.0.0",
+            "filter": {"workflow": "Approval", "status": "RUNNING"},
+        }
+        created = http.post("/v1/batches", request)
+        assert created.status in (200, 201), created.body
+        batch_id = created.body["batch_id"]
+        wait_until(
+            lambda: http.get(f"/v1/batches/{batch_id}").body["state"] == "done",
+            60,
+            "the migrate batch done",
+            server,
+        )
+        doc = http.get(f"/v1/batches/{batch_id}?items=true").body
+        assert doc["outcomes"].get("ok") == 3 and doc["outcomes"].get("skipped") == 1, doc
+        outcome = {i["execution_id"]: i["outcome"] for i in doc["items"]}
+        assert outcome == {"bm-1": "ok", "bm-2": "ok", "bm-3": "ok", "bm-new": "skipped"}
+        for eid in ids:
+            assert http.get(f"/v1/executions/{eid}").body["version"] == "2.0.0"

@@ -36,7 +36,7 @@ import attrs
 
 from orbit_core import events as ev
 from orbit_core.engine.facade import EngineApi
-from orbit_core.errors import InvalidError, NotFoundError, OrbitError, StorageError
+from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.ports import BatchItem, BatchRow, BatchStore
 
@@ -192,6 +192,52 @@ class Restart:
         return False  # a restart applies to any execution; every refusal is reported
 
 
+@attrs.frozen
+class Migrate:
+    """Live migration of each selected execution of version `from` to `to`
+    (docs/language/migration.md), at its safe point, each in its own
+    commit: executions of another version are skipped, one not at a safe
+    point now fails with the plan's reason and can be moved by a later
+    batch."""
+
+    name: str = "migrate"
+
+    def params(self, body: JsonObject) -> JsonObject:
+        chosen = body.get("filter")
+        workflow = chosen.get("workflow") if isinstance(chosen, dict) else None
+        old, new = body.get("from"), body.get("to")
+        if not (isinstance(old, str) and old and isinstance(new, str) and new):
+            raise InvalidError(
+                "a migrate batch needs `from` and `to`, two versions of the workflow",
+                "INVALID_REQUEST",
+            )
+        return {"workflow": workflow if isinstance(workflow, str) else "", "from": old, "to": new}
+
+    def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
+        workflow, old, new = (str(params.get(k, "")) for k in ("workflow", "from", "to"))
+        version = engine.get(execution_id).get("version")
+        if version != old:
+            raise ConflictError(
+                f"execution `{execution_id}` runs version {version}, not {old}", "OTHER_VERSION"
+            )
+        entry = engine.migrations.move(workflow, old, new, execution_id)
+        if not entry["migrated"]:
+            raise ConflictError(
+                entry.get("reason", f"not migratable now ({entry['verdict']})"), "NOT_MIGRATABLE"
+            )
+
+    def applied(self, events: Sequence[ev.Event], since_ms: int, params: JsonObject) -> bool:
+        return any(
+            isinstance(e, ev.WorkflowMigrated)
+            and e.to_version == params.get("to")
+            and e.timestamp_ms >= since_ms
+            for e in events
+        )
+
+    def skips(self, code: str) -> bool:
+        return code in ("OTHER_VERSION", "EXECUTION_FINISHED")
+
+
 ACTIONS: dict[str, Action] = {}
 
 
@@ -200,7 +246,7 @@ def register(action: Action) -> None:
     ACTIONS[action.name] = action
 
 
-for _action in (Pause(), Resume(), Cancel(), Restart()):
+for _action in (Pause(), Resume(), Cancel(), Restart(), Migrate()):
     register(_action)
 
 

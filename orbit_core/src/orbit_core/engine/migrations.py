@@ -172,7 +172,7 @@ class MigrationDesk:
             ]
         else:
             ready = [e["execution_id"] for e in plan["executions"] if e["verdict"] == mig.NOW]
-            done = [self._move(workflow, from_version, to_version, eid) for eid in ready[:limit]]
+            done = [self.move(workflow, from_version, to_version, eid) for eid in ready[:limit]]
         moved = sum(1 for e in done if e["migrated"])
         return {
             "workflow": workflow,
@@ -185,9 +185,13 @@ class MigrationDesk:
             "executions": done,
         }
 
-    def _move(
+    def move(
         self, workflow: str, from_version: str, to_version: str, execution_id: str
     ) -> mig.MigratedEntry:
+        """Moves one execution in one command and commit, if it is at a safe
+        point now; the entry says whether it moved and why not (a batch
+        job's migrate action calls this per execution)."""
+
         def move(tx: Tx) -> mig.MigratedEntry:
             r = self._m.route(workflow, from_version, to_version)
             return self._m.migrate(tx, execution_id, r)
