@@ -25,7 +25,7 @@ from orbit_core.engine.commands import Tx
 from orbit_core.engine.counters import Counters
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
-from orbit_core.engine.step_gate import StepGate
+from orbit_core.engine.step_gate import StepGate, dispatch_order
 from orbit_core.errors import ConflictError, StorageError, not_found
 from orbit_core.jsontypes import JsonValue
 from orbit_core.plan import Plan
@@ -508,12 +508,16 @@ class Executions:
             offer = self.offer(live, key)
             (tx.offers if tx is not None else self._offers).append(offer)
             return
+        order = dispatch_order(live, key)
         self.index.push(
             (spec.task or "", spec.contract_version or ""),
             spec.using,
             live.state.id,
             key,
             live.state.units[key].offer_seq,
+            priority=order.priority,
+            fair_key=order.fair_key,
+            weight=order.weight,
         )
 
     def publish_stale(self, tx: Tx) -> int:

@@ -255,6 +255,42 @@ class StepGate:
         return None
 
 
+@attrs.frozen
+class Order:
+    """Where a queued task goes among the ready tasks of its task (the
+    step's `priority`, its `fairness` key and weight)."""
+
+    priority: int = 0
+    fair_key: str | None = None
+    weight: int = 1
+
+
+_PLAIN = Order()
+
+
+def dispatch_order(live: Live, unit_key: str) -> Order:
+    """The step's `priority` and `fairness` for one of its units (a
+    compensation, which runs another task, has neither)."""
+    if unitkeys.compensated(unit_key) is not None:
+        return _PLAIN
+    spec = live.plan.spec(unit_key)
+    flow = spec.step.flow if spec is not None else None
+    if spec is None or flow is None or (flow.priority is None and flow.fairness is None):
+        return _PLAIN
+    state = live.state
+    execution = {"id": state.id, "workflow": state.workflow, "version": state.version}
+    local = _vars(live, spec.step, spec.element)
+    priority = keys.priority(flow.priority, state.input, execution, local)
+    fairness = flow.fairness
+    if fairness is None:
+        return Order(priority)
+    # The key names its group within the task's queue: the workflow and
+    # step are part of it, so equal values of two workflows stay apart.
+    fair_key = keys.key_text(fairness.key, state.input, execution, local)
+    weight = keys.priority(fairness.weight, state.input, execution, local) if fairness.weight is not None else 1
+    return Order(priority, f"{state.workflow}/{spec.step.name}/{fair_key}", max(1, weight))
+
+
 def _vars(live: Live, step: Step, element: int | None) -> dict[str, JsonValue]:
     """The step's `for` variable of a fan-out element (its items are the
     input of the step's own unit)."""
