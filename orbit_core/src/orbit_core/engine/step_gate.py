@@ -41,15 +41,18 @@ from orbit_core.state import waiting_message
 
 Scope = tuple[str, str, str]  # (workflow name, step name, key text)
 Holder = tuple[str, str]  # (execution id, unit key)
+# Which offer of a unit: (run, StepScheduled seq). The run matters: a
+# restarted execution numbers its events from 1 again.
+Offer = tuple[int, int]
 
 
 @attrs.define(slots=True)
 class _Line:
     limit: int
     label: str
-    running: dict[Holder, int] = attrs.field(factory=dict)  # holder -> offer seq
+    running: dict[Holder, Offer] = attrs.field(factory=dict)
     # (-priority, ticket, execution id, unit key, offer seq)
-    waiting: list[tuple[int, int, str, str, int]] = attrs.field(factory=list)
+    waiting: list[tuple[int, int, str, str, Offer]] = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -65,7 +68,7 @@ class StepGate:
         self._get = get
         self._lines: dict[Scope, _Line] = {}
         # Where each unit waiting in a line waits, with since when.
-        self._waiting: dict[Holder, tuple[Scope, int, int]] = {}
+        self._waiting: dict[Holder, tuple[Scope, int, Offer]] = {}
         # The scopes an execution holds slots in (so a change to it marks them).
         self._held: dict[str, set[Scope]] = {}
         self._tickets = itertools.count(1)
@@ -98,12 +101,12 @@ class StepGate:
             priority,
         )
 
-    def _holding(self, holder: Holder, offer: int) -> bool:
+    def _holding(self, holder: Holder, offer: Offer) -> bool:
         live = self._get(holder[0])
         if live is None or live.state.terminal:
             return False
         unit = live.state.units.get(holder[1])
-        if unit is None or unit.offer_seq != offer:
+        if unit is None or (live.state.run, unit.offer_seq) != offer:
             return False
         if unit.status == UNIT_DISPATCHED:
             return True
@@ -124,7 +127,7 @@ class StepGate:
         line.limit = gated.limit  # (a newer version may say otherwise)
         return line
 
-    def _hold(self, line: _Line, scope: Scope, holder: Holder, offer: int) -> None:
+    def _hold(self, line: _Line, scope: Scope, holder: Holder, offer: Offer) -> None:
         line.running[holder] = offer
         self._held.setdefault(holder[0], set()).add(scope)
 
@@ -138,7 +141,7 @@ class StepGate:
             return True
         line = self._line(gated)
         holder = (live.state.id, unit_key)
-        offer = live.state.units[unit_key].offer_seq
+        offer = (live.state.run, live.state.units[unit_key].offer_seq)
         if line.running.get(holder) == offer:
             return True  # queued again (a lost attempt's redelivery)
         if self._count(line) < line.limit and not self._first_waiting(line):
@@ -158,11 +161,12 @@ class StepGate:
         line = self._line(gated)
         unit = live.state.units[unit_key]
         holder = (live.state.id, unit_key)
+        offer = (live.state.run, unit.offer_seq)
         if unit.status == UNIT_DISPATCHED:
-            self._hold(line, gated.scope, holder, unit.offer_seq)
+            self._hold(line, gated.scope, holder, offer)
         else:
             line.running.pop(holder, None)
-            self._enqueue(line, gated, holder, unit.offer_seq, unit.scheduled_at_ms or now)
+            self._enqueue(line, gated, holder, offer, unit.scheduled_at_ms or now)
             self.recheck.add(gated.scope)
         return False
 
@@ -209,7 +213,7 @@ class StepGate:
                 continue
             scope, since, offer = found
             line = self._lines.get(scope)
-            if line is None or offer != unit.offer_seq:
+            if line is None or offer != (live.state.run, unit.offer_seq):
                 continue
             return {
                 "reason": "concurrency",
@@ -229,14 +233,28 @@ class StepGate:
 
     # ---- the line
 
-    def _valid(self, eid: str, unit_key: str, offer: int) -> bool:
+    def _valid(self, eid: str, unit_key: str, offer: Offer) -> bool:
         live = self._get(eid)
         if live is None or live.state.terminal or live.state.paused_at_ms is not None:
             return False
         unit = live.state.units.get(unit_key)
-        return unit is not None and unit.status == UNIT_SCHEDULED and unit.offer_seq == offer
+        return (
+            unit is not None
+            and unit.status == UNIT_SCHEDULED
+            and (live.state.run, unit.offer_seq) == offer
+        )
 
-    def _enqueue(self, line: _Line, gated: Gated, holder: Holder, offer: int, now: int) -> None:
+    def holds_back(self, live: Live, unit_key: str) -> bool:
+        """Whether the unit's current offer waits here (a task queue entry
+        for it, left from an earlier run with the same seq, must not
+        hand it out)."""
+        found = self._waiting.get((live.state.id, unit_key))
+        if found is None:
+            return False
+        unit = live.state.units.get(unit_key)
+        return unit is not None and found[2] == (live.state.run, unit.offer_seq)
+
+    def _enqueue(self, line: _Line, gated: Gated, holder: Holder, offer: Offer, now: int) -> None:
         known = self._waiting.get(holder)
         if known is not None and known[2] == offer:
             return
@@ -287,7 +305,11 @@ def dispatch_order(live: Live, unit_key: str) -> Order:
     # The key names its group within the task's queue: the workflow and
     # step are part of it, so equal values of two workflows stay apart.
     fair_key = keys.key_text(fairness.key, state.input, execution, local)
-    weight = keys.priority(fairness.weight, state.input, execution, local) if fairness.weight is not None else 1
+    weight = (
+        keys.priority(fairness.weight, state.input, execution, local)
+        if fairness.weight is not None
+        else 1
+    )
     return Order(priority, f"{state.workflow}/{spec.step.name}/{fair_key}", max(1, weight))
 
 
