@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from orbit_core.engine import Engine
-from orbit_core.ir import Definition
 from orbit_core.testing import simulated_engine
 from orbit_lang.compiler import compile_source
 
@@ -52,7 +51,9 @@ def customers(engine: Engine) -> list[str]:
     session = engine.workers.register("w1", "python", [("demo.work", "1.0.0")])["worker_session_id"]
     order = []
     while (task := engine.workers.poll(session, 0)) is not None:
-        order.append(str(task["input"]["customer_id"]))
+        value = task["input"]
+        assert isinstance(value, dict)
+        order.append(str(value["customer_id"]))
     return order
 
 

@@ -683,8 +683,8 @@ class Simulation:
         `concurrency` allows, nor more attempts of a step out than the
         step's (counted over what memory holds, which is what the store
         holds: `check_memory`)."""
-        running: dict[tuple[str, str], list[str]] = {}
-        out: dict[tuple[str, str, str], list[str]] = {}
+        running: dict[tuple[str, ...], list[str]] = {}
+        out: dict[tuple[str, ...], list[str]] = {}
         limits: dict[tuple[str, ...], int] = {}
         for live in self.engine._executions.memory.all():
             state, defn = live.state, live.plan.defn
@@ -707,8 +707,9 @@ class Simulation:
                 step_scope = (state.workflow, spec.step.name, key)
                 out.setdefault(step_scope, []).append(f"{state.id}/{unit.key}")
                 limits[step_scope] = gate.limit
-        for scope, ids in [*running.items(), *out.items()]:
-            assert len(ids) <= limits[scope], f"over the concurrency limit of {scope}: {ids}"
+        for scopes in (running, out):
+            for where, ids in scopes.items():
+                assert len(ids) <= limits[where], f"over the concurrency limit of {where}: {ids}"
 
     def check_answers(self) -> None:
         """Everything a caller was told is in the store, and no built-in
