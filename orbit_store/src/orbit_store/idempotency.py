@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, inspect, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.schema import CreateIndex, CreateTable
 
-from orbit_core.errors import StorageError
 from orbit_core.ports import IdempotencyRow
 from orbit_store import schema as s
+from orbit_store.parts import LazyPart
 
 COLUMNS = ("idem_key", "execution_id", "workflow", "input_digest", "created_ms", "expires_ms")
 # pg_advisory_xact_lock's key for creating the part: "orbit" and a 4.
@@ -33,38 +32,11 @@ _LOCK_KEY = 0x6F72626974_04
 SWEEP_EVERY_MS = 60_000
 
 
-def exists(conn: Connection) -> bool:
-    """Whether the part is there; refuses a newer version of it."""
-    if not inspect(conn).has_table(s.orbit_idempotency_keys.name):
-        return False
-    parts = s.schema_parts
-    found = conn.execute(select(parts.c.version).where(parts.c.part == "idempotency")).scalar()
-    if found is not None and int(found) > s.IDEMPOTENCY_VERSION:
-        raise StorageError(
-            f"the database has idempotency tables at version {found}, newer than this "
-            f"server knows ({s.IDEMPOTENCY_VERSION}); run a release of orbit server that knows it"
-        )
-    return True
-
-
-def create_statements(dialect: Any) -> list[str]:
-    """What creates the part (idempotent), then records its version."""
-    t = s.orbit_idempotency_keys
-    out = [
-        str(CreateTable(s.schema_parts, if_not_exists=True).compile(dialect=dialect)),
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)),
-    ]
-    out += [
-        str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
-        for index in sorted(t.indexes, key=lambda i: str(i.name))
-    ]
-    out.append(
-        "INSERT INTO orbit_schema_parts (part, version) "
-        f"VALUES ('idempotency', {s.IDEMPOTENCY_VERSION}) ON CONFLICT (part) DO NOTHING"
-    )
-    if dialect.name == "postgresql":
-        out.insert(0, f"SELECT pg_advisory_xact_lock({_LOCK_KEY})")
-    return out
+PART = LazyPart(
+    "idempotency", "idempotency", s.orbit_idempotency_keys, s.IDEMPOTENCY_VERSION, _LOCK_KEY
+)
+exists = PART.exists
+create_statements = PART.create_statements
 
 
 def upsert_sql(dialect: Any) -> Any:

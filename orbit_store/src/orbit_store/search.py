@@ -21,25 +21,22 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    Connection,
     Select,
     and_,
     bindparam,
     false,
-    inspect,
     not_,
     or_,
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.schema import CreateIndex, CreateTable
 
-from orbit_core.errors import StorageError
 from orbit_core.state import TERMINAL
 from orbit_core.visibility.check import AllOf, AnyOf, Condition, Filter, NoneOf
 from orbit_core.visibility.fields import SearchValue
 from orbit_core.visibility.page import SearchQuery
 from orbit_store import schema as s
+from orbit_store.parts import LazyPart
 
 _COLUMNS = ("execution_id", "field", "workflow", "str_value", "num_value")
 _BUILTIN_COLUMNS = {
@@ -53,38 +50,9 @@ _BUILTIN_COLUMNS = {
 _LOCK_KEY = 0x6F72626974_03
 
 
-def exists(conn: Connection) -> bool:
-    """Whether the search part is there; refuses a newer version of it."""
-    if not inspect(conn).has_table(s.orbit_search_values.name):
-        return False
-    parts = s.schema_parts
-    found = conn.execute(select(parts.c.version).where(parts.c.part == "search")).scalar()
-    if found is not None and int(found) > s.SEARCH_VERSION:
-        raise StorageError(
-            f"the database has search tables at version {found}, newer than this server "
-            f"knows ({s.SEARCH_VERSION}); run a release of orbit server that knows it"
-        )
-    return True
-
-
-def create_statements(dialect: Any) -> list[str]:
-    """What creates the part (idempotent), then records its version."""
-    t = s.orbit_search_values
-    out = [
-        str(CreateTable(s.schema_parts, if_not_exists=True).compile(dialect=dialect)),
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)),
-    ]
-    out += [
-        str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
-        for index in sorted(t.indexes, key=lambda i: str(i.name))
-    ]
-    out.append(
-        "INSERT INTO orbit_schema_parts (part, version) "
-        f"VALUES ('search', {s.SEARCH_VERSION}) ON CONFLICT (part) DO NOTHING"
-    )
-    if dialect.name == "postgresql":
-        out.insert(0, f"SELECT pg_advisory_xact_lock({_LOCK_KEY})")
-    return out
+PART = LazyPart("search", "search", s.orbit_search_values, s.SEARCH_VERSION, _LOCK_KEY)
+exists = PART.exists
+create_statements = PART.create_statements
 
 
 def upsert_sql(dialect: Any) -> Any:
