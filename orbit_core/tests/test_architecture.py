@@ -109,6 +109,7 @@ KERNEL = (
     "orbit_core.visibility.filter",
     "orbit_core.visibility.check",
     "orbit_core.visibility.page",
+    "orbit_core.visibility.waiting",
 )
 IO_MODULES = frozenset(
     [
