@@ -101,3 +101,39 @@ def test_no_declared_migration_is_refused(waiting: Engine) -> None:
     with pytest.raises(NotFoundError) as caught:
         waiting.migrations.plan("Approval", "2.0.0", "1.0.0")
     assert caught.value.code == "MIGRATION_NOT_DECLARED"
+
+
+def test_a_declared_reverse_map_moves_an_execution_back(tmp_path: Path) -> None:
+    """A `reverse { }` item in 2.0.0's block (the audit step removed, as
+    it has not started): an execution moved to 2.0.0 goes back to 1.0.0 by
+    the reverse map, and runs 1.0.0 to its end."""
+    (tmp_path / "approval-v1.orbit").write_text((EXAMPLES / "approval-v1.orbit").read_text())
+    source = (EXAMPLES / "approval-v2.orbit").read_text()
+    source = source.replace(
+        'migrate from "1.0.0" in "approval-v1.orbit" {}',
+        'migrate from "1.0.0" in "approval-v1.orbit" {\n        reverse { remove audit }\n    }',
+    )
+    assert "reverse { remove audit }" in source
+    (tmp_path / "approval-v2.orbit").write_text(source)
+    v1 = compile_files([tmp_path / "approval-v1.orbit"])[-1]
+    v2 = compile_files([tmp_path / "approval-v2.orbit"])[-1]
+    engine = simulated_engine()
+    engine.deploy(v1)
+    engine.start("Approval", "1.0.0", {"id": "r-1"}, execution_id="r-1")
+    run_task(engine, "approvals.notify")
+    engine.deploy(v2)
+    assert engine.migrations.run("Approval", "1.0.0", "2.0.0")["migrated"] == 1
+    assert engine.get("r-1")["version"] == "2.0.0"
+    back = engine.migrations.plan("Approval", "2.0.0", "1.0.0")
+    assert [e["verdict"] for e in back["executions"]] == ["migratable"]
+    assert engine.migrations.run("Approval", "2.0.0", "1.0.0")["migrated"] == 1
+    doc = engine.get("r-1")
+    assert (doc["version"], doc["definition_hash"]) == ("1.0.0", v1.definition_hash)
+    moves = [e for e in engine.events("r-1") if isinstance(e, ev.WorkflowMigrated)]
+    assert [(m.from_version, m.to_version) for m in moves] == [
+        ("1.0.0", "2.0.0"),
+        ("2.0.0", "1.0.0"),
+    ]
+    assert moves[0].migration_hash != moves[1].migration_hash
+    engine.signal("r-1", "approve", {})
+    assert engine.get("r-1")["status"] == "COMPLETED"  # 1.0.0 has no audit step
