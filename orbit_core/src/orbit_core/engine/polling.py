@@ -160,10 +160,7 @@ class Polling:
             return False
         unit = live.state.units.get(task.unit_key)
         return (
-            unit is not None
-            and unit.status == UNIT_SCHEDULED
-            and unit.offer_seq == task.offer_seq
-            and not self._x.gate.holds_back(live, task.unit_key)
+            unit is not None and unit.status == UNIT_SCHEDULED and unit.offer_seq == task.offer_seq
         )
 
     def dispatch_offer(

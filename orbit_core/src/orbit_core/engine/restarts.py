@@ -66,9 +66,6 @@ class Restarts:
             live = Live(state, plan, x.limits.effective(plan), True)
             x.memory.add(live)
         old = live.state
-        # A run that holds a workflow concurrency slot keeps it; one that had
-        # ended or was still waiting for a slot goes through admission.
-        held = old.started and not old.terminal
         x.append(
             tx, live, ev.WorkflowRestarted(old.last_seq + 1, tx.now, old.run + 1, step, reason)
         )
@@ -98,17 +95,7 @@ class Restarts:
                 old.run + 1,
             ),
         )
-        wait = x.admission.rerun(live, held)
-        if wait is None:
-            x.append(tx, live, ev.WorkflowStarted(2, tx.now))
-        else:
-            x.append(
-                tx,
-                live,
-                ev.WorkflowWaiting(
-                    2, tx.now, wait.reason, wait.key, wait.label, wait.limit, wait.ticket
-                ),
-            )
+        x.append(tx, live, ev.WorkflowStarted(2, tx.now))
         self._restore(tx, live, old, outline)
         x.decide(tx, live)
         answer["started"] = True
