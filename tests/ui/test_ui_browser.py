@@ -120,17 +120,6 @@ def ui(tmp_path_factory: pytest.TempPathFactory, shots: Path) -> Iterator[Ui]:
         stack.close()
 
 
-@pytest.fixture
-def page(browser: Any) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert not errors, errors
-
-
 def sign_in(page: Page, ui: Ui, token: str = ADMIN) -> None:
     page.goto(ui.url)
     page.get_by_label("Token").fill(token)

@@ -88,17 +88,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         stack.close()
 
 
-@pytest.fixture
-def page(browser: Any) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert not errors, errors
-
-
 def sign_in(page: Page, server: Server) -> None:
     page.goto(f"{server.url}/ui/")
     page.get_by_label("Token").fill(ADMIN)
