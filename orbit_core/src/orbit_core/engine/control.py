@@ -62,7 +62,7 @@ class Control:
         if execution_id is None:
             execution_id = x.ids.execution_id()
         else:
-            existing_hash = self._existing_hash(tx, execution_id)
+            existing_hash = self.existing_hash(execution_id, tx)
             if existing_hash is not None:
                 if existing_hash == plan.defn.definition_hash:
                     return {"execution_id": execution_id, "created": False}
@@ -133,11 +133,13 @@ class Control:
             return
         tx.known = {eid: found.get(eid) for eid in ids}
 
-    def _existing_hash(self, tx: Tx, execution_id: str) -> str | None:
+    def existing_hash(self, execution_id: str, tx: Tx | None = None) -> str | None:
+        """The definition hash of the execution `execution_id`, or None when
+        there is none: in memory, among `tx`'s lookups, or in the store."""
         live = self._x.memory.get(execution_id)
         if live is not None:
             return live.state.definition_hash
-        if execution_id in tx.known:
+        if tx is not None and execution_id in tx.known:
             return tx.known[execution_id]
         row = self._x.store.execution_row(execution_id)
         return row.definition_hash if row is not None else None

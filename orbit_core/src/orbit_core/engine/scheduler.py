@@ -374,7 +374,10 @@ class Scheduler:
             sid: eid
             for sid, (e, d) in plans.items()
             if d.missed > 0
-            and self._exists(eid := occurrence_execution_id(sid, e.row.next_fire_ms or 0))
+            and self._control.existing_hash(
+                eid := occurrence_execution_id(sid, e.row.next_fire_ms or 0)
+            )
+            is not None
         }
         starts = [(e, d) for e, d in plans.values() if d.fire is not None]
         outcomes: dict[str, _Outcome] = {}
@@ -467,11 +470,6 @@ class Scheduler:
             return False
         live = self._executions.memory.get(execution_id)
         return live is not None and not live.state.terminal
-
-    def _exists(self, execution_id: str) -> bool:
-        if self._executions.memory.get(execution_id) is not None:
-            return True
-        return self._store.execution_row(execution_id) is not None
 
     def _advance(
         self,
