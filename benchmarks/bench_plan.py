@@ -228,7 +228,8 @@ def run_calibration(args: argparse.Namespace) -> int:
 def compare(args: argparse.Namespace) -> int:
     store_kind = "postgres" if args.store.startswith("postgres") else "sqlite"
     print(
-        f"store {args.store} ({store_kind} model), {args.executions} executions each, all in flight"
+        f"store {args.store} ({store_kind} model), {args.executions} executions each, "
+        f"all in flight, median of {args.runs} runs"
     )
     header = f"{'workflow':<14} {'events':>15} {'executions/s':>24}  error"
     print(header)
@@ -237,11 +238,18 @@ def compare(args: argparse.Namespace) -> int:
         definitions = compile_paths([ROOT / path]).raise_on_errors()
         defn = next(d for d in definitions if d.name == name)
         plan = figures(envelope(defn, items=items), store_kind, None, None)
-        got = measure(definitions, name, input, args.store, args.executions)
+        runs = [
+            measure(definitions, name, input, args.store, args.executions) for _ in range(args.runs)
+        ]
+        # The median run counts, and the spread is printed: the machine is shared.
+        runs.sort(key=lambda m: m.executions_per_s)
+        got = runs[len(runs) // 2]
+        spread = f"{runs[0].executions_per_s:.0f}..{runs[-1].executions_per_s:.0f}"
         error = (plan.executions_per_s - got.executions_per_s) / got.executions_per_s
         print(
             f"{name:<14} {plan.events[0]:>7} {got.events:>7.0f} "
             f"{plan.executions_per_s:>11.0f} {got.executions_per_s:>12.0f}  {error:+.0%}"
+            f"  (runs {spread})"
         )
     return 0
 

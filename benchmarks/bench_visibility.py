@@ -10,10 +10,12 @@ starts), then times selective filters through `SqlStore.search_executions`
 filter and how many rows each returned (each ≤ 100).
 
 `--commit` runs the same workflow through the engine on a SQLite file, once
-as written and once without its `search` block, `--runs` times each in
-alternation (in-process handler, `--steps-executions` executions), and
-prints the cost of one step (wall and process CPU time / steps) of each and what indexing
-adds, the median run of each kept.
+as written and once without its `search` block, a first uncounted run of
+each, then `--runs` rounds of one run each in alternating order (ABBA;
+in-process handler, `--steps-executions` executions), and prints the cost
+of one step (wall, and process CPU time from `time.process_time`, / steps)
+of each and what indexing adds: from the medians, from the least CPU, and
+the median of each round's ratio with all of them (the spread).
 
     python benchmarks/bench_visibility.py --query --store /tmp/vis.db
     python benchmarks/bench_visibility.py --query --store postgres://...
@@ -246,19 +248,30 @@ def commit(args: argparse.Namespace) -> int:
     with_fields, without = orders(True, steps), orders(False, steps)
     plain: list[tuple[float, float]] = []
     indexed: list[tuple[float, float]] = []
-    for _ in range(args.runs):
-        plain.append(one_run(args.store, without, args.steps_executions, steps))
-        indexed.append(one_run(args.store, with_fields, args.steps_executions, steps))
+    # One run of each first, not counted: the first run of a process pays
+    # for imports, compiled statements and warm caches.
+    one_run(args.store, without, args.steps_executions, steps)
+    one_run(args.store, with_fields, args.steps_executions, steps)
+    for i in range(args.runs):
+        # Alternating which goes first (ABBA), so a drift in the machine's
+        # load weighs on both alike.
+        order = [(plain, without), (indexed, with_fields)]
+        for runs, defn in order if i % 2 == 0 else order[::-1]:
+            runs.append(one_run(args.store, defn, args.steps_executions, steps))
     print(
         f"{args.steps_executions} executions of {steps} step(s) x {args.runs} runs each, "
         "SQLite file, one handler thread; medians per step"
     )
-    print("                        wall (median)  CPU (median)  CPU (least)")
+    print("                        wall (median)  CPU (median)  CPU (least)  CPU (most)")
     for name, runs in (("without search fields", plain), ("with 2 search fields", indexed)):
         wall = statistics.median(w for w, _ in runs)
         cpu = statistics.median(c for _, c in runs)
         least = min(c for _, c in runs)
-        print(f"{name + ':':<23} {wall * 1e6:8.1f} us  {cpu * 1e6:8.1f} us  {least * 1e6:8.1f} us")
+        most = max(c for _, c in runs)
+        print(
+            f"{name + ':':<23} {wall * 1e6:8.1f} us  {cpu * 1e6:8.1f} us  {least * 1e6:8.1f} us"
+            f"  {most * 1e6:8.1f} us"
+        )
     # On a shared machine other processes only ever add time, so the least
     # CPU of several runs is the steadiest figure of the work itself.
     picks: list[tuple[str, Callable[[list[tuple[float, float]]], float]]] = [
@@ -269,6 +282,11 @@ def commit(args: argparse.Namespace) -> int:
     for label, pick in picks:
         a, b = pick(plain), pick(indexed)
         print(f"indexing adds {100 * (b - a) / a:+.1f} % ({label})")
+    # Each round's pair ran back to back, under much the same load: the
+    # spread of the per-round ratios says how far to trust the medians.
+    ratios = sorted(100 * (b[1] - a[1]) / a[1] for a, b in zip(plain, indexed, strict=True))
+    shown = ", ".join(f"{r:+.1f}" for r in ratios)
+    print(f"indexing adds {statistics.median(ratios):+.1f} % (CPU, median of rounds: {shown})")
     return 0
 
 

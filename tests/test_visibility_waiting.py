@@ -115,3 +115,62 @@ def test_waiting_for_is_refused_where_it_is_not_indexed(engine: Engine) -> None:
     with pytest.raises(OrbitError) as info:
         engine.search_executions("waiting_for == lunch")
     assert "is one of task, timer, signal, child" in info.value.message
+
+
+OLD_GATED = """\
+task "orders.pack" {
+    version "1.0.0"
+    input { customer: String }
+    output {}
+}
+
+workflow Gated {
+    version "0.9.0"
+    input { customer: String }
+    step pack_box { worker "orders.pack" with { customer: input.customer } }
+}
+"""
+
+
+def _waiting_rows(store: Store) -> dict[str, str | None]:
+    """The `@waiting` rows the store holds, by execution."""
+    if isinstance(store, MemoryStore):
+        return {
+            eid: by["@waiting"].str_value for eid, by in store._search.items() if "@waiting" in by
+        }
+    assert isinstance(store, SqliteStore | PostgresStore)
+    with store.engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT execution_id, str_value FROM orbit_search_values WHERE field = '@waiting'"
+        ).all()
+    return {str(eid): text for eid, text in rows}
+
+
+def test_a_start_onto_a_task_step_writes_no_waiting_row(engine: Engine) -> None:
+    """The usual start (onto a task step) leaves `|task|` implied: its commit
+    writes the declared fields only, and `waiting_for == task` still finds
+    it, but not a running execution of a definition without a `search`
+    block (another version of the same name, or another workflow)."""
+    old = compile_source(OLD_GATED, "old.orbit")
+    assert old.errors == 0, [d.message for d in old.diagnostics]
+    for defn in old.definitions:
+        engine.deploy(defn)
+    engine.start("Gated", "1.0.0", {"customer": "c-1", "nap": False}, "g-1")
+    engine.start("Gated", "1.0.0", {"customer": "c-2", "nap": True}, "g-2")
+    engine.start("Gated", "0.9.0", {"customer": "c-3"}, "old-1")
+    engine.start("Plain", None, {"customer": "c-4"}, "p-1")
+    assert _waiting_rows(engine.store) == {"g-2": "|task|timer:rest|"}
+    find = engine.search_executions
+    assert _ids(find("waiting_for == task")) == ["g-1", "g-2"]
+    assert _ids(find("waiting_for in [task, signal]")) == ["g-1", "g-2"]
+    assert _ids(find('waiting_for == task and customer == "c-1"')) == ["g-1"]
+    assert _ids(find("waiting_for == timer")) == ["g-2"]
+    assert _ids(find("waiting_for != task")) == ["old-1", "p-1"]
+    assert _ids(find('not (waiting_for == task) and workflow == "Gated"')) == ["old-1"]
+    # Once it waits for something else the row is written, and read as is.
+    session = engine.workers.register("w", "python", [("orders.pack", "1.0.0")])
+    while (task := engine.workers.poll(session["worker_session_id"], 0)) is not None:
+        engine.workers.complete(task["token"], {})
+    assert _waiting_rows(engine.store)["g-1"] == "|signal:go_ahead|"
+    assert _ids(find("waiting_for == task")) == []
+    assert _ids(find("waiting_for == signal")) == ["g-1"]

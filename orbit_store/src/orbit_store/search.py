@@ -115,13 +115,19 @@ def _condition(c: Condition, indexed: bool) -> ColumnElement[bool]:
             return and_(x.c.status.in_(sorted(TERMINAL)), test)
         return test
     if not indexed:
-        return false()  # no execution has a value yet
+        # No execution has a row yet.
+        return x.c.definition_hash.in_(c.absent) if c.absent else false()
     t = s.orbit_search_values
     column = t.c.str_value if c.column == "str" else t.c.num_value
     inner = select(t.c.execution_id).where(
         _workflows(c), t.c.field == c.field, _compare(column, c.op, c.values)
     )
-    return x.c.execution_id.in_(inner)
+    found = x.c.execution_id.in_(inner)
+    if not c.absent:
+        return found
+    # `waiting_for == task`: a new execution's `|task|` is implied, not written.
+    row = select(t.c.execution_id).where(t.c.execution_id == x.c.execution_id, t.c.field == c.field)
+    return or_(found, and_(x.c.definition_hash.in_(c.absent), ~row.exists()))
 
 
 def _rank(group: list[Condition]) -> int:
@@ -144,7 +150,7 @@ def _all_of(parts: tuple[Filter, ...], indexed: bool) -> ColumnElement[bool]:
     groups: dict[str, list[Condition]] = {}
     rest: list[ColumnElement[bool]] = []
     for part in parts:
-        if isinstance(part, Condition) and not part.builtin and indexed:
+        if isinstance(part, Condition) and not part.builtin and not part.absent and indexed:
             groups.setdefault(part.field, []).append(part)
         else:
             rest.append(where(part, indexed))

@@ -39,6 +39,7 @@ from orbit_core.ports import (
 from orbit_core.state import ExecutionState, apply, fold
 from orbit_core.visibility.fields import SearchPlan, SearchValue
 from orbit_core.visibility.waiting import FIELD as WAITING_FIELD
+from orbit_core.visibility.waiting import IMPLIED as WAITING_IMPLIED
 from orbit_core.visibility.waiting import waiting_text
 
 ADAPTER_DISABLED = "the HTTP adapter is disabled; start the server with --enable-http-adapter"
@@ -117,6 +118,9 @@ class Executions:
         d = plan.defn
         state = ExecutionState(execution_id)
         live = Live(state, plan, self.limits.effective(plan), parent is None)
+        # A new execution has no `@waiting` row, which a filter reads as
+        # `|task|` (waiting.py): the usual start, onto a task step, writes none.
+        live.waiting = WAITING_IMPLIED
         self.memory.add(live)
         tx.changes[execution_id] = ExecutionChange(execution_id, NO_ROW, new=True)
         self.append(

@@ -86,7 +86,10 @@ class Condition:
     """One typed comparison. `column` is the execution row's column for a
     built-in field (`status`, `workflow`, `version`, `started`, `ended`),
     or `str`/`num` for a declared field's index row; `workflows` are those
-    that declare it (empty for a built-in field)."""
+    that declare it (empty for a built-in field). `absent`: the definition
+    hashes whose executions also match when they have no row for the field
+    (`waiting_for == task`: a new execution's `|task|` is implied, not
+    written; orbit_core.visibility.waiting)."""
 
     field: str
     builtin: bool
@@ -94,6 +97,7 @@ class Condition:
     op: str
     values: tuple[str | float, ...]
     workflows: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -116,20 +120,25 @@ Filter: TypeAlias = Condition | AllOf | AnyOf | NoneOf
 
 @attrs.frozen
 class FieldCatalog:
-    """field -> {workflow: kind} over the definitions given."""
+    """field -> {workflow: kind} over the definitions given; `indexed`:
+    workflow -> the hashes of its definitions with a `search` block."""
 
     fields: dict[str, dict[str, str]]
     workflows: frozenset[str]
+    indexed: dict[str, frozenset[str]] = attrs.field(factory=dict)
 
     @classmethod
     def of(cls, definitions: Iterable[Definition]) -> FieldCatalog:
         fields: dict[str, dict[str, str]] = {}
         names: set[str] = set()
+        indexed: dict[str, set[str]] = {}
         for defn in definitions:
             names.add(defn.name)
+            if defn.search:
+                indexed.setdefault(defn.name, set()).add(defn.definition_hash)
             for f in defn.search:
                 fields.setdefault(f.name, {})[defn.name] = kind_of(f.type)
-        return cls(fields, frozenset(names))
+        return cls(fields, frozenset(names), {w: frozenset(h) for w, h in indexed.items()})
 
     def declared(self, workflow: str | None) -> dict[str, dict[str, str]]:
         if workflow is None:
@@ -146,13 +155,19 @@ def compile_filter(text: str, catalog: FieldCatalog, workflow: str | None = None
 
 def check_filter(node: Node, catalog: FieldCatalog, workflow: str | None = None) -> Filter:
     declared = catalog.declared(workflow)
-    return _Checker(declared, workflow).node(node)
+    return _Checker(declared, workflow, catalog.indexed).node(node)
 
 
 class _Checker:
-    def __init__(self, declared: dict[str, dict[str, str]], workflow: str | None) -> None:
+    def __init__(
+        self,
+        declared: dict[str, dict[str, str]],
+        workflow: str | None,
+        indexed: dict[str, frozenset[str]] | None = None,
+    ) -> None:
         self.declared = declared
         self.workflow = workflow
+        self.indexed = indexed or {}
 
     def node(self, node: Node) -> Filter:
         if isinstance(node, And):
@@ -208,9 +223,15 @@ class _Checker:
         if c.op not in ("==", "!=", "in", "not in"):
             raise FilterError("`waiting_for` compares only with `==`, `!=` or `in`", c.column)
         tests: list[Filter] = []
+        # An execution with no row holds `|task|` (waiting.py): one of the
+        # definitions with a search block, not another version of the name.
+        implied = tuple(sorted(h for w in indexed for h in self.indexed.get(w, ())))
         for value in c.values:
+            absent: tuple[str, ...] = ()
             if isinstance(value, Word) and value.text in WAIT_KINDS:
                 needle = kind_needle(value.text)
+                if value.text == "task":
+                    absent = implied
             elif isinstance(value, str) and value:
                 needle = name_needle(value)
             else:
@@ -220,7 +241,9 @@ class _Checker:
                     f"signal name, not {shown}",
                     c.value_column,
                 )
-            tests.append(Condition(WAIT_FIELD, False, "str", "contains", (needle,), tuple(indexed)))
+            tests.append(
+                Condition(WAIT_FIELD, False, "str", "contains", (needle,), tuple(indexed), absent)
+            )
         found = tests[0] if len(tests) == 1 else AnyOf(tuple(tests))
         # The row of an ended execution is not rewritten (waiting.py).
         waits = AllOf((found, Condition("status", True, "status", "in", _OPEN)))

@@ -113,6 +113,8 @@ def matches(f: Filter, row: ExecutionRow, values: Mapping[str, SearchValue]) -> 
         if row.workflow not in f.workflows:
             return False
         found = values.get(f.field)
+        if found is None and row.definition_hash in f.absent:
+            return True  # no `@waiting` row: it holds `|task|` (waiting.py)
         have = None if found is None else found.str_value if f.column == "str" else found.num_value
     return have is not None and _compare(f.op, have, f.values)
 

@@ -12,7 +12,12 @@ the set of things its open units wait for, sorted and framed by `|`:
 
 The engine recomputes the set for each change it commits and writes the row
 only when the set changed, in the same transaction as the events that
-changed it. Task steps carry no name on purpose: an execution moving through
+changed it. A new execution starts with no row, which filters read as
+`|task|` for the definitions that declare a `search` block (an execution
+of another definition has no row and waits for nothing as far as filters
+go): most executions start on a task step, and the start then writes only
+the declared fields (bench_visibility: the row was a third of the start's
+index writes). Task steps carry no name on purpose: an execution moving through
 a chain of task steps then keeps `|task|` from its first step to its last
 and its steps cost no write (with names, every step would rewrite the row,
 and bench_visibility measured that as 20-30 % added to each step). The long
@@ -37,6 +42,10 @@ FIELD = "@waiting"
 KINDS = ("task", "timer", "signal", "child")
 _IDLE = frozenset({*UNIT_DONE, UnitStatus.RUNNING, None})
 _TASK = "|task|"
+# What an execution without a `@waiting` row holds, for filters
+# (check.Condition.absent): a new execution's row is written only when it
+# waits for something else.
+IMPLIED = _TASK
 
 
 def waiting_text(state: ExecutionState, plan: Plan) -> str | None:
