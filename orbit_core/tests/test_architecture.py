@@ -331,3 +331,66 @@ def test_events_are_stamped_in_one_place() -> None:
         for p in _stamping_problems(name, path)
     ]
     assert problems == []
+
+
+# ---------------------------------------------------------------- ports
+
+
+def _port_members() -> frozenset[str]:
+    """The members the Protocol classes of the port modules declare."""
+    names: set[str] = set()
+    for module in ("ports.py", "coordination.py"):
+        for node in ast.walk(ast.parse((ROOT / module).read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                ast.unparse(b) == "Protocol" for b in node.bases
+            ):
+                names.update(
+                    n.name
+                    for n in node.body
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                )
+    return frozenset(names)
+
+
+def _probing_problems(module: str, path: Path, members: frozenset[str]) -> list[str]:
+    """`getattr`/`hasattr` looking up a port member, or any member of
+    something named a store: an optional member found at run time instead
+    of a declared one."""
+    problems: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+        ):
+            continue
+        target, name = ast.unparse(node.args[0]), str(node.args[1].value)
+        if name in members or "store" in target.lower():
+            problems.append(f"{module}:{node.lineno} {node.func.id}({target}, {name!r})")
+    return problems
+
+
+def test_the_probing_check_finds_probes(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "a = getattr(store, 'version_activity', None)\n"
+        "b = hasattr(x, 'find_idempotency')\n"
+        "c = getattr(exc, 'code', None)\n"
+    )
+    found = _probing_problems("orbit_core.engine.x", bad, _port_members())
+    assert len(found) == 2, found
+
+
+def test_no_optional_port_member_is_found_with_getattr() -> None:
+    """Issue 37: what a store or coordination adapter offers is declared on
+    its Protocol, so mypy checks every adapter has it; nothing probes."""
+    members = _port_members()
+    assert {"find_idempotency", "commit", "claim_for"} <= members
+    problems = [
+        p
+        for path in sorted(ROOT.rglob("*.py"))
+        for p in _probing_problems(_module_name(path), path, members)
+    ]
+    assert problems == []

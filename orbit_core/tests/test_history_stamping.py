@@ -69,8 +69,10 @@ def test_into_slots_reorders_and_keeps_the_numbering() -> None:
     ]
 
 
-def test_problems_names_gaps_repeats_and_time_going_back() -> None:
-    ok = [[ev.WorkflowCreated(1, 5, "W", "1", "h", None), ev.WorkflowStarted(2, 5)]]
+def test_problems_names_gaps_and_time_going_back() -> None:
+    ok: list[list[ev.Event]] = [
+        [ev.WorkflowCreated(1, 5, "W", "1", "h", None), ev.WorkflowStarted(2, 5)]
+    ]
     assert problems(ok) == []
     assert problems([[ev.WorkflowStarted(1, 5), ev.WorkflowResumed(3, 6)]]) == [
         "run 1: WorkflowResumed has seq 3, not 2"

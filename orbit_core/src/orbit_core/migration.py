@@ -248,11 +248,6 @@ def migrated_event(state: ExecutionState, r: Route, value: JsonValue, now: int) 
 # ---------------------------------------------------------------- census
 
 
-def paused(state: ExecutionState) -> bool:
-    """The hook for pausing (a state field another change adds)."""
-    return bool(getattr(state, "paused", False))
-
-
 def _wait_kind(step: ir.Step) -> str:
     return {"sleep": "timer", "await": "signal", "workflow": "child"}.get(step.kind, "task")
 
@@ -288,7 +283,7 @@ def census(
                 "version": defn.version,
                 "definition_hash": defn.definition_hash,
                 "live": len(states),
-                "paused": sum(1 for s in states if paused(s)),
+                "paused": sum(1 for s in states if s.paused),
                 "waiting": [
                     {"step": step, "kind": kind, "count": n}
                     for (step, kind), n in sorted(waits.items())
