@@ -3,6 +3,9 @@
 - The modules of `orbit_core.engine` import each other without cycles (counting
   imports under `TYPE_CHECKING` too: a cycle there is still two components that
   each know the other).
+- Events are numbered and dated in one place, `orbit_core.history`: no other
+  module adds to `last_seq`, builds an event with a seq of its own or
+  re-stamps one with `attrs.evolve`.
 - The pure kernel does no I/O: it imports no module that reaches the world
   (files, sockets, threads, the clock, randomness, processes), calls no
   `open`/`print`/`input`, reads no wall clock, and at run time imports only
@@ -92,6 +95,7 @@ KERNEL = (
     "orbit_core.decide",
     "orbit_core.state",
     "orbit_core.events",
+    "orbit_core.history",
     "orbit_core.evaluate",
     "orbit_core.eval",
     "orbit_core.values",
@@ -259,3 +263,134 @@ def test_the_engine_facade_shows_the_embedding_api_only() -> None:
     assert not public & (worker_calls | {"register_worker", "list_workers"})
     handoff_steps = {n for n in vars(Handoff) if not n.startswith("_")}
     assert "take_over" in handoff_steps and not public & handoff_steps
+
+
+# ---------------------------------------------------------------- stamping
+
+# The one owner of (seq, timestamp_ms), and the modules that build events
+# without adding them to a history: the codec reads stamped ones back, the
+# envelope sizes sample events.
+STAMPER = "orbit_core.history"
+BUILDS_UNSTAMPED = frozenset({"orbit_core.events", "orbit_core.envelope"})
+# `state.apply` checks the stamper's work (`seq == last_seq + 1`): it reads
+# the arithmetic, it numbers nothing.
+CHECKS_SEQ = frozenset({"orbit_core.state"})
+
+
+def _event_names() -> frozenset[str]:
+    from orbit_core import events
+
+    return frozenset(events.EVENT_TYPES)
+
+
+def _stamping_problems(module: str, path: Path) -> list[str]:
+    names = _event_names()
+    problems: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        where = f"{module}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.BinOp) and module not in CHECKS_SEQ:
+            sides = (node.left, node.right)
+            if any(isinstance(s, ast.Attribute) and s.attr == "last_seq" for s in sides):
+                problems.append(f"{where} numbers an event itself ({ast.unparse(node)})")
+        elif isinstance(node, ast.Call):
+            fn = node.func
+            called = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            if called in names and module not in BUILDS_UNSTAMPED:
+                problems.append(f"{where} builds {called} with a seq of its own")
+            stamped = {"seq", "timestamp_ms"} & {k.arg for k in node.keywords}
+            if called == "evolve" and stamped:
+                problems.append(f"{where} re-stamps an event ({', '.join(sorted(stamped))})")
+    return problems
+
+
+def test_the_stamping_check_finds_stampers(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from orbit_core import events as ev\n"
+        "from orbit_core.events import StepSucceeded\n"
+        "e = ev.StepSucceeded(state.last_seq + 1, now, 'k', 1, None)\n"
+        "f = StepSucceeded(7, now, 'k', 1, None)\n"
+        "seq = live.state.last_seq + 1\n"
+        "g = attrs.evolve(e, seq=3)\n"
+        "h = x.record(tx, live, ev.StepSucceeded, 'k', 1, None)\n"
+    )
+    found = _stamping_problems("orbit_core.engine.results", bad)
+    assert len(found) == 5, found
+
+
+def test_events_are_stamped_in_one_place() -> None:
+    """Issue 37: every event gets its (seq, timestamp_ms) from
+    `orbit_core.history` (`stamp`, `Batch`, `Executions.record`), so a
+    history cannot get a gap or a duplicate from a site that counts alone."""
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    assert {STAMPER, "orbit_core.decide", "orbit_core.engine.results"} <= set(modules)
+    problems = [
+        p
+        for name, path in sorted(modules.items())
+        if name != STAMPER
+        for p in _stamping_problems(name, path)
+    ]
+    assert problems == []
+
+
+# ---------------------------------------------------------------- ports
+
+
+def _port_members() -> frozenset[str]:
+    """The members the Protocol classes of the port modules declare."""
+    names: set[str] = set()
+    for module in ("ports.py", "coordination.py"):
+        for node in ast.walk(ast.parse((ROOT / module).read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                ast.unparse(b) == "Protocol" for b in node.bases
+            ):
+                names.update(
+                    n.name
+                    for n in node.body
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                )
+    return frozenset(names)
+
+
+def _probing_problems(module: str, path: Path, members: frozenset[str]) -> list[str]:
+    """`getattr`/`hasattr` looking up a port member, or any member of
+    something named a store: an optional member found at run time instead
+    of a declared one."""
+    problems: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+        ):
+            continue
+        target, name = ast.unparse(node.args[0]), str(node.args[1].value)
+        if name in members or "store" in target.lower():
+            problems.append(f"{module}:{node.lineno} {node.func.id}({target}, {name!r})")
+    return problems
+
+
+def test_the_probing_check_finds_probes(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "a = getattr(store, 'version_activity', None)\n"
+        "b = hasattr(x, 'find_idempotency')\n"
+        "c = getattr(exc, 'code', None)\n"
+    )
+    found = _probing_problems("orbit_core.engine.x", bad, _port_members())
+    assert len(found) == 2, found
+
+
+def test_no_optional_port_member_is_found_with_getattr() -> None:
+    """Issue 37: what a store or coordination adapter offers is declared on
+    its Protocol, so mypy checks every adapter has it; nothing probes."""
+    members = _port_members()
+    assert {"find_idempotency", "commit", "claim_for"} <= members
+    problems = [
+        p
+        for path in sorted(ROOT.rglob("*.py"))
+        for p in _probing_problems(_module_name(path), path, members)
+    ]
+    assert problems == []

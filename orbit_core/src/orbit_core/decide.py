@@ -34,6 +34,7 @@ from orbit_core.api import (
 )
 from orbit_core.errors import payload_too_large
 from orbit_core.eval.jsonvalue import describe_value
+from orbit_core.history import Batch, into_slots, stamp
 from orbit_core.ir import Step
 from orbit_core.ir.expr import Expr
 from orbit_core.jsontypes import JsonObject, JsonValue
@@ -98,15 +99,12 @@ def decide(state: ExecutionState, plan: Plan, now: int, limits: Limits) -> list[
         if (
             d.out
             and limit is not None
-            and state.last_seq + len(d.out) > limit
+            and d.batch.last_seq > limit
             and not isinstance(d.out[0], ev.WorkflowTimeoutReached)
         ):
             return [
-                ev.LimitExceeded(
-                    state.last_seq + 1,
-                    now,
-                    "max_history_events",
-                    history_limit_message(limit),
+                stamp(
+                    state, now, ev.LimitExceeded, "max_history_events", history_limit_message(limit)
                 )
             ]
     else:
@@ -128,11 +126,7 @@ def _timers_in_order(out: list[ev.Event], state: ExecutionState) -> list[ev.Even
         unit = state.units.get(e.step) if isinstance(e, ev.TimerFired) else None
         return unit.wake_at_ms or 0 if unit is not None else 0
 
-    timers = sorted((out[i] for i in slots), key=due)
-    ordered = list(out)
-    for i, timer in zip(slots, timers, strict=True):
-        ordered[i] = attrs.evolve(timer, seq=out[i].seq)
-    return ordered
+    return into_slots(out, slots, sorted((out[i] for i in slots), key=due))
 
 
 def next_due_ms(state: ExecutionState, plan: Plan) -> int | None:
@@ -168,7 +162,8 @@ class _Decider:
         self.plan = plan
         self.now = now
         self.limits = limits
-        self.out: list[ev.Event] = []
+        self.batch = Batch(state, now)
+        self.out = self.batch.events
         self.taken: set[int] = set()
         self.failed = False
         self._execution: dict[str, str] | None = None
@@ -176,8 +171,7 @@ class _Decider:
     # ------------------------------------------------------------ emitting
 
     def emit(self, cls: Callable[..., ev.Event], *fields: object) -> None:
-        out = self.out
-        out.append(cls(self.s.last_seq + len(out) + 1, self.now, *fields))
+        self.batch.add(cls, *fields)
 
     def fail_unit(self, key: str, code: str, message: str, details: JsonValue = None) -> None:
         self.emit(ev.StepFailed, key, ev.make_error(code, message, False, details))

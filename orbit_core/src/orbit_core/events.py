@@ -1,9 +1,10 @@
 """History events (chapter 40): one frozen class per event type, with the
 book's field names, plus the JSON codec used by the stores and the API.
 
-Every event carries `seq` and `timestamp_ms`; whoever creates an event knows
-both (the decider is handed the batch time and reads `last_seq` from the
-state), so events are never copied to be stamped. `error` values are plain
+Every event carries `seq` and `timestamp_ms`, given in one place:
+`orbit_core.history` builds each event stamped (the decider's batches and
+the engine's commands name a class and its payload), so events are never
+copied to be stamped and no producer numbers one itself. `error` values are plain
 dicts `{"code", "message", "retryable", "details"?}`; payload-like fields
 (`input`, `output`, `payload`, `items`) are JSON values.
 """

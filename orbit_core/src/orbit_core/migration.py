@@ -35,6 +35,7 @@ from orbit_core.api import (
 )
 from orbit_core.eval.scope import Scope
 from orbit_core.evaluate import EvalError, evaluate
+from orbit_core.history import stamp
 from orbit_core.ir.canonical import document_hash
 from orbit_core.ir.codec import unstructure
 from orbit_core.jsontypes import JsonObject, JsonValue
@@ -230,9 +231,10 @@ def migrated_event(state: ExecutionState, r: Route, value: JsonValue, now: int) 
         for old, new in r.map.renamed.items()
         if old != new and any(unitkeys.step_name(k) == old for k in state.units)
     }
-    return ev.WorkflowMigrated(
-        state.last_seq + 1,
+    return stamp(
+        state,
         now,
+        ev.WorkflowMigrated,
         r.source.version,
         r.source.definition_hash,
         r.target.version,
@@ -244,11 +246,6 @@ def migrated_event(state: ExecutionState, r: Route, value: JsonValue, now: int) 
 
 
 # ---------------------------------------------------------------- census
-
-
-def paused(state: ExecutionState) -> bool:
-    """The hook for pausing (a state field another change adds)."""
-    return bool(getattr(state, "paused", False))
 
 
 def _wait_kind(step: ir.Step) -> str:
@@ -286,7 +283,7 @@ def census(
                 "version": defn.version,
                 "definition_hash": defn.definition_hash,
                 "live": len(states),
-                "paused": sum(1 for s in states if paused(s)),
+                "paused": sum(1 for s in states if s.paused),
                 "waiting": [
                     {"step": step, "kind": kind, "count": n}
                     for (step, kind), n in sorted(waits.items())

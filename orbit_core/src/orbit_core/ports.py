@@ -246,6 +246,11 @@ class Store(Protocol):
 
     def execution_row(self, execution_id: str) -> ExecutionRow | None: ...
 
+    def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
+        """The row of start idempotency key `key` unless it expired before
+        `now_ms` (docs/language/flow-control.md)."""
+        ...
+
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
         """`{id: definition_hash}` for the ids among `execution_ids` the store
         holds, in one read: the engine checks the ids of a group's starts at
@@ -403,15 +408,6 @@ class BatchStore(Protocol):
     ) -> None:
         """Records the outcomes of `items` and the progress, in one
         transaction; `done`: the batch has no item left."""
-        ...
-
-
-class IdempotencyStore(Protocol):
-    """What idempotent starts read of a store beside `Store` (a store
-    without it keeps keys for the life of the engine only)."""
-
-    def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
-        """The row of `key` unless it expired before `now_ms`."""
         ...
 
 

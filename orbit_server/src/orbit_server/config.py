@@ -25,14 +25,10 @@ import re
 
 import attrs
 
+from orbit_server import defaults
 from orbit_server import identities as _identities
 from orbit_store.urls import is_postgres, redact
 
-DEFAULT_ADDR = "127.0.0.1:7233"
-DEFAULT_DB = "orbit.db"
-DEFAULT_ARCHIVE = "orbit-archive"
-DEFAULT_MAX_BODY = 4 * 1024 * 1024
-DEFAULT_SESSION_TIMEOUT_S = 30.0
 # Below this a token is likely typed by hand (a word, a short phrase) rather
 # than generated: 16 random characters carry 64 bits even as hex, beyond any
 # online guessing; `orbit token` prints 64.
@@ -98,22 +94,22 @@ class ServerConfig:
     """Everything `orbit server` was started with. Tokens are None when unset
     (an empty environment variable is unset); limits are None when unlimited."""
 
-    db: str = DEFAULT_DB
-    addr: Address = attrs.field(factory=lambda: Address.parse(DEFAULT_ADDR))
+    db: str = defaults.DB
+    addr: Address = attrs.field(factory=lambda: Address.parse(defaults.ADDR))
     # --grpc-addr: also serve the worker protocol over gRPC there.
     grpc_addr: Address | None = None
     token: str | None = None
     worker_token: str | None = None
-    session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S
-    max_body: int = DEFAULT_MAX_BODY
+    session_timeout_s: float = defaults.SESSION_TIMEOUT_S
+    max_body: int = defaults.MAX_BODY
     max_active_executions: int | None = None
     max_fan_out: int | None = None
     max_history_events: int | None = None
     max_payload_bytes: int | None = None
-    log_format: str = "text"
+    log_format: str = defaults.LOG_FORMAT
     insecure: bool = False
     ui: bool = True
-    threads: int = 128
+    threads: int = defaults.THREADS
     # --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT): trace export is on when set.
     otlp_endpoint: str | None = None
     # --enable-http-adapter: run `orbit.http.request` steps in the runtime.
@@ -128,10 +124,10 @@ class ServerConfig:
     tls_key: str | None = None
     tls_client_ca: str | None = None
     cluster: bool = False
-    cluster_mode: str = "standby"
+    cluster_mode: str = defaults.CLUSTER_MODE
     # --node-timeout: shared mode's silence after which a server is dead
     # (values below 2 are raised to 2, as chapter 39 says).
-    node_timeout_s: float = 5.0
+    node_timeout_s: float = defaults.NODE_TIMEOUT_S
     # --dev: a deploy may replace a definition of the same version that no
     # unfinished execution uses (beyond the book; off by default).
     dev: bool = False
@@ -147,12 +143,12 @@ class ServerConfig:
     archive: str | None = None
     # --idempotency-retention (beyond the book): how long a start's
     # idempotency key names its execution (docs/language/flow-control.md).
-    idempotency_retention_ms: int = 24 * 3600 * 1000
+    idempotency_retention_ms: int = defaults.IDEMPOTENCY_RETENTION_H * 3600 * 1000
 
     @property
     def archive_location(self) -> str:
         """Where retention archives to: --archive, by default `orbit-archive`."""
-        return self.archive if self.archive is not None else DEFAULT_ARCHIVE
+        return self.archive if self.archive is not None else defaults.ARCHIVE
 
     @property
     def auth(self) -> bool:

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from orbit_cli.output import CliError
+from orbit_server import defaults
 
 # Options of features this server does not have yet: accepted so that a
 # configuration written for them is refused with a clear message.
@@ -64,7 +65,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     "--db",
     envvar="ORBIT_DB",
     show_envvar=True,
-    default="orbit.db",
+    default=defaults.DB,
     show_default=True,
     metavar="PATH|URL",
     help="SQLite database file (created if missing), or a postgres:// URL "
@@ -74,7 +75,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     "--addr",
     envvar="ORBIT_ADDR",
     show_envvar=True,
-    default="127.0.0.1:7233",
+    default=defaults.ADDR,
     show_default=True,
     metavar="IP:PORT",
     callback=_address,
@@ -97,7 +98,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
 @click.option(
     "--session-timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
+    default=defaults.SESSION_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",
     help="A worker silent this long is lost and its tasks are redelivered.",
@@ -105,7 +106,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
 @click.option(
     "--max-body",
     type=click.IntRange(min=1),
-    default=4 * 1024 * 1024,
+    default=defaults.MAX_BODY,
     show_default=True,
     metavar="BYTES",
     help="Largest request body accepted.",
@@ -121,7 +122,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
 @click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
-    default="text",
+    default=defaults.LOG_FORMAT,
     show_default=True,
     help="Log format (logs go to stderr; ORBIT_LOG sets the level).",
 )
@@ -141,7 +142,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     help="Development server: deploying a changed definition without a version bump replaces "
     "the registered one while no unfinished execution uses it (never in production).",
 )
-@click.option("--threads", type=click.IntRange(min=4), default=128, hidden=True)
+@click.option("--threads", type=click.IntRange(min=4), default=defaults.THREADS, hidden=True)
 @click.option(
     "--grpc-addr",
     envvar="ORBIT_GRPC_ADDR",
@@ -209,7 +210,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     envvar="ORBIT_CLUSTER_MODE",
     show_envvar=True,
     type=click.Choice(["standby", "shared"]),
-    default="standby",
+    default=defaults.CLUSTER_MODE,
     show_default=True,
     help="With --cluster: `standby` (one leader serves, the others stand by) or `shared` "
     "(every server is active and they share executions and worker tasks).",
@@ -219,7 +220,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     envvar="ORBIT_NODE_TIMEOUT",
     show_envvar=True,
     type=float,
-    default=5.0,
+    default=defaults.NODE_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",
     help="Shared mode: a server whose heartbeat is older than this is dead, and the others "
@@ -256,7 +257,8 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     show_envvar=True,
     callback=lambda ctx, param, value: _retention(value),
     metavar="DURATION",
-    help="How long a start's idempotency key names the execution it started [default: 24h].",
+    help="How long a start's idempotency key names the execution it started "
+    f"[default: {defaults.IDEMPOTENCY_RETENTION_H}h].",
 )
 @click.option(
     "--archive",
@@ -264,7 +266,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     show_envvar=True,
     metavar="DIR",
     help="With --retention: the directory swept executions are archived to "
-    "[default: orbit-archive], or `none` to delete them without a copy.",
+    f"[default: {defaults.ARCHIVE}], or `none` to delete them without a copy.",
 )
 @click.option(
     "--worker-extensions",

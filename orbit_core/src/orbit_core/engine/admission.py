@@ -36,6 +36,7 @@ import attrs
 from orbit_core import events as ev
 from orbit_core.engine.live import Live
 from orbit_core.flow import keys
+from orbit_core.history import Batch
 
 Scope = tuple[str, str]  # (workflow name, key text)
 
@@ -224,8 +225,7 @@ def admitted_events(live: Live, now: int) -> list[ev.Event]:
     """What an execution let in records: WorkflowAdmitted, WorkflowStarted."""
     state = live.state
     since = state.waiting["since_ms"] if state.waiting is not None else now
-    seq = state.last_seq
-    return [
-        ev.WorkflowAdmitted(seq + 1, now, max(0, now - since)),
-        ev.WorkflowStarted(seq + 2, now),
-    ]
+    batch = Batch(state, now)
+    batch.add(ev.WorkflowAdmitted, max(0, now - since))
+    batch.add(ev.WorkflowStarted)
+    return batch.events

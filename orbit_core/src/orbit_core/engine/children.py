@@ -10,7 +10,8 @@ for children that an older process left behind."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from orbit_core import events as ev
 from orbit_core import ir, unitkeys
@@ -30,11 +31,22 @@ from orbit_core.state import ExecutionState, fold
 
 _CHILD = "child:"
 
+P = ParamSpec("P")
+E = TypeVar("E", bound=ev.Event)
+
 
 class Parents(Protocol):
     """What children need of the decider loop (`Executions` provides it)."""
 
-    def append(self, tx: Tx, live: Live, event: ev.Event) -> None: ...
+    def record(
+        self,
+        tx: Tx,
+        live: Live,
+        cls: Callable[Concatenate[int, int, P], E],
+        /,
+        *fields: P.args,
+        **named: P.kwargs,
+    ) -> E: ...
 
     def decide(self, tx: Tx, live: Live) -> None: ...
 
@@ -165,11 +177,7 @@ class Children:
 
     def _failed(self, tx: Tx, parent: Live, key: str, error: ev.ErrorJson) -> None:
         unit = parent.state.units[key]
-        self._x.append(
-            tx,
-            parent,
-            ev.StepAttemptFailed(parent.state.last_seq + 1, tx.now, key, unit.attempt, error),
-        )
+        self._x.record(tx, parent, ev.StepAttemptFailed, key, unit.attempt, error)
 
     def deliver(self, tx: Tx, child: ExecutionState) -> None:
         """Reports a finished child's outcome to the parent unit waiting for it."""
@@ -185,13 +193,7 @@ class Children:
             return
         name = child.workflow
         if child.status == "COMPLETED":
-            self._x.append(
-                tx,
-                parent,
-                ev.StepSucceeded(
-                    parent.state.last_seq + 1, tx.now, unit.key, unit.attempt, child.output
-                ),
-            )
+            self._x.record(tx, parent, ev.StepSucceeded, unit.key, unit.attempt, child.output)
         else:
             if child.status == "FAILED":
                 cause = child.error

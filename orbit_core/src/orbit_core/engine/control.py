@@ -157,7 +157,7 @@ class Control:
         state = live.state
         if state.paused_at_ms is not None:
             raise ConflictError(f"execution `{execution_id}` is already paused", "ALREADY_PAUSED")
-        self._x.append(tx, live, ev.WorkflowPaused(state.last_seq + 1, tx.now, reason))
+        self._x.record(tx, live, ev.WorkflowPaused, reason)
         return state.to_json()
 
     def resume(self, tx: Tx, execution_id: str) -> ExecutionDoc:
@@ -167,7 +167,7 @@ class Control:
         state = live.state
         if state.paused_at_ms is None:
             raise ConflictError(f"execution `{execution_id}` is not paused", "NOT_PAUSED")
-        self._x.append(tx, live, ev.WorkflowResumed(state.last_seq + 1, tx.now))
+        self._x.record(tx, live, ev.WorkflowResumed)
         self._x.route_scheduled(tx, live)
         self._x.decide(tx, live)
         return state.to_json()
@@ -193,7 +193,6 @@ class Control:
             raise InvalidError(
                 f"payload for signal `{name}` is invalid at {exc}", "SIGNAL_PAYLOAD_INVALID"
             ) from None
-        seq = live.state.last_seq + 1
-        self._x.append(tx, live, ev.SignalReceived(seq, tx.now, name, value))
+        seq = self._x.record(tx, live, ev.SignalReceived, name, value).seq
         self._x.decide(tx, live)
         return {"execution_id": execution_id, "signal": name, "accepted": True, "seq": seq}

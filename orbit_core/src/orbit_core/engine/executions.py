@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import Concatenate, ParamSpec, TypeVar
 
 from orbit_core import events as ev
 from orbit_core.api import (
@@ -26,6 +27,7 @@ from orbit_core.engine.counters import Counters
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
 from orbit_core.errors import ConflictError, StorageError, not_found
+from orbit_core.history import stamp
 from orbit_core.jsontypes import JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import (
@@ -50,6 +52,9 @@ _WAITING_EVENTS = frozenset({ev.StepScheduled, ev.TimerStarted, ev.StepDispatche
 
 # How a built-in task reports: (token, output, error or None).
 BuiltinReport = Callable[[str, JsonValue, "ev.ErrorJson | None"], None]
+
+P = ParamSpec("P")
+E = TypeVar("E", bound=ev.Event)
 
 
 class Executions:
@@ -123,23 +128,30 @@ class Executions:
         live.waiting = WAITING_IMPLIED
         self.memory.add(live)
         tx.changes[execution_id] = ExecutionChange(execution_id, NO_ROW, new=True)
-        self.append(
+        self.record(
             tx,
             live,
-            ev.WorkflowCreated(
-                1, tx.now, d.name, d.version, d.definition_hash, value, parent, schedule_id
-            ),
+            ev.WorkflowCreated,
+            d.name,
+            d.version,
+            d.definition_hash,
+            value,
+            parent,
+            schedule_id,
         )
         wait = self.admission.admit(live)
         if wait is None:
-            self.append(tx, live, ev.WorkflowStarted(2, tx.now))
+            self.record(tx, live, ev.WorkflowStarted)
         else:
-            self.append(
+            self.record(
                 tx,
                 live,
-                ev.WorkflowWaiting(
-                    2, tx.now, wait.reason, wait.key, wait.label, wait.limit, wait.ticket
-                ),
+                ev.WorkflowWaiting,
+                wait.reason,
+                wait.key,
+                wait.label,
+                wait.limit,
+                wait.ticket,
             )
         return live
 
@@ -429,7 +441,23 @@ class Executions:
 
     # ---- deciding
 
+    def record(
+        self,
+        tx: Tx,
+        live: Live,
+        cls: Callable[Concatenate[int, int, P], E],
+        /,
+        *fields: P.args,
+        **named: P.kwargs,
+    ) -> E:
+        """Appends the next event of `live`'s history: class `cls` with
+        `fields`, numbered and dated (the group's time) by `history.stamp`."""
+        event = stamp(live.state, tx.now, cls, *fields, **named)
+        self.append(tx, live, event)
+        return event
+
     def append(self, tx: Tx, live: Live, event: ev.Event) -> None:
+        """Appends an event already stamped (by `history`: a decision's batch)."""
         apply(live.state, event)
         tx.last_event = event
         change = tx.changes.get(live.state.id)
@@ -567,12 +595,8 @@ class Executions:
         assert spec is not None
         token = self.ids.token()
         deadline = None if spec.timeout_ms is None else tx.now + spec.timeout_ms
-        self.append(
-            tx,
-            live,
-            ev.StepDispatched(
-                state.last_seq + 1, tx.now, key, attempt, token, RUNTIME_WORKER, session, deadline
-            ),
+        self.record(
+            tx, live, ev.StepDispatched, key, attempt, token, RUNTIME_WORKER, session, deadline
         )
         self.memory.hold(token, state.id, key, attempt)
         return token
@@ -587,11 +611,7 @@ class Executions:
         builtins = self.builtins
         if builtins is None or not builtins.supports(spec.task or ""):
             error = ev.make_error("ADAPTER_DISABLED", ADAPTER_DISABLED, False)
-            self.append(
-                tx,
-                live,
-                ev.StepAttemptFailed(state.last_seq + 1, tx.now, key, unit.attempt, error),
-            )
+            self.record(tx, live, ev.StepAttemptFailed, key, unit.attempt, error)
             return
 
         def done(output: JsonValue, error: ev.ErrorJson | None) -> None:
@@ -625,13 +645,13 @@ class Executions:
         and handlers, which a paused execution would hold for ever."""
         state = live.state
         if state.abort is None:
-            self.append(tx, live, ev.CancelRequested(state.last_seq + 1, tx.now, reason))
+            self.record(tx, live, ev.CancelRequested, reason)
             if not state.started:
                 # Held back by a flow-control limit: it leaves the line and
                 # ends without having run anything.
-                self.append(tx, live, ev.WorkflowStarted(state.last_seq + 1, tx.now))
+                self.record(tx, live, ev.WorkflowStarted)
         if state.paused:
-            self.append(tx, live, ev.WorkflowResumed(state.last_seq + 1, tx.now))
+            self.record(tx, live, ev.WorkflowResumed)
             self.route_scheduled(tx, live)
         self.decide(tx, live)
 
@@ -663,29 +683,22 @@ class Executions:
         live.state = new
         self.counters.continued_as_new += 1
         d = live.plan.defn
-        self.append(
+        self.record(
             tx,
             live,
-            ev.WorkflowCreated(
-                1,
-                tx.now,
-                d.name,
-                d.version,
-                d.definition_hash,
-                old.input if old.next_run is None else _next_input(change.archived),
-                old.parent,
-                old.schedule_id,
-                old.run + 1,
-            ),
+            ev.WorkflowCreated,
+            d.name,
+            d.version,
+            d.definition_hash,
+            old.input if old.next_run is None else _next_input(change.archived),
+            old.parent,
+            old.schedule_id,
+            old.run + 1,
         )
-        self.append(tx, live, ev.WorkflowStarted(2, tx.now))
+        self.record(tx, live, ev.WorkflowStarted)
         for sig in old.signals:
             if "delivered_to" not in sig:
-                self.append(
-                    tx,
-                    live,
-                    ev.SignalReceived(new.last_seq + 1, tx.now, sig["name"], sig["payload"]),
-                )
+                self.record(tx, live, ev.SignalReceived, sig["name"], sig["payload"])
         # The new run is decided on the next tick, so a run that always
         # continues at once advances one run per tick.
         live.due_at = tx.now

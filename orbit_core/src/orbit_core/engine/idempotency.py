@@ -51,16 +51,13 @@ def check_key(key: str) -> None:
 class Idempotency:
     def __init__(self, store: Store, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.retention_ms = retention_ms
-        self._find: Callable[[str, int], IdempotencyRow | None] | None = getattr(
-            store, "find_idempotency", None
-        )
-        # Keys recorded by groups not yet durable, and (for a store that
-        # cannot look keys up) every key recorded.
+        self._find: Callable[[str, int], IdempotencyRow | None] = store.find_idempotency
+        # Keys recorded by groups not yet durable.
         self.pending: dict[str, IdempotencyRow] = {}
 
     def find(self, key: str, now: int) -> IdempotencyRow | None:
         row = self.pending.get(key)
-        if row is None and self._find is not None:
+        if row is None:
             row = self._find(key, now)
         if row is None or row.expires_ms < now:
             return None
@@ -101,8 +98,7 @@ class Idempotency:
         tx.changes[execution_id].idempotency = row
         self.pending[key] = row
         tx.idempotency.append(key)
-        if self._find is not None:
-            tx.after_commit.append(lambda: self._stored(row))
+        tx.after_commit.append(lambda: self._stored(row))
 
     def _stored(self, row: IdempotencyRow) -> None:
         if self.pending.get(row.key) is row:

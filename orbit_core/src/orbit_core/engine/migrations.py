@@ -208,12 +208,8 @@ class MigrationDesk:
 
 
 def _version_activity(store: Store, workflow: str) -> dict[str, int]:
-    """By version of `workflow`, the newest update of its executions: one
-    grouped read where the store offers it, else over the listed rows."""
-    read = getattr(store, "version_activity", None)
-    if read is not None:
-        found: dict[str, int] = read(workflow)
-        return found
+    """By version of `workflow`, the newest update of its executions, over
+    the listed rows (no store offers a grouped read)."""
     newest: dict[str, int] = {}
     for row in store.list_executions(None, workflow, 10_000):
         newest[row.version] = max(newest.get(row.version, 0), row.updated_at_ms)

@@ -190,19 +190,16 @@ class Polling:
                 token = f"{state.id}/{token}"
         timeout = spec.timeout_ms
         deadline = None if timeout is None else tx.now + timeout
-        x.append(
+        x.record(
             tx,
             live,
-            ev.StepDispatched(
-                state.last_seq + 1,
-                tx.now,
-                unit.key,
-                unit.attempt,
-                token,
-                session.worker_id,
-                session.session_id,
-                deadline,
-            ),
+            ev.StepDispatched,
+            unit.key,
+            unit.attempt,
+            token,
+            session.worker_id,
+            session.session_id,
+            deadline,
         )
         x.memory.hold(token, state.id, unit.key, unit.attempt)
         self._workers.hold(session, token)

@@ -66,9 +66,7 @@ class Restarts:
             live = Live(state, plan, x.limits.effective(plan), True)
             x.memory.add(live)
         old = live.state
-        x.append(
-            tx, live, ev.WorkflowRestarted(old.last_seq + 1, tx.now, old.run + 1, step, reason)
-        )
+        x.record(tx, live, ev.WorkflowRestarted, old.run + 1, step, reason)
         # The old run's children and attempts go with it.
         x.children.check(tx, live)
         change = tx.changes[old.id]
@@ -80,22 +78,19 @@ class Restarts:
         live.state = ExecutionState(old.id)
         live.due_at = None
         d = plan.defn
-        x.append(
+        x.record(
             tx,
             live,
-            ev.WorkflowCreated(
-                1,
-                tx.now,
-                d.name,
-                d.version,
-                d.definition_hash,
-                old.input,
-                old.parent,
-                old.schedule_id,
-                old.run + 1,
-            ),
+            ev.WorkflowCreated,
+            d.name,
+            d.version,
+            d.definition_hash,
+            old.input,
+            old.parent,
+            old.schedule_id,
+            old.run + 1,
         )
-        x.append(tx, live, ev.WorkflowStarted(2, tx.now))
+        x.record(tx, live, ev.WorkflowStarted)
         self._restore(tx, live, old, outline)
         x.decide(tx, live)
         answer["started"] = True
@@ -137,11 +132,7 @@ class Restarts:
         if x.memory.get(new_id) is not None or x.store.execution_row(new_id) is not None:
             raise ConflictError(f"execution `{new_id}` already exists", "EXECUTION_EXISTS")
         created = x.create(tx, new_id, target, state.input, parent=None, schedule_id=None)
-        x.append(
-            tx,
-            created,
-            ev.WorkflowForked(created.state.last_seq + 1, tx.now, execution_id, state.run, step),
-        )
+        x.record(tx, created, ev.WorkflowForked, execution_id, state.run, step)
         self._restore(tx, created, state, outline)
         x.counters.started += 1
         x.decide(tx, created)
@@ -153,19 +144,11 @@ class Restarts:
     def _restore(self, tx: Tx, live: Live, old: ExecutionState, outline: Outline) -> None:
         x = self._x
         for key, status, output in outline.restored:
-            x.append(
-                tx,
-                live,
-                ev.StepRestored(live.state.last_seq + 1, tx.now, key, status, output, old.run),
-            )
+            x.record(tx, live, ev.StepRestored, key, status, output, old.run)
         kept = {key for key, _, _ in outline.restored}
         for sig in old.signals:
             if sig.get("delivered_to") not in kept:
-                x.append(
-                    tx,
-                    live,
-                    ev.SignalReceived(live.state.last_seq + 1, tx.now, sig["name"], sig["payload"]),
-                )
+                x.record(tx, live, ev.SignalReceived, sig["name"], sig["payload"])
 
 
 def _outline(

@@ -93,16 +93,12 @@ class Results:
                     False,
                 )
                 if unit.status == UNIT_DISPATCHED and unit.token == token:
-                    self._x.append(
-                        tx,
-                        live,
-                        ev.StepAttemptFailed(state.last_seq + 1, tx.now, key, attempt, error),
-                    )
+                    self._x.record(tx, live, ev.StepAttemptFailed, key, attempt, error)
                     self._x.decide(tx, live)
                 else:
                     self._stale(tx, live, key, token, "failure")
                 return {"accepted": False, "reason": "output violates the task contract"}
-        self._x.append(tx, live, ev.StepSucceeded(state.last_seq + 1, tx.now, key, attempt, output))
+        self._x.record(tx, live, ev.StepSucceeded, key, attempt, output)
         self._x.decide(tx, live)
         return {"accepted": True}
 
@@ -118,11 +114,7 @@ class Results:
         if unit.status != UNIT_DISPATCHED or unit.token != token:
             self._stale(tx, live, key, token, "failure")
             return {"accepted": False, "reason": "stale attempt"}
-        self._x.append(
-            tx,
-            live,
-            ev.StepAttemptFailed(live.state.last_seq + 1, tx.now, key, attempt, error),
-        )
+        self._x.record(tx, live, ev.StepAttemptFailed, key, attempt, error)
         self._x.decide(tx, live)
         return {"accepted": True}
 
@@ -145,6 +137,4 @@ class Results:
         return attempt
 
     def _stale(self, tx: Tx, live: Live, key: str, token: str, outcome: str) -> None:
-        self._x.append(
-            tx, live, ev.StaleResultIgnored(live.state.last_seq + 1, tx.now, key, token, outcome)
-        )
+        self._x.record(tx, live, ev.StaleResultIgnored, key, token, outcome)

@@ -347,13 +347,7 @@ class Workers:
         if attempt is None or not attempt.in_flight:
             return
         live = attempt.live
-        self._x.append(
-            tx,
-            live,
-            ev.StepAttemptUncertain(
-                live.state.last_seq + 1, tx.now, attempt.key, attempt.number, reason
-            ),
-        )
+        self._x.record(tx, live, ev.StepAttemptUncertain, attempt.key, attempt.number, reason)
         self._x.decide(tx, live)
 
     def undelivered(self, tx: Tx, token: str) -> None:
