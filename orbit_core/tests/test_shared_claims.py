@@ -117,3 +117,27 @@ def test_a_claim_whose_dispatch_and_release_failed_is_put_back() -> None:
         assert not cluster.board
     finally:
         shared.close()
+
+
+def test_a_task_not_delivered_while_the_database_is_away_is_redelivered() -> None:
+    """The worker hung up before its task reached it, and the database
+    refused the report of that: the report is made again once it is back,
+    so the attempt is redelivered (the session lives on: no session timeout
+    would). Found by the same campaign."""
+    shared, node, cluster = _server()
+    try:
+        session = shared.workers.register("w", "python", CONTRACTS)["worker_session_id"]
+        shared.start("Leaf", None, {"n": 0}, "e1")
+        lost = shared.workers.poll(session, 0)  # from the engine's own index
+        assert lost is not None
+        node.away = True
+        with pytest.raises(StorageError):
+            shared.workers.undelivered(lost["token"])
+        node.away = False
+        _rounds(shared)
+        task = shared.workers.poll(session, 0)
+        assert task is not None and task["step_id"] == "w" and task["redelivery"]
+        history = cluster.data.history("e1") or []
+        assert any(isinstance(e, ev.StepAttemptUncertain) for e in history)
+    finally:
+        shared.close()
