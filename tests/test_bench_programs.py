@@ -99,3 +99,13 @@ def test_engine_benchmark_starts_executions_in_batches(tmp_path: Path, capsys: A
     assert bench.main([*argv, "--json"]) == 0
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert result["commits"] < 300 / 2, result
+
+
+def test_flow_benchmark_runs_and_fairness_holds(tmp_path: Path, capsys: Any) -> None:
+    # A small run of each part: the limited run completes every execution,
+    # and the small customer's work is not queued behind the big one's.
+    bench = _benchmark("bench_flow")
+    assert bench.main(["--quick", "--store", str(tmp_path / "f.db"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert result["limited_tasks_per_s"] > 0 and result["free_tasks_per_s"] > 0
+    assert result["fairness"]["share"] < 0.05, result

@@ -119,3 +119,19 @@ def test_after_a_restart_the_limit_holds_and_no_waiting_start_is_lost() -> None:
         assert types(second, "e3").count("WorkflowAdmitted") == 1
     finally:
         second.close()
+
+
+def test_a_restart_neither_jumps_the_line_nor_loses_a_slot(engine: Engine) -> None:
+    # Found by the engine simulation's limit invariant: a restarted run
+    # recorded WorkflowStarted whatever the limit said.
+    start_five(engine)
+    worker = Scripted(engine)
+    assert sorted(t["execution_id"] for t in worker.take_all()) == ["e1", "e2", "e5"]
+    engine.operations.restart("e3", "work", force=True, reason="test")
+    assert "waiting" in engine.get("e3")
+    assert worker.take_all() == []
+    # A running execution restarted keeps its slot: its new run starts at once.
+    engine.operations.restart("e1", "work", force=True, reason="test")
+    assert "waiting" not in engine.get("e1")
+    assert [t["execution_id"] for t in worker.take_all()] == ["e1"]
+    assert "waiting" in engine.get("e3") and "waiting" in engine.get("e4")

@@ -17,7 +17,7 @@ from cli_real import Orbit
 from server_harness import Http, RawWorker, ServerProcess
 
 from orbit_core import ir
-from orbit_lang.compiler import compile_paths
+from orbit_lang.compiler import compile_paths, compile_source
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -160,5 +160,72 @@ def test_an_idempotency_key_starts_once_across_a_restart(database: str) -> None:
         )
         assert run.stdout.strip() == first.body["execution_id"]
         assert "attached to existing execution" in run.stderr
+    finally:
+        proc.stop()
+
+
+STEP_SOURCE = """
+task "demo.work" {
+    version "1.0.0"
+    input { customer_id: String }
+    output {}
+}
+
+workflow PerStep {
+    version "1.0.0"
+    input { customer_id: String }
+
+    step work {
+        worker "demo.work"
+        with { customer_id: input.customer_id }
+        concurrency { max: 1, key: input.customer_id }
+    }
+}
+"""
+
+
+def test_a_step_limit_holds_one_attempt_per_customer_across_a_kill(tmp_path: Path) -> None:
+    """A step's `concurrency`: one attempt of `work` out per customer; the
+    waiting execution says so; completing the attempt dispatches the next;
+    after a kill the attempt handed out before still holds its slot."""
+    database = str(tmp_path / "orbit.db")
+    result = compile_source(STEP_SOURCE, "step.orbit")
+    (definition,) = result.definitions
+    waiting = "waiting for a concurrency slot: customer_id `c-1` 1/1"
+    proc = ServerProcess(database).start()
+    try:
+        api = proc.http()
+        assert api.post("/v1/workflows", ir.to_json(definition)).status == 201
+        for n, customer in enumerate(["c-1", "c-1", "c-1", "c-2"], 1):
+            reply = api.post(
+                "/v1/executions",
+                {
+                    "workflow": "PerStep",
+                    "input": {"customer_id": customer},
+                    "execution_id": f"s{n}",
+                },
+            )
+            assert reply.status == 201, reply
+        worker = RawWorker(api, "silent", [("demo.work", "1.0.0")])
+        assert worker.register().status == 200
+        tasks = take_all(worker)
+        assert sorted(t["execution_id"] for t in tasks) == ["s1", "s4"]
+        assert doc(api, "s2")["waiting"]["message"] == waiting
+        status = Orbit(f"http://{proc.addr}").ok("status", "s2")
+        assert waiting in status.stdout
+    finally:
+        proc.stop(signal.SIGKILL)
+
+    proc = ServerProcess(database).start()
+    try:
+        api = proc.http()
+        worker = RawWorker(api, "after", [("demo.work", "1.0.0")])
+        assert worker.register().status == 200
+        assert take_all(worker) == []
+        first = next(t for t in tasks if t["execution_id"] == "s1")
+        assert worker.complete(first["token"], {}).status == 200
+        (second,) = take_all(worker)
+        assert second["execution_id"] == "s2"
+        assert doc(api, "s3")["waiting"]["message"] == waiting
     finally:
         proc.stop()

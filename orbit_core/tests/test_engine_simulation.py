@@ -35,6 +35,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pytest
 from engine_kit import (
     Int,
@@ -61,6 +62,7 @@ from orbit_core.engine import recovery as recovery_module
 from orbit_core.engine import service as service_module
 from orbit_core.engine.catalog import checked_definition
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.flow import keys as flow_keys
 from orbit_core.ir import Compensation, ForEach, Retry, Signal
 from orbit_core.memory_store import MemoryStore
 from orbit_core.ports import CommitBatch, ExecutionRow
@@ -109,6 +111,11 @@ WHILE_PAUSED = frozenset(
         ev.StaleResultIgnored,
         ev.CancelRequested,
         ev.WorkflowResumed,
+        # A paused execution waiting for a workflow concurrency slot is let
+        # in like any other (it holds the slot, as a paused running one
+        # does); it runs nothing until resumed.
+        ev.WorkflowAdmitted,
+        ev.WorkflowStarted,
     }
 )
 
@@ -333,6 +340,30 @@ def random_workflow(rng: random.Random, name: str) -> ir.Definition:
 # and the pool is varied enough.
 _POOL_RNG = random.Random(20_260_101)
 POOL = [random_workflow(_POOL_RNG, f"Wf{k}") for k in range(48)]
+
+
+def with_flow(defn: ir.Definition, k: int) -> ir.Definition:
+    """Flow control on some of the pool (issue 39): a workflow `concurrency`
+    on every third (keyed by `input.x` or not, 1 or 2 running), a step
+    `concurrency` of 1 per `input.x` on the task steps of every fourth."""
+    flow = defn.flow
+    steps = defn.steps
+    if k % 3 == 0:
+        key = inp("x") if k % 2 == 0 else None
+        flow = ir.definition.Flow(concurrency=ir.definition.Concurrency(1 + k % 2, key))
+    if k % 4 == 1:
+        gated = ir.definition.Flow(concurrency=ir.definition.Concurrency(1, inp("x")))
+        steps = tuple(
+            attrs.evolve(s, flow=gated) if s.kind == "task" and s.task == "t.work" else s
+            for s in steps
+        )
+    if flow is defn.flow and steps is defn.steps:
+        return defn
+    changed = attrs.evolve(defn, flow=flow, steps=steps)
+    return attrs.evolve(changed, definition_hash=ir.definition_hash(changed))
+
+
+POOL = [with_flow(d, k) for k, d in enumerate(POOL)]
 _CHECKED = {id(d): checked_definition(d) for d in [LEAF, *POOL]}
 _DECODED = {d.definition_hash: d for d in [LEAF, *POOL]}
 
@@ -630,6 +661,7 @@ class Simulation:
             assert fold(events, eid).to_json() == live.state.to_json(), eid
         top = sum(1 for live in running.all() if live.top_level)
         assert running.active_top == top, (running.active_top, top)
+        self.check_flow_limits()
         for live in running.all():
             eid = live.state.id
             # A running child has a parent unit waiting for it, or is cancelled.
@@ -645,6 +677,39 @@ class Simulation:
                 and unit.status == "DISPATCHED"
                 and unit.worker_session == f"child:{eid}"
             ), f"child {eid} runs though its parent no longer waits for it"
+
+    def check_flow_limits(self) -> None:
+        """No key ever has more running executions than its workflow's
+        `concurrency` allows, nor more attempts of a step out than the
+        step's (counted over what memory holds, which is what the store
+        holds: `check_memory`)."""
+        running: dict[tuple[str, ...], list[str]] = {}
+        out: dict[tuple[str, ...], list[str]] = {}
+        limits: dict[tuple[str, ...], int] = {}
+        for live in self.engine._executions.memory.all():
+            state, defn = live.state, live.plan.defn
+            if state.terminal:
+                continue
+            execution = {"id": state.id, "workflow": state.workflow, "version": state.version}
+            if defn.flow is not None and defn.flow.concurrency is not None and state.started:
+                limit = defn.flow.concurrency
+                scope = (state.workflow, flow_keys.key_text(limit.key, state.input, execution))
+                running.setdefault(scope, []).append(state.id)
+                limits[scope] = limit.limit
+            for unit in state.units.values():
+                spec = live.plan.spec(unit.key)
+                if spec is None or unit.status != "DISPATCHED" or ":" in unit.key:
+                    continue
+                gate = spec.step.flow.concurrency if spec.step.flow is not None else None
+                if gate is None:
+                    continue
+                key = flow_keys.key_text(gate.key, state.input, execution)
+                step_scope = (state.workflow, spec.step.name, key)
+                out.setdefault(step_scope, []).append(f"{state.id}/{unit.key}")
+                limits[step_scope] = gate.limit
+        for scopes in (running, out):
+            for where, ids in scopes.items():
+                assert len(ids) <= limits[where], f"over the concurrency limit of {where}: {ids}"
 
     def check_answers(self) -> None:
         """Everything a caller was told is in the store, and no built-in
@@ -678,7 +743,8 @@ class Simulation:
         events = self.engine.events(execution_id)
         assert [e.seq for e in events] == list(range(1, len(events) + 1)), execution_id
         assert isinstance(events[0], ev.WorkflowCreated)
-        assert isinstance(events[1], ev.WorkflowStarted)
+        # (WorkflowWaiting: held back by a workflow concurrency limit.)
+        assert isinstance(events[1], (ev.WorkflowStarted, ev.WorkflowWaiting))
         succeeded = [e.step for e in events if isinstance(e, ev.StepSucceeded)]
         assert len(succeeded) == len(set(succeeded)), f"{execution_id}: a unit succeeded twice"
         # Nothing is dispatched, started, scheduled or fired while paused.

@@ -148,7 +148,8 @@ class Server:
         """What SharedNode's threads do, once; as there, a duty the store
         refuses (a fenced commit) is tried again at the next round."""
         self.store.heartbeat()
-        for duty in (self._reconcile, self.deliver, self._publish, self._sync):
+        duties = (self._reconcile, self.deliver, self._publish, self._sync, self._release)
+        for duty in duties:
             try:
                 duty()
             except StorageError:
@@ -156,6 +157,9 @@ class Server:
 
     def _publish(self) -> None:
         self.shared.handoff.publish_stale()
+
+    def _release(self) -> None:
+        self.shared.desk.release_pending()
 
     def _reconcile(self) -> None:
         handoff, store = self.shared.handoff, self.store

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "orbit_core" / "tests"))
 
@@ -30,6 +31,7 @@ from orbit_core.jsontypes import JsonObject
 from orbit_core.ports import CommitBatch
 from orbit_core.state import fold
 from orbit_core.testing import SimulatedClock, simulated_engine
+from orbit_store.sql import Disconnected
 from orbit_store.sqlite import SqliteStore
 
 
@@ -207,3 +209,37 @@ def test_schedules_and_their_state_survive_a_restart(tmp_path: Path) -> None:
     assert doc["next_fire_at"] == "2026-11-15T18:51:20Z"
     assert again.get("s:2026-11-15T18:51:10Z")["schedule_id"] == "s"
     again.close()
+
+
+def test_an_error_on_a_connection_that_cannot_be_reopened_is_a_storage_error(
+    tmp_path: Path,
+) -> None:
+    """A statement failed and SQLAlchemy invalidated its connection (the
+    database went away); reporting that must not try to reopen it: the
+    reopen fails too, and its raw SQLAlchemy error used to escape instead
+    of a StorageError, so the engine could not undo the failed group and
+    stopped (found by the shared-mode fault campaign)."""
+    store = SqliteStore(tmp_path / "o.db")
+    try:
+        link = store._reader
+        link.connection()
+
+        class Invalidated:
+            closed = False
+            invalidated = True
+
+            @property
+            def connection(self) -> Any:
+                raise OperationalError("connect", {}, Exception("connection refused"))
+
+            def invalidate(self) -> None:
+                pass
+
+            def close(self) -> None:
+                pass
+
+        link._conn = Invalidated()  # type: ignore[assignment]
+        with pytest.raises(Disconnected), link.errors():
+            raise OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+    finally:
+        store.close()

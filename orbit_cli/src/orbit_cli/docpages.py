@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from orbit_cli import graph
+from orbit_core.flow.text import flow_parts
 from orbit_core.ir import ChildContract, Definition, Step, TaskContract
 from orbit_core.ir import expr as e
 from orbit_core.ir.printer import render_expr
@@ -267,6 +268,8 @@ class Builder:
             if step.max_parallel is not None:
                 fan += f", max_parallel {step.max_parallel}"
             text += f"; {fan}"
+        for part in flow_parts(step.flow):
+            text += f"; {code(part)}"
         return text
 
     def steps_table(
@@ -327,7 +330,7 @@ class Builder:
             if definition.limits
             else "server defaults"
         )
-        facts = (
+        facts: tuple[tuple[str, str], ...] = (
             ("Version", code(definition.version)),
             ("Definition hash", code(definition.definition_hash)),
             ("IR version", code(definition.ir_version)),
@@ -335,6 +338,9 @@ class Builder:
             ("Workflow timeout", timeout),
             ("Limits", limits),
         )
+        flow = flow_parts(definition.flow)
+        if flow:  # (a row only when declared: pages without flow control are unchanged)
+            facts += (("Flow control", "; ".join(code(part) for part in flow)),)
         blocks.append(Table(("", ""), facts))
         blocks.append(Heading(2, "Input"))
         blocks.append(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import attrs
 
+from orbit_core.flow.text import flow_parts
 from orbit_core.ir import Definition, Step
 from orbit_core.ir import expr as e
 from orbit_core.ir.definition import HANDLER_KINDS, LIMIT_NAMES, ChildContract, Retry
@@ -88,6 +89,7 @@ def header_lines(definition: Definition) -> tuple[str, ...]:
         order = {name: i for i, name in enumerate(LIMIT_NAMES)}
         names = sorted(definition.limits, key=lambda n: (order.get(n, len(order)), n))
         lines.append("limits " + ", ".join(f"{n} {definition.limits[n]}" for n in names))
+    lines.extend(flow_parts(definition.flow))
     return tuple(lines)
 
 
@@ -151,6 +153,7 @@ def step_lines(definition: Definition, step: Step) -> tuple[str, ...]:
     timeouts = timeouts_text(step)
     if timeouts:
         lines.append(timeouts)
+    lines.extend(flow_parts(step.flow))
     return tuple(lines)
 
 

@@ -25,9 +25,10 @@ from typing import Any, Literal
 
 import attrs
 
+from orbit_core.flow.text import flow_parts
 from orbit_core.ir import ChildContract, Definition, Step, TaskContract
 from orbit_core.ir import expr as e
-from orbit_core.ir.definition import Compensation, Retry
+from orbit_core.ir.definition import Compensation, Flow, Retry
 from orbit_core.ir.printer import render_expr
 from orbit_core.ir.types import Field, Primitive, RecordType, Type, render_type
 from orbit_lang.compat import Report, Side, comparable_contracts, compare
@@ -331,7 +332,19 @@ def _step_changes(  # noqa: PLR0917
         compensation_text(old.compensate),
         compensation_text(new.compensate),
     )
+    _flow(out, subject, old.flow, new.flow)
     return out
+
+
+def _flow(out: list[Change], subject: str, old: Flow | None, new: Flow | None) -> None:
+    """One change per flow-control declaration added, removed or changed."""
+    before, after = _by_declaration(old), _by_declaration(new)
+    for name in sorted(set(before) | set(after)):
+        _pair(out, "flow control", subject, before.get(name), after.get(name))
+
+
+def _by_declaration(flow: Flow | None) -> dict[str, str]:
+    return {part.split(" ")[0].rstrip(":"): part for part in flow_parts(flow)}
 
 
 def _when(x: e.Expr | None) -> str | None:
@@ -426,6 +439,7 @@ def workflow_changes(old: Definition, new: Definition) -> list[Change]:
         b, a = old.limits.get(key), new.limits.get(key)
         _pair(out, "limits", key, None if b is None else str(b), None if a is None else str(a))
     _continue_as_new(out, old, new)
+    _flow(out, "workflow", old.flow, new.flow)
     for name in sorted(set(old.contracts) | set(new.contracts)):
         b_child, a_child = old.contracts.get(name), new.contracts.get(name)
         if isinstance(b_child, ChildContract) or isinstance(a_child, ChildContract):

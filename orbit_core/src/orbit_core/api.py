@@ -157,6 +157,9 @@ class FlowWaitDoc(TypedDict):
     limit: int
     since_ms: int
     message: str
+    # The unit held back, when a step's `concurrency` holds back one of its
+    # task attempts rather than the whole execution.
+    step: NotRequired[str]
 
 
 class ExecutionDoc(TypedDict):

@@ -12,7 +12,7 @@ A poll therefore costs O(1) amortised, however many executions are in flight.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
@@ -34,24 +34,155 @@ class QueuedTask:
     execution_id: str
     unit_key: str
     offer_seq: int
+    # A task step's flow control (docs/language/flow-control.md): its
+    # `priority`, and its `fairness` key and weight (None: not declared).
+    priority: int = 0
+    fair_key: str | None = None
+    weight: int = 1
+
+
+@attrs.define(slots=True, eq=False)
+class _Fair:
+    """The tasks of one fairness key in a band, and the turns it has left."""
+
+    tasks: deque[QueuedTask] = attrs.field(factory=deque)
+    weight: int = 1
+    turns: int = 1
+
+
+class _Band:
+    """The tasks of one priority in a lane: those without a fairness key in
+    one FIFO, those with one in a weighted round robin of keys (each key
+    `weight` tasks a turn, in the order the keys arrived). The FIFO takes
+    part in the rotation as one more key."""
+
+    __slots__ = ("keys", "rotation")
+
+    def __init__(self) -> None:
+        self.keys: dict[str | None, _Fair] = {}
+        self.rotation: deque[str | None] = deque()
+
+    def push(self, task: QueuedTask) -> None:
+        fair = self.keys.get(task.fair_key)
+        if fair is None:
+            weight = max(1, task.weight)
+            fair = self.keys[task.fair_key] = _Fair(weight=weight, turns=weight)
+            self.rotation.append(task.fair_key)
+        else:
+            fair.weight = max(1, task.weight)
+        fair.tasks.append(task)
+
+    def head(self, valid: Callable[[QueuedTask], bool]) -> QueuedTask | None:
+        """The task whose turn it is; invalid ones met on the way are dropped."""
+        while self.rotation:
+            key = self.rotation[0]
+            fair = self.keys[key]
+            while fair.tasks and not valid(fair.tasks[0]):
+                fair.tasks.popleft()
+            if fair.tasks:
+                return fair.tasks[0]
+            self.rotation.popleft()
+            del self.keys[key]
+        return None
+
+    def pop(self) -> QueuedTask:
+        """Takes the head (`head` found it valid) and moves the turn on."""
+        key = self.rotation[0]
+        fair = self.keys[key]
+        task = fair.tasks.popleft()
+        fair.turns -= 1
+        if not fair.tasks:
+            self.rotation.popleft()
+            del self.keys[key]
+        elif fair.turns <= 0:
+            fair.turns = fair.weight
+            self.rotation.rotate(-1)
+        return task
+
+    def __iter__(self) -> Iterator[deque[QueuedTask]]:
+        return (fair.tasks for fair in self.keys.values())
+
+
+class _Lane:
+    """The queue of one contract and runtime. Tasks without flow control go
+    to `plain`, a FIFO (the common case, O(1)); tasks with a priority or a
+    fairness key to the band of their priority, higher bands first. Tasks of
+    priority 0 without a fairness key stay in `plain`, which ranks as
+    priority 0 and yields to a band of priority 0 only by age."""
+
+    __slots__ = ("bands", "plain")
+
+    def __init__(self) -> None:
+        self.plain: deque[QueuedTask] = deque()
+        self.bands: dict[int, _Band] = {}
+
+    def push(self, task: QueuedTask) -> None:
+        if task.priority == 0 and task.fair_key is None:
+            self.plain.append(task)
+            return
+        band = self.bands.get(task.priority)
+        if band is None:
+            band = self.bands[task.priority] = _Band()
+        band.push(task)
+
+    def head(self, valid: Callable[[QueuedTask], bool]) -> QueuedTask | None:
+        """The task this lane hands out next, or None."""
+        plain = self.plain
+        while plain and not valid(plain[0]):
+            plain.popleft()
+        first = plain[0] if plain else None
+        for priority in sorted(self.bands, reverse=True):
+            head = self.bands[priority].head(valid)
+            if head is None:
+                del self.bands[priority]
+                continue
+            # The highest band with a task against the FIFO (priority 0).
+            if first is None or (-head.priority, head.serial) < (-first.priority, first.serial):
+                return head
+            return first
+        return first
+
+    def pop(self, task: QueuedTask) -> None:
+        """Takes `task`, which `head` returned."""
+        if self.plain and self.plain[0] is task:
+            self.plain.popleft()
+        else:
+            self.bands[task.priority].pop()
+
+    def queues(self) -> Iterator[deque[QueuedTask]]:
+        yield self.plain
+        for band in self.bands.values():
+            yield from band
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self.queues())
 
 
 class TaskIndex:
     def __init__(self) -> None:
-        self._queues: dict[tuple[str, str], dict[str | None, deque[QueuedTask]]] = {}
+        self._queues: dict[tuple[str, str], dict[str | None, _Lane]] = {}
         # The serial of the newest entry ever pushed (read by other threads:
         # `Executions.nothing_stale`).
         self.pushed = 0
 
     def push(
-        self, contract: tuple[str, str], using: str | None, execution_id: str, key: str, offer: int
+        self,
+        contract: tuple[str, str],
+        using: str | None,
+        execution_id: str,
+        key: str,
+        offer: int,
+        *,
+        priority: int = 0,
+        fair_key: str | None = None,
+        weight: int = 1,
     ) -> None:
         by_runtime = self._queues.setdefault(contract, {})
-        queue = by_runtime.get(routing_runtime(using))
-        if queue is None:
-            queue = by_runtime[routing_runtime(using)] = deque()
+        lane = by_runtime.get(routing_runtime(using))
+        if lane is None:
+            lane = by_runtime[routing_runtime(using)] = _Lane()
         self.pushed += 1
-        queue.append(QueuedTask(self.pushed, execution_id, key, offer))
+        lane.push(QueuedTask(self.pushed, execution_id, key, offer, priority, fair_key, weight))
 
     def pop(
         self,
@@ -59,10 +190,15 @@ class TaskIndex:
         runtime: str,
         valid: Callable[[QueuedTask], bool],
     ) -> QueuedTask | None:
-        """The oldest valid task among the session's contracts; invalid heads
+        """The next valid task among the session's contracts (higher
+        priority, then its fairness turn, then the oldest); invalid heads
         met on the way are dropped."""
-        best = self._oldest(contracts, runtime, valid)
-        return best.popleft() if best is not None else None
+        found = self._best(contracts, runtime, valid)
+        if found is None:
+            return None
+        lane, task = found
+        lane.pop(task)
+        return task
 
     def has(
         self,
@@ -71,42 +207,51 @@ class TaskIndex:
         valid: Callable[[QueuedTask], bool],
     ) -> bool:
         """Whether `pop` would return a task."""
-        return self._oldest(contracts, runtime, valid) is not None
+        return self._best(contracts, runtime, valid) is not None
 
-    def _oldest(
+    def _best(
         self,
         contracts: Iterable[tuple[str, str]],
         runtime: str,
         valid: Callable[[QueuedTask], bool],
-    ) -> deque[QueuedTask] | None:
-        best: deque[QueuedTask] | None = None
-        best_serial = 0
+    ) -> tuple[_Lane, QueuedTask] | None:
+        best: tuple[_Lane, QueuedTask] | None = None
         for contract in contracts:
             by_runtime = self._queues.get(contract)
             if not by_runtime:
                 continue
-            queues: Iterable[deque[QueuedTask] | None] = (
+            lanes: Iterable[_Lane | None] = (
                 by_runtime.values()
                 if runtime == EVERY_RUNTIME
                 else (by_runtime.get(RUNTIME_ANY), by_runtime.get(runtime))
             )
-            for queue in queues:
-                while queue:
-                    head = queue[0]
-                    if valid(head):
-                        if best is None or head.serial < best_serial:
-                            best, best_serial = queue, head.serial
-                        break
-                    queue.popleft()
+            for lane in lanes:
+                if lane is None:
+                    continue
+                head = lane.head(valid)
+                if head is None:
+                    continue
+                if best is None or (-head.priority, head.serial) < (
+                    -best[1].priority,
+                    best[1].serial,
+                ):
+                    best = (lane, head)
         return best
 
     def __len__(self) -> int:
-        return sum(len(q) for by in self._queues.values() for q in by.values())
+        return sum(len(lane) for by in self._queues.values() for lane in by.values())
 
     def newest(self) -> int:
         """The serial of the newest entry still queued (0: none)."""
         return max(
-            (q[-1].serial for by in self._queues.values() for q in by.values() if q), default=0
+            (
+                q[-1].serial
+                for by in self._queues.values()
+                for lane in by.values()
+                for q in lane.queues()
+                if q
+            ),
+            default=0,
         )
 
     def take_until(self, serial: int, valid: Callable[[QueuedTask], bool]) -> list[QueuedTask]:
@@ -115,11 +260,19 @@ class TaskIndex:
         on the way are dropped."""
         taken = []
         for by_runtime in self._queues.values():
-            for queue in by_runtime.values():
-                while queue and queue[0].serial <= serial:
-                    head = queue.popleft()
-                    if valid(head):
-                        taken.append(head)
+            for lane in by_runtime.values():
+                for queue in lane.queues():
+                    while queue and queue[0].serial <= serial:
+                        head = queue.popleft()
+                        if valid(head):
+                            taken.append(head)
+                lane.bands = {
+                    p: band for p, band in lane.bands.items() if any(queue for queue in band)
+                }
+                for band in lane.bands.values():
+                    for key in [k for k, f in band.keys.items() if not f.tasks]:
+                        del band.keys[key]
+                        band.rotation.remove(key)
         return taken
 
 

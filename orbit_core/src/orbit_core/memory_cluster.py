@@ -205,7 +205,16 @@ class MemoryNode(MemoryStore):
             if o.execution_id not in ended
             and later.get((o.execution_id, o.unit_key), 0) < o.offer_seq
         ]
+        # One entry per offer, as the database's unique key keeps it: an
+        # offer made again while its entry is still there (queued, or claimed
+        # by a poll) adds nothing.
+        held = {
+            (t.offer.execution_id, t.offer.unit_key, t.offer.offer_seq) for t in c.board.values()
+        }
         for offer in offers:
+            if (offer.execution_id, offer.unit_key, offer.offer_seq) in held:
+                continue
+            held.add((offer.execution_id, offer.unit_key, offer.offer_seq))
             number = c.next_seq()
             c.board[number] = _Task(offer, self.node_id, number)
         if offers:

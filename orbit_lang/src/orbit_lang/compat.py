@@ -25,7 +25,9 @@ from typing import Any, Literal
 
 import attrs
 
+from orbit_core.flow.text import flow_parts
 from orbit_core.ir import Definition, TaskContract, definition_hash
+from orbit_core.ir.definition import Concurrency, Flow
 from orbit_core.ir.types import JSON, Field, ListType, MapType, OptionalType, RecordType, Type
 from orbit_lang.check.types import assignable, is_optional, render, strip
 
@@ -380,6 +382,7 @@ def compare_workflows(old: Definition, new: Definition) -> list[Finding]:
     old_v, new_v = parse_version(before), parse_version(after)
     if _lower(after, before):
         findings.append(finding("warning", "the new version is lower than the old one"))
+    findings += [finding(severity, message) for severity, message in flow_changes(old, new)]
     if not changes:
         if _same_content(old, new):
             findings.append(finding("info", "new version, definition unchanged"))
@@ -404,6 +407,57 @@ def compare_workflows(old: Definition, new: Definition) -> list[Finding]:
             message = f"{change.message}; breaking for {who} without a major version bump"
             findings.append(finding("error", message, change, major_hint(before)))
     return findings
+
+
+def flow_changes(old: Definition, new: Definition) -> list[tuple[Severity, str]]:
+    """How changes to flow-control declarations meet running executions.
+
+    Each execution keeps the definition it started with, flow control
+    included, so nothing here breaks a caller or a running execution: the
+    declarations decide when work runs, never what it reads or returns.
+    They are `info`, except one `warning`: a workflow `concurrency` whose key
+    changes (or appears, or goes) while a limit stays. A limit counts every
+    version of the workflow by the key each execution computed with its own
+    definition, so until the old version's executions end the two versions
+    count under different keys and the limit does not hold across them.
+    """
+    out: list[tuple[Severity, str]] = []
+    before = {"workflow": old.flow, **{s.name: s.flow for s in old.steps}}
+    after = {"workflow": new.flow, **{s.name: s.flow for s in new.steps}}
+    for where in sorted(set(before) | set(after)):
+        if where not in after or where not in before:
+            continue  # a step added or removed: reported with the steps
+        was, now = _by_declaration(before[where]), _by_declaration(after[where])
+        subject = "workflow" if where == "workflow" else f"step {where}"
+        for name in sorted(set(was) | set(now)):
+            b, a = was.get(name), now.get(name)
+            if b == a:
+                continue
+            if a is None:
+                out.append(("info", f"{subject}: flow control `{b}` removed"))
+            elif b is None:
+                out.append(("info", f"{subject}: flow control `{a}` added"))
+            else:
+                out.append(("info", f"{subject}: flow control `{b}` changed to `{a}`"))
+    old_limit, new_limit = _concurrency(old), _concurrency(new)
+    if old_limit is not None and new_limit is not None and old_limit.key != new_limit.key:
+        out.append(
+            (
+                "warning",
+                "workflow concurrency key changed: executions of the old version count "
+                "under their own key until they end, so the limit does not hold across "
+                "the two versions meanwhile",
+            )
+        )
+    return out
+
+
+def _by_declaration(flow: Flow | None) -> dict[str, str]:
+    return {part.split(" ")[0].rstrip(":"): part for part in flow_parts(flow)}
+
+
+def _concurrency(definition: Definition) -> Concurrency | None:
+    return definition.flow.concurrency if definition.flow is not None else None
 
 
 # ---------------------------------------------------------------- contracts

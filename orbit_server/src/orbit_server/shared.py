@@ -41,7 +41,8 @@ two threads.
   syncing the sessions' last contacts both ways, posting the cancellations
   of sessions that talk to other servers, and loading definitions and
   schedules changed elsewhere (schedule claims name the node, so an
-  occurrence fires on one server).
+  occurrence fires on one server), and putting back on the queue the
+  claims whose dispatch failed while the database was away.
 - `orbit-claims` (orbit_server/task_desk.py): claims from the shared queue
   for every poll waiting on this server, this server's tasks first.
 - `orbit-publish` (every `PUBLISH_S`): moves the tasks that waited in the
@@ -356,6 +357,8 @@ class SharedNode:
                 # every occurrence to one server).
                 self.engine.schedules.refresh()
             self._schedules = mark
+        # Claims a failed dispatch could not put back (the database was away).
+        self.engine.desk.release_pending()
         if self.serving():
             self._take_over()
 

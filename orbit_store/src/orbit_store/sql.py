@@ -162,10 +162,19 @@ class _Link:
 
     def _failed(self, exc: BaseException) -> StorageError:
         conn = self._conn
-        raw = None if conn is None or conn.closed else conn.connection.dbapi_connection
-        lost = isinstance(
-            exc, self._engine.dialect.loaded_dbapi.Error
-        ) and self._engine.dialect.is_disconnect(exc, raw, None)
+        # SQLAlchemy invalidates a connection it found lost; asking an
+        # invalidated one for its DBAPI connection reconnects, and a failed
+        # reconnect would escape here as a raw SQLAlchemy error (not a
+        # StorageError, so a rollback of the engine gave up and stopped it).
+        invalidated = conn is not None and not conn.closed and conn.invalidated
+        raw = None
+        if conn is not None and not conn.closed and not invalidated:
+            with contextlib.suppress(Exception):
+                raw = conn.connection.dbapi_connection
+        lost = invalidated or (
+            isinstance(exc, self._engine.dialect.loaded_dbapi.Error)
+            and self._engine.dialect.is_disconnect(exc, raw, None)
+        )
         if lost and conn is not None:
             with contextlib.suppress(Exception):
                 conn.invalidate()

@@ -135,6 +135,24 @@ class Admission:
             "concurrency", scope[1], keys.key_label(flow.concurrency.key), limit, self._ticket
         )
 
+    def rerun(self, live: Live, held: bool) -> Wait | None:
+        """For a new run of an execution (a restart): one whose previous run
+        `held` a slot keeps it; any other is admitted like a new execution
+        (one still in line keeps its place)."""
+        found = self._scope(live)
+        if found is None:
+            return None
+        scope, _ = found
+        line = self._line(scope)
+        eid = live.state.id
+        if held:
+            line.running.add(eid)
+            return None
+        line.running.discard(eid)
+        if eid in self._waiting:
+            self._waiting.discard(eid)  # in line again, with a new ticket
+        return self.admit(live)
+
     def release(self, live: Live) -> list[Live]:
         """For an execution that ended: the executions now admitted in its
         place, first in line first (the caller starts them)."""

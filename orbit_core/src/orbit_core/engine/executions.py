@@ -26,6 +26,7 @@ from orbit_core.engine.commands import Tx
 from orbit_core.engine.counters import Counters
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
+from orbit_core.engine.step_gate import StepGate, dispatch_order
 from orbit_core.errors import ConflictError, StorageError, not_found
 from orbit_core.history import stamp
 from orbit_core.jsontypes import JsonValue
@@ -96,6 +97,7 @@ class Executions:
         self.index = TaskIndex()
         self.children = Children(self, self.memory, store, catalog)
         self.admission = Admission(self.memory.get)
+        self.gate = StepGate(self.memory.get)
         self._builtin_serial = 0
         # Scheduled child and built-in units of adopted executions, routed on
         # the next tick: (execution id, unit key, offer seq).
@@ -200,7 +202,9 @@ class Executions:
                 if spec is None:
                     continue
                 if not spec.is_child and not spec.is_builtin:
-                    if self.shared:
+                    if not self.gate.adopted(live, unit.key, state.updated_at_ms):
+                        self.memory.due_at(0, state.id)  # the gate lets it in on a tick
+                    elif self.shared:
                         self._offers.append(self.offer(live, unit.key))
                     else:
                         self._queue(live, unit.key)
@@ -211,6 +215,8 @@ class Executions:
                 "child:"
             ):
                 self.children.restore(state, unit.key, unit.worker_session or "", unit.token)
+            elif unit.status == UNIT_DISPATCHED:
+                self.gate.adopted(live, unit.key, state.updated_at_ms)
         self.admission.adopted(live)
         self.push_due(live)
         return live
@@ -264,6 +270,7 @@ class Executions:
         """Drops a finished execution; returns the tokens it held."""
         eid = live.state.id
         self.memory.remove(live)
+        self.gate.forget(eid)
         tokens = live.state.tokens()
         self.memory.release(tokens)
         self.children.forget(eid)
@@ -395,6 +402,7 @@ class Executions:
             self.route_unrouted(tx)
         if self.admission.recheck:
             self.start_admitted(tx, self.admission.admit_rechecked())
+        self.fill_gate(tx)
         due = self.memory.pop_due(now)
         held = self._held
         current = None
@@ -459,6 +467,7 @@ class Executions:
     def append(self, tx: Tx, live: Live, event: ev.Event) -> None:
         """Appends an event already stamped (by `history`: a decision's batch)."""
         apply(live.state, event)
+        self.gate.changed(live.state.id)
         tx.last_event = event
         change = tx.changes.get(live.state.id)
         if change is None:
@@ -512,18 +521,35 @@ class Executions:
             tx.new_tasks = True
 
     def _queue(self, live: Live, key: str, tx: Tx | None = None) -> None:
+        if not self.gate.enter(live, key, tx.now if tx is not None else live.state.updated_at_ms):
+            return  # a step's concurrency holds it back (`fill_gate` queues it)
+        self._push(live, key, tx)
+
+    def fill_gate(self, tx: Tx) -> None:
+        """Queues the units a step's freed concurrency slot lets in."""
+        if not self.gate.recheck:
+            return
+        for live, key in self.gate.fill():
+            self._push(live, key, tx)
+            tx.new_tasks = True
+
+    def _push(self, live: Live, key: str, tx: Tx | None) -> None:
         spec = live.plan.spec(key)
         assert spec is not None
         if self.offer_tasks:
             offer = self.offer(live, key)
             (tx.offers if tx is not None else self._offers).append(offer)
             return
+        order = dispatch_order(live, key)
         self.index.push(
             (spec.task or "", spec.contract_version or ""),
             spec.using,
             live.state.id,
             key,
             live.state.units[key].offer_seq,
+            priority=order.priority,
+            fair_key=order.fair_key,
+            weight=order.weight,
         )
 
     def publish_stale(self, tx: Tx) -> int:

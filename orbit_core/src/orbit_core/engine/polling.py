@@ -160,7 +160,10 @@ class Polling:
             return False
         unit = live.state.units.get(task.unit_key)
         return (
-            unit is not None and unit.status == UNIT_SCHEDULED and unit.offer_seq == task.offer_seq
+            unit is not None
+            and unit.status == UNIT_SCHEDULED
+            and unit.offer_seq == task.offer_seq
+            and not self._x.gate.holds_back(live, task.unit_key)
         )
 
     def dispatch_offer(

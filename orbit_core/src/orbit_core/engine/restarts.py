@@ -66,6 +66,9 @@ class Restarts:
             live = Live(state, plan, x.limits.effective(plan), True)
             x.memory.add(live)
         old = live.state
+        # A run that holds a workflow concurrency slot keeps it; one that had
+        # ended or was still waiting for a slot goes through admission.
+        held = old.started and not old.terminal
         x.record(tx, live, ev.WorkflowRestarted, old.run + 1, step, reason)
         # The old run's children and attempts go with it.
         x.children.check(tx, live)
@@ -90,7 +93,20 @@ class Restarts:
             old.schedule_id,
             old.run + 1,
         )
-        x.record(tx, live, ev.WorkflowStarted)
+        wait = x.admission.rerun(live, held)
+        if wait is None:
+            x.record(tx, live, ev.WorkflowStarted)
+        else:
+            x.record(
+                tx,
+                live,
+                ev.WorkflowWaiting,
+                wait.reason,
+                wait.key,
+                wait.label,
+                wait.limit,
+                wait.ticket,
+            )
         self._restore(tx, live, old, outline)
         x.decide(tx, live)
         answer["started"] = True

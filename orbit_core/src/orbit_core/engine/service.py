@@ -307,6 +307,9 @@ class Engine:
             waiting = self._workers.waiting_for(live.state)
             if waiting:
                 doc["waiting_for"] = waiting
+            held = self._executions.gate.waiting_of(live)
+            if held is not None and "waiting" not in doc:
+                doc["waiting"] = held
             return doc
 
         doc = self._pipeline.submit(read, read=True)
@@ -532,6 +535,7 @@ class Engine:
                         assert isinstance(cmd.error, OrbitError)
                         raise PrepareFailed(tx, cmd, cmd.error)
             current = None
+            self._executions.fill_gate(tx)
             if tx.new_tasks and self._polling.waiting:
                 self._polling.match(tx)
             for cmd in batch:

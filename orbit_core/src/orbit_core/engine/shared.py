@@ -342,6 +342,10 @@ class SharedDesk:
         self._contacts_lock = threading.Lock()
         # Sessions with a poll waiting here (how many): in contact now.
         self.polls_waiting: dict[str, int] = {}
+        # Claims to put back on the queue, and tasks to report undelivered,
+        # once the database takes it (`release`, `undelivered`).
+        self._unreleased: list[str] = []
+        self._unsent: list[str] = []
 
     def _draining(self) -> bool:
         return self._engine.draining
@@ -519,7 +523,7 @@ class SharedDesk:
         if got is not None:
             # (Not expected: a claim withdraws the poll first.)
             if claim is not None and claim.owner == self._engine.node_id:
-                self._tables.unclaim(claim.token)
+                self.release(claim.token)
             elif claim is not None:
                 self.undelivered(claim.token)  # after the claim's `dispatched` entry
             return got, None
@@ -545,7 +549,7 @@ class SharedDesk:
                 token=claim.token,
             )
         except StorageError:
-            self._tables.unclaim(claim.token)
+            self.release(claim.token)
             raise
         if dispatched is None:
             if self._handoff.holds(claim.execution_id):
@@ -553,10 +557,58 @@ class SharedDesk:
                 self._tables.drop_claim(claim.token)
             else:
                 # The execution left this server meanwhile: its new owner may want it.
-                self._tables.unclaim(claim.token)
+                self.release(claim.token)
         return dispatched
 
+    def release(self, token: str) -> None:
+        """Puts a claim whose dispatch was not recorded back on the queue.
+        When the database refuses that too (it is away: the usual reason
+        the dispatch failed), the claim is kept and put back by a later
+        `release_pending`: left claimed, its row would block the owner's
+        offer of the same task (one row per offer), and the task would
+        wait for ever."""
+        try:
+            self._tables.unclaim(token)
+        except StorageError:
+            with self._contacts_lock:
+                self._unreleased.append(token)
+            raise
+
+    def release_pending(self) -> None:
+        """Puts back the claims `release` could not and reports the tasks
+        `undelivered` could not (called by the server's rounds); raises the
+        StorageError of one still refused."""
+        with self._contacts_lock:
+            tokens, self._unreleased = self._unreleased, []
+            unsent, self._unsent = self._unsent, []
+        for i, token in enumerate(tokens):
+            try:
+                self._tables.unclaim(token)
+            except StorageError:
+                with self._contacts_lock:
+                    self._unreleased[:0] = tokens[i:]
+                    self._unsent[:0] = unsent
+                raise
+        for i, token in enumerate(unsent):
+            try:
+                self._undelivered(token)
+            except StorageError:
+                with self._contacts_lock:
+                    self._unsent[:0] = unsent[i:]
+                raise
+
     def undelivered(self, token: str) -> None:
+        """As the engine's; when the database refuses it (it is away), it is
+        made again by a later `release_pending`: the worker's session lives
+        on, so no session timeout would ever redeliver the attempt."""
+        try:
+            self._undelivered(token)
+        except StorageError:
+            with self._contacts_lock:
+                self._unsent.append(token)
+            raise
+
+    def _undelivered(self, token: str) -> None:
         eid = token.partition("/")[0]
         if "/" in token and self._engine.owner_elsewhere(eid):
             # After the `dispatched` entry of the claim, so the owner knows it.

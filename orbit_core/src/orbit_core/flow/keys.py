@@ -9,6 +9,8 @@ one shared limit, rather than failing where the workflow never asked.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from orbit_core.eval.scope import EvalError, Scope
 from orbit_core.evaluate import evaluate
 from orbit_core.ir import expr as e
@@ -16,11 +18,16 @@ from orbit_core.ir.printer import render_expr
 from orbit_core.jsontypes import JsonValue
 
 
-def key_text(key: e.Expr | None, input: JsonValue, execution: dict[str, str]) -> str:
+def key_text(
+    key: e.Expr | None,
+    input: JsonValue,
+    execution: dict[str, str],
+    vars: Mapping[str, JsonValue] | None = None,
+) -> str:
     if key is None:
         return ""
     try:
-        value = evaluate(key, Scope(input=input, execution=execution))
+        value = evaluate(key, Scope(input=input, execution=execution, vars=vars or {}))
     except EvalError:
         return ""
     if isinstance(value, bool) or value is None:
@@ -37,11 +44,16 @@ def key_label(key: e.Expr | None) -> str:
     return render_expr(key)
 
 
-def priority(expr: e.Expr | None, input: JsonValue, execution: dict[str, str]) -> int:
+def priority(
+    expr: e.Expr | None,
+    input: JsonValue,
+    execution: dict[str, str],
+    vars: Mapping[str, JsonValue] | None = None,
+) -> int:
     if expr is None:
         return 0
     try:
-        value = evaluate(expr, Scope(input=input, execution=execution))
+        value = evaluate(expr, Scope(input=input, execution=execution, vars=vars or {}))
     except EvalError:
         return 0
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,325 @@
+"""The step gate: how many task attempts a step's `concurrency` lets out.
+
+A task step that declares `concurrency { max: N, key: k }` has at most N
+attempts out at once per value of `k`, across every execution of its
+workflow (all versions); without a key, N in all. An attempt is out from
+the moment its unit is queued for workers until the unit leaves that
+offer: it completes, fails, times out, is lost, is cancelled (a retry
+is a new offer, and queues again through the gate). A unit whose slot is
+taken is not queued: it waits here, in line (higher step `priority`
+first, then in the order it arrived), and is queued in the group where a
+slot frees.
+
+Nothing is recorded for it: the holders are the units of the step in
+memory that are SCHEDULED or DISPATCHED under the offer they were let in
+with, so recovery rebuilds the counts from the histories. An adopted
+unit that was DISPATCHED holds its slot; an adopted SCHEDULED one goes in
+line and is let in on the next tick, after every execution has been
+adopted, so the dispatched ones are counted first. The sets are pruned
+when read, as `admission` does: any change to an execution that holds a
+slot marks the slot's scope for a look on the next fill.
+
+Servers in shared mode each count the executions they own, as for the
+workflow limit.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+
+import attrs
+
+from orbit_core import unitkeys
+from orbit_core.api import UNIT_DISPATCHED, UNIT_SCHEDULED, FlowWaitDoc
+from orbit_core.engine.live import Live
+from orbit_core.flow import keys
+from orbit_core.ir import Step
+from orbit_core.jsontypes import JsonValue
+from orbit_core.state import waiting_message
+
+Scope = tuple[str, str, str]  # (workflow name, step name, key text)
+Holder = tuple[str, str]  # (execution id, unit key)
+# Which offer of a unit: (run, StepScheduled seq). The run matters: a
+# restarted execution numbers its events from 1 again.
+Offer = tuple[int, int]
+
+
+@attrs.define(slots=True)
+class _Line:
+    limit: int
+    label: str
+    running: dict[Holder, Offer] = attrs.field(factory=dict)
+    # (-priority, ticket, execution id, unit key, offer seq)
+    waiting: list[tuple[int, int, str, str, Offer]] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class Gated:
+    scope: Scope
+    limit: int
+    label: str
+    priority: int
+
+
+class StepGate:
+    def __init__(self, get: Callable[[str], Live | None]) -> None:
+        self._get = get
+        self._lines: dict[Scope, _Line] = {}
+        # Where each unit waiting in a line waits, with since when.
+        self._waiting: dict[Holder, tuple[Scope, int, Offer]] = {}
+        # The scopes an execution holds slots in (so a change to it marks them).
+        self._held: dict[str, set[Scope]] = {}
+        self._tickets = itertools.count(1)
+        self.recheck: set[Scope] = set()
+        self.delayed = 0
+
+    # ---- reading a unit
+
+    @staticmethod
+    def gated(live: Live, unit_key: str) -> Gated | None:
+        """The step limit that applies to the unit, or None."""
+        if unitkeys.compensated(unit_key) is not None:
+            return None  # a compensation runs another task: not the step's
+        spec = live.plan.spec(unit_key)
+        if spec is None or spec.is_child or spec.is_builtin:
+            return None
+        step = spec.step
+        flow = step.flow
+        if flow is None or flow.concurrency is None:
+            return None
+        state = live.state
+        execution = {"id": state.id, "workflow": state.workflow, "version": state.version}
+        local = _vars(live, step, spec.element)
+        key = keys.key_text(flow.concurrency.key, state.input, execution, local)
+        priority = keys.priority(flow.priority, state.input, execution, local)
+        return Gated(
+            (state.workflow, step.name, key),
+            flow.concurrency.limit,
+            keys.key_label(flow.concurrency.key),
+            priority,
+        )
+
+    def _holding(self, holder: Holder, offer: Offer) -> bool:
+        live = self._get(holder[0])
+        if live is None or live.state.terminal:
+            return False
+        unit = live.state.units.get(holder[1])
+        if unit is None or (live.state.run, unit.offer_seq) != offer:
+            return False
+        if unit.status == UNIT_DISPATCHED:
+            return True
+        # A paused execution's queued tasks leave the queue; it queues them
+        # again, through the gate, when it resumes.
+        return unit.status == UNIT_SCHEDULED and live.state.paused_at_ms is None
+
+    def _count(self, line: _Line) -> int:
+        stale = [h for h, offer in line.running.items() if not self._holding(h, offer)]
+        for holder in stale:
+            del line.running[holder]
+        return len(line.running)
+
+    def _line(self, gated: Gated) -> _Line:
+        line = self._lines.get(gated.scope)
+        if line is None:
+            line = self._lines[gated.scope] = _Line(gated.limit, gated.label)
+        line.limit = gated.limit  # (a newer version may say otherwise)
+        return line
+
+    def _hold(self, line: _Line, scope: Scope, holder: Holder, offer: Offer) -> None:
+        line.running[holder] = offer
+        self._held.setdefault(holder[0], set()).add(scope)
+
+    # ---- the engine's hooks
+
+    def enter(self, live: Live, unit_key: str, now: int) -> bool:
+        """For a unit about to be queued: True when it may be (it then holds
+        a slot), False when it waits in line."""
+        gated = self.gated(live, unit_key)
+        if gated is None:
+            return True
+        line = self._line(gated)
+        holder = (live.state.id, unit_key)
+        offer = (live.state.run, live.state.units[unit_key].offer_seq)
+        if line.running.get(holder) == offer:
+            return True  # queued again (a lost attempt's redelivery)
+        if self._count(line) < line.limit and not self._first_waiting(line):
+            self._hold(line, gated.scope, holder, offer)
+            return True
+        self._enqueue(line, gated, holder, offer, now)
+        self.delayed += 1
+        return False
+
+    def adopted(self, live: Live, unit_key: str, now: int) -> bool:
+        """For a unit of an adopted execution: True when the caller queues
+        it as usual (not gated), False when the gate took it (a dispatched
+        one holds its slot, a scheduled one waits for the next fill)."""
+        gated = self.gated(live, unit_key)
+        if gated is None:
+            return True
+        line = self._line(gated)
+        unit = live.state.units[unit_key]
+        holder = (live.state.id, unit_key)
+        offer = (live.state.run, unit.offer_seq)
+        if unit.status == UNIT_DISPATCHED:
+            self._hold(line, gated.scope, holder, offer)
+        else:
+            line.running.pop(holder, None)
+            self._enqueue(line, gated, holder, offer, unit.scheduled_at_ms or now)
+            self.recheck.add(gated.scope)
+        return False
+
+    def changed(self, execution_id: str) -> None:
+        """Something happened to the execution: its slots may be free."""
+        scopes = self._held.get(execution_id)
+        if scopes:
+            self.recheck.update(scopes)
+
+    def forget(self, execution_id: str) -> None:
+        scopes = self._held.pop(execution_id, None)
+        if scopes:
+            self.recheck.update(scopes)
+
+    def fill(self) -> list[tuple[Live, str]]:
+        """The waiting units a free slot lets in, in the scopes marked for a
+        look; each now holds its slot (the caller queues them)."""
+        scopes, self.recheck = self.recheck, set()
+        let_in: list[tuple[Live, str]] = []
+        for scope in sorted(scopes):
+            line = self._lines.get(scope)
+            if line is None:
+                continue
+            while self._count(line) < line.limit:
+                found = self._first_waiting(line)
+                if found is None:
+                    break
+                _, _, eid, unit_key, offer = heapq.heappop(line.waiting)
+                self._waiting.pop((eid, unit_key), None)
+                self._hold(line, scope, (eid, unit_key), offer)
+                live = self._get(eid)
+                assert live is not None
+                let_in.append((live, unit_key))
+            if not line.running and not line.waiting:
+                del self._lines[scope]
+        return let_in
+
+    def waiting_of(self, live: Live) -> FlowWaitDoc | None:
+        """`waiting` of an execution one of whose units waits here."""
+        eid = live.state.id
+        for unit_key, unit in live.state.units.items():
+            found = self._waiting.get((eid, unit_key))
+            if found is None or unit.status != UNIT_SCHEDULED:
+                continue
+            scope, since, offer = found
+            line = self._lines.get(scope)
+            if line is None or offer != (live.state.run, unit.offer_seq):
+                continue
+            return {
+                "reason": "concurrency",
+                "key": scope[2],
+                "label": line.label,
+                "limit": line.limit,
+                "since_ms": since,
+                "message": waiting_message("concurrency", line.label, scope[2], line.limit),
+                "step": unit_key,
+            }
+        return None
+
+    def waiting_count(self) -> int:
+        return sum(
+            1 for (eid, key), (_, _, offer) in self._waiting.items() if self._valid(eid, key, offer)
+        )
+
+    # ---- the line
+
+    def _valid(self, eid: str, unit_key: str, offer: Offer) -> bool:
+        live = self._get(eid)
+        if live is None or live.state.terminal or live.state.paused_at_ms is not None:
+            return False
+        unit = live.state.units.get(unit_key)
+        return (
+            unit is not None
+            and unit.status == UNIT_SCHEDULED
+            and (live.state.run, unit.offer_seq) == offer
+        )
+
+    def holds_back(self, live: Live, unit_key: str) -> bool:
+        """Whether the unit's current offer waits here (a task queue entry
+        for it, left from an earlier run with the same seq, must not
+        hand it out)."""
+        found = self._waiting.get((live.state.id, unit_key))
+        if found is None:
+            return False
+        unit = live.state.units.get(unit_key)
+        return unit is not None and found[2] == (live.state.run, unit.offer_seq)
+
+    def _enqueue(self, line: _Line, gated: Gated, holder: Holder, offer: Offer, now: int) -> None:
+        known = self._waiting.get(holder)
+        if known is not None and known[2] == offer:
+            return
+        self._waiting[holder] = (gated.scope, now, offer)
+        heapq.heappush(line.waiting, (-gated.priority, next(self._tickets), *holder, offer))
+
+    def _first_waiting(self, line: _Line) -> Holder | None:
+        while line.waiting:
+            _, _, eid, unit_key, offer = line.waiting[0]
+            known = self._waiting.get((eid, unit_key))
+            if known is not None and known[2] == offer and self._valid(eid, unit_key, offer):
+                return (eid, unit_key)
+            heapq.heappop(line.waiting)
+            if known is not None and known[2] == offer:
+                del self._waiting[(eid, unit_key)]
+        return None
+
+
+@attrs.frozen
+class Order:
+    """Where a queued task goes among the ready tasks of its task (the
+    step's `priority`, its `fairness` key and weight)."""
+
+    priority: int = 0
+    fair_key: str | None = None
+    weight: int = 1
+
+
+_PLAIN = Order()
+
+
+def dispatch_order(live: Live, unit_key: str) -> Order:
+    """The step's `priority` and `fairness` for one of its units (a
+    compensation, which runs another task, has neither)."""
+    if unitkeys.compensated(unit_key) is not None:
+        return _PLAIN
+    spec = live.plan.spec(unit_key)
+    flow = spec.step.flow if spec is not None else None
+    if spec is None or flow is None or (flow.priority is None and flow.fairness is None):
+        return _PLAIN
+    state = live.state
+    execution = {"id": state.id, "workflow": state.workflow, "version": state.version}
+    local = _vars(live, spec.step, spec.element)
+    priority = keys.priority(flow.priority, state.input, execution, local)
+    fairness = flow.fairness
+    if fairness is None:
+        return Order(priority)
+    # The key names its group within the task's queue: the workflow and
+    # step are part of it, so equal values of two workflows stay apart.
+    fair_key = keys.key_text(fairness.key, state.input, execution, local)
+    weight = (
+        keys.priority(fairness.weight, state.input, execution, local)
+        if fairness.weight is not None
+        else 1
+    )
+    return Order(priority, f"{state.workflow}/{spec.step.name}/{fair_key}", max(1, weight))
+
+
+def _vars(live: Live, step: Step, element: int | None) -> dict[str, JsonValue]:
+    """The step's `for` variable of a fan-out element (its items are the
+    input of the step's own unit)."""
+    if element is None or step.for_each is None:
+        return {}
+    parent = live.state.units.get(step.name)
+    items = parent.input if parent is not None else None
+    if isinstance(items, list) and element < len(items):
+        return {step.for_each.var: items[element]}
+    return {}
