@@ -157,6 +157,10 @@ class FlowWaitDoc(TypedDict):
     limit: int
     since_ms: int
     message: str
+    # A rate's period and a debounce's quiet period, and when a debounced
+    # execution starts unless replaced again.
+    period_ms: NotRequired[int]
+    due_ms: NotRequired[int]
 
 
 class ExecutionDoc(TypedDict):

@@ -130,6 +130,17 @@ class IdempotencyRow:
     expires_ms: int
 
 
+@attrs.frozen(slots=True)
+class RateRow:
+    """The token bucket of one key of a workflow's start `rate`
+    (orbit_core/flow/rate.py): its theoretical arrival time in microseconds.
+    Written in the commit of the start that took the token."""
+
+    workflow: str
+    key: str
+    tat_us: int
+
+
 @attrs.define(slots=True)
 class ExecutionChange:
     """What one commit adds to one execution. With `archive_run` set, the run
@@ -183,10 +194,18 @@ class CommitBatch:
     # a store may record them in the transaction, so that whether a request
     # was applied commits with its events. Other stores ignore them.
     receipts: list[str] = attrs.field(factory=list)
+    # The buckets of start rates the group's starts took tokens from (a
+    # store without `RateStore` ignores them).
+    rates: list[RateRow] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
         return bool(
-            self.definitions or self.executions or self.workers or self.offers or self.receipts
+            self.definitions
+            or self.executions
+            or self.workers
+            or self.offers
+            or self.receipts
+            or self.rates
         )
 
 
@@ -412,6 +431,15 @@ class IdempotencyStore(Protocol):
 
     def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
         """The row of `key` unless it expired before `now_ms`."""
+        ...
+
+
+class RateStore(Protocol):
+    """What start rates read of a store beside `Store` (a store without it
+    keeps no bucket across a restart)."""
+
+    def load_rates(self) -> list[RateRow]:
+        """Every bucket written, the last value of each (workflow, key)."""
         ...
 
 

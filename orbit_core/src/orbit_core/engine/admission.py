@@ -153,8 +153,10 @@ class Admission:
         if found is None:
             return
         scope, _ = found
-        line = self._line(scope)
         state = live.state
+        if not state.started and state.waiting and state.waiting["reason"] != "concurrency":
+            return  # held at a start gate before this limit (engine/start_gates.py)
+        line = self._line(scope)
         if state.terminal:
             return
         if state.started:

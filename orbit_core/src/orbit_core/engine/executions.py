@@ -18,13 +18,14 @@ from orbit_core.api import (
 )
 from orbit_core.decide import Limits, decide, next_due_ms
 from orbit_core.dispatch import QueuedTask, TaskIndex, routing_runtime
-from orbit_core.engine.admission import Admission, admitted_events
+from orbit_core.engine.admission import Admission, Wait, admitted_events
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.counters import Counters
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
+from orbit_core.engine.start_gates import Hold, StartGates
 from orbit_core.errors import ConflictError, StorageError, not_found
 from orbit_core.jsontypes import JsonValue
 from orbit_core.plan import Plan
@@ -91,6 +92,7 @@ class Executions:
         self.index = TaskIndex()
         self.children = Children(self, self.memory, store, catalog)
         self.admission = Admission(self.memory.get)
+        self.gates = StartGates(self.memory.get, counters)
         self._builtin_serial = 0
         # Scheduled child and built-in units of adopted executions, routed on
         # the next tick: (execution id, unit key, offer seq).
@@ -130,17 +132,16 @@ class Executions:
                 1, tx.now, d.name, d.version, d.definition_hash, value, parent, schedule_id
             ),
         )
-        wait = self.admission.admit(live)
+        gates = self.gates
+        wait = (
+            gates.debounce_hold(live, tx.now)
+            or gates.rate_hold(tx, live)
+            or self.admission.admit(live)
+        )
         if wait is None:
             self.append(tx, live, ev.WorkflowStarted(2, tx.now))
         else:
-            self.append(
-                tx,
-                live,
-                ev.WorkflowWaiting(
-                    2, tx.now, wait.reason, wait.key, wait.label, wait.limit, wait.ticket
-                ),
-            )
+            self.append(tx, live, _waiting_event(2, tx.now, wait))
         return live
 
     def running(self, execution_id: str) -> Live:
@@ -200,6 +201,7 @@ class Executions:
             ):
                 self.children.restore(state, unit.key, unit.worker_session or "", unit.token)
         self.admission.adopted(live)
+        self.gates.adopted(live)
         self.push_due(live)
         return live
 
@@ -383,6 +385,10 @@ class Executions:
             self.route_unrouted(tx)
         if self.admission.recheck:
             self.start_admitted(tx, self.admission.admit_rechecked())
+        gates_due = self.gates.next_due_ms()
+        if gates_due is not None and gates_due <= now:
+            for live, rate in self.gates.release(tx):
+                self.pass_gates(tx, live, rate=rate)
         due = self.memory.pop_due(now)
         held = self._held
         current = None
@@ -415,7 +421,11 @@ class Executions:
             raise
 
     def next_due_ms(self) -> int | None:
-        return self.memory.next_due_ms()
+        due = self.memory.next_due_ms()
+        gates = self.gates.next_due_ms()
+        if gates is None:
+            return due
+        return gates if due is None else min(due, gates)
 
     def push_due(self, live: Live) -> None:
         due = next_due_ms(live.state, live.plan)
@@ -645,6 +655,21 @@ class Executions:
         self.children.deliver(tx, live.state)
         self.start_admitted(tx, self.admission.release(live))
 
+    def pass_gates(self, tx: Tx, live: Live, *, rate: bool) -> None:
+        """An execution a start gate let go: asks the gates after it (the
+        rate, when `rate`, then the concurrency limit) and starts it, or
+        records what it waits for now."""
+        wait = (self.gates.rate_hold(tx, live) if rate else None) or self.admission.admit(live)
+        if wait is None:
+            self.start_admitted(tx, [live])
+        else:
+            self.append(tx, live, _waiting_event(live.state.last_seq + 1, tx.now, wait))
+
+    def debounce(self, tx: Tx, live: Live, value: JsonValue, due_ms: int) -> None:
+        """Folds a start into the pending execution `live` (engine/start_gates.py)."""
+        state = live.state
+        self.append(tx, live, ev.WorkflowDebounced(state.last_seq + 1, tx.now, value, due_ms))
+
     def start_admitted(self, tx: Tx, admitted: list[Live]) -> None:
         """Starts the executions a freed slot let in, in the same group."""
         for other in admitted:
@@ -690,6 +715,22 @@ class Executions:
         # continues at once advances one run per tick.
         live.due_at = tx.now
         self.due_now(tx, old.id)
+
+
+def _waiting_event(seq: int, now: int, wait: Wait | Hold) -> ev.WorkflowWaiting:
+    if isinstance(wait, Hold):
+        return ev.WorkflowWaiting(
+            seq,
+            now,
+            wait.reason,
+            wait.key,
+            wait.label,
+            wait.limit,
+            wait.ticket,
+            wait.period_ms,
+            wait.due_ms,
+        )
+    return ev.WorkflowWaiting(seq, now, wait.reason, wait.key, wait.label, wait.limit, wait.ticket)
 
 
 def _next_input(archived: Sequence[ev.Event]) -> JsonValue:

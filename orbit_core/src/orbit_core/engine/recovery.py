@@ -26,6 +26,9 @@ def load(executions: Executions, workers: Workers, now: int) -> tuple[int, int]:
             executions.catalog.add(Plan(ir.from_json(row.ir)))
         except ir.IRError:
             continue
+    load_rates = getattr(store, "load_rates", None)
+    if load_rates is not None:
+        executions.gates.load(load_rates())
     recovered = 0
     in_flight: list[str] = []
     for eid, events in store.load_active():
