@@ -15,7 +15,7 @@ from orbit_core.engine import Engine
 from orbit_core.errors import RateLimitedError
 from orbit_core.ir import Definition
 from orbit_core.memory_store import MemoryStore
-from orbit_core.testing import SequentialIds, SimulatedClock, simulated_engine
+from orbit_core.testing import SequentialIds, SimulatedClock, run_until_idle, simulated_engine
 from orbit_lang.compiler import compile_source
 
 CONTRACT = """
@@ -79,9 +79,10 @@ class World:
         found: list[tuple[int, int, str]] = []
         for row in self.engine.list_executions(limit=1000)["executions"]:
             eid = row["execution_id"]
-            for event in self.engine.history(eid)["events"]:
+            events: list[Any] = self.engine.history(eid)["events"]
+            for event in events:
                 if event["type"] == "WorkflowStarted":
-                    found.append((int(event["timestamp_ms"]), int(event["seq"]), eid))
+                    found.append((event["timestamp_ms"], event["seq"], eid))
         return [eid for _, _, eid in sorted(found)]
 
     def types(self, eid: str) -> list[str]:
@@ -246,7 +247,7 @@ def test_a_restart_keeps_buckets_lines_and_pending_debounces() -> None:
         w.clock.advance(1)
         # The pending Quiet execution starts 10 s after its second start.
         assert w.started()[-1] == pending
-        assert w.engine.get(pending)["input"]["n"] == 2
+        assert w.engine.get(pending)["input"] == {"customer_id": "q", "n": 2}
         w.clock.advance(20_000)
         assert "waiting" in w.engine.get("e4")
         w.clock.advance(1_000)
@@ -265,5 +266,85 @@ def test_a_fresh_bucket_after_a_restart_would_let_too_many_through() -> None:
         w.restart()
         with pytest.raises(RateLimitedError):
             w.start("e3")
+    finally:
+        w.engine.close()
+
+
+# ---- simulate/test honour the declarations
+
+
+def test_a_pytest_suite_can_start_many_and_assert_the_limits_held() -> None:
+    """The pattern docs/testing.md shows: many starts on the simulated
+    engine, `run_until_idle`, then the histories say when each started and
+    ended, so a suite checks a limit the way a reader would."""
+    source = (
+        CONTRACT
+        + """
+workflow Held {
+    version "1.0.0"
+    input { customer_id: String }
+    concurrency { max: 2, key: input.customer_id }
+    rate { max: 3, per: 1m, key: input.customer_id }
+
+    step work {
+        worker "demo.work"
+        with { customer_id: input.customer_id }
+    }
+    step rest { sleep 50s }
+}
+"""
+    )
+    result = compile_source(source)
+    assert result.errors == 0, result.diagnostics
+    engine = simulated_engine()
+    try:
+        engine.deploy(result.definitions[0])
+        engine.register_handler("demo.work", "1.0.0", lambda _input, _ctx: {})
+        for n in range(12):
+            engine.start("Held", input={"customer_id": f"c-{n % 2}"}, execution_id=f"h{n}")
+        run_until_idle(engine)
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for n in range(12):
+            events: list[Any] = engine.history(f"h{n}")["events"]
+            start = next(e["timestamp_ms"] for e in events if e["type"] == "WorkflowStarted")
+            assert events[-1]["type"] == "WorkflowCompleted"
+            spans.setdefault(f"c-{n % 2}", []).append((start, events[-1]["timestamp_ms"]))
+        for key_spans in spans.values():
+            starts = sorted(s for s, _ in key_spans)
+            # The bucket: 3 at once at most, then one per 20 s (3 per minute),
+            # so any stretch of starts fits 3 + its length / 20 s.
+            for i, a in enumerate(starts):
+                for j in range(i, len(starts)):
+                    assert j - i + 1 <= 3 + (starts[j] - a) // 20_000
+            # Never more than 2 running at once.
+            for at in starts:
+                assert sum(1 for s, e in key_spans if s <= at < e) <= 2
+    finally:
+        engine.close()
+
+
+def test_a_start_waiting_for_a_token_keeps_its_concurrency_slot_across_a_restart() -> None:
+    """Concurrency is asked before the rate, so the starts keep to the rate;
+    one let in by the concurrency limit holds its slot while it waits for a
+    token, also after a restart (its history says `rate`)."""
+    w = World("concurrency { max: 2 }\n    rate { max: 1, per: 1m }")
+    try:
+        for eid in ("b1", "b2", "b3"):
+            w.start(eid)
+        reasons = {eid: w.engine.get(eid).get("waiting", {}).get("reason") for eid in ("b2", "b3")}
+        assert w.started() == ["b1"] and reasons == {"b2": "rate", "b3": "concurrency"}
+        session = w.engine.workers.register("w", "python", [("demo.work", "1.0.0")])
+        task = w.engine.workers.poll(session["worker_session_id"], 0)
+        assert task is not None and task["execution_id"] == "b1"
+        w.restart()
+        w.clock.advance(1)  # a tick: the recovered lines are looked at again
+        assert w.engine.get("b3")["waiting"]["reason"] == "concurrency"
+        w.engine.workers.complete(task["token"], {})
+        # b1's slot goes to b3, which now waits for a token behind b2.
+        assert w.engine.get("b3")["waiting"]["reason"] == "rate"
+        w.clock.advance(59_999)
+        assert w.started() == ["b1", "b2"]
+        w.clock.advance(60_000)
+        assert w.started() == ["b1", "b2", "b3"]
     finally:
         w.engine.close()

@@ -139,6 +139,9 @@ class RateRow:
     workflow: str
     key: str
     tat_us: int
+    # When the group that wrote it ran (not stored: a bucket whose time is
+    # before it is full, and the store may delete it).
+    at_ms: int = 0
 
 
 @attrs.define(slots=True)

@@ -27,6 +27,7 @@ from orbit_core.ports import (
     ExecutionRow,
     IdempotencyRow,
     PauseMark,
+    RateRow,
     ScheduleAdvance,
     ScheduleRow,
     Store,
@@ -118,6 +119,12 @@ class LoggedStore:
         if find is None:
             return None
         return self._run("find_idempotency", lambda: find(key, now_ms))
+
+    def load_rates(self) -> list[RateRow]:
+        load: Callable[[], list[RateRow]] | None = getattr(self.inner, "load_rates", None)
+        if load is None:
+            return []
+        return self._run("load_rates", load)
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int

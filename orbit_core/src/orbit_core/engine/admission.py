@@ -154,9 +154,14 @@ class Admission:
             return
         scope, _ = found
         state = live.state
-        if not state.started and state.waiting and state.waiting["reason"] != "concurrency":
-            return  # held at a start gate before this limit (engine/start_gates.py)
+        reason = state.waiting["reason"] if not state.started and state.waiting else None
+        if reason == "debounce":
+            return  # not yet at this limit (engine/start_gates.py)
         line = self._line(scope)
+        if reason == "rate":
+            # Let in by this limit, it holds its slot while it waits for a token.
+            line.running.add(state.id)
+            return
         if state.terminal:
             return
         if state.started:

@@ -135,8 +135,8 @@ class Executions:
         gates = self.gates
         wait = (
             gates.debounce_hold(live, tx.now)
-            or gates.rate_hold(tx, live)
             or self.admission.admit(live)
+            or gates.rate_hold(tx, live)
         )
         if wait is None:
             self.append(tx, live, ev.WorkflowStarted(2, tx.now))
@@ -384,11 +384,10 @@ class Executions:
         if self._unrouted:
             self.route_unrouted(tx)
         if self.admission.recheck:
-            self.start_admitted(tx, self.admission.admit_rechecked())
+            self.pass_rate(tx, self.admission.admit_rechecked())
         gates_due = self.gates.next_due_ms()
         if gates_due is not None and gates_due <= now:
-            for live, rate in self.gates.release(tx):
-                self.pass_gates(tx, live, rate=rate)
+            self._release_gates(tx)
         due = self.memory.pop_due(now)
         held = self._held
         current = None
@@ -419,6 +418,14 @@ class Executions:
             for eid in due:
                 self.memory.due_at(held[eid][0] if eid in held else now, eid)
             raise
+
+    def _release_gates(self, tx: Tx) -> None:
+        """What a debounce or a rate lets go now (engine/start_gates.py)."""
+        for live, debounced in self.gates.release(tx):
+            if debounced:
+                self.pass_gates(tx, live)
+            else:
+                self.start_admitted(tx, [live])
 
     def next_due_ms(self) -> int | None:
         due = self.memory.next_due_ms()
@@ -653,17 +660,27 @@ class Executions:
         live.finalized = True
         tx.terminal.append(live)
         self.children.deliver(tx, live.state)
-        self.start_admitted(tx, self.admission.release(live))
+        self.pass_rate(tx, self.admission.release(live))
 
-    def pass_gates(self, tx: Tx, live: Live, *, rate: bool) -> None:
-        """An execution a start gate let go: asks the gates after it (the
-        rate, when `rate`, then the concurrency limit) and starts it, or
-        records what it waits for now."""
-        wait = (self.gates.rate_hold(tx, live) if rate else None) or self.admission.admit(live)
+    def pass_gates(self, tx: Tx, live: Live) -> None:
+        """A debounced execution whose quiet period ended: asks the
+        concurrency limit, then the rate, and starts it, or records what it
+        waits for now (engine/start_gates.py has the order)."""
+        wait = self.admission.admit(live) or self.gates.rate_hold(tx, live)
         if wait is None:
             self.start_admitted(tx, [live])
         else:
             self.append(tx, live, _waiting_event(live.state.last_seq + 1, tx.now, wait))
+
+    def pass_rate(self, tx: Tx, admitted: list[Live]) -> None:
+        """Executions a concurrency slot let in: each starts now, or waits
+        for its rate's next token (holding its slot meanwhile)."""
+        for live in admitted:
+            hold = self.gates.rate_hold(tx, live)
+            if hold is None:
+                self.start_admitted(tx, [live])
+            else:
+                self.append(tx, live, _waiting_event(live.state.last_seq + 1, tx.now, hold))
 
     def debounce(self, tx: Tx, live: Live, value: JsonValue, due_ms: int) -> None:
         """Folds a start into the pending execution `live` (engine/start_gates.py)."""

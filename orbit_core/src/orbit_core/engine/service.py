@@ -549,7 +549,7 @@ class Engine:
             tx.workers,
             tx.offers,
             tx.receipts,
-            [RateRow(w, k, tat) for (w, k), tat in tx.rates.items()] if tx.rates else [],
+            [RateRow(w, k, tat, tx.now) for (w, k), tat in tx.rates.items()] if tx.rates else [],
         )
         return Group(tx, commit, batch)
 

@@ -1,8 +1,10 @@
-"""Start gates: a workflow's `debounce` and `rate`, which may hold a new
-execution back before its `concurrency` limit (engine/admission.py) is
-asked. The order is debounce, then rate, then concurrency; an execution
-held at one gate records `WorkflowWaiting` with that gate's reason and is
-asked at the next once it passes (docs/language/flow-control.md).
+"""Start gates: a workflow's `debounce` and `rate`, the two limits on a
+start besides its `concurrency` (engine/admission.py). The order is
+debounce, then concurrency, then rate: the rate is asked last so that the
+starts themselves (WorkflowStarted) keep to it, and an execution waiting
+for a token holds the concurrency slot it was given. An execution held at
+one gate records `WorkflowWaiting` with that gate's reason and is asked at
+the next once it passes (docs/language/flow-control.md).
 
 Debounce. The first start of a key creates the execution and holds it
 (`WorkflowWaiting`, reason `debounce`, with `due_ms`). A later start of the
@@ -216,7 +218,8 @@ class StartGates:
 
     def release(self, tx: Tx) -> list[tuple[Live, bool]]:
         """The executions whose gate lets them go now, first due first, each
-        with whether it still has the rate gate ahead (a debounced one)."""
+        with whether it was debounced (the other gates are still ahead of
+        it) or had a rate token (it starts now)."""
         out: list[tuple[Live, bool]] = []
         now = tx.now
         while self._timers and self._timers[0][0] <= now:
