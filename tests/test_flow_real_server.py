@@ -9,6 +9,7 @@ restart the limit still holds and no waiting start is lost."""
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,7 @@ def test_an_idempotency_key_starts_once_across_a_restart(database: str) -> None:
 
 
 STEP_SOURCE = """
+RATED = """
 task "demo.work" {
     version "1.0.0"
     input { customer_id: String }
@@ -180,6 +182,25 @@ workflow PerStep {
         with { customer_id: input.customer_id }
         concurrency { max: 1, key: input.customer_id }
     }
+workflow Paced {
+    version "1.0.0"
+    input { customer_id: String }
+    rate { max: 1, per: 4s, key: input.customer_id }
+    step work { worker "demo.work" with { customer_id: input.customer_id } }
+}
+
+workflow Dropped {
+    version "1.0.0"
+    input { customer_id: String }
+    rate { max: 1, per: 1h, key: input.customer_id, on_exceed: drop }
+    step work { worker "demo.work" with { customer_id: input.customer_id } }
+}
+
+workflow Quiet {
+    version "1.0.0"
+    input { customer_id: String, n: Int }
+    debounce { period: 1h, key: input.customer_id }
+    step work { worker "demo.work" with { customer_id: input.customer_id } }
 }
 """
 
@@ -213,6 +234,69 @@ def test_a_step_limit_holds_one_attempt_per_customer_across_a_kill(tmp_path: Pat
         assert doc(api, "s2")["waiting"]["message"] == waiting
         status = Orbit(f"http://{proc.addr}").ok("status", "s2")
         assert waiting in status.stdout
+def event_ms(api: Http, execution_id: str, kind: str) -> int:
+    reply = api.get(f"/v1/executions/{execution_id}/history")
+    assert reply.status == 200, reply
+    (found,) = [e["timestamp_ms"] for e in reply.body["events"] if e["type"] == kind]
+    return int(found)
+
+
+def test_rates_and_debounce_hold_across_a_kill(database: str) -> None:
+    """A start over `Paced`'s rate waits (document and `orbit status` say
+    so) and starts 4 s after the first even though the server was killed
+    meanwhile; `Dropped` refuses the second start with 429 RATE_LIMITED (and
+    `orbit run` exits 1), also after the restart, since the bucket is
+    stored; a second `Quiet` start is folded into the pending execution,
+    before and after the restart."""
+    result = compile_source(RATED)
+    assert result.errors == 0, result.diagnostics
+    proc = ServerProcess(database).start()
+    try:
+        api = proc.http()
+        for definition in result.definitions:
+            assert api.post("/v1/workflows", ir.to_json(definition)).status == 201
+        for eid in ("p1", "p2"):
+            reply = api.post(
+                "/v1/executions",
+                {"workflow": "Paced", "input": {"customer_id": "c-1"}, "execution_id": eid},
+            )
+            assert reply.status == 201, reply
+        paced = "waiting for a rate limit: customer_id `c-1` 1 per 4s"
+        assert doc(api, "p2")["waiting"]["message"] == paced
+        assert paced in Orbit(f"http://{proc.addr}").ok("status", "p2").stdout
+
+        def drop() -> Any:
+            return api.post(
+                "/v1/executions", {"workflow": "Dropped", "input": {"customer_id": "c-1"}}
+            )
+
+        assert drop().status == 201
+        refused = drop()
+        assert refused.status == 429, refused
+        assert refused.body["error"]["code"] == "RATE_LIMITED"
+        assert (
+            "rate limit for customer_id `c-1` (1 per 1h) is reached"
+            in (refused.body["error"]["message"])
+        )
+        run = Orbit(f"http://{proc.addr}")(
+            "run", "Dropped", "--input", '{"customer_id": "c-1"}', "--no-wait"
+        )
+        assert run.exit_code == 1, run.output
+        assert "RATE_LIMITED" in run.stderr and "is reached" in run.stderr
+
+        def quiet(n: int) -> Any:
+            return api.post(
+                "/v1/executions", {"workflow": "Quiet", "input": {"customer_id": "q", "n": n}}
+            )
+
+        first = quiet(1)
+        assert first.status == 201
+        pending = first.body["execution_id"]
+        assert quiet(2).body == {"execution_id": pending, "created": False}
+        metrics = api.get("/v1/metrics").text
+        assert 'orbit_executions_rate_limited_total{outcome="delayed"} 1.0' in metrics
+        assert 'orbit_executions_rate_limited_total{outcome="dropped"} 2.0' in metrics
+        assert "orbit_executions_debounced_total 1.0" in metrics
     finally:
         proc.stop(signal.SIGKILL)
 
@@ -227,5 +311,17 @@ def test_a_step_limit_holds_one_attempt_per_customer_across_a_kill(tmp_path: Pat
         (second,) = take_all(worker)
         assert second["execution_id"] == "s2"
         assert doc(api, "s3")["waiting"]["message"] == waiting
+        assert drop().status == 429
+        assert quiet(3).body == {"execution_id": pending, "created": False}
+        assert doc(api, pending)["input"] == {"customer_id": "q", "n": 3}
+        # p2 starts once the bucket has its next token, 4 s after p1's start.
+        for _ in range(200):
+            if "waiting" not in doc(api, "p2"):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("p2 never started")
+        gap = event_ms(api, "p2", "WorkflowStarted") - event_ms(api, "p1", "WorkflowStarted")
+        assert gap >= 4000
     finally:
         proc.stop()

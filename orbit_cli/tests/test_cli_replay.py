@@ -19,6 +19,8 @@ from orbit_cli.main import cli
 from orbit_cli.replay import decode_events, replay
 from orbit_cli.simulator import Deployment
 from orbit_cli.testrun import run_test
+from orbit_core.testing import run_until_idle, simulated_engine
+from orbit_lang.compiler import compile_source
 from orbit_lang.testplan import plan_tests
 
 HERE = Path(__file__).parent
@@ -349,3 +351,41 @@ def test_time_travel_prints_the_chapters_state(project: Path) -> None:
         '    greet: {"text":"hello Ada"}\n'
         "    wait: {}\n"
     )
+
+
+def test_flow_control_waits_replay_as_recorded_facts() -> None:
+    """WorkflowWaiting, WorkflowAdmitted (a concurrency limit, a rate, a
+    debounce) and WorkflowDebounced are the engine's admission, not the
+    decider's: a history holding them replays without divergence."""
+
+    result = compile_source(
+        """
+task "demo.work" { version "1.0.0" input { customer_id: String } output {} }
+
+workflow Quiet {
+    version "1.0.0"
+    input { customer_id: String, n: Int }
+    debounce { period: 10s, key: input.customer_id }
+    concurrency { max: 1 }
+    rate { max: 1, per: 1m }
+    step work { worker "demo.work" with { customer_id: input.customer_id } }
+}
+"""
+    )
+    (definition,) = result.definitions
+    engine = simulated_engine()
+    try:
+        engine.deploy(definition)
+        engine.register_handler("demo.work", "1.0.0", lambda _input, _ctx: {})
+        first = engine.start("Quiet", input={"customer_id": "a", "n": 1})["execution_id"]
+        engine.start("Quiet", input={"customer_id": "a", "n": 2})
+        second = engine.start("Quiet", input={"customer_id": "b", "n": 1})["execution_id"]
+        run_until_idle(engine)
+        for eid in (first, second):
+            raw = engine.history(eid)["events"]
+            kinds = {e["type"] for e in raw}
+            assert {"WorkflowWaiting", "WorkflowAdmitted"} <= kinds
+            report = replay(eid, decode_events(raw), definition)
+            assert report.divergences == [], report.divergences
+    finally:
+        engine.close()

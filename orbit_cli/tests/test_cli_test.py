@@ -704,3 +704,49 @@ def test_the_built_in_http_task_is_mocked_like_any_other(project: Path) -> None:
     assert result.exit_code == 0, result.output
     # Retries after 500 ms and 1 s: no request ever left the process.
     assert "ok      http is mocked (1.5s simulated)\n" in result.stdout
+
+
+def test_a_test_and_a_simulation_honour_flow_control(project: Path) -> None:
+    """The simulator runs the engine itself, so a workflow's debounce,
+    concurrency and rate hold there as on a server: the debounced execution
+    starts after its quiet period of simulated time (issue 39)."""
+    source = write(
+        project,
+        "flow.orbit",
+        """
+task "demo.work" {
+    version "1.0.0"
+    input { customer_id: String }
+    output {}
+}
+
+workflow Quiet {
+    version "1.0.0"
+    input { customer_id: String }
+    debounce { period: 10s, key: input.customer_id }
+    concurrency { max: 1, key: input.customer_id }
+    rate { max: 1, per: 1m, key: input.customer_id }
+
+    step work {
+        worker "demo.work"
+        with { customer_id: input.customer_id }
+    }
+}
+
+test "a debounced start runs after its quiet period" {
+    workflow Quiet
+    input { customer_id: "c-1" }
+    mock "demo.work" returns {}
+    expect status COMPLETED
+}
+""",
+    )
+    result = orbit_test(source)
+    assert result.exit_code == 0, result.output
+    assert "ok      a debounced start runs after its quiet period (10.0s simulated)" in (
+        result.stdout
+    )
+    simulated = CliRunner().invoke(cli, ["simulate", source, "-i", '{"customer_id": "c-1"}'])
+    assert simulated.exit_code == 0, simulated.output
+    assert "WorkflowWaiting           reason=debounce" in simulated.stdout
+    assert "elapsed: 10.0s" in simulated.stdout

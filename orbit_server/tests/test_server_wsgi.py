@@ -47,6 +47,7 @@ def test_every_api_code_has_its_status() -> None:
         "ALREADY_PAUSED": 409,  # pause and resume (docs/operating-executions.md)
         "NOT_PAUSED": 409,
         "IDEMPOTENCY_KEY_REUSED": 409,  # idempotent starts (docs/language/flow-control.md)
+        "RATE_LIMITED": 429,  # start rates with on_exceed: drop (docs/language/flow-control.md)
     }
     assert {code: STATUS[code] for code in extensions} == extensions
     assert len(STATUS) == 27 + len(extensions)

@@ -60,6 +60,11 @@ EXTERNAL = frozenset(
         # An operator's (docs/operating-executions.md).
         "WorkflowPaused",
         "WorkflowResumed",
+        # Flow control (docs/language/flow-control.md): the engine's admission
+        # of a start, decided across executions, and a later start folded in.
+        "WorkflowWaiting",
+        "WorkflowAdmitted",
+        "WorkflowDebounced",
     }
 )
 RESULTS = frozenset({"StepSucceeded", "StepAttemptFailed"})

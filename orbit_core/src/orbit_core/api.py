@@ -160,6 +160,10 @@ class FlowWaitDoc(TypedDict):
     # The unit held back, when a step's `concurrency` holds back one of its
     # task attempts rather than the whole execution.
     step: NotRequired[str]
+    # A rate's period and a debounce's quiet period, and when a debounced
+    # execution starts unless replaced again.
+    period_ms: NotRequired[int]
+    due_ms: NotRequired[int]
 
 
 class ExecutionDoc(TypedDict):

@@ -73,3 +73,11 @@ def payload_too_large(what: str, size: int, limit: int) -> LimitError:
         "(--max-payload-bytes or the workflow's `limits`)",
         "PAYLOAD_TOO_LARGE",
     )
+
+
+class RateLimitedError(LimitError):
+    """A start refused by its workflow's `rate { on_exceed: drop }`
+    (docs/language/flow-control.md); `details["retry_after_ms"]` says when
+    the key's next start may go."""
+
+    code = "RATE_LIMITED"

@@ -368,19 +368,35 @@ class StepRestored:
 
 
 # Flow control (docs/language/flow-control.md): an execution that a
-# `concurrency` limit holds back records WorkflowWaiting instead of
-# WorkflowStarted, and WorkflowAdmitted then WorkflowStarted when a slot
-# frees, in the commit of the work that freed it.
+# `concurrency` limit, a `rate` or a `debounce` holds back records
+# WorkflowWaiting instead of WorkflowStarted, and WorkflowAdmitted then
+# WorkflowStarted when it may go, in the commit of what let it go.
 @attrs.frozen
 class WorkflowWaiting:
     TYPE: ClassVar[str] = "WorkflowWaiting"
     seq: int
     timestamp_ms: int
-    reason: str  # "concurrency"
+    reason: str  # "concurrency", "rate" or "debounce"
     key: str  # the key's value as text; "" for a limit without a key
     label: str  # what the key names, e.g. `customer_id`
-    limit: int
+    limit: int  # a rate's `max`; 0 for a debounce
     ticket: int  # its place in line among the waiting
+    # A rate's `per` and a debounce's `period` (written only for those).
+    period_ms: int | None = None
+    # A debounce: when the execution starts unless another start replaces
+    # its input first (then WorkflowDebounced carries the new time).
+    due_ms: int | None = None
+
+
+# A start with the key of a pending debounced execution replaces its input
+# (the last input wins) and pushes its start back, up to `max_wait`.
+@attrs.frozen
+class WorkflowDebounced:
+    TYPE: ClassVar[str] = "WorkflowDebounced"
+    seq: int
+    timestamp_ms: int
+    input: Json
+    due_ms: int
 
 
 @attrs.frozen
@@ -445,6 +461,7 @@ Event: TypeAlias = (
     | StepRestored
     | WorkflowWaiting
     | WorkflowAdmitted
+    | WorkflowDebounced
     | WorkflowPaused
     | WorkflowResumed
 )
@@ -458,6 +475,7 @@ _OPTIONAL_BY_TYPE: dict[str, frozenset[str]] = {
     "WorkflowCreated": frozenset(_OPTIONAL),
     "SignalAwaitStarted": frozenset({"deadline_ms"}),
     "WorkflowPaused": frozenset({"reason"}),
+    "WorkflowWaiting": frozenset({"period_ms", "due_ms"}),
 }
 _FIELDS: dict[type[Event], tuple[str, ...]] = {
     cls: tuple(a.name for a in attrs.fields(cls))[2:] for cls in EVENT_TYPES.values()

@@ -18,6 +18,7 @@ from orbit_core.ports import (
     ExecutionRow,
     IdempotencyRow,
     PauseMark,
+    RateRow,
     ScheduleAdvance,
     ScheduleRow,
     WorkerRow,
@@ -42,6 +43,8 @@ class MemoryStore:
         self._search: dict[str, dict[str, SearchValue]] = {}
         # Idempotency keys of starts (engine/idempotency.py).
         self._idempotency: dict[str, IdempotencyRow] = {}
+        # Buckets of start rates (orbit_core/flow/rate.py).
+        self._rates: dict[tuple[str, str], RateRow] = {}
 
     def _share(self, other: MemoryStore) -> None:
         """Makes this store another view of `other`'s rows: the servers of
@@ -55,6 +58,7 @@ class MemoryStore:
         self._schedules = other._schedules
         self._search = other._search
         self._idempotency = other._idempotency
+        self._rates = other._rates
 
     def load_definitions(self) -> list[DefinitionRow]:
         with self._lock:
@@ -94,6 +98,8 @@ class MemoryStore:
                     self._idempotency[change.idempotency.key] = change.idempotency
             for w in batch.workers:
                 self._workers[w.worker_id] = w
+            for rate in batch.rates:
+                self._rates[(rate.workflow, rate.key)] = rate
 
     def history(self, execution_id: str, run: int | None = None) -> list[Event] | None:
         with self._lock:
@@ -113,6 +119,10 @@ class MemoryStore:
         with self._lock:
             row = self._idempotency.get(key)
         return row if row is not None and row.expires_ms >= now_ms else None
+
+    def load_rates(self) -> list[RateRow]:
+        with self._lock:
+            return list(self._rates.values())
 
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:
         with self._lock:

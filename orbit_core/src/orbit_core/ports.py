@@ -130,6 +130,20 @@ class IdempotencyRow:
     expires_ms: int
 
 
+@attrs.frozen(slots=True)
+class RateRow:
+    """The token bucket of one key of a workflow's start `rate`
+    (orbit_core/flow/rate.py): its theoretical arrival time in microseconds.
+    Written in the commit of the start that took the token."""
+
+    workflow: str
+    key: str
+    tat_us: int
+    # When the group that wrote it ran (not stored: a bucket whose time is
+    # before it is full, and the store may delete it).
+    at_ms: int = 0
+
+
 @attrs.define(slots=True)
 class ExecutionChange:
     """What one commit adds to one execution. With `archive_run` set, the run
@@ -183,10 +197,18 @@ class CommitBatch:
     # a store may record them in the transaction, so that whether a request
     # was applied commits with its events. Other stores ignore them.
     receipts: list[str] = attrs.field(factory=list)
+    # The buckets of start rates the group's starts took tokens from (kept by
+    # the store in the same transaction).
+    rates: list[RateRow] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
         return bool(
-            self.definitions or self.executions or self.workers or self.offers or self.receipts
+            self.definitions
+            or self.executions
+            or self.workers
+            or self.offers
+            or self.receipts
+            or self.rates
         )
 
 
@@ -249,6 +271,11 @@ class Store(Protocol):
     def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
         """The row of start idempotency key `key` unless it expired before
         `now_ms` (docs/language/flow-control.md)."""
+        ...
+
+    def load_rates(self) -> list[RateRow]:
+        """Every start-rate bucket written, the last value of each
+        (workflow, key), read at recovery (engine/start_gates.py)."""
         ...
 
     def execution_hashes(self, execution_ids: list[str]) -> dict[str, str]:

@@ -48,6 +48,7 @@ from orbit_core.api import (
 )
 from orbit_core.eval.scope import Scope
 from orbit_core.jsontypes import JsonObject, JsonValue
+from orbit_core.schedules.times import format_duration
 
 # The statuses an execution ends in, and those a unit is done in (a pending
 # unit has no status: None).
@@ -300,23 +301,43 @@ def _started(s: ExecutionState, e: ev.WorkflowStarted) -> None:
 
 
 def _waiting(s: ExecutionState, e: ev.WorkflowWaiting) -> None:
-    s.waiting = {
+    doc: FlowWaitDoc = {
         "reason": e.reason,
         "key": e.key,
         "label": e.label,
         "limit": e.limit,
         "since_ms": e.timestamp_ms,
-        "message": waiting_message(e.reason, e.label, e.key, e.limit),
+        "message": waiting_message(e.reason, e.label, e.key, e.limit, e.period_ms),
     }
+    if e.period_ms is not None:
+        doc["period_ms"] = e.period_ms
+    if e.due_ms is not None:
+        doc["due_ms"] = e.due_ms
+    s.waiting = doc
     s.flow_ticket = e.ticket
 
 
-def waiting_message(reason: str, label: str, key: str, limit: int) -> str:
+def waiting_message(
+    reason: str, label: str, key: str, limit: int, period_ms: int | None = None
+) -> str:
     """What `orbit status` and the UI say of a held-back execution; while it
-    waits, every slot of its key is taken, so the count is `limit/limit`."""
-    if not label:
-        return f"waiting for a {reason} slot: {limit}/{limit}"
-    return f"waiting for a {reason} slot: {label} `{key}` {limit}/{limit}"
+    waits for a concurrency slot, every slot of its key is taken, so the
+    count is `limit/limit`."""
+    which = f"{label} `{key}` " if label else ""
+    if reason == "rate":
+        return f"waiting for a rate limit: {which}{limit} per {format_duration(period_ms or 0)}"
+    if reason == "debounce":
+        quiet = format_duration(period_ms or 0)
+        return f"waiting for a debounce: {which}{quiet} without another start"
+    return f"waiting for a {reason} slot: {which}{limit}/{limit}"
+
+
+def _debounced(s: ExecutionState, e: ev.WorkflowDebounced) -> None:
+    # A later start replaced the input of this pending execution.
+    s.input = e.input
+    s.main_scope = None
+    if s.waiting is not None:
+        s.waiting["due_ms"] = e.due_ms
 
 
 def _admitted(s: ExecutionState, e: ev.WorkflowAdmitted) -> None:
@@ -628,6 +649,7 @@ _APPLY: dict[type[ev.Event], Callable[[ExecutionState, Any], None]] = {
     ev.StepRestored: _restored,
     ev.WorkflowWaiting: _waiting,
     ev.WorkflowAdmitted: _admitted,
+    ev.WorkflowDebounced: _debounced,
     ev.WorkflowPaused: _paused,
     ev.WorkflowResumed: _resumed,
 }

@@ -64,6 +64,7 @@ from orbit_core.ports import (
     ExecutionRow,
     IdempotencyRow,
     PauseMark,
+    RateRow,
     ScheduleAdvance,
     ScheduleRow,
     Store,
@@ -163,8 +164,10 @@ class StandbyStore:
         return self.inner.execution_hashes(execution_ids)
 
     def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
-        find = getattr(self.inner, "find_idempotency", None)
-        return None if find is None else find(key, now_ms)
+        return self.inner.find_idempotency(key, now_ms)
+
+    def load_rates(self) -> list[RateRow]:
+        return self.inner.load_rates()
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int

@@ -56,6 +56,8 @@ STATUS: dict[str, int] = {
     "CHILD_EXECUTION": 409,
     # Idempotent starts (issue 39, docs/language/flow-control.md).
     "IDEMPOTENCY_KEY_REUSED": 409,
+    # Start rates with `on_exceed: drop` (issue 39, docs/language/flow-control.md).
+    "RATE_LIMITED": 429,
 }
 
 _log = logger()

@@ -523,7 +523,10 @@ JSON_ERRORS = {
     409: "A conflict with what exists (the code says which).",
     413: "The value is larger than --max-payload-bytes (PAYLOAD_TOO_LARGE).",
     422: "The value does not match its declaration (the code says which).",
-    429: "--max-active-executions executions are running (RESOURCE_EXHAUSTED).",
+    429: (
+        "--max-active-executions executions are running (RESOURCE_EXHAUSTED), or a start "
+        "finds its workflow's rate limit with on_exceed: drop reached (RATE_LIMITED)."
+    ),
     500: "The database operation failed (STORAGE_ERROR); nothing was changed.",
 }
 

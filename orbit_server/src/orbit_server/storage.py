@@ -27,6 +27,7 @@ from orbit_core.ports import (
     ExecutionRow,
     IdempotencyRow,
     PauseMark,
+    RateRow,
     ScheduleAdvance,
     ScheduleRow,
     Store,
@@ -112,12 +113,10 @@ class LoggedStore:
         return self._run("execution_hashes", lambda: dict(read(execution_ids)))
 
     def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
-        find: Callable[[str, int], IdempotencyRow | None] | None = getattr(
-            self.inner, "find_idempotency", None
-        )
-        if find is None:
-            return None
-        return self._run("find_idempotency", lambda: find(key, now_ms))
+        return self._run("find_idempotency", lambda: self.inner.find_idempotency(key, now_ms))
+
+    def load_rates(self) -> list[RateRow]:
+        return self._run("load_rates", self.inner.load_rates)
 
     def list_executions(
         self, status: str | None, workflow: str | None, limit: int

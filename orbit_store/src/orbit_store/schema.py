@@ -409,6 +409,20 @@ orbit_idempotency_keys = Table(
 )
 IDEMPOTENCY_VERSION = 1
 
+# Token buckets of workflow start rates (beyond the book: docs/language/
+# flow-control.md): one row per workflow and key, its theoretical arrival
+# time, written in the commit of the start that took a token. A part of its
+# own, "flow_rates", created by the first commit that writes one
+# (orbit_store.rates).
+orbit_flow_rates = Table(
+    "orbit_flow_rates",
+    metadata,
+    Column("workflow", Text, primary_key=True),
+    Column("rate_key", Text, primary_key=True),
+    Column("tat_us", BigInteger, nullable=False),
+)
+FLOW_RATES_VERSION = 1
+
 
 # Batch operations (beyond the book, docs/operating-executions.md): a job
 # that pauses, resumes or cancels the executions a filter selected, and one

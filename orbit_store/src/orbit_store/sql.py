@@ -37,12 +37,13 @@ from orbit_core.ports import (
     ExecutionRow,
     IdempotencyRow,
     PauseMark,
+    RateRow,
     WorkerRow,
     pause_marks,
 )
 from orbit_core.state import TERMINAL
 from orbit_core.visibility.page import SearchQuery
-from orbit_store import idempotency, search
+from orbit_store import idempotency, rates, search
 from orbit_store import schema as s
 from orbit_store.batches import BatchTables
 from orbit_store.schedules import ScheduleTables
@@ -243,6 +244,8 @@ class SqlStore(ScheduleTables, BatchTables):
                     self._indexed = search.exists(conn)
                     # Whether the idempotency part exists (orbit_store.idempotency).
                     self._keyed = idempotency.exists(conn)
+                    # Whether the start-rate part exists (orbit_store.rates).
+                    self._rated = rates.exists(conn)
             finally:
                 self._writer.close()
         dialect = engine.dialect
@@ -356,6 +359,9 @@ class SqlStore(ScheduleTables, BatchTables):
         self._sweep_keys = _Statement(dialect, idempotency.sweep_sql(), ("now",))
         self._find_key = _Statement(dialect, idempotency.find_sql(), ("k", "now"))
         self._swept_at = 0
+        self._upsert_rate = _Statement(dialect, rates.upsert_sql(dialect), rates.COLUMNS)
+        self._sweep_rates = _Statement(dialect, rates.sweep_sql(), ("now_us",))
+        self._rates_swept_at = 0
         o = s.orbit_retention
         self._delete_retention = _Statement(
             dialect, o.delete().where(o.c.execution_id == bindparam("eid")), ("eid",)
@@ -490,6 +496,7 @@ class SqlStore(ScheduleTables, BatchTables):
         moves: list[tuple[list[tuple[Any, ...]], str, int, list[tuple[Any, ...]]]] = []
         found = self._search_rows(batch)
         keys = [idempotency.row(c.idempotency) for c in batch.executions if c.idempotency]
+        buckets = batch.rates
         for change in batch.executions:
             eid = change.execution_id
             if change.archive_run is not None:
@@ -542,6 +549,7 @@ class SqlStore(ScheduleTables, BatchTables):
             self.update_rows(cursor, updates)
             self._write_search(cursor, found)
             self._write_keys(cursor, keys)
+            self._write_rates(cursor, batch)
             for w in batch.workers:
                 self._delete_worker.run(cursor, [(w.worker_id,)])
                 self._insert_worker.run(
@@ -568,7 +576,14 @@ class SqlStore(ScheduleTables, BatchTables):
             marker = (self._find_definition, definitions[0][:3])
         # Search rows join the one statement once their table exists (the
         # first commit that has some creates it, in a transaction).
-        if not (moves or definitions or batch.workers or keys or (found and not self._indexed)):
+        if not (
+            moves
+            or definitions
+            or batch.workers
+            or keys
+            or buckets
+            or (found and not self._indexed)
+        ):
             alone = self.one_statement(events, new_rows, updates, found)
             if alone is not None:
                 self._write(alone, marker, alone=True)
@@ -576,6 +591,7 @@ class SqlStore(ScheduleTables, BatchTables):
         self._write(statements, marker)
         self._indexed = self._indexed or bool(found)
         self._keyed = self._keyed or bool(keys)
+        self._rated = self._rated or bool(buckets)
 
     @staticmethod
     def _search_rows(batch: CommitBatch) -> list[tuple[Any, ...]]:
@@ -614,6 +630,28 @@ class SqlStore(ScheduleTables, BatchTables):
             self._swept_at = now
             self._sweep_keys.run(cursor, [(now,)])
         self._upsert_key.run(cursor, keys)
+
+    def _write_rates(self, cursor: Any, batch: CommitBatch) -> None:
+        """Upserts the group's start-rate buckets, creating the part on
+        first use and deleting full ones (their time has passed) now and then."""
+        if not batch.rates:
+            return
+        if not self._rated:
+            for statement in rates.create_statements(self.engine.dialect):
+                cursor.execute(statement)
+        now_ms = batch.rates[0].at_ms
+        if now_ms - self._rates_swept_at >= rates.SWEEP_EVERY_MS:
+            self._rates_swept_at = now_ms
+            self._sweep_rates.run(cursor, [(now_ms * 1000,)])
+        self._upsert_rate.run(cursor, [rates.row(r) for r in batch.rates])
+
+    def load_rates(self) -> list[RateRow]:
+        """Every start-rate bucket stored (orbit_core/engine/start_gates.py)."""
+        if not self._rated:
+            self._rated = self._read(rates.exists)
+            if not self._rated:
+                return []
+        return self._read(lambda conn: [rates.from_row(r) for r in conn.execute(rates.load_sql())])
 
     def find_idempotency(self, key: str, now_ms: int) -> IdempotencyRow | None:
         """The unexpired row of an idempotency key (engine/idempotency.py)."""

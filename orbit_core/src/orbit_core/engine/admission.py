@@ -172,8 +172,15 @@ class Admission:
         if found is None:
             return
         scope, _ = found
-        line = self._line(scope)
         state = live.state
+        reason = state.waiting["reason"] if not state.started and state.waiting else None
+        if reason == "debounce":
+            return  # not yet at this limit (engine/start_gates.py)
+        line = self._line(scope)
+        if reason == "rate":
+            # Let in by this limit, it holds its slot while it waits for a token.
+            line.running.add(state.id)
+            return
         if state.terminal:
             return
         if state.started:

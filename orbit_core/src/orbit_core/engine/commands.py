@@ -146,6 +146,7 @@ class Tx:
         "new_tasks",
         "now",
         "offers",
+        "rates",
         "receipts",
         "reported",
         "terminal",
@@ -171,6 +172,9 @@ class Tx:
         self.offers: list[TaskOffer] = []
         # Receipts of the commands applied (see Command.receipt).
         self.receipts: list[str] = []
+        # Start-rate buckets the group took tokens from: (workflow, key) ->
+        # the bucket's new state (engine/start_gates.py), stored with it.
+        self.rates: dict[tuple[str, str], int] = {}
         self.claimed: list[Command] = []
         # Tokens whose results the group's commands took: if the group is
         # undone, those results are not recorded (Workers.unrecorded).

@@ -80,6 +80,13 @@ class Control:
         limits.check_payload("execution input", value)
         if error is not None:
             raise InvalidError(f"workflow input is invalid at {error}", "INVALID_INPUT")
+        joined = x.gates.pending(plan, value, tx.now)
+        if joined is not None:
+            # A debounced workflow's start folded into the pending execution.
+            pending, due = joined
+            x.debounce(tx, pending, value, due)
+            return {"execution_id": pending.state.id, "created": False}
+        x.gates.refuse(plan, value, execution_id, tx.now)
         if self._max_active is not None and x.memory.active_top >= self._max_active:
             raise LimitError(
                 f"{x.memory.active_top} executions are already running (--max-active-executions)",

@@ -19,6 +19,11 @@ class Counters:
     schedules_fired: int = 0
     schedules_skipped_overlap: int = 0
     schedules_skipped_missed: int = 0
+    # Flow control (engine/start_gates.py): starts a `rate` held back or
+    # refused, and starts a `debounce` folded into a pending execution.
+    rate_delayed: int = 0
+    rate_dropped: int = 0
+    debounced: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """By name, as `Engine.health` reports them."""

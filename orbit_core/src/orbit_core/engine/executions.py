@@ -19,13 +19,14 @@ from orbit_core.api import (
 )
 from orbit_core.decide import Limits, decide, next_due_ms
 from orbit_core.dispatch import QueuedTask, TaskIndex, routing_runtime
-from orbit_core.engine.admission import Admission, admitted_events
+from orbit_core.engine.admission import Admission, Wait, admitted_events
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.children import Children
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.counters import Counters
 from orbit_core.engine.live import NO_ROW, RUNTIME_WORKER, Live
 from orbit_core.engine.running import Running
+from orbit_core.engine.start_gates import Hold, StartGates
 from orbit_core.engine.step_gate import StepGate, dispatch_order
 from orbit_core.errors import ConflictError, StorageError, not_found
 from orbit_core.history import stamp
@@ -98,6 +99,7 @@ class Executions:
         self.children = Children(self, self.memory, store, catalog)
         self.admission = Admission(self.memory.get)
         self.gate = StepGate(self.memory.get)
+        self.gates = StartGates(self.memory.get, counters)
         self._builtin_serial = 0
         # Scheduled child and built-in units of adopted executions, routed on
         # the next tick: (execution id, unit key, offer seq).
@@ -141,20 +143,16 @@ class Executions:
             parent,
             schedule_id,
         )
-        wait = self.admission.admit(live)
+        gates = self.gates
+        wait = (
+            gates.debounce_hold(live, tx.now)
+            or self.admission.admit(live)
+            or gates.rate_hold(tx, live)
+        )
         if wait is None:
             self.record(tx, live, ev.WorkflowStarted)
         else:
-            self.record(
-                tx,
-                live,
-                ev.WorkflowWaiting,
-                wait.reason,
-                wait.key,
-                wait.label,
-                wait.limit,
-                wait.ticket,
-            )
+            self.record(tx, live, ev.WorkflowWaiting, *_waiting_fields(wait))
         return live
 
     def running(self, execution_id: str) -> Live:
@@ -218,6 +216,7 @@ class Executions:
             elif unit.status == UNIT_DISPATCHED:
                 self.gate.adopted(live, unit.key, state.updated_at_ms)
         self.admission.adopted(live)
+        self.gates.adopted(live)
         self.push_due(live)
         return live
 
@@ -401,8 +400,11 @@ class Executions:
         if self._unrouted:
             self.route_unrouted(tx)
         if self.admission.recheck:
-            self.start_admitted(tx, self.admission.admit_rechecked())
+            self.pass_rate(tx, self.admission.admit_rechecked())
         self.fill_gate(tx)
+        gates_due = self.gates.next_due_ms()
+        if gates_due is not None and gates_due <= now:
+            self._release_gates(tx)
         due = self.memory.pop_due(now)
         held = self._held
         current = None
@@ -434,8 +436,20 @@ class Executions:
                 self.memory.due_at(held[eid][0] if eid in held else now, eid)
             raise
 
+    def _release_gates(self, tx: Tx) -> None:
+        """What a debounce or a rate lets go now (engine/start_gates.py)."""
+        for live, debounced in self.gates.release(tx):
+            if debounced:
+                self.pass_gates(tx, live)
+            else:
+                self.start_admitted(tx, [live])
+
     def next_due_ms(self) -> int | None:
-        return self.memory.next_due_ms()
+        due = self.memory.next_due_ms()
+        gates = self.gates.next_due_ms()
+        if gates is None:
+            return due
+        return gates if due is None else min(due, gates)
 
     def push_due(self, live: Live) -> None:
         due = next_due_ms(live.state, live.plan)
@@ -689,7 +703,31 @@ class Executions:
         live.finalized = True
         tx.terminal.append(live)
         self.children.deliver(tx, live.state)
-        self.start_admitted(tx, self.admission.release(live))
+        self.pass_rate(tx, self.admission.release(live))
+
+    def pass_gates(self, tx: Tx, live: Live) -> None:
+        """A debounced execution whose quiet period ended: asks the
+        concurrency limit, then the rate, and starts it, or records what it
+        waits for now (engine/start_gates.py has the order)."""
+        wait = self.admission.admit(live) or self.gates.rate_hold(tx, live)
+        if wait is None:
+            self.start_admitted(tx, [live])
+        else:
+            self.record(tx, live, ev.WorkflowWaiting, *_waiting_fields(wait))
+
+    def pass_rate(self, tx: Tx, admitted: list[Live]) -> None:
+        """Executions a concurrency slot let in: each starts now, or waits
+        for its rate's next token (holding its slot meanwhile)."""
+        for live in admitted:
+            hold = self.gates.rate_hold(tx, live)
+            if hold is None:
+                self.start_admitted(tx, [live])
+            else:
+                self.record(tx, live, ev.WorkflowWaiting, *_waiting_fields(hold))
+
+    def debounce(self, tx: Tx, live: Live, value: JsonValue, due_ms: int) -> None:
+        """Folds a start into the pending execution `live` (engine/start_gates.py)."""
+        self.record(tx, live, ev.WorkflowDebounced, value, due_ms)
 
     def start_admitted(self, tx: Tx, admitted: list[Live]) -> None:
         """Starts the executions a freed slot let in, in the same group."""
@@ -729,6 +767,23 @@ class Executions:
         # continues at once advances one run per tick.
         live.due_at = tx.now
         self.due_now(tx, old.id)
+
+
+def _waiting_fields(
+    wait: Wait | Hold,
+) -> tuple[str, str, str, int, int, int | None, int | None]:
+    """`WorkflowWaiting`'s fields after its seq and time."""
+    if isinstance(wait, Hold):
+        return (
+            wait.reason,
+            wait.key,
+            wait.label,
+            wait.limit,
+            wait.ticket,
+            wait.period_ms,
+            wait.due_ms,
+        )
+    return (wait.reason, wait.key, wait.label, wait.limit, wait.ticket, None, None)
 
 
 def _next_input(archived: Sequence[ev.Event]) -> JsonValue:

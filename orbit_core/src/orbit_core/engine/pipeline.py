@@ -519,6 +519,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
         merged.workers.extend(batch.workers)
         merged.offers.extend(batch.offers)
         merged.receipts.extend(batch.receipts)
+        merged.rates.extend(batch.rates)
         for change in batch.executions:
             into = changes.get(change.execution_id)
             if into is None:

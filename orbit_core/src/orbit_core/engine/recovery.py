@@ -26,6 +26,7 @@ def load(executions: Executions, workers: Workers, now: int) -> tuple[int, int]:
             executions.catalog.add(Plan(ir.from_json(row.ir)))
         except ir.IRError:
             continue
+    executions.gates.load(store.load_rates())
     recovered = 0
     in_flight: list[str] = []
     for eid, events in store.load_active():

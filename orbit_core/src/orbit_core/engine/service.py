@@ -60,6 +60,7 @@ from orbit_core.ports import (
     Faults,
     IdSource,
     RandomSource,
+    RateRow,
     Store,
     SystemClock,
     UuidIds,
@@ -547,7 +548,12 @@ class Engine:
         except Exception as exc:
             raise PrepareFailed(tx, current, internal_error(exc)) from exc
         commit = CommitBatch(
-            tx.definitions, list(tx.changes.values()), tx.workers, tx.offers, tx.receipts
+            tx.definitions,
+            list(tx.changes.values()),
+            tx.workers,
+            tx.offers,
+            tx.receipts,
+            [RateRow(w, k, tat, tx.now) for (w, k), tat in tx.rates.items()] if tx.rates else [],
         )
         return Group(tx, commit, batch)
 

@@ -200,6 +200,7 @@ class EngineCollector(Collector):
         skipped.add_metric(["overlap"], stats.get("schedules_skipped_overlap", 0))
         skipped.add_metric(["missed"], stats.get("schedules_skipped_missed", 0))
         yield skipped
+        yield from _flow_families(stats)
         yield CounterMetricFamily(
             "orbit_engine_faults",
             "Failures the engine handled itself, all components together",
@@ -214,6 +215,29 @@ class EngineCollector(Collector):
             "orbit_worker_sessions",
             "Registered worker sessions",
             value=stats["worker_sessions"],
+        )
+
+
+def _flow_families(stats: dict[str, int]) -> Iterator[Metric]:
+    """Start rates and debounce (docs/language/flow-control.md), beyond the
+    book: each family only once the process has used it, so a server whose
+    workflows declare neither answers exactly the chapter's families."""
+    delayed, dropped = stats.get("rate_delayed", 0), stats.get("rate_dropped", 0)
+    if delayed or dropped:
+        limited = CounterMetricFamily(
+            "orbit_executions_rate_limited",
+            "Starts a workflow's rate limit held back (delayed) or refused (dropped)",
+            labels=["outcome"],
+        )
+        limited.add_metric(["delayed"], delayed)
+        limited.add_metric(["dropped"], dropped)
+        yield limited
+    debounced = stats.get("debounced", 0)
+    if debounced:
+        yield CounterMetricFamily(
+            "orbit_executions_debounced",
+            "Starts folded into a pending debounced execution (its input replaced)",
+            value=debounced,
         )
 
 

@@ -503,7 +503,11 @@ function eventNote(e) {
     case "WorkflowRestarted": return `restarted from step ${e.step} as run ${e.next_run}${e.reason ? `: ${e.reason}` : ""}`;
     case "WorkflowForked": return `forked from ${e.source} run ${e.source_run} at step ${e.step}`;
     case "StepRestored": return `${e.step}: ${e.status} kept from run ${e.from_run}`;
-    case "WorkflowWaiting": return `waiting for a ${e.reason} slot${e.label ? `: ${e.label} \`${e.key}\`` : ""} (limit ${e.limit})`;
+    case "WorkflowWaiting":
+      if (e.reason === "rate") return `waiting for a rate limit${e.label ? `: ${e.label} \`${e.key}\`` : ""} (${e.limit} per ${fmtDur(e.period_ms)})`;
+      if (e.reason === "debounce") return `waiting for a debounce${e.label ? `: ${e.label} \`${e.key}\`` : ""} (${fmtDur(e.period_ms)} without another start)`;
+      return `waiting for a ${e.reason} slot${e.label ? `: ${e.label} \`${e.key}\`` : ""} (limit ${e.limit})`;
+    case "WorkflowDebounced": return "input replaced by a later start";
     case "WorkflowAdmitted": return `admitted after ${fmtDur(e.waited_ms)}`;
     default: return null;
   }
