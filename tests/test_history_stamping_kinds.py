@@ -11,9 +11,25 @@ from orbit_core import events as ev
 from orbit_core.engine import Engine
 from orbit_core.history import problems
 from orbit_core.testing import simulated_engine
-from orbit_lang.compiler import compile_files
+from orbit_lang.compiler import compile_files, compile_source
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+DEBOUNCED = """
+task "demo.work" {
+    version "1.0.0"
+    input { customer_id: String }
+    output {}
+}
+
+workflow Quiet {
+    version "1.0.0"
+    input { customer_id: String, n: Int }
+    debounce { period: 10s, key: input.customer_id }
+    step work { worker "demo.work" with { customer_id: input.customer_id } }
+}
+"""
 
 
 def _take_and_complete(engine: Engine, session: str) -> int:
@@ -60,5 +76,15 @@ def test_admission_and_migration_histories_are_dense_and_in_time_order() -> None
     engine.clock.advance(5)  # type: ignore[attr-defined]
     assert engine.migrations.run("Approval", "1.0.0", "2.0.0")["migrated"] == 1
     seen |= _seen(engine, ["a-1"])
-    assert {ev.WorkflowWaiting.TYPE, ev.WorkflowAdmitted.TYPE, ev.WorkflowMigrated.TYPE} <= seen
+    # Debounce: a second start folds its input into the pending execution.
+    (quiet,) = compile_source(DEBOUNCED, "quiet.orbit").definitions
+    engine.deploy(quiet)
+    first = engine.start("Quiet", input={"customer_id": "c-9", "n": 1})
+    engine.clock.advance(1_000)  # type: ignore[attr-defined]
+    engine.start("Quiet", input={"customer_id": "c-9", "n": 2})
+    engine.clock.advance(20_000)  # type: ignore[attr-defined]
+    _take_and_complete(engine, session["worker_session_id"])
+    seen |= _seen(engine, [first["execution_id"]])
+    kinds = {ev.WorkflowWaiting, ev.WorkflowAdmitted, ev.WorkflowMigrated, ev.WorkflowDebounced}
+    assert {kind.TYPE for kind in kinds} <= seen
     engine.close()

@@ -27,7 +27,9 @@ from orbit_core.testing import run_until_idle, simulated_engine
 SCRIPTED_HERE = frozenset(
     {"WorkflowContinuedAsNew", "LimitExceeded", "CompensationFailed", "WorkflowForked"}
 )
-SCRIPTED_WITH_EXAMPLES = frozenset({"WorkflowWaiting", "WorkflowAdmitted", "WorkflowMigrated"})
+SCRIPTED_WITH_EXAMPLES = frozenset(
+    {"WorkflowWaiting", "WorkflowAdmitted", "WorkflowMigrated", "WorkflowDebounced"}
+)
 SIMULATED = frozenset(ev.EVENT_TYPES) - SCRIPTED_HERE - SCRIPTED_WITH_EXAMPLES
 SEEDS = 120
 
