@@ -157,8 +157,7 @@ def test_cancel_help_is_the_books() -> None:
         "in-flight attempts are awaited, and succeeded steps are compensated."
     ) in words
     assert (
-        "--reason REASON Reason recorded in the CancelRequested event. "
-        "[default: requested via API]"
+        "--reason REASON Reason recorded in the CancelRequested event. [default: requested via API]"
     ) in words
     options = text.split("Options:")[1].split("\n\n")[0]
     for flag in ("--workflow", "--status", "--where", "--dry-run", "--json"):

@@ -224,6 +224,13 @@ class Migrate:
 
     def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
         workflow, old, new = (str(params.get(k, "")) for k in ("workflow", "from", "to"))
+        elsewhere: Callable[[str], bool] | None = getattr(engine, "owner_elsewhere", None)
+        if elsewhere is not None and elsewhere(execution_id):
+            # Shared mode: a migration moves the executions its server holds.
+            raise ConflictError(
+                f"execution `{execution_id}` is owned by another server; migrate it there",
+                "OWNED_ELSEWHERE",
+            )
         version = engine.get(execution_id).get("version")
         if version != old:
             raise ConflictError(
