@@ -96,7 +96,7 @@ class Restarts:
             # The pause is the operator's hold on the execution, not on
             # one run: the new run starts held, with the same reason, and
             # runs once resumed (docs/restart-and-fork.md).
-            x.append(tx, live, ev.WorkflowPaused(live.state.last_seq + 1, tx.now, old.pause_reason))
+            x.record(tx, live, ev.WorkflowPaused, old.pause_reason)
         x.decide(tx, live)
         answer["started"] = True
         return answer
