@@ -137,3 +137,23 @@ def test_a_declared_reverse_map_moves_an_execution_back(tmp_path: Path) -> None:
     assert moves[0].migration_hash != moves[1].migration_hash
     engine.signal("r-1", "approve", {})
     assert engine.get("r-1")["status"] == "COMPLETED"  # 1.0.0 has no audit step
+
+
+def test_a_paused_execution_migrated_stays_paused(waiting: Engine) -> None:
+    """Issue 38 with issue 41: a migration moves a paused execution (a
+    pause is no obstacle) and keeps the pause: nothing runs on the new
+    version until the operator resumes it, and the fold agrees."""
+    waiting.operations.pause("a-1", "audit first")
+    done = waiting.migrations.run("Approval", "1.0.0", "2.0.0")
+    assert done["migrated"] == 1
+    doc = waiting.get("a-1")
+    assert doc["version"] == "2.0.0"
+    assert doc["paused"] is True and doc["pause_reason"] == "audit first"
+    assert fold(waiting.events("a-1"), "a-1").to_json() == doc
+    # Held: the approval signal is kept, and nothing is handed out.
+    waiting.signal("a-1", "approve", {})
+    session = waiting.workers.register("w", "python", [("approvals.audit", "1.0.0")])
+    assert waiting.workers.poll(session["worker_session_id"], wait_ms=0) is None
+    waiting.operations.resume("a-1")
+    run_task(waiting, "approvals.audit")
+    assert waiting.get("a-1")["status"] == "COMPLETED"

@@ -141,3 +141,29 @@ def test_a_bad_policy_stops_the_command_before_anything_else(
     result = orbit(command, "--policy", str(policy), str(source))
     assert result.exit_code == 1
     assert result.stderr.startswith(f"error: policy {policy}: unknown key `workflow`")
+
+
+def test_cancel_help_is_the_books() -> None:
+    """Chapter 66's `orbit cancel`: EXECUTION_ID in the usage, the book's
+    description and --reason; the batch flags (beyond the book) are
+    accepted but named only in the epilog."""
+    result = CliRunner().invoke(cli, ["cancel", "--help"], prog_name="orbit")
+    assert result.exit_code == 0
+    text = result.stdout
+    assert text.startswith("Usage: orbit cancel [OPTIONS] EXECUTION_ID\n")
+    words = " ".join(text.split())
+    assert (
+        "Request cancellation of an execution. Work that has not started is withdrawn, "
+        "in-flight attempts are awaited, and succeeded steps are compensated."
+    ) in words
+    assert (
+        "--reason REASON Reason recorded in the CancelRequested event. [default: requested via API]"
+    ) in words
+    options = text.split("Options:")[1].split("\n\n")[0]
+    for flag in ("--workflow", "--status", "--where", "--dry-run", "--json"):
+        assert flag not in options
+        assert flag in words  # in the epilog
+    summary = CliRunner().invoke(cli, ["-h"]).stdout
+    assert "  cancel    Request cancellation of an execution (runs compensations)\n" in summary
+    missing = CliRunner().invoke(cli, ["cancel"])
+    assert missing.exit_code == 2

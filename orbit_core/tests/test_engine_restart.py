@@ -271,3 +271,30 @@ def test_fork_onto_an_incompatible_version_is_refused_with_the_reason() -> None:
         "1.0.0 in Hello@1.0.0 and 2.0.0 in Hello@2.0.0"
     )
     eng.close()
+
+
+def test_restarting_a_paused_execution_keeps_it_paused() -> None:
+    """docs/restart-and-fork.md: the pause holds the execution, not one
+    run, so the new run starts paused (with the same reason) and runs the
+    restarted step only once resumed; a fork of it is a new execution
+    nobody paused."""
+    eng = simulated_engine()
+    eng.deploy(hello())
+    eng.start("Hello", input={"name": "Ada"}, execution_id="h-p")
+    eng.operations.pause("h-p", "checking templates")
+    answer = eng.operations.restart("h-p", "compose", force=True)
+    assert answer["started"] is True and answer["run"] == 2
+    doc = eng.get("h-p")
+    assert doc["paused"] is True and doc["pause_reason"] == "checking templates"
+    assert timeline(eng, "h-p", 2)[-1] == "WorkflowPaused reason=checking templates"
+    assert fold(eng.events("h-p"), "h-p").to_json() == doc
+    forked = eng.operations.fork("h-p", "compose", new_id="h-p-fork", force=True)
+    assert forked["started"] is True and "paused" not in eng.get("h-p-fork")
+    calls = Calls(eng)
+    run_until_idle(eng)
+    assert eng.get("h-p")["status"] == "RUNNING" and calls.seen == ["compose", "decorate"]
+    eng.operations.resume("h-p")
+    run_until_idle(eng)
+    assert eng.get("h-p")["status"] == "COMPLETED"
+    assert calls.seen == ["compose", "decorate", "compose", "decorate"]
+    eng.close()

@@ -3,9 +3,11 @@ one execution, or on every execution a filter selects through a batch job
 on the runtime (`POST /v1/batches`), followed with a progress bar until it
 ends (docs/operating-executions.md).
 
-The filter options are `orbit ps`'s (`FILTER_OPTIONS`); a new filter of
-`orbit ps` (such as `--where`) joins by adding its option there and its
-field in `_filter`, which the runtime's `orbit_server.batches.Filter` reads.
+The filter options are `orbit ps`'s (`FILTER_OPTIONS`): `--status` and
+the typed filter `--where`, checked as `orbit ps --where` checks it (parsed
+here first, typed by the runtime; a bad one exits 2). A new filter of
+`orbit ps` joins by adding its option there and its field in `_filter`,
+which the runtime's `orbit_server.batches.Filter` reads.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any, TypeVar
 
 import click
 
-from orbit_cli.client import RuntimeClient, path
+from orbit_cli.client import ApiError, RuntimeClient, path
+from orbit_cli.commands.ps import FilterRefused, check_filter_text
 from orbit_cli.output import CliError, err, out, pretty_json
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,6 +47,11 @@ FILTER_OPTIONS = [
         type=click.Choice(STATUSES, case_sensitive=False),
         help="With --workflow: only executions in this status.",
     ),
+    click.option(
+        "--where",
+        metavar="FILTER",
+        help="With --workflow: only executions passing this filter (as `orbit ps --where`).",
+    ),
 ]
 
 
@@ -56,24 +64,86 @@ def filter_options(command: F) -> F:
 
 
 def batch_options(command: F) -> F:
-    """Adds the batch options (`--workflow`, `--status`, `--dry-run`, `--json`)."""
-    options = [
-        *FILTER_OPTIONS,
-        click.option(
-            "--dry-run", is_flag=True, help="With --workflow: list the executions, act on none."
-        ),
-        click.option("--json", "as_json", is_flag=True, help="Print the runtime's JSON answer."),
-    ]
-    for option in reversed(options):
+    """Adds the batch options (`--workflow`, `--status`, `--where`,
+    `--dry-run`, `--json`)."""
+    for option in reversed(_batch_options(hidden=False)):
         command = option(command)
     return command
+
+
+def hidden_batch_options(command: F) -> F:
+    """The batch options, left out of the option list: for a command whose
+    help is the book's (`orbit cancel`), which names them in its epilog
+    (`BATCH_EPILOG`)."""
+    for option in reversed(_batch_options(hidden=True)):
+        command = option(command)
+    return command
+
+
+BATCH_EPILOG = (
+    "Beyond the book: `{command} --workflow NAME [--status STATUS] [--where FILTER] "
+    "[--dry-run] [--json]` {acts} every matching execution instead of one, through a "
+    "batch job the runtime runs; --dry-run lists them without acting "
+    "(docs/operating-executions.md)."
+)
+
+
+def _batch_options(*, hidden: bool) -> list[Callable[[F], F]]:
+    filters = [
+        click.option(
+            "--workflow",
+            metavar="NAME",
+            hidden=hidden,
+            help="Act on every execution of this workflow (a batch job) instead of one.",
+        ),
+        click.option(
+            "--status",
+            type=click.Choice(STATUSES, case_sensitive=False),
+            hidden=hidden,
+            help="With --workflow: only executions in this status.",
+        ),
+        click.option(
+            "--where",
+            metavar="FILTER",
+            hidden=hidden,
+            help="With --workflow: only executions passing this filter (as `orbit ps --where`).",
+        ),
+    ]
+    return [
+        *(filters if hidden else FILTER_OPTIONS),
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            hidden=hidden,
+            help="With --workflow: list the executions, act on none.",
+        ),
+        click.option(
+            "--json",
+            "as_json",
+            is_flag=True,
+            hidden=hidden,
+            help="Print the runtime's JSON answer.",
+        ),
+    ]
 
 
 def _filter(batch: dict[str, Any]) -> dict[str, Any]:
     chosen: dict[str, Any] = {"workflow": batch.get("workflow")}
     if batch.get("status"):
         chosen["status"] = str(batch["status"]).upper()
+    if batch.get("where") is not None:
+        chosen["where"] = batch["where"]
     return chosen
+
+
+def _post(client: RuntimeClient, request: dict[str, Any]) -> Any:
+    """POST /v1/batches; a filter the runtime refuses is an input error."""
+    try:
+        return client.post("/v1/batches", request)
+    except ApiError as exc:
+        if exc.code == "INVALID_FILTER":
+            raise FilterRefused(exc.text) from None
+        raise
 
 
 def run(
@@ -92,8 +162,8 @@ def run(
             raise click.UsageError("give an EXECUTION_ID, or --workflow for a batch")
         run_batch(client, action, body, batch)
         return
-    if batch.get("status") or batch.get("dry_run"):
-        raise click.UsageError("--status and --dry-run go with --workflow")
+    if batch.get("status") or batch.get("dry_run") or batch.get("where") is not None:
+        raise click.UsageError("--status, --where and --dry-run go with --workflow")
     state = client.post(path("v1", "executions", execution_id, action), body)
     if as_json:
         out(pretty_json(state))
@@ -106,12 +176,14 @@ def run(
 def run_batch(
     client: RuntimeClient, action: str, body: dict[str, Any], batch: dict[str, Any]
 ) -> None:
-    """A batch job over `batch`'s filter (`workflow`, `status`), or with
-    `dry_run` the executions it selects; `as_json` prints the answers."""
+    """A batch job over `batch`'s filter (`workflow`, `status`, `where`), or
+    with `dry_run` the executions it selects; `as_json` prints the answers."""
     as_json = bool(batch.get("as_json"))
+    if batch.get("where") is not None:
+        check_filter_text(str(batch["where"]))
     request = {"action": action, "filter": _filter(batch), **body}
     if batch.get("dry_run"):
-        answer = client.post("/v1/batches", {**request, "dry_run": True})
+        answer = _post(client, {**request, "dry_run": True})
         if as_json:
             out(pretty_json(answer))
             return
@@ -122,7 +194,7 @@ def run_batch(
         for eid in ids:
             out(f"  {eid}")
         return
-    created = client.post("/v1/batches", request)
+    created = _post(client, request)
     batch_id = str(created.get("batch_id"))
     total = int(created.get("total", 0))
     if not as_json:
@@ -151,6 +223,8 @@ def _describe(request: dict[str, Any]) -> str:
     parts = [f"workflow {chosen['workflow']}"]
     if "status" in chosen:
         parts.append(f"status {chosen['status']}")
+    if "where" in chosen:
+        parts.append(f"where {chosen['where']}")
     return ", ".join(parts)
 
 

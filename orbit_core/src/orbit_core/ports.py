@@ -23,6 +23,7 @@ import attrs
 from orbit_core.api import ContractRef, ErrorDoc, ExecutionSummary
 from orbit_core.events import Event, WorkflowPaused, WorkflowResumed
 from orbit_core.jsontypes import JsonObject, JsonValue
+from orbit_core.visibility.check import Filter
 from orbit_core.visibility.fields import SearchValue
 from orbit_core.visibility.page import SearchQuery
 
@@ -395,15 +396,25 @@ class BatchStore(Protocol):
     def insert_batch(self, row: BatchRow) -> None: ...
 
     def batch_targets(
-        self, workflow: str | None, status: str | None, after: tuple[int, str] | None, limit: int
+        self,
+        workflow: str | None,
+        status: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+        where: Filter | None = None,
     ) -> list[tuple[int, str]]:
-        """(created_at_ms, execution_id) of the executions matching, oldest
-        first, after `after`: the selection, read a slice at a time."""
+        """(created_at_ms, execution_id) of the executions matching (and
+        passing the typed filter `where`, as `search_executions` reads it),
+        oldest first, after `after`: the selection, read a slice at a time."""
         ...
 
-    def add_batch_items(self, batch_id: str, first: int, execution_ids: Sequence[str]) -> None:
-        """Items `first`, `first + 1`, ... of the selection; the batch's
-        `total` becomes the count written, in the same transaction."""
+    def add_batch_items(
+        self, batch_id: str, first: int, execution_ids: Sequence[str], now_ms: int
+    ) -> bool:
+        """Items `first`, `first + 1`, ... of a batch still `selecting` whose
+        `total` is `first`; the total becomes the count written, in the same
+        transaction. False, and nothing written, when the total is not
+        `first` (another server went on with the selection)."""
         ...
 
     def set_batch(self, batch_id: str, *, state: str, total: int, now_ms: int) -> None: ...

@@ -197,8 +197,8 @@ def create_app(
         )
 
     if batches is not None:
-        # Beyond the book (docs/operating-executions.md); a server whose
-        # store keeps batches (a single server, on SQLite or PostgreSQL).
+        # Beyond the book (docs/operating-executions.md): every server (a
+        # standby refuses the POST as any write, before this app).
         operated = for_clients("cancel", Subject.RESOURCE)
         jobs = BatchResource(batches, config.max_body)
         routes.add("/v1/batches", jobs, {"POST": operated, "GET": operated})

@@ -26,6 +26,7 @@ did. Restart is one of them; a migration would plug in the same way
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -39,6 +40,8 @@ from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.ports import BatchItem, BatchRow, BatchStore
+from orbit_core.visibility.check import FieldCatalog, compile_filter
+from orbit_core.visibility.check import Filter as TypedFilter
 
 # Items selected, claimed and recorded per transaction.
 SLICE = 100
@@ -47,6 +50,12 @@ ACT_SLICE = 25
 PAUSE_S = 0.005
 # How long the thread sleeps when no batch is open (a new one wakes it).
 IDLE_S = 5.0
+# In shared mode, how often a server that does not run the open batches
+# tries to: it takes them over within this long after their runner stops.
+WATCH_S = 1.0
+# A batch `selecting` whose selection has not grown for this long was
+# interrupted: its runner goes on with it.
+SELECTING_STALE_MS = 5_000
 # The statuses a filter may name (those of `orbit ps`).
 STATUSES = frozenset({"RUNNING", "COMPENSATING", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"})
 
@@ -215,6 +224,13 @@ class Migrate:
 
     def act(self, engine: EngineApi, execution_id: str, params: JsonObject) -> None:
         workflow, old, new = (str(params.get(k, "")) for k in ("workflow", "from", "to"))
+        elsewhere: Callable[[str], bool] | None = getattr(engine, "owner_elsewhere", None)
+        if elsewhere is not None and elsewhere(execution_id):
+            # Shared mode: a migration moves the executions its server holds.
+            raise ConflictError(
+                f"execution `{execution_id}` is owned by another server; migrate it there",
+                "OWNED_ELSEWHERE",
+            )
         version = engine.get(execution_id).get("version")
         if version != old:
             raise ConflictError(
@@ -252,11 +268,11 @@ for _action in (Pause(), Resume(), Cancel(), Restart(), Migrate()):
 
 @attrs.frozen
 class Filter:
-    """Which executions a batch selects: `orbit ps`'s filters. `where` is
-    kept for the richer filter `orbit ps --where` is getting; until it is
-    read, a batch that names one is refused rather than over-selecting."""
+    """Which executions a batch selects: `orbit ps`'s filters, `where`
+    being the typed filter of `orbit ps --where` (docs/language/
+    visibility.md), checked against the workflow's search fields."""
 
-    workflow: str | None = None
+    workflow: str
     status: str | None = None
     where: str | None = None
 
@@ -273,17 +289,28 @@ class Filter:
                 "filter.workflow is required: a batch acts on one workflow's executions",
                 "INVALID_REQUEST",
             )
-        if where is not None:
-            raise InvalidError("filter.where is not supported yet", "INVALID_REQUEST")
         if status is not None:
             status = status.upper()
             if status not in STATUSES:
                 raise InvalidError(f"filter.status: unknown status `{status}`", "INVALID_REQUEST")
         return cls(workflow, status, where)
 
+    def typed(self, engine: EngineApi) -> TypedFilter | None:
+        """`where` typed against the search fields of the workflow's
+        deployed versions, as `GET /v1/executions?where=` types it (a bad
+        filter raises FilterError: INVALID_FILTER)."""
+        if self.where is None:
+            return None
+        definitions = [
+            engine.definition(w["name"], w["version"])
+            for w in engine.list_workflows()["workflows"]
+            if w["name"] == self.workflow
+        ]
+        return compile_filter(self.where, FieldCatalog.of(definitions), self.workflow)
+
     def to_json(self) -> JsonObject:
-        out: JsonObject = {}
-        for name in ("workflow", "status", "where"):
+        out: JsonObject = {"workflow": self.workflow}
+        for name in ("status", "where"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -327,32 +354,119 @@ def document(
     return out
 
 
+class Gate(Protocol):
+    """Who runs batch jobs among servers sharing one database (shared mode):
+    a PostgreSQL advisory lock (orbit_store/sweeplock.py's `BatchLock`)."""
+
+    def try_take(self) -> bool:
+        """Takes the right to run jobs if nobody holds it; False otherwise."""
+        ...
+
+    def held(self) -> bool:
+        """Whether this server still holds it (checked before each write)."""
+        ...
+
+    def release(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@attrs.frozen
+class Attached:
+    """What batches work on now: the engine acted through, the store the
+    batches are kept in, whether this server runs the jobs (a standby
+    only reads them) and, in shared mode, the gate among servers."""
+
+    engine: EngineApi
+    store: BatchStore
+    runs: bool = True
+    gate: Gate | None = None
+
+
+class _GateLost(Exception):
+    """The gate went to another server mid-round: stop writing at once."""
+
+
 class Batches:
-    """Creates batches and runs them; see the module docstring."""
+    """Creates batches and runs them; see the module docstring.
+
+    A single server passes its engine and store once. A cluster server
+    attaches them as its role allows (`attach`): a standby-mode leader its
+    fenced store (runs), a standby its read-only one (reads only), a
+    shared-mode server its store with the gate, so one server at a time
+    runs the jobs and another takes them over when it stops."""
 
     def __init__(
         self,
-        engine: EngineApi,
-        store: BatchStore,
+        engine: EngineApi | None = None,
+        store: BatchStore | None = None,
         *,
         log: Any = None,
         now_ms: Callable[[], int] | None = None,
     ) -> None:
-        self._engine = engine
-        self._store = store
+        self._attached: Attached | None = None
+        if engine is not None and store is not None:
+            self._attached = Attached(engine, store)
         self._log = log
-        self._now = now_ms or engine.clock.now_ms
+        self._now_fn = now_ms
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._prepared = False
+        self._prepared: set[int] = set()
         self._lock = threading.Lock()
+        # Batches whose selection a request of this process is writing.
+        self._selecting: set[str] = set()
+        # Whether this server holds its attachment's gate.
+        self._holding = False
+
+    # ---- attachment (cluster servers)
+
+    def attach(
+        self, engine: EngineApi, store: BatchStore, *, runs: bool = True, gate: Gate | None = None
+    ) -> None:
+        """Works on `engine` and `store` from now on (the round under way
+        stops at its next write); the gate of the previous attachment is
+        given back."""
+        with self._lock:
+            old, self._attached = self._attached, Attached(engine, store, runs, gate)
+        self._drop_gate(old)
+        self._wake.set()
+
+    def hold(self) -> None:
+        """Stops running jobs (a deposed leader), still answering reads."""
+        with self._lock:
+            old = self._attached
+            if old is None:
+                return
+            self._attached = attrs.evolve(old, runs=False, gate=None)
+        self._drop_gate(old)
+
+    def detach(self) -> None:
+        with self._lock:
+            old, self._attached = self._attached, None
+        self._drop_gate(old)
+
+    def _drop_gate(self, old: Attached | None) -> None:
+        if old is not None and old.gate is not None:
+            with contextlib.suppress(StorageError):
+                old.gate.release()
+            old.gate.close()
+
+    def _current(self) -> Attached:
+        attached = self._attached
+        if attached is None:
+            raise StorageError("batch operations are not available on this server yet")
+        return attached
+
+    def _now(self, attached: Attached) -> int:
+        return self._now_fn() if self._now_fn is not None else attached.engine.clock.now_ms()
 
     # ---- requests
 
     def create(
         self, action_name: str, filter_body: Any, body: JsonObject, dry_run: bool
     ) -> JsonObject:
+        attached = self._current()
         action = ACTIONS.get(action_name)
         if action is None:
             known = ", ".join(sorted(ACTIONS))
@@ -360,9 +474,11 @@ class Batches:
                 f"unknown batch action `{action_name}`; known: {known}", "INVALID_REQUEST"
             )
         chosen = Filter.parse(filter_body)
+        typed = chosen.typed(attached.engine)
         params = action.params(body)
+        store = attached.store
         if dry_run:
-            ids = self._select_all(chosen)
+            ids = self._select_all(store, chosen, typed)
             return {
                 "action": action.name,
                 "filter": chosen.to_json(),
@@ -370,8 +486,8 @@ class Batches:
                 "total": len(ids),
                 "executions": list[JsonValue](ids),
             }
-        self._prepare()
-        now = self._now()
+        self._prepare(store)
+        now = self._now(attached)
         row = BatchRow(
             f"batch-{uuid.uuid4().hex[:12]}",
             action.name,
@@ -383,27 +499,35 @@ class Batches:
             now,
             now,
         )
-        self._store.insert_batch(row)
-        total = self._select(row.batch_id, chosen, 0)
-        self._store.set_batch(row.batch_id, state="running", total=total, now_ms=self._now())
+        self._selecting.add(row.batch_id)
+        try:
+            store.insert_batch(row)
+            total = self._select(attached, row.batch_id, chosen, typed, 0)
+            if total is not None:
+                store.set_batch(
+                    row.batch_id, state="running", total=total, now_ms=self._now(attached)
+                )
+        finally:
+            self._selecting.discard(row.batch_id)
         self._wake.set()
-        found = self._store.batch(row.batch_id)
+        found = store.batch(row.batch_id)
         assert found is not None
         return document(found)
 
     def get(self, batch_id: str, *, items: bool = False) -> JsonObject:
         """The batch with its outcome counts; `items`: with every item too
         (a read of the whole selection, so followers ask without it)."""
-        row = self._store.batch(batch_id) if self._store.has_batches() else None
+        store = self._current().store
+        row = store.batch(batch_id) if store.has_batches() else None
         if row is None:
             raise NotFoundError(f"batch `{batch_id}` not found", "NOT_FOUND")
-        outcomes = self._store.batch_outcomes(batch_id)
+        outcomes = store.batch_outcomes(batch_id)
         if not items:
             return document(row, outcomes)
         listed: list[BatchItem] = []
         after = -1
         while True:
-            page = self._store.batch_items(batch_id, pending=False, after=after, limit=1000)
+            page = store.batch_items(batch_id, pending=False, after=after, limit=1000)
             listed.extend(page)
             if len(page) < 1000:
                 break
@@ -411,43 +535,57 @@ class Batches:
         return document(row, outcomes, listed)
 
     def listing(self, limit: int = 50) -> JsonObject:
-        if not self._store.has_batches():
+        store = self._current().store
+        if not store.has_batches():
             return {"batches": []}
-        return {"batches": [document(r) for r in self._store.batches(min(max(limit, 1), 1000))]}
+        return {"batches": [document(r) for r in store.batches(min(max(limit, 1), 1000))]}
 
     # ---- selection
 
-    def _prepare(self) -> None:
+    def _prepare(self, store: BatchStore) -> None:
         with self._lock:
-            if not self._prepared:
-                self._store.prepare_batches()
-                self._prepared = True
+            if id(store) not in self._prepared:
+                store.prepare_batches()
+                self._prepared.add(id(store))
 
-    def _select_all(self, chosen: Filter) -> list[str]:
+    def _select_all(
+        self, store: BatchStore, chosen: Filter, typed: TypedFilter | None
+    ) -> list[str]:
         ids: list[str] = []
         after: tuple[int, str] | None = None
         while True:
-            page = self._store.batch_targets(chosen.workflow, chosen.status, after, SLICE * 10)
+            page = store.batch_targets(chosen.workflow, chosen.status, after, SLICE * 10, typed)
             ids.extend(eid for _, eid in page)
             if len(page) < SLICE * 10:
                 return ids
             after = page[-1]
 
-    def _select(self, batch_id: str, chosen: Filter, first: int) -> int:
-        """Writes the selection from item `first` on; returns the total.
-        (Going on after a restart: the executions after the last item
-        written, by creation then id, the order they were selected in.)"""
+    def _select(
+        self,
+        attached: Attached,
+        batch_id: str,
+        chosen: Filter,
+        typed: TypedFilter | None,
+        first: int,
+    ) -> int | None:
+        """Writes the selection from item `first` on; returns the total, or
+        None when another server is writing it. (Going on after a restart:
+        the executions after the last item written, by creation then id,
+        the order they were selected in.)"""
+        store = attached.store
         after: tuple[int, str] | None = None
         if first:
-            last = self._store.batch_items(batch_id, pending=False, after=first - 2, limit=1)
+            last = store.batch_items(batch_id, pending=False, after=first - 2, limit=1)
             if last:
-                row = self._engine.store.execution_row(last[0].execution_id)
+                row = attached.engine.store.execution_row(last[0].execution_id)
                 if row is not None:
                     after = (row.created_at_ms, row.execution_id)
         position = first
         while True:
-            page = self._store.batch_targets(chosen.workflow, chosen.status, after, SLICE)
-            self._store.add_batch_items(batch_id, position, [eid for _, eid in page])
+            page = store.batch_targets(chosen.workflow, chosen.status, after, SLICE, typed)
+            ids = [eid for _, eid in page]
+            if not store.add_batch_items(batch_id, position, ids, self._now(attached)):
+                return None
             position += len(page)
             if len(page) < SLICE:
                 return position
@@ -465,71 +603,119 @@ class Batches:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self.detach()
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            wait = IDLE_S
             try:
-                busy = self.work()
+                wait = self._round()
+            except _GateLost:
+                self._holding = False
+                wait = WATCH_S
             except StorageError as exc:
                 if self._log is not None:
                     self._log.warning("batch operations wait for the database", error=exc.message)
-                busy = False
             except Exception:  # never let the thread die
                 if self._log is not None:
                     self._log.exception("batch operations stopped a round")
-                busy = False
-            if not busy:
-                self._wake.wait(IDLE_S)
+            if wait:
+                self._wake.wait(wait)
                 self._wake.clear()
 
-    def work(self) -> bool:
+    def _round(self) -> float:
+        """One round; how long to wait before the next (0: at once)."""
+        attached = self._attached
+        if attached is None or not attached.runs:
+            self._holding = False
+            return IDLE_S
+        gate = attached.gate
+        if gate is None:
+            return 0.0 if self.work(attached) else IDLE_S
+        store = attached.store
+        if not (store.has_batches() and store.open_batches()):
+            if self._holding:
+                self._holding = False
+                gate.release()
+            return IDLE_S
+        if not self._holding:
+            if not gate.try_take():
+                return WATCH_S  # another server runs them; take over if it stops
+            self._holding = True
+        return 0.0 if self.work(attached) else WATCH_S
+
+    def work(self, attached: Attached | None = None) -> bool:
         """One round over the open batches (one slice each); whether any had work."""
-        if not self._store.has_batches():
+        attached = attached or self._current()
+        store = attached.store
+        if not store.has_batches():
             return False
         busy = False
-        for row in self._store.open_batches():
-            if self._stop.is_set():
+        for row in store.open_batches():
+            if self._stop.is_set() or self._attached is not attached:
                 break
-            busy = self._step(row) or busy
+            busy = self._step(attached, row) or busy
         return busy
 
-    def _step(self, row: BatchRow) -> bool:
+    def _check(self, attached: Attached) -> None:
+        """Before each write of a round: the attachment is still current and,
+        in shared mode, its gate still held."""
+        if self._attached is not attached:
+            raise _GateLost
+        if attached.gate is not None and not attached.gate.held():
+            raise _GateLost
+
+    def _step(self, attached: Attached, row: BatchRow) -> bool:
+        store = attached.store
         total = row.total
         if row.state == "selecting":
+            if row.batch_id in self._selecting:
+                return False  # a request here is writing it
+            if self._now(attached) - row.updated_at_ms < SELECTING_STALE_MS:
+                return False  # another server may be writing it now
             # Interrupted while selecting: the selection goes on after its last item.
-            total = self._select(row.batch_id, Filter.parse(row.filter), row.total)
-            self._store.set_batch(row.batch_id, state="running", total=total, now_ms=self._now())
+            chosen = Filter.parse(row.filter)
+            self._check(attached)
+            found = self._select(
+                attached, row.batch_id, chosen, chosen.typed(attached.engine), total
+            )
+            if found is None:
+                return False
+            store.set_batch(row.batch_id, state="running", total=found, now_ms=self._now(attached))
         action = ACTIONS.get(row.action)
-        items = self._store.batch_items(row.batch_id, pending=True, after=-1, limit=ACT_SLICE)
+        items = store.batch_items(row.batch_id, pending=True, after=-1, limit=ACT_SLICE)
+        self._check(attached)
         if not items:
-            self._store.finish_batch_items(row.batch_id, [], self._now(), done=True)
+            store.finish_batch_items(row.batch_id, [], self._now(attached), done=True)
             return False
         fresh = [i.position for i in items if i.claimed_at_ms is None]
-        claimed_at = self._now()
-        self._store.claim_batch_items(row.batch_id, fresh, claimed_at)
-        outcomes = [self._act(action, row, item) for item in items]
-        left = self._store.batch_items(
-            row.batch_id, pending=True, after=items[-1].position, limit=1
-        )
-        self._store.finish_batch_items(row.batch_id, outcomes, self._now(), done=not left)
+        claimed_at = self._now(attached)
+        store.claim_batch_items(row.batch_id, fresh, claimed_at)
+        outcomes = [self._act(attached, action, row, item) for item in items]
+        left = store.batch_items(row.batch_id, pending=True, after=items[-1].position, limit=1)
+        self._check(attached)
+        store.finish_batch_items(row.batch_id, outcomes, self._now(attached), done=not left)
         time.sleep(PAUSE_S)
         return True
 
-    def _act(self, action: Action | None, row: BatchRow, item: BatchItem) -> BatchItem:
+    def _act(
+        self, attached: Attached, action: Action | None, row: BatchRow, item: BatchItem
+    ) -> BatchItem:
         if action is None:
             return attrs.evolve(
                 item, outcome=FAILED, code="UNKNOWN_ACTION", message=f"no action `{row.action}`"
             )
+        engine = attached.engine
         if item.claimed_at_ms is not None:
             # Interrupted while acted on: applied already, or not at all.
             try:
-                events = self._engine.events(item.execution_id)
+                events = engine.events(item.execution_id)
             except OrbitError:
                 events = []
             if action.applied(events, item.claimed_at_ms, row.params):
                 return attrs.evolve(item, outcome=OK)
         try:
-            action.act(self._engine, item.execution_id, row.params)
+            action.act(engine, item.execution_id, row.params)
         except StorageError:
             raise  # not recorded: tried again on the next round
         except OrbitError as exc:

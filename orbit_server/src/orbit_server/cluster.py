@@ -46,7 +46,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -59,6 +59,9 @@ from orbit_core.engine.handoff import Sharing
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject
 from orbit_core.ports import (
+    BatchItem,
+    BatchRow,
+    BatchStore,
     CommitBatch,
     DefinitionRow,
     ExecutionRow,
@@ -70,8 +73,10 @@ from orbit_core.ports import (
     Store,
     WorkerRow,
 )
+from orbit_core.visibility.check import Filter
 from orbit_core.visibility.page import SearchQuery
 from orbit_server import logs
+from orbit_server.batches import Batches
 from orbit_server.config import Address, ServerConfig
 from orbit_server.retention import Sweeper
 from orbit_store.cluster import Election, Leadership, Mark
@@ -222,6 +227,65 @@ class StandbyStore:
     def write_problem(self) -> str | None:
         return None
 
+    # Batch operations (orbit_server/batches.py): a standby shows them, the
+    # leader runs them.
+
+    def _batches(self) -> BatchStore:
+        found: BatchStore = self.inner  # type: ignore[assignment]
+        return found
+
+    def prepare_batches(self) -> None:
+        raise self._refuse()
+
+    def has_batches(self) -> bool:
+        return self._batches().has_batches()
+
+    def insert_batch(self, row: BatchRow) -> None:
+        raise self._refuse()
+
+    def batch_targets(
+        self,
+        workflow: str | None,
+        status: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+        where: Filter | None = None,
+    ) -> list[tuple[int, str]]:
+        return self._batches().batch_targets(workflow, status, after, limit, where)
+
+    def add_batch_items(
+        self, batch_id: str, first: int, execution_ids: Sequence[str], now_ms: int
+    ) -> bool:
+        raise self._refuse()
+
+    def set_batch(self, batch_id: str, *, state: str, total: int, now_ms: int) -> None:
+        raise self._refuse()
+
+    def batch(self, batch_id: str) -> BatchRow | None:
+        return self._batches().batch(batch_id)
+
+    def batches(self, limit: int) -> list[BatchRow]:
+        return self._batches().batches(limit)
+
+    def open_batches(self) -> list[BatchRow]:
+        return self._batches().open_batches()
+
+    def batch_items(
+        self, batch_id: str, *, pending: bool, after: int, limit: int
+    ) -> list[BatchItem]:
+        return self._batches().batch_items(batch_id, pending=pending, after=after, limit=limit)
+
+    def batch_outcomes(self, batch_id: str) -> dict[str, int]:
+        return self._batches().batch_outcomes(batch_id)
+
+    def claim_batch_items(self, batch_id: str, positions: Sequence[int], now_ms: int) -> None:
+        raise self._refuse()
+
+    def finish_batch_items(
+        self, batch_id: str, items: Sequence[BatchItem], now_ms: int, done: bool
+    ) -> None:
+        raise self._refuse()
+
     def close(self) -> None:
         self.inner.close()
 
@@ -273,10 +337,15 @@ class ClusterNode:
         make_app: Callable[[EngineApi, ClusterNode], App],
         interval: float | None = None,
         sweeper: Sweeper | None = None,
+        batches: Batches | None = None,
     ) -> None:
         self.config = config
         # --retention: sweeps the leader's fenced store while it leads.
         self._sweeper = sweeper
+        # Batch operations: run by the leader on its fenced store, read
+        # from the database by a standby (a standby refuses their POST as
+        # any write).
+        self._batches = batches
         self.node_id = node_id
         self.advertise_addr = advertise_addr
         self.interval_s = interval if interval is not None else interval_s()
@@ -449,8 +518,11 @@ class ClusterNode:
         _retire(old)
 
     def _standby_engine(self) -> EngineApi:
-        store = PostgresStore(self.config.db, ca_cert=self._ca_cert)
-        return StandbyEngine(self._build_engine(StandbyStore(store), None))
+        store = StandbyStore(PostgresStore(self.config.db, ca_cert=self._ca_cert))
+        engine = StandbyEngine(self._build_engine(store, None))
+        if self._batches is not None:
+            self._batches.attach(engine, store, runs=False)
+        return engine
 
     def _become_leader(self, term: int) -> None:
         self._log.info(
@@ -483,6 +555,9 @@ class ClusterNode:
         self._last_ok = time.monotonic()
         self.role = LEADER
         _retire(old)
+        if self._batches is not None:
+            # The jobs the last leader left go on from the store.
+            self._batches.attach(engine, store)
         if self._sweeper is not None:
             try:
                 self._sweeper.attach(store)
@@ -501,6 +576,8 @@ class ClusterNode:
         self.role = STANDBY
         if self._sweeper is not None:
             self._sweeper.detach()
+        if self._batches is not None:
+            self._batches.hold()
         self._last_ok = float("-inf")
         self._log.error(
             "cluster: lost leadership; stepped down to standby",
@@ -530,6 +607,8 @@ class ClusterNode:
         self.role = STANDBY
         if self._sweeper is not None:
             self._sweeper.detach()
+        if self._batches is not None:
+            self._batches.detach()
         self.election.close()
         self.engine.close()
         self._election_store.close()

@@ -313,6 +313,7 @@ class _NodeParts(TypedDict):
     build_engine: Callable[[Store, Sharing | None], Engine]
     make_app: Callable[[EngineApi, ClusterView], Callable[[dict[str, Any], Any], Iterable[bytes]]]
     sweeper: Sweeper | None
+    batches: Batches | None
 
 
 class OrbitApplication(BaseApplication):  # type: ignore[misc]
@@ -379,6 +380,10 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             except OrbitError as exc:
                 log.error("cannot start the runtime", error=exc.message)
                 sys.exit(Arbiter.WORKER_BOOT_ERROR)
+            # Batch operations: the node attaches the engine and store its
+            # role allows (docs/operating-executions.md).
+            self.batches = Batches(log=log)
+            self.batches.start()
             node: ClusterNode | SharedNode = (
                 self._load_shared()
                 if self.config.cluster_mode == "shared"
@@ -422,9 +427,15 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             "advertise_addr": advertise_default(config, self.bound),
             "build_engine": lambda store, sharing: build_engine(config, store, sharing, telemetry),
             "make_app": lambda engine, view: create_app(
-                engine, config, cluster=view, calls=self._calls_of(engine), retention=self.sweeper
+                engine,
+                config,
+                cluster=view,
+                calls=self._calls_of(engine),
+                retention=self.sweeper,
+                batches=self.batches,
             ),
             "sweeper": self.sweeper,
+            "batches": self.batches,
         }
 
     def _calls_of(self, engine: EngineApi) -> WorkerCalls:
@@ -542,6 +553,10 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         if self.grpc is not None:
             self.grpc.wait_stopped()
             self.grpc = None
+        if self.batches is not None:
+            # Before the engine it acts through closes.
+            self.batches.stop()
+            self.batches = None
         if self.cluster is not None:
             self.cluster.close()
             self.cluster = None
@@ -551,9 +566,6 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         if self.sweeper is not None:
             self.sweeper.close()
             self.sweeper = None
-        if self.batches is not None:
-            self.batches.stop()
-            self.batches = None
         if self.engine is not None:
             self.engine.close()
             self.engine = None

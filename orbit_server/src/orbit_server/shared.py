@@ -81,6 +81,7 @@ from orbit_core.engine.task_desk import TaskDesk
 from orbit_core.errors import StorageError
 from orbit_core.ports import Store
 from orbit_server import logs
+from orbit_server.batches import Batches
 from orbit_server.config import ServerConfig
 from orbit_server.retention import Sweeper
 from orbit_store.shared import (
@@ -89,7 +90,7 @@ from orbit_store.shared import (
     SharedStore,
     SharedTables,
 )
-from orbit_store.sweeplock import SweepLock
+from orbit_store.sweeplock import BatchLock, SweepLock
 
 INTERVAL_ENV = "ORBIT_CLUSTER_INTERVAL_MS"
 # Inbox entries of different executions are applied by this many threads at
@@ -137,10 +138,15 @@ class SharedNode:
         make_app: Callable[[EngineApi, SharedNode], App],
         interval: float | None = None,
         sweeper: Sweeper | None = None,
+        batches: Batches | None = None,
     ) -> None:
         self.config = config
         # --retention: every server's sweeper sweeps while it holds the lock.
         self._sweeper = sweeper
+        # Batch operations: every server creates and shows them; the one
+        # holding the batch lock runs them, acting through this engine (so
+        # each action goes to its execution's owner).
+        self._batches = batches
         self.node_id = node_id
         self.advertise_addr = advertise_addr
         self.interval_s = interval if interval is not None else interval_s()
@@ -201,6 +207,8 @@ class SharedNode:
         self._app = make_app(self.engine, self)
         if sweeper is not None:
             sweeper.attach(self.store, SweepLock(self.store, node_id))
+        if batches is not None:
+            batches.attach(self.engine, self.store, gate=BatchLock(self.store, node_id))
         self._log.info(
             "shared: node is serving",
             node_id=node_id,
@@ -511,6 +519,8 @@ class SharedNode:
                 thread.join(timeout=10)
         if self._sweeper is not None:
             self._sweeper.detach()
+        if self._batches is not None:
+            self._batches.detach()
         self.engine.close()
         if leave:
             with contextlib.suppress(StorageError):

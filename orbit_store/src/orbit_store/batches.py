@@ -16,7 +16,9 @@ from sqlalchemy import Connection, and_, func, insert, inspect, or_, select, upd
 from sqlalchemy.schema import CreateTable
 
 from orbit_core.ports import BatchItem, BatchRow
+from orbit_core.visibility.check import Filter
 from orbit_store import schema as s
+from orbit_store import search
 
 T = TypeVar("T")
 _b = s.orbit_batches
@@ -52,7 +54,12 @@ class BatchTables:
         self._transaction(lambda conn: conn.execute(insert(_b).values(**_columns(row))))
 
     def batch_targets(
-        self, workflow: str | None, status: str | None, after: tuple[int, str] | None, limit: int
+        self,
+        workflow: str | None,
+        status: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+        where: Filter | None = None,
     ) -> list[tuple[int, str]]:
         query = select(_x.c.created_at_ms, _x.c.execution_id)
         if workflow is not None:
@@ -67,27 +74,43 @@ class BatchTables:
                 )
             )
         query = query.order_by(_x.c.created_at_ms, _x.c.execution_id).limit(limit)
-        rows: list[tuple[int, str]] = self._read(
-            lambda conn: [(int(r[0]), str(r[1])) for r in conn.execute(query)]
-        )
+
+        def read(conn: Connection) -> list[tuple[int, str]]:
+            chosen = query
+            if where is not None:
+                # The same SQL as `GET /v1/executions?where=` (search.py).
+                chosen = chosen.where(search.where(where, search.exists(conn)))
+            return [(int(r[0]), str(r[1])) for r in conn.execute(chosen)]
+
+        rows: list[tuple[int, str]] = self._read(read)
         return rows
 
-    def add_batch_items(self, batch_id: str, first: int, execution_ids: Sequence[str]) -> None:
+    def add_batch_items(
+        self, batch_id: str, first: int, execution_ids: Sequence[str], now_ms: int
+    ) -> bool:
         if not execution_ids:
-            return
+            return True
         rows = [
             {"batch_id": batch_id, "position": first + n, "execution_id": eid}
             for n, eid in enumerate(execution_ids)
         ]
         # The total counts what is written, in the same transaction: a
-        # selection interrupted goes on from there.
-        total = update(_b).where(_b.c.batch_id == batch_id).values(total=first + len(rows))
+        # selection interrupted goes on from there. Only from `first`: of
+        # two servers going on with one selection, the second writes nothing.
+        total = (
+            update(_b)
+            .where(_b.c.batch_id == batch_id, _b.c.total == first, _b.c.state == "selecting")
+            .values(total=first + len(rows), updated_at_ms=now_ms)
+        )
 
-        def run(conn: Connection) -> None:
+        def run(conn: Connection) -> bool:
+            if conn.execute(total).rowcount != 1:
+                return False
             conn.execute(insert(_i), rows)
-            conn.execute(total)
+            return True
 
-        self._transaction(run)
+        added: bool = self._transaction(run)
+        return added
 
     def set_batch(self, batch_id: str, *, state: str, total: int, now_ms: int) -> None:
         statement = (

@@ -1,5 +1,7 @@
 """The right to sweep for retention among the servers of a shared cluster
-(`orbit server --retention --cluster --cluster-mode shared`; docs/retention.md).
+(`orbit server --retention --cluster --cluster-mode shared`; docs/retention.md),
+and likewise the right to run batch jobs (`BatchLock`,
+docs/operating-executions.md).
 
 A session-level PostgreSQL advisory lock (`SWEEP_LOCK_KEY`) on a connection
 of its own: PostgreSQL grants it to one session at a time, and frees it when
@@ -22,7 +24,8 @@ from orbit_store.postgres import PostgresStore
 
 # The advisory lock's key: "orbit" and a 3 (schema preparation 1, election 2).
 SWEEP_LOCK_KEY = 0x6F72626974_03
-_CLASSID, _OBJID = SWEEP_LOCK_KEY >> 32, SWEEP_LOCK_KEY & 0xFFFFFFFF
+# Batch jobs' ("orbit" and a 5; 4 creates the idempotency keys' table).
+BATCH_LOCK_KEY = 0x6F72626974_05
 _TRY = "SELECT pg_try_advisory_lock(%s)"
 _UNLOCK = "SELECT pg_advisory_unlock(%s)"
 _HELD = (
@@ -35,9 +38,12 @@ class SweepLock:
     """One server's session for the sweep lock. Used by one thread (the
     sweeper's); a failed session is closed and a later call opens another."""
 
+    key = SWEEP_LOCK_KEY
+    purpose = "sweep"
+
     def __init__(self, store: PostgresStore, node_id: str) -> None:
         self._store = store
-        self._name = f"orbit-sweep:{node_id}"
+        self._name = f"orbit-{self.purpose}:{node_id}"
         self._conn: psycopg.Connection[Any] | None = None
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
@@ -48,25 +54,35 @@ class SweepLock:
         except psycopg.Error as exc:
             self.close()
             raise StorageError(
-                f"the sweep lock's session failed: {self._store.describe_error(exc)}"
+                f"the {self.purpose} lock's session failed: {self._store.describe_error(exc)}"
             ) from exc
         return None if row is None else row[0]
 
     def try_take(self) -> bool:
-        return bool(self._one(_TRY, (SWEEP_LOCK_KEY,)))
+        return bool(self._one(_TRY, (self.key,)))
 
     def held(self) -> bool:
         try:
-            return bool(self._one(_HELD, (_CLASSID, _OBJID)))
+            return bool(self._one(_HELD, (self.key >> 32, self.key & 0xFFFFFFFF)))
         except StorageError:
             return False
 
     def release(self) -> None:
         with contextlib.suppress(StorageError):
-            self._one(_UNLOCK, (SWEEP_LOCK_KEY,))
+            self._one(_UNLOCK, (self.key,))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+
+
+class BatchLock(SweepLock):
+    """The right to run batch jobs among the servers of a shared cluster
+    (orbit_server/batches.py): held while a server works through open
+    batches, so one server at a time acts on them; a server that dies
+    leaves it to the next."""
+
+    key = BATCH_LOCK_KEY
+    purpose = "batch"

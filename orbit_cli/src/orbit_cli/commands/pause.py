@@ -23,7 +23,7 @@ def cli(client: RuntimeClient, execution_id: str | None, reason: str | None, **b
     running finish and their results are recorded; signals are buffered;
     queries answer; `orbit cancel` still works. The status stays RUNNING.
 
-    With --workflow (and --status) instead of an id, every matching
+    With --workflow (and --status, --where) instead of an id, every matching
     execution is paused by a batch job the runtime runs; --dry-run lists
     them without acting.
     """

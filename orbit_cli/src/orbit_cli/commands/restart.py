@@ -44,6 +44,7 @@ def cli(
     as_json: bool,
     workflow: str | None,
     status: str | None,
+    where: str | None,
 ) -> None:
     """Start a new run of EXECUTION_ID that keeps the outcomes of the steps
     not depending on STEP and runs STEP and everything after it again.
@@ -51,9 +52,9 @@ def cli(
     A running execution's current run ends: its attempts in flight are
     abandoned. `orbit logs --run N` shows each run.
 
-    With --workflow (and --status) instead of an id, every matching
-    execution is restarted by a batch job the runtime runs; --dry-run lists
-    them without acting.
+    With --workflow (and --status, --where) instead of an id, every
+    matching execution is restarted by a batch job the runtime runs;
+    --dry-run lists them without acting.
     """
     if execution_id is not None and workflow is not None:
         raise click.UsageError("give an EXECUTION_ID or --workflow, not both")
@@ -65,11 +66,17 @@ def cli(
             body["force"] = True
         if reason is not None:
             body["reason"] = reason
-        batch = {"workflow": workflow, "status": status, "dry_run": dry_run, "as_json": as_json}
+        batch = {
+            "workflow": workflow,
+            "status": status,
+            "where": where,
+            "dry_run": dry_run,
+            "as_json": as_json,
+        }
         operate.run_batch(client, "restart", body, batch)
         return
-    if status is not None:
-        raise click.UsageError("--status goes with --workflow")
+    if status is not None or where is not None:
+        raise click.UsageError("--status and --where go with --workflow")
     url = path("v1", "executions", execution_id, "restart")
     body = {"from": step, "dry_run": True}
     answer = client.post(url, body)

@@ -19,7 +19,7 @@ def cli(client: RuntimeClient, execution_id: str | None, **batch: Any) -> None:
     """Resume EXECUTION_ID: its queued tasks are offered again and what
     fell due while it was paused (timers, retries, timeouts) happens now.
 
-    With --workflow (and --status) instead of an id, every matching
+    With --workflow (and --status, --where) instead of an id, every matching
     execution is resumed by a batch job the runtime runs; --dry-run lists
     them without acting.
     """

@@ -7,7 +7,7 @@ forgotten so their results are stale and their workers are told to stop at
 the next heartbeat, and its children are cancelled, as when a run continues
 as new) and starts the next run with the same input, `StepRestored` events
 for what it keeps, and the signals its kept steps did not consume. The run
-is decided at once. A fork writes the same start into a new execution, after
+is decided at once; a paused execution's new run starts paused. A fork writes the same start into a new execution, after
 a `WorkflowForked` naming its source, and leaves the source as it is.
 
 What is kept and what runs again is `orbit_core.restarts`' pure plan; here
@@ -108,6 +108,11 @@ class Restarts:
                 wait.ticket,
             )
         self._restore(tx, live, old, outline)
+        if old.paused_at_ms is not None:
+            # The pause is the operator's hold on the execution, not on
+            # one run: the new run starts held, with the same reason, and
+            # runs once resumed (docs/restart-and-fork.md).
+            x.record(tx, live, ev.WorkflowPaused, old.pause_reason)
         x.decide(tx, live)
         answer["started"] = True
         return answer
