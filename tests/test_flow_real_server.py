@@ -166,7 +166,6 @@ def test_an_idempotency_key_starts_once_across_a_restart(database: str) -> None:
 
 
 STEP_SOURCE = """
-RATED = """
 task "demo.work" {
     version "1.0.0"
     input { customer_id: String }
@@ -182,25 +181,6 @@ workflow PerStep {
         with { customer_id: input.customer_id }
         concurrency { max: 1, key: input.customer_id }
     }
-workflow Paced {
-    version "1.0.0"
-    input { customer_id: String }
-    rate { max: 1, per: 4s, key: input.customer_id }
-    step work { worker "demo.work" with { customer_id: input.customer_id } }
-}
-
-workflow Dropped {
-    version "1.0.0"
-    input { customer_id: String }
-    rate { max: 1, per: 1h, key: input.customer_id, on_exceed: drop }
-    step work { worker "demo.work" with { customer_id: input.customer_id } }
-}
-
-workflow Quiet {
-    version "1.0.0"
-    input { customer_id: String, n: Int }
-    debounce { period: 1h, key: input.customer_id }
-    step work { worker "demo.work" with { customer_id: input.customer_id } }
 }
 """
 
@@ -234,6 +214,54 @@ def test_a_step_limit_holds_one_attempt_per_customer_across_a_kill(tmp_path: Pat
         assert doc(api, "s2")["waiting"]["message"] == waiting
         status = Orbit(f"http://{proc.addr}").ok("status", "s2")
         assert waiting in status.stdout
+    finally:
+        proc.stop(signal.SIGKILL)
+
+    proc = ServerProcess(database).start()
+    try:
+        api = proc.http()
+        worker = RawWorker(api, "after", [("demo.work", "1.0.0")])
+        assert worker.register().status == 200
+        assert take_all(worker) == []
+        first = next(t for t in tasks if t["execution_id"] == "s1")
+        assert worker.complete(first["token"], {}).status == 200
+        (second,) = take_all(worker)
+        assert second["execution_id"] == "s2"
+        assert doc(api, "s3")["waiting"]["message"] == waiting
+    finally:
+        proc.stop()
+
+
+RATED = """
+task "demo.work" {
+    version "1.0.0"
+    input { customer_id: String }
+    output {}
+}
+
+workflow Paced {
+    version "1.0.0"
+    input { customer_id: String }
+    rate { max: 1, per: 4s, key: input.customer_id }
+    step work { worker "demo.work" with { customer_id: input.customer_id } }
+}
+
+workflow Dropped {
+    version "1.0.0"
+    input { customer_id: String }
+    rate { max: 1, per: 1h, key: input.customer_id, on_exceed: drop }
+    step work { worker "demo.work" with { customer_id: input.customer_id } }
+}
+
+workflow Quiet {
+    version "1.0.0"
+    input { customer_id: String, n: Int }
+    debounce { period: 1h, key: input.customer_id }
+    step work { worker "demo.work" with { customer_id: input.customer_id } }
+}
+"""
+
+
 def event_ms(api: Http, execution_id: str, kind: str) -> int:
     reply = api.get(f"/v1/executions/{execution_id}/history")
     assert reply.status == 200, reply
@@ -303,14 +331,6 @@ def test_rates_and_debounce_hold_across_a_kill(database: str) -> None:
     proc = ServerProcess(database).start()
     try:
         api = proc.http()
-        worker = RawWorker(api, "after", [("demo.work", "1.0.0")])
-        assert worker.register().status == 200
-        assert take_all(worker) == []
-        first = next(t for t in tasks if t["execution_id"] == "s1")
-        assert worker.complete(first["token"], {}).status == 200
-        (second,) = take_all(worker)
-        assert second["execution_id"] == "s2"
-        assert doc(api, "s3")["waiting"]["message"] == waiting
         assert drop().status == 429
         assert quiet(3).body == {"execution_id": pending, "created": False}
         assert doc(api, pending)["input"] == {"customer_id": "q", "n": 3}
