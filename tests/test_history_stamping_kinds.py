@@ -85,6 +85,10 @@ def test_admission_and_migration_histories_are_dense_and_in_time_order() -> None
     engine.clock.advance(20_000)  # type: ignore[attr-defined]
     _take_and_complete(engine, session["worker_session_id"])
     seen |= _seen(engine, [first["execution_id"]])
-    kinds = {ev.WorkflowWaiting, ev.WorkflowAdmitted, ev.WorkflowMigrated, ev.WorkflowDebounced}
-    assert {kind.TYPE for kind in kinds} <= seen
+    assert {
+        ev.WorkflowWaiting.TYPE,
+        ev.WorkflowAdmitted.TYPE,
+        ev.WorkflowMigrated.TYPE,
+        ev.WorkflowDebounced.TYPE,
+    } <= seen
     engine.close()
