@@ -531,6 +531,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
                     change.archived,
                     change.new,
                     list(change.search),
+                    change.idempotency,
                 )
                 continue
             if change.archive_run is not None:
@@ -543,6 +544,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
             else:
                 into.events.extend(change.events)
             into.search.extend(change.search)
+            into.idempotency = into.idempotency or change.idempotency
             into.row = change.row
     merged.executions = list(changes.values())
     return merged
