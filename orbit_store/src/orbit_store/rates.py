@@ -22,8 +22,8 @@ from orbit_store import schema as s
 from orbit_store.parts import LazyPart
 
 COLUMNS = ("workflow", "rate_key", "tat_us")
-# pg_advisory_xact_lock's key for creating the part: "orbit" and 0x39 (issue 39).
-_LOCK_KEY = 0x6F72626974_39
+# pg_advisory_xact_lock's key for creating the part: "orbit" and a 7 (each part has its own; see test_store_lock_keys.py).
+_LOCK_KEY = 0x6F72626974_07
 SWEEP_EVERY_MS = 60_000
 
 PART = LazyPart("flow_rates", "start-rate", s.orbit_flow_rates, s.FLOW_RATES_VERSION, _LOCK_KEY)

@@ -46,8 +46,8 @@ _BUILTIN_COLUMNS = {
     "started": "created_at_ms",
     "ended": "updated_at_ms",
 }
-# pg_advisory_xact_lock's key for creating the part: "orbit" and a 3.
-_LOCK_KEY = 0x6F72626974_03
+# pg_advisory_xact_lock's key for creating the part: "orbit" and a 6.
+_LOCK_KEY = 0x6F72626974_06
 
 
 PART = LazyPart("search", "search", s.orbit_search_values, s.SEARCH_VERSION, _LOCK_KEY)
