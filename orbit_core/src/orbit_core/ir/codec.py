@@ -574,8 +574,9 @@ def _check_enums(defn: Definition) -> None:
             if retry is not None and retry.backoff not in ("fixed", "exponential"):
                 raise IRError(f"step `{step.name}`: unknown backoff `{retry.backoff}`")
     for contract in defn.contracts.values():
-        if isinstance(contract, TaskContract) and contract.effect not in (None, *EFFECT_CLASSES):
-            raise IRError(f"task `{contract.name}`: unknown effect class `{contract.effect}`")
+        effect = contract.effect if isinstance(contract, TaskContract) else None
+        if effect is not None and effect not in EFFECT_CLASSES:
+            raise IRError(f"task `{contract.name}`: unknown effect class `{effect}`")
     for kind in defn.handlers:
         if kind not in HANDLER_KINDS:
             raise IRError(f"unknown handler kind `{kind}`")
