@@ -145,50 +145,6 @@ def tests(session: nox.Session, pkg: str) -> None:
     session.run("pytest", f"{pkg}/tests", *xdist, *session.posargs)
 
 
-# What `compiled` runs besides orbit_core's own tests: the engine driven
-# through the SQLite store, the server's worker protocol and the language.
-COMPILED_TESTS = [
-    "orbit_store/tests/test_store_recovery.py",
-    "tests/test_flow_admission.py",
-    "tests/test_flow_idempotency.py",
-    "tests/test_handlers_one_api.py",
-    "tests/test_migration_engine.py",
-    "tests/test_visibility_engine.py",
-]
-
-
-@nox.session(python=PYTHON)
-def compiled(session: nox.Session) -> None:
-    """orbit_core built with mypyc (orbit_core/hatch_build.py,
-    docs/design/compiled.md): a wheel made with ORBIT_COMPILE=require is
-    installed over the editable layers, then orbit_core's tests (the
-    simulation over fewer seeds) and COMPILED_TESTS run against it.
-    Not in the default sessions: the build alone takes minutes on two cores
-    and the measured gain did not earn it a place in CI."""
-    session.install(*TEST_DEPS)
-    _install(session, ALL)
-    wheels = Path(session.create_tmp()).resolve() / "compiled-wheel"
-    shutil.rmtree(wheels, ignore_errors=True)
-    session.run(
-        _uv(), "build", "--wheel", "--out-dir", str(wheels), "orbit_core",
-        env={"ORBIT_COMPILE": "require"}, external=True,
-    )  # fmt: skip
-    [wheel] = wheels.glob("orbit_core-*.whl")
-    session.install("--reinstall", "--no-deps", str(wheel))
-    # The tests must run the extensions, not a source tree that shadows them.
-    session.run(
-        "python", "-c",
-        "import orbit_core.decide as m, sys; "
-        "sys.exit(0 if m.__file__.endswith('.so') else f'not compiled: {m.__file__}')",
-    )  # fmt: skip
-    targets = session.posargs or ["orbit_core/tests", *COMPILED_TESTS]
-    # The simulation over 2000 seeds, not the pure suite's 10000: the seeds
-    # test the decider's logic, which the pure run covers; here they check
-    # that the compiled modules behave the same.
-    env = {"ORBIT_SIM_SEEDS": os.environ.get("ORBIT_SIM_SEEDS", "2000")}
-    session.run("pytest", *XDIST_PACKAGES["orbit_core"], *targets, env=env)
-
-
 @nox.session(python=PYTHON)
 def repo(session: nox.Session) -> None:
     """Cross-package tests: import boundaries, book examples, golden outputs."""
