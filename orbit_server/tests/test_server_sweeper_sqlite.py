@@ -70,3 +70,25 @@ def test_an_old_database_without_auto_vacuum_is_left_as_it_is(tmp_path: Path) ->
         assert store.reclaim_space(64) == 0
     finally:
         store.close()
+
+
+def test_one_reclaim_step_gives_back_as_many_pages_as_asked(tmp_path: Path) -> None:
+    # Python's sqlite3 runs `PRAGMA incremental_vacuum(N)` one step only
+    # (one page): a step must free its N pages, in one transaction, or the
+    # reclaim after a large sweep takes one fsync'd write per page.
+    store = SqliteStore(tmp_path / "o.db")
+    try:
+        store.prepare_retention()
+        ids = _fill(store, 200)
+        assert store.delete_executions(ids) == len(ids)
+
+        def free() -> int:
+            return int(store._read(lambda c: c.exec_driver_sql("PRAGMA freelist_count").scalar()))
+
+        before = free()
+        assert before > 300
+        left = store.reclaim_space(64)
+        assert left == free() == before - 64
+        assert store.reclaim_space(10_000) == 0 == free()
+    finally:
+        store.close()

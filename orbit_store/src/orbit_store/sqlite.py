@@ -155,7 +155,18 @@ class SqliteStore(SqlStore):
 
         def statements(cursor: Any) -> None:
             nonlocal left
-            cursor.execute(f"PRAGMA incremental_vacuum({int(max_pages)})").fetchall()
+            # Python's sqlite3 steps a statement that returns no rows once,
+            # and one step of `incremental_vacuum(N)` frees one page: so the
+            # pages are freed one statement each, and in one transaction (a
+            # PRAGMA does not open one), so the step costs one commit.
+            if not cursor.connection.in_transaction:
+                cursor.execute("BEGIN")
+            free = int(cursor.execute("PRAGMA freelist_count").fetchone()[0])
+            step = min(max(int(max_pages), 0), free)
+            for _ in range(step):
+                cursor.execute("PRAGMA incremental_vacuum(1)")
+            # (Also resets the last PRAGMA, which a COMMIT would find still
+            # in progress.)
             left = int(cursor.execute("PRAGMA freelist_count").fetchone()[0])
 
         mode = self._read(lambda conn: conn.exec_driver_sql("PRAGMA auto_vacuum").scalar())
