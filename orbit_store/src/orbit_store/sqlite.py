@@ -172,7 +172,7 @@ class SqliteStore(SqlStore):
         mode = self._read(lambda conn: conn.exec_driver_sql("PRAGMA auto_vacuum").scalar())
         if mode != 2:  # 2: INCREMENTAL
             return 0
-        self._write(statements, None)
+        self.sweeper_write(statements)
         return left
 
     def _quick_check(self) -> None:
