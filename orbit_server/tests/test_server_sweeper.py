@@ -165,3 +165,32 @@ def test_only_the_holder_of_the_gate_sweeps(tmp_path: Path) -> None:
     assert sweep(sweeper).swept == 2  # the next holder archives them again, then deletes
     sweeper.detach()
     assert sweeper.sweep() is None
+
+
+def test_an_archived_execution_keeps_its_search_rows(tmp_path: Path) -> None:
+    from orbit_core.visibility.fields import SearchValue
+
+    store = MemoryStore()
+    created = ev.WorkflowCreated(1, 0, "Wf", "1.0.0", "sha256:x", {"customer": "c-1"})
+    row = ExecutionRow("s", "Wf", "1.0.0", "sha256:x", "COMPLETED", 0, 1000, 2)
+    customer = SearchValue("customer", "c-1", None)
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    "s",
+                    row,
+                    [created, ev.WorkflowCompleted(2, 1000, 1)],
+                    new=True,
+                    search=[customer],
+                )
+            ]
+        )
+    )
+    finished(store, "plain", 1000)
+    archive = DirectoryArchive(tmp_path)
+    assert sweep(Sweeper(store, archive, 10, clock=lambda: 5000)).swept == 2
+    kept = archive.get("s")
+    assert kept is not None and kept.search == (customer,)
+    plain = archive.get("plain")
+    assert plain is not None and plain.search == ()

@@ -49,6 +49,7 @@ from orbit_core.api import HistoryPage
 from orbit_core.errors import OrbitError
 from orbit_core.ports import ExecutionRow, RetentionStore, Store
 from orbit_core.state import fold
+from orbit_core.visibility.fields import SearchValue
 from orbit_server.archive import Archive, ArchivedExecution
 
 SWEEP_INTERVAL_S = 60.0
@@ -310,8 +311,14 @@ class Sweeper:
         }
 
     def _records(self, store: SweepStore, rows: Sequence[ExecutionRow]) -> list[ArchivedExecution]:
-        found = store.retention_histories([r.execution_id for r in rows])
-        return [record(row, runs) for row, runs in found if runs and runs[-1]]
+        ids = [r.execution_id for r in rows]
+        found = store.retention_histories(ids)
+        values = store.retention_search_values(ids)
+        return [
+            record(row, runs, values.get(row.execution_id, ()))
+            for row, runs in found
+            if runs and runs[-1]
+        ]
 
 
 def _slices(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -319,9 +326,11 @@ def _slices(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
-def record(row: ExecutionRow, runs: list[list[ev.Event]]) -> ArchivedExecution:
+def record(
+    row: ExecutionRow, runs: list[list[ev.Event]], search: Sequence[SearchValue] = ()
+) -> ArchivedExecution:
     """The archive record of an execution: its state document folded from
-    the last run, and each run's history page."""
+    the last run, each run's history page and its search index rows."""
     eid = row.execution_id
     pages: list[HistoryPage] = []
     for number, events in enumerate(runs, 1):
@@ -330,7 +339,9 @@ def record(row: ExecutionRow, runs: list[list[ev.Event]]) -> ArchivedExecution:
             page["run"] = number
         pages.append(page)
     document = fold(runs[-1], eid).to_json()
-    return ArchivedExecution(row.to_json(), row.definition_hash, document, tuple(pages))
+    return ArchivedExecution(
+        row.to_json(), row.definition_hash, document, tuple(pages), tuple(search)
+    )
 
 
 def interval_from_env() -> float:

@@ -42,6 +42,7 @@ from orbit_core.ports import (
     pause_marks,
 )
 from orbit_core.state import TERMINAL
+from orbit_core.visibility.fields import SearchValue
 from orbit_core.visibility.page import SearchQuery
 from orbit_store import idempotency, rates, search
 from orbit_store import schema as s
@@ -1031,6 +1032,30 @@ class SqlStore(ScheduleTables, BatchTables):
                 out.append((_execution_row(found[eid], len(history)), history))
             return out
 
+        return self._read(read, self._sweep_reader)
+
+    def retention_search_values(self, execution_ids: Sequence[str]) -> dict[str, list[SearchValue]]:
+        t = s.orbit_search_values
+        query = (
+            select(t.c.execution_id, t.c.field, t.c.str_value, t.c.num_value)
+            .where(t.c.execution_id.in_(bindparam("ids", expanding=True)))
+            .order_by(t.c.execution_id, t.c.field)
+        )
+        ids = list(execution_ids)
+
+        def read(conn: Connection) -> dict[str, list[SearchValue]]:
+            if not self._indexed:
+                self._indexed = search.exists(conn)
+                if not self._indexed:
+                    return {}
+            out: dict[str, list[SearchValue]] = {}
+            for row in conn.execute(query, {"ids": ids}):
+                value = SearchValue(row.field, row.str_value, row.num_value)
+                out.setdefault(row.execution_id, []).append(value)
+            return out
+
+        if not ids:
+            return {}
         return self._read(read, self._sweep_reader)
 
     def delete_executions(self, execution_ids: Sequence[str]) -> int:
