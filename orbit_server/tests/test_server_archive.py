@@ -145,9 +145,10 @@ def test_a_filter_runs_over_the_search_rows_the_index_keeps(tmp_path: Path) -> N
     )
     for reader in (archive, DirectoryArchive(tmp_path)):
 
-        def listed(where: str, **extra: object) -> list[str]:
-            typed = compile_filter(where, catalog)
-            found = reader.list(where=typed, **extra)  # type: ignore[arg-type]
+        def listed(
+            where: str, reader: DirectoryArchive = reader, after: tuple[int, str] | None = None
+        ) -> list[str]:
+            found = reader.list(where=compile_filter(where, catalog), after=after)
             return [r["execution_id"] for r in found]
 
         assert listed('customer == "c-1"') == ["b", "a"]

@@ -83,12 +83,39 @@ def test_one_reclaim_step_gives_back_as_many_pages_as_asked(tmp_path: Path) -> N
         assert store.delete_executions(ids) == len(ids)
 
         def free() -> int:
-            return int(store._read(lambda c: c.exec_driver_sql("PRAGMA freelist_count").scalar()))
+            return int(
+                store._read(lambda c: c.exec_driver_sql("PRAGMA freelist_count").scalar_one())
+            )
 
         before = free()
         assert before > 300
         left = store.reclaim_space(64)
         assert left == free() == before - 64
         assert store.reclaim_space(10_000) == 0 == free()
+    finally:
+        store.close()
+
+
+def test_the_sweepers_deletes_skip_the_fsync_and_the_engines_commits_keep_it(
+    tmp_path: Path,
+) -> None:
+    # A delete a crash undoes leaves executions that are already archived
+    # (swept again later), so it commits with synchronous=NORMAL; the write
+    # connection is FULL again for the engine's next group.
+    store = SqliteStore(tmp_path / "o.db")
+    seen: list[int] = []
+    try:
+        store.prepare_retention()
+        ids = _fill(store, 3)
+
+        def statements(cursor: object) -> None:
+            seen.append(cursor.execute("PRAGMA synchronous").fetchone()[0])  # type: ignore[attr-defined]
+
+        store.sweeper_write(statements)
+        store._write(statements, None)
+        assert seen == [1, 2]  # NORMAL for the sweeper, FULL for the engine
+        assert store.delete_executions(ids) == 3
+        store._write(statements, None)
+        assert seen[-1] == 2
     finally:
         store.close()

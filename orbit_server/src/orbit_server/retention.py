@@ -61,11 +61,14 @@ PAUSE_S = 0.01
 # deleted BATCH at a time: the archive's fsyncs, which share the disk with
 # the engine's commits, come once per ARCHIVE_BATCH rather than per BATCH.
 ARCHIVE_BATCH = 500
-# The pace (`Pace`): the pause grows, up to MAX_PAUSE_S, while an engine
-# write waited longer than WAIT_LIMIT_S for the write connection since the
-# last delete, and shrinks back to the least when none did; and it is never
-# shorter than HOLD_RATIO times the delete itself, so the sweeper holds the
-# write connection at most about a quarter of the time.
+# The pace (`Pace`): after each step (reading a batch's histories and
+# folding them, the archive's write, a delete) the sweeper pauses. The
+# pause grows, up to MAX_PAUSE_S, while an engine write waited longer than
+# WAIT_LIMIT_S for the write connection since the last step, and shrinks
+# back to the least when none did; and it is never shorter than HOLD_RATIO
+# times the step itself, so the sweeper is busy at most about a quarter of
+# the time: its Python work holds the interpreter lock the engine's threads
+# need, and its writes hold the write connection.
 MAX_PAUSE_S = 0.5
 WAIT_LIMIT_S = 0.005
 HOLD_RATIO = 3.0
@@ -102,6 +105,7 @@ class Pace:
 
     least: float
     most: float = MAX_PAUSE_S
+    ratio: float = HOLD_RATIO
     pause: float = attrs.field(default=0.0)
 
     def __attrs_post_init__(self) -> None:
@@ -114,7 +118,7 @@ class Pace:
             self.pause = min(self.most, max(self.pause * 2, self.least * 2, 0.001))
         else:
             self.pause = max(self.least, self.pause / 2)
-        return min(self.most, max(self.pause, held_s * HOLD_RATIO))
+        return min(self.most, max(self.pause, held_s * self.ratio))
 
 
 @attrs.frozen(slots=True)
@@ -140,6 +144,7 @@ class Sweeper:
         batch: int = BATCH,
         pause_s: float = PAUSE_S,
         archive_batch: int = ARCHIVE_BATCH,
+        hold_ratio: float = HOLD_RATIO,
     ) -> None:
         self._store: SweepStore | None = None
         self._gate: SweepGate | None = None
@@ -150,6 +155,7 @@ class Sweeper:
         self._batch = batch
         self._archive_batch = max(archive_batch, batch)
         self._pause_s = pause_s
+        self._hold_ratio = hold_ratio
         self.interval_s = interval_s if interval_s is not None else interval_from_env()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -244,7 +250,7 @@ class Sweeper:
         declared = self.declared_retentions(store)
         first = store.retention_candidates(now, self.retention_ms, 1, None, declared)
         self._oldest_eligible_ms = first[0].updated_at_ms if first else None
-        pace = Pace(self._pause_s)
+        pace = Pace(self._pause_s, ratio=self._hold_ratio)
         waited = getattr(store, "writes_waited_s", lambda: 0.0)
         stopped = False
         while not stopped and not self._stop.is_set() and self._store is store:
@@ -256,15 +262,18 @@ class Sweeper:
             after = (rows[-1].updated_at_ms, rows[-1].execution_id)
             records: list[ArchivedExecution] = []
             for part in _slices(rows, self._batch):
+                began_read = time.monotonic()
                 records += self._records(store, part)
+                self._stop.wait(pace.after(time.monotonic() - began_read, waited()))
+            began_write = time.monotonic()
             self.archive.write(records)
+            self._stop.wait(pace.after(time.monotonic() - began_write, waited()))
             count = 0 if self.archive.location == "none" else len(records)
             archived += count
             self.archived_total += count
             # Deleted in small transactions, each after the whole chunk is
             # in the archive; the pause between them leaves the write
             # connection to the engine's group commits.
-            waited()  # what queued before this chunk is not ours
             for chunk in _slices(records, self._batch):
                 if self._stop.is_set() or self._store is not store:
                     stopped = True

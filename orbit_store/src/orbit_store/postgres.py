@@ -52,7 +52,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import certifi
@@ -234,10 +234,16 @@ class PostgresStore(SqlStore):
     # Fenced mode: the term check opens every write transaction.
 
     def _write(
-        self, statements: Any, marker: Any, *, alone: bool = False, link: Any = None
+        self,
+        statements: Any,
+        marker: Any,
+        *,
+        alone: bool = False,
+        link: Any = None,
+        durable: bool = True,
     ) -> None:
         if self.fence_term is None:
-            super()._write(statements, marker, alone=alone, link=link)
+            super()._write(statements, marker, alone=alone, link=link, durable=durable)
             return
 
         def fenced(cursor: Any) -> None:
@@ -245,7 +251,19 @@ class PostgresStore(SqlStore):
             self._check_term(cursor.fetchone())
             statements(cursor)
 
-        super()._write(fenced, marker, link=link)
+        super()._write(fenced, marker, link=link, durable=durable)
+
+    @contextlib.contextmanager
+    def lax_commit(self, raw: Any) -> Iterator[None]:
+        """`synchronous_commit` off on the sweeper's own connection (the
+        only user of `lax_commit`): its COMMIT does not wait for the WAL
+        flush."""
+        cursor = raw.cursor()
+        try:
+            cursor.execute("SET synchronous_commit TO off")
+        finally:
+            cursor.close()
+        yield
 
     def sweep_link(self) -> _Link:
         """The sweeper deletes on a connection of its own: finished

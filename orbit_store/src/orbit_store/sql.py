@@ -689,11 +689,13 @@ class SqlStore(ScheduleTables, BatchTables):
         *,
         alone: bool = False,
         link: _Link | None = None,
+        durable: bool = True,
     ) -> None:
         """`statements` and a COMMIT as one transaction on the write
         connection, or on `link` (`alone`: one statement run in autocommit
-        mode, which is its own transaction); see the class docstring for
-        when it is tried again."""
+        mode, which is its own transaction; `durable=False`: a COMMIT that
+        need not survive a crash, see `lax_commit`); see the class docstring
+        for when it is tried again."""
         committing = False
         writer = self._writer if link is None else link
         sweeping = self._sweeping.on
@@ -719,7 +721,8 @@ class SqlStore(ScheduleTables, BatchTables):
                             with contextlib.suppress(Exception):
                                 raw.autocommit = False
                         return
-                    with self.transaction_scope(raw):
+                    lax = contextlib.nullcontext() if durable else self.lax_commit(raw)
+                    with lax, self.transaction_scope(raw):
                         statements(cursor)
                         committing = True
                         raw.commit()
@@ -741,6 +744,13 @@ class SqlStore(ScheduleTables, BatchTables):
             if committing and marker is not None and self._found(*marker):
                 return  # the COMMIT went through before the connection broke
         attempt()
+
+    def lax_commit(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
+        """What a transaction that need not be durable runs in (the
+        sweeper's: a delete a crash undoes leaves executions that are
+        already archived, and the next sweep archives them again), so its
+        COMMIT need not wait for the disk; the dialects say how."""
+        return contextlib.nullcontext()
 
     def transaction_scope(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
         """What a write transaction runs in, on the DBAPI connection `raw`
@@ -1094,7 +1104,7 @@ class SqlStore(ScheduleTables, BatchTables):
         its wait for the connection is not an engine write's."""
         self._sweeping.on = True
         try:
-            self._write(statements, None, link=self.sweep_link())
+            self._write(statements, None, link=self.sweep_link(), durable=False)
         finally:
             self._sweeping.on = False
 

@@ -50,6 +50,7 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -145,6 +146,19 @@ class SqliteStore(SqlStore):
         except BaseException:
             self.close()
             raise
+
+    @contextlib.contextmanager
+    def lax_commit(self, raw: Any) -> Iterator[None]:
+        """`synchronous=NORMAL` for one transaction on the write connection
+        (WAL then writes the commit without an fsync; the engine's next
+        commit, back at FULL, syncs it with its own), FULL again after."""
+        cursor = raw.cursor()
+        try:
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            yield
+        finally:
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.close()
 
     def reclaim_space(self, max_pages: int) -> int:
         """Gives up to `max_pages` free pages back to the file system (a
