@@ -279,6 +279,12 @@ def main() -> None:
         default=10.0,
         help="the sweep works this long, then is held this long, in turn (0: never held)",
     )
+    parser.add_argument(
+        "--limit",
+        type=float,
+        default=0.0,
+        help="stop the sweep after this many seconds of work (0: sweep everything)",
+    )
     parser.add_argument("--window", type=float, default=5.0, help="seconds per p99 window")
     parser.add_argument("--store", default=os.path.join(tempfile.gettempdir(), "bench-ret.db"))
     parser.add_argument("--batch", type=int, default=BATCH)
@@ -345,7 +351,11 @@ def main() -> None:
         # (between two chunks) for as long; the load never stops.
         began_sweep = time.perf_counter()
         while sweeping.is_alive():
-            sweeping.join(args.phase)
+            if args.limit and time.perf_counter() - began_sweep - gate.held_s >= args.limit:
+                sweeper.close()  # stops before its next step
+                sweeping.join()
+                break
+            sweeping.join(args.phase or args.limit or None)
             progress(sweeper.swept_total, began_sweep, gate.held_s, starts, quiet)
             if not sweeping.is_alive() or args.phase <= 0:
                 continue
@@ -382,6 +392,7 @@ def main() -> None:
                 "archive_batch": args.archive_batch,
                 "pause_s": args.pause,
                 "phase_s": args.phase,
+                "limit_s": args.limit,
                 "held_per_phase_s": args.phase if args.held is None else args.held,
                 "hold_ratio": args.hold_ratio,
                 "filled_s": round(filled_s, 2),
@@ -400,7 +411,7 @@ def main() -> None:
             indent=2,
         )
     )
-    if summary.swept != args.executions:
+    if summary.swept != args.executions and not args.limit:
         sys.exit(f"swept {summary.swept} of {args.executions}")
 
 
