@@ -6,10 +6,16 @@ the store for candidates (`RetentionStore.retention_candidates`, which leaves
 out a running parent's children and a schedule's last execution), reads
 their histories, folds the state document itself (`orbit_core.state.fold`,
 what the engine answers for an execution it no longer holds), hands the
-batch to the archive, which returns once it is on disk, and only then
-deletes the batch in one short transaction. Batches are small (`BATCH`), so
-the store's write connection is held for one small delete at a time and
-group commits go on between them.
+chunk (`ARCHIVE_BATCH`) to the archive, which returns once it is on disk,
+and only then deletes the chunk `BATCH` at a time, each delete its own
+short transaction (`SqlStore.sweeper_write`: on PostgreSQL a connection of
+its own; a commit that need not be durable, since a delete a crash undoes
+only means the executions are archived again). Every step is followed by a
+pause (`Pace`) that keeps the sweeper busy at most about a quarter of the
+time and grows while the engine's writes queue behind it: the sweeper's
+Python work competes with the engine's threads for the interpreter, and
+its writes for the disk, so the p99 of starts holds during a sweep
+(docs/retention.md, "What it costs").
 
 It sweeps once at start and then every `SWEEP_INTERVAL_S` (the hidden
 environment variable `ORBIT_RETENTION_SWEEP_INTERVAL`, in seconds, shortens
