@@ -124,6 +124,70 @@ def test_retention_per_execution_beats_per_workflow_beats_the_server(tmp_path: P
         assert bad.exit_code == 2 and "--retention" in bad.stderr, bad
 
 
+TAGGED = """\
+workflow Tagged {
+    version "1.0.0"
+    input { customer: String, amount: Float }
+    output { ok: Bool }
+    search {
+        customer: input.customer
+        amount: input.amount
+    }
+    return { ok: true }
+}
+"""
+
+
+def test_archived_executions_are_filtered_like_the_index(tmp_path: Path) -> None:
+    """`orbit ps --archived --where` and `GET /v1/archive/executions?where=`
+    select swept executions by their search fields as the live index does."""
+    archive = tmp_path / "archive"
+    server = ServerProcess(
+        tmp_path / "o.db", "--retention", "1s", "--archive", str(archive), env=FAST
+    )
+    with server:
+        orbit = Orbit(f"http://{server.addr}")
+        source = tmp_path / "tagged.orbit"
+        source.write_text(TAGGED)
+        orbit.ok("deploy", str(source))
+        for eid, customer, amount in (
+            ("t-small", "c-1", 10.0),
+            ("t-big", "c-1", 900.0),
+            ("t-other", "c-2", 800.0),
+        ):
+            answer = json.dumps({"customer": customer, "amount": amount})
+            orbit.ok("run", "Tagged", "--id", eid, "--input", answer)
+        _until(lambda: orbit.ok("ps").stdout.count("t-") == 0)
+
+        def listed(*args: str) -> list[str]:
+            out = orbit.ok("ps", "--archived", *args).stdout
+            return [line.split()[0] for line in out.splitlines()[1:] if line.startswith("t-")]
+
+        assert listed("--where", 'customer == "c-1"') == ["t-big", "t-small"]
+        assert listed("--where", 'customer == "c-1" and amount > 500') == ["t-big"]
+        assert listed("--where", 'status == "COMPLETED"', "--workflow", "Tagged") == [
+            "t-other",
+            "t-big",
+            "t-small",
+        ]
+        first = orbit.ok("ps", "--archived", "--where", "amount > 0", "--limit", "2").stdout
+        assert "more: --cursor " in first
+        cursor = first.rsplit("more: --cursor ", 1)[1].split()[0]
+        assert listed("--where", "amount > 0", "--cursor", cursor) == ["t-small"]
+        typo = orbit("ps", "--archived", "--where", "nosuch == 1")
+        assert typo.exit_code == 2 and "unknown field `nosuch`" in typo.stderr, typo
+        http = server.http()
+        page = http.get("/v1/archive/executions?where=amount%20%3E%20850")
+        assert page.status == 200, page
+        assert [r["execution_id"] for r in page.body["executions"]] == ["t-big"]
+        assert page.body["next_cursor"] is None
+        bad = http.get("/v1/archive/executions?where=amount%20%3E%20%22x%22")
+        assert bad.status == 400 and bad.body["error"]["code"] == "INVALID_FILTER", bad
+        # Without `where` nor `cursor` the answer is as before: no cursor.
+        plain = http.get("/v1/archive/executions?limit=1")
+        assert plain.status == 200 and "next_cursor" not in plain.body
+
+
 def test_without_retention_nothing_is_swept_and_the_archive_routes_are_absent(
     tmp_path: Path,
 ) -> None:

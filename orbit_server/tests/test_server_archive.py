@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
+
 from orbit_core.api import ExecutionDoc, ExecutionSummary, HistoryPage
 from orbit_server.archive import INDEX, ArchivedExecution, DirectoryArchive, NoArchive
 
@@ -117,3 +119,56 @@ def test_a_later_copy_is_read_when_the_first_cannot_be(tmp_path: Path) -> None:
     archive.write([record("a")])
     found = DirectoryArchive(tmp_path).get("a")
     assert found is not None and found.summary["status"] == "COMPLETED"
+
+
+def test_a_filter_runs_over_the_search_rows_the_index_keeps(tmp_path: Path) -> None:
+    from orbit_core.visibility.check import FieldCatalog, compile_filter
+    from orbit_core.visibility.fields import SearchValue
+    from orbit_core.visibility.query import decode_cursor
+
+    catalog = FieldCatalog({"customer": {"Wf": "string"}, "amount": {"Wf": "float"}}, frozenset())
+    archive = DirectoryArchive(tmp_path)
+    rows = [
+        ("a", "c-1", 100.0),
+        ("b", "c-1", 900.0),
+        ("c", "c-2", 700.0),
+    ]
+    archive.write(
+        [
+            attrs.evolve(
+                record(eid, 1000 + i),
+                search=(SearchValue("customer", who, None), SearchValue("amount", None, much)),
+            )
+            for i, (eid, who, much) in enumerate(rows)
+        ]
+        + [record("plain", 5000)]  # no search rows: only built-in fields match
+    )
+    for reader in (archive, DirectoryArchive(tmp_path)):
+
+        def listed(
+            where: str, reader: DirectoryArchive = reader, after: tuple[int, str] | None = None
+        ) -> list[str]:
+            found = reader.list(where=compile_filter(where, catalog), after=after)
+            return [r["execution_id"] for r in found]
+
+        assert listed('customer == "c-1"') == ["b", "a"]
+        assert listed("amount > 500") == ["c", "b"]
+        assert listed('customer == "c-1" and amount > 500') == ["b"]
+        assert listed('not (customer == "c-1")') == ["plain", "c"]
+        assert listed('status == "COMPLETED" and started >= "1970-01-01"') == [
+            "plain",
+            "c",
+            "b",
+            "a",
+        ]
+        # A page resumes after the (start, id) of the last row shown.
+        position = decode_cursor(_cursor_of(reader.list(limit=2)[-1]))
+        assert listed("amount > 0", after=position) == ["b", "a"]
+    found = archive.get("b")
+    assert found is not None and {v.field for v in found.search} == {"customer", "amount"}
+
+
+def _cursor_of(summary: ExecutionSummary) -> str:
+    from orbit_core.visibility.query import encode_position
+
+    return encode_position(summary["created_at_ms"], summary["execution_id"])

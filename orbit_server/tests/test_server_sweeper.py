@@ -165,3 +165,79 @@ def test_only_the_holder_of_the_gate_sweeps(tmp_path: Path) -> None:
     assert sweep(sweeper).swept == 2  # the next holder archives them again, then deletes
     sweeper.detach()
     assert sweeper.sweep() is None
+
+
+def test_an_archived_execution_keeps_its_search_rows(tmp_path: Path) -> None:
+    from orbit_core.visibility.fields import SearchValue
+
+    store = MemoryStore()
+    created = ev.WorkflowCreated(1, 0, "Wf", "1.0.0", "sha256:x", {"customer": "c-1"})
+    row = ExecutionRow("s", "Wf", "1.0.0", "sha256:x", "COMPLETED", 0, 1000, 2)
+    customer = SearchValue("customer", "c-1", None)
+    store.commit(
+        CommitBatch(
+            executions=[
+                ExecutionChange(
+                    "s",
+                    row,
+                    [created, ev.WorkflowCompleted(2, 1000, 1)],
+                    new=True,
+                    search=[customer],
+                )
+            ]
+        )
+    )
+    finished(store, "plain", 1000)
+    archive = DirectoryArchive(tmp_path)
+    assert sweep(Sweeper(store, archive, 10, clock=lambda: 5000)).swept == 2
+    kept = archive.get("s")
+    assert kept is not None and kept.search == (customer,)
+    plain = archive.get("plain")
+    assert plain is not None and plain.search == ()
+
+
+def test_the_pace_backs_off_while_engine_writes_queue_and_recovers() -> None:
+    from orbit_server.retention import Pace
+
+    pace = Pace(0.01, most=0.5, ratio=3.0)
+    # Never shorter than three times the step itself.
+    assert pace.after(0.02, 0.0) == pytest.approx(0.06)
+    # Engine writes waited: the pause doubles, up to the most.
+    assert pace.after(0.0, 0.01) == pytest.approx(0.01)  # a short wait is no reason
+    assert [pace.after(0.0, 0.03) for _ in range(7)] == pytest.approx(
+        [0.02, 0.04, 0.08, 0.16, 0.32, 0.5, 0.5]
+    )
+    # None waited: it halves back to the least.
+    assert [pace.after(0.0, 0.0) for _ in range(7)][-1] == pytest.approx(0.01)
+
+
+def test_deletes_follow_the_archive_in_small_transactions(tmp_path: Path) -> None:
+    """A chunk is archived whole (one write) before any of it is deleted,
+    then deleted `batch` at a time."""
+    store = MemoryStore()
+    for i in range(7):
+        finished(store, f"old-{i}", 1000 + i)
+    order: list[str] = []
+    archive = DirectoryArchive(tmp_path)
+    write, delete = archive.write, store.delete_executions
+
+    def archived(records: Sequence[ArchivedExecution]) -> None:
+        order.append(f"archive {len(records)}")
+        write(records)
+
+    def deleted(ids: Sequence[str]) -> int:
+        order.append(f"delete {len(ids)}")
+        return delete(ids)
+
+    archive.write = archived  # type: ignore[method-assign, assignment]
+    store.delete_executions = deleted  # type: ignore[method-assign, assignment]
+    sweeper = Sweeper(store, archive, 10, clock=lambda: 5000, batch=2, archive_batch=5, pause_s=0)
+    assert sweep(sweeper).swept == 7
+    assert order == [
+        "archive 5",
+        "delete 2",
+        "delete 2",
+        "delete 1",
+        "archive 2",
+        "delete 2",
+    ]

@@ -70,3 +70,52 @@ def test_an_old_database_without_auto_vacuum_is_left_as_it_is(tmp_path: Path) ->
         assert store.reclaim_space(64) == 0
     finally:
         store.close()
+
+
+def test_one_reclaim_step_gives_back_as_many_pages_as_asked(tmp_path: Path) -> None:
+    # Python's sqlite3 runs `PRAGMA incremental_vacuum(N)` one step only
+    # (one page): a step must free its N pages, in one transaction, or the
+    # reclaim after a large sweep takes one fsync'd write per page.
+    store = SqliteStore(tmp_path / "o.db")
+    try:
+        store.prepare_retention()
+        ids = _fill(store, 200)
+        assert store.delete_executions(ids) == len(ids)
+
+        def free() -> int:
+            return int(
+                store._read(lambda c: c.exec_driver_sql("PRAGMA freelist_count").scalar_one())
+            )
+
+        before = free()
+        assert before > 300
+        left = store.reclaim_space(64)
+        assert left == free() == before - 64
+        assert store.reclaim_space(10_000) == 0 == free()
+    finally:
+        store.close()
+
+
+def test_the_sweepers_deletes_skip_the_fsync_and_the_engines_commits_keep_it(
+    tmp_path: Path,
+) -> None:
+    # A delete a crash undoes leaves executions that are already archived
+    # (swept again later), so it commits with synchronous=NORMAL; the write
+    # connection is FULL again for the engine's next group.
+    store = SqliteStore(tmp_path / "o.db")
+    seen: list[int] = []
+    try:
+        store.prepare_retention()
+        ids = _fill(store, 3)
+
+        def statements(cursor: object) -> None:
+            seen.append(cursor.execute("PRAGMA synchronous").fetchone()[0])  # type: ignore[attr-defined]
+
+        store.sweeper_write(statements)
+        store._write(statements, None)
+        assert seen == [1, 2]  # NORMAL for the sweeper, FULL for the engine
+        assert store.delete_executions(ids) == 3
+        store._write(statements, None)
+        assert seen[-1] == 2
+    finally:
+        store.close()

@@ -228,6 +228,14 @@ class MemoryStore:
                 out.append((row, history))
         return out
 
+    def retention_search_values(self, execution_ids: Sequence[str]) -> dict[str, list[SearchValue]]:
+        with self._lock:
+            return {
+                eid: list(found.values())
+                for eid in execution_ids
+                if (found := self._search.get(eid))
+            }
+
     def delete_executions(self, execution_ids: Sequence[str]) -> int:
         deleted = 0
         with self._lock:

@@ -487,6 +487,12 @@ class RetentionStore(Protocol):
         `execution_ids` that is stored, in one read, in the order asked."""
         ...
 
+    def retention_search_values(self, execution_ids: Sequence[str]) -> dict[str, list[SearchValue]]:
+        """The search index rows of each of `execution_ids` that has some
+        (what the archive keeps so that `orbit ps --archived --where` filters
+        as the live index does)."""
+        ...
+
     def delete_executions(self, execution_ids: Sequence[str]) -> int:
         """Deletes those of `execution_ids` that are finished, with every
         event of every run and their own retention, in one transaction;

@@ -4,10 +4,12 @@
 A directory of gzip-compressed JSON Lines files, one per UTC day of the
 executions' end (`2026-12-06.jsonl.gz`), and `index.jsonl`, one line per
 archived execution: its id, the file, where in the file the gzip member
-holding it starts and how long it is, and its summary (what `orbit ps
---archived` lists). Each record is the execution document, every run's
-history page and the definition hash, so the archive alone can be read,
-listed and replayed.
+holding it starts and how long it is, its summary (what `orbit ps
+--archived` lists) and its search index rows, if it had some (what `orbit
+ps --archived --where` filters on, with the live index's typed filter run
+in Python: `orbit_core.visibility.query.matches`). Each record is the
+execution document, every run's history page, the definition hash and the
+search rows, so the archive alone can be read, listed and replayed.
 
 Crash safety. A batch is one gzip member appended to its day's file and
 fsynced, then its index lines appended and fsynced (and the directory
@@ -48,6 +50,10 @@ import attrs
 import orjson
 
 from orbit_core.api import ExecutionDoc, ExecutionSummary, HistoryPage
+from orbit_core.ports import ExecutionRow
+from orbit_core.visibility.check import Filter
+from orbit_core.visibility.fields import SearchValue
+from orbit_core.visibility.query import matches
 
 INDEX = "index.jsonl"
 LOCK = ".lock"
@@ -63,26 +69,33 @@ class ArchivedExecution:
     definition_hash: str
     document: ExecutionDoc
     runs: tuple[HistoryPage, ...]
+    # Its rows of the search index when it was swept (none: the key is
+    # left out of the record and of its index line).
+    search: tuple[SearchValue, ...] = ()
 
     @property
     def execution_id(self) -> str:
         return self.summary["execution_id"]
 
     def to_json(self) -> bytes:
-        return orjson.dumps(
-            {
-                "execution_id": self.execution_id,
-                "summary": self.summary,
-                "definition_hash": self.definition_hash,
-                "document": self.document,
-                "runs": list(self.runs),
-            }
-        )
+        record: dict[str, object] = {
+            "execution_id": self.execution_id,
+            "summary": self.summary,
+            "definition_hash": self.definition_hash,
+            "document": self.document,
+            "runs": list(self.runs),
+        }
+        if self.search:
+            record["search"] = search_to_json(self.search)
+        return orjson.dumps(record)
 
     @classmethod
     def from_json(cls, data: bytes) -> ArchivedExecution:
         raw = orjson.loads(data)
-        return cls(raw["summary"], raw["definition_hash"], raw["document"], tuple(raw["runs"]))
+        values = tuple(search_from_json(raw.get("search")).values())
+        return cls(
+            raw["summary"], raw["definition_hash"], raw["document"], tuple(raw["runs"]), values
+        )
 
     def history(self, run: int | None = None) -> HistoryPage | None:
         """The page of `run` (default: the last run), or None."""
@@ -91,6 +104,41 @@ class ArchivedExecution:
         if run is None:
             return self.runs[-1]
         return self.runs[run - 1] if 1 <= run <= len(self.runs) else None
+
+
+def search_to_json(values: Sequence[SearchValue]) -> dict[str, list[str | float | None]]:
+    """Search rows as the archive writes them: field -> [text, number]."""
+    return {v.field: [v.str_value, v.num_value] for v in values}
+
+
+def search_from_json(raw: object) -> dict[str, SearchValue]:
+    """The rows `search_to_json` wrote (anything else reads as none)."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, SearchValue] = {}
+    for field, pair in raw.items():
+        if isinstance(pair, list) and len(pair) == 2:
+            text, number = pair
+            out[field] = SearchValue(
+                field,
+                text if isinstance(text, str) else None,
+                float(number) if isinstance(number, int | float) else None,
+            )
+    return out
+
+
+def _row(summary: ExecutionSummary) -> ExecutionRow:
+    """The projection row a filter reads, from an archived summary."""
+    return ExecutionRow(
+        summary["execution_id"],
+        summary["workflow"],
+        summary["version"],
+        "",
+        summary["status"],
+        summary["created_at_ms"],
+        summary["updated_at_ms"],
+        0,
+    )
 
 
 class Archive(Protocol):
@@ -104,8 +152,17 @@ class Archive(Protocol):
     def get(self, execution_id: str) -> ArchivedExecution | None: ...
 
     def list(
-        self, status: str | None = None, workflow: str | None = None, limit: int = 50
-    ) -> list[ExecutionSummary]: ...
+        self,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        *,
+        where: Filter | None = None,
+        after: tuple[int, str] | None = None,
+    ) -> list[ExecutionSummary]:
+        """Newest first (by start, then id), after the (start, id) `after`,
+        those passing `where` (a filter typed like the live index's)."""
+        ...
 
 
 class NoArchive:
@@ -120,7 +177,13 @@ class NoArchive:
         return None
 
     def list(
-        self, status: str | None = None, workflow: str | None = None, limit: int = 50
+        self,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        *,
+        where: Filter | None = None,
+        after: tuple[int, str] | None = None,
     ) -> list[ExecutionSummary]:
         return []
 
@@ -131,6 +194,7 @@ class _Entry:
     offset: int
     length: int
     summary: ExecutionSummary
+    search: dict[str, SearchValue]
 
 
 class DirectoryArchive:
@@ -170,7 +234,13 @@ class DirectoryArchive:
         for line in data[:complete].splitlines():
             try:
                 raw = orjson.loads(line)
-                entry = _Entry(raw["file"], raw["offset"], raw["length"], raw["summary"])
+                entry = _Entry(
+                    raw["file"],
+                    raw["offset"],
+                    raw["length"],
+                    raw["summary"],
+                    search_from_json(raw.get("search")),
+                )
                 eid = raw["id"]
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 continue
@@ -213,18 +283,16 @@ class DirectoryArchive:
                     _sync(f)
                 self._ends[name] = offset + len(member)
                 for x in group:
-                    lines.append(
-                        orjson.dumps(
-                            {
-                                "id": x.execution_id,
-                                "file": name,
-                                "offset": offset,
-                                "length": len(member),
-                                "summary": x.summary,
-                            }
-                        )
-                        + b"\n"
-                    )
+                    line: dict[str, object] = {
+                        "id": x.execution_id,
+                        "file": name,
+                        "offset": offset,
+                        "length": len(member),
+                        "summary": x.summary,
+                    }
+                    if x.search:
+                        line["search"] = search_to_json(x.search)
+                    lines.append(orjson.dumps(line) + b"\n")
             with (self._dir / INDEX).open("ab") as f:
                 created = created or f.tell() == 0
                 f.write(b"".join(lines))
@@ -262,16 +330,26 @@ class DirectoryArchive:
         return None
 
     def list(
-        self, status: str | None = None, workflow: str | None = None, limit: int = 50
+        self,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        *,
+        where: Filter | None = None,
+        after: tuple[int, str] | None = None,
     ) -> list[ExecutionSummary]:
+        wanted = None if status is None else status.upper()
         with self._lock:
             self._refresh()
-            rows = [
-                e.summary
-                for e in self._entries.values()
-                if (status is None or e.summary["status"] == status.upper())
-                and (workflow is None or e.summary["workflow"] == workflow)
-            ]
+            entries = list(self._entries.values())
+        rows = [
+            e.summary
+            for e in entries
+            if (wanted is None or e.summary["status"] == wanted)
+            and (workflow is None or e.summary["workflow"] == workflow)
+            and (after is None or (e.summary["created_at_ms"], e.summary["execution_id"]) < after)
+            and (where is None or matches(where, _row(e.summary), e.search))
+        ]
         rows.sort(key=lambda r: (r["created_at_ms"], r["execution_id"]), reverse=True)
         return rows[: max(limit, 0)]
 

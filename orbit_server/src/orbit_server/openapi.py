@@ -861,10 +861,18 @@ def _paths() -> dict[str, dict[str, Any]]:
                 "admin",
                 {200: _ok("ExecutionList")},
                 tag=archive,
+                json_errors=(400,),
                 params=[
                     _query_string("status", "Only this status (any case)."),
                     _query_string("workflow", "Only this workflow."),
                     _query_int("limit", "At most this many rows (default 50, 1 to 1000)."),
+                    _query_string(
+                        "where",
+                        "A typed filter as on GET /v1/executions, over the search values "
+                        "the archive kept (INVALID_FILTER when it does not parse or fit the "
+                        "fields); the answer then carries `next_cursor`.",
+                    ),
+                    _query_string("cursor", "The `next_cursor` of the previous page."),
                 ],
             )
         },

@@ -6,10 +6,16 @@ the store for candidates (`RetentionStore.retention_candidates`, which leaves
 out a running parent's children and a schedule's last execution), reads
 their histories, folds the state document itself (`orbit_core.state.fold`,
 what the engine answers for an execution it no longer holds), hands the
-batch to the archive, which returns once it is on disk, and only then
-deletes the batch in one short transaction. Batches are small (`BATCH`), so
-the store's write connection is held for one small delete at a time and
-group commits go on between them.
+chunk (`ARCHIVE_BATCH`) to the archive, which returns once it is on disk,
+and only then deletes the chunk `BATCH` at a time, each delete its own
+short transaction (`SqlStore.sweeper_write`: on PostgreSQL a connection of
+its own; a commit that need not be durable, since a delete a crash undoes
+only means the executions are archived again). Every step is followed by a
+pause (`Pace`) that keeps the sweeper busy at most about a quarter of the
+time and grows while the engine's writes queue behind it: the sweeper's
+Python work competes with the engine's threads for the interpreter, and
+its writes for the disk, so the p99 of starts holds during a sweep
+(docs/retention.md, "What it costs").
 
 It sweeps once at start and then every `SWEEP_INTERVAL_S` (the hidden
 environment variable `ORBIT_RETENTION_SWEEP_INTERVAL`, in seconds, shortens
@@ -39,8 +45,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -49,15 +55,35 @@ from orbit_core.api import HistoryPage
 from orbit_core.errors import OrbitError
 from orbit_core.ports import ExecutionRow, RetentionStore, Store
 from orbit_core.state import fold
+from orbit_core.visibility.fields import SearchValue
 from orbit_server.archive import Archive, ArchivedExecution
 
 SWEEP_INTERVAL_S = 60.0
 INTERVAL_ENV = "ORBIT_RETENTION_SWEEP_INTERVAL"
-# Executions archived and deleted per transaction, and the pause after each.
+# Executions deleted per transaction, and the least pause after each.
 BATCH = 50
 PAUSE_S = 0.01
+# Executions read and archived (one append and fsync) at a time, then
+# deleted BATCH at a time: the archive's fsyncs, which share the disk with
+# the engine's commits, come once per ARCHIVE_BATCH rather than per BATCH.
+ARCHIVE_BATCH = 500
+# The pace (`Pace`): after each step (reading a batch's histories and
+# folding them, the archive's write, a delete) the sweeper pauses. The
+# pause grows, up to MAX_PAUSE_S, while an engine write waited longer than
+# WAIT_LIMIT_S for the write connection since the last step (the 20 ms by
+# which issue 45 lets the p99 of starts rise; a commit waits for a short
+# delete anyway, which is no reason to slow down), and shrinks
+# back to the least when none did; and it is never shorter than HOLD_RATIO
+# times the step itself, so the sweeper is busy at most about a quarter of
+# the time: its Python work holds the interpreter lock the engine's threads
+# need, and its writes hold the write connection.
+MAX_PAUSE_S = 0.5
+WAIT_LIMIT_S = 0.02
+HOLD_RATIO = 3.0
 # SQLite pages (4 KiB) given back per step after a sweep: one short write each.
-RECLAIM_PAGES = 256
+RECLAIM_PAGES = 128
+
+T = TypeVar("T")
 
 
 class SweepStore(Store, RetentionStore, Protocol):
@@ -78,6 +104,29 @@ class SweepGate(Protocol):
     def release(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+@attrs.define(slots=True)
+class Pace:
+    """How long the sweeper pauses after each of its writes: backs off while
+    the engine's writes queue behind it (module constants above)."""
+
+    least: float
+    most: float = MAX_PAUSE_S
+    ratio: float = HOLD_RATIO
+    pause: float = attrs.field(default=0.0)
+
+    def __attrs_post_init__(self) -> None:
+        self.pause = self.least
+
+    def after(self, held_s: float, waited_s: float) -> float:
+        """The pause after a write that held the connection `held_s`, when
+        the engine's writes waited up to `waited_s` since the last one."""
+        if waited_s > WAIT_LIMIT_S:
+            self.pause = min(self.most, max(self.pause * 2, self.least * 2, 0.001))
+        else:
+            self.pause = max(self.least, self.pause / 2)
+        return min(self.most, max(self.pause, held_s * self.ratio))
 
 
 @attrs.frozen(slots=True)
@@ -102,6 +151,8 @@ class Sweeper:
         interval_s: float | None = None,
         batch: int = BATCH,
         pause_s: float = PAUSE_S,
+        archive_batch: int = ARCHIVE_BATCH,
+        hold_ratio: float = HOLD_RATIO,
     ) -> None:
         self._store: SweepStore | None = None
         self._gate: SweepGate | None = None
@@ -110,7 +161,9 @@ class Sweeper:
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._log = log
         self._batch = batch
+        self._archive_batch = max(archive_batch, batch)
         self._pause_s = pause_s
+        self._hold_ratio = hold_ratio
         self.interval_s = interval_s if interval_s is not None else interval_from_env()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -205,39 +258,62 @@ class Sweeper:
         declared = self.declared_retentions(store)
         first = store.retention_candidates(now, self.retention_ms, 1, None, declared)
         self._oldest_eligible_ms = first[0].updated_at_ms if first else None
-        while not self._stop.is_set() and self._store is store:
-            rows = store.retention_candidates(now, self.retention_ms, self._batch, after, declared)
+        pace = Pace(self._pause_s, ratio=self._hold_ratio)
+        waited = getattr(store, "writes_waited_s", lambda: 0.0)
+        stopped = False
+        while not stopped and not self._stop.is_set() and self._store is store:
+            rows = store.retention_candidates(
+                now, self.retention_ms, self._archive_batch, after, declared
+            )
             if not rows:
                 break
             after = (rows[-1].updated_at_ms, rows[-1].execution_id)
-            records = self._records(store, rows)
+            records: list[ArchivedExecution] = []
+            for part in _slices(rows, self._batch):
+                began_read = time.monotonic()
+                records += self._records(store, part)
+                self._stop.wait(pace.after(time.monotonic() - began_read, waited()))
+            began_write = time.monotonic()
             self.archive.write(records)
-            archived += 0 if self.archive.location == "none" else len(records)
-            self.archived_total += 0 if self.archive.location == "none" else len(records)
-            if self._store is not store or (gate is not None and not gate.held()):
-                break  # archived, not deleted: the next sweeper takes them again
-            deleted = store.delete_executions([r.execution_id for r in records])
-            swept += deleted
-            self.swept_total += deleted
-            # Room between batches for the commits waiting on the
-            # write connection and for the engine's threads.
-            self._stop.wait(self._pause_s)
+            self._stop.wait(pace.after(time.monotonic() - began_write, waited()))
+            count = 0 if self.archive.location == "none" else len(records)
+            archived += count
+            self.archived_total += count
+            # Deleted in small transactions, each after the whole chunk is
+            # in the archive; the pause between them leaves the write
+            # connection to the engine's group commits.
+            for chunk in _slices(records, self._batch):
+                if self._stop.is_set() or self._store is not store:
+                    stopped = True
+                    break  # archived, not deleted: the next sweep takes them again
+                if gate is not None and not gate.held():
+                    stopped = True
+                    break
+                began_delete = time.monotonic()
+                deleted = store.delete_executions([r.execution_id for r in chunk])
+                held = time.monotonic() - began_delete
+                swept += deleted
+                self.swept_total += deleted
+                self._stop.wait(pace.after(held, waited()))
         if swept:
-            self._reclaim(store)
+            self._reclaim(store, pace, waited)
         self.sweeps += 1
         left = store.retention_candidates(now, self.retention_ms, 1, None, declared)
         self._oldest_eligible_ms = left[0].updated_at_ms if left else None
         return SweepSummary(swept, archived, time.monotonic() - began, self._oldest_eligible_ms)
 
-    def _reclaim(self, store: SweepStore) -> None:
+    def _reclaim(self, store: SweepStore, pace: Pace, waited: Callable[[], float]) -> None:
         """SQLite: gives the pages the sweep freed back to the file system,
-        `RECLAIM_PAGES` at a time with the same pause as between batches
-        (PostgreSQL's autovacuum needs nothing from us)."""
+        `RECLAIM_PAGES` at a time, paced like the deletes (PostgreSQL's
+        autovacuum needs nothing from us)."""
         reclaim = getattr(store, "reclaim_space", None)
         if reclaim is None:
             return
-        while not self._stop.is_set() and self._store is store and reclaim(RECLAIM_PAGES) > 0:
-            self._stop.wait(self._pause_s)
+        while not self._stop.is_set() and self._store is store:
+            began = time.monotonic()
+            if reclaim(RECLAIM_PAGES) == 0:
+                break
+            self._stop.wait(pace.after(time.monotonic() - began, waited()))
 
     def declared_retentions(self, store: SweepStore | None = None) -> dict[str, int]:
         """The `retention` each deployed definition declares, by hash (read
@@ -251,14 +327,27 @@ class Sweeper:
             if isinstance(value := row.ir.get("retention_ms"), int) and value > 0
         }
 
-    def _records(self, store: SweepStore, rows: list[ExecutionRow]) -> list[ArchivedExecution]:
-        found = store.retention_histories([r.execution_id for r in rows])
-        return [record(row, runs) for row, runs in found if runs and runs[-1]]
+    def _records(self, store: SweepStore, rows: Sequence[ExecutionRow]) -> list[ArchivedExecution]:
+        ids = [r.execution_id for r in rows]
+        found = store.retention_histories(ids)
+        values = store.retention_search_values(ids)
+        return [
+            record(row, runs, values.get(row.execution_id, ()))
+            for row, runs in found
+            if runs and runs[-1]
+        ]
 
 
-def record(row: ExecutionRow, runs: list[list[ev.Event]]) -> ArchivedExecution:
+def _slices(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), max(size, 1)):
+        yield items[start : start + size]
+
+
+def record(
+    row: ExecutionRow, runs: list[list[ev.Event]], search: Sequence[SearchValue] = ()
+) -> ArchivedExecution:
     """The archive record of an execution: its state document folded from
-    the last run, and each run's history page."""
+    the last run, each run's history page and its search index rows."""
     eid = row.execution_id
     pages: list[HistoryPage] = []
     for number, events in enumerate(runs, 1):
@@ -267,7 +356,9 @@ def record(row: ExecutionRow, runs: list[list[ev.Event]]) -> ArchivedExecution:
             page["run"] = number
         pages.append(page)
     document = fold(runs[-1], eid).to_json()
-    return ArchivedExecution(row.to_json(), row.definition_hash, document, tuple(pages))
+    return ArchivedExecution(
+        row.to_json(), row.definition_hash, document, tuple(pages), tuple(search)
+    )
 
 
 def interval_from_env() -> float:

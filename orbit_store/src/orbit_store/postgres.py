@@ -52,7 +52,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import certifi
@@ -64,7 +64,7 @@ from sqlalchemy.pool import QueuePool
 from orbit_core.errors import StorageError
 from orbit_store import pg_arrays
 from orbit_store.pg_arrays import Float8s, Int8s, Texts
-from orbit_store.sql import SqlStore
+from orbit_store.sql import SqlStore, _Link
 from orbit_store.urls import is_postgres, redact
 
 T = TypeVar("T")
@@ -233,9 +233,17 @@ class PostgresStore(SqlStore):
 
     # Fenced mode: the term check opens every write transaction.
 
-    def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
+    def _write(
+        self,
+        statements: Any,
+        marker: Any,
+        *,
+        alone: bool = False,
+        link: Any = None,
+        durable: bool = True,
+    ) -> None:
         if self.fence_term is None:
-            super()._write(statements, marker, alone=alone)
+            super()._write(statements, marker, alone=alone, link=link, durable=durable)
             return
 
         def fenced(cursor: Any) -> None:
@@ -243,7 +251,29 @@ class PostgresStore(SqlStore):
             self._check_term(cursor.fetchone())
             statements(cursor)
 
-        super()._write(fenced, marker)
+        super()._write(fenced, marker, link=link, durable=durable)
+
+    @contextlib.contextmanager
+    def lax_commit(self, raw: Any) -> Iterator[None]:
+        """`synchronous_commit` off on the sweeper's own connection (the
+        only user of `lax_commit`): its COMMIT does not wait for the WAL
+        flush."""
+        cursor = raw.cursor()
+        try:
+            cursor.execute("SET synchronous_commit TO off")
+        finally:
+            cursor.close()
+        yield
+
+    def sweep_link(self) -> _Link:
+        """The sweeper deletes on a connection of its own: finished
+        executions' rows, which no group commit writes, so the engine's
+        commits never queue behind a sweep's delete on the one write
+        connection (a fenced store checks its term there too)."""
+        link: _Link | None = getattr(self, "_sweep_writer", None)
+        if link is None:
+            link = self._sweep_writer = _Link(self)
+        return link
 
     def _transaction(self, fn: Callable[[Connection], T]) -> T:
         if self.fence_term is None:

@@ -382,10 +382,18 @@ class SharedStore(PostgresStore):
         self._batch.fenced = new_owned
         return run
 
-    def _write(self, statements: Any, marker: Any, *, alone: bool = False) -> None:
+    def _write(
+        self,
+        statements: Any,
+        marker: Any,
+        *,
+        alone: bool = False,
+        link: Any = None,
+        durable: bool = True,
+    ) -> None:
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         if batch is None:
-            super()._write(statements, marker, alone=alone)
+            super()._write(statements, marker, alone=alone, link=link, durable=durable)
             return
         fenced: list[tuple[str, str, int]] | None = getattr(self._batch, "fenced", None)
         self._batch.fenced = None

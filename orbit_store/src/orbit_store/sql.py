@@ -42,6 +42,7 @@ from orbit_core.ports import (
     pause_marks,
 )
 from orbit_core.state import TERMINAL
+from orbit_core.visibility.fields import SearchValue
 from orbit_core.visibility.page import SearchQuery
 from orbit_store import idempotency, rates, search
 from orbit_store import schema as s
@@ -235,6 +236,11 @@ class SqlStore(ScheduleTables, BatchTables):
         # Retention's reads (`orbit server --retention`) have a connection of
         # their own, so a sweep never queues the engine's reads behind it.
         self._sweep_reader = _Link(self, read_options) if separate_reads else self._writer
+        # Set while the sweeper's own writes run (on its thread).
+        self._sweeping = _Sweeping()
+        # The longest an engine write waited for the write connection since
+        # the sweeper last asked (`writes_waited_s`).
+        self._write_waited = 0.0
         with self._writer.errors():
             conn = self._writer.connection()
             try:
@@ -682,18 +688,28 @@ class SqlStore(ScheduleTables, BatchTables):
         marker: tuple[_Statement, tuple[Any, ...]] | None,
         *,
         alone: bool = False,
+        link: _Link | None = None,
+        durable: bool = True,
     ) -> None:
         """`statements` and a COMMIT as one transaction on the write
-        connection (`alone`: one statement run in autocommit mode, which is
-        its own transaction); see the class docstring for when it is tried
-        again."""
+        connection, or on `link` (`alone`: one statement run in autocommit
+        mode, which is its own transaction; `durable=False`: a COMMIT that
+        need not survive a crash, see `lax_commit`); see the class docstring
+        for when it is tried again."""
         committing = False
+        writer = self._writer if link is None else link
+        sweeping = self._sweeping.on
 
         def attempt() -> None:
             nonlocal committing
             committing = alone
-            with self._writer.lock, self._writer.errors():
-                raw = self._writer.raw()
+            asked = time.monotonic()
+            with writer.lock, writer.errors():
+                if not sweeping:
+                    # How long the engine's writes queue behind another
+                    # (the sweeper paces itself by it).
+                    self._write_waited = max(self._write_waited, time.monotonic() - asked)
+                raw = writer.raw()
                 cursor = raw.cursor()
                 try:
                     if alone:
@@ -705,7 +721,8 @@ class SqlStore(ScheduleTables, BatchTables):
                             with contextlib.suppress(Exception):
                                 raw.autocommit = False
                         return
-                    with self.transaction_scope(raw):
+                    lax = contextlib.nullcontext() if durable else self.lax_commit(raw)
+                    with lax, self.transaction_scope(raw):
                         statements(cursor)
                         committing = True
                         raw.commit()
@@ -717,7 +734,7 @@ class SqlStore(ScheduleTables, BatchTables):
                     with contextlib.suppress(Exception):
                         cursor.close()
 
-        was_fresh = self._writer.fresh
+        was_fresh = writer.fresh
         try:
             attempt()
             return
@@ -727,6 +744,13 @@ class SqlStore(ScheduleTables, BatchTables):
             if committing and marker is not None and self._found(*marker):
                 return  # the COMMIT went through before the connection broke
         attempt()
+
+    def lax_commit(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
+        """What a transaction that need not be durable runs in (the
+        sweeper's: a delete a crash undoes leaves executions that are
+        already archived, and the next sweep archives them again), so its
+        COMMIT need not wait for the disk; the dialects say how."""
+        return contextlib.nullcontext()
 
     def transaction_scope(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
         """What a write transaction runs in, on the DBAPI connection `raw`
@@ -938,31 +962,50 @@ class SqlStore(ScheduleTables, BatchTables):
                 )
             )
         query = query.order_by(x.c.updated_at_ms, x.c.execution_id).limit(limit)
-        first = (
-            select(e.c.payload)
-            .where(e.c.execution_id == bindparam("eid"))
-            .order_by(e.c.seq)
-            .limit(1)
+        # The first event of each candidate's current run (its
+        # WorkflowCreated, which names a parent), and the parents' statuses:
+        # one read each for the whole batch, not two per candidate.
+        earliest = e.alias("earliest")
+        first = select(e.c.execution_id, e.c.payload).where(
+            e.c.execution_id.in_(bindparam("ids", expanding=True)),
+            e.c.seq
+            == select(func.min(earliest.c.seq))
+            .where(earliest.c.execution_id == e.c.execution_id)
+            .scalar_subquery(),
         )
-        status = select(x.c.status).where(x.c.execution_id == bindparam("eid"))
+        statuses = select(x.c.execution_id, x.c.status).where(
+            x.c.execution_id.in_(bindparam("ids", expanding=True))
+        )
 
         shortest_own = select(func.min(o.c.retention_ms))
 
         def read(conn: Connection) -> list[ExecutionRow]:
-            found: list[ExecutionRow] = []
             shortest = conn.execute(shortest_own).scalar()
             least = min([retention_ms, *declared.values()])
             bound = now_ms - min(least, least if shortest is None else shortest)
-            for r in conn.execute(query, {"bound": bound}).all():
-                payload = conn.execute(first, {"eid": r.execution_id}).scalar()
-                parent = _parent_of(payload)
-                if parent is not None:
-                    # A parent that has not finished may still read its child.
-                    parent_status = conn.execute(status, {"eid": parent}).scalar()
-                    if parent_status is not None and parent_status not in TERMINAL:
-                        continue
-                found.append(_execution_row(r, 1))
-            return found
+            rows = conn.execute(query, {"bound": bound}).all()
+            if not rows:
+                return []
+            ids = [r.execution_id for r in rows]
+            parents = {
+                eid: parent
+                for eid, payload in conn.execute(first, {"ids": ids})
+                if (parent := _parent_of(payload)) is not None
+            }
+            open_parents: set[str] = set()
+            if parents:
+                wanted = sorted(set(parents.values()))
+                open_parents = {
+                    eid
+                    for eid, status in conn.execute(statuses, {"ids": wanted})
+                    if status not in TERMINAL
+                }
+            # A parent that has not finished may still read its child.
+            return [
+                _execution_row(r, 1)
+                for r in rows
+                if parents.get(r.execution_id) not in open_parents
+            ]
 
         return self._read(read, self._sweep_reader)
 
@@ -1001,6 +1044,30 @@ class SqlStore(ScheduleTables, BatchTables):
 
         return self._read(read, self._sweep_reader)
 
+    def retention_search_values(self, execution_ids: Sequence[str]) -> dict[str, list[SearchValue]]:
+        t = s.orbit_search_values
+        query = (
+            select(t.c.execution_id, t.c.field, t.c.str_value, t.c.num_value)
+            .where(t.c.execution_id.in_(bindparam("ids", expanding=True)))
+            .order_by(t.c.execution_id, t.c.field)
+        )
+        ids = list(execution_ids)
+
+        def read(conn: Connection) -> dict[str, list[SearchValue]]:
+            if not self._indexed:
+                self._indexed = search.exists(conn)
+                if not self._indexed:
+                    return {}
+            out: dict[str, list[SearchValue]] = {}
+            for row in conn.execute(query, {"ids": ids}):
+                value = SearchValue(row.field, row.str_value, row.num_value)
+                out.setdefault(row.execution_id, []).append(value)
+            return out
+
+        if not ids:
+            return {}
+        return self._read(read, self._sweep_reader)
+
     def delete_executions(self, execution_ids: Sequence[str]) -> int:
         ids = list(dict.fromkeys(execution_ids))
         if not ids:
@@ -1022,9 +1089,30 @@ class SqlStore(ScheduleTables, BatchTables):
                 self._delete_search.run(cursor, finished)
             deleted = len(finished)
 
-        self._write(statements, None)
+        self.sweeper_write(statements)
         self._wrote_at = time.monotonic()
         return deleted
+
+    def sweep_link(self) -> _Link:
+        """The connection the sweeper's deletes are written on: the write
+        connection (SQLite has one writer; a dialect with row locks gives
+        the sweeper a connection of its own)."""
+        return self._writer
+
+    def sweeper_write(self, statements: Callable[[Any], None]) -> None:
+        """One short transaction of the retention sweeper, on `sweep_link`;
+        its wait for the connection is not an engine write's."""
+        self._sweeping.on = True
+        try:
+            self._write(statements, None, link=self.sweep_link(), durable=False)
+        finally:
+            self._sweeping.on = False
+
+    def writes_waited_s(self) -> float:
+        """The longest any engine write waited for the write connection
+        since the last call (the sweeper backs off when it grows)."""
+        waited, self._write_waited = self._write_waited, 0.0
+        return waited
 
     def close(self) -> None:
         self._writer.close()
@@ -1032,7 +1120,15 @@ class SqlStore(ScheduleTables, BatchTables):
             self._reader.close()
         if self._sweep_reader is not self._writer:
             self._sweep_reader.close()
+        if (link := self.sweep_link()) is not self._writer:
+            link.close()
         self.engine.dispose()
+
+
+class _Sweeping(threading.local):
+    """Whether the current thread is in one of the sweeper's writes."""
+
+    on = False
 
 
 def _again_if_lost(link: _Link, attempt: Callable[[], T]) -> T:

@@ -64,8 +64,6 @@ def cli(
     if where is None and cursor is None:
         answer = client.get(url, status=status, workflow=workflow, limit=limit)
     else:
-        if archived:
-            raise click.UsageError("--where and --cursor list running executions, not --archived")
         answer = _search(
             client,
             url,

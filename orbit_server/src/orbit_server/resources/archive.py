@@ -2,7 +2,10 @@
 retention swept, read back from the archive.
 
 `GET /v1/archive/executions` lists archived executions like
-`GET /v1/executions`; `/v1/archive/executions/{id}` and `.../history` answer
+`GET /v1/executions`, `where` and `cursor` included: the filter is typed
+against the deployed workflows' search fields as the live one is, then run
+over the archive's index (which keeps each execution's search rows), and
+the answer gains `next_cursor`; `/v1/archive/executions/{id}` and `.../history` answer
 like their live counterparts, from the archived record. The routes exist
 only on a server with retention, and answer with the same permission as
 reading executions (the gate finds an archived execution's workflow in the
@@ -10,9 +13,15 @@ archive)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import falcon
 
+from orbit_core.api import ExecutionPage, ExecutionSummary
 from orbit_core.errors import NotFoundError
+from orbit_core.ir import Definition
+from orbit_core.visibility.check import FieldCatalog, Filter, compile_filter
+from orbit_core.visibility.query import decode_cursor, encode_position
 from orbit_server.archive import Archive, ArchivedExecution
 from orbit_server.auth import client_of
 from orbit_server.params import query_int
@@ -28,8 +37,13 @@ def archived_or_404(archive: Archive, execution_id: str) -> ArchivedExecution:
 
 
 class ArchivedExecutions:
-    def __init__(self, archive: Archive) -> None:
+    def __init__(
+        self, archive: Archive, definitions: Callable[[], Iterable[Definition]] = tuple
+    ) -> None:
+        """`definitions`: the deployed definitions, whose search fields type
+        a `where` filter."""
         self._archive = archive
+        self._definitions = definitions
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         limit = query_int(req, "limit")
@@ -37,10 +51,33 @@ class ArchivedExecutions:
         status = req.get_param("status") or None
         workflow = req.get_param("workflow") or None
         client = client_of(req)
-        rows = self._archive.list(status, workflow, limit if client is None else SCAN)
+        where = req.get_param("where")
+        cursor = req.get_param("cursor")
+        paged = where is not None or cursor is not None
+        typed: Filter | None = None
+        if where is not None:
+            typed = compile_filter(where, FieldCatalog.of(self._definitions()), workflow)
+        after = decode_cursor(cursor) if cursor else None
+        # One more than shown tells whether a next page exists.
+        wanted = limit + 1 if client is None else None
+        rows: list[ExecutionSummary] = self._archive.list(
+            status, workflow, SCAN + 1 if wanted is None else wanted, where=typed, after=after
+        )
         if client is not None:
-            rows = [r for r in rows if client.may("read", r["workflow"])][:limit]
-        send(resp, {"executions": rows})
+            rows = [r for r in rows if client.may("read", r["workflow"])]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        if not paged:
+            send(resp, {"executions": rows})
+            return
+        last = rows[-1] if more and rows else None
+        page: ExecutionPage = {
+            "executions": rows,
+            "next_cursor": None
+            if last is None
+            else encode_position(last["created_at_ms"], last["execution_id"]),
+        }
+        send(resp, page)
 
     def on_get_one(self, req: falcon.Request, resp: falcon.Response, execution_id: str) -> None:
         send(resp, archived_or_404(self._archive, execution_id).document)
