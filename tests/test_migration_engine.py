@@ -157,3 +157,18 @@ def test_a_paused_execution_migrated_stays_paused(waiting: Engine) -> None:
     waiting.operations.resume("a-1")
     run_task(waiting, "approvals.audit")
     assert waiting.get("a-1")["status"] == "COMPLETED"
+
+
+def test_a_move_by_another_mapping_hash_is_refused(waiting: Engine) -> None:
+    """The owner of an execution another server asked it to move (shared
+    mode's inbox entry `migrate`) moves it only by the mapping that server
+    planned with: another hash leaves it untouched."""
+    planned = waiting.migrations.plan("Approval", "1.0.0", "2.0.0")["migration_hash"]
+    refused = waiting.migrations.move(
+        "Approval", "1.0.0", "2.0.0", "a-1", migration_hash="sha256:" + "0" * 64
+    )
+    assert refused["migrated"] is False and planned in refused.get("reason", "")
+    assert waiting.get("a-1")["version"] == "1.0.0"
+    moved = waiting.migrations.move("Approval", "1.0.0", "2.0.0", "a-1", migration_hash=planned)
+    assert moved["migrated"] is True
+    assert waiting.get("a-1")["version"] == "2.0.0"

@@ -42,7 +42,9 @@ from orbit_core.state import TERMINAL
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 # Messages whose sender waits for the owner's reply.
-REPLIED = frozenset({"signal", "cancel", "pause", "resume", "restart", "complete", "fail"})
+REPLIED = frozenset(
+    {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail"}
+)
 
 
 @attrs.define(slots=True)

@@ -103,7 +103,9 @@ _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
 # Inbox kinds whose sender waits for the owner's reply (a worker's result
 # is answered with what the owner decided, as on a single server).
-REPLIED = frozenset({"signal", "cancel", "pause", "resume", "restart", "complete", "fail"})
+REPLIED = frozenset(
+    {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail"}
+)
 CLAIM_PAUSE_S = 0.1
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.

@@ -12,11 +12,20 @@ its history (the plan found by its new definition hash, its tokens held
 under the renamed units) and decided, so whatever the target adds and is
 ready runs in the same group. Nothing else is written: a failed group is
 undone like any other, and the execution stays on its old definition.
+
+In shared mode (chapter 44) the server's engine holds only its own
+executions, so the desk is given an `Elsewhere` (`MigrationDesk.across`):
+a plan also assesses the executions other servers hold, folded from their
+histories in the store, and moving one of those is sent to its owner,
+which moves it by the same command in its own commit (the inbox entry
+`migrate`, carrying the mapping's hash so the owner refuses a mapping other
+than the one planned). The census stays the server's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from orbit_core import migration as mig
 from orbit_core.engine.catalog import Catalog
@@ -34,6 +43,30 @@ Filter = Callable[[ExecutionState], bool]
 
 def everything(state: ExecutionState) -> bool:
     return True
+
+
+class Elsewhere(Protocol):
+    """The executions other servers hold (shared mode)."""
+
+    def states_elsewhere(self, workflow: str) -> list[ExecutionState]:
+        """The live executions of `workflow` that other servers hold, each
+        folded from its current run's history."""
+        ...
+
+    def owner_elsewhere(self, execution_id: str) -> bool:
+        """Whether another server holds the execution."""
+        ...
+
+    def migrate_elsewhere(
+        self,
+        execution_id: str,
+        workflow: str,
+        from_version: str,
+        to_version: str,
+        migration_hash: str,
+    ) -> mig.MigratedEntry:
+        """Has the execution's owner move it (`MigrationDesk.move` there)."""
+        ...
 
 
 class Migrations:
@@ -79,8 +112,15 @@ class Migrations:
         return sorted(states, key=lambda s: s.id)
 
     def plan(self, r: mig.Route, keep: Filter) -> list[mig.PlanEntry]:
+        return self.plan_of(self.candidates(r, keep), r)
+
+    def plan_of(self, states: list[ExecutionState], r: mig.Route) -> list[mig.PlanEntry]:
+        """The plan's entry of each of `states` that runs the route's source."""
+        source = r.source.definition_hash
         entries: list[mig.PlanEntry] = []
-        for state in self.candidates(r, keep):
+        for state in states:
+            if state.definition_hash != source or state.terminal:
+                continue
             found = mig.assess(state, r)
             entry: mig.PlanEntry = {
                 "execution_id": state.id,
@@ -119,10 +159,22 @@ class Migrations:
 class MigrationDesk:
     """`engine.migrations`: the calls of operators retiring versions."""
 
-    def __init__(self, pipeline: GroupCommit, store: Store, migrations: Migrations) -> None:
+    def __init__(
+        self,
+        pipeline: GroupCommit,
+        store: Store,
+        migrations: Migrations,
+        elsewhere: Elsewhere | None = None,
+    ) -> None:
         self._pipeline = pipeline
         self._store = store
         self._m = migrations
+        self._elsewhere = elsewhere
+
+    def across(self, elsewhere: Elsewhere) -> MigrationDesk:
+        """This desk, planning and moving the executions `elsewhere` names
+        too (shared mode)."""
+        return MigrationDesk(self._pipeline, self._store, self._m, elsewhere)
 
     def census(self, workflow: str) -> mig.VersionsDoc:
         """Per registered version of `workflow`: its live executions, where
@@ -136,15 +188,22 @@ class MigrationDesk:
     ) -> mig.PlanDoc:
         """What migrating the live executions of `from_version` to
         `to_version` would do to each; changes nothing."""
+        # Read before the command: the store is not read inside a group.
+        others = [] if self._elsewhere is None else self._elsewhere.states_elsewhere(workflow)
 
         def read(tx: Tx) -> mig.PlanDoc:
             r = self._m.route(workflow, from_version, to_version)
+            entries = self._m.plan(r, keep)
+            if others:
+                seen = {e["execution_id"] for e in entries}
+                entries += self._m.plan_of([s for s in others if s.id not in seen and keep(s)], r)
+                entries.sort(key=lambda e: e["execution_id"])
             return {
                 "workflow": workflow,
                 "from_version": from_version,
                 "to_version": to_version,
                 "migration_hash": r.hash,
-                "executions": self._m.plan(r, keep),
+                "executions": entries,
             }
 
         return self._pipeline.submit(read, read=True)
@@ -172,7 +231,16 @@ class MigrationDesk:
             ]
         else:
             ready = [e["execution_id"] for e in plan["executions"] if e["verdict"] == mig.NOW]
-            done = [self.move(workflow, from_version, to_version, eid) for eid in ready[:limit]]
+            done = [
+                self.move(
+                    workflow,
+                    from_version,
+                    to_version,
+                    eid,
+                    migration_hash=plan["migration_hash"],
+                )
+                for eid in ready[:limit]
+            ]
         moved = sum(1 for e in done if e["migrated"])
         return {
             "workflow": workflow,
@@ -186,17 +254,45 @@ class MigrationDesk:
         }
 
     def move(
-        self, workflow: str, from_version: str, to_version: str, execution_id: str
+        self,
+        workflow: str,
+        from_version: str,
+        to_version: str,
+        execution_id: str,
+        *,
+        migration_hash: str | None = None,
     ) -> mig.MigratedEntry:
         """Moves one execution in one command and commit, if it is at a safe
         point now; the entry says whether it moved and why not (a batch
-        job's migrate action calls this per execution)."""
+        job's migrate action calls this per execution). With
+        `migration_hash`, only by the mapping of that hash. An execution
+        another server holds is moved by that server."""
 
         def move(tx: Tx) -> mig.MigratedEntry:
             r = self._m.route(workflow, from_version, to_version)
+            if migration_hash is not None and r.hash != migration_hash:
+                return {
+                    "execution_id": execution_id,
+                    "verdict": mig.NEVER,
+                    "migrated": False,
+                    "reason": (
+                        f"the migration from {from_version} to {to_version} has the hash "
+                        f"{r.hash} here, not {migration_hash}"
+                    ),
+                }
             return self._m.migrate(tx, execution_id, r)
 
         try:
+            elsewhere = self._elsewhere
+            if elsewhere is not None and elsewhere.owner_elsewhere(execution_id):
+                if migration_hash is None:
+                    migration_hash = self._pipeline.submit(
+                        lambda tx: self._m.route(workflow, from_version, to_version).hash,
+                        read=True,
+                    )
+                return elsewhere.migrate_elsewhere(
+                    execution_id, workflow, from_version, to_version, migration_hash
+                )
             return self._pipeline.submit(move)
         except OrbitError as exc:  # it ended meanwhile, say
             return {

@@ -11,6 +11,10 @@ the database's adapters and runs the threads around it; the simulation
   announcement on `DONE`; everything else is the wrapped `Engine`'s. An
   inbox message is applied through the `Engine`'s own calls under its
   receipt (`Handoff.receipt`), so the commit of its events marks it applied.
+- Its `migrations` desk (engine/migrations.py, `MigrationDesk.across`) plans
+  the executions other servers hold too, folded from their histories, and
+  sends the migration of one of them to its owner's inbox (`migrate`, with
+  the mapping's hash), answering with the owner's outcome.
 - `SharedDesk` is its `workers`: sessions go to `Sessions`, a poll waits in
   the engine for its own tasks and at the task desk (engine/task_desk.py)
   for the board's at once, and a result for an execution owned elsewhere
@@ -48,6 +52,7 @@ from orbit_core.coordination import (
 from orbit_core.dispatch import Session
 from orbit_core.engine import handoff
 from orbit_core.engine.facade import Wrapped
+from orbit_core.engine.migrations import MigrationDesk
 from orbit_core.engine.operations import OperatorApi
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS
 from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
@@ -64,8 +69,14 @@ from orbit_core.errors import (
     StorageError,
 )
 from orbit_core.jsontypes import JsonValue
+from orbit_core.migration import MigratedEntry
+from orbit_core.state import ExecutionState, fold
 
 REPLY_WAIT_S = 10.0
+# The executions of a workflow a migration plan looks for on other servers
+# (as many as the census reads).
+MIGRATION_SCAN = 10_000
+_ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"})
 RECHECK_S = 1.0
 _ERRORS: dict[str, type[OrbitError]] = {
     cls.__name__: cls
@@ -111,10 +122,15 @@ class SharedEngine(Wrapped):
         self.handoff = handoff.of(engine)
         self._local = engine.workers
         self.desk = SharedDesk(self, self._local)
+        self._migrations = engine.migrations.across(self)
 
     @property
     def workers(self) -> WorkerApi:
         return self.desk
+
+    @property
+    def migrations(self) -> MigrationDesk:
+        return self._migrations
 
     @property
     def operations(self) -> OperatorApi:
@@ -125,6 +141,35 @@ class SharedEngine(Wrapped):
         if self.handoff.holds(execution_id):
             return False
         return self.tables.owner(execution_id) is not None
+
+    # ---- migrations (migrations.Elsewhere)
+
+    def states_elsewhere(self, workflow: str) -> list[ExecutionState]:
+        states = []
+        for row in self.store.list_executions(None, workflow, MIGRATION_SCAN):
+            if row.status in _ENDED or self.handoff.holds(row.execution_id):
+                continue
+            events = self.store.history(row.execution_id)
+            if events:
+                states.append(fold(events, row.execution_id))
+        return states
+
+    def migrate_elsewhere(
+        self,
+        execution_id: str,
+        workflow: str,
+        from_version: str,
+        to_version: str,
+        migration_hash: str,
+    ) -> MigratedEntry:
+        payload = {
+            "workflow": workflow,
+            "from": from_version,
+            "to": to_version,
+            "migration_hash": migration_hash,
+        }
+        reply = self.forward(execution_id, "migrate", payload)
+        return _raise_reply(reply)  # type: ignore[no-any-return]
 
     # ---- executions
 
@@ -263,6 +308,15 @@ class SharedEngine(Wrapped):
                 return {"ok": self.engine.operations.pause(entry.execution_id, p["reason"])}
             if entry.kind == "resume":
                 return {"ok": self.engine.operations.resume(entry.execution_id)}
+            if entry.kind == "migrate":
+                moved = self.engine.migrations.move(
+                    p["workflow"],
+                    p["from"],
+                    p["to"],
+                    entry.execution_id,
+                    migration_hash=p["migration_hash"],
+                )
+                return {"ok": moved}
         except StorageError:
             raise  # not applied: tried again, here or by the next owner
         except OrbitError as exc:
