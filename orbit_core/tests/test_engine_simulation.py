@@ -833,6 +833,13 @@ def patch_chaos(setattr: Callable[[object, str, Any], None]) -> None:
     pytest's monkeypatch here, with the builtin in sim_long.py's processes)."""
     setattr(executions_module, "decide", _chaotic_decide)
     setattr(executions_module, "threading", types.SimpleNamespace(Thread=InlineThread))
+    patch_definitions(setattr)
+
+
+def patch_definitions(setattr: Callable[[object, str, Any], None]) -> None:
+    """Deploys and loads of the pool's definitions use the copies checked
+    and decoded once per process (a definition is immutable: the same
+    document always checks and decodes to the same value)."""
     setattr(service_module, "checked_definition", _checked)
     setattr(recovery_module, "ir", types.SimpleNamespace(from_json=_decoded, IRError=ir.IRError))
 

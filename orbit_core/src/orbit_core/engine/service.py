@@ -51,7 +51,6 @@ from orbit_core.engine.workers import Workers
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.memory_store import MemoryStore
-from orbit_core.plan import Plan
 from orbit_core.ports import (
     BuiltinTasks,
     Clock,
@@ -421,16 +420,7 @@ class Engine:
         return self._pipeline.submit(lambda tx: self._load_definitions())
 
     def _load_definitions(self) -> int:
-        added = 0
-        for row in self.store.load_definitions():
-            if self._catalog.by_hash(row.definition_hash) is not None:
-                continue
-            try:
-                self._catalog.add(Plan(ir.from_json(row.ir)))
-            except ir.IRError:
-                continue
-            added += 1
-        return added
+        return recovery.add_definitions(self._catalog, self.store.load_definitions())
 
     # ---- in-process handlers
 
