@@ -193,8 +193,8 @@ class Server:
         contacts = self.shared.desk.take_contacts()
         store.touch_sessions(contacts)
         known = handoff.session_ids()
-        handoff.touch_sessions({r.session_id: r.last_seen_ms for r in store.sessions(known)})
-        store.post_cancels(handoff.cancels(known))
+        seen = {r.session_id: r.last_seen_ms for r in store.sessions(known)}
+        store.post_cancels(handoff.sync_sessions(seen, known))
 
     def close(self) -> None:
         self.shared.close()
