@@ -147,7 +147,24 @@ class Handoff:
         self, seen: Mapping[str, int], session_ids: list[str]
     ) -> dict[str, list[str]]:
         """`touch_sessions(seen)` then `cancels(session_ids)` as one command:
-        a server's session sync every round costs one group, not two."""
+        a server's session sync every round costs one group, not two, and
+        none when it would change nothing (no contact newer than the one
+        known here, no session holding an attempt): the usual round. That is
+        read outside the groups (plain reads of a number and of whether a set
+        is empty): a contact or an attempt that comes meanwhile is synced at
+        the next round, as if it had come just after this call."""
+        sessions = self._workers.sessions
+        for session_id in session_ids:
+            session = sessions.get(session_id)
+            if session is not None and session.held:
+                break
+        else:
+            for session_id, at_ms in seen.items():
+                session = sessions.get(session_id)
+                if session is not None and at_ms > session.last_seen_ms:
+                    break
+            else:
+                return {}
 
         def run(tx: Tx) -> dict[str, list[str]]:
             touch_sessions(self._workers, seen)
