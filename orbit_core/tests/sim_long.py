@@ -15,10 +15,11 @@ its message at the end (exit status 1 if any), with the rate per busy core
 handing out new chunks when the time is up, so a run is bounded either way.
 
 Rates per busy core (December 2026, the 2-core development machine with
-other work on it; main and this version run in turn, three times each,
-300 shared seeds or 1,500 single-engine seeds timed inside a worker):
-shared mode went from 28-36 to 100-109 seeds/s (about 3x), the single
-engine from 330-360 to 360-400. `sim_long.py --seeds 400 --jobs 1 --mode
+other work on it; main and this version run in turn, 300 shared seeds or
+1,500 single-engine seeds timed inside a worker, six rounds for shared
+mode before and after a rebase, two for the single engine): shared mode
+went from 28-43 to 76-109 seeds/s (about 3x, best against best), the
+single engine from 330-360 to 360-400. `sim_long.py --seeds 400 --jobs 1 --mode
 shared` took 28 s before and 13-17 s after, start-up included. What
 changed: the shared simulation checks, decodes and plans the pool's
 definitions once per process, as the single engine's did (it did so seven
