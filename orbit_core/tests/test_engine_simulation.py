@@ -65,6 +65,7 @@ from orbit_core.errors import OrbitError, StorageError
 from orbit_core.flow import keys as flow_keys
 from orbit_core.ir import Compensation, ForEach, Retry, Signal
 from orbit_core.memory_store import MemoryStore
+from orbit_core.plan import Plan
 from orbit_core.ports import CommitBatch, ExecutionRow
 from orbit_core.state import TERMINAL, fold
 from orbit_core.testing import SequentialIds, SimulatedClock, simulated_engine
@@ -376,6 +377,18 @@ def _checked(definition: Any) -> Any:
 def _decoded(document: dict[str, Any]) -> ir.Definition:
     cached = _DECODED.get(document.get("definition_hash", ""))
     return cached if cached is not None else ir.from_json(document)
+
+
+# A plan only reads its definition (its unit specs are worked out once and
+# kept), so the engines of one process share the pool's: the shared
+# simulation builds seven or more engines per seed, each loading every
+# definition.
+_PLANS = {id(d): Plan(d) for d in [LEAF, *POOL]}
+
+
+def _plan(defn: ir.Definition) -> Plan:
+    cached = _PLANS.get(id(defn))
+    return cached if cached is not None and cached.defn is defn else Plan(defn)
 
 
 class Simulation:
@@ -833,8 +846,16 @@ def patch_chaos(setattr: Callable[[object, str, Any], None]) -> None:
     pytest's monkeypatch here, with the builtin in sim_long.py's processes)."""
     setattr(executions_module, "decide", _chaotic_decide)
     setattr(executions_module, "threading", types.SimpleNamespace(Thread=InlineThread))
+    patch_definitions(setattr)
+
+
+def patch_definitions(setattr: Callable[[object, str, Any], None]) -> None:
+    """Deploys and loads of the pool's definitions use the copies checked,
+    decoded and planned once per process (a definition is immutable: the
+    same document always checks and decodes to the same value)."""
     setattr(service_module, "checked_definition", _checked)
     setattr(recovery_module, "ir", types.SimpleNamespace(from_json=_decoded, IRError=ir.IRError))
+    setattr(recovery_module, "Plan", _plan)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_engine_simulation import LEAF, POOL, _checked
+from test_engine_simulation import LEAF, POOL, patch_definitions
 
 from orbit_core import events as ev
 from orbit_core.coordination import Claim, rendezvous
@@ -193,8 +193,8 @@ class Server:
         contacts = self.shared.desk.take_contacts()
         store.touch_sessions(contacts)
         known = handoff.session_ids()
-        handoff.touch_sessions({r.session_id: r.last_seen_ms for r in store.sessions(known)})
-        store.post_cancels(handoff.cancels(known))
+        seen = {r.session_id: r.last_seen_ms for r in store.sessions(known)}
+        store.post_cancels(handoff.sync_sessions(seen, known))
 
     def close(self) -> None:
         self.shared.close()
@@ -217,7 +217,7 @@ class Simulation:
         self.workflows = self.rng.sample(POOL, 6)
         first = self.servers[names[0]].shared
         for definition in [LEAF, *self.workflows]:
-            first.deploy(_checked(definition)[1])
+            first.deploy(definition)
         # What happened, for a look at how much a seed exercised.
         self.stats: collections.Counter[str] = collections.Counter()
 
@@ -433,7 +433,8 @@ class Simulation:
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("shard", range(SHARDS))
-def test_shared_simulation(shard: int) -> None:
+def test_shared_simulation(shard: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_definitions(monkeypatch.setattr)
     seeds = [int(ONLY)] if ONLY else range(shard, SEEDS, SHARDS)
     for seed in seeds:
         sim = Simulation(seed)

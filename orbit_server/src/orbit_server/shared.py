@@ -428,10 +428,10 @@ class SharedNode:
         self._own_tables.touch_sessions(self.engine.desk.take_contacts())
         known = self.engine.handoff.session_ids()
         rows = self._own_tables.sessions(known)
-        if rows:
-            self.engine.handoff.touch_sessions({r.session_id: r.last_seen_ms for r in rows})
-        # Attempts owned here that a session polling elsewhere should stop.
-        self._own_tables.post_cancels(self.engine.handoff.cancels(known))
+        # Contacts made elsewhere, then the attempts owned here that a
+        # session polling elsewhere should stop: one command.
+        seen = {r.session_id: r.last_seen_ms for r in rows}
+        self._own_tables.post_cancels(self.engine.handoff.sync_sessions(seen, known))
 
     def _claim_failed(self, exc: StorageError) -> None:
         self._log.warning("shared: claiming tasks failed", error=exc.message)

@@ -136,9 +136,21 @@ class Catalog:
         return answer
 
     def add(self, plan: Plan) -> None:
-        self._plans[(plan.defn.name, plan.defn.version)] = plan
-        self._by_hash[plan.defn.definition_hash] = plan
-        self._find_latest(plan.defn.name)
+        defn = plan.defn
+        self._plans[(defn.name, defn.version)] = plan
+        self._by_hash[defn.definition_hash] = plan
+        # Only the new plan can change the highest version, so it is compared
+        # with the current one instead of scanning every plan of the name (a
+        # restart adds every stored definition: that scan made it quadratic).
+        # As `_find_latest`'s `max`, the plan added first wins a tie; a plan
+        # that replaces the highest version's takes its place.
+        latest = self._latest.get(defn.name)
+        if (
+            latest is None
+            or latest.defn.version == defn.version
+            or semver_key(defn.version) > semver_key(latest.defn.version)
+        ):
+            self._latest[defn.name] = plan
 
     def remove(self, plan: Plan) -> None:
         """Undoes `plan`'s deployment (its group was rolled back)."""

@@ -23,7 +23,7 @@ engine (and tests of it) hold.
   (`know_sessions`) so the attempts it takes can be held by it, the
   contacts it made elsewhere keep it alive (`touch_sessions`), and the
   attempts it should stop are handed out for it to hear of through any
-  server (`cancels`).
+  server (`cancels`; `sync_sessions` does both in one command).
 - Ownership: `take_over` rebuilds executions from their histories as a
   restart does (attempts in flight get one session timeout for their
   reports, built-in attempts are uncertain, scheduled work is offered or
@@ -143,9 +143,42 @@ class Handoff:
         once (a heartbeat through this engine does not repeat them)."""
         return self._pipeline.submit(lambda tx: cancels(self._workers, session_ids))
 
+    def sync_sessions(
+        self, seen: Mapping[str, int], session_ids: list[str]
+    ) -> dict[str, list[str]]:
+        """`touch_sessions(seen)` then `cancels(session_ids)` as one command:
+        a server's session sync every round costs one group, not two, and
+        none when it would change nothing (no contact newer than the one
+        known here, no session holding an attempt): the usual round. That is
+        read outside the groups (plain reads of a number and of whether a set
+        is empty): a contact or an attempt that comes meanwhile is synced at
+        the next round, as if it had come just after this call."""
+        sessions = self._workers.sessions
+        for session_id in session_ids:
+            session = sessions.get(session_id)
+            if session is not None and session.held:
+                break
+        else:
+            for session_id, at_ms in seen.items():
+                session = sessions.get(session_id)
+                if session is not None and at_ms > session.last_seen_ms:
+                    break
+            else:
+                return {}
+
+        def run(tx: Tx) -> dict[str, list[str]]:
+            touch_sessions(self._workers, seen)
+            return cancels(self._workers, session_ids)
+
+        return self._pipeline.submit(run)
+
     def session_ids(self) -> list[str]:
-        """The sessions this engine knows."""
-        return self._pipeline.submit(lambda tx: list(self._workers.sessions), read=True)
+        """The sessions this engine knows. A plain read outside the groups
+        (one copy of a dict's keys, which no other thread can interleave
+        with): a session added meanwhile is synced at the next round, as if
+        it had been added just after this call; one that went is skipped by
+        the steps it is passed to."""
+        return list(self._workers.sessions)
 
     def take_over(self, histories: list[tuple[str, list[ev.Event]]]) -> tuple[int, int]:
         """Adopts executions from their histories: (adopted, attempts in

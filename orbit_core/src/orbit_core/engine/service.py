@@ -51,7 +51,6 @@ from orbit_core.engine.workers import Workers
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.memory_store import MemoryStore
-from orbit_core.plan import Plan
 from orbit_core.ports import (
     BuiltinTasks,
     Clock,
@@ -417,20 +416,28 @@ class Engine:
     def reload_definitions(self) -> int:
         """Adds the stored definitions this engine does not know (deployed
         through another server on the same store: a standby's leader, a
-        shared cluster's other servers); returns how many were added."""
-        return self._pipeline.submit(lambda tx: self._load_definitions())
+        shared cluster's other servers); returns how many were added.
+
+        Servers call this every round, and it nearly always finds nothing
+        new: the store is read and the rows are matched against the catalog
+        outside the groups (the catalog's hash lookup is one dict read), and
+        a command runs only to add what is missing, so an idle round neither
+        queues a group nor reads the store while holding memory."""
+        try:
+            rows = self.store.load_definitions()
+        except Exception:
+            # Read again inside a command, which reports the failure as
+            # every failed command does.
+            return self._pipeline.submit(lambda tx: self._load_definitions())
+        missing = [row for row in rows if self._catalog.by_hash(row.definition_hash) is None]
+        if not missing:
+            return 0
+        # (`add_definitions` looks each one up again: a deploy may have
+        # added it since.)
+        return self._pipeline.submit(lambda tx: recovery.add_definitions(self._catalog, missing))
 
     def _load_definitions(self) -> int:
-        added = 0
-        for row in self.store.load_definitions():
-            if self._catalog.by_hash(row.definition_hash) is not None:
-                continue
-            try:
-                self._catalog.add(Plan(ir.from_json(row.ir)))
-            except ir.IRError:
-                continue
-            added += 1
-        return added
+        return recovery.add_definitions(self._catalog, self.store.load_definitions())
 
     # ---- in-process handlers
 
