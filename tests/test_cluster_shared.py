@@ -859,6 +859,52 @@ def test_a_dead_owners_own_claims_are_queued_again_on_take_over(pg_url: str) -> 
         b.close()
 
 
+def test_a_claim_left_behind_by_a_failed_dispatch_is_claimable_again_once_re_offered(
+    pg_url: str,
+) -> None:
+    # Issue 40's campaign: a server claimed its own task, the commit of the
+    # dispatch failed and so did putting the claim back (the database was
+    # restarting). The group's undo offered the unit again under the same
+    # offer number, which the claimed row swallowed (ON CONFLICT DO NOTHING):
+    # no server ever handed the task out and the execution never ended.
+    a = Node(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="c-1")
+        left = a.claim()  # its dispatch and its unclaim both failed
+        assert left is not None
+        # The unit is offered again, as a group's undo (or a take-over) does.
+        moved = handoff.of(a.engine)
+        moved.release(["c-1"])
+        moved.take_over(a.store.histories(["c-1"]))
+        a.engine.tick()
+        again = a.run_claimed()
+        assert again["execution_id"] == "c-1" and again["token"] != left.token
+    finally:
+        a.close()
+
+
+def test_a_re_offer_leaves_a_claim_whose_dispatch_waits_in_the_owners_inbox(pg_url: str) -> None:
+    # A claim made through another server is in flight until its owner
+    # applies the `dispatched` entry: offering the unit again meanwhile must
+    # not hand the task to a second worker.
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="c-1")
+        claim = b.claim()
+        assert claim is not None and claim.owner == "a"
+        moved = handoff.of(a.engine)
+        moved.release(["c-1"])
+        moved.take_over(a.store.histories(["c-1"]))
+        a.engine.tick()
+        assert a.claim() is None and b.claim() is None
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_take_over_waits_for_a_claim_in_progress_instead_of_deadlocking(pg_url: str) -> None:
     # A claim locks its task's row, then reads the owner's row FOR SHARE; a
     # take-over that updated the owners' rows first and then the queue's

@@ -101,21 +101,30 @@ class DirectClaims:
 
 
 class FlakyNode(MemoryNode):
-    """A node whose next commit can fail: `refused` (nothing written) or
+    """A node whose next commit can fail: `refused` (nothing written),
     `answer lost` (written, but the server hears it fail, as when the
-    connection drops after COMMIT was sent)."""
+    connection drops after COMMIT was sent) or `down` (nothing written, and
+    the next claim put back fails too: the database is away)."""
 
     def __init__(self, cluster: MemoryCluster, node_id: str) -> None:
         super().__init__(cluster, node_id)
         self.fail_next: str | None = None
+        self.unclaim_fails = False
 
     def commit(self, batch: CommitBatch) -> None:
         failure, self.fail_next = self.fail_next, None
-        if failure == "refused":
+        if failure in ("refused", "down"):
+            self.unclaim_fails = failure == "down"
             raise StorageError("the database refused the commit (simulated)")
         super().commit(batch)
         if failure == "answer lost":
             raise StorageError("the connection dropped after COMMIT (simulated)")
+
+    def unclaim(self, token: str) -> None:
+        if self.unclaim_fails:
+            self.unclaim_fails = False
+            raise StorageError("cannot connect to the database (simulated)")
+        super().unclaim(token)
 
 
 class Server:
@@ -373,7 +382,7 @@ class Simulation:
                 self.call(desk.heartbeat, session)
         if not reliable and self.flaky.random() < 0.08:
             flaky = self.servers[self.flaky.choice(sorted(self.servers))]
-            flaky.store.fail_next = self.flaky.choice(["refused", "answer lost"])
+            flaky.store.fail_next = self.flaky.choice(["refused", "answer lost", "down"])
         for server in self.servers.values():
             if server.state == "up":
                 server.round()
@@ -430,6 +439,7 @@ class Simulation:
         # The chaos stops: every server up again, workers behave.
         for server in self.servers.values():
             server.store.fail_next = None
+            server.store.unclaim_fails = False
         for node_id, server in sorted(self.servers.items()):
             if server.state == "down":
                 self.restart(node_id)
