@@ -556,13 +556,21 @@ class SharedStore(PostgresStore):
         ended = set(gone)
         # An offer made before a later command of its group dispatched or
         # ended its unit (or its execution) is not wanted.
-        offers = [
-            o
-            for o in batch.offers
-            if o.execution_id not in ended
-            and o.execution_id not in paused
-            and later.get((o.execution_id, o.unit_key), 0) < o.offer_seq
-        ]
+        # One row per offer: a group may carry the same offer twice (made
+        # again after a failed group), and one INSERT ... ON CONFLICT DO
+        # UPDATE may not touch a row twice.
+        offers: list[TaskOffer] = []
+        seen: set[tuple[str, str, int]] = set()
+        for o in batch.offers:
+            key = (o.execution_id, o.unit_key, o.offer_seq)
+            if (
+                key not in seen
+                and o.execution_id not in ended
+                and o.execution_id not in paused
+                and later.get((o.execution_id, o.unit_key), 0) < o.offer_seq
+            ):
+                seen.add(key)
+                offers.append(o)
         # One statement each, whatever the size of the group.
         if gone:
             cursor.execute("DELETE FROM orbit_tasks WHERE execution_id = ANY(%s)", (gone,))
