@@ -38,6 +38,7 @@ from orbit_core.engine.task_desk import TaskDesk
 from orbit_core.errors import InvalidError, OrbitError, StorageError
 from orbit_core.ir import expr as e
 from orbit_core.ir import types as t
+from orbit_core.ports import CommitBatch, TaskOffer
 from orbit_server.app import create_app
 from orbit_server.config import ServerConfig
 from orbit_server.shared import SharedNode
@@ -854,6 +855,103 @@ def test_a_dead_owners_own_claims_are_queued_again_on_take_over(pg_url: str) -> 
         handoff.of(b.engine).take_over(b.store.histories(["c-1"]))
         again = b.run_claimed()
         assert again["execution_id"] == "c-1" and again["token"] != claim.token
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_claim_left_behind_by_a_failed_dispatch_is_claimable_again_once_re_offered(
+    pg_url: str,
+) -> None:
+    # Issue 40's campaign: a server claimed its own task, the commit of the
+    # dispatch failed and so did putting the claim back (the database was
+    # restarting). The group's undo offered the unit again under the same
+    # offer number, which the claimed row swallowed (ON CONFLICT DO NOTHING):
+    # no server ever handed the task out and the execution never ended.
+    a = Node(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="c-1")
+        left = a.claim()  # its dispatch and its unclaim both failed
+        assert left is not None
+        # The unit is offered again, as a group's undo (or a take-over) does.
+        moved = handoff.of(a.engine)
+        moved.release(["c-1"])
+        moved.take_over(a.store.histories(["c-1"]))
+        a.engine.tick()
+        again = a.run_claimed()
+        assert again["execution_id"] == "c-1" and again["token"] != left.token
+    finally:
+        a.close()
+
+
+def test_a_group_that_offers_a_task_twice_commits(pg_url: str) -> None:
+    # An offer made again after a failed group can ride in a later group
+    # twice; the queue's upsert must take it once (a statement may not
+    # update one row twice), or every such group fails.
+    a = Node(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="c-1")
+        (row,) = _rows(pg_url, "SELECT unit_key, offer_seq, assignment FROM orbit_tasks")
+        offer = TaskOffer("c-1", row[0], int(row[1]), "bench.step", "1.0.0", "python", None, {})
+        a.claim()  # left behind, so the upsert updates it
+        a.store.commit(CommitBatch(offers=[offer, offer]))
+        assert _rows(pg_url, "SELECT state FROM orbit_tasks") == [("queued",)]
+    finally:
+        a.close()
+
+
+def test_a_claim_refused_while_its_execution_was_paused_is_claimable_after_the_resume(
+    pg_url: str,
+) -> None:
+    # Another server claimed the task; its `dispatched` entry reached the
+    # owner while the execution was paused, so the owner refused it (and
+    # the claimer's worker was told to stop). The resume offers the unit
+    # again under the same offer number: the claimed row must not swallow it.
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="c-1")
+        claim = b.claim()
+        assert claim is not None and claim.owner == "a"
+        a.engine.operations.pause("c-1")
+        (entry,) = a.tables.pending()
+        assert entry.kind == "dispatched"
+        refused = handoff.of(a.engine).dispatch_offer(
+            _session(),
+            execution_id="c-1",
+            unit_key=entry.payload["unit_key"],
+            offer_seq=entry.payload["offer_seq"],
+            token=entry.payload["token"],
+        )
+        assert refused is None
+        a.tables.done([(entry, {"ok": False})])
+        a.engine.operations.resume("c-1")
+        again = a.run_claimed()
+        assert again["execution_id"] == "c-1" and again["token"] != claim.token
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_re_offer_leaves_a_claim_whose_dispatch_waits_in_the_owners_inbox(pg_url: str) -> None:
+    # A claim made through another server is in flight until its owner
+    # applies the `dispatched` entry: offering the unit again meanwhile must
+    # not hand the task to a second worker.
+    a = Node(pg_url, "a")
+    b = Node(pg_url, "b")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        a.engine.start("Chain", execution_id="c-1")
+        claim = b.claim()
+        assert claim is not None and claim.owner == "a"
+        moved = handoff.of(a.engine)
+        moved.release(["c-1"])
+        moved.take_over(a.store.histories(["c-1"]))
+        a.engine.tick()
+        assert a.claim() is None and b.claim() is None
     finally:
         a.close()
         b.close()

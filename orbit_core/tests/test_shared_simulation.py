@@ -18,7 +18,9 @@ The invariants:
 - no answer is lost: an accepted result is a success in the history, an
   accepted signal is in the history at its seq;
 - every execution ends once the chaos stops and the workers behave, and
-  nothing is left owned, offered or unanswered.
+  nothing is left owned, offered or unanswered (among the chaos: commits
+  the store refuses, and commits it takes whose answer the server never
+  hears, `FlakyNode`).
 
 `ORBIT_SHARED_SIM_SEEDS` (default 2000) sets how many seeds run, dealt out
 to eight shards; `ORBIT_SHARED_SIM_SEED=<n>` replays one.
@@ -43,6 +45,7 @@ from orbit_core.engine.shared import SharedEngine
 from orbit_core.engine.task_desk import Waiter
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.memory_cluster import MemoryCluster, MemoryNode
+from orbit_core.ports import CommitBatch
 from orbit_core.state import TERMINAL, fold
 from orbit_core.testing import SequentialIds, SimulatedClock
 
@@ -97,6 +100,33 @@ class DirectClaims:
         raise AssertionError("the simulation's polls do not wait")
 
 
+class FlakyNode(MemoryNode):
+    """A node whose next commit can fail: `refused` (nothing written),
+    `answer lost` (written, but the server hears it fail, as when the
+    connection drops after COMMIT was sent) or `down` (nothing written, and
+    the next claim put back fails too: the database is away)."""
+
+    def __init__(self, cluster: MemoryCluster, node_id: str) -> None:
+        super().__init__(cluster, node_id)
+        self.fail_next: str | None = None
+        self.unclaim_fails = False
+
+    def commit(self, batch: CommitBatch) -> None:
+        failure, self.fail_next = self.fail_next, None
+        if failure in ("refused", "down"):
+            self.unclaim_fails = failure == "down"
+            raise StorageError("the database refused the commit (simulated)")
+        super().commit(batch)
+        if failure == "answer lost":
+            raise StorageError("the connection dropped after COMMIT (simulated)")
+
+    def unclaim(self, token: str) -> None:
+        if self.unclaim_fails:
+            self.unclaim_fails = False
+            raise StorageError("cannot connect to the database (simulated)")
+        super().unclaim(token)
+
+
 class Server:
     """One server: its node of the cluster, its engine, and its rounds."""
 
@@ -104,9 +134,9 @@ class Server:
         self, cluster: MemoryCluster, node_id: str, clock: SimulatedClock, ids: SequentialIds
     ) -> None:
         self.node_id = node_id
-        self.store = cluster.node(node_id)
+        self.store = FlakyNode(cluster, node_id)
         self.lost: list[str] = []
-        self.store.on_lost = self.lost.extend
+        self.store.on_lost = self._on_lost
         engine = Engine(
             self.store,
             clock,
@@ -128,6 +158,10 @@ class Server:
         self.fenced = 0
         self.refused = 0
         self.store.heartbeat()
+
+    def _on_lost(self, execution_ids: list[str]) -> None:
+        # (Not `self.lost.extend`, bound once: each round swaps in a new list.)
+        self.lost.extend(execution_ids)
 
     def deliver(self) -> None:
         """Applies the pending messages of the executions it holds."""
@@ -215,6 +249,9 @@ class Simulation:
         self.accepted: list[tuple[str, str, int]] = []
         self.signals: list[tuple[str, int]] = []
         self.workflows = self.rng.sample(POOL, 6)
+        # Failed commits are drawn from a stream of their own, so that the
+        # other draws of a seed stay what they were before they were added.
+        self.flaky = random.Random(seed * 7919 + 17)
         first = self.servers[names[0]].shared
         for definition in [LEAF, *self.workflows]:
             first.deploy(definition)
@@ -336,6 +373,16 @@ class Simulation:
             self.clock.advance(rng.choice([50, 100, 400, 1500]))
         else:
             self.client(action, reliable)
+        if reliable:
+            # Workers that behave stay connected: their sessions never go
+            # silent, so nothing they hold is redelivered for want of a
+            # heartbeat (an attempt that no report will ever end shows).
+            desk = next(s for s in self.servers.values() if s.state == "up").shared.workers
+            for session in self.sessions:
+                self.call(desk.heartbeat, session)
+        if not reliable and self.flaky.random() < 0.08:
+            flaky = self.servers[self.flaky.choice(sorted(self.servers))]
+            flaky.store.fail_next = self.flaky.choice(["refused", "answer lost", "down"])
         for server in self.servers.values():
             if server.state == "up":
                 server.round()
@@ -390,6 +437,9 @@ class Simulation:
             if i % 15 == 0:
                 self.check_memory()
         # The chaos stops: every server up again, workers behave.
+        for server in self.servers.values():
+            server.store.fail_next = None
+            server.store.unclaim_fails = False
         for node_id, server in sorted(self.servers.items()):
             if server.state == "down":
                 self.restart(node_id)

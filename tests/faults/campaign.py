@@ -56,7 +56,9 @@ from orbit_core.ir import types as t
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE.parent / "cluster_worker.py"
-ENV = {"ORBIT_CLUSTER_INTERVAL_MS": "200"}
+# Each committed event is logged at debug (with its execution id, seq and
+# type), so the server logs say which server wrote which event.
+ENV = {"ORBIT_CLUSTER_INTERVAL_MS": "200", "ORBIT_LOG": "info,orbit=debug"}
 MODE_ARGS = {
     "standby": ["--cluster"],
     "shared": ["--cluster", "--cluster-mode", "shared", "--node-timeout", "2"],
@@ -277,10 +279,33 @@ class Campaign:
             proxy.close()
         for server_name, server in self.servers.items():
             (self.out / f"server-{server_name}.log").write_text(server.log())
+        self._log_lines_of_violations()
         if self.pg is not None:
             (self.out / "postgres.log").write_text(self.pg.server_log())
             self.pg.destroy()
         self._records.close()
+
+    def _log_lines_of_violations(self) -> None:
+        """Appends to violations.txt, for each execution named there, the
+        server log lines that mention it, so that one reproduction is
+        enough to diagnose."""
+        path = self.out / "violations.txt"
+        if not path.exists() or not path.read_text():
+            return
+        named = sorted(
+            {
+                line.split("] ", 1)[1].split(":", 1)[0]
+                for line in path.read_text().splitlines()
+                if line.startswith("[")
+            }
+        )
+        out = [path.read_text()]
+        for eid in named:
+            for name, server in self.servers.items():
+                lines = [line for line in server.lines if eid in line]
+                out.append(f"server {name} log lines on {eid} ({len(lines)}):")
+                out += [f"    {line}" for line in lines]
+        path.write_text("\n".join(out) + "\n")
 
     # ---- faults
 
@@ -468,6 +493,7 @@ class Campaign:
             lines = (self.out / "calls.jsonl").read_text().splitlines()
             records = [json.loads(line) for line in lines]
             violations = checker.check(records, store)
+            self._dump_rows(sorted({v.execution_id for v in violations}))
             return self.summary(plan, load_ops, records, store, violations)
         finally:
             self.teardown()
@@ -528,6 +554,35 @@ class Campaign:
             history = self._get(f"/v1/executions/{eid}/history") or {"events": []}
             store[eid] = checker.Execution(eid, document["status"], tuple(history["events"]))
         return store
+
+    def _dump_rows(self, execution_ids: list[str]) -> None:
+        """Writes the coordination rows (shared mode's owners, queue, inbox)
+        and projection row of each execution named by a violation to
+        rows.txt, for a diagnosis after the database is gone."""
+        if not execution_ids:
+            return
+        lines = []
+        queries = {
+            "workflow_executions": "SELECT * FROM workflow_executions WHERE execution_id = %s",
+            "orbit_owners": "SELECT * FROM orbit_owners WHERE execution_id = %s",
+            "orbit_tasks": "SELECT * FROM orbit_tasks WHERE execution_id = %s",
+            "orbit_inbox": "SELECT * FROM orbit_inbox WHERE execution_id = %s",
+        }
+        with self.pg_admin() as conn:
+            for eid in execution_ids:
+                for table, sql in queries.items():
+                    try:
+                        rows = conn.execute(sql, (eid,)).fetchall()
+                    except Exception as exc:  # a standby cluster has no such table
+                        lines.append(f"{eid} {table}: {exc}")
+                        continue
+                    lines += [f"{eid} {table}: {row}" for row in rows] or [f"{eid} {table}: -"]
+            for table in ("orbit_nodes", "orbit_sessions"):
+                try:
+                    lines += [f"{table}: {row}" for row in conn.execute(f"SELECT * FROM {table}")]
+                except Exception as exc:
+                    lines.append(f"{table}: {exc}")
+        (self.out / "rows.txt").write_text("\n".join(lines) + "\n")
 
     def pg_admin(self) -> Any:
         """A connection to the campaign's database, straight (no fault proxy)."""

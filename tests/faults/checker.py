@@ -57,7 +57,7 @@ class Violation:
 
 
 def _short(record: Record) -> str:
-    keep = {k: v for k, v in record.items() if k not in ("timestamp_ms", "output", "body")}
+    keep = {k: v for k, v in record.items() if k not in ("output", "body")}
     return " ".join(f"{k}={v}" for k, v in keep.items())
 
 
@@ -120,9 +120,9 @@ def check_starts(records: Sequence[Record], store: Mapping[str, Execution]) -> l
             window = _window(execution.events, [e["seq"] for e in ends])
             found.append(Violation("one-end", eid, f"{len(ends)} end events", window))
         elif not ends and _best(_calls(records, "start").get(eid, [])) != "refused":
-            tail = execution.events[-3:]
+            # The whole history: one reproduction should be enough to see why.
             message = f"never ended (status {execution.status})"
-            found.append(Violation("one-end", eid, message, on_it + tuple(tail)))
+            found.append(Violation("one-end", eid, message, on_it + tuple(execution.events)))
         elif ends and execution.status not in TERMINAL_STATUSES:
             message = f"history ended with {ends[0]['type']} but status is {execution.status}"
             found.append(Violation("one-end", eid, message, (ends[0],)))
@@ -233,7 +233,7 @@ def check_stuck(store: Mapping[str, Execution]) -> list[Violation]:
         if execution.status in TERMINAL_STATUSES or pending(execution.events):
             continue
         message = f"status {execution.status} with nothing pending"
-        found.append(Violation("stuck", eid, message, tuple(execution.events[-3:])))
+        found.append(Violation("stuck", eid, message, tuple(execution.events)))
     return found
 
 

@@ -209,18 +209,32 @@ class MemoryNode(MemoryStore):
         ]
         # One entry per offer, as the database's unique key keeps it: an
         # offer made again while its entry is still there (queued, or claimed
-        # by a poll) adds nothing.
+        # by a poll) adds nothing, except that it queues again an entry a
+        # claim left behind (its dispatch failed, and so did putting it
+        # back) unless the claim's `dispatched` message still waits.
         held = {
-            (t.offer.execution_id, t.offer.unit_key, t.offer.offer_seq) for t in c.board.values()
+            (t.offer.execution_id, t.offer.unit_key, t.offer.offer_seq): t for t in c.board.values()
         }
         for offer in offers:
-            if (offer.execution_id, offer.unit_key, offer.offer_seq) in held:
+            key = (offer.execution_id, offer.unit_key, offer.offer_seq)
+            same = held.get(key)
+            if same is not None:
+                if same.token is not None and not self._dispatch_waits(same.token):
+                    same.token = None
                 continue
-            held.add((offer.execution_id, offer.unit_key, offer.offer_seq))
             number = c.next_seq()
-            c.board[number] = _Task(offer, self.node_id, number)
+            held[key] = c.board[number] = _Task(offer, self.node_id, number)
         if offers:
             c.announce(TASKS)
+
+    def _dispatch_waits(self, token: str) -> bool:
+        """Whether a claim's `dispatched` message waits in its owner's inbox."""
+        return any(
+            m.entry.kind == "dispatched"
+            and m.state == "pending"
+            and m.entry.payload["token"] == token
+            for m in self.cluster.inbox.values()
+        )
 
     # ---- ownership, heartbeats, take-overs
 

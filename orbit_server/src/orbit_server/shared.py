@@ -64,6 +64,7 @@ apply again. The reply for a waiting sender is written after the call.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -497,6 +498,14 @@ class SharedNode:
         for entry in entries:
             try:
                 replies.append((entry, self.engine.apply(entry)))
+                if logs.enabled(logging.DEBUG):
+                    self._log.debug(
+                        "shared: inbox entry applied",
+                        seq=entry.seq,
+                        kind=logs.Quoted(entry.kind),
+                        execution_id=entry.execution_id,
+                        reply=logs.Quoted(str(replies[-1][1])[:200]),
+                    )
             except StorageError as exc:
                 self._log.warning(
                     "shared: inbox entry not applied", seq=entry.seq, error=exc.message

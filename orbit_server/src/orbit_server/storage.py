@@ -16,6 +16,7 @@ logs, traces), after the commit and before any caller hears of it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -34,7 +35,7 @@ from orbit_core.ports import (
     WorkerRow,
 )
 from orbit_core.visibility.page import SearchQuery
-from orbit_server.logs import logger
+from orbit_server.logs import enabled, logger
 from orbit_server.telemetry import Telemetry
 
 T = TypeVar("T")
@@ -70,6 +71,14 @@ class LoggedStore:
             self.inner.commit(batch)
         except StorageError as exc:
             self._log.error("storage error", op="commit", db=self.db, error=exc.message)
+            if enabled(logging.DEBUG):
+                # What the failed group carried (it may have been taken after all).
+                self._log.debug(
+                    "commit failed",
+                    executions=[c.execution_id for c in batch.executions],
+                    offers=[f"{o.execution_id}/{o.unit_key}" for o in batch.offers],
+                    receipts=list(batch.receipts),
+                )
             self._problem = exc.message
             raise
         if self._problem is not None:

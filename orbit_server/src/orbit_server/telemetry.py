@@ -118,6 +118,15 @@ class Telemetry:
     def committed(self, batch: CommitBatch) -> None:
         """Called once per committed batch; never raises."""
         try:
+            if batch.offers and logs.enabled(logging.DEBUG):
+                # Shared mode's queue: which tasks a server offered, and when.
+                for offer in batch.offers:
+                    self._log.debug(
+                        "task offered",
+                        execution_id=offer.execution_id,
+                        step=logs.Quoted(offer.unit_key),
+                        offer_seq=offer.offer_seq,
+                    )
             changes = new_events(batch)
             if not changes:
                 return

@@ -18,7 +18,9 @@ lock; their definitions and migrations are schema.py's):
   Any server claims the oldest row a session can take with `FOR UPDATE SKIP
   LOCKED`; the row is deleted by the commit that records its dispatch, when
   its unit or execution ends, or when its owner finds the claimed offer no
-  longer wanted (`drop_claim`). The store remembers which executions may
+  longer wanted (`drop_claim`); offered again under the same offer number,
+  a claimed row nobody is dispatching any more is queued again
+  (`_CLAIM_LEFT_BEHIND`). The store remembers which executions may
   have rows (`_queued`), so the commit of a task taken from the engine's
   own index writes nothing to the queue.
 - `orbit_inbox`: commands for an execution's owner (a dispatch claimed
@@ -101,6 +103,21 @@ NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 TAKEOVER_BATCH = 100
+# A claimed row its owner offers again (the unit is still scheduled under
+# the same offer number: the group that was to record the dispatch was
+# undone) was left behind by a claim whose dispatch failed, and whose
+# return to the queue failed too (the database was away), unless the claim
+# was made through another server and its `dispatched` entry still waits
+# in the owner's inbox. Left claimed, it would swallow the new offer and
+# nobody would ever hand the task out; queued again, it is claimable. (A
+# claim of the owner's own that is still being dispatched is harmless to
+# put back: the dispatch's commit deletes the row, and a second claim of
+# it is refused by the owner as no longer wanted.)
+_CLAIM_LEFT_BEHIND = (
+    "orbit_tasks.state = 'claimed' AND NOT EXISTS (SELECT 1 FROM orbit_inbox i "
+    "WHERE i.execution_id = orbit_tasks.execution_id AND i.kind = 'dispatched' "
+    "AND i.state = 'pending' AND i.payload LIKE '%%' || orbit_tasks.token || '%%')"
+)
 # Inbox kinds whose sender waits for the owner's reply (a worker's result
 # is answered with what the owner decided, as on a single server).
 REPLIED = frozenset(
@@ -539,13 +556,21 @@ class SharedStore(PostgresStore):
         ended = set(gone)
         # An offer made before a later command of its group dispatched or
         # ended its unit (or its execution) is not wanted.
-        offers = [
-            o
-            for o in batch.offers
-            if o.execution_id not in ended
-            and o.execution_id not in paused
-            and later.get((o.execution_id, o.unit_key), 0) < o.offer_seq
-        ]
+        # One row per offer: a group may carry the same offer twice (made
+        # again after a failed group), and one INSERT ... ON CONFLICT DO
+        # UPDATE may not touch a row twice.
+        offers: list[TaskOffer] = []
+        seen: set[tuple[str, str, int]] = set()
+        for o in batch.offers:
+            key = (o.execution_id, o.unit_key, o.offer_seq)
+            if (
+                key not in seen
+                and o.execution_id not in ended
+                and o.execution_id not in paused
+                and later.get((o.execution_id, o.unit_key), 0) < o.offer_seq
+            ):
+                seen.add(key)
+                offers.append(o)
         # One statement each, whatever the size of the group.
         if gone:
             cursor.execute("DELETE FROM orbit_tasks WHERE execution_id = ANY(%s)", (gone,))
@@ -575,7 +600,9 @@ class SharedStore(PostgresStore):
                 + NOW_MS
                 + " FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[], "
                 "%b::text[], %b::bigint[], %b::text[]) AS x(e, k, o, n, v, l, t, a) "
-                "ON CONFLICT (execution_id, unit_key, offer_seq) DO NOTHING",
+                "ON CONFLICT (execution_id, unit_key, offer_seq) DO UPDATE SET state = 'queued', "
+                "token = NULL, claimed_by = NULL, session_id = NULL, node_id = excluded.node_id "
+                "WHERE " + _CLAIM_LEFT_BEHIND,
                 (self.node_id, *([r[i] for r in rows] for i in range(8))),
             )
             cursor.execute("SELECT pg_notify('orbit_tasks', '')")

@@ -95,19 +95,25 @@ class Admission:
             line = self._lines[scope] = _Line()
         return line
 
-    def _holding(self, eid: str) -> bool:
+    def _holding(self, eid: str, scope: Scope) -> bool:
         # Not `started`: an execution just admitted holds its slot before
         # its WorkflowStarted is appended. One re-adopted as waiting after
-        # an undone group is taken out by `adopted`.
+        # an undone group is taken out by `adopted`. Of this scope: a start
+        # whose group was undone leaves its id here, and a later execution
+        # under the same id (another workflow's, or another key) must not
+        # hold this slot for it, or whoever waits for it waits for ever.
         live = self._get(eid)
-        return live is not None and not live.state.terminal
+        if live is None or live.state.terminal:
+            return False
+        found = self._scope(live)
+        return found is not None and found[0] == scope
 
     def _in_line(self, eid: str) -> bool:
         live = self._get(eid)
         return live is not None and not live.state.started and not live.state.terminal
 
-    def _count(self, line: _Line) -> int:
-        stale = [eid for eid in line.running if not self._holding(eid)]
+    def _count(self, scope: Scope, line: _Line) -> int:
+        stale = [eid for eid in line.running if not self._holding(eid, scope)]
         for eid in stale:
             line.running.discard(eid)
         return len(line.running)
@@ -123,7 +129,7 @@ class Admission:
         scope, limit = found
         line = self._line(scope)
         eid = live.state.id
-        if self._count(line) < limit and not self._first_waiting(line):
+        if self._count(scope, line) < limit and not self._first_waiting(line):
             line.running.add(eid)
             return None
         self._ticket += 1
@@ -234,7 +240,7 @@ class Admission:
             assert live is not None
             found = self._scope(live)
             limit = found[1] if found is not None else 0
-            if self._count(line) >= limit:
+            if self._count(scope, line) >= limit:
                 break
             heapq.heappop(line.waiting)
             self._waiting.discard(eid)

@@ -589,6 +589,7 @@ class Engine:
         self._control.idempotency.forget(tx)
         self._workers.drop(self._executions.rollback(tx))
         self._workers.unrecorded(tx.reported, tx.now)
+        self._workers.unconfirmed(tx)
 
     # ---- threads and time
 

@@ -16,7 +16,10 @@ up, a built-in task's report may be refused), and the session that holds the
 attempt keeps heartbeating: it would own the attempt forever. So the token
 also gets the deadline an attempt gets after a restart (`unrecorded`): one
 session timeout from the failure, after which, if still in flight, the
-attempt is uncertain and redelivered. We do not make it uncertain at once:
+attempt is uncertain and redelivered. A group undone because the store's answer
+to its commit was lost may have been committed after all: an attempt it
+dispatched is then in flight in the history although the poll that took it
+was answered with the error, so it gets the same deadline (`unconfirmed`). We do not make it uncertain at once:
 that needs a commit, which is what just failed, and a worker that reports
 again soon should not cause a second delivery. Redelivery keeps the
 at-least-once rule (an uncertain attempt is never taken as failed), and the
@@ -50,6 +53,7 @@ from orbit_core.state import ExecutionState
 V = TypeVar("V")
 RESTART_REASON = "runtime restarted and no worker reported the result"
 UNRECORDED_REASON = "its result could not be recorded and was not reported again"
+UNCONFIRMED_DISPATCH_REASON = "its dispatch was not confirmed and no worker reported it"
 # Unit keys listed per `waiting_for` entry; a large fan-out says how many more.
 WAITING_UNITS_SHOWN = 20
 
@@ -327,7 +331,7 @@ class Workers:
         for token in tokens:
             self._recovered[token] = (deadline, reason)
 
-    def unrecorded(self, tokens: list[str], now: int) -> None:
+    def unrecorded(self, tokens: list[str], now: int, reason: str = UNRECORDED_REASON) -> None:
         """Results taken for `tokens` were undone with their group: each
         attempt still in flight one session timeout from now is uncertain
         (see the module's docstring). A later failure moves the deadline on."""
@@ -335,7 +339,27 @@ class Workers:
         for token in tokens:
             waiting = self._recovered.get(token)
             if waiting is None or waiting[0] < deadline:
-                self._recovered[token] = (deadline, UNRECORDED_REASON)
+                self._recovered[token] = (deadline, reason)
+
+    def unconfirmed(self, tx: Tx) -> None:
+        """The attempts the undone group `tx` dispatched to workers and
+        built-in tasks (see the module's docstring): gone from memory when
+        the store refused the commit, but in flight when it took the commit
+        and only its answer was lost. Then the poll that took one was
+        answered with the error, and a built-in one never started, so no
+        report may ever come for it while its session heartbeats: one
+        session timeout from now, each still in flight is uncertain. (A
+        task claimed through another server of a shared cluster did reach
+        its worker, which reports it within that time as usual.)"""
+        tokens = [
+            event.token
+            for change in tx.changes.values()
+            for event in (*change.archived, *change.events)
+            if isinstance(event, ev.StepDispatched)
+            and not event.worker_session.startswith("child:")
+        ]
+        if tokens:
+            self.unrecorded(tokens, tx.now, UNCONFIRMED_DISPATCH_REASON)
 
     def next_due_ms(self) -> int | None:
         if not self._recovered:
