@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import attrs
 
 from orbit_core import events as ev
+from orbit_core import ir
 from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
@@ -296,12 +297,19 @@ class Filter:
         filter raises FilterError: INVALID_FILTER)."""
         if self.where is None:
             return None
-        definitions = [
+        definitions = self._definitions(engine)
+        if not definitions and engine.reload_definitions():
+            # Deployed through another server a moment ago (standby's
+            # leader, a shared cluster): its next round would load it.
+            definitions = self._definitions(engine)
+        return compile_filter(self.where, FieldCatalog.of(definitions), self.workflow)
+
+    def _definitions(self, engine: EngineApi) -> list[ir.Definition]:
+        return [
             engine.definition(w["name"], w["version"])
             for w in engine.list_workflows()["workflows"]
             if w["name"] == self.workflow
         ]
-        return compile_filter(self.where, FieldCatalog.of(definitions), self.workflow)
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {"workflow": self.workflow}
