@@ -31,7 +31,6 @@ COMMANDS = {
         "graph",
         "docs",
         "schema",
-        "codegen",
         "diff",
         "compat",
         "server",
@@ -46,10 +45,12 @@ COMMANDS = {
         "ps",
         "token",
         "workers",
+        "schedule",
         "test",
         "simulate",
         "replay",
-        "schedule",
+        # Beyond the book: typed workers from the contracts.
+        "codegen",
         # Beyond the book (issue 42): listed after the book's commands.
         "verify",
         # Beyond the book (issue 41): versions in production.

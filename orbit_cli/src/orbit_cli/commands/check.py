@@ -20,7 +20,7 @@ from orbit_lang.policy import Policy, apply_policies
 from orbit_lang.render import error_line, render_json, render_report
 
 
-@click.command("check")
+@click.command("check", short_help="Type-check workflow files without producing output")
 @click.argument("files", nargs=-1)
 @click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 @click.option(

@@ -24,7 +24,7 @@ from orbit_lang.policy import Policy, apply_policies
 from orbit_lang.render import render_report
 
 
-@click.command("compile")
+@click.command("compile", short_help="Compile workflow files to orbit-ir JSON")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "--strict",

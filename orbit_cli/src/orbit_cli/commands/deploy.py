@@ -60,7 +60,7 @@ def require_drained(client: RuntimeClient, definitions: Sequence[Definition], ve
 
 @click.command(
     "deploy",
-    short_help="Register workflow definitions with the runtime.",
+    short_help="Compile and register workflow definitions with the runtime",
 )
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @policy_option(

@@ -20,8 +20,7 @@ from orbit_cli.versions import BadInput, load_side
 
 @click.command(
     "diff",
-    short_help="Show what changed in a process between two versions, "
-    "with the compatibility verdict",
+    short_help="Show what changed in a process between two versions, with the compatibility verdict",
 )
 @click.argument("old", metavar="OLD")
 @click.argument("new", metavar="NEW")

@@ -42,7 +42,9 @@ _OPEN_FLAGS = (
 )
 
 
-@click.command("fmt")
+@click.command(
+    "fmt", short_help="Format .orbit files in place (comments and line breaks are preserved)"
+)
 @click.argument("files", nargs=-1)
 @click.option(
     "--check",

@@ -13,7 +13,7 @@ from orbit_cli.client import RuntimeClient, connection_options, path
 from orbit_cli.output import out
 
 
-@click.command("fork", short_help="Start a new execution from an execution's step.")
+@click.command("fork", short_help="Start a new execution from an execution's step")
 @click.argument("execution_id")
 @click.option("--from", "step", required=True, metavar="STEP", help="The first step to run.")
 @click.option("--id", "new_id", metavar="ID", help="The new execution's id [default: generated].")

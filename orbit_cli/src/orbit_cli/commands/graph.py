@@ -19,7 +19,7 @@ from orbit_cli.output import CliError, err, os_reason
 from orbit_core.ir import Definition
 
 
-@click.command("graph")
+@click.command("graph", short_help="Render a workflow as a diagram (Mermaid, Graphviz DOT or SVG)")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option(
     "--workflow", metavar="WORKFLOW", help="The workflow to render when the file defines several."

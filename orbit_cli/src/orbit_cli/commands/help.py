@@ -10,7 +10,11 @@ from __future__ import annotations
 import click
 
 
-@click.command("help", context_settings={"ignore_unknown_options": False})
+@click.command(
+    "help",
+    context_settings={"ignore_unknown_options": False},
+    short_help="Print this message or the help of the given subcommand(s)",
+)
 @click.argument("names", nargs=-1, metavar="[COMMAND]...")
 @click.pass_context
 def help_command(ctx: click.Context, names: tuple[str, ...]) -> None:

@@ -37,7 +37,7 @@ TYPED = {"worker.py.tmpl": "worker_typed.py.tmpl", "worker.ts": "worker_typed.ts
 GENERATED = (("python", "workers/python"), ("typescript", "workers/typescript"))
 
 
-@click.command("init", short_help="Create a project with a sample workflow and workers.")
+@click.command("init", short_help="Create a new ORBIT project with an example workflow and workers")
 @click.argument("name")
 @click.option(
     "--typed",

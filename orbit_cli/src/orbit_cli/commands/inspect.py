@@ -11,7 +11,7 @@ from orbit_cli.output import out, pretty_json, read_text
 from orbit_cli.redact import redact_state
 
 
-@click.command("inspect", short_help="Summarise a definition file, or print an execution's state.")
+@click.command("inspect", short_help="Inspect a compiled IR file, or an execution's full state")
 @click.argument("target")
 @connection_options
 def cli(client: RuntimeClient, target: str) -> None:

@@ -10,7 +10,7 @@ from orbit_cli.redact import redact_event
 from orbit_cli.timeline import timeline
 
 
-@click.command("logs", short_help="Print an execution's history as a timeline.")
+@click.command("logs", short_help="Show an execution's event history as a timeline")
 @click.argument("execution_id")
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON event per line, sensitive values masked."

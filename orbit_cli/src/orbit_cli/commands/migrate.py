@@ -57,7 +57,7 @@ def _versions(command: Any) -> Any:
     return command
 
 
-@click.group("migrate", short_help="Move live executions to another version.")
+@click.group("migrate", short_help="Move live executions to another version")
 def cli() -> None:
     """Plan and run live migrations declared with `migrate from` in the
     target version's source."""
@@ -79,7 +79,7 @@ def _row(execution_id: str, verdict: str, reason: str) -> str:
     return f"{execution_id:<38} {verdict:<15} {reason}".rstrip()
 
 
-@cli.command("plan", short_help="Show what a migration would do; change nothing.")
+@cli.command("plan", short_help="Show what a migration would do; change nothing")
 @_versions
 @connection_options
 def plan(

@@ -12,7 +12,7 @@ from orbit_cli import operate
 from orbit_cli.client import RuntimeClient, connection_options
 
 
-@click.command("pause", short_help="Pause a running execution (or a batch of them).")
+@click.command("pause", short_help="Pause a running execution (or a batch of them)")
 @click.argument("execution_id", required=False)
 @click.option("--reason", metavar="TEXT", help="Why, as recorded in the WorkflowPaused event.")
 @operate.batch_options

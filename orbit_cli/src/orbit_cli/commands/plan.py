@@ -40,9 +40,7 @@ def _retention_days(text: str | None) -> float | None:
     return ms / 86_400_000
 
 
-@click.command(
-    "plan", short_help="Show each workflow's worst-case history, storage and throughput."
-)
+@click.command("plan", short_help="Show each workflow's worst-case history, storage and throughput")
 @click.argument("files", nargs=-1, required=True)
 @click.option(
     "--starts-per-s",

@@ -22,7 +22,7 @@ def _row(execution_id: Any, workflow: Any, version: Any, status: Any, age: str) 
     return f"{execution_id!s:<38} {workflow!s:<24} {version!s:<10} {status!s:<13} {age}"
 
 
-@click.command("ps", short_help="List recent executions.")
+@click.command("ps", short_help="List recent executions")
 @click.option(
     "--status",
     type=click.Choice(STATUSES, case_sensitive=False),

@@ -8,7 +8,7 @@ from orbit_cli.client import RuntimeClient, connection_options, path
 from orbit_cli.output import out, pretty_json
 
 
-@click.command("query", short_help="Evaluate a declared query against an execution.")
+@click.command("query", short_help="Evaluate a query declared in the workflow against an execution")
 @click.argument("execution_id")
 @click.argument("name")
 @connection_options

@@ -43,7 +43,7 @@ from orbit_core.ir import Definition, IRError, from_json
 
 @click.command(
     "replay",
-    short_help="Check a recorded history against this version's decider.",
+    short_help="Re-run a recorded history through the current decider and report divergences",
 )
 @click.argument("execution_id", required=False)
 @click.option(

@@ -20,7 +20,7 @@ from orbit_cli.client import RuntimeClient, connection_options, path
 from orbit_cli.output import out
 
 
-@click.command("restart", short_help="Run an execution again from a step (or a batch of them).")
+@click.command("restart", short_help="Run an execution again from a step (or a batch of them)")
 @click.argument("execution_id", required=False)
 @click.option("--from", "step", required=True, metavar="STEP", help="The step to run again.")
 @click.option("--dry-run", is_flag=True, help="Print the effect preview and change nothing.")

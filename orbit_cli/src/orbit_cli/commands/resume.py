@@ -11,7 +11,7 @@ from orbit_cli import operate
 from orbit_cli.client import RuntimeClient, connection_options
 
 
-@click.command("resume", short_help="Resume a paused execution (or a batch of them).")
+@click.command("resume", short_help="Resume a paused execution (or a batch of them)")
 @click.argument("execution_id", required=False)
 @operate.batch_options
 @connection_options

@@ -37,7 +37,9 @@ def _input(text: str | None, file: str | None) -> Any:
     return None
 
 
-@click.command("run", short_help="Deploy if needed, start an execution and follow it to the end.")
+@click.command(
+    "run", short_help="Deploy (if given a file) and start a workflow, then follow it to completion"
+)
 @click.argument("target")
 @click.option(
     "--workflow", metavar="NAME", help="The workflow to start when the file defines several."

@@ -72,8 +72,7 @@ def write_schemas(schemas: dict[str, Any], directory: Path) -> None:
 
 @click.command(
     "schema",
-    short_help="Export JSON Schema (draft 2020-12) for workflow inputs, outputs, signals, "
-    "queries and task contracts",
+    short_help="Export JSON Schema (draft 2020-12) for workflow inputs, outputs, signals, queries and task contracts",
 )
 @click.argument("files", nargs=-1)
 @click.option(

@@ -60,7 +60,7 @@ def _limit(name: str, envvar: str, text: str) -> Callable[[_F], _F]:
     )
 
 
-@click.command("server", short_help="Run the ORBIT runtime.")
+@click.command("server", short_help="Run the ORBIT runtime server")
 @click.option(
     "--db",
     envvar="ORBIT_DB",

@@ -8,7 +8,7 @@ from orbit_cli.client import RuntimeClient, connection_options, path
 from orbit_cli.output import err, out, parse_json_option, read_text
 
 
-@click.command("signal", short_help="Send a signal to a running execution.")
+@click.command("signal", short_help="Send a typed signal to a running execution")
 @click.argument("execution_id")
 @click.argument("name")
 @click.option(

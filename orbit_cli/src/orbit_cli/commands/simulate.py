@@ -58,7 +58,7 @@ def _pair(
 
 
 @click.command(
-    "simulate", short_help="Run a workflow locally with mocked or generated task results."
+    "simulate", short_help="Run a workflow locally with mocked or generated task results"
 )
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--workflow", help="The workflow to run when FILE defines several.")

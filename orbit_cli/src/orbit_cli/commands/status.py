@@ -13,7 +13,7 @@ def _paint(text: str, colour: str | None) -> str:
     return paint(text, err=False, fg=colour) if colour else text
 
 
-@click.command("status", short_help="Show an execution's outcome and its steps.")
+@click.command("status", short_help="Show an execution's status and steps")
 @click.argument("execution_id")
 @click.option(
     "--archived",

@@ -32,7 +32,9 @@ from orbit_cli.testrun import TestResult, execution_json, run_test, simulated
 from orbit_cli.timeline import timeline
 
 
-@click.command("test", short_help="Run the tests written in .orbit files on a simulated runtime.")
+@click.command(
+    "test", short_help="Run the `test` declarations in .orbit files, without a server or workers"
+)
 @click.argument("files", nargs=-1)
 @click.option(
     "--format",

@@ -45,7 +45,9 @@ def client_entry(
     )
 
 
-@click.command("token", short_help="Make a bearer token and its workers-file entry.")
+@click.command(
+    "token", short_help="Generate a random bearer token and the workers-file entry for it"
+)
 @click.option(
     "--worker", metavar="ID", help="Worker id of the [[worker]] entry [default: my-worker]."
 )

@@ -21,7 +21,9 @@ from orbit_core.ir import IR_V1, needs_ir_v2
 from orbit_lang import check_paths
 
 
-@click.command("validate")
+@click.command(
+    "validate", short_help="Check workflow files, and validate compiled IR (.json) files"
+)
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 def validate(files: tuple[Path, ...]) -> None:
     """Check workflow files, and validate compiled IR (.json) files."""

@@ -37,7 +37,7 @@ DEFAULT_OUT = Path(".orbit") / "verify"
 
 @click.command(
     "verify",
-    short_help="Check every interleaving of outcomes, signals and timers against invariants.",
+    short_help="Check every interleaving of outcomes, signals and timers against invariants",
 )
 @click.argument("files", nargs=-1, required=True)
 @click.option("--workflow", help="Verify only this workflow (its verify blocks, or itself).")

@@ -34,7 +34,7 @@ def lines(doc: dict[str, Any], now_ms: int) -> list[str]:
     return rows
 
 
-@click.command("versions", short_help="Show live executions and drain status per version.")
+@click.command("versions", short_help="Show live executions and drain status per version")
 @click.argument("workflow")
 @click.option("--json", "as_json", is_flag=True, help="Print the census as JSON.")
 @connection_options

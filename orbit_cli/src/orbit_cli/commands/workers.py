@@ -32,7 +32,7 @@ def _unused_note(worker: Any, contract: Any) -> str:
     return f"note: no deployed workflow calls {_key(contract)} (worker {worker}){instead}"
 
 
-@click.group("workers", short_help="Inspect the workers known to the runtime.")
+@click.group("workers", short_help="Worker commands")
 def cli() -> None:
     """Commands about worker processes."""
 
