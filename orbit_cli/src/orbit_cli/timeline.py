@@ -48,13 +48,23 @@ def timeline(events: list[dict[str, Any]]) -> list[str]:
 def event_line(event: dict[str, Any], start_ms: int) -> str:
     elapsed = duration(_ms(event.get("timestamp_ms")) - start_ms)
     seq = f"#{event.get('seq', '?')}"
-    fields = " ".join(f"{key}={_text(key, event[key])}" for key in FIELDS if _shown(event.get(key)))
+    fields = " ".join(
+        f"{key}={_text(key, event[key])}"
+        for key in FIELDS
+        if _shown(event.get(key)) and not _moot(key, event)
+    )
     return f"+{elapsed:>8}{seq:>5}  {event.get('type', '?'):<26}{fields}"
 
 
 def _shown(value: Any) -> bool:
     # `redelivery=false`, absent optionals and empty maps carry no information.
     return value is not None and value is not False and value != {}
+
+
+def _moot(key: str, event: dict[str, Any]) -> bool:
+    # A debounce holds a start by time, not by a count: its `limit` is a 0
+    # placeholder (events.WorkflowWaiting), so printing it would mislead.
+    return key == "limit" and event.get("reason") == "debounce"
 
 
 def _text(key: str, value: Any) -> str:
