@@ -37,6 +37,10 @@ class Clock(Protocol):
         then and starts no thread to tick; False: time moves by itself."""
         ...
 
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        """Stops telling `listener` (a closed engine); unknown ones are ignored."""
+        ...
+
 
 class IdSource(Protocol):
     """Every identifier the engine hands out: task tokens, execution ids, sessions."""
@@ -590,6 +594,9 @@ class SystemClock:
 
     def subscribe(self, listener: Callable[[], None]) -> bool:
         return False  # wall-clock time moves by itself: the engine ticks on a thread
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        return None
 
 
 # The UUID variant digit (8, 9, a or b) for each random hex digit.

@@ -43,14 +43,27 @@ class SimulatedClock:
         return self._now
 
     def subscribe(self, listener: Callable[[], None]) -> bool:
-        self._listeners.append(listener)
+        with self._lock:
+            self._listeners.append(listener)
         return True
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    @property
+    def subscribers(self) -> int:
+        """How many engines tick on this clock (closed ones have left)."""
+        return len(self._listeners)
 
     def advance(self, ms: int) -> None:
         """Moves time forward by `ms` and lets every engine tick."""
         with self._lock:
             self._now += ms
-        for listener in list(self._listeners):
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
             listener()
 
     def advance_to(self, at_ms: int) -> None:

@@ -44,6 +44,9 @@ class SkewedClock:
     def subscribe(self, listener: Callable[[], None]) -> bool:
         return False
 
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        return None
+
     def offset_ms(self) -> int:
         now = time.monotonic_ns()
         with self._lock:

@@ -284,6 +284,7 @@ class Scheduler:
         return handled
 
     def close(self) -> None:
+        self._clock.unsubscribe(self._on_advance)
         with self._lock:
             self._closed = True
             self._wake.notify_all()

@@ -501,6 +501,9 @@ class Engine:
         self._reads.expire_all()
 
     def close(self) -> None:
+        # A simulated clock outlives the engines of a simulated restart: a
+        # closed one stops being called at each advance.
+        self.clock.unsubscribe(self._on_clock_advance)
         self.schedules.close()
         self._pipeline.close()
         self._stop.set()
