@@ -68,10 +68,13 @@ def test_one_server_migrates_the_executions_of_every_server(
     waiting_at_approval(a, ids)
     on_a.ok("deploy", V2)
 
-    # The census counts what each server holds; the plan, every execution.
+    # The census and the plan, through either server, cover every execution.
     for orbit in (on_a, on_b):
         census = json.loads(orbit.ok("versions", "Approval", "--json").stdout)["versions"]
-        assert [(v["version"], v["live"]) for v in census] == [("1.0.0", PER_SERVER), ("2.0.0", 0)]
+        assert [(v["version"], v["live"], v["drain"]) for v in census] == [
+            ("1.0.0", 2 * PER_SERVER, "draining"),
+            ("2.0.0", 0, "current"),
+        ]
         plan = orbit.ok("migrate", "plan", *VERSIONS).stdout.splitlines()[2:]
         assert [line.split()[:2] for line in plan] == [[eid, "migratable"] for eid in ids]
 

@@ -19,12 +19,13 @@ a plan also assesses the executions other servers hold, folded from their
 histories in the store, and moving one of those is sent to its owner,
 which moves it by the same command in its own commit (the inbox entry
 `migrate`, carrying the mapping's hash so the owner refuses a mapping other
-than the one planned). The census stays the server's own.
+than the one planned). The census counts those executions too, so any
+server answers for the whole cluster.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from orbit_core import migration as mig
@@ -90,7 +91,14 @@ class Migrations:
             )
         return r
 
-    def census(self, workflow: str, last_live: dict[str, int]) -> mig.VersionsDoc:
+    def census(
+        self,
+        workflow: str,
+        last_live: dict[str, int],
+        others: Sequence[ExecutionState] = (),
+    ) -> mig.VersionsDoc:
+        """`others`: live executions other servers hold (shared mode); one
+        this engine holds too (taken over meanwhile) is counted once."""
         definitions = self._catalog.definitions(workflow)
         if not definitions:
             self._catalog.find(workflow, None)  # raises WORKFLOW_NOT_FOUND
@@ -99,6 +107,8 @@ class Migrations:
             for x in self._x.memory.all()
             if x.state.workflow == workflow and not x.state.terminal
         ]
+        seen = {s.id for s in live}
+        live += [s for s in others if s.id not in seen and not s.terminal]
         return mig.census(workflow, definitions, live, last_live)
 
     def candidates(self, r: mig.Route, keep: Filter) -> list[ExecutionState]:
@@ -181,7 +191,11 @@ class MigrationDesk:
         they wait, the tasks they may still call, and its drain status."""
         self._pipeline.check_open()
         last_live = _version_activity(self._store, workflow)
-        return self._pipeline.submit(lambda tx: self._m.census(workflow, last_live), read=True)
+        # Read before the command: the store is not read inside a group.
+        others = [] if self._elsewhere is None else self._elsewhere.states_elsewhere(workflow)
+        return self._pipeline.submit(
+            lambda tx: self._m.census(workflow, last_live, others), read=True
+        )
 
     def plan(
         self, workflow: str, from_version: str, to_version: str, keep: Filter = everything
