@@ -5,7 +5,8 @@ database adapters live in orbit_store; none of this module knows one.
 
 - `Ownership`: which server owns a running execution now (the store's
   commits are fenced on it: a server that lost an execution cannot write
-  to it).
+  to it), and the flow gates of workflows with start limits, held the same
+  way (engine/flow_gates.py).
 - `TaskBoard`: the tasks offered to every server (`TaskOffer`s of the
   groups), claimed for waiting polls, one claim per task.
 - `Mailbox`: messages to an execution's owner (a result, a signal, a
@@ -79,6 +80,12 @@ class SessionRow:
 class Ownership(Protocol):
     def owner(self, execution_id: str) -> tuple[str, int] | None:
         """(node id, epoch) of the execution's owner; None once it ended."""
+        ...
+
+    def reserve_gate(self, gate: str) -> tuple[str, int]:
+        """Takes a flow gate for this node unless a node holds it already;
+        (node id, epoch) of its holder either way. The caller records a
+        gate it got in its store, like an execution it adopts."""
         ...
 
 

@@ -43,7 +43,7 @@ _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 # Messages whose sender waits for the owner's reply.
 REPLIED = frozenset(
-    {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail"}
+    {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail", "start"}
 )
 
 
@@ -139,6 +139,8 @@ class MemoryNode(MemoryStore):
             changed = {ch.execution_id for ch in batch.executions} | {
                 o.execution_id for o in batch.offers
             }
+            # The flow gates its new executions join (engine/flow_gates.py).
+            changed |= {ch.root for ch in batch.executions if ch.new and ch.root is not None}
             for eid in sorted(changed - new):
                 row, held = c.owners.get(eid), self.owned.get(eid)
                 if row is None or held is None or (row.node, row.epoch) != (self.node_id, held[1]):
@@ -163,7 +165,7 @@ class MemoryNode(MemoryStore):
         for change in batch.executions:
             eid = change.execution_id
             if change.new:
-                root = eid
+                root = change.root or eid
                 created = change.events[0] if change.events else None
                 if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
                     parent = created.parent["execution_id"]
@@ -242,6 +244,11 @@ class MemoryNode(MemoryStore):
         with self.cluster.lock:
             row = self.cluster.owners.get(execution_id)
             return None if row is None else (row.node, row.epoch)
+
+    def reserve_gate(self, gate: str) -> tuple[str, int]:
+        with self.cluster.lock:
+            row = self.cluster.owners.setdefault(gate, _Owner(self.node_id, 1, gate))
+            return row.node, row.epoch
 
     def owned_rows(self) -> dict[str, int]:
         with self.cluster.lock:

@@ -168,6 +168,10 @@ class ExecutionChange:
     # The idempotency key of the start that created the execution, written
     # in the transaction that creates it.
     idempotency: IdempotencyRow | None = None
+    # The ownership tree a new top-level execution joins when it is not its
+    # own: the flow gate of its key, in shared mode (engine/flow_gates.py).
+    # Other stores ignore it.
+    root: str | None = None
 
 
 @attrs.frozen(slots=True)

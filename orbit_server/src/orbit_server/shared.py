@@ -199,7 +199,11 @@ class SharedNode:
             tables=self.tables,
             announcements=self.listener,
             tasks=self.desk,
+            adopt=self.store.adopt,
         )
+        # The flow gates this node held before it restarted (resumed with
+        # its executions by the engine's recovery).
+        self.engine.handoff.hold_gates(list(self.store.owned()))
         self._inbox_cond = threading.Condition()
         self._inbox_due: set[str] = set()
         self._inbox_all = True
@@ -386,6 +390,7 @@ class SharedNode:
         stranded = [e for e in stranded if not self.engine.handoff.holds(e)]
         if stranded:
             self.engine.handoff.take_over(self.store.histories(stranded))
+            self.engine.handoff.hold_gates(stranded)  # (the flow gates among them)
         gone = [eid for eid, (_root, epoch) in held.items() if rows.get(eid) != epoch]
         if gone:
             # Ended just now (the row went with the end) or lost: either way
@@ -415,6 +420,8 @@ class SharedNode:
                 self.store.adopt(moved)
                 histories = self.store.histories([m[0] for m in moved])
                 adopted, in_flight = self.engine.handoff.take_over(histories)
+                # Flow gates, once every execution of theirs is in memory.
+                self.engine.handoff.hold_gates([m[0] for m in moved])
                 self._inbox_notified(None)  # what was sent to the dead node is ours now
                 self._log.info(
                     "shared: took ownership of executions",

@@ -121,7 +121,7 @@ _CLAIM_LEFT_BEHIND = (
 # Inbox kinds whose sender waits for the owner's reply (a worker's result
 # is answered with what the owner decided, as on a single server).
 REPLIED = frozenset(
-    {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail"}
+    {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail", "start"}
 )
 CLAIM_PAUSE_S = 0.1
 # How much older than a node's own oldest task another node's must be to be
@@ -362,7 +362,7 @@ class SharedStore(PostgresStore):
         if unqueued or units or paused:
             return super().one_statement(events, new_rows, updates, search_rows)
         owned = self.owned()
-        changed = [c.execution_id for c in batch.executions if not c.new]
+        changed = [c.execution_id for c in batch.executions if not c.new] + _gates(batch)
         new_owned = _new_owners(batch, owned)
         ended = {c.execution_id for c in batch.executions if c.row.status in _ENDED}
         # The parts of one statement do not see each other's rows: one that
@@ -449,6 +449,8 @@ class SharedStore(PostgresStore):
         # The executions it offers tasks of too: a group that only publishes
         # tasks of one this node lost must not queue them.
         changed += sorted({o.execution_id for o in batch.offers} - new - set(changed))
+        # The flow gates its new executions join: held here, at its epoch.
+        changed += _gates(batch)
         if changed:
             self._fence(cursor, changed, owned, lock=True)
         new_owned = self._own(cursor, batch, owned)
@@ -638,6 +640,13 @@ def _revived(batch: CommitBatch, owned: dict[str, tuple[str, int]]) -> list[str]
     ]
 
 
+def _gates(batch: CommitBatch) -> list[str]:
+    """The flow gates the batch's new executions join (their trees'
+    roots): the commit is fenced on them as on the executions it changes,
+    so only the gate's holder adds to it."""
+    return sorted({c.root for c in batch.executions if c.new and c.root is not None})
+
+
 def _new_owners(
     batch: CommitBatch, owned: dict[str, tuple[str, int]]
 ) -> list[tuple[str, str, int]]:
@@ -647,7 +656,7 @@ def _new_owners(
     for change in batch.executions:
         if not change.new:
             continue
-        root = change.execution_id
+        root = change.root or change.execution_id
         created = change.events[0] if change.events else None
         if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
             parent = created.parent["execution_id"]
@@ -874,6 +883,21 @@ class SharedTables:
                 (execution_id,),
             ).fetchone()
         return None if row is None else (row[0], int(row[1]))
+
+    def reserve_gate(self, gate: str) -> tuple[str, int]:
+        """A flow gate's ownership row (orbit_core/engine/flow_gates.py),
+        written for this node unless one exists; its holder either way."""
+        with self._conn() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
+                "VALUES (%s, %s, %s, 1, " + NOW_MS + ") ON CONFLICT (execution_id) DO NOTHING",
+                (gate, gate, self.node_id),
+            )
+            row = conn.execute(
+                "SELECT node_id, epoch FROM orbit_owners WHERE execution_id = %s", (gate,)
+            ).fetchone()
+        assert row is not None  # (gate rows are never deleted)
+        return row[0], int(row[1])
 
     # ---- the task queue
 

@@ -111,6 +111,9 @@ class Executions:
         # the store (the database was away), with the tokens they held: out
         # of memory until `reload_lost` reads them again.
         self._lost: dict[str, list[str]] = {}
+        # Shared mode: the flow gate a new top-level execution joins, when
+        # this engine holds it (engine/flow_gates.py; set by Handoff).
+        self.gate_of: Callable[[Live], str | None] | None = None
 
     # ---- memory
 
@@ -143,6 +146,9 @@ class Executions:
             parent,
             schedule_id,
         )
+        if parent is None and self.gate_of is not None:
+            # (Its key reads the input just recorded.)
+            tx.changes[execution_id].root = self.gate_of(live)
         gates = self.gates
         wait = (
             gates.debounce_hold(live, tx.now)

@@ -42,8 +42,10 @@ import attrs
 from orbit_core import events as ev
 from orbit_core.api import Assignment, UnitStatus
 from orbit_core.dispatch import Session
+from orbit_core.engine import flow_gates
 from orbit_core.engine.commands import RECEIPTS, Tx
 from orbit_core.engine.executions import Executions
+from orbit_core.engine.live import Live
 from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.engine.polling import MAX_POLL_MS, Polling
 from orbit_core.engine.recovery import BUILTIN_RESTART_REASON
@@ -100,6 +102,30 @@ class Handoff:
         self._polling = polling
         self._desk = desk
         self._load_definitions = load_definitions
+        # The flow gates this engine holds (engine/flow_gates.py): a new
+        # execution of a gate held here joins the gate's tree.
+        self._gates: set[str] = set()
+        executions.gate_of = self._gate_of
+
+    def _gate_of(self, live: Live) -> str | None:
+        gate = flow_gates.gate_id(live.plan.defn, live.state.input)
+        return gate if gate is not None and gate in self._gates else None
+
+    def hold_gates(self, gates: list[str]) -> None:
+        """Flow gates this node now holds (reserved, taken over with their
+        executions, or resumed after a restart), once every execution of
+        theirs is in memory: the rate buckets are read again, since the
+        gate's previous holder may have taken tokens."""
+        gates = [g for g in gates if flow_gates.is_gate(g)]
+        if not gates:
+            return
+
+        def run(tx: Tx) -> None:
+            if any(g not in self._gates for g in gates):
+                self._x.gates.load(self._x.store.load_rates())
+                self._gates.update(gates)
+
+        self._pipeline.submit(run)
 
     def dispatch_offer(
         self, session: Session, *, execution_id: str, unit_key: str, offer_seq: int, token: str
@@ -188,6 +214,7 @@ class Handoff:
 
     def release(self, execution_ids: list[str]) -> int:
         """Drops executions another server owns now; returns how many were held."""
+        self._pipeline.submit(lambda tx: self._gates.difference_update(execution_ids))
         return self._pipeline.submit(lambda tx: release(self._x, self._workers, execution_ids))
 
     def publish_stale(self) -> int:
@@ -216,8 +243,9 @@ class Handoff:
         return self._desk.poll_parked(session_id, wait, connected, worker, parked)
 
     def holds(self, execution_id: str) -> bool:
-        """Whether the execution is running in this engine's memory."""
-        return execution_id in self._x.memory
+        """Whether the execution is running in this engine's memory (or, for
+        a flow gate, whether this engine holds it)."""
+        return execution_id in self._x.memory or execution_id in self._gates
 
 
 def know_sessions(workers: Workers, sessions: list[Session]) -> int:

@@ -532,6 +532,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
                     change.new,
                     list(change.search),
                     change.idempotency,
+                    change.root,
                 )
                 continue
             if change.archive_run is not None:
@@ -545,6 +546,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
                 into.events.extend(change.events)
             into.search.extend(change.search)
             into.idempotency = into.idempotency or change.idempotency
+            into.root = into.root or change.root
             into.row = change.row
     merged.executions = list(changes.values())
     return merged

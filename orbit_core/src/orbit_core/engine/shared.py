@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from orbit_core import values as _values
 from orbit_core.api import (
     Accepted,
     ActionAnswer,
@@ -38,6 +39,7 @@ from orbit_core.api import (
     HeartbeatReply,
     Registered,
     SignalAccepted,
+    Started,
     WorkerList,
 )
 from orbit_core.coordination import (
@@ -50,7 +52,7 @@ from orbit_core.coordination import (
     Tables,
 )
 from orbit_core.dispatch import Session
-from orbit_core.engine import handoff
+from orbit_core.engine import flow_gates, handoff
 from orbit_core.engine.facade import Wrapped
 from orbit_core.engine.migrations import MigrationDesk
 from orbit_core.engine.operations import OperatorApi
@@ -66,6 +68,7 @@ from orbit_core.errors import (
     LimitError,
     NotFoundError,
     OrbitError,
+    RateLimitedError,
     StorageError,
 )
 from orbit_core.jsontypes import JsonValue
@@ -73,6 +76,11 @@ from orbit_core.migration import MigratedEntry
 from orbit_core.state import ExecutionState, fold
 
 REPLY_WAIT_S = 10.0
+# How long a start waits for its flow gate to have a holder that answers
+# (the holder stopped: until another server takes the gate over), and how
+# long it pauses between tries.
+GATE_WAIT_S = 30.0
+GATE_PAUSE_S = 0.05
 # The executions of a workflow a migration plan looks for on other servers
 # (as many as the census reads).
 MIGRATION_SCAN = 10_000
@@ -80,19 +88,34 @@ _ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"})
 RECHECK_S = 1.0
 _ERRORS: dict[str, type[OrbitError]] = {
     cls.__name__: cls
-    for cls in (NotFoundError, ConflictError, InvalidError, LimitError, StorageError, OrbitError)
+    for cls in (
+        NotFoundError,
+        ConflictError,
+        InvalidError,
+        RateLimitedError,
+        LimitError,
+        StorageError,
+        OrbitError,
+    )
 }
 
 
 def _error_reply(exc: OrbitError) -> dict[str, Any]:
-    return {"error": {"type": type(exc).__name__, "code": exc.code, "message": exc.message}}
+    error: dict[str, Any] = {"type": type(exc).__name__, "code": exc.code, "message": exc.message}
+    if exc.details is not None:
+        error["details"] = exc.details
+    return {"error": error}
 
 
 def _raise_reply(reply: Any) -> Any:
     if isinstance(reply, dict) and "error" in reply:
         error = reply["error"]
         cls = _ERRORS.get(str(error.get("type")), OrbitError)
-        raise cls(str(error.get("message", "")), str(error.get("code", "INTERNAL")))
+        raise cls(
+            str(error.get("message", "")),
+            str(error.get("code", "INTERNAL")),
+            details=error.get("details"),
+        )
     return reply["ok"] if isinstance(reply, dict) else reply
 
 
@@ -110,9 +133,13 @@ class SharedEngine(Wrapped):
         announcements: Announcements,
         tasks: Claims,
         reply_wait_s: float = REPLY_WAIT_S,
+        adopt: Callable[[list[tuple[str, str, int]]], None] | None = None,
     ) -> None:
-        """`reply_wait_s`: how long a message to an owner waits for its reply."""
+        """`reply_wait_s`: how long a message to an owner waits for its reply;
+        `adopt` records in the store what this node now owns (a flow gate it
+        reserved: (id, root, epoch))."""
         super().__init__(engine)
+        self._adopt = adopt
         self.reply_wait_s = reply_wait_s
         self.node_id = node_id
         self.tables = tables
@@ -170,6 +197,95 @@ class SharedEngine(Wrapped):
         }
         reply = self.forward(execution_id, "migrate", payload)
         return _raise_reply(reply)  # type: ignore[no-any-return]
+
+    # ---- starts under a flow gate (engine/flow_gates.py)
+
+    def start(
+        self,
+        workflow: str,
+        version: str | None = None,
+        input: JsonValue = None,
+        execution_id: str | None = None,
+        *,
+        schedule_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Started:
+        """A start of a workflow with start limits is decided by the holder
+        of its key's gate: here when this server holds it (or takes it, when
+        nobody does), else at the holder, through its mailbox."""
+        gate = self._gate(workflow, version, input)
+        if gate is None:
+            return self.engine.start(
+                workflow,
+                version,
+                input,
+                execution_id,
+                schedule_id=schedule_id,
+                idempotency_key=idempotency_key,
+            )
+        payload = {
+            "workflow": workflow,
+            "version": version,
+            "input": input,
+            "execution_id": execution_id,
+            "schedule_id": schedule_id,
+            "idempotency_key": idempotency_key,
+        }
+        deadline = time.monotonic() + max(GATE_WAIT_S, 3 * self.reply_wait_s)
+        while True:
+            try:
+                answer = self._start_at_gate(gate, payload)
+            except StorageError:
+                # The gate moved meanwhile (its holder stopped, or this
+                # server lost it): its new holder decides, once it is known.
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(GATE_PAUSE_S)
+                continue
+            if answer is not None:
+                return answer
+            if time.monotonic() >= deadline:
+                raise StorageError(
+                    f"the flow gate of this start of `{workflow}` is being taken over; "
+                    "the start was not applied"
+                )
+            time.sleep(GATE_PAUSE_S)
+
+    def _gate(self, workflow: str, version: str | None, input: JsonValue) -> str | None:
+        try:
+            defn = self.engine.definition(workflow, version)
+            value = _values.conform({} if input is None else input, defn.input, strict=True)
+        except (OrbitError, _values.ValidationError):
+            return None  # refused by the engine's own checks, as on one server
+        return flow_gates.gate_id(defn, value)
+
+    def _start_at_gate(self, gate: str, p: dict[str, Any]) -> Started | None:
+        """One try; None when the gate is owned here but not yet in memory
+        (a take-over under way)."""
+        if self.handoff.holds(gate):
+            return self._start_here(p)
+        found = self.tables.owner(gate)
+        if found is None:
+            node, epoch = self.tables.reserve_gate(gate)
+            if node == self.node_id:
+                if self._adopt is not None:
+                    self._adopt([(gate, gate, epoch)])
+                self.handoff.hold_gates([gate])
+                return self._start_here(p)
+            found = (node, epoch)
+        if found[0] == self.node_id:
+            return None
+        return _raise_reply(self.forward(gate, "start", p))  # type: ignore[no-any-return]
+
+    def _start_here(self, p: dict[str, Any]) -> Started:
+        return self.engine.start(
+            p["workflow"],
+            p["version"],
+            p["input"],
+            p["execution_id"],
+            schedule_id=p["schedule_id"],
+            idempotency_key=p["idempotency_key"],
+        )
 
     # ---- executions
 
@@ -291,6 +407,9 @@ class SharedEngine(Wrapped):
             if entry.kind == "undelivered":
                 local.undelivered(p["token"])
                 return {"ok": True}
+            if entry.kind == "start":
+                # Sent to this server as the holder of the start's flow gate.
+                return {"ok": self._start_here(p)}
             if entry.kind == "signal":
                 return {"ok": self.engine.signal(entry.execution_id, p["name"], p["payload"])}
             if entry.kind == "cancel":
