@@ -151,6 +151,15 @@ def _run_all(held: Held, servers: list[ServerProcess], ids: list[str]) -> None:
         held.complete_one_each(servers[len(held.tasks) % len(servers)].http())
 
 
+def _owner(url: str, execution_id: str) -> str:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT node_id FROM orbit_owners WHERE execution_id = %s", (execution_id,)
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
 def _gate_holder(url: str) -> str:
     with psycopg.connect(url) as conn:
         rows = conn.execute(
@@ -199,7 +208,7 @@ def test_waiting_starts_survive_a_sigkill_of_the_gates_holder(
     real.deploy(a.http())
     plan = [(f"c1-{i}", "c-1") for i in range(6)]
     _start_spread(three, plan)
-    holder = _gate_holder(pg_url)
+    holder = _owner(pg_url, "c1-0")  # (the gate's holder, which owns them all)
     by_node = dict(zip("abc", three, strict=True))
     survivors = [by_node[n] for n in "abc" if n != holder]
     held = Held(_workers(survivors))

@@ -38,12 +38,15 @@ import pytest
 from test_engine_simulation import LEAF, POOL, patch_definitions
 
 from orbit_core import events as ev
+from orbit_core import ir
 from orbit_core.coordination import Claim, rendezvous
 from orbit_core.engine import Engine
+from orbit_core.engine.flow_gates import is_gate
 from orbit_core.engine.handoff import Sharing
 from orbit_core.engine.shared import SharedEngine
 from orbit_core.engine.task_desk import Waiter
 from orbit_core.errors import OrbitError, StorageError
+from orbit_core.flow import keys as flow_keys
 from orbit_core.memory_cluster import MemoryCluster, MemoryNode
 from orbit_core.ports import CommitBatch
 from orbit_core.state import TERMINAL, fold
@@ -152,7 +155,10 @@ class Server:
             announcements=self.store,
             tasks=DirectClaims(self.store, lambda eid: f"{eid}/{ids.token()}"),
             reply_wait_s=0.0,
+            adopt=self.store.adopt,
         )
+        # The flow gates it held before a restart (as SharedNode does).
+        self.shared.handoff.hold_gates(list(self.store.owned))
         self.state = "up"  # or "paused" (no heartbeat, no rounds) or "down"
         self.taken_over = 0
         self.fenced = 0
@@ -203,6 +209,7 @@ class Server:
         stranded = [e for e in rows if e in held and rows[e] == held[e][1] and not handoff.holds(e)]
         if stranded:
             handoff.take_over(store.histories(stranded))
+            handoff.hold_gates(stranded)
         gone = [eid for eid, (_root, epoch) in held.items() if rows.get(eid) != epoch]
         if gone:
             store.disown(gone)
@@ -221,6 +228,7 @@ class Server:
                 self.taken_over += len(moved)
                 store.adopt(moved)
                 handoff.take_over(store.histories([m[0] for m in moved]))
+                handoff.hold_gates([m[0] for m in moved])
 
     def _sync(self) -> None:
         handoff, store = self.shared.handoff, self.store
@@ -248,6 +256,8 @@ class Simulation:
         self.executions: list[str] = []
         self.accepted: list[tuple[str, str, int]] = []
         self.signals: list[tuple[str, int]] = []
+        # The executions started of workflows with a `concurrency` limit.
+        self.limited: dict[str, ir.Definition] = {}
         self.workflows = self.rng.sample(POOL, 6)
         # Failed commits are drawn from a stream of their own, so that the
         # other draws of a seed stay what they were before they were added.
@@ -386,6 +396,7 @@ class Simulation:
         for server in self.servers.values():
             if server.state == "up":
                 server.round()
+        self.check_flow_limits()
 
     def client(self, action: float, reliable: bool) -> None:
         """Starts, signals and cancels through any server, or the chaos."""
@@ -397,6 +408,9 @@ class Simulation:
             inputs = {"x": rng.randint(0, 4), "items": list(range(rng.randint(0, 3)))}
             if self.call(server.start, name, None, inputs, eid) is not None:
                 self.executions.append(eid)
+                defn = next(d for d in self.workflows if d.name == name)
+                if defn.flow is not None and defn.flow.concurrency is not None:
+                    self.limited[eid] = defn
         elif action < 0.8 and self.executions:
             eid = rng.choice(self.executions)
             reply = self.call(self.any_server().shared.signal, eid, "go", {})
@@ -424,6 +438,29 @@ class Simulation:
                 assert server.shared.handoff.holds(eid), eid
                 events = server.store.history(eid) or []
                 assert fold(events, eid).to_json() == server.shared.state(eid).to_json(), eid
+
+    def check_flow_limits(self) -> None:
+        """No key has more running executions than its workflow's
+        `concurrency` allows, counted over the whole cluster's store (the
+        executions clients started, whichever server runs them: each key's
+        flow gate has one holder)."""
+        running: dict[tuple[str, str], list[str]] = {}
+        limits: dict[tuple[str, str], int] = {}
+        for eid in self.executions:
+            if eid not in self.limited:
+                continue
+            state = fold(self.cluster.data.history(eid) or [], eid)
+            defn = self.limited[eid]
+            if not state.started or state.terminal or defn.flow is None:
+                continue
+            limit = defn.flow.concurrency
+            assert limit is not None
+            execution = {"id": eid, "workflow": state.workflow, "version": state.version}
+            scope = (state.workflow, flow_keys.key_text(limit.key, state.input, execution))
+            running.setdefault(scope, []).append(eid)
+            limits[scope] = limit.limit
+        for scope, ids in running.items():
+            assert len(ids) <= limits[scope], f"over the concurrency limit of {scope}: {ids}"
 
     def check_history(self, eid: str) -> None:
         events = self.cluster.data.history(eid) or []
@@ -466,14 +503,19 @@ class Simulation:
             assert any(
                 isinstance(e, ev.SignalReceived) and e.seq == seq for e in data.history(eid) or []
             ), (eid, seq)
-        assert not self.cluster.owners, self.cluster.owners
+        assert not self.owned_executions(), self.cluster.owners
         assert not self.cluster.board
 
     def all_ended(self) -> bool:
         """Every execution ended, children included (a running one has an owner)."""
         rows = [self.cluster.data.execution_row(eid) for eid in self.executions]
         ended = all(r is not None and r.status in TERMINAL for r in rows)
-        return ended and not self.cluster.owners
+        return ended and not self.owned_executions()
+
+    def owned_executions(self) -> list[str]:
+        """What is owned, less the flow gates (their rows outlive their
+        executions: engine/flow_gates.py)."""
+        return [k for k in self.cluster.owners if not is_gate(k)]
 
     def close(self) -> None:
         for server in self.servers.values():

@@ -76,10 +76,10 @@ from orbit_core.migration import MigratedEntry
 from orbit_core.state import ExecutionState, fold
 
 REPLY_WAIT_S = 10.0
-# How long a start waits for its flow gate to have a holder that answers
-# (the holder stopped: until another server takes the gate over), and how
-# long it pauses between tries.
-GATE_WAIT_S = 30.0
+# How many replies' time a start waits for its flow gate to have a holder
+# that answers (the holder stopped: until another server takes the gate
+# over), and how long it pauses between tries.
+GATE_WAITS = 3
 GATE_PAUSE_S = 0.05
 # The executions of a workflow a migration plan looks for on other servers
 # (as many as the census reads).
@@ -231,7 +231,9 @@ class SharedEngine(Wrapped):
             "schedule_id": schedule_id,
             "idempotency_key": idempotency_key,
         }
-        deadline = time.monotonic() + max(GATE_WAIT_S, 3 * self.reply_wait_s)
+        # As long as three replies may take (a take-over of the gate's
+        # holder happens within that); at least one try.
+        deadline = time.monotonic() + GATE_WAITS * self.reply_wait_s
         while True:
             try:
                 answer = self._start_at_gate(gate, payload)
