@@ -22,8 +22,9 @@ The line is ordered by priority (higher first), then by ticket, a number
 that grows with each wait and is recorded in the event, so the order
 survives a restart.
 
-Servers in shared mode each see only the executions they own; a limit is
-then held per server (docs/language/flow-control.md says so).
+Servers in shared mode each see only the executions they own; every
+execution of one key is owned by the holder of its flow gate
+(engine/flow_gates.py), so these counts are the whole group's there.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from orbit_core import values as _values
@@ -40,6 +40,7 @@ from orbit_core.api import (
     Registered,
     SignalAccepted,
     Started,
+    StartRequest,
     WorkerList,
 )
 from orbit_core.coordination import (
@@ -252,6 +253,33 @@ class SharedEngine(Wrapped):
                     "the start was not applied"
                 )
             time.sleep(GATE_PAUSE_S)
+
+    def start_many(self, requests: Sequence[StartRequest]) -> list[Started | OrbitError]:
+        """As the engine's, except that the starts under a flow gate go one
+        by one to the gate's holder (`start`)."""
+        gated = [self._gate(r.workflow, r.version, r.input) is not None for r in requests]
+        answers: list[Started | OrbitError] = list(
+            self.engine.start_many([r for r, g in zip(requests, gated, strict=True) if not g])
+        )
+        out: list[Started | OrbitError] = []
+        for request, gate in zip(requests, gated, strict=True):
+            if not gate:
+                out.append(answers.pop(0))
+                continue
+            try:
+                out.append(
+                    self.start(
+                        request.workflow,
+                        request.version,
+                        request.input,
+                        request.execution_id,
+                        schedule_id=request.schedule_id,
+                        idempotency_key=request.idempotency_key,
+                    )
+                )
+            except OrbitError as exc:
+                out.append(exc)
+        return out
 
     def _gate(self, workflow: str, version: str | None, input: JsonValue) -> str | None:
         try:
