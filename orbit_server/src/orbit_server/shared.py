@@ -76,6 +76,7 @@ from typing import Any
 from orbit_core.coordination import INBOX, TASKS, InboxEntry, rendezvous
 from orbit_core.engine import Engine
 from orbit_core.engine.facade import EngineApi
+from orbit_core.engine.flow_gates import is_gate
 from orbit_core.engine.handoff import Sharing
 from orbit_core.engine.shared import RECHECK_S, SharedEngine
 from orbit_core.engine.task_desk import TaskDesk
@@ -247,7 +248,7 @@ class SharedNode:
             nodes = self.tables.nodes(self.node_timeout_ms)
         except StorageError:
             nodes = []
-        owned = len(self.store.owned())
+        owned = sum(1 for eid in self.store.owned() if not is_gate(eid))
         return {
             "role": SHARED,
             "node_id": self.node_id,

@@ -82,6 +82,7 @@ from orbit_core.coordination import (  # the adapters below serve these ports
     InboxEntry,
     SessionRow,
 )
+from orbit_core.engine.flow_gates import GATE_PREFIX
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
 from orbit_core.state import TERMINAL
@@ -808,7 +809,9 @@ class SharedTables:
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT n.node_id, n.addr, " + NOW_MS + " - n.heartbeat_ms, "
-                "(SELECT count(*) FROM orbit_owners o WHERE o.node_id = n.node_id) "
+                # (Flow gates are not executions: orbit_core/engine/flow_gates.py.)
+                "(SELECT count(*) FROM orbit_owners o WHERE o.node_id = n.node_id "
+                f"AND o.execution_id NOT LIKE '{GATE_PREFIX}%') "
                 "FROM orbit_nodes n ORDER BY n.node_id"
             ).fetchall()
         out = []
