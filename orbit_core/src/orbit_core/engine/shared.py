@@ -101,6 +101,11 @@ _ERRORS: dict[str, type[OrbitError]] = {
 }
 
 
+class NotApplied(StorageError):
+    """A message to an owner that got no answer and was taken back unapplied
+    (so sending it again cannot apply it twice)."""
+
+
 def _error_reply(exc: OrbitError) -> dict[str, Any]:
     error: dict[str, Any] = {"type": type(exc).__name__, "code": exc.code, "message": exc.message}
     if exc.details is not None:
@@ -238,9 +243,9 @@ class SharedEngine(Wrapped):
         while True:
             try:
                 answer = self._start_at_gate(gate, payload)
-            except StorageError:
-                # The gate moved meanwhile (its holder stopped, or this
-                # server lost it): its new holder decides, once it is known.
+            except NotApplied:
+                # The gate's holder did not answer (it stopped: another
+                # server takes the gate over) and the start was taken back.
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(GATE_PAUSE_S)
@@ -346,7 +351,7 @@ class SharedEngine(Wrapped):
             remaining = deadline - time.monotonic()
             if remaining <= 0 and tables.withdraw(seq):
                 # Taken back unapplied, so the caller may safely send it again.
-                raise StorageError(
+                raise NotApplied(
                     f"the owner of execution `{execution_id}` did not answer within "
                     f"{wait_s:g} s; the {kind} was not applied"
                 )
