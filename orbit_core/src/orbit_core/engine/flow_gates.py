@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 
 from orbit_core.flow import keys
-from orbit_core.ir.definition import Definition
+from orbit_core.ir.definition import Concurrency, Debounce, Definition, Rate
 from orbit_core.jsontypes import JsonValue
 
 GATE_PREFIX = "@flow/"
@@ -36,13 +36,22 @@ def is_gate(owner_id: str) -> bool:
     return owner_id.startswith(GATE_PREFIX)
 
 
+def _declared(defn: Definition) -> list[Concurrency | Rate | Debounce]:
+    flow = defn.flow
+    if flow is None:
+        return []
+    return [d for d in (flow.concurrency, flow.rate, flow.debounce) if d is not None]
+
+
+def limited(defn: Definition) -> bool:
+    """Whether the workflow declares a start limit (so it has gates)."""
+    return bool(_declared(defn))
+
+
 def gate_id(defn: Definition, value: JsonValue) -> str | None:
     """The gate of a top-level execution of `defn` with input `value`; None
     when the workflow declares no start limit."""
-    flow = defn.flow
-    if flow is None:
-        return None
-    declared = [d for d in (flow.concurrency, flow.rate, flow.debounce) if d is not None]
+    declared = _declared(defn)
     if not declared:
         return None
     key = declared[0].key
