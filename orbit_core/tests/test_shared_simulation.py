@@ -17,6 +17,9 @@ The invariants:
   its stored history to the server's live state;
 - no answer is lost: an accepted result is a success in the history, an
   accepted signal is in the history at its seq;
+- a workflow `concurrency` limit holds over the whole cluster for the
+  executions clients start (each key's flow gate has one holder), checked
+  against the store after every step;
 - every execution ends once the chaos stops and the workers behave, and
   nothing is left owned, offered or unanswered (among the chaos: commits
   the store refuses, and commits it takes whose answer the server never
