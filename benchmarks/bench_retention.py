@@ -150,6 +150,70 @@ _ROW_COLUMNS = (
 _EVENT_COLUMNS = ("execution_id", "seq", "event_type", "step", "payload", "timestamp_ms")
 
 
+def reopen(spec: str) -> Any:
+    """The store at `spec` as it is (a server's restart)."""
+    if spec.startswith(("postgres://", "postgresql://")):
+        from orbit_store.postgres import PostgresStore
+
+        return PostgresStore(spec)
+    from orbit_store.sqlite import SqliteStore
+
+    return SqliteStore(spec)
+
+
+def copy_template(source: str, target: str) -> None:
+    """A SQLite file (closed, so its WAL is checkpointed into it) copied."""
+    import shutil
+
+    if source.startswith(("postgres://", "postgresql://")):
+        sys.exit("--template is for a SQLite --store")
+    fresh_store(target)
+    shutil.copyfile(source, target)
+
+
+def space(spec: str) -> tuple[float, float]:
+    """The database's size (MB) after the sweep and a restart, and the size
+    of a database holding only what is live now, written afresh: SQLite's
+    `VACUUM INTO` a new file (as tight as a fresh server's file gets, so the
+    comparison is the strict one); PostgreSQL's database after `VACUUM
+    FULL` of ORBIT's tables (autovacuum makes the space reusable, but gives
+    the files back only when their tail is empty)."""
+    mb = 1024 * 1024
+    store = reopen(spec)  # the restart; SQLite checkpoints its WAL on close
+    store.close()
+    if spec.startswith(("postgres://", "postgresql://")):
+        import psycopg
+
+        from orbit_store import schema
+
+        with psycopg.connect(spec, autocommit=True) as conn:
+            size = "SELECT pg_database_size(current_database())"
+            after = conn.execute(size).fetchone()[0]  # type: ignore[index]
+            present = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            ours = set(schema.metadata.tables)
+            for (name,) in conn.execute(present).fetchall():
+                if name in ours:
+                    conn.execute(f'VACUUM FULL "{name}"')  # type: ignore[arg-type]
+            fresh = conn.execute(size).fetchone()[0]  # type: ignore[index]
+        return round(after / mb, 1), round(fresh / mb, 1)
+    import sqlite3
+
+    after = sum(
+        os.path.getsize(spec + suffix) for suffix in ("", "-wal") if os.path.exists(spec + suffix)
+    )
+    compact = spec + ".fresh"
+    if os.path.exists(compact):
+        os.unlink(compact)
+    conn = sqlite3.connect(spec)
+    try:
+        conn.execute("VACUUM INTO ?", (compact,))
+    finally:
+        conn.close()
+    fresh = os.path.getsize(compact)
+    os.unlink(compact)
+    return round(after / mb, 1), round(fresh / mb, 1)
+
+
 def load_timed(
     engine: Engine, threads: int, stop: threading.Event, out: list[tuple[float, float]]
 ) -> None:
@@ -300,17 +364,30 @@ def main() -> None:
     )
     parser.add_argument("--archive", default=None, help="directory (default: a temporary one)")
     parser.add_argument(
+        "--template",
+        default=None,
+        help="SQLite: a copy of the filled database, made by the first run and copied by the next",
+    )
+    parser.add_argument(
         "--bulk",
         action="store_true",
         help="write the finished executions straight into the tables (for a million)",
     )
     args = parser.parse_args()
 
-    store = open_store(args.store)
     began = time.perf_counter()
-    if args.bulk:
-        store.prepare_retention()  # its index built while the tables are empty
-        bulk_fill(store, definition(), args.executions, SystemClock().now_ms())
+    if args.template and os.path.exists(args.template):
+        copy_template(args.template, args.store)
+        store = reopen(args.store)
+    else:
+        store = open_store(args.store)
+        if args.bulk:
+            store.prepare_retention()  # its index built while the tables are empty
+            bulk_fill(store, definition(), args.executions, SystemClock().now_ms())
+        if args.template:
+            store.close()
+            copy_template(args.store, args.template)
+            store = reopen(args.store)
     engine = Engine(store, SystemClock())
     engine.deploy(definition())
     if not args.bulk:
@@ -375,6 +452,7 @@ def main() -> None:
     quiet.append((after, float("inf")))
     engine.close()
     store.close()
+    sizes = space(args.store) if summary.swept == args.executions else None
 
     def is_quiet(at: float) -> bool:
         return any(a <= at < b for a, b in quiet)
@@ -403,6 +481,8 @@ def main() -> None:
                 "swept_per_s": round(summary.swept / max(working_s, 1e-9)),
                 "without_sweep": percentiles(without),
                 "during_sweep": percentiles(during),
+                "size_after_restart_mb": sizes and sizes[0],
+                "size_fresh_mb": sizes and sizes[1],
                 "p99_by_window": {
                     "without": window_p99s(starts, args.window, is_quiet, True),
                     "during": window_p99s(starts, args.window, is_quiet, False),
