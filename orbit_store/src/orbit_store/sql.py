@@ -995,7 +995,25 @@ class SqlStore(ScheduleTables, BatchTables):
 
         shortest_own = select(func.min(o.c.retention_ms))
 
+        postgres = self.engine.dialect.name == "postgresql"
+
         def read(conn: Connection) -> list[ExecutionRow]:
+            if not postgres:
+                return candidates(conn)
+            # PostgreSQL guesses that few rows pass the filters (an
+            # expression's default selectivity), so it read the whole table
+            # and sorted it to take a batch: each batch cost grew with the
+            # table. Without sorts it walks the index from the cursor, which
+            # finds a batch after about as many rows. (The sweep's reads are
+            # in autocommit mode, so the setting is the session's, and put
+            # back at once.)
+            conn.exec_driver_sql("SET enable_sort = off")
+            try:
+                return candidates(conn)
+            finally:
+                conn.exec_driver_sql("RESET enable_sort")
+
+        def candidates(conn: Connection) -> list[ExecutionRow]:
             shortest = conn.execute(shortest_own).scalar()
             least = min([retention_ms, *declared.values()])
             bound = now_ms - min(least, least if shortest is None else shortest)
