@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import gzip
 import os
 import threading
@@ -371,7 +372,14 @@ def open_archive(location: str) -> Archive:
 
 
 def _day(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d") + ".jsonl.gz"
+    return _day_file(ms // 86_400_000)
+
+
+@functools.lru_cache(maxsize=64)
+def _day_file(day: int) -> str:
+    """The file of a UTC day (days since the epoch): asked once per
+    archived execution, and a sweep's executions share a few days."""
+    return datetime.fromtimestamp(day * 86_400, UTC).strftime("%Y-%m-%d") + ".jsonl.gz"
 
 
 @contextlib.contextmanager
