@@ -193,7 +193,7 @@ def space(spec: str) -> tuple[float, float]:
             ours = set(schema.metadata.tables)
             for (name,) in conn.execute(present).fetchall():
                 if name in ours:
-                    conn.execute(f'VACUUM FULL "{name}"')  # type: ignore[arg-type]
+                    conn.execute(f'VACUUM FULL "{name}"')
             fresh = conn.execute(size).fetchone()[0]  # type: ignore[index]
         return round(after / mb, 1), round(fresh / mb, 1)
     import sqlite3
@@ -204,11 +204,11 @@ def space(spec: str) -> tuple[float, float]:
     compact = spec + ".fresh"
     if os.path.exists(compact):
         os.unlink(compact)
-    conn = sqlite3.connect(spec)
+    db = sqlite3.connect(spec)
     try:
-        conn.execute("VACUUM INTO ?", (compact,))
+        db.execute("VACUUM INTO ?", (compact,))
     finally:
-        conn.close()
+        db.close()
     fresh = os.path.getsize(compact)
     os.unlink(compact)
     return round(after / mb, 1), round(fresh / mb, 1)
