@@ -17,17 +17,33 @@ of one step (wall, and process CPU time from `time.process_time`, / steps)
 of each and what indexing adds: from the medians, from the least CPU, and
 the median of each round's ratio with all of them (the spread).
 
+`--counted` runs the same two workflows in child processes under valgrind's
+callgrind instead of timing them, at two sizes (`--small`, `--large`
+executions), and prints the machine instructions of one step of each — the
+difference of the two runs over the difference in steps, so start-up,
+imports, the deploy and the schema cancel out — and what indexing adds.
+Every instruction of the process counts, SQLite's C code and every engine
+thread included; the threads interleave differently from run to run, so
+repeated counts differ by about 1 %, against 10 % or more for timings on
+the shared machine. Needs `valgrind`.
+
     python benchmarks/bench_visibility.py --query --store /tmp/vis.db
     python benchmarks/bench_visibility.py --query --store postgres://...
     python benchmarks/bench_visibility.py --commit --store /tmp/vis-commit.db
+    python benchmarks/bench_visibility.py --counted --store /tmp/vis-counted.db [--steps 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -203,9 +219,12 @@ def open_store_again(spec: str) -> SqlStore:
     return SqliteStore(spec)
 
 
-def one_run(spec: str, defn: ir.Definition, executions: int, steps: int) -> tuple[float, float]:
+def one_run(
+    spec: str, defn: ir.Definition, executions: int, steps: int, poll_s: float = 0.0005
+) -> tuple[float, float]:
     """Wall and CPU seconds (the whole process, every thread) per step for
-    `executions` runs of `defn` (`steps` steps each)."""
+    `executions` runs of `defn` (`steps` steps each); `poll_s`: how often
+    the end of the last execution is looked for."""
     tune_process()
     store = open_store(spec)
     engine = Engine(store, handler_threads=1, auto_tick=False)
@@ -236,7 +255,7 @@ def one_run(spec: str, defn: ir.Definition, executions: int, steps: int) -> tupl
         engine.start_many(requests)
     done.wait()
     while engine.health()["active_executions"]:
-        time.sleep(0.0005)
+        time.sleep(poll_s)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     engine.close()
     store.close()
@@ -290,6 +309,67 @@ def commit(args: argparse.Namespace) -> int:
     return 0
 
 
+def counted(args: argparse.Namespace) -> int:
+    """Instructions per step with and without the search fields (callgrind)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_visibility: --counted needs valgrind on the PATH")
+    # One short run outside valgrind first: it writes the bytecode caches,
+    # which the first counted run would otherwise compile (and count) alone.
+    _child(args, "with", 10)
+    per: dict[str, float] = {}
+    for which in ("without", "with"):
+        small, large = (_callgrind(args, which, n) for n in (args.small, args.large))
+        per[which] = (large - small) / ((args.large - args.small) * args.steps)
+    print(
+        f"{args.small} and {args.large} executions of {args.steps} step(s), SQLite file, "
+        "one handler thread, under callgrind; instructions per step (whole process)"
+    )
+    print(f"without search fields: {per['without']:12,.0f}")
+    print(f"with 2 search fields:  {per['with']:12,.0f}")
+    added = 100 * (per["with"] - per["without"]) / per["without"]
+    print(f"indexing adds {added:+.1f} % (instructions)")
+    return 0
+
+
+def _callgrind(args: argparse.Namespace, which: str, executions: int) -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
+        stderr = _child(args, which, executions, wrapper)
+    found = re.search(r"Collected : (\d+)", stderr)
+    if found is None:
+        raise SystemExit(f"bench_visibility: no instruction count from callgrind:\n{stderr}")
+    return int(found[1])
+
+
+def _child(
+    args: argparse.Namespace, which: str, executions: int, wrapper: list[str] | None = None
+) -> str:
+    """One `--one-run` of this file in a child process; its stderr."""
+    # A fixed hash seed, so that dicts and sets lay out alike from run to run.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    done = subprocess.run(
+        [
+            *(wrapper or []),
+            sys.executable,
+            __file__,
+            "--one-run",
+            which,
+            "--steps",
+            str(args.steps),
+            "--steps-executions",
+            str(executions),
+            "--store",
+            args.store,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stderr
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--query", action="store_true")
@@ -300,13 +380,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps-executions", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=1, help="steps per execution (--commit)")
+    parser.add_argument("--counted", action="store_true", help="instructions per step (callgrind)")
+    parser.add_argument(
+        "--small", type=int, default=100, help="executions of --counted's first run"
+    )
+    parser.add_argument("--large", type=int, default=500, help="executions of its second run")
+    # The child of --counted: one run, with or without the search fields.
+    parser.add_argument("--one-run", choices=("with", "without"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not (args.query or args.commit):
-        parser.error("give --query and/or --commit")
+    if args.one_run is not None:
+        defn = orders(args.one_run == "with", args.steps)
+        # Under callgrind a poll costs instructions: look for the end rarely.
+        one_run(args.store, defn, args.steps_executions, args.steps, poll_s=0.02)
+        return 0
+    if not (args.query or args.commit or args.counted):
+        parser.error("give --query, --commit and/or --counted")
     if args.query:
         query(args)
     if args.commit:
         commit(args)
+    if args.counted:
+        counted(args)
     return 0
 
 
