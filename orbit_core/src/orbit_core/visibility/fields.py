@@ -217,12 +217,12 @@ class SearchPlan:
             else:
                 return []
             if type(input) is dict:
-                rows = []
+                known: list[SearchValue] = []
                 for key, convert in keys:
                     row = convert(input.get(key))
                     if row is not None:
-                        rows.append(row)
-                return rows
+                        known.append(row)
+                return known
         due = self._due(events, outputs)
         if not due:
             return []
