@@ -18,14 +18,13 @@ of each and what indexing adds: from the medians, from the least CPU, and
 the median of each round's ratio with all of them (the spread).
 
 `--counted` runs the same two workflows in child processes under valgrind's
-callgrind instead of timing them, at two sizes (`--small`, `--large`
+callgrind instead of timing them, on one thread (`stepped_run`: the same
+groups every time), at two sizes (`--small`, `--large`
 executions), and prints the machine instructions of one step of each — the
 difference of the two runs over the difference in steps, so start-up,
 imports, the deploy and the schema cancel out — and what indexing adds.
-Every instruction of the process counts, SQLite's C code and every engine
-thread included; the threads interleave differently from run to run, so
-repeated counts differ by about 1 %, against 10 % or more for timings on
-the shared machine. Needs `valgrind`.
+Every instruction of the process counts, SQLite's C code included. Needs
+`valgrind`.
 
     python benchmarks/bench_visibility.py --query --store /tmp/vis.db
     python benchmarks/bench_visibility.py --query --store postgres://...
@@ -219,6 +218,15 @@ def open_store_again(spec: str) -> SqlStore:
     return SqliteStore(spec)
 
 
+def _starts(defn: ir.Definition, numbers: range) -> list[StartRequest]:
+    return [
+        StartRequest(
+            defn.name, None, {"customer": f"c-{i % 100}", "amount": float(i)}, f"x-{i}", None
+        )
+        for i in numbers
+    ]
+
+
 def one_run(
     spec: str, defn: ir.Definition, executions: int, steps: int, poll_s: float = 0.0005
 ) -> tuple[float, float]:
@@ -246,12 +254,7 @@ def one_run(
     t0, c0 = time.perf_counter(), time.process_time()
     batch = 200
     for first in range(0, executions, batch):
-        requests = [
-            StartRequest(
-                defn.name, None, {"customer": f"c-{i % 100}", "amount": float(i)}, f"x-{i}", None
-            )
-            for i in range(first, min(first + batch, executions))
-        ]
+        requests = _starts(defn, range(first, min(first + batch, executions)))
         engine.start_many(requests)
     done.wait()
     while engine.health()["active_executions"]:
@@ -309,6 +312,29 @@ def commit(args: argparse.Namespace) -> int:
     return 0
 
 
+def stepped_run(spec: str, defn: ir.Definition, executions: int) -> None:
+    """`executions` runs of `defn` on one thread, for counting: the starts
+    go in batches of 200, then the handlers run on this thread (each step's
+    completion its own group). Nothing depends on timing, so two runs of
+    one build commit the same groups; with handler threads the groups
+    depend on how the threads interleave, which moved the count of a step
+    by up to 8 % from one run to the next on the loaded machine."""
+    tune_process()
+    store = open_store(spec)
+    engine = Engine(store, handler_threads=0, auto_tick=False)
+    engine.deploy(defn)
+    engine.register_handler("orders.work", "1.0.0", lambda _input, _task: {})
+    batch = 200
+    for first in range(0, executions, batch):
+        requests = _starts(defn, range(first, min(first + batch, executions)))
+        engine.start_many(requests)
+        while engine.run_handlers():
+            pass
+    assert not engine.health()["active_executions"]
+    engine.close()
+    store.close()
+
+
 def counted(args: argparse.Namespace) -> int:
     """Instructions per step with and without the search fields (callgrind)."""
     if shutil.which("valgrind") is None:
@@ -322,7 +348,7 @@ def counted(args: argparse.Namespace) -> int:
         per[which] = (large - small) / ((args.large - args.small) * args.steps)
     print(
         f"{args.small} and {args.large} executions of {args.steps} step(s), SQLite file, "
-        "one handler thread, under callgrind; instructions per step (whole process)"
+        "handlers on the caller's thread, under callgrind; instructions per step (whole process)"
     )
     print(f"without search fields: {per['without']:12,.0f}")
     print(f"with 2 search fields:  {per['with']:12,.0f}")
@@ -390,8 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.one_run is not None:
         defn = orders(args.one_run == "with", args.steps)
-        # Under callgrind a poll costs instructions: look for the end rarely.
-        one_run(args.store, defn, args.steps_executions, args.steps, poll_s=0.02)
+        stepped_run(args.store, defn, args.steps_executions)
         return 0
     if not (args.query or args.commit or args.counted):
         parser.error("give --query, --commit and/or --counted")
