@@ -17,17 +17,32 @@ of one step (wall, and process CPU time from `time.process_time`, / steps)
 of each and what indexing adds: from the medians, from the least CPU, and
 the median of each round's ratio with all of them (the spread).
 
+`--counted` runs the same two workflows in child processes under valgrind's
+callgrind instead of timing them, on one thread (`stepped_run`: the same
+groups every time), at two sizes (`--small`, `--large`
+executions), and prints the machine instructions of one step of each — the
+difference of the two runs over the difference in steps, so start-up,
+imports, the deploy and the schema cancel out — and what indexing adds.
+Every instruction of the process counts, SQLite's C code included. Needs
+`valgrind`.
+
     python benchmarks/bench_visibility.py --query --store /tmp/vis.db
     python benchmarks/bench_visibility.py --query --store postgres://...
     python benchmarks/bench_visibility.py --commit --store /tmp/vis-commit.db
+    python benchmarks/bench_visibility.py --counted --store /tmp/vis-counted.db [--steps 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -203,9 +218,21 @@ def open_store_again(spec: str) -> SqlStore:
     return SqliteStore(spec)
 
 
-def one_run(spec: str, defn: ir.Definition, executions: int, steps: int) -> tuple[float, float]:
+def _starts(defn: ir.Definition, numbers: range) -> list[StartRequest]:
+    return [
+        StartRequest(
+            defn.name, None, {"customer": f"c-{i % 100}", "amount": float(i)}, f"x-{i}", None
+        )
+        for i in numbers
+    ]
+
+
+def one_run(
+    spec: str, defn: ir.Definition, executions: int, steps: int, poll_s: float = 0.0005
+) -> tuple[float, float]:
     """Wall and CPU seconds (the whole process, every thread) per step for
-    `executions` runs of `defn` (`steps` steps each)."""
+    `executions` runs of `defn` (`steps` steps each); `poll_s`: how often
+    the end of the last execution is looked for."""
     tune_process()
     store = open_store(spec)
     engine = Engine(store, handler_threads=1, auto_tick=False)
@@ -227,16 +254,11 @@ def one_run(spec: str, defn: ir.Definition, executions: int, steps: int) -> tupl
     t0, c0 = time.perf_counter(), time.process_time()
     batch = 200
     for first in range(0, executions, batch):
-        requests = [
-            StartRequest(
-                defn.name, None, {"customer": f"c-{i % 100}", "amount": float(i)}, f"x-{i}", None
-            )
-            for i in range(first, min(first + batch, executions))
-        ]
+        requests = _starts(defn, range(first, min(first + batch, executions)))
         engine.start_many(requests)
     done.wait()
     while engine.health()["active_executions"]:
-        time.sleep(0.0005)
+        time.sleep(poll_s)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     engine.close()
     store.close()
@@ -290,6 +312,90 @@ def commit(args: argparse.Namespace) -> int:
     return 0
 
 
+def stepped_run(spec: str, defn: ir.Definition, executions: int) -> None:
+    """`executions` runs of `defn` on one thread, for counting: the starts
+    go in batches of 200, then the handlers run on this thread (each step's
+    completion its own group). Nothing depends on timing, so two runs of
+    one build commit the same groups; with handler threads the groups
+    depend on how the threads interleave, which moved the count of a step
+    by up to 8 % from one run to the next on the loaded machine."""
+    tune_process()
+    store = open_store(spec)
+    engine = Engine(store, handler_threads=0, auto_tick=False)
+    engine.deploy(defn)
+    engine.register_handler("orders.work", "1.0.0", lambda _input, _task: {})
+    batch = 200
+    for first in range(0, executions, batch):
+        requests = _starts(defn, range(first, min(first + batch, executions)))
+        engine.start_many(requests)
+        while engine.run_handlers():
+            pass
+    assert not engine.health()["active_executions"]
+    engine.close()
+    store.close()
+
+
+def counted(args: argparse.Namespace) -> int:
+    """Instructions per step with and without the search fields (callgrind)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench_visibility: --counted needs valgrind on the PATH")
+    # One short run outside valgrind first: it writes the bytecode caches,
+    # which the first counted run would otherwise compile (and count) alone.
+    _child(args, "with", 10)
+    per: dict[str, float] = {}
+    for which in ("without", "with"):
+        small, large = (_callgrind(args, which, n) for n in (args.small, args.large))
+        per[which] = (large - small) / ((args.large - args.small) * args.steps)
+    print(
+        f"{args.small} and {args.large} executions of {args.steps} step(s), SQLite file, "
+        "handlers on the caller's thread, under callgrind; instructions per step (whole process)"
+    )
+    print(f"without search fields: {per['without']:12,.0f}")
+    print(f"with 2 search fields:  {per['with']:12,.0f}")
+    added = 100 * (per["with"] - per["without"]) / per["without"]
+    print(f"indexing adds {added:+.1f} % (instructions)")
+    return 0
+
+
+def _callgrind(args: argparse.Namespace, which: str, executions: int) -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
+        stderr = _child(args, which, executions, wrapper)
+    found = re.search(r"Collected : (\d+)", stderr)
+    if found is None:
+        raise SystemExit(f"bench_visibility: no instruction count from callgrind:\n{stderr}")
+    return int(found[1])
+
+
+def _child(
+    args: argparse.Namespace, which: str, executions: int, wrapper: list[str] | None = None
+) -> str:
+    """One `--one-run` of this file in a child process; its stderr."""
+    # A fixed hash seed, so that dicts and sets lay out alike from run to run.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    done = subprocess.run(
+        [
+            *(wrapper or []),
+            sys.executable,
+            __file__,
+            "--one-run",
+            which,
+            "--steps",
+            str(args.steps),
+            "--steps-executions",
+            str(executions),
+            "--store",
+            args.store,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stderr
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--query", action="store_true")
@@ -300,13 +406,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps-executions", type=int, default=3000)
     parser.add_argument("--steps", type=int, default=1, help="steps per execution (--commit)")
+    parser.add_argument("--counted", action="store_true", help="instructions per step (callgrind)")
+    parser.add_argument(
+        "--small", type=int, default=100, help="executions of --counted's first run"
+    )
+    parser.add_argument("--large", type=int, default=500, help="executions of its second run")
+    # The child of --counted: one run, with or without the search fields.
+    parser.add_argument("--one-run", choices=("with", "without"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not (args.query or args.commit):
-        parser.error("give --query and/or --commit")
+    if args.one_run is not None:
+        defn = orders(args.one_run == "with", args.steps)
+        stepped_run(args.store, defn, args.steps_executions)
+        return 0
+    if not (args.query or args.commit or args.counted):
+        parser.error("give --query, --commit and/or --counted")
     if args.query:
         query(args)
     if args.commit:
         commit(args)
+    if args.counted:
+        counted(args)
     return 0
 
 

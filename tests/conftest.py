@@ -1,15 +1,19 @@
 """PostgreSQL fixtures for the cross-package tests (tests/pgkit.py):
 `pg_server` (the shared server), `pg_url` (a new database on it) and
-`pg_cluster` (a server of the test's own, to stop and start)."""
+`pg_cluster` (a server of the test's own, to stop and start); and
+`orders_servers`, real servers for issue 44's example (fixtures_orbit.py)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import fixtures_orbit
 import pgkit
 import pytest
+from server_harness import ServerProcess
 
 from orbit_lang.process import allow_deep_sources
 
@@ -37,6 +41,11 @@ def pg_url(pg_server: pgkit.Cluster | pgkit.External) -> str:
 @pytest.fixture
 def pg_cluster() -> Iterator[pgkit.Cluster]:
     yield from pgkit.own_cluster()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "shared"])
+def orders_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[ServerProcess]]:
+    yield from fixtures_orbit.orders_servers(request, tmp_path)
 
 
 def pytest_collection_modifyitems(items: list[Any]) -> None:

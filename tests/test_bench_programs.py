@@ -90,6 +90,34 @@ def test_cost_benchmark_estimates_the_cycles_of_a_step(monkeypatch: Any) -> None
     assert per["cycles"] == 1000 + 10 * 1 + 100 * 0.1
 
 
+def test_visibility_benchmark_counts_what_indexing_adds_per_step(
+    monkeypatch: Any, capsys: Any
+) -> None:
+    # Two sizes of each workflow (valgrind itself is not needed here): the
+    # difference of the counts over the 300 steps between them, with and
+    # without the search fields, and the ratio of the two.
+    bench = _benchmark("bench_visibility")
+    counts = {("without", 100): 10_000_000, ("without", 400): 40_000_000}
+    counts |= {("with", 100): 11_000_000, ("with", 400): 43_300_000}
+    monkeypatch.setattr(bench.shutil, "which", lambda _tool: "/usr/bin/valgrind")
+    monkeypatch.setattr(bench, "_child", lambda *_args, **_kw: "")
+    monkeypatch.setattr(bench, "_callgrind", lambda _args, which, n: counts[(which, n)])
+    assert bench.main(["--counted", "--small", "100", "--large", "400"]) == 0
+    out = capsys.readouterr().out
+    assert "without search fields:      100,000" in out
+    assert "with 2 search fields:       107,667" in out
+    assert "indexing adds +7.7 % (instructions)" in out
+
+
+def test_visibility_benchmark_runs_one_counted_child(tmp_path: Path) -> None:
+    # The child a counted run starts under valgrind, run plainly: it must
+    # finish its executions and exit.
+    bench = _benchmark("bench_visibility")
+    store = str(tmp_path / "v.db")
+    argv = ["--one-run", "with", "--steps-executions", "20", "--store", store]
+    assert bench.main(argv) == 0
+
+
 def test_engine_benchmark_starts_executions_in_batches(tmp_path: Path, capsys: Any) -> None:
     # With a few executions in flight on a durable store, the starts of new
     # executions must share commits: started one at a time from one thread,

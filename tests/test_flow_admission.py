@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures_orbit import Scripted
 
 from orbit_core.engine import Engine
 from orbit_core.ir import Definition
@@ -23,21 +24,6 @@ def example() -> Definition:
     assert result.errors == 0, result.diagnostics
     (definition,) = result.definitions
     return definition
-
-
-class Scripted:
-    """A demo.work worker that takes tasks when told to."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        reply = engine.workers.register("w1", "python", [("demo.work", "1.0.0")])
-        self.session = reply["worker_session_id"]
-
-    def take_all(self) -> list[Any]:
-        tasks = []
-        while (task := self.engine.workers.poll(self.session, 0)) is not None:
-            tasks.append(task)
-        return tasks
 
 
 def start_five(engine: Engine) -> None:

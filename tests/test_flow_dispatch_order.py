@@ -8,34 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from fixtures_orbit import demo_definition
+
 from orbit_core.engine import Engine
 from orbit_core.testing import simulated_engine
-from orbit_lang.compiler import compile_source
-
-SOURCE = """
-task "demo.work" {
-    version "1.0.0"
-    input { customer_id: String }
-    output {}
-}
-
-workflow Ordered {
-    version "1.0.0"
-    input { customer_id: String, rank: Int = 0, share: Int = 1 }
-
-    step work {
-        worker "demo.work"
-        with { customer_id: input.customer_id }
-        FLOW
-    }
-}
-"""
 
 
 def engine_with(flow: str) -> Engine:
-    result = compile_source(SOURCE.replace("FLOW", flow), "w.orbit")
-    assert result.errors == 0, result.diagnostics
-    (definition,) = result.definitions
+    definition = demo_definition(
+        "Ordered", input="customer_id: String, rank: Int = 0, share: Int = 1", step=flow
+    )
     engine = simulated_engine()
     engine.deploy(definition)
     return engine

@@ -10,43 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fixtures_orbit import DEMO_TASK, compile_one, demo_definition
 
 from orbit_core.engine import Engine
 from orbit_core.errors import RateLimitedError
 from orbit_core.ir import Definition
 from orbit_core.memory_store import MemoryStore
 from orbit_core.testing import SequentialIds, SimulatedClock, run_until_idle, simulated_engine
-from orbit_lang.compiler import compile_source
-
-CONTRACT = """
-task "demo.work" {
-    version "1.0.0"
-    input { customer_id: String }
-    output {}
-}
-"""
 
 
 def workflow(clause: str, name: str = "Flow") -> Definition:
-    source = (
-        CONTRACT
-        + f"""
-workflow {name} {{
-    version "1.0.0"
-    input {{ customer_id: String, n: Int }}
-    {clause}
-
-    step work {{
-        worker "demo.work"
-        with {{ customer_id: input.customer_id }}
-    }}
-}}
-"""
-    )
-    result = compile_source(source)
-    assert result.errors == 0, result.diagnostics
-    (definition,) = result.definitions
-    return definition
+    return demo_definition(name, input="customer_id: String, n: Int", header=clause)
 
 
 RATE_WAIT = "rate { max: 2, per: 1m, key: input.customer_id }"
@@ -278,7 +252,7 @@ def test_a_pytest_suite_can_start_many_and_assert_the_limits_held() -> None:
     engine, `run_until_idle`, then the histories say when each started and
     ended, so a suite checks a limit the way a reader would."""
     source = (
-        CONTRACT
+        DEMO_TASK
         + """
 workflow Held {
     version "1.0.0"
@@ -294,11 +268,10 @@ workflow Held {
 }
 """
     )
-    result = compile_source(source)
-    assert result.errors == 0, result.diagnostics
+    definition = compile_one(source)
     engine = simulated_engine()
     try:
-        engine.deploy(result.definitions[0])
+        engine.deploy(definition)
         engine.register_handler("demo.work", "1.0.0", lambda _input, _ctx: {})
         for n in range(12):
             engine.start("Held", input={"customer_id": f"c-{n % 2}"}, execution_id=f"h{n}")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from cli_real import Orbit
+from fixtures_orbit import DEMO_TASK, demo_source
 from server_harness import Http, RawWorker, ServerProcess
 
 from orbit_core import ir
@@ -165,24 +166,7 @@ def test_an_idempotency_key_starts_once_across_a_restart(database: str) -> None:
         proc.stop()
 
 
-STEP_SOURCE = """
-task "demo.work" {
-    version "1.0.0"
-    input { customer_id: String }
-    output {}
-}
-
-workflow PerStep {
-    version "1.0.0"
-    input { customer_id: String }
-
-    step work {
-        worker "demo.work"
-        with { customer_id: input.customer_id }
-        concurrency { max: 1, key: input.customer_id }
-    }
-}
-"""
+STEP_SOURCE = demo_source("PerStep", step="concurrency { max: 1, key: input.customer_id }")
 
 
 def test_a_step_limit_holds_one_attempt_per_customer_across_a_kill(tmp_path: Path) -> None:
@@ -232,13 +216,9 @@ def test_a_step_limit_holds_one_attempt_per_customer_across_a_kill(tmp_path: Pat
         proc.stop()
 
 
-RATED = """
-task "demo.work" {
-    version "1.0.0"
-    input { customer_id: String }
-    output {}
-}
-
+RATED = (
+    DEMO_TASK
+    + """
 workflow Paced {
     version "1.0.0"
     input { customer_id: String }
@@ -260,6 +240,7 @@ workflow Quiet {
     step work { worker "demo.work" with { customer_id: input.customer_id } }
 }
 """
+)
 
 
 def event_ms(api: Http, execution_id: str, kind: str) -> int:

@@ -9,55 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fixtures_orbit import Scripted, demo_definition
 
 from orbit_core.engine import Engine
 from orbit_core.ir import Definition
 from orbit_core.memory_store import MemoryStore
 from orbit_core.testing import SimulatedClock, simulated_engine
-from orbit_lang.compiler import compile_source
-
-SOURCE = """
-task "demo.work" {
-    version "1.0.0"
-    input { customer_id: String }
-    output {}
-}
-
-workflow PerStep {
-    version "1.0.0"
-    input { customer_id: String }
-
-    step work {
-        worker "demo.work"
-        with { customer_id: input.customer_id }
-        timeout 5s
-        CONCURRENCY
-    }
-}
-"""
 
 
 def definition(concurrency: str = "concurrency { max: 1, key: input.customer_id }") -> Definition:
-    result = compile_source(SOURCE.replace("CONCURRENCY", concurrency), "w.orbit")
-    assert result.errors == 0, result.diagnostics
-    (defn,) = result.definitions
-    return defn
-
-
-class Scripted:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        reply = engine.workers.register("w1", "python", [("demo.work", "1.0.0")])
-        self.session = reply["worker_session_id"]
-
-    def take_all(self) -> list[Any]:
-        tasks = []
-        while (task := self.engine.workers.poll(self.session, 0)) is not None:
-            tasks.append(task)
-        return tasks
-
-    def ids(self) -> list[str]:
-        return sorted(t["execution_id"] for t in self.take_all())
+    return demo_definition("PerStep", step=f"timeout 5s\n        {concurrency}")
 
 
 def start(engine: Engine, *customers: str) -> None:

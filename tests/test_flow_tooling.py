@@ -9,35 +9,23 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from fixtures_orbit import demo_source
 
 from orbit_cli.main import cli
 
-SOURCE = """
-task "demo.work" {
-    version "1.0.0"
-    input { customer_id: String }
-    output {}
-}
-
-workflow PerCustomer {
-    version "VERSION"
-    input { customer_id: String, rank: Int = 0 }
-    WORKFLOW
-
-    step work {
-        worker "demo.work"
-        with { customer_id: input.customer_id }
-        STEP
-    }
-}
-"""
 V1 = ("1.0.0", "concurrency { max: 2, key: input.customer_id }", "priority: input.rank")
 
 
 def write(folder: Path, name: str, version: str, workflow: str, step: str) -> str:
     path = folder / name
     path.write_text(
-        SOURCE.replace("VERSION", version).replace("WORKFLOW", workflow).replace("STEP", step)
+        demo_source(
+            "PerCustomer",
+            version=version,
+            input="customer_id: String, rank: Int = 0",
+            header=workflow,
+            step=step,
+        )
     )
     return str(path)
 

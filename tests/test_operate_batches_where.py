@@ -7,53 +7,22 @@ selection, and a bad filter is refused as `ps --where` refuses it (exit 2;
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from cli_real import REPO, Orbit
+from cli_real import Orbit
+from fixtures_orbit import ORDERS_EXAMPLE as EXAMPLE
+from fixtures_orbit import ORDERS_FILTER as FILTER
+from fixtures_orbit import start_orders
 from server_harness import ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
 
-EXAMPLE = REPO / "examples" / "visibility.orbit"
-FILTER = 'customer == "c-1" and amount > 500'
-SHARED = ["--cluster", "--cluster-mode", "shared", "--session-timeout", "2", "--node-timeout", "2"]
 
-
-@pytest.fixture(params=["sqlite", "postgres", "shared"])
-def servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[ServerProcess]]:
-    with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            yield [stack.enter_context(ServerProcess(tmp_path / "orbit.db"))]
-        elif request.param == "postgres":
-            url = request.getfixturevalue("pg_url")
-            yield [stack.enter_context(ServerProcess(url))]
-        else:
-            url = request.getfixturevalue("pg_url")
-            env = {"ORBIT_CLUSTER_INTERVAL_MS": "200"}
-            yield [
-                stack.enter_context(ServerProcess(url, *SHARED, "--node-id", node, env=env))
-                for node in ("a", "b")
-            ]
-
-
-def test_batches_select_with_the_typed_filter(servers: list[ServerProcess]) -> None:
-    first, last = servers[0], servers[-1]
+def test_batches_select_with_the_typed_filter(orders_servers: list[ServerProcess]) -> None:
+    first, last = orders_servers[0], orders_servers[-1]
     orbit = Orbit(f"http://{first.addr}")
     orbit.ok("deploy", str(EXAMPLE))
     api = first.http()
-    for eid, customer, amount in (
-        ("o-1", "c-1", 100.0),
-        ("o-2", "c-1", 600.0),
-        ("o-3", "c-2", 700.0),
-    ):
-        body = {"customer": customer, "amount": amount}
-        reply = api.post(
-            "/v1/executions", {"workflow": "Orders", "input": body, "execution_id": eid}
-        )
-        assert reply.status == 201, reply
+    start_orders(api)
     other = Orbit(f"http://{last.addr}")
 
     dry = other.ok("pause", "--workflow", "Orders", "--where", FILTER, "--dry-run")
@@ -89,8 +58,8 @@ def test_batches_select_with_the_typed_filter(servers: list[ServerProcess]) -> N
     assert statuses == {"o-1": "RUNNING", "o-2": "CANCELLED", "o-3": "CANCELLED"}
 
 
-def test_a_bad_filter_is_refused_as_ps_refuses_it(servers: list[ServerProcess]) -> None:
-    server = servers[-1]
+def test_a_bad_filter_is_refused_as_ps_refuses_it(orders_servers: list[ServerProcess]) -> None:
+    server = orders_servers[-1]
     orbit = Orbit(f"http://{server.addr}")
     orbit.ok("deploy", str(EXAMPLE))
     for action in ("pause", "resume", "cancel"):

@@ -77,3 +77,39 @@ def test_two_values_of_one_field_in_a_group_keep_the_later(store: SqlStore) -> N
     )
     assert _found(store, "amount > 500") == ["e-1"]
     assert _found(store, "amount < 500") == ["e-0"]
+
+
+def _all(store: Store, text: str) -> set[str]:
+    result = compile_source((ROOT / "examples" / "visibility.orbit").read_text(), "x.orbit")
+    typed = compile_filter(text, FieldCatalog.of(list(result.definitions)))
+    return {r.execution_id for r in store.search_executions(SearchQuery(typed, limit=1000))}
+
+
+def test_a_large_group_writes_every_row_and_missing_values_stay_null(store: SqlStore) -> None:
+    # 150 executions, 300 rows: SQLite writes them as statements of several
+    # rows (64 each, then 32, 8 and 4), binding a missing text as 0 and a
+    # missing number as NaN; either must be stored as NULL, and the text
+    # "0", the empty text and the number 0 as themselves.
+    customers = ["0", "", "c-2"]
+    changes = [
+        _change(
+            f"e-{i:03d}",
+            [
+                SearchValue("customer", customers[i % 3], None),
+                SearchValue("amount", None, float(i % 5)),
+            ],
+        )
+        for i in range(150)
+    ]
+    store.commit(CommitBatch(executions=changes))
+    assert len(_all(store, "amount >= 0")) == 150
+    assert _all(store, 'customer == "0"') == {f"e-{i:03d}" for i in range(0, 150, 3)}
+    assert _all(store, 'customer == ""') == {f"e-{i:03d}" for i in range(1, 150, 3)}
+    assert _all(store, "amount == 0") == {f"e-{i:03d}" for i in range(0, 150, 5)}
+    with store.engine.connect() as conn:
+        nulls = conn.exec_driver_sql(
+            "SELECT field, count(*) FROM orbit_search_values "
+            "WHERE str_value IS NULL AND num_value IS NOT NULL "
+            "OR num_value IS NULL AND str_value IS NOT NULL GROUP BY field ORDER BY field"
+        ).fetchall()
+    assert [tuple(r) for r in nulls] == [("amount", 150), ("customer", 150)]

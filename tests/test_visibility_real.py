@@ -7,59 +7,24 @@ two servers in shared mode (started on one, found through the other)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from cli_real import REPO, Orbit
+from cli_real import Orbit
+from fixtures_orbit import ORDERS_EXAMPLE as EXAMPLE
+from fixtures_orbit import ORDERS_FILTER as FILTER
+from fixtures_orbit import start_orders
 from server_harness import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
 
-EXAMPLE = REPO / "examples" / "visibility.orbit"
-FILTER = 'customer == "c-1" and amount > 500'
-SHARED = ["--cluster", "--cluster-mode", "shared", "--session-timeout", "2", "--node-timeout", "2"]
 
-
-@pytest.fixture(params=["sqlite", "postgres", "shared"])
-def servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[ServerProcess]]:
-    with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            yield [stack.enter_context(ServerProcess(tmp_path / "orbit.db"))]
-        elif request.param == "postgres":
-            url = request.getfixturevalue("pg_url")
-            yield [stack.enter_context(ServerProcess(url))]
-        else:
-            url = request.getfixturevalue("pg_url")
-            env = {"ORBIT_CLUSTER_INTERVAL_MS": "200"}
-            yield [
-                stack.enter_context(ServerProcess(url, *SHARED, "--node-id", node, env=env))
-                for node in ("a", "b")
-            ]
-
-
-def test_the_example_filter_over_cli_and_http(servers: list[ServerProcess]) -> None:
-    first, last = servers[0], servers[-1]
+def test_the_example_filter_over_cli_and_http(orders_servers: list[ServerProcess]) -> None:
+    first, last = orders_servers[0], orders_servers[-1]
     orbit = Orbit(f"http://{first.addr}")
     deployed = orbit("deploy", str(EXAMPLE))
     assert deployed.exit_code == 0, deployed.output
-    api = first.http()
-    for eid, customer, amount in (
-        ("o-1", "c-1", 100.0),
-        ("o-2", "c-1", 600.0),
-        ("o-3", "c-2", 700.0),
-    ):
-        reply = api.post(
-            "/v1/executions",
-            {
-                "workflow": "Orders",
-                "input": {"customer": customer, "amount": amount},
-                "execution_id": eid,
-            },
-        )
-        assert reply.status == 201, reply
+    start_orders(first.http())
 
     # Read through the other server in shared mode: the values are in the database.
     reader = Orbit(f"http://{last.addr}")
@@ -83,9 +48,9 @@ def test_the_example_filter_over_cli_and_http(servers: list[ServerProcess]) -> N
 
 
 def test_a_filter_that_does_not_parse_is_shown_where_it_breaks(
-    servers: list[ServerProcess],
+    orders_servers: list[ServerProcess],
 ) -> None:
-    orbit = Orbit(f"http://{servers[0].addr}")
+    orbit = Orbit(f"http://{orders_servers[0].addr}")
     refused = orbit("ps", "--where", "customer = 1")
     assert refused.exit_code == 2
     assert refused.output == (

@@ -17,7 +17,6 @@ import falcon.inspect
 
 from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import NotFoundError
-from orbit_core.ir import Definition
 from orbit_server import errors
 from orbit_server.auth import (
     ADMIN,
@@ -190,7 +189,7 @@ def create_app(
     )
 
     if retention is not None:
-        archived = ArchivedExecutions(retention.archive, lambda: _definitions(engine))
+        archived = ArchivedExecutions(retention.archive, engine.typed_filter)
         routes.add("/v1/archive/executions", archived, {"GET": listed})
         routes.add("/v1/archive/executions/{execution_id}", archived, read, suffix="one")
         routes.add(
@@ -245,14 +244,6 @@ def create_app(
         )
     )
     return app
-
-
-def _definitions(engine: EngineApi) -> list[Definition]:
-    """Every deployed definition (whose search fields type an archived
-    listing's filter)."""
-    return [
-        engine.definition(w["name"], w["version"]) for w in engine.list_workflows()["workflows"]
-    ]
 
 
 def _workflow_of(engine: EngineApi, retention: Sweeper | None, execution_id: str) -> str:

@@ -36,12 +36,10 @@ from typing import Any, Protocol
 import attrs
 
 from orbit_core import events as ev
-from orbit_core import ir
 from orbit_core.engine.facade import EngineApi
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError, StorageError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.ports import BatchItem, BatchRow, BatchStore
-from orbit_core.visibility.check import FieldCatalog, compile_filter
 from orbit_core.visibility.check import Filter as TypedFilter
 
 # Items selected, claimed and recorded per transaction.
@@ -293,23 +291,11 @@ class Filter:
 
     def typed(self, engine: EngineApi) -> TypedFilter | None:
         """`where` typed against the search fields of the workflow's
-        deployed versions, as `GET /v1/executions?where=` types it (a bad
-        filter raises FilterError: INVALID_FILTER)."""
+        deployed versions, by the engine as `GET /v1/executions?where=`
+        types it (a bad filter raises FilterError: INVALID_FILTER)."""
         if self.where is None:
             return None
-        definitions = self._definitions(engine)
-        if not definitions and engine.reload_definitions():
-            # Deployed through another server a moment ago (standby's
-            # leader, a shared cluster): its next round would load it.
-            definitions = self._definitions(engine)
-        return compile_filter(self.where, FieldCatalog.of(definitions), self.workflow)
-
-    def _definitions(self, engine: EngineApi) -> list[ir.Definition]:
-        return [
-            engine.definition(w["name"], w["version"])
-            for w in engine.list_workflows()["workflows"]
-            if w["name"] == self.workflow
-        ]
+        return engine.typed_filter(self.where, self.workflow)
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {"workflow": self.workflow}

@@ -62,7 +62,7 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.pool import QueuePool
 
 from orbit_core.errors import StorageError
-from orbit_store import pg_arrays
+from orbit_store import pg_arrays, search
 from orbit_store.pg_arrays import Float8s, Int8s, Texts
 from orbit_store.sql import SqlStore, _Link
 from orbit_store.urls import is_postgres, redact
@@ -107,7 +107,7 @@ UPDATE_ROWS = (
 _GROUP = f"WITH e AS ({INSERT_EVENTS}), n AS ({INSERT_ROWS}) {UPDATE_ROWS}"
 # The group's search rows (orbit_store.search), upserted by the same
 # statement: a group with search fields keeps the one round trip. Its rows
-# are one per (execution, field) (`SqlStore._search_rows`), as one upsert
+# are one per (execution, field) (`search.latest`), as one upsert
 # statement may touch a row only once.
 UPSERT_SEARCH = (
     "INSERT INTO orbit_search_values (execution_id, field, workflow, str_value, num_value) "
@@ -368,7 +368,9 @@ _UPDATE_TYPES: tuple[type[Texts] | type[Int8s], ...] = (Texts, Int8s, Int8s, Int
 
 
 def search_params(rows: list[tuple[Any, ...]]) -> list[Texts | Float8s]:
-    """The arrays of UPSERT_SEARCH, from rows in `search._COLUMNS` order."""
+    """The arrays of UPSERT_SEARCH, from rows in `search._COLUMNS` order
+    (one per key: the statement may upsert a row once)."""
+    rows = search.latest(rows)
     return [
         Texts(r[0] for r in rows),
         Texts(r[1] for r in rows),

@@ -609,19 +609,35 @@ class SqlStore(ScheduleTables, BatchTables):
         self._keyed = self._keyed or bool(keys)
         self._rated = self._rated or bool(buckets)
 
-    @staticmethod
-    def _search_rows(batch: CommitBatch) -> list[tuple[Any, ...]]:
-        """The search-index rows of a group (orbit_store.search), one per
-        execution and field (the later value kept: one statement may not
-        upsert a row twice)."""
-        found = [
-            row
-            for change in batch.executions
-            if change.search
-            for row in search.rows(change.execution_id, change.row.workflow, change.search)
-        ]
-        if len(found) > 1 and len({r[:2] for r in found}) < len(found):
-            found = list({r[:2]: r for r in found}.values())
+    # What a search row's missing value is bound as (None: NULL; SQLite's
+    # differ, see `search.sqlite_upsert`).
+    NO_TEXT: Any = None
+    NO_NUMBER: Any = None
+
+    def _search_rows(self, batch: CommitBatch) -> list[tuple[Any, ...]]:
+        """The search-index rows of a group (orbit_store.search), in the
+        group's order: a later value of a field replaces an earlier one, as
+        `executemany` runs the upsert row by row (a dialect that upserts
+        them in one statement keeps one per key: `search.latest`)."""
+        found: list[tuple[Any, ...]] = []
+        add = found.append
+        no_text, no_number = self.NO_TEXT, self.NO_NUMBER
+        for change in batch.executions:
+            values = change.search
+            if values:
+                eid = change.execution_id
+                workflow = change.row.workflow
+                for v in values:
+                    text, number = v.str_value, v.num_value
+                    add(
+                        (
+                            eid,
+                            v.field,
+                            workflow,
+                            no_text if text is None else text,
+                            no_number if number is None else number,
+                        )
+                    )
         return found
 
     def _write_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
@@ -631,6 +647,10 @@ class SqlStore(ScheduleTables, BatchTables):
         if not self._indexed:
             for statement in search.create_statements(self.engine.dialect):
                 cursor.execute(statement)
+        self.upsert_search(cursor, found)
+
+    def upsert_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
+        """Upserts search rows (`_search_rows`) into a table that exists."""
         self._upsert_search.run(cursor, found)
 
     def _write_keys(self, cursor: Any, keys: list[tuple[Any, ...]]) -> None:

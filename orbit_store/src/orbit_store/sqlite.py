@@ -47,10 +47,12 @@ touches stays unseen until the next open checks the file.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -58,6 +60,7 @@ from sqlalchemy.pool import QueuePool, StaticPool
 
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch
+from orbit_store import search
 from orbit_store.sql import SqlStore
 
 if sys.platform != "win32":
@@ -72,6 +75,11 @@ _REMOVED = b"removed\n"
 
 
 class SqliteStore(SqlStore):
+    # A search row's missing values, stored as NULL without the sqlite3
+    # module's adapter lookup a None costs (orbit_store.search.sqlite_upsert).
+    NO_TEXT = 0
+    NO_NUMBER = math.nan
+
     def __init__(
         self, path: str | os.PathLike[str], *, verify: bool = True, lock_wait_s: float = 0.0
     ) -> None:
@@ -146,6 +154,20 @@ class SqliteStore(SqlStore):
         except BaseException:
             self.close()
             raise
+
+    def upsert_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
+        """Upserts the rows in statements of several rows each: full ones of
+        `search.SQLITE_ROWS`, then the rest in powers of two, so that at
+        most seven statements of other sizes exist (each prepared once, in
+        the connection's statement cache)."""
+        start, total = 0, len(found)
+        size = search.SQLITE_ROWS
+        while start < total:
+            while size > total - start:
+                size //= 2
+            chunk = found[start : start + size]
+            cursor.execute(search.sqlite_upsert(size), list(chain.from_iterable(chunk)))
+            start += size
 
     @contextlib.contextmanager
     def lax_commit(self, raw: Any) -> Iterator[None]:

@@ -247,16 +247,17 @@ class Executions:
                 )
                 search = live.plan.search
                 if search is not None:
-                    self._index(live, change, search)
+                    events = change.events
+                    # A dispatch alone makes no value known and leaves its
+                    # unit waiting for what it waited for: the usual change
+                    # of a task step skips both.
+                    if len(events) != 1 or type(events[0]) is not ev.StepDispatched:
+                        self._index(live, change, search)
 
     @staticmethod
     def _index(live: Live, change: ExecutionChange, search: SearchPlan) -> None:
         """The search rows `change` makes known (orbit_core.visibility)."""
         events = change.events
-        # A dispatch alone makes no value known and leaves its unit waiting
-        # for what it waited for: the usual change of a task step skips both.
-        if len(events) == 1 and type(events[0]) is ev.StepDispatched:
-            return
         s = live.state
         execution = (
             {"id": s.id, "workflow": s.workflow, "version": s.version}

@@ -36,6 +36,7 @@ from orbit_core.errors import OrbitError
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.ports import Clock, Faults, Store
 from orbit_core.state import ExecutionState
+from orbit_core.visibility.check import Filter as TypedFilter
 
 
 class EngineApi(Protocol):
@@ -114,6 +115,8 @@ class EngineApi(Protocol):
         limit: int = 50,
         cursor: str | None = None,
     ) -> ExecutionPage: ...
+
+    def typed_filter(self, where: str, workflow: str | None = None) -> TypedFilter: ...
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc: ...
 
@@ -249,6 +252,9 @@ class Wrapped:
         cursor: str | None = None,
     ) -> ExecutionPage:
         return self.engine.search_executions(where, status, workflow, limit, cursor)
+
+    def typed_filter(self, where: str, workflow: str | None = None) -> TypedFilter:
+        return self.engine.typed_filter(where, workflow)
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         return self.engine.wait(execution_id, timeout_ms)

@@ -67,6 +67,7 @@ from orbit_core.ports import (
 )
 from orbit_core.state import ExecutionState
 from orbit_core.visibility import query as visibility
+from orbit_core.visibility.check import Filter as TypedFilter
 
 TICK_MS = 100
 
@@ -370,11 +371,10 @@ class Engine:
         """A page of executions passing the filter `where` (docs/language/
         visibility.md); raises FilterError (INVALID_FILTER) for a bad one."""
         self._pipeline.check_open()
-        definitions = self._catalog.all_definitions()
+        typed = None if where is None else self.typed_filter(where, workflow)
         page = visibility.search(
             self.store,
-            definitions,
-            where=where,
+            typed,
             status=status,
             workflow=workflow,
             limit=limit,
@@ -382,6 +382,16 @@ class Engine:
         )
         self._mark_paused(page["executions"])
         return page
+
+    def typed_filter(self, where: str, workflow: str | None = None) -> TypedFilter:
+        """`where` typed against the search fields of the deployed
+        definitions (of `workflow` when named): what the live listing, the
+        archive's listing and batches run. A filter they refuse is typed
+        again after the store's definitions were loaded (deployed through
+        another server a moment ago); raises FilterError (INVALID_FILTER)."""
+        return visibility.type_filter(
+            where, workflow, self._catalog.all_definitions, self.reload_definitions
+        )
 
     def wait(self, execution_id: str, timeout_ms: int = DEFAULT_WAIT_MS) -> ExecutionDoc:
         """Blocks until the execution is terminal (not continued-as-new) or the

@@ -5,13 +5,21 @@ total order that new executions never disturb, so a cursor (the position of
 the last row of a page) stays valid while executions start and end.
 `matches` is the filter's meaning on one row, what the in-memory store runs
 and what the SQL store's statement must agree with.
+
+`type_filter` is the one place a filter's text is typed against the
+deployed definitions (the engine's `typed_filter`, which the live listing,
+the archive's listing and batches all call). With several servers on one
+store a definition deployed through another one reaches this server's
+catalog on its next round, so a filter the known definitions refuse is
+typed once more after the store's definitions were loaded: only a refusal
+pays for that read, and the usual filter none.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from orbit_core.api import ExecutionPage
 from orbit_core.ir import Definition
@@ -24,10 +32,10 @@ from orbit_core.visibility.check import (
     FieldCatalog,
     Filter,
     NoneOf,
-    compile_filter,
+    check_filter,
 )
 from orbit_core.visibility.fields import SearchValue
-from orbit_core.visibility.filter import FilterError
+from orbit_core.visibility.filter import FilterError, parse_filter
 from orbit_core.visibility.page import SearchQuery
 
 __all__ = [
@@ -38,6 +46,7 @@ __all__ = [
     "in_page",
     "matches",
     "search",
+    "type_filter",
 ]
 
 
@@ -129,22 +138,38 @@ def in_page(query: SearchQuery, row: ExecutionRow) -> bool:
     return after is None or (row.created_at_ms, row.execution_id) < after
 
 
+def type_filter(
+    text: str,
+    workflow: str | None,
+    definitions: Callable[[], Iterable[Definition]],
+    reload: Callable[[], int],
+) -> Filter:
+    """`text` typed against the search fields of `definitions()` (those of
+    `workflow` when named); raises FilterError. When they refuse it,
+    `reload` adds the store's definitions this server lacks (it returns
+    how many) and, if it found any, the filter is typed again."""
+    node = parse_filter(text)  # a syntax error is refused without a reload
+    try:
+        return check_filter(node, FieldCatalog.of(definitions()), workflow)
+    except FilterError:
+        if not reload():
+            raise
+    return check_filter(node, FieldCatalog.of(definitions()), workflow)
+
+
 def search(
     store: Store,
-    definitions: Iterable[Definition],
+    typed: Filter | None,
     *,
-    where: str | None,
     status: str | None,
     workflow: str | None,
     limit: int,
     cursor: str | None,
 ) -> ExecutionPage:
-    """One page of `GET /v1/executions?where=...`: the filter is typed
-    against the search fields of `definitions` (those of `workflow` when
-    named), then run by the store; `next_cursor` is None on the last page."""
+    """One page of `GET /v1/executions?where=...` given its typed filter
+    (`type_filter`), run by the store; `next_cursor` is None on the last
+    page."""
     limit = min(max(limit, 1), 1000)
-    catalog = FieldCatalog.of(definitions)
-    typed = compile_filter(where, catalog, workflow) if where is not None else None
     after = decode_cursor(cursor) if cursor else None
     query = SearchQuery(typed, status.upper() if status else None, workflow, limit + 1, after)
     rows = store.search_executions(query)

@@ -3,7 +3,7 @@ retention swept, read back from the archive.
 
 `GET /v1/archive/executions` lists archived executions like
 `GET /v1/executions`, `where` and `cursor` included: the filter is typed
-against the deployed workflows' search fields as the live one is, then run
+by the engine as the live one is (`typed_filter`), then run
 over the archive's index (which keeps each execution's search rows), and
 the answer gains `next_cursor`; `/v1/archive/executions/{id}` and `.../history` answer
 like their live counterparts, from the archived record. The routes exist
@@ -13,14 +13,13 @@ archive)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import falcon
 
 from orbit_core.api import ExecutionPage, ExecutionSummary
 from orbit_core.errors import NotFoundError
-from orbit_core.ir import Definition
-from orbit_core.visibility.check import FieldCatalog, Filter, compile_filter
+from orbit_core.visibility.check import Filter
 from orbit_core.visibility.query import decode_cursor, encode_position
 from orbit_server.archive import Archive, ArchivedExecution
 from orbit_server.auth import client_of
@@ -37,13 +36,11 @@ def archived_or_404(archive: Archive, execution_id: str) -> ArchivedExecution:
 
 
 class ArchivedExecutions:
-    def __init__(
-        self, archive: Archive, definitions: Callable[[], Iterable[Definition]] = tuple
-    ) -> None:
-        """`definitions`: the deployed definitions, whose search fields type
-        a `where` filter."""
+    def __init__(self, archive: Archive, typed: Callable[[str, str | None], Filter]) -> None:
+        """`typed`: types a `where` filter (with the workflow named, if one
+        is), the engine's `typed_filter`."""
         self._archive = archive
-        self._definitions = definitions
+        self._typed = typed
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         limit = query_int(req, "limit")
@@ -56,7 +53,7 @@ class ArchivedExecutions:
         paged = where is not None or cursor is not None
         typed: Filter | None = None
         if where is not None:
-            typed = compile_filter(where, FieldCatalog.of(self._definitions()), workflow)
+            typed = self._typed(where, workflow)
         after = decode_cursor(cursor) if cursor else None
         # One more than shown tells whether a next page exists.
         wanted = limit + 1 if client is None else None
