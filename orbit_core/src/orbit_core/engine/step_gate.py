@@ -42,6 +42,7 @@ from orbit_core.engine.live import Live
 from orbit_core.engine.step_rate import Holder, Limited, Offer, Scope, StepRates
 from orbit_core.flow import keys
 from orbit_core.ir import Step
+from orbit_core.ir.expr import Expr, Get, Input
 from orbit_core.jsontypes import JsonValue
 from orbit_core.state import waiting_message
 
@@ -89,8 +90,6 @@ class StepGate:
     @staticmethod
     def gated(live: Live, unit_key: str) -> Gated | None:
         """The step limit that applies to the unit, or None."""
-        if unitkeys.compensated(unit_key) is not None:
-            return None  # a compensation runs another task: not the step's
         spec = live.plan.spec(unit_key)
         if spec is None or spec.is_child or spec.is_builtin:
             return None
@@ -98,14 +97,20 @@ class StepGate:
         flow = step.flow
         if flow is None or (flow.concurrency is None and flow.rate is None):
             return None
+        if unitkeys.compensated(unit_key) is not None:
+            return None  # a compensation runs another task: not the step's
         state = live.state
         execution = {"id": state.id, "workflow": state.workflow, "version": state.version}
         local = _vars(live, step, spec.element)
-        priority = keys.priority(flow.priority, state.input, execution, local)
+        priority = (
+            keys.priority(flow.priority, state.input, execution, local)
+            if flow.priority is not None
+            else 0
+        )
         concurrency, limit = flow.concurrency, flow.rate
         scope: Scope | None = None
         if concurrency is not None:
-            key = keys.key_text(concurrency.key, state.input, execution, local)
+            key = _key_text(concurrency.key, state.input, execution, local)
             scope = (state.workflow, step.name, key)
         if limit is None:
             assert concurrency is not None
@@ -113,7 +118,7 @@ class StepGate:
         if scope is not None and concurrency is not None and limit.key == concurrency.key:
             rate_key = scope[2]
         else:
-            rate_key = keys.key_text(limit.key, state.input, execution, local)
+            rate_key = _key_text(limit.key, state.input, execution, local)
         return Gated(
             scope,
             concurrency.limit if concurrency is not None else 0,
@@ -169,7 +174,9 @@ class StepGate:
             offer = (live.state.run, live.state.units[unit_key].offer_seq)
             if line.running.get(holder) == offer:
                 pass  # queued again (a lost attempt's redelivery): holds its slot
-            elif self._count(line) < line.limit and not self._first_waiting(line):
+            elif not self._first_waiting(line) and (
+                len(line.running) < line.limit or self._count(line) < line.limit
+            ):
                 self._hold(line, gated.scope, holder, offer)
             else:
                 self._enqueue(line, gated, holder, offer, now)
@@ -213,8 +220,6 @@ class StepGate:
         rate, if any, in the dispatch's group."""
         if self.rates.spend(tx, live, unit_key):
             return
-        if unitkeys.compensated(unit_key) is not None:
-            return
         spec = live.plan.spec(unit_key)
         if spec is None or spec.step.flow is None or spec.step.flow.rate is None:
             return
@@ -227,7 +232,11 @@ class StepGate:
         scopes = self._held.get(execution_id)
         if scopes:
             self.recheck.update(scopes)
-        self.rates.changed(execution_id)
+        rated = self.rates.held
+        if rated:
+            scopes = rated.get(execution_id)
+            if scopes:
+                self.rates.recheck.update(scopes)
 
     def forget(self, execution_id: str) -> None:
         scopes = self._held.pop(execution_id, None)
@@ -247,7 +256,8 @@ class StepGate:
         the scopes marked for a look; each now holds its slot and token
         (the caller queues them)."""
         let_in = self._fill_slots(now) if self.recheck else []
-        let_in.extend(self.rates.fill(now))
+        if self.rates.due(now):
+            let_in.extend(self.rates.fill(now))
         return let_in
 
     def _fill_slots(self, now: int) -> list[tuple[Live, str]]:
@@ -257,13 +267,15 @@ class StepGate:
             line = self._lines.get(scope)
             if line is None:
                 continue
-            while self._count(line) < line.limit:
+            free = line.limit - self._count(line)
+            while free > 0:
                 found = self._first_waiting(line)
                 if found is None:
                     break
                 _, _, eid, unit_key, offer = heapq.heappop(line.waiting)
                 self._waiting.pop((eid, unit_key), None)
                 self._hold(line, scope, (eid, unit_key), offer)
+                free -= 1
                 live = self._get(eid)
                 assert live is not None
                 gated = self.gated(live, unit_key)
@@ -385,6 +397,20 @@ def dispatch_order(live: Live, unit_key: str) -> Order:
         else 1
     )
     return Order(priority, f"{state.workflow}/{spec.step.name}/{fair_key}", max(1, weight))
+
+
+def _key_text(
+    key: Expr | None, input: JsonValue, execution: dict[str, str], local: dict[str, JsonValue]
+) -> str:
+    """`keys.key_text`, read straight from the input for the usual key
+    `input.<field>` (the same text: a missing field or a null is `""`)."""
+    if isinstance(key, Get) and isinstance(key.target, Input) and isinstance(input, dict):
+        value = input.get(key.field)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+    return keys.key_text(key, input, execution, local)
 
 
 def _vars(live: Live, step: Step, element: int | None) -> dict[str, JsonValue]:

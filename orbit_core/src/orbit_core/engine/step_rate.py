@@ -87,8 +87,9 @@ class StepRates:
         self._waiting: dict[Holder, tuple[Scope, int, Offer]] = {}
         # The bucket of each promised unit (read at its dispatch).
         self._promised: dict[Holder, Scope] = {}
-        # The buckets an execution holds promises in (a change marks them).
-        self._held: dict[str, set[Scope]] = {}
+        # The buckets an execution holds promises in (a change marks them:
+        # StepGate.changed reads it inline, on every event appended).
+        self.held: dict[str, set[Scope]] = {}
         self._timers: list[tuple[int, Scope]] = []
         # The earliest timer of each bucket (so a long line arms one, not one each).
         self._armed: dict[Scope, int] = {}
@@ -165,13 +166,8 @@ class StepRates:
         self._tats[scope] = tat
         tx.rates[store_scope(scope)] = tat
 
-    def changed(self, execution_id: str) -> None:
-        scopes = self._held.get(execution_id)
-        if scopes:
-            self.recheck.update(scopes)
-
     def forget(self, execution_id: str) -> None:
-        scopes = self._held.pop(execution_id, None)
+        scopes = self.held.pop(execution_id, None)
         if scopes:
             self.recheck.update(scopes)
 
@@ -263,7 +259,7 @@ class StepRates:
     def _promise(self, bucket: _Bucket, scope: Scope, holder: Holder, offer: Offer) -> None:
         bucket.promised[holder] = offer
         self._promised[holder] = scope
-        self._held.setdefault(holder[0], set()).add(scope)
+        self.held.setdefault(holder[0], set()).add(scope)
 
     def _room(self, scope: Scope, bucket: _Bucket, now: int) -> bool:
         """Whether the bucket has a token beyond those promised."""
