@@ -51,6 +51,9 @@ Offer = tuple[int, int]
 # The store's workflow column for a step's buckets: a `/` keeps them apart
 # from the start rates of workflows, whose names are identifiers.
 SEPARATOR = "/"
+# How often the buckets whose time has passed (full ones, the same as none)
+# leave memory, by the engine's clock.
+SWEEP_EVERY_MS = 60_000
 
 
 def store_scope(scope: Scope) -> tuple[str, str]:
@@ -94,6 +97,7 @@ class StepRates:
         # The earliest timer of each bucket (so a long line arms one, not one each).
         self._armed: dict[Scope, int] = {}
         self._tickets = itertools.count(1)
+        self._swept_ms = 0
         self.recheck: set[Scope] = set()
         self.delayed = 0
 
@@ -181,6 +185,8 @@ class StepRates:
         """The waiting units the buckets now have tokens for, in the buckets
         marked for a look or whose timer fell due; each now holds a promise
         (the caller queues them)."""
+        if now - self._swept_ms >= SWEEP_EVERY_MS:
+            self._sweep(now)
         scopes, self.recheck = self.recheck, set()
         while self._timers and self._timers[0][0] <= now:
             at, scope = heapq.heappop(self._timers)
@@ -204,6 +210,13 @@ class StepRates:
             elif not bucket.promised:
                 del self._buckets[scope]
         return let_in
+
+    def _sweep(self, now: int) -> None:
+        self._swept_ms = now
+        now_us = now * rate.US_PER_MS
+        full = [s for s, tat in self._tats.items() if tat <= now_us and s not in self._buckets]
+        for scope in full:
+            del self._tats[scope]
 
     # ---- what waits
 
