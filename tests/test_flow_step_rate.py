@@ -13,8 +13,9 @@ import pytest
 
 from orbit_core.engine import Engine
 from orbit_core.ir import Definition
+from orbit_core.jsontypes import JsonValue
 from orbit_core.memory_store import MemoryStore
-from orbit_core.testing import SimulatedClock, simulated_engine
+from orbit_core.testing import SimulatedClock, run_until_idle, simulated_engine
 from orbit_lang.compiler import compile_source
 
 SOURCE = """
@@ -248,3 +249,45 @@ def test_the_bucket_is_written_with_the_dispatch() -> None:
         )
     finally:
         w.close()
+
+
+FAN_OUT = """
+task "demo.work" {
+    version "1.0.0"
+    input { customer_id: String }
+    output {}
+}
+
+workflow Spread {
+    version "1.0.0"
+    input { customers: List<String> }
+
+    step work {
+        for customer in input.customers
+        worker "demo.work"
+        with { customer_id: customer }
+        rate { max: 1, per: 1m, key: customer }
+    }
+}
+"""
+
+
+def test_a_fan_out_keyed_by_its_element_runs_to_the_end_on_skipped_time() -> None:
+    """The rate's timers are among the engine's due times, so a simulated
+    run (orbit test, orbit simulate, run_until_idle) skips to each token."""
+    result = compile_source(FAN_OUT, "s.orbit")
+    assert result.errors == 0, result.diagnostics
+    (defn,) = result.definitions
+    engine = simulated_engine()
+    try:
+        engine.deploy(defn)
+        engine.register_handler("demo.work", "1.0.0", lambda _value, _task: {})
+        customers: list[JsonValue] = ["a", "b", "a", "a", "b"]
+        engine.start("Spread", input={"customers": customers}, execution_id="s1")
+        elapsed = run_until_idle(engine)
+        assert engine.get("s1")["status"] == "COMPLETED"
+        assert elapsed == 120_000  # `a` three times: at 0, 1 min and 2 min
+        dispatched = [e for e in engine.events("s1") if type(e).__name__ == "StepDispatched"]
+        assert len(dispatched) == 5
+    finally:
+        engine.close()
