@@ -219,6 +219,17 @@ def test_with_concurrency_the_slot_is_asked_first_and_held_while_waiting() -> No
         w.close()
 
 
+def test_a_token_promised_to_a_cancelled_attempt_goes_to_the_next_in_line(world: World) -> None:
+    """e1 and e2 are queued with the bucket's two tokens promised to them;
+    both are cancelled before any worker polls, so the tokens were never
+    spent: the next in line get them within one interval."""
+    world.start("c-1", "c-1", "c-1", "c-1")
+    world.engine.cancel("e1")
+    world.engine.cancel("e2")
+    world.advance(30_000)
+    assert world.worker.ids() == ["e3", "e4"]
+
+
 def test_a_restart_keeps_the_bucket_and_the_line() -> None:
     store = MemoryStore()
     w = World(store=store)

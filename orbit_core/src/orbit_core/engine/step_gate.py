@@ -232,17 +232,11 @@ class StepGate:
         scopes = self._held.get(execution_id)
         if scopes:
             self.recheck.update(scopes)
-        rated = self.rates.held
-        if rated:
-            scopes = rated.get(execution_id)
-            if scopes:
-                self.rates.recheck.update(scopes)
 
     def forget(self, execution_id: str) -> None:
         scopes = self._held.pop(execution_id, None)
         if scopes:
             self.recheck.update(scopes)
-        self.rates.forget(execution_id)
 
     def due(self, now: int) -> bool:
         """Whether `fill` has anything to look at."""

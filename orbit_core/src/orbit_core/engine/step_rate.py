@@ -14,9 +14,13 @@ queued only while the bucket holds a token for it beside one for every
 attempt of its key already queued (`promised`): whatever the workers do,
 each dispatch finds its token. The others wait here, in line (higher step
 `priority` first, then in the order they arrived), and a timer lets the
-first in line in when the bucket has earned one more token; a promise that
-lapses (the attempt was withdrawn, paused or cancelled) marks the bucket
-for a look on the next fill, like a concurrency slot.
+first in line in when the bucket has earned one more token. A promise that
+lapses unspent (the attempt was withdrawn, paused or cancelled, its
+execution ended) is found when the bucket is next looked at: when another
+attempt of its key comes, or at the bucket's timer, which, while every
+token it can hold is promised, looks again one interval later. So the
+gate needs no hook on every event of every execution, which the plain
+path pays for.
 
 A restart reads the buckets back (`load`, before executions are adopted),
 so it refills nothing; the attempts that were queued or waiting are
@@ -75,6 +79,7 @@ class Limited:
 class _Bucket:
     rate: Rate
     label: str
+    capacity: int
     # Attempts queued for workers that will each spend a token.
     promised: dict[Holder, Offer] = attrs.field(factory=dict)
     # (-priority, ticket, execution id, unit key, offer)
@@ -90,9 +95,6 @@ class StepRates:
         self._waiting: dict[Holder, tuple[Scope, int, Offer]] = {}
         # The bucket of each promised unit (read at its dispatch).
         self._promised: dict[Holder, Scope] = {}
-        # The buckets an execution holds promises in (a change marks them:
-        # StepGate.changed reads it inline, on every event appended).
-        self.held: dict[str, set[Scope]] = {}
         self._timers: list[tuple[int, Scope]] = []
         # The earliest timer of each bucket (so a long line arms one, not one each).
         self._armed: dict[Scope, int] = {}
@@ -130,7 +132,7 @@ class StepRates:
             self._waiting[holder] = (scope, now, offer)
             heapq.heappush(bucket.waiting, (-ask.priority, next(self._tickets), *holder, offer))
             self.delayed += 1
-        self._arm(scope, bucket)
+        self._arm(scope, bucket, now)
         return False
 
     def adopted(self, live: Live, unit_key: str, ask: Limited, now: int) -> None:
@@ -163,17 +165,14 @@ class StepRates:
             return False
         bucket.promised.pop(holder, None)
         self.charge(tx, scope, bucket.rate)
+        if bucket.waiting:
+            self._arm(scope, bucket, tx.now)  # (all its tokens may have been promised)
         return True
 
     def charge(self, tx: Tx, scope: Scope, limit: Rate) -> None:
         tat = rate.charge(self._tats.get(scope, 0), tx.now, limit)
         self._tats[scope] = tat
         tx.rates[store_scope(scope)] = tat
-
-    def forget(self, execution_id: str) -> None:
-        scopes = self.held.pop(execution_id, None)
-        if scopes:
-            self.recheck.update(scopes)
 
     def next_due_ms(self) -> int | None:
         return self._timers[0][0] if self._timers else None
@@ -206,7 +205,7 @@ class StepRates:
                 assert live is not None
                 let_in.append((live, unit_key))
             if bucket.waiting:
-                self._arm(scope, bucket)
+                self._arm(scope, bucket, now)
             elif not bucket.promised:
                 del self._buckets[scope]
         return let_in
@@ -265,14 +264,16 @@ class StepRates:
     def _bucket(self, ask: Limited) -> _Bucket:
         bucket = self._buckets.get(ask.scope)
         if bucket is None:
-            bucket = self._buckets[ask.scope] = _Bucket(ask.rate, ask.label)
-        bucket.rate = ask.rate  # (a newer version may say otherwise)
+            bucket = self._buckets[ask.scope] = _Bucket(
+                ask.rate, ask.label, rate.capacity(ask.rate)
+            )
+        elif bucket.rate is not ask.rate:  # (a newer version may say otherwise)
+            bucket.rate, bucket.capacity = ask.rate, rate.capacity(ask.rate)
         return bucket
 
     def _promise(self, bucket: _Bucket, scope: Scope, holder: Holder, offer: Offer) -> None:
         bucket.promised[holder] = offer
         self._promised[holder] = scope
-        self.held.setdefault(holder[0], set()).add(scope)
 
     def _room(self, scope: Scope, bucket: _Bucket, now: int) -> bool:
         """Whether the bucket has a token beyond those promised."""
@@ -282,14 +283,19 @@ class StepRates:
                 del promised[holder]
                 if self._promised.get(holder) == scope:
                     del self._promised[holder]
-        return rate.available(self._tats.get(scope, 0), now, bucket.rate) > len(promised)
+        tat = self._tats.get(scope, 0)
+        if tat <= now * rate.US_PER_MS:
+            return len(promised) < bucket.capacity  # a full bucket
+        return rate.available(tat, now, bucket.rate) > len(promised)
 
-    def _arm(self, scope: Scope, bucket: _Bucket) -> None:
+    def _arm(self, scope: Scope, bucket: _Bucket, now: int) -> None:
         """A timer for when the bucket earns its next token beyond those
-        promised (none when every token it can hold is promised: a
-        dispatch marks it for a look)."""
+        promised; while every token it can hold is promised, one interval
+        later (a spent promise arms it too, a lapsed one is found then)."""
         at = rate.ready_for(self._tats.get(scope, 0), bucket.rate, len(bucket.promised))
-        if at is not None and self._armed.get(scope, at + 1) > at:
+        if at is None:
+            at = now + max(1, rate.interval_us(bucket.rate) // rate.US_PER_MS)
+        if self._armed.get(scope, at + 1) > at:
             self._armed[scope] = at
             heapq.heappush(self._timers, (at, scope))
 
