@@ -82,6 +82,10 @@ class StepGate:
         self._held: dict[str, set[Scope]] = {}
         self._tickets = itertools.count(1)
         self.recheck: set[Scope] = set()
+        # The executions changed since the last fill: only their holders
+        # can have let go of a slot (a line nobody waits in is pruned of
+        # those alone; one somebody waits in is counted in full).
+        self._dirty: set[str] = set()
         self.delayed = 0
         self.rates = StepRates(get)
 
@@ -232,11 +236,13 @@ class StepGate:
         scopes = self._held.get(execution_id)
         if scopes:
             self.recheck.update(scopes)
+            self._dirty.add(execution_id)
 
     def forget(self, execution_id: str) -> None:
         scopes = self._held.pop(execution_id, None)
         if scopes:
             self.recheck.update(scopes)
+            self._dirty.add(execution_id)
 
     def due(self, now: int) -> bool:
         """Whether `fill` has anything to look at."""
@@ -256,10 +262,21 @@ class StepGate:
 
     def _fill_slots(self, now: int) -> list[tuple[Live, str]]:
         scopes, self.recheck = self.recheck, set()
+        dirty, self._dirty = self._dirty, set()
         let_in: list[tuple[Live, str]] = []
         for scope in sorted(scopes):
             line = self._lines.get(scope)
             if line is None:
+                continue
+            if not line.waiting:
+                # Nobody to let in: drop the holders that let go, so an
+                # idle line leaves memory.
+                running = line.running
+                for holder in [h for h, o in running.items() if h[0] in dirty]:
+                    if not self._holding(holder, running[holder]):
+                        del running[holder]
+                if not running:
+                    del self._lines[scope]
                 continue
             free = line.limit - self._count(line)
             while free > 0:
