@@ -133,7 +133,9 @@ def test_flow_benchmark_runs_and_fairness_holds(tmp_path: Path, capsys: Any) -> 
     # A small run of each part: the limited run completes every execution,
     # and the small customer's work is not queued behind the big one's.
     bench = _benchmark("bench_flow")
-    assert bench.main(["--quick", "--store", str(tmp_path / "f.db"), "--json"]) == 0
+    argv = ["--quick", "--limits", "all", "--store", str(tmp_path / "f.db"), "--json"]
+    assert bench.main(argv) == 0
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert result["limited_tasks_per_s"] > 0 and result["free_tasks_per_s"] > 0
+    assert all(v["tasks_per_s"] > 0 for v in result["limited"].values()), result
     assert result["fairness"]["share"] < 0.05, result

@@ -452,11 +452,16 @@ class Executions:
                 self.start_admitted(tx, [live])
 
     def next_due_ms(self) -> int | None:
-        due = self.memory.next_due_ms()
-        gates = self.gates.next_due_ms()
-        if gates is None:
-            return due
-        return gates if due is None else min(due, gates)
+        found = [
+            t
+            for t in (
+                self.memory.next_due_ms(),
+                self.gates.next_due_ms(),
+                self.gate.next_due_ms(),
+            )
+            if t is not None
+        ]
+        return min(found) if found else None
 
     def push_due(self, live: Live) -> None:
         due = next_due_ms(live.state, live.plan)
@@ -543,14 +548,15 @@ class Executions:
 
     def _queue(self, live: Live, key: str, tx: Tx | None = None) -> None:
         if not self.gate.enter(live, key, tx.now if tx is not None else live.state.updated_at_ms):
-            return  # a step's concurrency holds it back (`fill_gate` queues it)
+            return  # a step's concurrency or rate holds it back (`fill_gate` queues it)
         self._push(live, key, tx)
 
     def fill_gate(self, tx: Tx) -> None:
-        """Queues the units a step's freed concurrency slot lets in."""
-        if not self.gate.recheck:
+        """Queues the units a step's freed concurrency slot, or its rate's
+        new token, lets in."""
+        if not self.gate.due(tx.now):
             return
-        for live, key in self.gate.fill():
+        for live, key in self.gate.fill(tx.now):
             self._push(live, key, tx)
             tx.new_tasks = True
 

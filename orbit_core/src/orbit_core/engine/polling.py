@@ -193,6 +193,7 @@ class Polling:
                 token = f"{state.id}/{token}"
         timeout = spec.timeout_ms
         deadline = None if timeout is None else tx.now + timeout
+        x.gate.dispatched(tx, live, unit.key)  # (a step's rate: in this group)
         x.record(
             tx,
             live,

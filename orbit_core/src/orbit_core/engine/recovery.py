@@ -26,7 +26,9 @@ def load(executions: Executions, workers: Workers, now: int) -> tuple[int, int]:
     recovered and how many of their attempts were in flight at a worker."""
     store = executions.store
     add_definitions(executions.catalog, store.load_definitions())
-    executions.gates.load(store.load_rates())
+    rates = store.load_rates()
+    executions.gates.load(rates)
+    executions.gate.rates.load(rates)
     recovered = 0
     in_flight: list[str] = []
     for eid, events in store.load_active():

@@ -21,6 +21,10 @@ slot marks the slot's scope for a look on the next fill.
 
 Servers in shared mode each count the executions they own, as for the
 workflow limit.
+
+A step's `rate` is asked after its concurrency (engine/step_rate.py): a
+unit let in here is queued only once a token is promised to it, and holds
+its slot meanwhile.
 """
 
 from __future__ import annotations
@@ -33,17 +37,18 @@ import attrs
 
 from orbit_core import unitkeys
 from orbit_core.api import UNIT_DISPATCHED, UNIT_SCHEDULED, FlowWaitDoc
+from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import Live
+from orbit_core.engine.step_rate import Holder, Limited, Offer, Scope, StepRates
 from orbit_core.flow import keys
 from orbit_core.ir import Step
+from orbit_core.ir.expr import Expr, Get, Input
 from orbit_core.jsontypes import JsonValue
 from orbit_core.state import waiting_message
 
-Scope = tuple[str, str, str]  # (workflow name, step name, key text)
-Holder = tuple[str, str]  # (execution id, unit key)
-# Which offer of a unit: (run, StepScheduled seq). The run matters: a
-# restarted execution numbers its events from 1 again.
-Offer = tuple[int, int]
+# Scope: (workflow name, step name, key text); Holder: (execution id, unit
+# key); Offer: which offer of a unit, (run, StepScheduled seq). The run
+# matters: a restarted execution numbers its events from 1 again.
 
 
 @attrs.define(slots=True)
@@ -57,10 +62,14 @@ class _Line:
 
 @attrs.frozen
 class Gated:
-    scope: Scope
+    """The limits on one unit: its step's concurrency (`scope` None when
+    the step declares none) and rate."""
+
+    scope: Scope | None
     limit: int
     label: str
     priority: int
+    rate: Limited | None = None
 
 
 class StepGate:
@@ -73,32 +82,55 @@ class StepGate:
         self._held: dict[str, set[Scope]] = {}
         self._tickets = itertools.count(1)
         self.recheck: set[Scope] = set()
+        # The executions changed since the last fill: only their holders
+        # can have let go of a slot (a line nobody waits in is pruned of
+        # those alone; one somebody waits in is counted in full).
+        self._dirty: set[str] = set()
         self.delayed = 0
+        self.rates = StepRates(get)
 
     # ---- reading a unit
 
     @staticmethod
     def gated(live: Live, unit_key: str) -> Gated | None:
         """The step limit that applies to the unit, or None."""
-        if unitkeys.compensated(unit_key) is not None:
-            return None  # a compensation runs another task: not the step's
         spec = live.plan.spec(unit_key)
         if spec is None or spec.is_child or spec.is_builtin:
             return None
         step = spec.step
         flow = step.flow
-        if flow is None or flow.concurrency is None:
+        if flow is None or (flow.concurrency is None and flow.rate is None):
             return None
+        if unitkeys.compensated(unit_key) is not None:
+            return None  # a compensation runs another task: not the step's
         state = live.state
         execution = {"id": state.id, "workflow": state.workflow, "version": state.version}
         local = _vars(live, step, spec.element)
-        key = keys.key_text(flow.concurrency.key, state.input, execution, local)
-        priority = keys.priority(flow.priority, state.input, execution, local)
+        priority = (
+            keys.priority(flow.priority, state.input, execution, local)
+            if flow.priority is not None
+            else 0
+        )
+        concurrency, limit = flow.concurrency, flow.rate
+        scope: Scope | None = None
+        if concurrency is not None:
+            key = _key_text(concurrency.key, state.input, execution, local)
+            scope = (state.workflow, step.name, key)
+        if limit is None:
+            assert concurrency is not None
+            return Gated(scope, concurrency.limit, keys.key_label(concurrency.key), priority)
+        if scope is not None and concurrency is not None and limit.key == concurrency.key:
+            rate_key = scope[2]
+        else:
+            rate_key = _key_text(limit.key, state.input, execution, local)
         return Gated(
-            (state.workflow, step.name, key),
-            flow.concurrency.limit,
-            keys.key_label(flow.concurrency.key),
+            scope,
+            concurrency.limit if concurrency is not None else 0,
+            keys.key_label(concurrency.key) if concurrency is not None else "",
             priority,
+            Limited(
+                (state.workflow, step.name, rate_key), limit, keys.key_label(limit.key), priority
+            ),
         )
 
     def _holding(self, holder: Holder, offer: Offer) -> bool:
@@ -121,6 +153,7 @@ class StepGate:
         return len(line.running)
 
     def _line(self, gated: Gated) -> _Line:
+        assert gated.scope is not None
         line = self._lines.get(gated.scope)
         if line is None:
             line = self._lines[gated.scope] = _Line(gated.limit, gated.label)
@@ -139,17 +172,27 @@ class StepGate:
         gated = self.gated(live, unit_key)
         if gated is None:
             return True
-        line = self._line(gated)
-        holder = (live.state.id, unit_key)
-        offer = (live.state.run, live.state.units[unit_key].offer_seq)
-        if line.running.get(holder) == offer:
-            return True  # queued again (a lost attempt's redelivery)
-        if self._count(line) < line.limit and not self._first_waiting(line):
-            self._hold(line, gated.scope, holder, offer)
+        if gated.scope is not None:
+            line = self._line(gated)
+            holder = (live.state.id, unit_key)
+            offer = (live.state.run, live.state.units[unit_key].offer_seq)
+            if line.running.get(holder) == offer:
+                pass  # queued again (a lost attempt's redelivery): holds its slot
+            elif not self._first_waiting(line) and (
+                len(line.running) < line.limit or self._count(line) < line.limit
+            ):
+                self._hold(line, gated.scope, holder, offer)
+            else:
+                self._enqueue(line, gated, holder, offer, now)
+                self.delayed += 1
+                return False
+        return self._rated(live, unit_key, gated, now)
+
+    def _rated(self, live: Live, unit_key: str, gated: Gated, now: int) -> bool:
+        """True when the unit's step has no rate, or a token for it."""
+        if gated.rate is None:
             return True
-        self._enqueue(line, gated, holder, offer, now)
-        self.delayed += 1
-        return False
+        return self.rates.enter(live, unit_key, gated.rate, now)
 
     def adopted(self, live: Live, unit_key: str, now: int) -> bool:
         """For a unit of an adopted execution: True when the caller queues
@@ -158,8 +201,14 @@ class StepGate:
         gated = self.gated(live, unit_key)
         if gated is None:
             return True
-        line = self._line(gated)
         unit = live.state.units[unit_key]
+        if gated.scope is None:
+            # A rate alone: a dispatched unit spent its token (the store
+            # has the bucket); a scheduled one waits for a promise.
+            if unit.status != UNIT_DISPATCHED and gated.rate is not None:
+                self.rates.adopted(live, unit_key, gated.rate, unit.scheduled_at_ms or now)
+            return False
+        line = self._line(gated)
         holder = (live.state.id, unit_key)
         offer = (live.state.run, unit.offer_seq)
         if unit.status == UNIT_DISPATCHED:
@@ -170,42 +219,87 @@ class StepGate:
             self.recheck.add(gated.scope)
         return False
 
+    def dispatched(self, tx: Tx, live: Live, unit_key: str) -> None:
+        """An attempt is handed to a worker: it spends a token of its step's
+        rate, if any, in the dispatch's group."""
+        if self.rates.spend(tx, live, unit_key):
+            return
+        spec = live.plan.spec(unit_key)
+        if spec is None or spec.step.flow is None or spec.step.flow.rate is None:
+            return
+        gated = self.gated(live, unit_key)
+        if gated is not None and gated.rate is not None:
+            self.rates.charge(tx, gated.rate.scope, gated.rate.rate)
+
     def changed(self, execution_id: str) -> None:
         """Something happened to the execution: its slots may be free."""
         scopes = self._held.get(execution_id)
         if scopes:
             self.recheck.update(scopes)
+            self._dirty.add(execution_id)
 
     def forget(self, execution_id: str) -> None:
         scopes = self._held.pop(execution_id, None)
         if scopes:
             self.recheck.update(scopes)
+            self._dirty.add(execution_id)
 
-    def fill(self) -> list[tuple[Live, str]]:
-        """The waiting units a free slot lets in, in the scopes marked for a
-        look; each now holds its slot (the caller queues them)."""
+    def due(self, now: int) -> bool:
+        """Whether `fill` has anything to look at."""
+        return bool(self.recheck) or self.rates.due(now)
+
+    def next_due_ms(self) -> int | None:
+        return self.rates.next_due_ms()
+
+    def fill(self, now: int) -> list[tuple[Live, str]]:
+        """The waiting units a free slot or a rate's new token lets in, in
+        the scopes marked for a look; each now holds its slot and token
+        (the caller queues them)."""
+        let_in = self._fill_slots(now) if self.recheck else []
+        if self.rates.due(now):
+            let_in.extend(self.rates.fill(now))
+        return let_in
+
+    def _fill_slots(self, now: int) -> list[tuple[Live, str]]:
         scopes, self.recheck = self.recheck, set()
+        dirty, self._dirty = self._dirty, set()
         let_in: list[tuple[Live, str]] = []
         for scope in sorted(scopes):
             line = self._lines.get(scope)
             if line is None:
                 continue
-            while self._count(line) < line.limit:
+            if not line.waiting:
+                # Nobody to let in: drop the holders that let go, so an
+                # idle line leaves memory.
+                running = line.running
+                for holder in [h for h, o in running.items() if h[0] in dirty]:
+                    if not self._holding(holder, running[holder]):
+                        del running[holder]
+                if not running:
+                    del self._lines[scope]
+                continue
+            free = line.limit - self._count(line)
+            while free > 0:
                 found = self._first_waiting(line)
                 if found is None:
                     break
                 _, _, eid, unit_key, offer = heapq.heappop(line.waiting)
                 self._waiting.pop((eid, unit_key), None)
                 self._hold(line, scope, (eid, unit_key), offer)
+                free -= 1
                 live = self._get(eid)
                 assert live is not None
-                let_in.append((live, unit_key))
+                gated = self.gated(live, unit_key)
+                if gated is None or self._rated(live, unit_key, gated, now):
+                    let_in.append((live, unit_key))
             if not line.running and not line.waiting:
                 del self._lines[scope]
         return let_in
 
     def waiting_of(self, live: Live) -> FlowWaitDoc | None:
         """`waiting` of an execution one of whose units waits here."""
+        if not self._waiting:
+            return self.rates.waiting_of(live)
         eid = live.state.id
         for unit_key, unit in live.state.units.items():
             found = self._waiting.get((eid, unit_key))
@@ -224,10 +318,10 @@ class StepGate:
                 "message": waiting_message("concurrency", line.label, scope[2], line.limit),
                 "step": unit_key,
             }
-        return None
+        return self.rates.waiting_of(live)
 
     def waiting_count(self) -> int:
-        return sum(
+        return self.rates.waiting_count() + sum(
             1 for (eid, key), (_, _, offer) in self._waiting.items() if self._valid(eid, key, offer)
         )
 
@@ -250,14 +344,17 @@ class StepGate:
         hand it out)."""
         found = self._waiting.get((live.state.id, unit_key))
         if found is None:
-            return False
+            return self.rates.holds_back(live, unit_key)
         unit = live.state.units.get(unit_key)
-        return unit is not None and found[2] == (live.state.run, unit.offer_seq)
+        if unit is not None and found[2] == (live.state.run, unit.offer_seq):
+            return True
+        return self.rates.holds_back(live, unit_key)
 
     def _enqueue(self, line: _Line, gated: Gated, holder: Holder, offer: Offer, now: int) -> None:
         known = self._waiting.get(holder)
         if known is not None and known[2] == offer:
             return
+        assert gated.scope is not None
         self._waiting[holder] = (gated.scope, now, offer)
         heapq.heappush(line.waiting, (-gated.priority, next(self._tickets), *holder, offer))
 
@@ -311,6 +408,20 @@ def dispatch_order(live: Live, unit_key: str) -> Order:
         else 1
     )
     return Order(priority, f"{state.workflow}/{spec.step.name}/{fair_key}", max(1, weight))
+
+
+def _key_text(
+    key: Expr | None, input: JsonValue, execution: dict[str, str], local: dict[str, JsonValue]
+) -> str:
+    """`keys.key_text`, read straight from the input for the usual key
+    `input.<field>` (the same text: a missing field or a null is `""`)."""
+    if isinstance(key, Get) and isinstance(key.target, Input) and isinstance(input, dict):
+        value = input.get(key.field)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+    return keys.key_text(key, input, execution, local)
 
 
 def _vars(live: Live, step: Step, element: int | None) -> dict[str, JsonValue]:
