@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                 ran, made, failed, spent = future.result()
                 done, executions, cpu = done + ran, executions + made, cpu + spent
                 failures += failed
+                for seed, message in failed:
+                    # At once too: a long run shows what to replay while it goes on.
+                    print(f"seed {seed} FAILED: {message[:300]}", flush=True)
                 if queued and (deadline is None or time.monotonic() < deadline):
                     pending.add(pool.submit(_chunk, args.mode, queued.pop(0)))
             elapsed = time.monotonic() - started

@@ -14,9 +14,14 @@ Nothing here is stored apart from the histories: the counts are what the
 executions in memory say (`WorkflowStarted` and not finished: a slot;
 `WorkflowWaiting` and not started: in line), so recovery, a standby taking
 over and a group undone by `rollback` rebuild them by adopting executions
-(`adopted`). The sets may hold executions that have since left memory or
-changed; they are pruned when read, which is cheaper than keeping every
-path that changes an execution in step with them.
+(`adopted`). The sets may hold executions that have since changed; they are
+pruned when read, which is cheaper than keeping every path that changes an
+execution in step with them. Leaving memory is the one change they are told
+of (`forget`: the execution ended, its group was undone, or another server
+owns it now): an id left behind would hold a slot, or a place in line, for
+whatever execution comes back under it (an undone start the caller tries
+again), and the slot it held is free in this engine's view, so its line is
+looked at again on the next tick.
 
 The line is ordered by priority (higher first), then by ticket, a number
 that grows with each wait and is recorded in the event, so the order
@@ -64,7 +69,9 @@ class Admission:
     def __init__(self, get: Callable[[str], Live | None]) -> None:
         self._get = get
         self._lines: dict[Scope, _Line] = {}
-        self._waiting: set[str] = set()
+        # Who is in line, with the ticket of its entry: an entry of a line
+        # with another ticket is stale (its execution left and came back).
+        self._waiting: dict[str, int] = {}
         self._ticket = 0
         # Scopes to look at on the next tick (after adoption: a slot may be free).
         self.recheck: set[Scope] = set()
@@ -156,8 +163,7 @@ class Admission:
             line.running.add(eid)
             return None
         line.running.discard(eid)
-        if eid in self._waiting:
-            self._waiting.discard(eid)  # in line again, with a new ticket
+        self._waiting.pop(eid, None)  # in line again, with a new ticket
         return self.admit(live)
 
     def release(self, live: Live) -> list[Live]:
@@ -199,6 +205,19 @@ class Admission:
         self._enqueue(line, live, ticket)
         self.recheck.add(scope)
 
+    def forget(self, live: Live) -> None:
+        """An execution leaving memory: it no longer holds a slot nor waits
+        here, and its line is rechecked on the next tick (a slot may be free)."""
+        eid = live.state.id
+        self._waiting.pop(eid, None)
+        found = self._scope(live)
+        if found is None:
+            return
+        line = self._lines.get(found[0])
+        if line is not None:
+            line.running.discard(eid)
+            self.recheck.add(found[0])
+
     def admit_rechecked(self) -> list[Live]:
         """The executions a free slot admits in the scopes marked for a
         recheck (after adoption)."""
@@ -219,16 +238,17 @@ class Admission:
         eid = live.state.id
         if eid in self._waiting:
             return
-        self._waiting.add(eid)
+        self._waiting[eid] = ticket
         heapq.heappush(line.waiting, (-self._priority(live), ticket, eid))
 
     def _first_waiting(self, line: _Line) -> str | None:
         while line.waiting:
-            eid = line.waiting[0][2]
-            if eid in self._waiting and self._in_line(eid):
-                return eid
+            _, ticket, eid = line.waiting[0]
+            if self._waiting.get(eid) == ticket:
+                if self._in_line(eid):
+                    return eid
+                del self._waiting[eid]
             heapq.heappop(line.waiting)
-            self._waiting.discard(eid)
         return None
 
     def _fill(self, scope: Scope, line: _Line) -> list[Live]:
@@ -244,7 +264,7 @@ class Admission:
             if self._count(scope, line) >= limit:
                 break
             heapq.heappop(line.waiting)
-            self._waiting.discard(eid)
+            del self._waiting[eid]
             line.running.add(eid)
             self.admitted += 1
             admitted.append(live)

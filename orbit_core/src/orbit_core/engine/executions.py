@@ -275,6 +275,8 @@ class Executions:
     def forget(self, live: Live) -> list[str]:
         """Drops a finished execution; returns the tokens it held."""
         eid = live.state.id
+        if self.memory.get(eid) is live:
+            self._leave(live)
         self.memory.remove(live)
         self.gate.forget(eid)
         tokens = live.state.tokens()
@@ -288,6 +290,20 @@ class Executions:
             self._offers = [o for o in self._offers if o.execution_id != eid]
         return tokens
 
+    def discard(self, execution_id: str) -> list[str]:
+        """Takes an execution out of memory; returns the tokens that named it."""
+        live = self.memory.get(execution_id)
+        if live is not None:
+            self._leave(live)
+        return self.memory.discard(execution_id)
+
+    def _leave(self, live: Live) -> None:
+        # The waiting lines forget it too: they are rebuilt from its history
+        # if it comes back (`adopt`), and must not keep a slot or a place in
+        # line for whatever comes back under its id (engine/admission.py).
+        self.admission.forget(live)
+        self.gates.forget(live)
+
     def rollback(self, tx: Tx) -> list[str]:
         """Rebuilds the executions a failed group touched from the store;
         returns the tokens that no longer exist. When the store cannot give
@@ -296,22 +312,22 @@ class Executions:
         can read it again, so the engine goes on and neither a parent nor a
         child acts on a relative that is away."""
         dropped: list[str] = []
-        for eid, change in tx.changes.items():
+        for eid in list(tx.changes):
             live = self.memory.get(eid)
             parent = live.state.parent if live is not None else None
-            gone = self.memory.discard(eid)
+            gone = self.discard(eid)
             if eid in self._lost:  # its tree is away already
                 self._lost[eid].extend(gone)
                 continue
-            if change.new:
-                events = None
-            else:
-                try:
-                    events = self.store.history(eid)
-                except StorageError:
-                    self._lost.setdefault(eid, []).extend(gone)
-                    self._lose_tree(eid, parent["execution_id"] if parent else None)
-                    continue
+            # A new execution is read back too: a commit the store took
+            # without the engine hearing of it (the connection dropped after
+            # COMMIT) created it, and it runs here or nowhere.
+            try:
+                events = self.store.history(eid)
+            except StorageError:
+                self._lost.setdefault(eid, []).extend(gone)
+                self._lose_tree(eid, parent["execution_id"] if parent else None)
+                continue
             if events:
                 self.adopt(fold(events, eid))
             dropped.extend(t for t in gone if not self.memory.knows(t))
@@ -343,7 +359,7 @@ class Executions:
             stack.extend(self.children.of(member))
             stack.extend(by_parent.get(member, ()))
             if member in self.memory:
-                self._lost.setdefault(member, []).extend(self.memory.discard(member))
+                self._lost.setdefault(member, []).extend(self.discard(member))
 
     def reload_lost(self) -> None:
         """Reads back what `rollback` could not, all of it or nothing (each

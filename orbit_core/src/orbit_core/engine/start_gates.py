@@ -28,7 +28,10 @@ What survives a restart: the held executions are in their histories
 (`load`). A group that fails after taking a token leaves the bucket in
 memory emptier than the store's: later starts wait a little longer, never
 less. Like admission, every structure here may hold executions that have
-since started, ended or left memory; they are pruned when read.
+since started or ended; they are pruned when read. An execution that leaves
+memory is taken out (`forget`), so that one coming back under its id (a
+start whose group was undone, tried again, maybe with another key) is put
+in its own line rather than found in the old one's place.
 """
 
 from __future__ import annotations
@@ -86,7 +89,9 @@ class StartGates:
         # and line: (-priority, ticket, execution id).
         self._tats: dict[Scope, int] = {}
         self._lines: dict[Scope, list[tuple[int, int, str]]] = {}
-        self._in_line: set[str] = set()
+        # Who is in a line, with the ticket of its entry (an entry with
+        # another ticket is stale: its execution left and came back).
+        self._in_line: dict[str, int] = {}
         self._ticket = 0
         # Debounce: the pending execution of each (definition hash, key).
         self._pending: dict[Scope, str] = {}
@@ -116,6 +121,16 @@ class StartGates:
         elif waiting["reason"] == DEBOUNCE:
             self._pending[(state.definition_hash, waiting["key"])] = state.id
             self._push(waiting.get("due_ms", 0), DEBOUNCE, ("", state.id))
+
+    def forget(self, live: Live) -> None:
+        """An execution leaving memory (ended, undone, owned elsewhere now)."""
+        state = live.state
+        self._in_line.pop(state.id, None)
+        waiting = state.waiting
+        if waiting is not None and waiting["reason"] == DEBOUNCE:
+            scope = (state.definition_hash, waiting["key"])
+            if self._pending.get(scope) == state.id:
+                del self._pending[scope]
 
     # ---- debounce
 
@@ -248,7 +263,7 @@ class StartGates:
                 self._push(rate.ready_ms(self._tats[scope], limit), RATE, scope)
                 break
             heapq.heappop(self._lines[scope])
-            self._in_line.discard(eid)
+            del self._in_line[eid]
             let_go.append(live)
         if not self._lines.get(scope, True):
             del self._lines[scope]
@@ -273,7 +288,7 @@ class StartGates:
         eid = live.state.id
         if eid in self._in_line:
             return
-        self._in_line.add(eid)
+        self._in_line[eid] = ticket
         flow = live.plan.defn.flow
         state = live.state
         priority = keys.priority(
@@ -284,10 +299,11 @@ class StartGates:
     def _first(self, scope: Scope) -> str | None:
         line = self._lines.get(scope)
         while line:
-            eid = line[0][2]
-            live = self._get(eid)
-            if eid in self._in_line and live is not None and self._held(live, RATE):
-                return eid
+            _, ticket, eid = line[0]
+            if self._in_line.get(eid) == ticket:
+                live = self._get(eid)
+                if live is not None and self._held(live, RATE):
+                    return eid
+                del self._in_line[eid]
             heapq.heappop(line)
-            self._in_line.discard(eid)
         return None
