@@ -551,7 +551,9 @@ def test_shared_simulation(shard: int, monkeypatch: pytest.MonkeyPatch) -> None:
             sim.close()
 
 
-# Seeds that once failed, each run on its own by name (issue 40).
+# Seeds that once failed, each run on its own by name (issue 40). Each
+# names the fault it found; the simulation has changed since (flow gates),
+# so a seed's history may no longer be the one that found it.
 PINNED = {
     # A start whose commit was refused left its slot held in memory; the
     # start tried again under the same id waited behind itself.
