@@ -166,6 +166,28 @@ class Admission:
         self._waiting.pop(eid, None)  # in line again, with a new ticket
         return self.admit(live)
 
+    def scope_of(self, live: Live) -> Scope | None:
+        """The (workflow, key) whose slots `live` counts against, if limited."""
+        found = self._scope(live)
+        return None if found is None else found[0]
+
+    def continued(self, live: Live, before: Scope | None) -> tuple[Wait | None, list[Live]]:
+        """For the new run of an execution that continued as new (its new
+        input recorded; `before`: its last run's scope). The same execution
+        under the same key keeps its slot. Under another key it gives the
+        old slot to the next in line (returned: the caller starts them) and
+        asks the new key's limit as a new execution does, so a key never
+        has more running than its limit."""
+        if self.scope_of(live) == before:
+            return None, []
+        admitted: list[Live] = []
+        if before is not None:
+            line = self._lines.get(before)
+            if line is not None:
+                line.running.discard(live.state.id)
+                admitted = self._fill(before, line)
+        return self.admit(live), admitted
+
     def release(self, live: Live) -> list[Live]:
         """For an execution that ended: the executions now admitted in its
         place, first in line first (the caller starts them)."""

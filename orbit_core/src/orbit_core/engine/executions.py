@@ -767,6 +767,7 @@ class Executions:
 
     def _continue_as_new(self, tx: Tx, live: Live) -> None:
         old = live.state
+        held = self.admission.scope_of(live)
         change = tx.changes[old.id]
         change.archive_run = old.run
         change.archived = change.events
@@ -788,10 +789,16 @@ class Executions:
             old.schedule_id,
             old.run + 1,
         )
-        self.record(tx, live, ev.WorkflowStarted)
+        # The new input may name another concurrency key (engine/admission.py).
+        wait, admitted = self.admission.continued(live, held)
+        if wait is None:
+            self.record(tx, live, ev.WorkflowStarted)
+        else:
+            self.record(tx, live, ev.WorkflowWaiting, *_waiting_fields(wait))
         for sig in old.signals:
             if "delivered_to" not in sig:
                 self.record(tx, live, ev.SignalReceived, sig["name"], sig["payload"])
+        self.pass_rate(tx, admitted)
         # The new run is decided on the next tick, so a run that always
         # continues at once advances one run per tick.
         live.due_at = tx.now
