@@ -10,61 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fixtures_orbit import DEMO_TASK, Scripted, compile_one, demo_definition
 
 from orbit_core.engine import Engine
 from orbit_core.ir import Definition
 from orbit_core.jsontypes import JsonValue
 from orbit_core.memory_store import MemoryStore
 from orbit_core.testing import SimulatedClock, run_until_idle, simulated_engine
-from orbit_lang.compiler import compile_source
-
-SOURCE = """
-task "demo.work" {
-    version "1.0.0"
-    input { customer_id: String }
-    output {}
-}
-
-workflow PerStep {
-    version "1.0.0"
-    input { customer_id: String, n: Int }
-
-    step work {
-        worker "demo.work"
-        with { customer_id: input.customer_id }
-        FLOW
-    }
-}
-"""
 
 RATE = "rate { max: 2, per: 1m, key: input.customer_id }"
 
 
 def definition(flow: str = RATE) -> Definition:
-    result = compile_source(SOURCE.replace("FLOW", flow), "w.orbit")
-    assert result.errors == 0, result.diagnostics
-    (defn,) = result.definitions
-    return defn
-
-
-class Scripted:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        reply = engine.workers.register("w1", "python", [("demo.work", "1.0.0")])
-        self.session = reply["worker_session_id"]
-
-    def take_all(self) -> list[Any]:
-        tasks = []
-        while (task := self.engine.workers.poll(self.session, 0)) is not None:
-            tasks.append(task)
-        return tasks
-
-    def ids(self) -> list[str]:
-        return [t["execution_id"] for t in self.take_all()]
-
-    def finish(self, tasks: list[Any]) -> None:
-        for task in tasks:
-            self.engine.workers.complete(task["token"], {})
+    return demo_definition("PerStep", input="customer_id: String, n: Int", step=flow)
 
 
 class World:
@@ -262,13 +220,9 @@ def test_the_bucket_is_written_with_the_dispatch() -> None:
         w.close()
 
 
-FAN_OUT = """
-task "demo.work" {
-    version "1.0.0"
-    input { customer_id: String }
-    output {}
-}
-
+FAN_OUT = (
+    DEMO_TASK
+    + """
 workflow Spread {
     version "1.0.0"
     input { customers: List<String> }
@@ -281,14 +235,13 @@ workflow Spread {
     }
 }
 """
+)
 
 
 def test_a_fan_out_keyed_by_its_element_runs_to_the_end_on_skipped_time() -> None:
     """The rate's timers are among the engine's due times, so a simulated
     run (orbit test, orbit simulate, run_until_idle) skips to each token."""
-    result = compile_source(FAN_OUT, "s.orbit")
-    assert result.errors == 0, result.diagnostics
-    (defn,) = result.definitions
+    defn = compile_one(FAN_OUT, "s.orbit")
     engine = simulated_engine()
     try:
         engine.deploy(defn)

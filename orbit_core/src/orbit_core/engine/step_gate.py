@@ -39,7 +39,16 @@ from orbit_core import unitkeys
 from orbit_core.api import UNIT_DISPATCHED, UNIT_SCHEDULED, FlowWaitDoc
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import Live
-from orbit_core.engine.step_rate import Holder, Limited, Offer, Scope, StepRates
+from orbit_core.engine.step_rate import (
+    Holder,
+    Limited,
+    Line,
+    Offer,
+    Scope,
+    StepRates,
+    first_in_line,
+    still_offered,
+)
 from orbit_core.flow import keys
 from orbit_core.ir import Step
 from orbit_core.ir.expr import Expr, Get, Input
@@ -57,7 +66,7 @@ class _Line:
     label: str
     running: dict[Holder, Offer] = attrs.field(factory=dict)
     # (-priority, ticket, execution id, unit key, offer seq)
-    waiting: list[tuple[int, int, str, str, Offer]] = attrs.field(factory=list)
+    waiting: Line = attrs.field(factory=list)
 
 
 @attrs.frozen
@@ -328,15 +337,7 @@ class StepGate:
     # ---- the line
 
     def _valid(self, eid: str, unit_key: str, offer: Offer) -> bool:
-        live = self._get(eid)
-        if live is None or live.state.terminal or live.state.paused_at_ms is not None:
-            return False
-        unit = live.state.units.get(unit_key)
-        return (
-            unit is not None
-            and unit.status == UNIT_SCHEDULED
-            and (live.state.run, unit.offer_seq) == offer
-        )
+        return still_offered(self._get(eid), unit_key, offer)
 
     def holds_back(self, live: Live, unit_key: str) -> bool:
         """Whether the unit's current offer waits here (a task queue entry
@@ -359,15 +360,7 @@ class StepGate:
         heapq.heappush(line.waiting, (-gated.priority, next(self._tickets), *holder, offer))
 
     def _first_waiting(self, line: _Line) -> Holder | None:
-        while line.waiting:
-            _, _, eid, unit_key, offer = line.waiting[0]
-            known = self._waiting.get((eid, unit_key))
-            if known is not None and known[2] == offer and self._valid(eid, unit_key, offer):
-                return (eid, unit_key)
-            heapq.heappop(line.waiting)
-            if known is not None and known[2] == offer:
-                del self._waiting[(eid, unit_key)]
-        return None
+        return first_in_line(line.waiting, self._waiting, self._valid)
 
 
 @attrs.frozen

@@ -59,6 +59,41 @@ SEPARATOR = "/"
 # leave memory, by the engine's clock.
 SWEEP_EVERY_MS = 60_000
 
+Line = list[tuple[int, int, str, str, Offer]]  # a heap: (-priority, ticket, *holder, offer)
+
+
+def still_offered(live: Live | None, unit_key: str, offer: Offer) -> bool:
+    """Whether `offer` is still the unit's offer waiting for a worker: not
+    taken, ended, paused or replaced by a later offer (a retry)."""
+    if live is None or live.state.terminal or live.state.paused_at_ms is not None:
+        return False
+    unit = live.state.units.get(unit_key)
+    return (
+        unit is not None
+        and unit.status == UNIT_SCHEDULED
+        and (live.state.run, unit.offer_seq) == offer
+    )
+
+
+def first_in_line(
+    line: Line,
+    known: dict[Holder, tuple[Scope, int, Offer]],
+    valid: Callable[[str, str, Offer], bool],
+) -> Holder | None:
+    """The first holder of `line` still waiting for its offer. Entries are
+    not removed when their offer changes (cheaper than tracking every
+    change); stale ones are dropped here as they reach the front, from the
+    heap and from `known` (unless `known` has a newer offer for them)."""
+    while line:
+        _, _, eid, unit_key, offer = line[0]
+        entry = known.get((eid, unit_key))
+        if entry is not None and entry[2] == offer and valid(eid, unit_key, offer):
+            return (eid, unit_key)
+        heapq.heappop(line)
+        if entry is not None and entry[2] == offer:
+            del known[(eid, unit_key)]
+    return None
+
 
 def store_scope(scope: Scope) -> tuple[str, str]:
     return (f"{scope[0]}{SEPARATOR}{scope[1]}", scope[2])
@@ -83,7 +118,7 @@ class _Bucket:
     # Attempts queued for workers that will each spend a token.
     promised: dict[Holder, Offer] = attrs.field(factory=dict)
     # (-priority, ticket, execution id, unit key, offer)
-    waiting: list[tuple[int, int, str, str, Offer]] = attrs.field(factory=list)
+    waiting: Line = attrs.field(factory=list)
 
 
 class StepRates:
@@ -300,23 +335,7 @@ class StepRates:
             heapq.heappush(self._timers, (at, scope))
 
     def _valid(self, eid: str, unit_key: str, offer: Offer) -> bool:
-        live = self._get(eid)
-        if live is None or live.state.terminal or live.state.paused_at_ms is not None:
-            return False
-        unit = live.state.units.get(unit_key)
-        return (
-            unit is not None
-            and unit.status == UNIT_SCHEDULED
-            and (live.state.run, unit.offer_seq) == offer
-        )
+        return still_offered(self._get(eid), unit_key, offer)
 
     def _first_waiting(self, bucket: _Bucket) -> Holder | None:
-        while bucket.waiting:
-            _, _, eid, unit_key, offer = bucket.waiting[0]
-            known = self._waiting.get((eid, unit_key))
-            if known is not None and known[2] == offer and self._valid(eid, unit_key, offer):
-                return (eid, unit_key)
-            heapq.heappop(bucket.waiting)
-            if known is not None and known[2] == offer:
-                del self._waiting[(eid, unit_key)]
-        return None
+        return first_in_line(bucket.waiting, self._waiting, self._valid)
