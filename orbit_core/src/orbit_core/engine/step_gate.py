@@ -48,6 +48,7 @@ from orbit_core.engine.step_rate import (
     StepRates,
     first_in_line,
     still_offered,
+    waits_of,
 )
 from orbit_core.flow import keys
 from orbit_core.ir import Step
@@ -309,14 +310,9 @@ class StepGate:
         """`waiting` of an execution one of whose units waits here."""
         if not self._waiting:
             return self.rates.waiting_of(live)
-        eid = live.state.id
-        for unit_key, unit in live.state.units.items():
-            found = self._waiting.get((eid, unit_key))
-            if found is None or unit.status != UNIT_SCHEDULED:
-                continue
-            scope, since, offer = found
+        for unit_key, scope, since in waits_of(live, self._waiting):
             line = self._lines.get(scope)
-            if line is None or offer != (live.state.run, unit.offer_seq):
+            if line is None:
                 continue
             return {
                 "reason": "concurrency",

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 
@@ -73,6 +73,20 @@ def still_offered(live: Live | None, unit_key: str, offer: Offer) -> bool:
         and unit.status == UNIT_SCHEDULED
         and (live.state.run, unit.offer_seq) == offer
     )
+
+
+def waits_of(
+    live: Live, known: dict[Holder, tuple[Scope, int, Offer]]
+) -> Iterator[tuple[str, Scope, int]]:
+    """(unit key, scope, since) of each unit of `live` whose current offer is in `known`."""
+    eid = live.state.id
+    for unit_key, unit in live.state.units.items():
+        found = known.get((eid, unit_key))
+        if found is None or unit.status != UNIT_SCHEDULED:
+            continue
+        scope, since, offer = found
+        if offer == (live.state.run, unit.offer_seq):
+            yield unit_key, scope, since
 
 
 def first_in_line(
@@ -257,14 +271,9 @@ class StepRates:
     def waiting_of(self, live: Live) -> FlowWaitDoc | None:
         if not self._waiting:
             return None
-        eid = live.state.id
-        for unit_key, unit in live.state.units.items():
-            found = self._waiting.get((eid, unit_key))
-            if found is None or unit.status != UNIT_SCHEDULED:
-                continue
-            scope, since, offer = found
+        for unit_key, scope, since in waits_of(live, self._waiting):
             bucket = self._buckets.get(scope)
-            if bucket is None or offer != (live.state.run, unit.offer_seq):
+            if bucket is None:
                 continue
             limit = bucket.rate
             return {
