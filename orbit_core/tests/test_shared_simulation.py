@@ -18,8 +18,9 @@ The invariants:
 - no answer is lost: an accepted result is a success in the history, an
   accepted signal is in the history at its seq;
 - a workflow `concurrency` limit holds over the whole cluster for the
-  executions clients start (each key's flow gate has one holder), checked
-  against the store after every step;
+  executions clients start (each key's flow gate has one holder), and a
+  step's `concurrency` for the attempts out (its slots are rows of the
+  store), checked against the store after every step;
 - every execution ends once the chaos stops and the workers behave, and
   nothing is left owned, offered or unanswered (among the chaos: commits
   the store refuses, and commits it takes whose answer the server never
@@ -51,6 +52,7 @@ from orbit_core.engine.task_desk import Waiter
 from orbit_core.errors import OrbitError, StorageError
 from orbit_core.flow import keys as flow_keys
 from orbit_core.memory_cluster import MemoryCluster, MemoryNode
+from orbit_core.plan import Plan
 from orbit_core.ports import CommitBatch
 from orbit_core.state import TERMINAL, fold
 from orbit_core.testing import SequentialIds, SimulatedClock
@@ -149,7 +151,9 @@ class Server:
             ids,
             handler_threads=0,
             session_timeout_ms=SESSION_TIMEOUT_MS,
-            sharing=Sharing(offer_tasks=True, local_first=True, shared_catalog=True),
+            sharing=Sharing(
+                offer_tasks=True, local_first=True, shared_catalog=True, step_slots=self.store
+            ),
         )
         self.shared = SharedEngine(
             engine,
@@ -262,6 +266,7 @@ class Simulation:
         # The executions started of workflows with a `concurrency` limit.
         self.limited: dict[str, ir.Definition] = {}
         self.workflows = self.rng.sample(POOL, 6)
+        self.plans = {d.definition_hash: Plan(d) for d in self.workflows}
         # Failed commits are drawn from a stream of their own, so that the
         # other draws of a seed stay what they were before they were added.
         self.flaky = random.Random(seed * 7919 + 17)
@@ -474,6 +479,33 @@ class Simulation:
             limits[scope] = limit.limit
         for scope, ids in running.items():
             assert len(ids) <= limits[scope], f"over the concurrency limit of {scope}: {ids}"
+        self.check_step_limits()
+
+    def check_step_limits(self) -> None:
+        """No step has more attempts out (DISPATCHED in the store) per key
+        than its `concurrency` allows, over the whole cluster (the slots are
+        rows of the store: engine/step_slots.py)."""
+        out: dict[tuple[str, str, str], list[str]] = {}
+        limits: dict[tuple[str, str, str], int] = {}
+        for eid in self.executions:
+            state = fold(self.cluster.data.history(eid) or [], eid)
+            plan = self.plans.get(state.definition_hash)
+            if state.terminal or plan is None:
+                continue
+            execution = {"id": eid, "workflow": state.workflow, "version": state.version}
+            for unit in state.units.values():
+                spec = plan.spec(unit.key)
+                if spec is None or unit.status != "DISPATCHED" or ":" in unit.key:
+                    continue
+                gate = spec.step.flow.concurrency if spec.step.flow is not None else None
+                if gate is None:
+                    continue
+                key = flow_keys.key_text(gate.key, state.input, execution)
+                scope = (state.workflow, spec.step.name, key)
+                out.setdefault(scope, []).append(f"{eid}/{unit.key}")
+                limits[scope] = gate.limit
+        for scope, ids in out.items():
+            assert len(ids) <= limits[scope], f"over the step concurrency of {scope}: {ids}"
 
     def check_history(self, eid: str) -> None:
         events = self.cluster.data.history(eid) or []
@@ -564,6 +596,10 @@ PINNED = {
     "slot-holder-handed-over-4876": 4876,
     # Workers whose sessions expired in the chaos never registered again.
     "expired-sessions-in-the-calm-22122": 22122,
+    # Each server counted a step's concurrency for its own executions: two
+    # attempts of one key were out on two servers (the slots are the
+    # store's now: engine/step_slots.py).
+    "step-slots-per-server-577": 577,
 }
 
 

@@ -16,6 +16,8 @@ database adapters live in orbit_store; none of this module knows one.
 - `Sessions`: the worker sessions of every server, their contacts, and the
   attempts a session should stop (posted by an owner for the server the
   session talks to).
+- `StepSlots`: the slots of step `concurrency` limits, counted in the
+  store for the whole group of servers (engine/step_slots.py).
 - `Announcements`: channels that wake waiters (`TASKS`, `INBOX`, `REPLIES`,
   `DONE`): a waiter remembers a channel's serial and waits for it to move.
   Missing one is harmless: every waiter also looks again on its own.
@@ -28,6 +30,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import attrs
+
+from orbit_core.ports import StepSlot
 
 # The announcement channels.
 TASKS, INBOX, REPLIES, DONE = "orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done"
@@ -153,6 +157,23 @@ class Sessions(Protocol):
         ...
 
 
+class StepSlots(Protocol):
+    def take_step_slot(self, slot: StepSlot, limit: int) -> bool:
+        """Takes `slot` in a short transaction of its own, serialized with
+        every other take of its scope (`flow`, `key`), when fewer than
+        `limit` slots of the scope are held; True when the slot is held
+        (also when this holder held it already)."""
+        ...
+
+    def step_slots_of(self, execution_ids: list[str]) -> list[StepSlot]:
+        """The slots the store holds for these executions."""
+        ...
+
+    def free_step_slots(self, slots: list[StepSlot]) -> None:
+        """Deletes slots outside any group (reconciliation by an owner)."""
+        ...
+
+
 class Announcements(Protocol):
     def serial(self, channel: str) -> int: ...
 
@@ -161,5 +182,5 @@ class Announcements(Protocol):
         ...
 
 
-class Tables(Ownership, TaskBoard, Mailbox, EndWatch, Sessions, Protocol):
+class Tables(Ownership, TaskBoard, Mailbox, EndWatch, Sessions, StepSlots, Protocol):
     """The request-path coordination one adapter object serves."""

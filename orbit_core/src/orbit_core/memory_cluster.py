@@ -5,7 +5,8 @@ deterministic simulation of shared mode in orbit_core/tests.
 `MemoryCluster` is what the database holds for all servers: the store's
 rows (one `MemoryStore`), the owners of running executions with their
 epochs and roots, the task board, the mailboxes, listed waits, sessions,
-posted cancellations and heartbeats (on the given clock). `MemoryNode` is
+posted cancellations, the slots of step `concurrency` limits and
+heartbeats (on the given clock). `MemoryNode` is
 one server's view: its `Store` (commits fenced on ownership, as the
 database fences them), its coordination `Tables` and the `Announcements`.
 
@@ -36,7 +37,7 @@ from orbit_core.coordination import (
 )
 from orbit_core.errors import StorageError
 from orbit_core.memory_store import MemoryStore
-from orbit_core.ports import Clock, CommitBatch, TaskOffer
+from orbit_core.ports import Clock, CommitBatch, StepSlot, TaskOffer
 from orbit_core.state import TERMINAL
 
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
@@ -81,6 +82,8 @@ class MemoryCluster:
         self.sessions: dict[str, SessionRow] = {}
         self.cancels: dict[str, list[str]] = {}
         self.beats: dict[str, int] = {}
+        # Step slots by holder: (execution id, unit key, run, offer seq).
+        self.slots: dict[tuple[str, str, int, int], StepSlot] = {}
         self.serials = dict.fromkeys((TASKS, INBOX, REPLIES, DONE), 0)
         self._seq = itertools.count(1)
         self.deliver: Callable[[str], None] = lambda node_id: None
@@ -149,6 +152,8 @@ class MemoryNode(MemoryStore):
                 self.on_lost(lost)
                 raise StorageError(f"fenced: executions {sorted(lost)} are not this node's")
             super().commit(batch)
+            for slot in batch.freed_slots:
+                c.slots.pop(_holder(slot), None)
             self._own(batch)
             self._queue(batch)
             for receipt in batch.receipts:
@@ -373,6 +378,29 @@ class MemoryNode(MemoryStore):
             for number in [n for n, t in board.items() if t.token == token]:
                 del board[number]
 
+    # ---- step slots
+
+    def take_step_slot(self, slot: StepSlot, limit: int) -> bool:
+        c = self.cluster
+        with c.lock:
+            if _holder(slot) in c.slots:
+                return True
+            scope = (slot.flow, slot.key)
+            if sum(1 for s in c.slots.values() if (s.flow, s.key) == scope) >= limit:
+                return False
+            c.slots[_holder(slot)] = slot
+            return True
+
+    def step_slots_of(self, execution_ids: list[str]) -> list[StepSlot]:
+        ids = set(execution_ids)
+        with self.cluster.lock:
+            return [s for s in self.cluster.slots.values() if s.execution_id in ids]
+
+    def free_step_slots(self, slots: list[StepSlot]) -> None:
+        with self.cluster.lock:
+            for slot in slots:
+                self.cluster.slots.pop(_holder(slot), None)
+
     # ---- mailboxes
 
     def _put(self, execution_id: str, kind: str, payload: Any) -> int:
@@ -486,3 +514,7 @@ class MemoryNode(MemoryStore):
 
     def wait(self, channel: str, seen: int, timeout: float) -> int:
         return self.cluster.serials[channel]
+
+
+def _holder(slot: StepSlot) -> tuple[str, str, int, int]:
+    return (slot.execution_id, slot.unit_key, slot.run, slot.offer_seq)

@@ -149,6 +149,21 @@ class RateRow:
     at_ms: int = 0
 
 
+@attrs.frozen(slots=True)
+class StepSlot:
+    """A slot of a step's `concurrency` counted in the store (shared mode,
+    engine/step_slots.py): `flow` is `<workflow>/<step>`, `key` the key's
+    text, and the holder the offer of one unit (its execution, unit key,
+    run and `StepScheduled` seq)."""
+
+    flow: str
+    key: str
+    execution_id: str
+    unit_key: str
+    run: int
+    offer_seq: int
+
+
 @attrs.define(slots=True)
 class ExecutionChange:
     """What one commit adds to one execution. With `archive_run` set, the run
@@ -209,6 +224,10 @@ class CommitBatch:
     # The buckets of start rates the group's starts took tokens from (kept by
     # the store in the same transaction).
     rates: list[RateRow] = attrs.field(factory=list)
+    # Shared mode: the step slots whose units left their offer in this
+    # group (engine/step_slots.py), deleted in the same transaction. Other
+    # stores ignore them (a single server keeps its step slots in memory).
+    freed_slots: list[StepSlot] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -218,6 +237,7 @@ class CommitBatch:
             or self.offers
             or self.receipts
             or self.rates
+            or self.freed_slots
         )
 
 

@@ -177,13 +177,22 @@ class SharedNode:
         # One connection for each background thread (heartbeat, rounds,
         # vacuum), so that none queues behind requests or behind another.
         self._own_tables = SharedTables(self.store, node_id, connections=3)
+        # The engine's group thread takes step slots on a connection of its
+        # own (orbit_core/engine/step_slots.py).
+        self._slot_tables = SharedTables(self.store, node_id, connections=1)
         try:
             self._join()
-            sharing = Sharing(offer_tasks=True, local_first=True, shared_catalog=True)
+            sharing = Sharing(
+                offer_tasks=True,
+                local_first=True,
+                shared_catalog=True,
+                step_slots=self._slot_tables,
+            )
             built = build_engine(self.store, sharing)
         except BaseException:
             self.tables.close()
             self._own_tables.close()
+            self._slot_tables.close()
             self.store.close()
             raise
         self.listener = Listener(self.store, node_id)
@@ -550,3 +559,4 @@ class SharedNode:
         self.listener.close()
         self.tables.close()
         self._own_tables.close()
+        self._slot_tables.close()

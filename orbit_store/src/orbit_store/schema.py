@@ -314,6 +314,22 @@ orbit_waits = Table(
     Index("orbit_waits_execution", "execution_id"),
 )
 
+# The slots of step `concurrency` limits held for the whole group
+# (orbit_core/engine/step_slots.py): one row per unit's offer holding one,
+# counted per scope (`flow` is `<workflow>/<step>`). Added by version 3.
+orbit_step_slots = Table(
+    "orbit_step_slots",
+    metadata,
+    Column("execution_id", Text, primary_key=True),
+    Column("unit_key", Text, primary_key=True),
+    Column("run", BigInteger, primary_key=True),
+    Column("offer_seq", BigInteger, primary_key=True),
+    Column("flow", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("since_ms", BigInteger, nullable=False),
+    Index("orbit_step_slots_scope", "flow", "key"),
+)
+
 # The fence of a shared commit's one statement (shared.py, `_fenced_group`):
 # locks the ownership rows (FOR SHARE, the latest versions), then raises
 # unless each still names `node` at the epoch given. The check is a statement
@@ -483,6 +499,7 @@ SHARED = (
     orbit_sessions,
     orbit_cancels,
     orbit_waits,
+    orbit_step_slots,
 )
 PARTS = {"cluster": CLUSTER, "shared": SHARED}
 PART_TABLES = {part: frozenset(t.name for t in tables) for part, tables in PARTS.items()}
@@ -534,16 +551,21 @@ def _shared_to_2(conn: psycopg.Connection[Any]) -> None:
                 conn.execute(statement)
 
 
+def _shared_to_3(conn: psycopg.Connection[Any]) -> None:
+    """Version 3: `orbit_step_slots` (a new table, created with the part's
+    missing tables after the steps)."""
+
+
 # (version, step): what brings a base schema from version-1 to version.
 # None yet: the base tables are still the book's version 1.
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = []
 
 PartStep = Callable[["psycopg.Connection[Any]"], None]
 # Each part's current version, and its steps as MIGRATIONS has them.
-PART_VERSIONS = {"cluster": 1, "shared": 2}
+PART_VERSIONS = {"cluster": 1, "shared": 3}
 PART_MIGRATIONS: dict[str, list[tuple[int, PartStep]]] = {
     "cluster": [],
-    "shared": [(2, _shared_to_2)],
+    "shared": [(2, _shared_to_2), (3, _shared_to_3)],
 }
 
 

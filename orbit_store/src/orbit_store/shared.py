@@ -33,6 +33,13 @@ lock; their definitions and migrations are schema.py's):
   server owns; the commit that ends one announces it (`NOTIFY orbit_done`)
   only if it is listed, so that no listener wakes for the ends nobody
   waits for elsewhere (nearly all).
+- `orbit_step_slots`: the slots of step `concurrency` limits held for the
+  whole group (orbit_core/engine/step_slots.py). A slot is taken in a
+  short transaction of its own (`SharedTables.take_step_slot`), serialized
+  per scope by a transaction-level advisory lock on the scope's hash, and
+  deleted by the commit whose events make its unit leave the offer
+  (`CommitBatch.freed_slots`: such a commit is a transaction, never the one
+  statement).
 - `orbit_sessions`: worker sessions and their last contact, so a session
   works through every server; `orbit_cancels`: the attempts an owner wants
   a session to stop, returned by the session's next heartbeat anywhere.
@@ -84,7 +91,7 @@ from orbit_core.coordination import (  # the adapters below serve these ports
 )
 from orbit_core.engine.flow_gates import GATE_PREFIX
 from orbit_core.errors import StorageError
-from orbit_core.ports import CommitBatch, ScheduleAdvance, TaskOffer
+from orbit_core.ports import CommitBatch, ScheduleAdvance, StepSlot, TaskOffer
 from orbit_core.state import TERMINAL
 from orbit_store.pg_arrays import Int8s, Texts
 from orbit_store.postgres import (
@@ -124,6 +131,10 @@ _CLAIM_LEFT_BEHIND = (
 REPLIED = frozenset(
     {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail", "start"}
 )
+# pg_advisory_xact_lock's first key of the two-key form, which takes a
+# step slot's scope (its hash) as the second: "orb" and an 8. The two-key
+# form is a space of its own, apart from the one-key locks of the store.
+STEP_SLOT_LOCK_KEY = 0x6F726208
 CLAIM_PAUSE_S = 0.1
 # How much older than a node's own oldest task another node's must be to be
 # claimed before it (SharedTables.claim_for): fair within this bound.
@@ -353,7 +364,7 @@ class SharedStore(PostgresStore):
         for the queue or search rows: those go as one transaction (`_write`)."""
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         self._batch.fenced = None
-        if batch is None or batch.receipts or batch.offers:
+        if batch is None or batch.receipts or batch.offers or batch.freed_slots:
             return super().one_statement(events, new_rows, updates, search_rows)
         if _revived(batch, self.owned()):
             return super().one_statement(events, new_rows, updates, search_rows)
@@ -456,6 +467,19 @@ class SharedStore(PostgresStore):
             self._fence(cursor, changed, owned, lock=True)
         new_owned = self._own(cursor, batch, owned)
         record = self._queue(cursor, batch)
+        if batch.freed_slots:
+            slots = batch.freed_slots
+            cursor.execute(
+                "DELETE FROM orbit_step_slots s USING unnest(%b::text[], %b::text[], "
+                "%b::bigint[], %b::bigint[]) AS g(e, k, r, o) WHERE s.execution_id = g.e "
+                "AND s.unit_key = g.k AND s.run = g.r AND s.offer_seq = g.o",
+                (
+                    [x.execution_id for x in slots],
+                    [x.unit_key for x in slots],
+                    [x.run for x in slots],
+                    [x.offer_seq for x in slots],
+                ),
+            )
         if batch.receipts:
             # Inbox entries applied by this commit: never applied again.
             # Those whose sender waits keep their row for the reply.
@@ -901,6 +925,61 @@ class SharedTables:
             ).fetchone()
         assert row is not None  # (gate rows are never deleted)
         return row[0], int(row[1])
+
+    # ---- step slots
+
+    def take_step_slot(self, slot: StepSlot, limit: int) -> bool:
+        """Takes a slot of a step's concurrency when its scope has fewer than
+        `limit` (module docstring); True when held, also when held already."""
+        holder = (slot.execution_id, slot.unit_key, slot.run, slot.offer_seq)
+        with self._conn() as conn, conn.transaction():
+            # Every later statement of the transaction sees the slots
+            # committed before the lock was granted (read committed).
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                (STEP_SLOT_LOCK_KEY, f"{slot.flow}/{slot.key}"),
+            )
+            row = conn.execute(
+                "INSERT INTO orbit_step_slots (execution_id, unit_key, run, offer_seq, flow, "
+                "key, since_ms) SELECT %s, %s, %s, %s, %s, %s, " + NOW_MS + " WHERE "
+                "(SELECT count(*) FROM orbit_step_slots WHERE flow = %s AND key = %s) < %s "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                (*holder, slot.flow, slot.key, slot.flow, slot.key, limit),
+            ).fetchone()
+            if row is not None:
+                return True
+            # Full, or held by this holder already (the insert met its row).
+            held = conn.execute(
+                "SELECT 1 FROM orbit_step_slots WHERE execution_id = %s AND unit_key = %s "
+                "AND run = %s AND offer_seq = %s",
+                holder,
+            ).fetchone()
+            return held is not None
+
+    def step_slots_of(self, execution_ids: list[str]) -> list[StepSlot]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT flow, key, execution_id, unit_key, run, offer_seq FROM orbit_step_slots "
+                "WHERE execution_id = ANY(%s)",
+                (execution_ids,),
+            ).fetchall()
+        return [StepSlot(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
+
+    def free_step_slots(self, slots: list[StepSlot]) -> None:
+        if not slots:
+            return
+        with self._conn() as conn:
+            conn.execute(
+                "DELETE FROM orbit_step_slots s USING unnest(%b::text[], %b::text[], "
+                "%b::bigint[], %b::bigint[]) AS g(e, k, r, o) WHERE s.execution_id = g.e "
+                "AND s.unit_key = g.k AND s.run = g.r AND s.offer_seq = g.o",
+                (
+                    [x.execution_id for x in slots],
+                    [x.unit_key for x in slots],
+                    [x.run for x in slots],
+                    [x.offer_seq for x in slots],
+                ),
+            )
 
     # ---- the task queue
 

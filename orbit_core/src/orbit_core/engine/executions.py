@@ -17,6 +17,7 @@ from orbit_core.api import (
     UNIT_SCHEDULED,
     ParentRef,
 )
+from orbit_core.coordination import StepSlots
 from orbit_core.decide import Limits, decide, next_due_ms
 from orbit_core.dispatch import QueuedTask, TaskIndex, routing_runtime
 from orbit_core.engine.admission import Admission, Wait, admitted_events
@@ -72,6 +73,7 @@ class Executions:
         report_builtin: BuiltinReport,
         offer_tasks: bool = False,
         local_first: bool = False,
+        step_slots: StepSlots | None = None,
     ) -> None:
         self.store = store
         # Worker tasks go to the store's shared queue (TaskOffer) instead of
@@ -98,7 +100,7 @@ class Executions:
         self.index = TaskIndex()
         self.children = Children(self, self.memory, store, catalog)
         self.admission = Admission(self.memory.get)
-        self.gate = StepGate(self.memory.get)
+        self.gate = StepGate(self.memory.get, step_slots)
         self.gates = StartGates(self.memory.get, counters)
         self._builtin_serial = 0
         # Scheduled child and built-in units of adopted executions, routed on
@@ -424,6 +426,7 @@ class Executions:
             self.route_unrouted(tx)
         if self.admission.recheck:
             self.pass_rate(tx, self.admission.admit_rechecked())
+        self.gate.reconcile()
         self.fill_gate(tx)
         gates_due = self.gates.next_due_ms()
         if gates_due is not None and gates_due <= now:

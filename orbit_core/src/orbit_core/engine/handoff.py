@@ -41,6 +41,7 @@ import attrs
 
 from orbit_core import events as ev
 from orbit_core.api import Assignment, UnitStatus
+from orbit_core.coordination import StepSlots
 from orbit_core.dispatch import Session
 from orbit_core.engine import flow_gates
 from orbit_core.engine.commands import RECEIPTS, Tx
@@ -76,11 +77,14 @@ class Sharing:
     `TaskOffer`s instead of the engine's own index; with `local_first` they
     wait in the index first and `Handoff.publish_stale` offers those no poll
     took. `shared_catalog`: other servers deploy into the same store, so a
-    workflow not known here is looked for there before it is refused."""
+    workflow not known here is looked for there before it is refused.
+    `step_slots`: where the slots of step `concurrency` limits are counted
+    for every server (engine/step_slots.py); None: in this engine's memory."""
 
     offer_tasks: bool = True
     local_first: bool = False
     shared_catalog: bool = True
+    step_slots: StepSlots | None = None
 
 
 class Handoff:

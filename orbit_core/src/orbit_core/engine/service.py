@@ -138,6 +138,7 @@ class Engine:
             report_builtin=self._report_builtin,
             offer_tasks=sharing is not None and sharing.offer_tasks,
             local_first=sharing is not None and sharing.local_first,
+            step_slots=sharing.step_slots if sharing is not None else None,
         )
         self._control = Control(
             self._executions,
@@ -563,6 +564,9 @@ class Engine:
                 if cmd.read:
                     self._read(cmd, tx)
             self._executions.stamp_rows(tx.changes.values())
+            freed = self._executions.gate.freed(tx.changes)
+            if freed:
+                tx.after_commit.append(lambda: self._executions.gate.committed(freed))
         except PrepareFailed:
             raise
         except Exception as exc:
@@ -574,6 +578,7 @@ class Engine:
             tx.offers,
             tx.receipts,
             [RateRow(w, k, tat, tx.now) for (w, k), tat in tx.rates.items()] if tx.rates else [],
+            freed,
         )
         return Group(tx, commit, batch)
 

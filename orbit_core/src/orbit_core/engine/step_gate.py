@@ -19,8 +19,11 @@ adopted, so the dispatched ones are counted first. The sets are pruned
 when read, as `admission` does: any change to an execution that holds a
 slot marks the slot's scope for a look on the next fill.
 
-Servers in shared mode each count the executions they own, as for the
-workflow limit.
+In shared mode (`slots` given) the slots are rows in the store, counted
+for the whole group of servers (engine/step_slots.py): a unit is let in
+when it takes one, and the line here only orders this server's own waiting
+units; a line whose first unit found no free slot asks again every
+`step_slots.RETRY_MS`.
 
 A step's `rate` is asked after its concurrency (engine/step_rate.py): a
 unit let in here is queued only once a token is promised to it, and holds
@@ -31,12 +34,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 
 from orbit_core import unitkeys
 from orbit_core.api import UNIT_DISPATCHED, UNIT_SCHEDULED, FlowWaitDoc
+from orbit_core.coordination import StepSlots
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import Live
 from orbit_core.engine.step_rate import (
@@ -50,10 +54,12 @@ from orbit_core.engine.step_rate import (
     still_offered,
     waits_of,
 )
+from orbit_core.engine.step_slots import RETRY_MS, SharedSlots
 from orbit_core.flow import keys
 from orbit_core.ir import Step
 from orbit_core.ir.expr import Expr, Get, Input
 from orbit_core.jsontypes import JsonValue
+from orbit_core.ports import StepSlot
 from orbit_core.state import waiting_message
 
 # Scope: (workflow name, step name, key text); Holder: (execution id, unit
@@ -83,8 +89,13 @@ class Gated:
 
 
 class StepGate:
-    def __init__(self, get: Callable[[str], Live | None]) -> None:
+    def __init__(self, get: Callable[[str], Live | None], slots: StepSlots | None = None) -> None:
         self._get = get
+        # Shared mode: the slots are the store's (None: counted here).
+        self.shared = SharedSlots(slots, self._holding) if slots is not None else None
+        # Shared mode: when the lines whose first unit found no slot ask again.
+        self._retry: set[Scope] = set()
+        self._retry_at: int | None = None
         self._lines: dict[Scope, _Line] = {}
         # Where each unit waiting in a line waits, with since when.
         self._waiting: dict[Holder, tuple[Scope, int, Offer]] = {}
@@ -188,15 +199,27 @@ class StepGate:
             offer = (live.state.run, live.state.units[unit_key].offer_seq)
             if line.running.get(holder) == offer:
                 pass  # queued again (a lost attempt's redelivery): holds its slot
-            elif not self._first_waiting(line) and (
-                len(line.running) < line.limit or self._count(line) < line.limit
-            ):
+            elif not self._first_waiting(line) and self._free(line, gated.scope, holder, offer):
                 self._hold(line, gated.scope, holder, offer)
             else:
                 self._enqueue(line, gated, holder, offer, now)
                 self.delayed += 1
+                if self.shared is not None:
+                    self._ask_again(gated.scope, now)
                 return False
         return self._rated(live, unit_key, gated, now)
+
+    def _free(self, line: _Line, scope: Scope, holder: Holder, offer: Offer) -> bool:
+        """Whether a slot is free for the unit (in shared mode: whether it
+        took one in the store)."""
+        if self.shared is not None:
+            return self.shared.take(scope, holder, offer, line.limit)
+        return len(line.running) < line.limit or self._count(line) < line.limit
+
+    def _ask_again(self, scope: Scope, now: int) -> None:
+        self._retry.add(scope)
+        if self._retry_at is None:
+            self._retry_at = now + RETRY_MS
 
     def _rated(self, live: Live, unit_key: str, gated: Gated, now: int) -> bool:
         """True when the unit's step has no rate, or a token for it."""
@@ -221,8 +244,12 @@ class StepGate:
         line = self._line(gated)
         holder = (live.state.id, unit_key)
         offer = (live.state.run, unit.offer_seq)
+        if self.shared is not None:
+            self.shared.adopted(holder[0])
         if unit.status == UNIT_DISPATCHED:
             self._hold(line, gated.scope, holder, offer)
+            if self.shared is not None:
+                self.shared.held(gated.scope, holder, offer)
         else:
             line.running.pop(holder, None)
             self._enqueue(line, gated, holder, offer, unit.scheduled_at_ms or now)
@@ -249,17 +276,46 @@ class StepGate:
             self._dirty.add(execution_id)
 
     def forget(self, execution_id: str) -> None:
+        if self.shared is not None:
+            self.shared.forget(execution_id)
         scopes = self._held.pop(execution_id, None)
         if scopes:
             self.recheck.update(scopes)
             self._dirty.add(execution_id)
 
+    def freed(self, execution_ids: Iterable[str]) -> list[StepSlot]:
+        """Shared mode: the store's slots the group's changes let go of (for
+        its commit); their scopes are looked at again once it is durable."""
+        if self.shared is None:
+            return []
+        return self.shared.freed(execution_ids)
+
+    def committed(self, freed: list[StepSlot]) -> None:
+        """Shared mode: a commit deleted `freed`; the lines of their scopes
+        that wait ask again at the next fill."""
+        for slot in freed:
+            workflow, _, step = slot.flow.partition("/")
+            scope = (workflow, step, slot.key)
+            if scope in self._lines:
+                self.recheck.add(scope)
+
+    def reconcile(self) -> None:
+        if self.shared is not None:
+            self.shared.reconcile()
+
     def due(self, now: int) -> bool:
         """Whether `fill` has anything to look at."""
+        if self._retry_at is not None and self._retry_at <= now:
+            self._retry_at = None
+            self.recheck.update(self._retry)
+            self._retry.clear()
         return bool(self.recheck) or self.rates.due(now)
 
     def next_due_ms(self) -> int | None:
-        return self.rates.next_due_ms()
+        due = self.rates.next_due_ms()
+        if self._retry_at is not None and (due is None or self._retry_at < due):
+            return self._retry_at
+        return due
 
     def fill(self, now: int) -> list[tuple[Live, str]]:
         """The waiting units a free slot or a rate's new token lets in, in
@@ -288,10 +344,17 @@ class StepGate:
                 if not running:
                     del self._lines[scope]
                 continue
-            free = line.limit - self._count(line)
+            if self.shared is not None:
+                let_in.extend(self._holders_in_line(line, scope, now))
+            free = line.limit - self._count(line) if self.shared is None else line.limit
             while free > 0:
                 found = self._first_waiting(line)
                 if found is None:
+                    break
+                if self.shared is not None and not self.shared.take(
+                    scope, found, line.waiting[0][4], line.limit
+                ):
+                    self._ask_again(scope, now)  # (held by units elsewhere)
                     break
                 _, _, eid, unit_key, offer = heapq.heappop(line.waiting)
                 self._waiting.pop((eid, unit_key), None)
@@ -304,6 +367,33 @@ class StepGate:
                     let_in.append((live, unit_key))
             if not line.running and not line.waiting:
                 del self._lines[scope]
+        return let_in
+
+    def _holders_in_line(self, line: _Line, scope: Scope, now: int) -> list[tuple[Live, str]]:
+        """Shared mode: the units waiting in line that hold their slot in the
+        store already (taken before a group was undone, or found by the
+        reconciliation after a restart or take-over) go in first, whatever
+        their place: they count against the limit, and the units before
+        them would wait for their slot for ever."""
+        assert self.shared is not None
+        held = self.shared.holds
+        mine = [e for e in line.waiting if held(scope, (e[2], e[3]), e[4])]
+        if not mine:
+            return []
+        line.waiting = [e for e in line.waiting if not held(scope, (e[2], e[3]), e[4])]
+        heapq.heapify(line.waiting)
+        let_in: list[tuple[Live, str]] = []
+        for _, _, eid, unit_key, offer in mine:
+            known = self._waiting.get((eid, unit_key))
+            if known is None or known[2] != offer or not self._valid(eid, unit_key, offer):
+                continue
+            del self._waiting[(eid, unit_key)]
+            self._hold(line, scope, (eid, unit_key), offer)
+            live = self._get(eid)
+            assert live is not None
+            gated = self.gated(live, unit_key)
+            if gated is None or self._rated(live, unit_key, gated, now):
+                let_in.append((live, unit_key))
         return let_in
 
     def waiting_of(self, live: Live) -> FlowWaitDoc | None:
