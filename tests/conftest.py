@@ -1,7 +1,8 @@
 """PostgreSQL fixtures for the cross-package tests (tests/pgkit.py):
 `pg_server` (the shared server), `pg_url` (a new database on it) and
 `pg_cluster` (a server of the test's own, to stop and start); and
-`orders_servers`, real servers for issue 44's example (fixtures_orbit.py)."""
+`orders_servers`, real servers for issue 44's example, and `three_shared`,
+three real shared-mode servers on one database (fixtures_orbit.py)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,8 @@ def orders_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[l
 
 def pytest_collection_modifyitems(items: list[Any]) -> None:
     pgkit.mark_postgres_items(items)
+
+
+@pytest.fixture
+def three_shared(pg_url: str) -> Iterator[list[ServerProcess]]:
+    yield from fixtures_orbit.shared_trio(pg_url)

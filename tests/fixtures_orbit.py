@@ -10,11 +10,14 @@ varies.
   example (examples/visibility.orbit) and its three executions; the
   `orders_servers` fixture (tests/conftest.py) runs real servers for it on
   SQLite, PostgreSQL and two in shared mode.
+- `shared_trio`: three real `orbit server --cluster-mode shared` processes
+  on one PostgreSQL database (`a`, `b`, `c`; the `three_shared` fixture).
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,3 +144,27 @@ def orders_servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[l
                 stack.enter_context(ServerProcess(url, *SHARED, "--node-id", node, env=env))
                 for node in ("a", "b")
             ]
+
+
+SHARED_ENV = {"ORBIT_CLUSTER_INTERVAL_MS": "100"}
+
+
+def shared_server(url: str, node: str) -> ServerProcess:
+    """A shared-mode server with short session and node timeouts (a
+    SIGKILLed one's executions are taken over within seconds)."""
+    args = ["--cluster", "--cluster-mode", "shared", "--node-id", node]
+    args += ["--session-timeout", "3", "--node-timeout", "2"]
+    return ServerProcess(url, *args, env=SHARED_ENV)
+
+
+def shared_trio(url: str) -> Iterator[list[ServerProcess]]:
+    """Three shared-mode servers, started; SIGKILLed at the end."""
+    servers = [shared_server(url, name) for name in ("a", "b", "c")]
+    try:
+        for server in servers:
+            server.start(timeout=90)
+        yield servers
+    finally:
+        for server in servers:
+            if server.proc is not None:
+                server.stop(signal.SIGKILL)

@@ -1,0 +1,115 @@
+"""A step's `concurrency` across the servers of shared mode, on three real
+`orbit server --cluster-mode shared` processes over PostgreSQL: the step
+`work` declares `concurrency { max: 2, key: input.customer_id }` (the
+workflow declares nothing, so each execution runs on the server it was
+started through). Its slots are rows of the store (orbit_core/engine/
+step_slots.py), so never more than two tasks of one customer are out at
+once, whichever servers own the executions, and a server SIGKILLed while
+it holds slots gives them up to the others once its executions are taken
+over."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import psycopg
+import pytest
+import test_flow_shared as fs
+from fixtures_orbit import demo_definition
+from server_harness import ServerProcess
+
+from orbit_core import ir
+
+pytestmark = [pytest.mark.timeout(240)]
+
+WORKFLOW = "PerStepShared"
+
+
+def _deploy(server: ServerProcess) -> None:
+    definition = demo_definition(WORKFLOW, step="concurrency { max: 2, key: input.customer_id }")
+    assert server.http().post("/v1/workflows", ir.to_json(definition)).status == 201
+
+
+def _owners(url: str) -> dict[str, str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT execution_id, node_id FROM orbit_owners").fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def _slots(url: str) -> list[tuple[str, str]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT execution_id, key FROM orbit_step_slots ORDER BY execution_id"
+        ).fetchall()
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def _run_all(held: fs.Held, servers: list[ServerProcess], ids: list[str]) -> None:
+    deadline = time.monotonic() + 120
+    api = servers[0].http()
+    while not all(fs._finished(api, eid) for eid in ids):
+        assert time.monotonic() < deadline, sorted(
+            (eid, api.get(f"/v1/executions/{eid}").body.get("status")) for eid in ids
+        )
+        held.take()
+        held.complete_one_each(servers[len(held.tasks) % len(servers)].http())
+
+
+def test_a_step_concurrency_holds_across_three_servers(
+    three_shared: list[ServerProcess], pg_url: str
+) -> None:
+    """Six executions of `c-1` and three of `c-2`, started through the three
+    servers in turn (so each server owns some of each key): at no moment
+    are more than two tasks of a key out (on main each server let two of
+    each key out, six `c-1` tasks at once), a waiting execution says why,
+    and all complete with no slot left behind."""
+    three = three_shared
+    _deploy(three[0])
+    plan = [(f"c1-{i}", "c-1") for i in range(6)] + [(f"c2-{i}", "c-2") for i in range(3)]
+    fs._start_spread(three, plan, WORKFLOW)
+    assert len(set(_owners(pg_url).values())) == 3
+    held = fs.Held(fs._workers(three))
+    held.take()
+    assert held.per_key() == {"c1": 2, "c2": 2}
+    # (Each asked of its owner: `waiting` is what the owner's engine holds.)
+    by_node = dict(zip("abc", three, strict=True))
+    owners = _owners(pg_url)
+    waiting = [
+        by_node[owners[eid]].http().get(f"/v1/executions/{eid}").body.get("waiting")
+        for eid, _ in plan
+    ]
+    assert sum(1 for w in waiting if w and w["reason"] == "concurrency") == 5
+    ids = [eid for eid, _ in plan]
+    _run_all(held, three, ids)
+    assert held.most == {"c1": 2, "c2": 2}
+    assert _slots(pg_url) == []
+
+
+def test_slots_of_a_sigkilled_server_go_to_the_others_after_the_take_over(
+    three_shared: list[ServerProcess], pg_url: str
+) -> None:
+    """Six executions of `c-1` spread over the servers, two tasks out; the
+    owner of one of them is SIGKILLed. Its slot stays held (its task is out
+    at a worker) until the survivor that takes its executions over hears of
+    the task's end; the waiting ones, its own among them, then run two at
+    a time, all end, and no slot row is left."""
+    three = three_shared
+    _deploy(three[0])
+    plan = [(f"c1-{i}", "c-1") for i in range(6)]
+    fs._start_spread(three, plan, WORKFLOW)
+    # The first two started took the two slots: c1-0 (owned by `a`) and
+    # c1-1 (by `b`); the workers poll through the servers that live on.
+    assert sorted(e for e, _ in _slots(pg_url)) == ["c1-0", "c1-1"]
+    victim = _owners(pg_url)["c1-0"]
+    by_node = dict(zip("abc", three, strict=True))
+    survivors = [by_node[n] for n in "abc" if n != victim]
+    held = fs.Held(fs._workers(survivors))
+    held.take()
+    assert sorted(t["execution_id"] for t in held.tasks.values()) == ["c1-0", "c1-1"]
+    by_node[victim].stop(signal.SIGKILL)
+    ids = [eid for eid, _ in plan]
+    _run_all(held, survivors, ids)
+    assert held.most == {"c1": 2}
+    assert victim not in _owners(pg_url).values()
+    assert _slots(pg_url) == []
