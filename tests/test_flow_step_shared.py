@@ -15,6 +15,7 @@ import time
 
 import psycopg
 import pytest
+import test_flow_real_server as real
 import test_flow_shared as fs
 from fixtures_orbit import demo_definition
 from server_harness import ServerProcess
@@ -113,3 +114,40 @@ def test_slots_of_a_sigkilled_server_go_to_the_others_after_the_take_over(
     assert held.most == {"c1": 2}
     assert victim not in _owners(pg_url).values()
     assert _slots(pg_url) == []
+
+
+PERIOD_MS = 8_000
+
+
+def test_a_step_rate_holds_across_two_servers(three_shared: list[ServerProcess]) -> None:
+    """`rate { max: 1, per: 8s, key: input.customer_id }` on the step, one
+    execution of `c-1` started through each of two servers (each owns its
+    own): one bucket for both, in the store, so the second task is handed
+    out a period after the first (on main each server had a bucket of its
+    own and both went out at once); another customer's is not held back.
+    The second waits (its owner's document says so) and goes out a period
+    after the first was queued."""
+    a, b, _c = three_shared
+    definition = demo_definition(
+        "RatedShared", step="rate { max: 1, per: 8s, key: input.customer_id }"
+    )
+    assert a.http().post("/v1/workflows", ir.to_json(definition)).status == 201
+    fs._start_spread([a, b], [("r1", "c-1"), ("r2", "c-1"), ("r3", "c-2")], "RatedShared")
+    workers = fs._workers([a, b])
+    found = sorted(t["execution_id"] for w in workers for t in real.take_all(w))
+    assert found[:2] == ["r1", "r3"] or found == ["r2", "r3"], found
+    assert len(found) == 2, found
+    first, second = ("r1", "r2") if "r1" in found else ("r2", "r1")
+    owner = b if second == "r2" else a
+    assert real.doc(owner.http(), second)["waiting"]["reason"] == "rate"
+    deadline = time.monotonic() + 30
+    later: list[str] = []
+    while not later and time.monotonic() < deadline:
+        later = [t["execution_id"] for w in workers for t in real.take_all(w)]
+    assert later == [second]
+    # In shared mode the token is spent when the task is queued (for the
+    # first: in the group that scheduled it), not at its dispatch.
+    gap = real.event_ms(owner.http(), second, "StepDispatched") - real.event_ms(
+        (a if owner is b else b).http(), first, "StepScheduled"
+    )
+    assert gap >= PERIOD_MS, gap  # (the servers' clocks are one machine's)

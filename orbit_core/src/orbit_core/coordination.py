@@ -17,7 +17,8 @@ database adapters live in orbit_store; none of this module knows one.
   attempts a session should stop (posted by an owner for the server the
   session talks to).
 - `StepSlots`: the slots of step `concurrency` limits, counted in the
-  store for the whole group of servers (engine/step_slots.py).
+  store for the whole group of servers (engine/step_slots.py), and the
+  buckets of step `rate` limits (engine/step_rate.py).
 - `Announcements`: channels that wake waiters (`TASKS`, `INBOX`, `REPLIES`,
   `DONE`): a waiter remembers a channel's serial and waits for it to move.
   Missing one is harmless: every waiter also looks again on its own.
@@ -171,6 +172,15 @@ class StepSlots(Protocol):
 
     def free_step_slots(self, slots: list[StepSlot]) -> None:
         """Deletes slots outside any group (reconciliation by an owner)."""
+        ...
+
+    def take_step_token(
+        self, flow: str, key: str, take: Callable[[int], int | None]
+    ) -> tuple[bool, int]:
+        """Takes a token of a step's `rate` from the bucket the store keeps
+        for (`flow`, `key`), in a short transaction of its own holding the
+        bucket's row: `take(tat)` is the bucket's new time when it has a
+        token, else None. (taken, the bucket's time after)."""
         ...
 
 

@@ -84,6 +84,8 @@ class MemoryCluster:
         self.beats: dict[str, int] = {}
         # Step slots by holder: (execution id, unit key, run, offer seq).
         self.slots: dict[tuple[str, str, int, int], StepSlot] = {}
+        # The buckets of step rates: (flow, key) to the bucket's time.
+        self.buckets: dict[tuple[str, str], int] = {}
         self.serials = dict.fromkeys((TASKS, INBOX, REPLIES, DONE), 0)
         self._seq = itertools.count(1)
         self.deliver: Callable[[str], None] = lambda node_id: None
@@ -400,6 +402,18 @@ class MemoryNode(MemoryStore):
         with self.cluster.lock:
             for slot in slots:
                 self.cluster.slots.pop(_holder(slot), None)
+
+    def take_step_token(
+        self, flow: str, key: str, take: Callable[[int], int | None]
+    ) -> tuple[bool, int]:
+        with self.cluster.lock:
+            buckets = self.cluster.buckets
+            tat = buckets.get((flow, key), 0)
+            new = take(tat)
+            if new is None:
+                return False, tat
+            buckets[(flow, key)] = new
+            return True, new
 
     # ---- mailboxes
 

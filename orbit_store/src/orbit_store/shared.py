@@ -81,6 +81,7 @@ from typing import Any
 import attrs
 import orjson
 import psycopg
+from sqlalchemy.dialects import postgresql
 
 from orbit_core import events as ev
 from orbit_core.api import ExecutionStatus
@@ -93,6 +94,7 @@ from orbit_core.engine.flow_gates import GATE_PREFIX
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ScheduleAdvance, StepSlot, TaskOffer
 from orbit_core.state import TERMINAL
+from orbit_store import rates
 from orbit_store.pg_arrays import Int8s, Texts
 from orbit_store.postgres import (
     INSERT_EVENTS,
@@ -755,6 +757,8 @@ class SharedTables:
         self.node_id = node_id
         self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
         self._limit = threading.BoundedSemaphore(connections)
+        # Whether `orbit_flow_rates` (a part made on first use) is known here.
+        self._rates_ready = False
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
@@ -980,6 +984,35 @@ class SharedTables:
                     [x.offer_seq for x in slots],
                 ),
             )
+
+    def take_step_token(
+        self, flow: str, key: str, take: Callable[[int], int | None]
+    ) -> tuple[bool, int]:
+        """Takes a token of a step's rate from its bucket in `orbit_flow_rates`
+        (the row is held meanwhile, so servers take tokens one at a time)."""
+        with self._conn() as conn, conn.transaction():
+            if not self._rates_ready:
+                for statement in rates.create_statements(postgresql.dialect()):  # type: ignore[no-untyped-call]
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO orbit_flow_rates (workflow, rate_key, tat_us) VALUES (%s, %s, 0) "
+                "ON CONFLICT DO NOTHING",
+                (flow, key),
+            )
+            row = conn.execute(
+                "SELECT tat_us FROM orbit_flow_rates WHERE workflow = %s AND rate_key = %s "
+                "FOR UPDATE",
+                (flow, key),
+            ).fetchone()
+            tat = int(row[0]) if row is not None else 0
+            new = take(tat)
+            if new is not None:
+                conn.execute(
+                    "UPDATE orbit_flow_rates SET tat_us = %s WHERE workflow = %s AND rate_key = %s",
+                    (new, flow, key),
+                )
+        self._rates_ready = True
+        return (False, tat) if new is None else (True, new)
 
     # ---- the task queue
 

@@ -108,7 +108,7 @@ class StepGate:
         # those alone; one somebody waits in is counted in full).
         self._dirty: set[str] = set()
         self.delayed = 0
-        self.rates = StepRates(get)
+        self.rates = StepRates(get, slots)
 
     # ---- reading a unit
 

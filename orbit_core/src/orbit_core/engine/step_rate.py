@@ -30,6 +30,17 @@ store's: later attempts wait a little longer, never less.
 
 With a step `concurrency` as well, the concurrency is asked first: an
 attempt waiting for a token holds its slot.
+
+In shared mode (`buckets` given) the bucket is the store's row, shared by
+every server, and the token is spent when it is promised, not at the
+dispatch: the promise takes it from the row in a short transaction of its
+own that holds the row (`StepSlots.take_step_token`), so two servers never
+promise the same token. A promise that lapses unspent (its attempt was
+withdrawn, paused or cancelled before a worker took it) has used its
+token all the same, and an attempt queued again after a restart or a
+take-over takes a new one: the limit errs towards fewer dispatches, never
+more. A server that finds the bucket empty asks again when its time says
+the next token comes (another server may have taken it first).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from collections.abc import Callable, Iterator
 import attrs
 
 from orbit_core.api import UNIT_SCHEDULED, FlowWaitDoc
+from orbit_core.coordination import StepSlots
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import Live
 from orbit_core.flow import rate
@@ -136,8 +148,10 @@ class _Bucket:
 
 
 class StepRates:
-    def __init__(self, get: Callable[[str], Live | None]) -> None:
+    def __init__(self, get: Callable[[str], Live | None], buckets: StepSlots | None = None) -> None:
         self._get = get
+        # Shared mode: the store's buckets, spent at the promise.
+        self._shared = buckets
         self._tats: dict[Scope, int] = {}
         self._buckets: dict[Scope, _Bucket] = {}
         # Where each waiting unit waits, since when, under which offer.
@@ -213,12 +227,15 @@ class StepRates:
         if bucket is None:
             return False
         bucket.promised.pop(holder, None)
-        self.charge(tx, scope, bucket.rate)
+        if self._shared is None:
+            self.charge(tx, scope, bucket.rate)
         if bucket.waiting:
             self._arm(scope, bucket, tx.now)  # (all its tokens may have been promised)
         return True
 
     def charge(self, tx: Tx, scope: Scope, limit: Rate) -> None:
+        if self._shared is not None:
+            return  # (spent when promised, by whichever server promised it)
         tat = rate.charge(self._tats.get(scope, 0), tx.now, limit)
         self._tats[scope] = tat
         tx.rates[store_scope(scope)] = tat
@@ -327,6 +344,12 @@ class StepRates:
                 del promised[holder]
                 if self._promised.get(holder) == scope:
                     del self._promised[holder]
+        if self._shared is not None:
+            flow, key = store_scope(scope)
+            limit = bucket.rate
+            taken, tat = self._shared.take_step_token(flow, key, lambda t: rate.take(t, now, limit))
+            self._tats[scope] = tat
+            return taken
         tat = self._tats.get(scope, 0)
         if tat <= now * rate.US_PER_MS:
             return len(promised) < bucket.capacity  # a full bucket
@@ -336,7 +359,8 @@ class StepRates:
         """A timer for when the bucket earns its next token beyond those
         promised; while every token it can hold is promised, one interval
         later (a spent promise arms it too, a lapsed one is found then)."""
-        at = rate.ready_for(self._tats.get(scope, 0), bucket.rate, len(bucket.promised))
+        promised = len(bucket.promised) if self._shared is None else 0  # (spent already)
+        at = rate.ready_for(self._tats.get(scope, 0), bucket.rate, promised)
         if at is None:
             at = now + max(1, rate.interval_us(bucket.rate) // rate.US_PER_MS)
         if self._armed.get(scope, at + 1) > at:
