@@ -31,7 +31,8 @@ prepare it one after the other.
 The shared part's version 2 brings its tables, which builds before it
 created with `IF NOT EXISTS` and changed in place without recording a
 version, to one known shape (`orbit_tasks.node_id` and its index, the two
-partial indexes that replaced `orbit_inbox_pending`). `tests/fixtures`
+partial indexes that replaced `orbit_inbox_pending`); version 3 adds
+`orbit_step_slots` (a new table: nothing to change in place). `tests/fixtures`
 holds a database of each earlier shape, and a test upgrades every one of
 them.
 
