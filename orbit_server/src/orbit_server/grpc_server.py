@@ -91,7 +91,7 @@ from orbit_server.grpc_unary import Call, Handler, Reply, UnaryServer
 from orbit_server.grpc_values import from_value, to_value
 from orbit_server.identities import Identities
 from orbit_server.logs import logger
-from orbit_server.worker_calls import RESULT_THEN_POLL, NextPoll, WorkerCalls
+from orbit_server.worker_calls import RESULT_THEN_POLL, NextPoll, ThenPolled, WorkerCalls
 
 SERVICE = "orbit.worker.v1.WorkerService"
 ERROR_CODE_KEY = "orbit-error-code"
@@ -338,15 +338,45 @@ class WorkerService:
     ) -> pb.ReportThenPollResponse:
         which = request.WhichOneof("result")
         if which == "complete":
-            ack = self._complete(request.complete, who, calls, rpc)
+            done = request.complete
         elif which == "fail":
-            ack = self._fail(request.fail, who, calls, rpc)
+            failed = request.fail
         else:
             raise _Failure("INVALID_REQUEST", "ReportThenPollRequest carries no result")
         if not request.HasField("poll"):
-            return pb.ReportThenPollResponse(ack=ack)
+            if which == "complete":
+                return pb.ReportThenPollResponse(ack=self._complete(done, who, calls, rpc))
+            return pb.ReportThenPollResponse(ack=self._fail(failed, who, calls, rpc))
         poll = NextPoll(request.poll.worker_session_id, request.poll.wait_ms or None)
-        found = calls.then_poll(who, poll, rpc.is_active)
+
+        # The result and its poll, as one call of the engine (worker_calls.py).
+        def report() -> tuple[Mapping[str, Any], ThenPolled]:
+            if which == "complete":
+                output = _json(done, "output") if done.token else None
+                return calls.complete_then_poll(who, done.token, output, poll, rpc.is_active)
+            return calls.fail_then_poll(
+                who,
+                failed.token,
+                error_code=failed.error_code,
+                error_message=failed.error_message,
+                retryable=failed.retryable,
+                details=_json(failed, "details"),
+                poll=poll,
+                connected=rpc.is_active,
+            )
+
+        if which == "complete":
+            untagged = not done.token
+        else:
+            untagged = not failed.token or not failed.error_code
+        try:
+            answer, found = report()
+        except OrbitError as exc:
+            if not untagged:
+                raise
+            # As `_untagged`: the refusal of an empty token or error_code.
+            raise _Failure(exc.code, exc.message, tagged=False) from None
+        ack = _ack(answer)
         if found.error is not None:
             error = found.error
             return pb.ReportThenPollResponse(ack=ack, poll_error=f"{error.code}: {error.message}")

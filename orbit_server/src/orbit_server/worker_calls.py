@@ -19,7 +19,9 @@ only then is the poll made; a result the engine refuses raises before any
 poll, so no task is ever taken for an answer that is an error. A poll that
 fails once the result is recorded (an unknown session, say) is not the
 result's error: the answer carries the acknowledgement and the poll's
-error, and the worker's own next poll meets that error as usual.
+error, and the worker's own next poll meets that error as usual. The
+engine makes the two as one command (`complete_then_poll`,
+`fail_then_poll` of its worker desk): one group and one commit per step.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NotRequired
+from typing import Any, NotRequired, TypeVar
 
 import attrs
 
 from orbit_core import limits
 from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered
 from orbit_core.engine.facade import EngineApi
+from orbit_core.engine.worker_desk import PollAfter, Reported
 from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
@@ -166,23 +169,21 @@ class WorkerCalls:
     ) -> Mapping[str, Any] | None:
         """The task (with its `traceparent` when traces are exported), or
         None when none came within the wait."""
-        task = self.engine.workers.poll(session, wait_ms, connected, worker=bound_worker(who))
-        if task is None:
-            return None
-        if self._tracer is not None:
-            parent = self._tracer.traceparent(task["execution_id"], task["step_id"])
-            if parent is not None:
-                return {**task, "traceparent": parent}
-        return task
+        return self._traced(
+            self.engine.workers.poll(session, wait_ms, connected, worker=bound_worker(who))
+        )
 
-    def then_poll(
-        self, who: Caller, poll: NextPoll, connected: Callable[[], bool] | None
-    ) -> ThenPolled:
-        """The poll a result carried, made once the result is answered."""
-        try:
-            return ThenPolled(self.poll(who, poll.session, poll.wait_ms, connected))
-        except OrbitError as exc:
-            return ThenPolled(error=exc)
+    def _traced(self, task: Assignment | None) -> Mapping[str, Any] | None:
+        """A task with its `traceparent` when traces are exported."""
+        if task is None or self._tracer is None:
+            return task
+        parent = self._tracer.traceparent(task["execution_id"], task["step_id"])
+        return task if parent is None else {**task, "traceparent": parent}
+
+    def _polled(self, reported: Reported) -> tuple[Accepted, ThenPolled]:
+        if reported.error is not None:
+            return reported.ack, ThenPolled(error=reported.error)
+        return reported.ack, ThenPolled(self._traced(reported.task))
 
     def undelivered(self, task: Assignment | Mapping[str, Any]) -> None:
         """The worker hung up before its task reached it: the attempt is
@@ -205,18 +206,24 @@ class WorkerCalls:
 
     def complete(self, who: Caller, token: str, output: JsonValue) -> Accepted:
         worker = bound_worker(who)
-        try:
-            return self.engine.workers.complete(token, output, worker=worker)
-        except InvalidError:
-            # An integer from 2^63 to 2^64 - 1 is refused where a larger one,
-            # which the JSON parser already made a float, is judged by the
-            # contract (and over gRPC every such number is a float): read it
-            # as a float too and try again (docs/limits.md). Nothing was
-            # recorded: the engine checks an output before submitting it.
-            widened = limits.big_integers_as_floats(output)
-            if widened is output:
-                raise
-            return self.engine.workers.complete(token, widened, worker=worker)
+        desk = self.engine.workers
+        return _widening(output, lambda out: desk.complete(token, out, worker=worker))
+
+    def complete_then_poll(
+        self,
+        who: Caller,
+        token: str,
+        output: JsonValue,
+        poll: NextPoll,
+        connected: Callable[[], bool] | None,
+    ) -> tuple[Accepted, ThenPolled]:
+        """`complete`, then the poll it carried (`result-then-poll`)."""
+        worker = bound_worker(who)
+        desk = self.engine.workers
+        after = PollAfter(poll.session, poll.wait_ms, connected)
+        return self._polled(
+            _widening(output, lambda out: desk.complete_then_poll(token, out, after, worker=worker))
+        )
 
     def fail(
         self,
@@ -231,3 +238,48 @@ class WorkerCalls:
         return self.engine.workers.fail(
             token, error_code, error_message, retryable, details, worker=bound_worker(who)
         )
+
+    def fail_then_poll(
+        self,
+        who: Caller,
+        token: str,
+        *,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+        poll: NextPoll,
+        connected: Callable[[], bool] | None,
+    ) -> tuple[Accepted, ThenPolled]:
+        """`fail`, then the poll it carried (`result-then-poll`)."""
+        after = PollAfter(poll.session, poll.wait_ms, connected)
+        return self._polled(
+            self.engine.workers.fail_then_poll(
+                token,
+                error_code,
+                error_message,
+                retryable,
+                details,
+                poll=after,
+                worker=bound_worker(who),
+            )
+        )
+
+
+R = TypeVar("R")
+
+
+def _widening(output: JsonValue, report: Callable[[JsonValue], R]) -> R:
+    """`report(output)`, again with big integers read as floats when the
+    output is refused as invalid: an integer from 2^63 to 2^64 - 1 is
+    refused where a larger one, which the JSON parser already made a float,
+    is judged by the contract (and over gRPC every such number is a float)
+    (docs/limits.md). Nothing was recorded: the engine checks an output
+    before submitting it."""
+    try:
+        return report(output)
+    except InvalidError:
+        widened = limits.big_integers_as_floats(output)
+        if widened is output:
+            raise
+        return report(widened)

@@ -43,7 +43,7 @@ from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
 from orbit_core.engine.recovery import BUILTIN_RESTART_REASON
 from orbit_core.engine.service import TICK_MS, Engine
 from orbit_core.engine.tuning import tune_process
-from orbit_core.engine.worker_desk import WorkerApi, WorkerDesk
+from orbit_core.engine.worker_desk import PollAfter, Reported, WorkerApi, WorkerDesk
 from orbit_core.engine.workers import RESTART_REASON
 
 __all__ = [
@@ -58,6 +58,8 @@ __all__ = [
     "RUNTIME_WORKER",
     "TICK_MS",
     "Engine",
+    "PollAfter",
+    "Reported",
     "TaskContext",
     "TaskError",
     "WorkerApi",

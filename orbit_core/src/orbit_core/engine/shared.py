@@ -62,7 +62,13 @@ from orbit_core.engine.reads import DEFAULT_WAIT_MS, MAX_WAIT_MS
 from orbit_core.engine.results import admit_failure, admit_success
 from orbit_core.engine.service import Engine
 from orbit_core.engine.task_desk import Claims
-from orbit_core.engine.worker_desk import WorkerApi, contract_pairs
+from orbit_core.engine.worker_desk import (
+    PollAfter,
+    Reported,
+    WorkerApi,
+    contract_pairs,
+    poll_after,
+)
 from orbit_core.errors import (
     ConflictError,
     InvalidError,
@@ -866,6 +872,28 @@ class SharedDesk:
         if self._moved(token, reply):
             return self._send_result(token, "fail", payload)
         return reply
+
+    # A result and the poll it carries: the two calls in turn here, as a
+    # result may go to another server and a poll waits on the shared queue.
+
+    def complete_then_poll(
+        self, token: str, output: JsonValue, poll: PollAfter, *, worker: str | None = None
+    ) -> Reported:
+        return poll_after(self, self.complete(token, output, worker=worker), poll, worker)
+
+    def fail_then_poll(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+        *,
+        poll: PollAfter,
+        worker: str | None = None,
+    ) -> Reported:
+        ack = self.fail(token, error_code, error_message, retryable, details, worker=worker)
+        return poll_after(self, ack, poll, worker)
 
     def _owned_elsewhere(self, token: str) -> bool:
         eid, slash, _ = token.partition("/")

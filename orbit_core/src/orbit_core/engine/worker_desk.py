@@ -9,6 +9,18 @@ simulator's workers use it, an embedding program does not (it serves tasks
 with `Engine.register_handler`). `WorkerApi` is its shape, which the
 desk of a server that shares executions (orbit_core/engine/shared.py)
 has too.
+
+A result may carry the poll that follows it (the server's `result-then-poll`
+extension): `complete_then_poll` and `fail_then_poll` make both in ONE
+command, so a step costs one group, one commit and one wake-up of its
+caller instead of two of each. The result runs first, as alone: when it is
+refused (an `OrbitError`) the command ends there and no task is taken; the
+poll then runs in the same transaction, and its own refusal (an unknown
+session, say) is returned beside the result's answer rather than raised,
+since the result stands. Both become durable in the same commit, before
+the caller hears of either. A desk that cannot join them (a shared
+server's, whose results may go to another server) makes the two calls in
+turn (`poll_after`).
 """
 
 from __future__ import annotations
@@ -16,13 +28,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, cast
 
+import attrs
+
 from orbit_core import limits
 from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered, WorkerList
-from orbit_core.engine.commands import Command
+from orbit_core.engine.commands import Command, Tx
 from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
 from orbit_core.engine.results import Results, admit_failure, admit_success
 from orbit_core.engine.workers import Workers
+from orbit_core.errors import OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_core.ports import Clock, Store
 
@@ -35,6 +50,40 @@ def contract_pairs(contracts: Contracts) -> list[tuple[str, str]]:
         (c["task_name"], c["contract_version"]) if isinstance(c, dict) else (c[0], c[1])
         for c in contracts
     ]
+
+
+@attrs.frozen(slots=True)
+class PollAfter:
+    """The poll a result carries: as `poll`'s arguments."""
+
+    session_id: str
+    wait_ms: int | None = None
+    connected: Callable[[], bool] | None = None
+
+
+@attrs.frozen(slots=True)
+class Reported:
+    """A result's answer and what the poll it carried found: the task, None
+    when none came within the wait, or the poll's `error` (no task taken)."""
+
+    ack: Accepted
+    task: Assignment | None = None
+    error: OrbitError | None = None
+
+
+def poll_after(desk: WorkerApi, ack: Accepted, poll: PollAfter, worker: str | None) -> Reported:
+    """The poll a result carried, made on its own once the result is
+    answered (for desks that cannot make both in one command)."""
+    try:
+        task = desk.poll(poll.session_id, poll.wait_ms, poll.connected, worker=worker)
+    except OrbitError as exc:
+        return Reported(ack, error=exc)
+    return Reported(ack, task)
+
+
+def _wait_of(wait_ms: int | None) -> int:
+    """A poll's wait, bounded."""
+    return DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
 
 
 class WorkerApi(Protocol):
@@ -73,6 +122,22 @@ class WorkerApi(Protocol):
         *,
         worker: str | None = None,
     ) -> Accepted: ...
+
+    def complete_then_poll(
+        self, token: str, output: JsonValue, poll: PollAfter, *, worker: str | None = None
+    ) -> Reported: ...
+
+    def fail_then_poll(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+        *,
+        poll: PollAfter,
+        worker: str | None = None,
+    ) -> Reported: ...
 
     def list(self) -> WorkerList: ...
 
@@ -129,8 +194,7 @@ class WorkerDesk:
         calls, is the worker id the caller's credential is bound to (None
         when it may act for any): another worker's session or task token is
         refused with FORBIDDEN before anything changes."""
-        wait = DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
-        return self.poll_parked(session_id, wait, connected, worker, None)
+        return self.poll_parked(session_id, _wait_of(wait_ms), connected, worker, None)
 
     def poll_parked(
         self,
@@ -187,6 +251,61 @@ class WorkerDesk:
     ) -> Accepted:
         error = admit_failure(token, error_code, error_message, retryable, details)
         return self._pipeline.submit(lambda tx: self._results.fail(tx, token, error, worker))
+
+    def complete_then_poll(
+        self, token: str, output: JsonValue, poll: PollAfter, *, worker: str | None = None
+    ) -> Reported:
+        """`complete`, then `poll`, as one command (module docstring)."""
+        admit_success(token, output)
+        return self._then_poll(
+            lambda tx: self._results.complete(tx, token, output, worker), poll, worker
+        )
+
+    def fail_then_poll(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+        *,
+        poll: PollAfter,
+        worker: str | None = None,
+    ) -> Reported:
+        """`fail`, then `poll`, as one command (module docstring)."""
+        error = admit_failure(token, error_code, error_message, retryable, details)
+        return self._then_poll(
+            lambda tx: self._results.fail(tx, token, error, worker), poll, worker
+        )
+
+    def _then_poll(
+        self, report: Callable[[Tx], Accepted], poll: PollAfter, worker: str | None
+    ) -> Reported:
+        wait = 0 if self._draining() else _wait_of(poll.wait_ms)
+        ack: Accepted = {"accepted": False}
+
+        def run(tx: Tx) -> object:
+            nonlocal ack
+            ack = report(tx)  # refused: the command's error, and no poll
+            try:
+                return self._polling.poll(tx, poll.session_id, cmd, wait > 0, worker)
+            except OrbitError as exc:
+                # Raised before the poll changed anything; the result stands.
+                return exc
+
+        cmd = Command(run)
+        cmd.connected = poll.connected
+        result = self._pipeline.run(cmd)
+        if isinstance(result, OrbitError):
+            return Reported(ack, error=result)
+        if cmd.parked is None:
+            return Reported(ack, cast(Assignment, result).copy() if result is not None else None)
+        # Parked: the result is durable (its group committed); the poll waits.
+        try:
+            found = self._pipeline.await_parked(cmd, wait)
+        except OrbitError as exc:
+            return Reported(ack, error=exc)
+        return Reported(ack, cast(Assignment, cmd.result).copy() if found else None)
 
     def list(self) -> WorkerList:
         """`GET /v1/workers`: every registered worker with its live sessions."""

@@ -32,7 +32,7 @@ from orbit_server.errors import bad_body
 from orbit_server.resources._json import send
 from orbit_server.resources._peer import connection_probe, handed_over
 from orbit_server.task_use import TaskUse
-from orbit_server.worker_calls import NextPoll, WorkerCalls
+from orbit_server.worker_calls import NextPoll, ThenPolled, WorkerCalls
 
 
 class Workers:
@@ -102,8 +102,14 @@ class WorkerProtocol:
         body = self._fields(req)
         token = body.required_string("token")
         poll = self._next_poll(body)
-        ack = self._calls.complete(caller(req), token, body.any("output"))
-        self._answer(req, resp, ack, poll)
+        output = body.any("output")
+        who = caller(req)
+        if poll is None:
+            send(resp, self._calls.complete(who, token, output))
+            return
+        connected = connection_probe(req.env)
+        ack, found = self._calls.complete_then_poll(who, token, output, poll, connected)
+        self._answer(resp, ack, found, connected)
 
     def on_post_fail(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = self._fields(req)
@@ -111,16 +117,34 @@ class WorkerProtocol:
         error_code = body.required_string("error_code")
         error_message = body.string("error_message") or ""
         retryable = body.boolean("retryable", True)
+        details = body.any("details")
         poll = self._next_poll(body)
-        ack = self._calls.fail(
-            caller(req),
+        who = caller(req)
+        if poll is None:
+            send(
+                resp,
+                self._calls.fail(
+                    who,
+                    token,
+                    error_code=error_code,
+                    error_message=error_message,
+                    retryable=retryable,
+                    details=details,
+                ),
+            )
+            return
+        connected = connection_probe(req.env)
+        ack, found = self._calls.fail_then_poll(
+            who,
             token,
             error_code=error_code,
             error_message=error_message,
             retryable=retryable,
-            details=body.any("details"),
+            details=details,
+            poll=poll,
+            connected=connected,
         )
-        self._answer(req, resp, ack, poll)
+        self._answer(resp, ack, found, connected)
 
     def _next_poll(self, body: Fields) -> NextPoll | None:
         """The poll a result carries, when the server offers result-then-poll."""
@@ -130,14 +154,13 @@ class WorkerProtocol:
         return NextPoll(poll.required_string("worker_session_id"), poll.integer("wait_ms"))
 
     def _answer(
-        self, req: falcon.Request, resp: falcon.Response, ack: Accepted, poll: NextPoll | None
+        self,
+        resp: falcon.Response,
+        ack: Accepted,
+        found: ThenPolled,
+        connected: Callable[[], bool] | None,
     ) -> None:
-        """The result's answer, with what its poll found (if it carried one)."""
-        if poll is None:
-            send(resp, ack)
-            return
-        connected = connection_probe(req.env)
-        found = self._calls.then_poll(caller(req), poll, connected)
+        """The result's answer, with what its poll found."""
         answer: dict[str, Any] = dict(ack)
         if found.error is not None:
             answer["poll_error"] = {"code": found.error.code, "message": found.error.message}
