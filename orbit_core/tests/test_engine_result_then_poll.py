@@ -133,3 +133,30 @@ def test_a_poll_that_waits_gets_the_next_task(engine: Engine) -> None:
     assert reported.ack == {"accepted": True}
     assert reported.task is not None and reported.task["execution_id"] == "p-2"
     assert [e for e in engine.events("p-2") if isinstance(e, ev.StepDispatched)]
+
+
+def test_a_shared_server_makes_the_two_calls_in_turn() -> None:
+    """A shared server's desk reports the result (it may go to another
+    server) and then polls (the shared queue too): the same answers."""
+    from test_shared_claims import CONTRACTS, _rounds, _server
+
+    shared, _, _ = _server()
+    try:
+        session = shared.workers.register("w", "python", CONTRACTS)["worker_session_id"]
+        for n in (0, 1):  # (no sleep before the task below 2)
+            shared.start("Leaf", None, {"n": n}, f"e{n}")
+        first = shared.workers.poll(session, 0)
+        assert first is not None
+        _rounds(shared)  # the other task goes to the shared queue
+        reported = shared.workers.complete_then_poll(
+            first["token"], {"v": 1}, PollAfter(session, 0)
+        )
+        assert reported.ack == {"accepted": True} and reported.error is None
+        assert reported.task is not None and reported.task["execution_id"] != first["execution_id"]
+        lost = shared.workers.fail_then_poll(
+            reported.task["token"], "E", "m", False, None, poll=PollAfter("nobody", 0)
+        )
+        assert lost.ack == {"accepted": True} and lost.task is None
+        assert lost.error is not None and lost.error.code == "UNKNOWN_SESSION"
+    finally:
+        shared.close()
