@@ -10,13 +10,13 @@ from urllib.parse import quote
 
 from orbit_sdk import _env
 from orbit_sdk._http import ConnectionFailure, Response, Transport
+from orbit_sdk._json import RawJson
+from orbit_sdk._json import encode as encode_json
 from orbit_sdk._version import USER_AGENT
 
 # Calls that may be sent twice without harm when a kept-alive connection dies:
 # reads, and the worker protocol, whose results the runtime reconciles by token.
 _REPLAYABLE_PREFIXES = ("/v1/workers/", "/v1/tasks/")
-# One encoder for every request body: json.dumps with options builds a new one per call.
-_encode_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _BAD_HEADER_VALUE = re.compile(r"\n(?![ \t])|\r(?![ \t\n])").search
 
 
@@ -166,7 +166,7 @@ class Client:
             data = None
             headers = self._headers
         else:
-            data = body.data if isinstance(body, RawJson) else _encode_json(body).encode()
+            data = body.data if isinstance(body, RawJson) else encode_json(body).encode()
             headers = self._json_headers
         replayable = method == "GET" or path.startswith(_REPLAYABLE_PREFIXES)
         try:
@@ -185,16 +185,6 @@ class Client:
         if response.status >= 400:
             raise _error_from(response)
         return response.status, _parse_body(response)
-
-
-class RawJson:
-    """A request body already encoded as JSON, sent as it is (the worker
-    encodes a result once, and checks it is JSON by doing so)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
 
 
 def _header_lines(token: str | None, json_body: bool) -> str:
