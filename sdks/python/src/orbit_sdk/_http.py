@@ -312,7 +312,10 @@ class Transport:
             length = ""
         head = f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n{headers}{length}\r\n"
         data = head.encode("latin-1") if body is None else head.encode("latin-1") + body
-        conn, reused = self._acquire(timeout, waiting)
+        # A replayable request skips the check that an idle connection is
+        # still open (a system call, and a GIL hand-off, per request): if the
+        # server did close it, the request is sent again on a new connection.
+        conn, reused = self._acquire(timeout, waiting, check=not replayable)
         try:
             response = self._exchange(conn, method, data)
         except _Stale as stale:
@@ -360,14 +363,19 @@ class Transport:
         for conn in idle:
             conn.close()
 
-    def _acquire(self, timeout: float, waiting: bool) -> tuple[_Connection, bool]:
-        """An open idle connection if there is one, else a new one (not yet open)."""
+    def _acquire(
+        self, timeout: float, waiting: bool, check: bool = True
+    ) -> tuple[_Connection, bool]:
+        """An open idle connection if there is one (checked to be still open,
+        unless told not to), else a new one (not yet open)."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return self._new_connection(timeout, waiting), False
-            if conn.sock is not None and not _is_dropped(conn):
+            # Bytes left over from the last answer (a broken server) always
+            # disqualify a connection: they would be read as the next one.
+            if conn.sock is not None and not (conn._buffer or (check and _is_dropped(conn))):
                 conn.set_timeout(timeout)
                 with self._lock:
                     self._busy.add(conn)
