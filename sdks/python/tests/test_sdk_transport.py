@@ -69,3 +69,23 @@ def test_a_start_is_not_resent_on_a_stale_connection(
         client.start("Hello")
     assert caught.value.is_connection_error
     assert client.start("Hello") == "e"
+
+
+def test_a_worker_call_on_a_connection_closed_while_idle_is_sent_again_unchecked(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeRuntime, client: Client
+) -> None:
+    fake.routes["POST", "/v1/workers/heartbeat"] = lambda call: (200, {"cancel": []})
+    client.post("/v1/workers/heartbeat", {"worker_session_id": "s"})
+    fake.drop_connections()
+
+    def no_check(sock: object) -> bool:
+        raise AssertionError("a replayable call needs no idle check")
+
+    # Worker calls skip the check: a stale connection costs a second send.
+    monkeypatch.setattr(_http, "_is_dropped", no_check)
+    assert client.post("/v1/workers/heartbeat", {"worker_session_id": "s"}) == (
+        200,
+        {"cancel": []},
+    )
+    assert fake.connections == 2
+    assert len(fake.calls_to("/v1/workers/heartbeat")) == 2

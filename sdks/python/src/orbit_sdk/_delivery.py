@@ -89,8 +89,8 @@ class Reporter:
             log_fields(logging.ERROR, "result refused", fields)
         return task
 
-    def _body(self, outcome: Outcome, poll_wait_ms: int | None) -> dict[str, Any]:
-        """The report's body, with the next poll when there is to be one."""
+    def _poll(self, poll_wait_ms: int | None) -> dict[str, Any] | None:
+        """The poll the report is to carry, if there is to be one."""
         session_id = self._session.id
         if (
             poll_wait_ms is None
@@ -98,33 +98,36 @@ class Reporter:
             or not self._session.result_then_poll
             or self._stopping.is_set()
         ):
-            return outcome.body
-        poll = {"worker_session_id": session_id, "wait_ms": poll_wait_ms}
-        return {**outcome.body, "poll": poll}
+            return None
+        return {"worker_session_id": session_id, "wait_ms": poll_wait_ms}
 
     def _send(
         self, ctx: Context, outcome: Outcome, poll_wait_ms: int | None
     ) -> tuple[ApiError | None, dict[str, Any] | None]:
         """Sends until answered: the error if refused, None once answered or
         given up; and the task the answer brought, if any."""
-        backoff = Backoff(self._random)
+        # Made at the first failure: nearly every result goes through at once.
+        backoff: Backoff | None = None
         # This result's own: the runtime may answer polls and still fail it.
-        contact = Contact(back=lambda away: _delivered_after(away, ctx))
+        contact: Contact | None = None
         give_up_at = time.monotonic() + RESULT_RETRY_WINDOW_S
         last_chance = False
         while True:
             session_id = self._session.id
-            body = self._body(outcome, poll_wait_ms)
+            poll = self._poll(poll_wait_ms)
             try:
-                if body is outcome.body:
-                    _, answer = self._client.post(outcome.path, body)
+                if poll is None:
+                    _, answer = self._client.post(outcome.path, outcome.payload(None))
                 else:
-                    _, answer = self._client._post_waiting(outcome.path, body)
+                    _, answer = self._client._post_waiting(outcome.path, outcome.payload(poll))
             except ApiError as exc:
-                if body is not outcome.body and self._stopping.is_set():
+                if poll is not None and self._stopping.is_set():
                     # Shutdown ended the wait for a next task: the result goes
                     # again, without the poll (sending it twice is harmless).
                     continue
+                if backoff is None or contact is None:
+                    backoff = Backoff(self._random)
+                    contact = Contact(back=lambda away: _delivered_after(away, ctx))
                 if not is_away(exc):
                     contact.answered()
                 if is_unknown_session(exc):
@@ -144,7 +147,8 @@ class Reporter:
                 contact.failed(fields_line(message, ctx._identity()))
                 last_chance = self._stopping.wait(delay)
                 continue
-            contact.answered()
+            if contact is not None:
+                contact.answered()
             if not isinstance(answer, dict):
                 return None, None
             if answer.get("accepted") is False:

@@ -10,6 +10,8 @@ import traceback
 from collections.abc import Awaitable
 from typing import Any, Callable
 
+from orbit_sdk._json import RawJson
+from orbit_sdk._json import encode as encode_json
 from orbit_sdk._log import log_fields
 from orbit_sdk._tracing import mark_failed, task_span
 from orbit_sdk.context import Context
@@ -26,20 +28,40 @@ class Outcome:
     """The protocol call that reports an attempt: its path and JSON body.
 
     fallback marks the failure the SDK reports when the runtime refused the
-    first report; it gets no fallback of its own.
+    first report; it gets no fallback of its own. output_json is the
+    completion's output already encoded (checking it is JSON encoded it).
     """
 
-    __slots__ = ("body", "fallback", "path")
+    __slots__ = ("_output_json", "body", "fallback", "path")
 
-    def __init__(self, path: str, body: dict[str, Any], fallback: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        body: dict[str, Any],
+        fallback: bool = False,
+        output_json: bytes | None = None,
+    ) -> None:
         self.path = path
         self.body = body
         self.fallback = fallback
+        self._output_json = output_json
+
+    def payload(self, poll: dict[str, Any] | None) -> Any:
+        """The request body: the report, with the next poll when given one.
+        The same JSON as encoding {**body, "poll": poll}, without encoding
+        the output again."""
+        if self._output_json is None:
+            return self.body if poll is None else {**self.body, "poll": poll}
+        tail = b"}" if poll is None else b',"poll":' + encode_json(poll).encode() + b"}"
+        token = encode_json(self.body["token"]).encode()
+        return RawJson(b'{"token":' + token + b',"output":' + self._output_json + tail)
 
 
 def run_handler(handler: Handler | None, task: dict[str, Any], ctx: Context) -> Outcome:
     """Runs the handler (inside the attempt's trace when the task carries one
     and OpenTelemetry is installed: _tracing.py)."""
+    if not isinstance(task.get("traceparent"), str):
+        return _run(handler, task, ctx)  # no trace to continue: no span
     with task_span(task, ctx.task_name) as span:
         outcome = _run(handler, task, ctx)
         if outcome.path == FAIL:
@@ -54,7 +76,7 @@ def _run(handler: Handler | None, task: dict[str, Any], ctx: Context) -> Outcome
     task_input = task.get("input")
     try:
         result = handler({} if task_input is None else task_input, ctx)
-        if inspect.isawaitable(result):
+        if type(result) is not dict and inspect.isawaitable(result):
             # Each async handler gets a fresh event loop on its poll thread.
             result = asyncio.run(_awaited(result))
     except TaskError as exc:
@@ -72,11 +94,11 @@ def _run(handler: Handler | None, task: dict[str, Any], ctx: Context) -> Outcome
         message = f"handler returned {type(result).__name__}; a task result must be a dict"
         return _failure(ctx, "INVALID_RESULT", message, False, None)
     try:
-        json.dumps(result, allow_nan=False)
+        output_json = encode_json(result).encode()
     except (TypeError, ValueError) as exc:
         message = f"handler returned a dict that is not valid JSON: {exc}"
         return _failure(ctx, "INVALID_RESULT", message, False, None)
-    return Outcome(COMPLETE, {"token": ctx.token, "output": result})
+    return Outcome(COMPLETE, {"token": ctx.token, "output": result}, output_json=output_json)
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:

@@ -1,15 +1,34 @@
-"""HTTP/1.1 over a small pool of keep-alive connections, on the standard library.
+"""HTTP/1.1 over a small pool of keep-alive connections, on plain sockets.
 
-A worker issues a poll and a result for every task; opening a TCP (and maybe
-TLS) connection for each would cost more than the work itself. An
-http.client connection serves one request at a time, so concurrent callers
-each take an idle connection from the pool, or open one, and give it back.
+A worker issues a request (or two) for every task; opening a TCP (and maybe
+TLS) connection for each would cost more than the work itself, so each
+connection serves one request at a time and goes back to an idle pool;
+concurrent callers each take an idle connection, or open one.
+
+Why not http.client: a worker's requests are tiny, so the fixed cost per
+request is what counts, and http.client's is large: a file object made on
+the socket for every response, the headers run through the email package's
+parser, every header name and value checked on the way out. Measured in the
+benchmark worker (benchmarks/bench_http.py --worker-kind sdk), that was
+about half of the worker's CPU per step. The part of HTTP/1.1 the SDK needs
+is small and written here: a request is one buffer (head and body) sent in
+one call; a response is read into a per-connection buffer, its head split on
+CRLF and only the framing headers looked at; its body is framed by
+Content-Length, by chunked transfer coding, or by the end of the connection.
+Usually the whole response arrives in one recv().
+
+What the callers rely on is kept from the http.client version: errors before
+a response are worded the way urllib words them ("<urlopen error ...>"),
+the server closing a connection without answering reads "Remote end closed
+connection without response", a socket time-out reads "timed out", and a
+connection the server closed while it sat idle is found before reuse
+(_is_dropped) or, for a replayable request, replaced once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
+import re
 import select
 import socket
 import ssl
@@ -19,11 +38,23 @@ from urllib.parse import urlsplit
 # Enough for a worker's poll threads, its heartbeat and a few client calls;
 # connections beyond it are closed after use instead of kept open.
 MAX_IDLE_CONNECTIONS = 32
+# A response head longer than this is not from an ORBIT runtime (http.client's limit).
+MAX_HEAD_BYTES = 65536
+RECV_BYTES = 65536
+_BODYLESS_STATUSES = frozenset({204, 304})
+_METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+# What http.client refuses in a request target.
+_BAD_TARGET_CHAR = re.compile(r"[\x00-\x20\x7f]").search
+
+
+class _RemoteClosed(ConnectionResetError):
+    """The server closed the connection before the first byte of a response."""
+
 
 # Errors that mean the server closed an idle keep-alive connection before it
 # read our request. Only then is sending the request again known to be safe.
 _STALE_CONNECTION_ERRORS = (
-    http.client.RemoteDisconnected,
+    _RemoteClosed,
     ConnectionResetError,
     BrokenPipeError,
 )
@@ -31,6 +62,10 @@ _STALE_CONNECTION_ERRORS = (
 
 class ConnectionFailure(Exception):
     """The request got no HTTP response; the argument says why."""
+
+
+class _BadResponse(Exception):
+    """The bytes received are not an HTTP/1.x response we can frame."""
 
 
 class Response:
@@ -43,6 +78,183 @@ class Response:
         self.body = body
 
 
+class _Connection:
+    """One connection to the server: its socket once opened (None before
+    and after) and the bytes received beyond the response last read."""
+
+    __slots__ = ("_buffer", "_poller", "sock", "timeout")
+
+    def __init__(self, timeout: float) -> None:
+        self.sock: socket.socket | None = None
+        self.timeout = timeout
+        self._buffer = bytearray()
+        self._poller: select.poll | None = None
+
+    def open(self, address: tuple[str, int], tls: ssl.SSLContext | None, host: str) -> None:
+        sock = socket.create_connection(address, self.timeout)
+        try:
+            # Requests go out in one send; do not hold them back for an ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+        if hasattr(select, "poll"):
+            self._poller = select.poll()
+            self._poller.register(sock, select.POLLIN)
+
+    def set_timeout(self, timeout: float) -> None:
+        if timeout != self.timeout:
+            self.timeout = timeout
+            if self.sock is not None:
+                self.sock.settimeout(timeout)
+
+    def readable(self) -> bool:
+        """Whether an idle connection has something to read, which means the
+        peer closed it (or broke the protocol): either way it is not reusable."""
+        sock = self.sock
+        if sock is None:
+            return True
+        if self._buffer:
+            return True
+        if self._poller is not None:
+            return bool(self._poller.poll(0))
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable)
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        self._poller = None
+        self._buffer.clear()
+        if sock is not None:
+            sock.close()
+
+    def read_response(self, method: str) -> tuple[Response, bool]:
+        """The next response, and whether the server closes the connection after it."""
+        while True:
+            status, reason, version, headers = self._read_head()
+            # Interim answers (100 Continue and the like) precede the real one.
+            if not (100 <= status < 200) or status == 101:
+                break
+        connection = headers.get("connection", "").lower()
+        if version == "HTTP/1.0":
+            will_close = "keep-alive" not in connection
+        else:
+            will_close = "close" in connection
+        if method == "HEAD" or status in _BODYLESS_STATUSES or 100 <= status < 200:
+            body = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            body = self._read_chunked()
+        elif "content-length" in headers:
+            try:
+                length = int(headers["content-length"])
+            except ValueError:
+                raise _BadResponse("invalid Content-Length") from None
+            if length < 0:
+                raise _BadResponse("invalid Content-Length")
+            body = self._read_exactly(length)
+        else:
+            body = self._read_to_end()
+            will_close = True
+        content_type = headers.get("content-type", "")
+        return Response(status, reason, content_type, body), will_close
+
+    def _recv(self) -> bytes:
+        assert self.sock is not None
+        return self.sock.recv(RECV_BYTES)
+
+    def _read_head(self) -> tuple[int, str, str, dict[str, str]]:
+        buffer = self._buffer
+        start = 0
+        while True:
+            end = buffer.find(b"\r\n\r\n", start)
+            if end >= 0:
+                head = bytes(buffer[:end])
+                del buffer[: end + 4]
+                break
+            if len(buffer) > MAX_HEAD_BYTES:
+                raise _BadResponse(f"got more than {MAX_HEAD_BYTES} bytes when reading headers")
+            start = max(0, len(buffer) - 3)
+            chunk = self._recv()
+            if not chunk:
+                if not buffer:
+                    raise _RemoteClosed("Remote end closed connection without response")
+                raise _BadResponse("the connection closed within a response's headers")
+            buffer += chunk
+        lines = head.decode("latin-1").split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/") or len(code) != 3 or not code.isdigit():
+            raise _BadResponse(f"not an HTTP response: {lines[0][:80]!r}")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(":")
+            if colon:
+                key = name.strip().lower()
+                value = value.strip()
+                # Repeated headers are joined, as RFC 9110 allows for lists.
+                headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        return int(code), reason.strip(), version, headers
+
+    def _read_exactly(self, length: int) -> bytes:
+        buffer = self._buffer
+        while len(buffer) < length:
+            chunk = self._recv()
+            if not chunk:
+                raise _BadResponse(
+                    f"IncompleteRead({len(buffer)} bytes read, {length - len(buffer)} more expected)"
+                )
+            buffer += chunk
+        data = bytes(buffer[:length])
+        del buffer[:length]
+        return data
+
+    def _read_line(self) -> bytes:
+        buffer = self._buffer
+        while True:
+            end = buffer.find(b"\r\n")
+            if end >= 0:
+                line = bytes(buffer[:end])
+                del buffer[: end + 2]
+                return line
+            if len(buffer) > MAX_HEAD_BYTES:
+                raise _BadResponse("a chunk line is too long")
+            chunk = self._recv()
+            if not chunk:
+                raise _BadResponse("the connection closed within a chunked body")
+            buffer += chunk
+
+    def _read_chunked(self) -> bytes:
+        parts: list[bytes] = []
+        while True:
+            size_field = self._read_line().split(b";", 1)[0].strip()
+            try:
+                size = int(size_field, 16)
+            except ValueError:
+                raise _BadResponse("invalid chunk size") from None
+            if size == 0:
+                break
+            parts.append(self._read_exactly(size))
+            if self._read_exactly(2) != b"\r\n":
+                raise _BadResponse("a chunk does not end with CRLF")
+        # Trailer fields, up to the empty line.
+        while self._read_line():
+            pass
+        return b"".join(parts)
+
+    def _read_to_end(self) -> bytes:
+        buffer = self._buffer
+        while True:
+            chunk = self._recv()
+            if not chunk:
+                data = bytes(buffer)
+                buffer.clear()
+                return data
+            buffer += chunk
+
+
 class Transport:
     """Sends requests to one server, keeping idle connections open for reuse."""
 
@@ -52,17 +264,21 @@ class Transport:
             raise ValueError(f"invalid ORBIT server URL {server!r}: expected http:// or https://")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = parts.port
+        default_port = 443 if self._https else 80
+        port = parts.port or default_port
+        self._address = (self._host, port)
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self._host_header = host if port == default_port else f"{host}:{port}"
         self._base_path = parts.path.rstrip("/")
-        self._ssl_context = ssl_context
+        self._ssl_context = (ssl_context or ssl.create_default_context()) if self._https else None
         self._lock = threading.Lock()
-        self._idle: list[http.client.HTTPConnection] = []
+        self._idle: list[_Connection] = []
         # Connections a request is using now, for interrupt().
-        self._busy: set[http.client.HTTPConnection] = set()
+        self._busy: set[_Connection] = set()
         # Those of them waiting for work (polls), for interrupt(waiting=True).
-        self._waiting: set[http.client.HTTPConnection] = set()
+        self._waiting: set[_Connection] = set()
         # Those interrupt() ended: their requests are not sent again.
-        self._ended: set[http.client.HTTPConnection] = set()
+        self._ended: set[_Connection] = set()
 
     def request(
         self,
@@ -70,29 +286,45 @@ class Transport:
         method: str,
         path: str,
         body: bytes | None,
-        headers: dict[str, str],
+        headers: str,
         timeout: float,
         replayable: bool,
         waiting: bool = False,
     ) -> Response:
         """Sends one request; ConnectionFailure when no response arrives.
 
-        replayable says whether the request may be sent a second time when a
-        reused connection turns out to have been closed by the server;
-        waiting, whether its answer waits for work (a poll), so that
-        interrupt(waiting=True) ends it.
+        headers are the request's own header lines, each ending in CRLF
+        (Host and Content-Length are added here); replayable says whether
+        the request may be sent a second time when a reused connection turns
+        out to have been closed by the server; waiting, whether its answer
+        waits for work (a poll), so that interrupt(waiting=True) ends it.
         """
         target = self._base_path + path
-        conn, reused = self._acquire(timeout, waiting)
+        bad = _BAD_TARGET_CHAR(target)
+        if bad is not None:
+            reason = f"URL can't contain control characters. {target!r} (found at least {bad[0]!r})"
+            raise ConnectionFailure(f"<urlopen error {reason}>")
+        if body is not None:
+            length = f"Content-Length: {len(body)}\r\n"
+        elif method in _METHODS_WITH_BODY:
+            length = "Content-Length: 0\r\n"
+        else:
+            length = ""
+        head = f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n{headers}{length}\r\n"
+        data = head.encode("latin-1") if body is None else head.encode("latin-1") + body
+        # A replayable request skips the check that an idle connection is
+        # still open (a system call, and a GIL hand-off, per request): if the
+        # server did close it, the request is sent again on a new connection.
+        conn, reused = self._acquire(timeout, waiting, check=not replayable)
         try:
-            response = self._exchange(conn, method, target, body, headers)
+            response = self._exchange(conn, method, data)
         except _Stale as stale:
             if not (reused and replayable) or self._was_ended(conn):
                 raise ConnectionFailure(stale.reason) from None
             self._forget(conn)
             conn = self._new_connection(timeout, waiting)
             try:
-                response = self._exchange(conn, method, target, body, headers)
+                response = self._exchange(conn, method, data)
             except _Stale as again:
                 raise ConnectionFailure(again.reason) from None
         finally:
@@ -114,11 +346,11 @@ class Transport:
                 with contextlib.suppress(OSError):  # already closed by its thread
                     sock.shutdown(socket.SHUT_RDWR)
 
-    def _was_ended(self, conn: http.client.HTTPConnection) -> bool:
+    def _was_ended(self, conn: _Connection) -> bool:
         with self._lock:
             return conn in self._ended
 
-    def _forget(self, conn: http.client.HTTPConnection) -> None:
+    def _forget(self, conn: _Connection) -> None:
         with self._lock:
             self._busy.discard(conn)
             self._waiting.discard(conn)
@@ -131,16 +363,20 @@ class Transport:
         for conn in idle:
             conn.close()
 
-    def _acquire(self, timeout: float, waiting: bool) -> tuple[http.client.HTTPConnection, bool]:
-        """An open idle connection if there is one, else a new one (not yet open)."""
+    def _acquire(
+        self, timeout: float, waiting: bool, check: bool = True
+    ) -> tuple[_Connection, bool]:
+        """An open idle connection if there is one (checked to be still open,
+        unless told not to), else a new one (not yet open)."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return self._new_connection(timeout, waiting), False
-            if conn.sock is not None and not _is_dropped(conn.sock):
-                conn.timeout = timeout
-                conn.sock.settimeout(timeout)
+            # Bytes left over from the last answer (a broken server) always
+            # disqualify a connection: they would be read as the next one.
+            if conn.sock is not None and not (conn._buffer or (check and _is_dropped(conn))):
+                conn.set_timeout(timeout)
                 with self._lock:
                     self._busy.add(conn)
                     if waiting:
@@ -148,7 +384,7 @@ class Transport:
                 return conn, True
             conn.close()
 
-    def _release(self, conn: http.client.HTTPConnection) -> None:
+    def _release(self, conn: _Connection) -> None:
         if conn.sock is None:
             return
         with self._lock:
@@ -157,48 +393,37 @@ class Transport:
                 return
         conn.close()
 
-    def _new_connection(self, timeout: float, waiting: bool) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection
-        if self._https:
-            conn = http.client.HTTPSConnection(
-                self._host, self._port, timeout=timeout, context=self._ssl_context
-            )
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+    def _new_connection(self, timeout: float, waiting: bool) -> _Connection:
+        conn = _Connection(timeout)
         with self._lock:
             self._busy.add(conn)
             if waiting:
                 self._waiting.add(conn)
         return conn
 
-    @staticmethod
-    def _exchange(
-        conn: http.client.HTTPConnection,
-        method: str,
-        target: str,
-        body: bytes | None,
-        headers: dict[str, str],
-    ) -> Response:
+    def _exchange(self, conn: _Connection, method: str, data: bytes) -> Response:
         try:
-            conn.request(method, target, body=body, headers=headers)
+            if conn.sock is None:
+                conn.open(self._address, self._ssl_context, self._host)
+            assert conn.sock is not None
+            conn.sock.sendall(data)
         except _STALE_CONNECTION_ERRORS as exc:
             conn.close()
             raise _Stale(_urlopen_reason(exc)) from None
-        except (OSError, http.client.HTTPException) as exc:
+        except OSError as exc:
             conn.close()
             raise ConnectionFailure(_urlopen_reason(exc)) from None
         try:
-            resp = conn.getresponse()
-            data = resp.read()
+            response, will_close = conn.read_response(method)
         except _STALE_CONNECTION_ERRORS as exc:
             conn.close()
             raise _Stale(_reason(exc)) from None
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, _BadResponse) as exc:
             conn.close()
             raise ConnectionFailure(_reason(exc)) from None
-        if resp.will_close:
+        if will_close:
             conn.close()
-        return Response(resp.status, resp.reason, resp.getheader("content-type", ""), data)
+        return response
 
 
 class _Stale(Exception):
@@ -207,14 +432,9 @@ class _Stale(Exception):
         self.reason = reason
 
 
-def _is_dropped(sock: socket.socket) -> bool:
+def _is_dropped(conn: _Connection) -> bool:
     """True when an idle connection is readable, which means the peer closed it."""
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))
-    readable, _, _ = select.select([sock], [], [], 0)
-    return bool(readable)
+    return conn.readable()
 
 
 def _reason(exc: BaseException) -> str:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 import ssl
 from typing import Any
 from urllib.parse import quote
 
 from orbit_sdk import _env
 from orbit_sdk._http import ConnectionFailure, Response, Transport
+from orbit_sdk._json import RawJson
+from orbit_sdk._json import encode as encode_json
 from orbit_sdk._version import USER_AGENT
 
 # Calls that may be sent twice without harm when a kept-alive connection dies:
 # reads, and the worker protocol, whose results the runtime reconciles by token.
 _REPLAYABLE_PREFIXES = ("/v1/workers/", "/v1/tasks/")
+_BAD_HEADER_VALUE = re.compile(r"\n(?![ \t])|\r(?![ \t\n])").search
 
 
 class ApiError(Exception):
@@ -63,6 +67,14 @@ class Client:
                 _env.resolve_path(client_key, "ORBIT_CLIENT_KEY"),
             )
         self._transport = Transport(self.server, ssl_context)
+        # Made once; a token that cannot be sent fails each request, as before.
+        self._header_error: ValueError | None = None
+        try:
+            self._headers = _header_lines(self._token, json_body=False)
+            self._json_headers = _header_lines(self._token, json_body=True)
+        except ValueError as exc:
+            self._header_error = exc
+            self._headers = self._json_headers = ""
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """Sends a request; returns (status, parsed body or None when empty).
@@ -148,13 +160,14 @@ class Client:
     def _call(
         self, method: str, path: str, body: Any, timeout: float, waiting: bool = False
     ) -> tuple[int, Any]:
-        headers = {"accept": "application/json", "user-agent": USER_AGENT}
-        if self._token:
-            headers["authorization"] = f"Bearer {self._token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
-            headers["content-type"] = "application/json"
+        if self._header_error is not None:
+            raise self._header_error
+        if body is None:
+            data = None
+            headers = self._headers
+        else:
+            data = body.data if isinstance(body, RawJson) else encode_json(body).encode()
+            headers = self._json_headers
         replayable = method == "GET" or path.startswith(_REPLAYABLE_PREFIXES)
         try:
             response = self._transport.request(
@@ -174,6 +187,20 @@ class Client:
         return response.status, _parse_body(response)
 
 
+def _header_lines(token: str | None, json_body: bool) -> str:
+    """The header lines every request of a client sends, made once."""
+    fields = [("accept", "application/json"), ("user-agent", USER_AGENT)]
+    if token:
+        fields.append(("authorization", f"Bearer {token}"))
+    if json_body:
+        fields.append(("content-type", "application/json"))
+    for _, value in fields:
+        # A value that would end the header early is refused, as http.client did.
+        if _BAD_HEADER_VALUE(value):
+            raise ValueError(f"Invalid header value {value.encode('latin-1', 'replace')!r}")
+    return "".join(f"{name}: {value}\r\n" for name, value in fields)
+
+
 def _segment(value: str) -> str:
     return quote(value, safe="")
 
@@ -190,7 +217,8 @@ def _ssl_context(
 
 
 def _parse_body(response: Response) -> Any:
-    if response.status == 204 or not response.body.strip():
+    body = response.body
+    if response.status == 204 or not body or body.isspace():
         return None
     try:
         return json.loads(response.body)

@@ -9,6 +9,8 @@ from typing import Any
 
 from orbit_sdk._log import log_fields
 
+_MAKING_EVENT = threading.Lock()
+
 
 class Context:
     """The second argument of every handler; created by the SDK.
@@ -19,8 +21,8 @@ class Context:
     """
 
     __slots__ = (
+        "_cancelled",
         "attempt",
-        "cancelled",
         "deadline_ms",
         "execution_id",
         "idempotency_key",
@@ -56,7 +58,9 @@ class Context:
         self.idempotency_key = idempotency_key
         self.redelivery = redelivery
         self.deadline_ms = deadline_ms
-        self.cancelled = threading.Event()
+        # Made on first use: most attempts are never asked about, and an
+        # Event (a Condition and its locks) is a fair part of a step's cost.
+        self._cancelled: threading.Event | None = None
 
     @classmethod
     def _from_assignment(cls, task: dict[str, Any]) -> Context:
@@ -75,8 +79,21 @@ class Context:
         )
 
     @property
+    def cancelled(self) -> threading.Event:
+        """Set when the runtime asked for this attempt to be cancelled."""
+        event = self._cancelled
+        if event is None:
+            # The handler's thread and the heartbeat's may both come first.
+            with _MAKING_EVENT:
+                event = self._cancelled
+                if event is None:
+                    event = self._cancelled = threading.Event()
+        return event
+
+    @property
     def is_cancelled(self) -> bool:
-        return self.cancelled.is_set()
+        event = self._cancelled
+        return event is not None and event.is_set()
 
     def remaining_ms(self) -> int | None:
         """Milliseconds until deadline_ms (never negative), or None without one."""

@@ -305,7 +305,10 @@ class Worker:
             finally:
                 with self._busy_changed:
                     self._busy -= 1
-                    self._busy_changed.notify_all()
+                    # Only a shutdown waits for the count (and it also wakes
+                    # on its own twice a second); stopping is set before it waits.
+                    if self._stopping.is_set():
+                        self._busy_changed.notify_all()
 
     def _execute(self, reporter: Reporter, task: dict[str, Any]) -> dict[str, Any] | None:
         """Runs and reports the task; the next task, when the report brought one."""
