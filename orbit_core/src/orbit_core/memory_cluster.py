@@ -61,6 +61,8 @@ class _Task:
     node: str
     order: int
     token: str | None = None
+    # Its virtual time in the board's fairness order (`MemoryNode._queue`).
+    vt: float = 0.0
 
 
 @attrs.define(slots=True)
@@ -86,6 +88,11 @@ class MemoryCluster:
         self.slots: dict[tuple[str, str, int, int], StepSlot] = {}
         # The buckets of step rates: (flow, key) to the bucket's time.
         self.buckets: dict[tuple[str, str], int] = {}
+        # The board's virtual times, as orbit_board_clock and
+        # orbit_board_keys hold them: per task name, the time of the task
+        # claimed last; per fairness key, the time of its latest task.
+        self.board_clock: dict[str, float] = {}
+        self.key_times: dict[str, float] = {}
         self.serials = dict.fromkeys((TASKS, INBOX, REPLIES, DONE), 0)
         self._seq = itertools.count(1)
         self.deliver: Callable[[str], None] = lambda node_id: None
@@ -232,7 +239,7 @@ class MemoryNode(MemoryStore):
                     same.token = None
                 continue
             number = c.next_seq()
-            held[key] = c.board[number] = _Task(offer, self.node_id, number)
+            held[key] = c.board[number] = _Task(offer, self.node_id, number, vt=_place(c, offer))
         if offers:
             c.announce(TASKS)
 
@@ -327,7 +334,13 @@ class MemoryNode(MemoryStore):
                     and (t.offer.task, t.offer.contract_version) in wanted
                     and (runtime == "*" or t.offer.runtime in (None, runtime))
                 ),
-                key=lambda item: (item[1].node != self.node_id, item[1].order),
+                # The board's order; of two tasks equal in it, this node's.
+                key=lambda item: (
+                    -item[1].offer.priority,
+                    item[1].vt,
+                    item[1].node != self.node_id,
+                    item[1].order,
+                ),
             )
             i = 0
             for number, task in tasks:
@@ -343,6 +356,7 @@ class MemoryNode(MemoryStore):
                 session_id, worker_id = sessions[i]
                 i += 1
                 task.token = token(o.execution_id)
+                c.board_clock[o.task] = max(c.board_clock.get(o.task, 0.0), task.vt)
                 claims.append(
                     Claim(
                         o.execution_id,
@@ -528,6 +542,18 @@ class MemoryNode(MemoryStore):
 
     def wait(self, channel: str, seen: int, timeout: float) -> int:
         return self.cluster.serials[channel]
+
+
+def _place(cluster: MemoryCluster, offer: TaskOffer) -> float:
+    """The offer's virtual time (orbit_store/shared.py, "The board's order"):
+    the clock's for a task without a fairness key, else 1/weight after the
+    later of the clock and the key's previous task."""
+    now = cluster.board_clock.get(offer.task, 0.0)
+    if offer.fair_key is None:
+        return now
+    vt = max(now, cluster.key_times.get(offer.fair_key, 0.0)) + 1.0 / max(1, offer.weight)
+    cluster.key_times[offer.fair_key] = vt
+    return vt
 
 
 def _holder(slot: StepSlot) -> tuple[str, str, int, int]:

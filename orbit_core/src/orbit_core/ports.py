@@ -196,7 +196,10 @@ class TaskOffer:
     writes it to a queue that every server claims from, in the group's
     transaction, instead of the engine keeping it in its own index.
     `assignment` is what a worker is handed, less the token and deadline
-    the claiming server adds; `runtime` is the routing runtime (None: any)."""
+    the claiming server adds; `runtime` is the routing runtime (None: any).
+    `priority`, `fair_key` and `weight` are the step's flow control, as the
+    engine's own index orders by them (engine/step_gate.py, `Order`): the
+    board orders its tasks by them too."""
 
     execution_id: str
     unit_key: str
@@ -206,6 +209,9 @@ class TaskOffer:
     runtime: str | None
     timeout_ms: int | None
     assignment: JsonObject
+    priority: int = 0
+    fair_key: str | None = None
+    weight: int = 1
 
 
 @attrs.define(slots=True)

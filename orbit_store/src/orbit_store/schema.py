@@ -32,7 +32,10 @@ The shared part's version 2 brings its tables, which builds before it
 created with `IF NOT EXISTS` and changed in place without recording a
 version, to one known shape (`orbit_tasks.node_id` and its index, the two
 partial indexes that replaced `orbit_inbox_pending`); version 3 adds
-`orbit_step_slots` (a new table: nothing to change in place). `tests/fixtures`
+`orbit_step_slots` (a new table: nothing to change in place); version 4
+gives `orbit_tasks` a `priority` and a virtual time `vt` (rows found get
+0 for both), remakes its two queue indexes in the claim's order and adds
+the board's clock and keys (`orbit_board_clock`, `orbit_board_keys`). `tests/fixtures`
 holds a database of each earlier shape, and a test upgrades every one of
 them.
 
@@ -247,24 +250,55 @@ orbit_tasks = Table(
     # The node that owns the task's execution (moved with a take-over); last,
     # where the shared part's version 2 adds it to an older table.
     Column("node_id", Text),
+    # The step's `priority`, and the task's virtual time in its fairness
+    # order (shared.py, "The board's order"); after node_id, where version
+    # 4 adds them, with defaults for the rows it finds.
+    Column("priority", BigInteger, nullable=False, server_default=text("0")),
+    Column("vt", Float(precision=53), nullable=False, server_default=text("0")),
     UniqueConstraint("execution_id", "unit_key", "offer_seq"),
-    Index(
-        "orbit_tasks_queued",
-        "task_name",
-        "contract_version",
-        "enqueued_ms",
-        "id",
-        postgresql_where=_QUEUED,
-    ),
     Index("orbit_tasks_token", "token"),
-    Index(
-        "orbit_tasks_node_queued",
-        "node_id",
-        "task_name",
-        "contract_version",
-        "enqueued_ms",
-        postgresql_where=_QUEUED,
-    ),
+)
+# A claim reads these in its order (`priority DESC, vt, enqueued_ms, id`):
+# for every node's tasks, and for one node's (its own come first).
+Index(
+    "orbit_tasks_queued",
+    orbit_tasks.c.task_name,
+    orbit_tasks.c.contract_version,
+    orbit_tasks.c.priority.desc(),
+    orbit_tasks.c.vt,
+    orbit_tasks.c.enqueued_ms,
+    orbit_tasks.c.id,
+    postgresql_where=_QUEUED,
+)
+Index(
+    "orbit_tasks_node_queued",
+    orbit_tasks.c.node_id,
+    orbit_tasks.c.task_name,
+    orbit_tasks.c.contract_version,
+    orbit_tasks.c.priority.desc(),
+    orbit_tasks.c.vt,
+    orbit_tasks.c.enqueued_ms,
+    orbit_tasks.c.id,
+    postgresql_where=_QUEUED,
+)
+
+# The board's virtual times (shared part version 4): per task name, the
+# time of the last task claimed (the board's clock); per fairness key
+# (`<workflow>/<step>/<key>`), the time given to its latest task. A key's
+# row whose time the clock passed says nothing more and is swept.
+orbit_board_clock = Table(
+    "orbit_board_clock",
+    metadata,
+    Column("task_name", Text, primary_key=True),
+    Column("vt", Float(precision=53), nullable=False),
+)
+
+orbit_board_keys = Table(
+    "orbit_board_keys",
+    metadata,
+    Column("fair_key", Text, primary_key=True),
+    Column("task_name", Text, nullable=False),
+    Column("vt", Float(precision=53), nullable=False),
 )
 
 orbit_inbox = Table(
@@ -501,6 +535,8 @@ SHARED = (
     orbit_cancels,
     orbit_waits,
     orbit_step_slots,
+    orbit_board_clock,
+    orbit_board_keys,
 )
 PARTS = {"cluster": CLUSTER, "shared": SHARED}
 PART_TABLES = {part: frozenset(t.name for t in tables) for part, tables in PARTS.items()}
@@ -525,11 +561,12 @@ def create_statements(part: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _create_indexes(table: Table) -> list[str]:
+def _create_indexes(table: Table, *, skip: frozenset[str] = frozenset()) -> list[str]:
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
     return [
         str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
         for index in sorted(table.indexes, key=lambda i: str(i.name))
+        if index.name not in skip
     ]
 
 
@@ -548,7 +585,8 @@ def _shared_to_2(conn: psycopg.Connection[Any]) -> None:
         conn.execute("DROP INDEX IF EXISTS orbit_inbox_pending")
     for table in SHARED:
         if table.name in found:
-            for statement in _create_indexes(table):
+            # (The queue's indexes read columns version 4 adds: it makes them.)
+            for statement in _create_indexes(table, skip=_QUEUE_INDEXES):
                 conn.execute(statement)
 
 
@@ -557,16 +595,33 @@ def _shared_to_3(conn: psycopg.Connection[Any]) -> None:
     missing tables after the steps)."""
 
 
+_QUEUE_INDEXES = frozenset({"orbit_tasks_queued", "orbit_tasks_node_queued"})
+
+
+def _shared_to_4(conn: psycopg.Connection[Any]) -> None:
+    """Version 4: the board's order. `orbit_tasks` gains `priority` and
+    `vt` (its rows get 0 for both: they keep their order) and its two
+    queue indexes are made again in the claim's order; the clock and key
+    tables are new (created after the steps)."""
+    if "orbit_tasks" in _tables(conn):
+        conn.execute(
+            "ALTER TABLE orbit_tasks ADD COLUMN IF NOT EXISTS priority BIGINT DEFAULT 0 NOT NULL, "
+            "ADD COLUMN IF NOT EXISTS vt DOUBLE PRECISION DEFAULT 0 NOT NULL"
+        )
+        for name in sorted(_QUEUE_INDEXES):
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
+
+
 # (version, step): what brings a base schema from version-1 to version.
 # None yet: the base tables are still the book's version 1.
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = []
 
 PartStep = Callable[["psycopg.Connection[Any]"], None]
 # Each part's current version, and its steps as MIGRATIONS has them.
-PART_VERSIONS = {"cluster": 1, "shared": 3}
+PART_VERSIONS = {"cluster": 1, "shared": 4}
 PART_MIGRATIONS: dict[str, list[tuple[int, PartStep]]] = {
     "cluster": [],
-    "shared": [(2, _shared_to_2), (3, _shared_to_3)],
+    "shared": [(2, _shared_to_2), (3, _shared_to_3), (4, _shared_to_4)],
 }
 
 

@@ -622,17 +622,10 @@ class SharedStore(PostgresStore):
             )
         if offers:
             rows = [_offer_row(o) for o in offers]
+            fair = any(o.fair_key is not None for o in offers)
             cursor.execute(
-                "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
-                "contract_version, language, timeout_ms, assignment, node_id, state, "
-                "enqueued_ms) SELECT e, k, o, n, v, l, t, a, %s, 'queued', "
-                + NOW_MS
-                + " FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[], "
-                "%b::text[], %b::bigint[], %b::text[]) AS x(e, k, o, n, v, l, t, a) "
-                "ON CONFLICT (execution_id, unit_key, offer_seq) DO UPDATE SET state = 'queued', "
-                "token = NULL, claimed_by = NULL, session_id = NULL, node_id = excluded.node_id "
-                "WHERE " + _CLAIM_LEFT_BEHIND,
-                (self.node_id, *([r[i] for r in rows] for i in range(8))),
+                _offer_statement(fair),
+                (*([r[i] for r in rows] for i in range(len(rows[0]))), self.node_id),
             )
             cursor.execute("SELECT pg_notify('orbit_tasks', '')")
         kept = [(o.execution_id, o.unit_key) for o in offers]
@@ -653,6 +646,66 @@ class SharedStore(PostgresStore):
                         keys.add(key)
 
         return record
+
+
+# The board's order (module docstring): a claim reads the queue indexes in it.
+_BOARD_ORDER = "priority DESC, vt, enqueued_ms, id"
+_CLAIMED = "id, execution_id, unit_key, offer_seq, timeout_ms, assignment, enqueued_ms, priority, vt, task_name"
+# Another node's task before this node's first (`claim_for`): parameters
+# the first's priority (twice), virtual time (twice) and enqueued_ms less
+# LOCAL_LEAD_MS.
+_BEFORE_FIRST = (
+    "AND (priority > %s OR (priority = %s AND (vt < %s OR (vt = %s AND enqueued_ms < %s)))) "
+)
+
+
+@functools.cache
+def _claim_select(language: bool, *, mine: bool, before: bool) -> str:
+    """A claim's select of queued tasks, this node's (`mine`) or the
+    others' (`before`: only those before this node's first,
+    `_BEFORE_FIRST`), of a runtime (`language`) or any, in the board's
+    order. Each contract's tasks are read from its index in order, up to
+    the limit, locked as they are read; the few rows found are then
+    ordered together. Parameters: the contracts' names and versions, the
+    runtime (with `language`), this node's id, the first's place (with
+    `before`), the limit twice."""
+    return (
+        f"SELECT {_CLAIMED} FROM unnest(%b::text[], %b::text[]) AS c(n, v) CROSS JOIN LATERAL "
+        f"(SELECT {_CLAIMED} FROM orbit_tasks WHERE state = 'queued' AND task_name = c.n "
+        "AND contract_version = c.v "
+        + ("AND (language IS NULL OR language = %s) " if language else "")
+        + ("AND node_id = %s " if mine else "AND node_id IS DISTINCT FROM %s ")
+        + (_BEFORE_FIRST if before else "")
+        + f"ORDER BY {_BOARD_ORDER} LIMIT %s FOR UPDATE SKIP LOCKED) t "
+        f"ORDER BY {_BOARD_ORDER} LIMIT %s"
+    )
+
+
+def _board_place(row: tuple[Any, ...]) -> tuple[int, float, int, int]:
+    """A row of `claim_for`'s select in `_BOARD_ORDER`."""
+    return (-int(row[7]), float(row[8]), int(row[6]), int(row[0]))
+
+
+def _advance_clock(conn: psycopg.Connection[Any], rows: list[tuple[Any, ...]]) -> None:
+    """Moves the board's clock of each task name claimed to the latest
+    virtual time claimed of it. Tasks without a fairness key carry the
+    clock's time, which never moves while only those are queued (0): then
+    there is nothing to write, and claims of one task name never wait for
+    each other on its clock row."""
+    latest: dict[str, float] = {}
+    for row in rows:
+        vt = float(row[8])
+        if vt > latest.get(row[9], 0.0):
+            latest[row[9]] = vt
+    if not latest:
+        return
+    names = sorted(latest)
+    conn.execute(
+        "INSERT INTO orbit_board_clock AS c (task_name, vt) "
+        "SELECT * FROM unnest(%b::text[], %b::float8[]) ON CONFLICT (task_name) "
+        "DO UPDATE SET vt = excluded.vt WHERE c.vt < excluded.vt",
+        (names, [latest[n] for n in names]),
+    )
 
 
 def _revived(batch: CommitBatch, owned: dict[str, tuple[str, int]]) -> list[str]:
@@ -739,6 +792,66 @@ def _offer_row(offer: TaskOffer) -> tuple[Any, ...]:
         offer.runtime,
         offer.timeout_ms,
         orjson.dumps(offer.assignment).decode(),
+        offer.priority,
+        offer.fair_key,
+        1.0 / max(1, offer.weight),
+    )
+
+
+# The offers of a group (`_offer_row`'s columns, in the order they came),
+# and for each task name the board's clock: the virtual time of the task
+# claimed last (0 before any).
+_OFFERS = (
+    "x AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[], "
+    "%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::text[], %b::float8[]) "
+    "WITH ORDINALITY AS x(e, k, o, n, v, l, t, a, p, f, s, i)), "
+    "c AS (SELECT task_name AS n, vt FROM orbit_board_clock "
+    "WHERE task_name IN (SELECT n FROM x))"
+)
+# Each fairness key of the group moves its time on by 1/weight per task,
+# from the later of the clock and its own previous time; one upsert per
+# key (in key order: two commits lock key rows in the same order), which
+# returns the key's time after its last task here. ("Now" is read again in
+# the update: the same snapshot, so the same value as in `c`.)
+_KEYED = (
+    "keyed AS (INSERT INTO orbit_board_keys AS b (fair_key, task_name, vt) "
+    "SELECT x.f, min(x.n), coalesce(max(c.vt), 0) + sum(x.s) FROM x LEFT JOIN c ON c.n = x.n "
+    "WHERE x.f IS NOT NULL GROUP BY x.f ORDER BY x.f "
+    "ON CONFLICT (fair_key) DO UPDATE SET task_name = excluded.task_name, "
+    "vt = excluded.vt + greatest(b.vt - coalesce((SELECT k.vt FROM orbit_board_clock k "
+    "WHERE k.task_name = excluded.task_name), 0), 0) RETURNING fair_key, vt)"
+)
+
+
+@functools.cache
+def _offer_statement(fair: bool) -> str:
+    """The insert of a group's offers into the board with their place in
+    its order (module docstring, "The board's order"): a task without a
+    fairness key gets the clock's time, so those keep their arrival order
+    among themselves; a task of key k the time of k's upsert less the
+    1/weight of k's later tasks in the group. `fair`: some offer has a key
+    (the usual group has none, and is spared the key table). Parameters:
+    the columns of `_offer_row`, then this node's id."""
+    if fair:
+        vt = (
+            "CASE WHEN x.f IS NULL THEN coalesce(c.vt, 0) ELSE keyed.vt - coalesce(sum(x.s) "
+            "OVER (PARTITION BY x.f ORDER BY x.i ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED "
+            "FOLLOWING), 0) END"
+        )
+        ctes = f"WITH {_OFFERS}, {_KEYED} "
+        joins = "LEFT JOIN keyed ON keyed.fair_key = x.f "
+    else:
+        vt, ctes, joins = "coalesce(c.vt, 0)", f"WITH {_OFFERS} ", ""
+    return (
+        ctes + "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
+        "contract_version, language, timeout_ms, assignment, node_id, state, priority, vt, "
+        f"enqueued_ms) SELECT x.e, x.k, x.o, x.n, x.v, x.l, x.t, x.a, %s, 'queued', x.p, {vt}, "
+        + NOW_MS
+        + " FROM x LEFT JOIN c ON c.n = x.n "
+        + joins
+        + "ORDER BY x.i ON CONFLICT (execution_id, unit_key, offer_seq) DO UPDATE SET "
+        "state = 'queued', token = NULL, claimed_by = NULL, session_id = NULL, "
+        "node_id = excluded.node_id WHERE " + _CLAIM_LEFT_BEHIND
     )
 
 
@@ -1032,44 +1145,38 @@ class SharedTables:
         it (the claims go to the sessions it kept, in order). When another
         node owns a claimed task's execution, a `dispatched` entry goes to
         that owner's inbox in the same transaction."""
-        pairs = list(contracts)
+        # (Each pair once: the same pair twice would lock the same rows.)
+        pairs = list(dict.fromkeys(contracts))
         if not pairs or not sessions:
             return []
-        names = [p[0] for p in pairs]
-        versions = [p[1] for p in pairs]
-        language = "" if runtime == "*" else "AND (language IS NULL OR language = %s) "
-        params: list[Any] = [names, versions]
+        language = runtime != "*"
+        params: list[Any] = [[p[0] for p in pairs], [p[1] for p in pairs]]
         if language:
             params.append(runtime)
-        select = (
-            "SELECT id, execution_id, unit_key, offer_seq, timeout_ms, assignment, enqueued_ms "
-            "FROM orbit_tasks WHERE state = 'queued' "
-            "AND (task_name, contract_version) IN "
-            "(SELECT * FROM unnest(%b::text[], %b::text[])) " + language
-        )
         with self._conn() as conn, conn.transaction():
             # This node's own tasks, so that their dispatch and result need
-            # no inbox; another node's when this node has none, or when they
-            # are LOCAL_LEAD_MS older than this node's oldest (so no task
-            # waits on a busy node for long). (A task is queued only once no
-            # poll on its owner took it.) Two statements, each reading its
-            # index in order; what is locked and not taken is free again at
-            # the commit.
+            # no inbox; another node's when it comes before this node's
+            # first in the board's order (a higher priority, an earlier
+            # virtual time), when this node has none, or, of two equal in
+            # both, when it is LOCAL_LEAD_MS older than this node's first
+            # (so no task waits on a busy node for long). (A task is queued
+            # only once no poll on its owner took it.) Two statements, each
+            # reading its index in order; what is locked and not taken is
+            # free again at the commit.
             n = len(sessions)
             mine = conn.execute(
-                select + "AND node_id = %s ORDER BY enqueued_ms, id LIMIT %s "
-                "FOR UPDATE SKIP LOCKED",
-                [*params, self.node_id, n],
+                _claim_select(language, mine=True, before=False),
+                [*params, self.node_id, n, n],
             ).fetchall()
-            older = [int(mine[0][6]) - LOCAL_LEAD_MS] if mine else []
+            first: list[Any] = []
+            if mine:
+                p, vt, at = int(mine[0][7]), float(mine[0][8]), int(mine[0][6]) - LOCAL_LEAD_MS
+                first = [p, p, vt, vt, at]
             others = conn.execute(
-                select
-                + "AND node_id IS DISTINCT FROM %s "
-                + ("AND enqueued_ms < %s " if mine else "")
-                + "ORDER BY enqueued_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
-                [*params, self.node_id, *older, n],
+                _claim_select(language, mine=False, before=bool(mine)),
+                [*params, self.node_id, *first, n, n],
             ).fetchall()
-            rows = sorted(mine + others, key=lambda r: (int(r[6]), int(r[0])))[:n]
+            rows = sorted(mine + others, key=_board_place)[:n]
             if not rows:
                 return []
             owners = dict(
@@ -1115,10 +1222,11 @@ class SharedTables:
                 "AS v(id, token, session_id) WHERE t.id = v.id",
                 (self.node_id, [r[0] for r in rows], tokens, [s[0] for s in taken]),
             )
+            _advance_clock(conn, rows)
             claims = []
             elsewhere = []
             for row, claimed, (session_id, worker_id) in zip(rows, tokens, taken, strict=True):
-                _task_id, eid, key, offer, timeout_ms, assignment, _enqueued = row
+                _task_id, eid, key, offer, timeout_ms, assignment = row[:6]
                 owner_id = owners[eid]
                 if owner_id != self.node_id:
                     elsewhere.append(
@@ -1305,6 +1413,12 @@ class SharedTables:
         read goes through all of them (autovacuum looks once a minute)."""
         with self._conn() as conn:
             conn.execute("VACUUM (SKIP_LOCKED) orbit_tasks, orbit_inbox")
+            # Fairness keys the clock passed: their next task starts from
+            # the clock, as a key with no row does.
+            conn.execute(
+                "DELETE FROM orbit_board_keys k USING orbit_board_clock c "
+                "WHERE c.task_name = k.task_name AND k.vt <= c.vt"
+            )
 
     # ---- sessions
 

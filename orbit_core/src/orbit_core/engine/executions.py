@@ -636,6 +636,7 @@ class Executions:
         unit = state.units[key]
         spec = live.plan.spec(key)
         assert spec is not None
+        order = dispatch_order(live, key)
         return TaskOffer(
             state.id,
             key,
@@ -656,6 +657,9 @@ class Executions:
                 "attempt": unit.attempt,
                 "redelivery": unit.redelivery,
             },
+            order.priority,
+            order.fair_key,
+            order.weight,
         )
 
     def dispatch_to_runtime(self, tx: Tx, live: Live, key: str, session: str) -> str:
