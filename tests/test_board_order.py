@@ -13,10 +13,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from fixtures_orbit import demo_definition
+from server_harness import RawWorker, ServerProcess, wait_until
 from test_cluster_shared import Node
 
+from orbit_core import ir
 from orbit_core.coordination import TaskBoard
 from orbit_core.engine import Engine
 from orbit_core.engine.handoff import Sharing
@@ -173,3 +176,38 @@ def test_a_claim_reads_the_queue_index_in_the_boards_order(
         assert scan["Node Type"] == "Index Scan" and scan["Index Name"] == index, plan
         for sort in [n for n in _nodes(plan) if "Sort" in n["Node Type"]]:
             assert sort["Plans"][0]["Plan Rows"] <= 2 * len(DEMO), plan
+
+
+def _queued(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM orbit_tasks WHERE state = 'queued'").fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.timeout(240)
+def test_three_servers_hand_out_the_boards_tasks_in_its_order(
+    three_shared: list[ServerProcess], pg_url: str
+) -> None:
+    """Executions started through `b` and `c` with no poll there: their
+    tasks reach the board, and a worker polling `a` alone gets the urgent
+    one first, then the two customers in turns (on main: in the order they
+    were queued, the big customer's eight first)."""
+    a, b, c = three_shared
+    assert a.http().post("/v1/workflows", ir.to_json(ORDERED)).status == 201
+    plan = [("big", 0)] * 8 + [("small", 0)] * 2 + [("urgent", 5)]
+    for n, (customer, rank) in enumerate(plan):
+        body = {
+            "workflow": "Ordered",
+            "input": {"customer_id": customer, "rank": rank},
+            "execution_id": f"e-{n}",
+        }
+        reply = (b, c)[n % 2].http().post("/v1/executions", body)
+        assert reply.status == 201, reply
+    wait_until(lambda: _queued(pg_url) == len(plan), 30, "every task to reach the board")
+    worker = RawWorker(a.http(), "w-1", DEMO)
+    assert worker.register().status == 200
+    got = []
+    for _ in range(6):
+        task = worker.task(wait_ms=5_000)
+        got.append(task["input"]["customer_id"])
+    assert got == ["urgent", "big", "small", "big", "small", "big"]
