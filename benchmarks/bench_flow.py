@@ -18,18 +18,32 @@ in-process handlers, as `bench_engine` does.
     had finished when the small customer's last one did (the target: fewer
     than 5 % of the big ones).
 
+`--shared` runs (b) in shared mode instead (and (a) not at all): two
+shared-mode servers in this process (`orbit_server.shared.SharedNode`, as
+`orbit server --cluster-mode shared` runs them) on one PostgreSQL database
+(`--pg`, or a throw-away server started with tests/pgkit.py). Executions
+are started through both in turns, and the worker comes only once every
+task waits on the shared task board; it polls one server (`a`) alone, so
+half of what it takes is owned by the other. What it measures is the
+board's order (orbit_store/shared.py, "The board's order").
+
     python benchmarks/bench_flow.py --store /tmp/bench-flow.db
     python benchmarks/bench_flow.py --limits all --rounds 3
     python benchmarks/bench_flow.py --quick --store /tmp/bench-flow.db
+    python benchmarks/bench_flow.py --shared
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from benchkit import fresh_store
@@ -162,6 +176,100 @@ def fairness_run(path: str, big: int, small: int) -> dict[str, Any]:
         engine.close()
 
 
+@contextlib.contextmanager
+def postgres_url(given: str | None) -> Iterator[str]:
+    """`given`, or a new database on a throw-away server (tests/pgkit.py)."""
+    if given:
+        fresh_store(given)
+        yield given
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import pgkit
+
+    server = pgkit.acquire()
+    try:
+        yield server.url(server.create_database("bench"))
+    finally:
+        pgkit.release()
+
+
+def shared_fairness_run(url: str, big: int, small: int) -> dict[str, Any]:
+    """(b) with two shared-mode servers (module docstring)."""
+    from orbit_server.app import create_app
+    from orbit_server.config import ServerConfig
+    from orbit_server.shared import SharedNode
+
+    def node(name: str) -> SharedNode:
+        config = ServerConfig(db=url, cluster=True, cluster_mode="shared", node_id=name)
+        return SharedNode(
+            config,
+            node_id=name,
+            advertise_addr=None,
+            build_engine=lambda store, sharing: Engine(store, sharing=sharing),
+            make_app=lambda engine, view: create_app(engine, config),
+        )
+
+    nodes = [node("a"), node("b")]
+    try:
+        for each in nodes:
+            each.start()
+        a = nodes[0]
+        a.engine.deploy(definition(step=FAIR))
+        for each in nodes[1:]:
+            each.engine.reload_definitions()
+        customers = ["big"] * big + ["small"] * small
+        for n, each in enumerate(nodes):
+            mine = customers[n :: len(nodes)]
+            for first in range(0, len(mine), BATCH):
+                requests = [
+                    StartRequest(
+                        "Flow", input={"customer_id": c}, execution_id=f"f-{n}-{first + i}"
+                    )
+                    for i, c in enumerate(mine[first : first + BATCH])
+                ]
+                for answer in each.engine.start_many(requests):
+                    if isinstance(answer, OrbitError):
+                        raise answer
+        # Every task on the board (no poll anywhere: each server moves its
+        # own there within a tenth of a second) before the worker comes.
+        deadline = time.monotonic() + 600
+        while a.tables.queued() < len(customers):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the tasks did not all reach the board")
+            time.sleep(0.1)
+        session = a.engine.workers.register("w-1", "python", [("bench.work", "1.0.0")])
+        sid = session["worker_session_id"]
+        finished = {"big": 0, "small": 0}
+        t0 = time.perf_counter()
+        while finished["small"] < small:
+            task = a.engine.workers.poll(sid, 5_000)
+            if task is None:
+                raise RuntimeError("the worker found no task")
+            value = task["input"]
+            assert isinstance(value, dict)
+            finished[str(value["customer_id"])] += 1
+            a.engine.workers.complete(str(task["token"]), {})
+        return {
+            "big": big,
+            "small": small,
+            "big_finished_when_small_done": finished["big"],
+            "share": finished["big"] / big,
+            "seconds": time.perf_counter() - t0,
+            "servers": len(nodes),
+        }
+    finally:
+        for each in nodes:
+            each.close(leave=False)
+
+
+def _print_fairness(fair: dict[str, Any]) -> None:
+    print(f"(b) fairness {fair['big']} queued for `big`, {fair['small']} for `small` ({FAIR})")
+    print(
+        f"    when the last `small` finished, {fair['big_finished_when_small_done']} of `big` "
+        f"had ({100 * fair['share']:.2f} %; target: under 5 %)"
+    )
+
+
 def _rates(values: list[float]) -> str:
     return ", ".join(f"{v:.0f}" for v in values)
 
@@ -182,9 +290,23 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated limited variants of (a): {', '.join(VARIANTS)} (or all)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON line of results")
+    parser.add_argument(
+        "--shared", action="store_true", help="(b) alone, on two shared-mode servers"
+    )
+    parser.add_argument("--pg", help="a postgres:// URL for --shared (default: a throw-away one)")
     args = parser.parse_args(argv)
     if args.quick:
         args.keys, args.executions, args.big, args.small, args.rounds = 50, 300, 300, 5, 1
+    if args.shared:
+        tune_process()
+        with postgres_url(args.pg) as url:
+            fair = shared_fairness_run(url, args.big, args.small)
+        if args.json:
+            print(json.dumps({"fairness": fair}))
+            return 0
+        print(f"store        PostgreSQL, shared mode: {fair['servers']} servers, one polled")
+        _print_fairness(fair)
+        return 0
     variants = list(VARIANTS) if args.limits == "all" else args.limits.split(",")
     for name in variants:
         if name not in VARIANTS:
@@ -256,11 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({got['cpu_tasks_per_s']:.0f} limited, {free_cpu:.0f} free tasks per CPU-second; "
             "target: at least 0.80)"
         )
-    print(f"(b) fairness {args.big} queued for `big`, {args.small} for `small` ({FAIR})")
-    print(
-        f"    when the last `small` finished, {fair['big_finished_when_small_done']} of `big` "
-        f"had ({100 * fair['share']:.2f} %; target: under 5 %)"
-    )
+    _print_fairness(fair)
     return 0
 
 
