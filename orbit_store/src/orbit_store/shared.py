@@ -15,8 +15,8 @@ lock; their definitions and migrations are schema.py's):
 - `orbit_tasks`: the shared queue of worker tasks (`TaskOffer`s of a
   group, written in its transaction: with a local-first engine, only the
   tasks no poll on their owner took, and those of executions it adopted).
-  Any server claims the oldest row a session can take with `FOR UPDATE SKIP
-  LOCKED`; the row is deleted by the commit that records its dispatch, when
+  Any server claims the first row a session can take, in the board's order
+  (below), with `FOR UPDATE SKIP LOCKED`; the row is deleted by the commit that records its dispatch, when
   its unit or execution ends, or when its owner finds the claimed offer no
   longer wanted (`drop_claim`); offered again under the same offer number,
   a claimed row nobody is dispatching any more is queued again
@@ -40,6 +40,8 @@ lock; their definitions and migrations are schema.py's):
   deleted by the commit whose events make its unit leave the offer
   (`CommitBatch.freed_slots`: such a commit is a transaction, never the one
   statement).
+- `orbit_board_clock` and `orbit_board_keys`: the virtual times of the
+  board's order (below).
 - `orbit_sessions`: worker sessions and their last contact, so a session
   works through every server; `orbit_cancels`: the attempts an owner wants
   a session to stop, returned by the session's next heartbeat anywhere.
@@ -62,6 +64,20 @@ autocommitted statement, whose first part is the fence (`orbit_fence`, a
 function that locks the rows and raises when one moved on) and whose other
 parts run only once it passed; a commit with queue rows or inbox receipts
 is a transaction in pipeline mode, fence first.
+
+The board's order is a step's `priority` (highest first), then weighted
+fair queueing of its `fairness` keys by virtual time, then arrival
+(`enqueued_ms, id`). Both numbers are settled in the commit that queues a
+task (`_offer_statement`), from the `TaskOffer`'s priority, key and weight
+(the engine's own order of the unit): a task of key k, weight w, gets
+`vt = max(V, last[k]) + 1/w`, where V is the board's clock of its task name
+(`orbit_board_clock`: the largest vt claimed, moved on by `claim_for`) and
+last[k] the vt of k's previous task (`orbit_board_keys`, one row per
+`<workflow>/<step>/<key>`); a task without fairness gets V, so those keep
+their arrival order among themselves and the clock stays 0 while there is
+no fairness at all. A key that arrives late starts from the clock, not
+before everyone. Key rows the clock passed are swept by `vacuum`.
+docs/design/cluster.md ("The board's order") says what it does not promise.
 
 `SharedTables` holds the request-path statements (claims, inbox, sessions,
 heartbeats, take-overs) on a few connections of its own, so that they never
@@ -689,9 +705,9 @@ def _board_place(row: tuple[Any, ...]) -> tuple[int, float, int, int]:
 def _advance_clock(conn: psycopg.Connection[Any], rows: list[tuple[Any, ...]]) -> None:
     """Moves the board's clock of each task name claimed to the latest
     virtual time claimed of it. Tasks without a fairness key carry the
-    clock's time, which never moves while only those are queued (0): then
-    there is nothing to write, and claims of one task name never wait for
-    each other on its clock row."""
+    clock's time, which stays 0 while no step declares fairness: a claim
+    of only such tasks writes nothing, so those claims never wait for each
+    other on the clock's row."""
     latest: dict[str, float] = {}
     for row in rows:
         vt = float(row[8])
