@@ -23,6 +23,7 @@ from orbit_core import ir
 from orbit_core.coordination import TaskBoard
 from orbit_core.engine import Engine
 from orbit_core.engine.handoff import Sharing
+from orbit_core.jsontypes import JsonValue
 from orbit_core.memory_cluster import MemoryCluster
 from orbit_core.testing import SequentialIds, SimulatedClock
 from orbit_store.shared import SharedTables
@@ -46,7 +47,7 @@ class Board:
     def start(self, node: str, customer: str, n: int = 1, rank: int = 0) -> None:
         for _ in range(n):
             self.count += 1
-            value = {"customer_id": customer, "rank": rank}
+            value: dict[str, JsonValue] = {"customer_id": customer, "rank": rank}
             self.engines[node].start("Ordered", input=value, execution_id=f"e-{self.count}")
 
     def claim(self, n: int) -> list[str]:
