@@ -315,3 +315,39 @@ def test_part_migrations_run_once_in_order(pg_url: str, monkeypatch: Any) -> Non
     SharedStore(pg_url, node_id="n1").close()
     assert ran == [now + 1, now + 2]
     assert part_versions(pg_url) == {"shared": now + 2}
+
+
+def test_shared_tables_of_version_3_gain_the_boards_order(pg_server: Any) -> None:
+    """Version 3's shape (as main left it before the board's order): the
+    queue without `priority` and `vt`, its indexes in arrival order, no
+    board tables. Version 4 adds the columns with 0 for the rows there,
+    remakes the indexes and makes the tables: the same shape as new."""
+    url = pg_server.url(pg_server.create_database())
+    SharedStore(url, node_id="n1").close()
+    with psycopg.connect(url) as conn:
+        conn.execute("DROP TABLE orbit_board_clock, orbit_board_keys")
+        conn.execute("DROP INDEX orbit_tasks_queued, orbit_tasks_node_queued")
+        conn.execute("ALTER TABLE orbit_tasks DROP COLUMN priority, DROP COLUMN vt")
+        conn.execute(
+            "CREATE INDEX orbit_tasks_queued ON orbit_tasks (task_name, contract_version, "
+            "enqueued_ms, id) WHERE state = 'queued'"
+        )
+        conn.execute(
+            "CREATE INDEX orbit_tasks_node_queued ON orbit_tasks (node_id, task_name, "
+            "contract_version, enqueued_ms) WHERE state = 'queued'"
+        )
+        conn.execute(
+            "INSERT INTO orbit_tasks (execution_id, unit_key, offer_seq, task_name, "
+            "contract_version, assignment, state, enqueued_ms, node_id) "
+            "VALUES ('e-1', 'work', 1, 't', '1.0.0', '{}', 'queued', 5, 'n1')"
+        )
+    set_part(url, "shared", 3)
+    SharedStore(url, node_id="n1").close()
+    fresh = pg_server.url(pg_server.create_database())
+    SharedStore(fresh, node_id="n1").close()
+    assert shape(url) == shape(fresh)
+    assert part_versions(url) == {"shared": 4}
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT execution_id, priority, vt FROM orbit_tasks").fetchall() == [
+            ("e-1", 0, 0.0)
+        ]
