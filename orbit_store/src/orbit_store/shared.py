@@ -154,8 +154,9 @@ REPLIED = frozenset(
 # form is a space of its own, apart from the one-key locks of the store.
 STEP_SLOT_LOCK_KEY = 0x6F726208
 CLAIM_PAUSE_S = 0.1
-# How much older than a node's own oldest task another node's must be to be
-# claimed before it (SharedTables.claim_for): fair within this bound.
+# How much older than a node's own first task another node's, equal to it in
+# the board's order, must be to be claimed before it (SharedTables.claim_for):
+# fair within this bound.
 LOCAL_LEAD_MS = 1000
 FORMER_KEPT = 10_000
 # Longer than any wait (MAX_WAIT_MS is 300 s): older `orbit_waits` rows are
