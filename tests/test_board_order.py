@@ -31,8 +31,8 @@ from orbit_store.shared import SharedTables
 DEMO = [("demo.work", "1.0.0")]
 ORDERED = demo_definition(
     "Ordered",
-    input="customer_id: String, rank: Int = 0",
-    step="priority: input.rank\n        fairness { key: input.customer_id }",
+    input="customer_id: String, rank: Int = 0, share: Int = 1",
+    step="priority: input.rank\n        fairness { key: input.customer_id, weight: input.share }",
 )
 
 
@@ -44,10 +44,10 @@ class Board:
         self.claims = claims
         self.count = 0
 
-    def start(self, node: str, customer: str, n: int = 1, rank: int = 0) -> None:
+    def start(self, node: str, customer: str, n: int = 1, rank: int = 0, share: int = 1) -> None:
         for _ in range(n):
             self.count += 1
-            value: dict[str, JsonValue] = {"customer_id": customer, "rank": rank}
+            value: dict[str, JsonValue] = {"customer_id": customer, "rank": rank, "share": share}
             self.engines[node].start("Ordered", input=value, execution_id=f"e-{self.count}")
 
     def claim(self, n: int) -> list[str]:
@@ -76,7 +76,16 @@ def check_the_order(board: Board) -> None:
     assert board.claim(6) == ["small", "big", "late", "big", "big", "big"]
 
 
-def test_the_in_memory_board_orders_by_priority_then_fairness() -> None:
+def check_the_weights(board: Board) -> None:
+    # A key of weight 2 gets two tasks for the other's one, as one server's
+    # round robin gives them (tests/test_flow_dispatch_order.py).
+    board.start("a", "two", 4, share=2)
+    board.start("b", "one", 3)
+    assert board.claim(7) == ["two", "two", "one", "two", "two", "one", "one"]
+
+
+@contextlib.contextmanager
+def memory_board() -> Iterator[Board]:
     clock, ids = SimulatedClock(), SequentialIds()
     cluster = MemoryCluster(clock)
     nodes = {name: cluster.node(name) for name in ("a", "b")}
@@ -88,10 +97,20 @@ def test_the_in_memory_board_orders_by_priority_then_fairness() -> None:
     try:
         engines["a"].deploy(ORDERED)
         engines["b"].reload_definitions()
-        check_the_order(Board(engines["a"], engines["b"], nodes["a"]))
+        yield Board(engines["a"], engines["b"], nodes["a"])
     finally:
         for engine in engines.values():
             engine.close()
+
+
+def test_the_in_memory_board_orders_by_priority_then_fairness() -> None:
+    with memory_board() as board:
+        check_the_order(board)
+
+
+def test_the_in_memory_board_gives_a_key_its_weight() -> None:
+    with memory_board() as board:
+        check_the_weights(board)
 
 
 @pytest.fixture
@@ -110,6 +129,12 @@ def pg_nodes(pg_url: str) -> Iterator[dict[str, Node]]:
 def test_the_postgres_board_orders_by_priority_then_fairness(pg_nodes: dict[str, Node]) -> None:
     a, b = pg_nodes["a"], pg_nodes["b"]
     check_the_order(Board(a.engine, b.engine, a.tables))
+
+
+@pytest.mark.postgres
+def test_the_postgres_board_gives_a_key_its_weight(pg_nodes: dict[str, Node]) -> None:
+    a, b = pg_nodes["a"], pg_nodes["b"]
+    check_the_weights(Board(a.engine, b.engine, a.tables))
 
 
 class Explained:
