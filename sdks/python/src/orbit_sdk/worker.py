@@ -353,10 +353,12 @@ class Worker:
             ctx = self._inflight.get(token)
         if ctx is None or ctx.is_cancelled:
             return
-        ctx.cancelled.set()
+        # Logged before the handler is told, so the line is never later than
+        # the result the handler may send at once.
         log_fields(
             logging.INFO, "cancellation requested", {**ctx._identity(), "task": ctx.task_name}
         )
+        ctx.cancelled.set()
 
     def _unregister(self, client: Client, session: Session) -> None:
         try:
