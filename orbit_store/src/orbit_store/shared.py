@@ -487,18 +487,7 @@ class SharedStore(PostgresStore):
         new_owned = self._own(cursor, batch, owned)
         record = self._queue(cursor, batch)
         if batch.freed_slots:
-            slots = batch.freed_slots
-            cursor.execute(
-                "DELETE FROM orbit_step_slots s USING unnest(%b::text[], %b::text[], "
-                "%b::bigint[], %b::bigint[]) AS g(e, k, r, o) WHERE s.execution_id = g.e "
-                "AND s.unit_key = g.k AND s.run = g.r AND s.offer_seq = g.o",
-                (
-                    [x.execution_id for x in slots],
-                    [x.unit_key for x in slots],
-                    [x.run for x in slots],
-                    [x.offer_seq for x in slots],
-                ),
-            )
+            _delete_slots(cursor, batch.freed_slots)
         if batch.receipts:
             # Inbox entries applied by this commit: never applied again.
             # Those whose sender waits keep their row for the reply.
@@ -1103,17 +1092,7 @@ class SharedTables:
         if not slots:
             return
         with self._conn() as conn:
-            conn.execute(
-                "DELETE FROM orbit_step_slots s USING unnest(%b::text[], %b::text[], "
-                "%b::bigint[], %b::bigint[]) AS g(e, k, r, o) WHERE s.execution_id = g.e "
-                "AND s.unit_key = g.k AND s.run = g.r AND s.offer_seq = g.o",
-                (
-                    [x.execution_id for x in slots],
-                    [x.unit_key for x in slots],
-                    [x.run for x in slots],
-                    [x.offer_seq for x in slots],
-                ),
-            )
+            _delete_slots(conn, slots)
 
     def take_step_token(
         self, flow: str, key: str, take: Callable[[int], int | None]
@@ -1604,3 +1583,18 @@ class Listener:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
+
+
+def _delete_slots(db: Any, slots: list[StepSlot]) -> None:
+    """Deletes these step slots' rows (`db`: a connection or a cursor)."""
+    db.execute(
+        "DELETE FROM orbit_step_slots s USING unnest(%b::text[], %b::text[], "
+        "%b::bigint[], %b::bigint[]) AS g(e, k, r, o) WHERE s.execution_id = g.e "
+        "AND s.unit_key = g.k AND s.run = g.r AND s.offer_seq = g.o",
+        (
+            [x.execution_id for x in slots],
+            [x.unit_key for x in slots],
+            [x.run for x in slots],
+            [x.offer_seq for x in slots],
+        ),
+    )
