@@ -23,6 +23,18 @@ id is a no-op (`created: false`), so an occurrence never runs twice. A start
 that fails leaves the occurrence pending, retried every 5 s with the error
 in `last_error`; the catch-up policy applies once it is late.
 
+In shared mode (chapter 44) a workflow with start limits has a flow gate
+(engine/flow_gates.py) and its starts are decided by the gate's holder. A
+due start of such a workflow whose gate this engine does not hold goes
+through the scheduler's `Router` (the `SharedEngine`), outside the engine
+command and from the firing thread, the way an API start goes: to the
+holder's mailbox, or here after reserving a gate nobody holds. The
+occurrence's execution id still makes a repeat a no-op. Its overlap policy
+reads the previous occurrence's status from the store, since that execution
+may be another server's. A scheduler built for shared mode (`routed`) fires
+nothing until its router is set, so that no start of a gated workflow is
+decided here before it can be sent to the holder.
+
 Claims name their owner (`local`: one server owns a store); a server drops
 every claim when it starts.
 
@@ -36,18 +48,19 @@ import contextlib
 import heapq
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
 from orbit_core import values as _values
+from orbit_core.api import Started
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.control import Control
 from orbit_core.engine.counters import Counters
 from orbit_core.engine.executions import Executions
 from orbit_core.errors import ConflictError, InvalidError, NotFoundError, OrbitError
-from orbit_core.jsontypes import JsonObject
+from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.ports import Clock, Faults, ScheduleAdvance, ScheduleRow, Store
 from orbit_core.schedules import policy
 from orbit_core.schedules.document import (
@@ -63,6 +76,7 @@ from orbit_core.schedules.spec import (
     parse_patch,
     spec_from_json,
 )
+from orbit_core.state import TERMINAL
 
 CLAIM_MS = 30_000
 RETRY_MS = 5_000
@@ -75,6 +89,28 @@ _BACKOFF_S = 1.0
 _OWNER = "local"
 
 Submit = Callable[[Callable[[Tx], Any]], Any]
+
+
+class Router(Protocol):
+    """Where the starts another server decides go (shared mode: the
+    `SharedEngine`, engine/shared.py)."""
+
+    def decided_elsewhere(self, workflow: str, version: str | None, input: JsonValue) -> bool:
+        """Whether a start of `workflow` with `input` is not this engine's
+        to decide alone (its flow gate is not held here)."""
+        ...
+
+    def start(
+        self,
+        workflow: str,
+        version: str | None,
+        input: JsonValue,
+        execution_id: str | None,
+        *,
+        schedule_id: str | None,
+    ) -> Started: ...
+
+    def cancel(self, execution_id: str, reason: str | None) -> object: ...
 
 
 @attrs.define(slots=True)
@@ -115,7 +151,9 @@ class Scheduler:
         submit: Submit,
         threaded: bool,
         faults: Faults,
+        routed: bool = False,
     ) -> None:
+        """`routed`: shared mode; nothing fires until `route` gives the router."""
         self._store = store
         self._faults = faults
         self._clock = clock
@@ -130,6 +168,8 @@ class Scheduler:
         self._heap: list[tuple[int, str]] = []
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._router: Router | None = None
+        self._awaiting_router = routed
 
         store.release_schedule_claims()
         with self._lock:
@@ -263,6 +303,16 @@ class Scheduler:
             )
             return {"schedule_id": schedule_id, "started": True, "execution_id": execution_id}
 
+    def route(self, router: Router) -> None:
+        """Sends the starts another server decides through `router` from
+        now on, and lets a shared-mode scheduler fire."""
+        with self._lock:
+            self._router = router
+            self._awaiting_router = False
+            self._wake.notify_all()
+        if self._thread is None:
+            self._on_advance()  # what fell due while it waited
+
     # ---- time
 
     def next_due_ms(self) -> int | None:
@@ -274,7 +324,7 @@ class Scheduler:
         """Fires every schedule due now; returns how many occurrences were handled."""
         handled = 0
         with self._lock:
-            while not self._closed:
+            while not self._closed and not self._awaiting_router:
                 now = self._clock.now_ms()
                 batch = self._pop_due(now)
                 if not batch:
@@ -381,6 +431,9 @@ class Scheduler:
             is not None
         }
         starts = [(e, d) for e, d in plans.values() if d.fire is not None]
+        routed = [(e, d) for e, d in starts if self._decided_elsewhere(e)]
+        if routed:
+            starts = [(e, d) for e, d in starts if (e, d) not in routed]
         outcomes: dict[str, _Outcome] = {}
         if starts:
             try:
@@ -388,6 +441,8 @@ class Scheduler:
             except OrbitError as exc:
                 failed = _Outcome(error=f"{exc.code}: {exc.message}")
                 outcomes = {e.row.schedule_id: failed for e, _ in starts}
+        for entry, due in routed:
+            outcomes[entry.row.schedule_id] = self._start_routed(entry, due)
 
         advances = [
             self._advance(e, d, outcomes.get(sid), now, recovered.get(sid))
@@ -447,6 +502,38 @@ class Scheduler:
             out[sid] = _Outcome(started=execution_id, created=created)
         return out
 
+    def _decided_elsewhere(self, entry: _Entry) -> bool:
+        if self._router is None or entry.compiled is None:
+            return False
+        spec = entry.compiled.spec
+        return self._router.decided_elsewhere(spec.workflow, spec.version, spec.input)
+
+    def _start_routed(self, entry: _Entry, due: policy.Due) -> _Outcome:
+        """A start decided by the holder of its flow gate, as an API start:
+        the overlap policy as `_start_all`'s, outside any engine command."""
+        router = self._router
+        assert router is not None and entry.compiled is not None and due.fire is not None
+        spec = entry.compiled.spec
+        sid = spec.schedule_id
+        previous = entry.row.last_execution_id
+        action = policy.overlap(spec.overlap, self._running_anywhere(previous))
+        if action == policy.SKIP:
+            return _SKIPPED
+        execution_id = occurrence_execution_id(sid, due.fire)
+        try:
+            if action == policy.CANCEL_AND_START and previous is not None:
+                router.cancel(previous, cancel_reason(sid))
+            answer = router.start(
+                spec.workflow, spec.version, spec.input, execution_id, schedule_id=sid
+            )
+        except ConflictError as exc:
+            if exc.code != "EXECUTION_EXISTS":
+                return _Outcome(error=f"{exc.code}: {exc.message}")
+            return _Outcome(started=execution_id, created=False)  # as in `_start`
+        except OrbitError as exc:
+            return _Outcome(error=f"{exc.code}: {exc.message}")
+        return _Outcome(started=execution_id, created=bool(answer["created"]))
+
     def _start(self, tx: Tx, spec: ScheduleSpec, execution_id: str) -> bool:
         """Starts the execution; False when it existed already (a repeat)."""
         try:
@@ -471,6 +558,16 @@ class Scheduler:
             return False
         live = self._executions.memory.get(execution_id)
         return live is not None and not live.state.terminal
+
+    def _running_anywhere(self, execution_id: str | None) -> bool:
+        """As `_running`, for an execution that may be another server's: its
+        row in the store when it is not in this engine's memory."""
+        if execution_id is None:
+            return False
+        if execution_id in self._executions.memory:
+            return self._running(execution_id)
+        row = self._store.execution_row(execution_id)
+        return row is not None and row.status not in TERMINAL
 
     def _advance(
         self,

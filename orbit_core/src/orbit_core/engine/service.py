@@ -207,6 +207,8 @@ class Engine:
             submit=self._pipeline.submit,
             threaded=auto_tick,
             faults=self.faults,
+            # Shared mode: fires once the SharedEngine routes gated starts.
+            routed=sharing is not None,
         )
 
     # ---- definitions

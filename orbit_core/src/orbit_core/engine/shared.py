@@ -162,6 +162,9 @@ class SharedEngine(Wrapped):
         self._local = engine.workers
         self.desk = SharedDesk(self, self._local)
         self._migrations = engine.migrations.across(self)
+        # A schedule's start under a flow gate held elsewhere is decided by
+        # the gate's holder too (engine/scheduler.py, `Router`).
+        engine.schedules.route(self)
 
     @property
     def workers(self) -> WorkerApi:
@@ -291,6 +294,13 @@ class SharedEngine(Wrapped):
             except OrbitError as exc:
                 out.append(exc)
         return out
+
+    def decided_elsewhere(self, workflow: str, version: str | None, input: JsonValue) -> bool:
+        """Whether a start has a flow gate this engine does not hold (the
+        scheduler's `Router`): it must go through `start`, not be made
+        inside one of this engine's commands."""
+        gate = self._gate(workflow, version, input)
+        return gate is not None and not self.handoff.holds(gate)
 
     def _gate(self, workflow: str, version: str | None, input: JsonValue) -> str | None:
         try:
