@@ -17,6 +17,7 @@ from orbit_core import ir
 from orbit_core.engine.flow_gates import is_gate
 from orbit_core.engine.scheduler import CLAIM_MS
 from orbit_core.errors import StorageError
+from orbit_core.jsontypes import JsonObject
 
 
 def _one_at_a_time() -> Cluster:
@@ -24,7 +25,7 @@ def _one_at_a_time() -> Cluster:
     # Running on a, which so holds the gate.
     assert c.start("a", "first", 1) == {"execution_id": "first", "created": True}
     # Created through b: only b knows it (a reads schedules again only when told).
-    body = {
+    body: JsonObject = {
         "schedule_id": "tick",
         "workflow": "Gated",
         "input": {"n": 2},
@@ -84,3 +85,12 @@ def test_a_repeated_occurrence_is_not_started_twice(monkeypatch: pytest.MonkeyPa
     # The repeat went to a, the holder, which answered that it existed.
     assert c.cluster.owners[eid].node == "a"
     assert "waiting" in c.engines["a"].get(eid)
+
+
+def test_a_triggered_start_is_decided_by_the_gate_holder_too() -> None:
+    c = _one_at_a_time()
+    answer = c.engines["b"].schedules.trigger("tick")
+    eid = answer["execution_id"]
+    assert answer["started"] is True and isinstance(eid, str)
+    assert c.cluster.owners[eid].node == "a"
+    assert c.engines["a"].get(eid)["waiting"]["reason"] == "concurrency"

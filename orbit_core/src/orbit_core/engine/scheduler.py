@@ -283,7 +283,10 @@ class Scheduler:
                     self._control.cancel(tx, previous, cancel_reason(schedule_id))
                 return self._start(tx, spec, execution_id)
 
-            created = self._submit(run)
+            if self._decided_elsewhere(entry):
+                created = self._route(spec, previous, execution_id)
+            else:
+                created = self._submit(run)
             if created is None:
                 # The schedule's own count agrees with the metric: both
                 # count the starts the overlap policy declined, triggers too.
@@ -511,28 +514,37 @@ class Scheduler:
     def _start_routed(self, entry: _Entry, due: policy.Due) -> _Outcome:
         """A start decided by the holder of its flow gate, as an API start:
         the overlap policy as `_start_all`'s, outside any engine command."""
-        router = self._router
-        assert router is not None and entry.compiled is not None and due.fire is not None
-        spec = entry.compiled.spec
-        sid = spec.schedule_id
-        previous = entry.row.last_execution_id
-        action = policy.overlap(spec.overlap, self._running_anywhere(previous))
-        if action == policy.SKIP:
-            return _SKIPPED
+        assert entry.compiled is not None and due.fire is not None
+        sid = entry.compiled.spec.schedule_id
         execution_id = occurrence_execution_id(sid, due.fire)
         try:
-            if action == policy.CANCEL_AND_START and previous is not None:
-                router.cancel(previous, cancel_reason(sid))
+            created = self._route(entry.compiled.spec, entry.row.last_execution_id, execution_id)
+        except OrbitError as exc:
+            return _Outcome(error=f"{exc.code}: {exc.message}")
+        if created is None:
+            return _SKIPPED
+        return _Outcome(started=execution_id, created=created)
+
+    def _route(self, spec: ScheduleSpec, previous: str | None, execution_id: str) -> bool | None:
+        """The overlap policy and the start, through the router: None when
+        the policy skips it, else whether the execution is new."""
+        router = self._router
+        assert router is not None
+        sid = spec.schedule_id
+        action = policy.overlap(spec.overlap, self._running_anywhere(previous))
+        if action == policy.SKIP:
+            return None
+        if action == policy.CANCEL_AND_START and previous is not None:
+            router.cancel(previous, cancel_reason(sid))
+        try:
             answer = router.start(
                 spec.workflow, spec.version, spec.input, execution_id, schedule_id=sid
             )
         except ConflictError as exc:
             if exc.code != "EXECUTION_EXISTS":
-                return _Outcome(error=f"{exc.code}: {exc.message}")
-            return _Outcome(started=execution_id, created=False)  # as in `_start`
-        except OrbitError as exc:
-            return _Outcome(error=f"{exc.code}: {exc.message}")
-        return _Outcome(started=execution_id, created=bool(answer["created"]))
+                raise
+            return False  # as in `_start`
+        return bool(answer["created"])
 
     def _start(self, tx: Tx, spec: ScheduleSpec, execution_id: str) -> bool:
         """Starts the execution; False when it existed already (a repeat)."""
