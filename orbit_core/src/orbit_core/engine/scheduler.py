@@ -433,10 +433,11 @@ class Scheduler:
             )
             is not None
         }
-        starts = [(e, d) for e, d in plans.values() if d.fire is not None]
-        routed = [(e, d) for e, d in starts if self._decided_elsewhere(e)]
-        if routed:
-            starts = [(e, d) for e, d in starts if (e, d) not in routed]
+        starts: list[tuple[_Entry, policy.Due]] = []
+        routed: list[tuple[_Entry, policy.Due]] = []
+        for entry, due in plans.values():
+            if due.fire is not None:
+                (routed if self._decided_elsewhere(entry) else starts).append((entry, due))
         outcomes: dict[str, _Outcome] = {}
         if starts:
             try:
