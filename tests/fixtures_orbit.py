@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +157,12 @@ def shared_server(url: str, node: str) -> ServerProcess:
     return ServerProcess(url, *args, env=SHARED_ENV)
 
 
-def shared_trio(url: str) -> Iterator[list[ServerProcess]]:
-    """Three shared-mode servers, started; SIGKILLed at the end."""
-    servers = [shared_server(url, name) for name in ("a", "b", "c")]
+def shared_trio(
+    url: str, make: Callable[[str, str], ServerProcess] = shared_server
+) -> Iterator[list[ServerProcess]]:
+    """Three shared-mode servers (`make(url, node)`), started; SIGKILLed at
+    the end."""
+    servers = [make(url, name) for name in ("a", "b", "c")]
     try:
         for server in servers:
             server.start(timeout=90)

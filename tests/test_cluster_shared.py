@@ -25,6 +25,7 @@ import grpc
 import pytest
 import server_ir
 from cluster_proxy import Proxy
+from fixtures_orbit import shared_trio
 from grpc_client import GrpcWorker, grpc_addr
 from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _pids, wait_until
 from server_ir import _finish, _get, _obj, _rec
@@ -1103,15 +1104,7 @@ def _shared(url: str, node: str, *args: str) -> ServerProcess:
 
 @pytest.fixture
 def three(pg_url: str) -> Iterator[list[ServerProcess]]:
-    servers = [_shared(pg_url, name) for name in ("a", "b", "c")]
-    try:
-        for server in servers:
-            server.start(timeout=90)
-        yield servers
-    finally:
-        for server in servers:
-            if server.proc is not None:
-                server.stop(signal.SIGKILL)
+    yield from shared_trio(pg_url, _shared)
 
 
 def _owned(server: ServerProcess) -> int:
