@@ -67,7 +67,7 @@ from orbit_core.ir import Compensation, ForEach, Retry, Signal
 from orbit_core.memory_store import MemoryStore
 from orbit_core.plan import Plan
 from orbit_core.ports import CommitBatch, ExecutionRow
-from orbit_core.state import TERMINAL, fold
+from orbit_core.state import TERMINAL, ExecutionState, fold
 from orbit_core.testing import SequentialIds, SimulatedClock, simulated_engine
 
 SEEDS = int(os.environ.get("ORBIT_SIM_SEEDS", "10000"))
@@ -709,17 +709,9 @@ class Simulation:
                 scope = (state.workflow, flow_keys.key_text(limit.key, state.input, execution))
                 running.setdefault(scope, []).append(state.id)
                 limits[scope] = limit.limit
-            for unit in state.units.values():
-                spec = live.plan.spec(unit.key)
-                if spec is None or unit.status != "DISPATCHED" or ":" in unit.key:
-                    continue
-                gate = spec.step.flow.concurrency if spec.step.flow is not None else None
-                if gate is None:
-                    continue
-                key = flow_keys.key_text(gate.key, state.input, execution)
-                step_scope = (state.workflow, spec.step.name, key)
-                out.setdefault(step_scope, []).append(f"{state.id}/{unit.key}")
-                limits[step_scope] = gate.limit
+            for step_scope, holder, limit_of_step in step_slots_out(state, live.plan):
+                out.setdefault(step_scope, []).append(holder)
+                limits[step_scope] = limit_of_step
         for scopes in (running, out):
             for where, ids in scopes.items():
                 assert len(ids) <= limits[where], f"over the concurrency limit of {where}: {ids}"
@@ -885,3 +877,20 @@ def test_simulation(chaos: None, shard: int) -> None:
         except AssertionError as exc:
             raise AssertionError(f"seed {seed}: {exc}") from exc
     assert executions > 0
+
+
+def step_slots_out(
+    state: ExecutionState, plan: Plan
+) -> Iterator[tuple[tuple[str, str, str], str, int]]:
+    """The attempts of `state` out (DISPATCHED) under a step `concurrency`:
+    (scope: workflow, step, key text), holder `<execution>/<unit>`, limit."""
+    execution = {"id": state.id, "workflow": state.workflow, "version": state.version}
+    for unit in state.units.values():
+        spec = plan.spec(unit.key)
+        if spec is None or unit.status != "DISPATCHED" or ":" in unit.key:
+            continue
+        gate = spec.step.flow.concurrency if spec.step.flow is not None else None
+        if gate is None:
+            continue
+        key = flow_keys.key_text(gate.key, state.input, execution)
+        yield (state.workflow, spec.step.name, key), f"{state.id}/{unit.key}", gate.limit

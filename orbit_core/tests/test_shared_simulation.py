@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_engine_simulation import LEAF, POOL, patch_definitions
+from test_engine_simulation import LEAF, POOL, patch_definitions, step_slots_out
 
 from orbit_core import events as ev
 from orbit_core import ir
@@ -492,18 +492,9 @@ class Simulation:
             plan = self.plans.get(state.definition_hash)
             if state.terminal or plan is None:
                 continue
-            execution = {"id": eid, "workflow": state.workflow, "version": state.version}
-            for unit in state.units.values():
-                spec = plan.spec(unit.key)
-                if spec is None or unit.status != "DISPATCHED" or ":" in unit.key:
-                    continue
-                gate = spec.step.flow.concurrency if spec.step.flow is not None else None
-                if gate is None:
-                    continue
-                key = flow_keys.key_text(gate.key, state.input, execution)
-                scope = (state.workflow, spec.step.name, key)
-                out.setdefault(scope, []).append(f"{eid}/{unit.key}")
-                limits[scope] = gate.limit
+            for scope, holder, limit in step_slots_out(state, plan):
+                out.setdefault(scope, []).append(holder)
+                limits[scope] = limit
         for scope, ids in out.items():
             assert len(ids) <= limits[scope], f"over the step concurrency of {scope}: {ids}"
 
