@@ -8,6 +8,7 @@ era in git history."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,10 @@ from sqlalchemy import inspect, select
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
 from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow
+from orbit_core.visibility.check import FieldCatalog, compile_filter
+from orbit_core.visibility.fields import SearchValue
+from orbit_core.visibility.page import SearchQuery
+from orbit_lang import compile_source
 from orbit_store import schema
 from orbit_store.cluster import Election
 from orbit_store.postgres import PostgresStore
@@ -44,8 +49,6 @@ def test_there_is_a_fixture_of_every_era() -> None:
 
 
 def load_sqlite(script: Path, db: Path) -> None:
-    import sqlite3
-
     conn = sqlite3.connect(db)
     conn.executescript(script.read_text())
     conn.close()
@@ -351,3 +354,109 @@ def test_shared_tables_of_version_3_gain_the_boards_order(pg_server: Any) -> Non
         assert conn.execute("SELECT execution_id, priority, vt FROM orbit_tasks").fetchall() == [
             ("e-1", 0, 0.0)
         ]
+
+
+# The search index (orbit_store.search): version 1's value indexes were whole
+# (as the part was first built); version 2 makes them partial.
+WHOLE_INDEXES = (
+    "CREATE INDEX orbit_search_str ON orbit_search_values (workflow, field, str_value)",
+    "CREATE INDEX orbit_search_num ON orbit_search_values (workflow, field, num_value)",
+)
+
+
+def search_rows(store: SqlStore) -> None:
+    changes = []
+    for eid, customer, amount in (("e-1", "c-1", 100.0), ("e-2", "c-1", 600.0)):
+        row = ExecutionRow(eid, "Orders", "1.0.0", "h", "RUNNING", 1000, 1000, 0)
+        values = [SearchValue("customer", customer, None), SearchValue("amount", None, amount)]
+        changes.append(ExecutionChange(eid, row, [], new=True, search=values))
+    store.commit(CommitBatch(executions=changes))
+
+
+def found(store: SqlStore, text: str) -> list[str]:
+    catalog = FieldCatalog.of(list(compile_source(ORDERS, "x.orbit").definitions))
+    query = SearchQuery(compile_filter(text, catalog), limit=10)
+    return sorted(r.execution_id for r in store.search_executions(query))
+
+
+ORDERS = """\
+workflow Orders {
+    version "1.0.0"
+    input { customer: String, amount: Float }
+    search {
+        customer: input.customer
+        amount: input.amount
+    }
+    step wait { sleep 1h }
+}
+"""
+
+
+def sqlite_search_shape(db: Path) -> tuple[list[Any], list[Any]]:
+    conn = sqlite3.connect(db)
+    try:
+        indexes = conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE tbl_name = 'orbit_search_values' "
+            "ORDER BY name"
+        ).fetchall()
+        parts = conn.execute("SELECT part, version FROM orbit_schema_parts").fetchall()
+    finally:
+        conn.close()
+    return indexes, parts
+
+
+def test_a_sqlite_search_index_of_version_1_is_brought_to_version_2(tmp_path: Path) -> None:
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    for db in (fresh, old):
+        store = SqliteStore(db)
+        search_rows(store)
+        store.close()
+    conn = sqlite3.connect(old)
+    conn.execute("DROP INDEX orbit_search_str")
+    conn.execute("DROP INDEX orbit_search_num")
+    for statement in WHOLE_INDEXES:
+        conn.execute(statement)
+    conn.execute("UPDATE orbit_schema_parts SET version = 1 WHERE part = 'search'")
+    conn.commit()
+    conn.close()
+    assert sqlite_search_shape(old) != sqlite_search_shape(fresh)
+    store = SqliteStore(old)
+    assert found(store, 'customer == "c-1" and amount > 500') == ["e-2"]
+    store.close()
+    assert sqlite_search_shape(old) == sqlite_search_shape(fresh)
+    assert ("search", schema.SEARCH_VERSION) in sqlite_search_shape(old)[1]
+    assert schema.SEARCH_VERSION == 2
+
+
+def test_a_postgres_search_index_of_version_1_is_brought_to_version_2(pg_server: Any) -> None:
+    fresh = pg_server.url(pg_server.create_database())
+    old = pg_server.url(pg_server.create_database())
+    for url in (fresh, old):
+        store = PostgresStore(url)
+        search_rows(store)
+        store.close()
+    with psycopg.connect(old) as conn:
+        conn.execute("DROP INDEX orbit_search_str, orbit_search_num")
+        for statement in WHOLE_INDEXES:
+            conn.execute(statement)
+    set_part(old, "search", 1)
+    assert shape(old) != shape(fresh)
+    store = PostgresStore(old)
+    assert found(store, 'customer == "c-1" and amount > 500') == ["e-2"]
+    store.close()
+    assert shape(old) == shape(fresh)
+    assert part_versions(old) == {"search": 2}
+
+
+def test_newer_search_tables_are_refused_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "orbit.db"
+    store = SqliteStore(db)
+    search_rows(store)
+    store.close()
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE orbit_schema_parts SET version = 3 WHERE part = 'search'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StorageError, match="search tables at version 3, newer than this server"):
+        SqliteStore(db)
+    assert sqlite_search_shape(db)[1] == [("search", 3)]

@@ -439,8 +439,9 @@ orbit_search_values = Table(
     sqlite_with_rowid=False,
 )
 SEARCH = (orbit_search_values,)
-# The search part's version (orbit_store.search.prepare_search).
-SEARCH_VERSION = 1
+# The search part's version (orbit_store.search.PART; 2: the value indexes
+# are partial).
+SEARCH_VERSION = 2
 
 # Idempotency keys of starts (beyond the book: docs/language/flow-control.md):
 # one row per key, written in the commit that creates its execution. A part

@@ -6,7 +6,8 @@ upserts them with the group's events, in the same transaction, so a filter
 reads its own writes: no second store, no lag. The table is the "search"
 schema part: the first commit that has a row creates it (with its version
 in `orbit_schema_parts`), so a database whose workflows never declare a
-field keeps the book's tables only.
+field keeps the book's tables only. Its version 2 made the two value
+indexes partial (`_to_2`, run when a store opens on an older one).
 
 `select_page` turns a typed filter (orbit_core.visibility.check) into one
 SELECT on `workflow_executions`: a built-in field is a column of it, a
@@ -22,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Select,
     and_,
     bindparam,
@@ -29,8 +31,10 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.schema import CreateIndex
 
 from orbit_core.state import TERMINAL
 from orbit_core.visibility.check import AllOf, AnyOf, Condition, Filter, NoneOf
@@ -50,8 +54,22 @@ _BUILTIN_COLUMNS = {
 _LOCK_KEY = 0x6F72626974_06
 
 
-PART = LazyPart("search", "search", s.orbit_search_values, s.SEARCH_VERSION, _LOCK_KEY)
+def _to_2(conn: Connection) -> None:
+    """Version 2: the two value indexes are partial (`IS NOT NULL`, see
+    schema.py). Builds of version 1 made them whole, an entry for every
+    row's null in the column it does not fill, and later ones made them
+    partial at the same version, so either kind may be there: both are
+    made again as the current shape has them."""
+    for index in sorted(s.orbit_search_values.indexes, key=lambda i: str(i.name)):
+        conn.execute(text(f"DROP INDEX IF EXISTS {index.name}"))
+        conn.execute(CreateIndex(index))
+
+
+PART = LazyPart(
+    "search", "search", s.orbit_search_values, s.SEARCH_VERSION, _LOCK_KEY, ((2, _to_2),)
+)
 exists = PART.exists
+prepare = PART.prepare
 create_statements = PART.create_statements
 
 
@@ -125,7 +143,10 @@ def _compare(column: Any, op: str, values: tuple[Any, ...]) -> ColumnElement[boo
     if op == ">=":
         return column >= value  # type: ignore[no-any-return]
     if op == "contains":  # `waiting_for` (orbit_core.visibility.waiting)
-        return column.contains(value, autoescape=True)  # type: ignore[no-any-return]
+        # The value indexes are partial (`IS NOT NULL`): SQLite's planner
+        # reads a comparison as implying that, but not a LIKE, and scanned
+        # the whole table without the term spelt out (test_visibility_plans).
+        return and_(column.is_not(None), column.contains(value, autoescape=True))
     if op == "in":
         return column.in_(values)  # type: ignore[no-any-return]
     return column.not_in(values)  # type: ignore[no-any-return]

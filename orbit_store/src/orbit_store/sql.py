@@ -256,8 +256,9 @@ class SqlStore(ScheduleTables, BatchTables):
             try:
                 with conn.begin():
                     self.found_version = s.prepare(conn)
-                    # Whether the search part exists (orbit_store.search).
-                    self._indexed = search.exists(conn)
+                    # Whether the search part exists (orbit_store.search),
+                    # brought to its current version if an older one is there.
+                    self._indexed = search.prepare(conn)
                     # Whether the idempotency part exists (orbit_store.idempotency).
                     self._keyed = idempotency.exists(conn)
                     # Whether the start-rate part exists (orbit_store.rates).
