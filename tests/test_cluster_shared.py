@@ -1014,6 +1014,110 @@ def test_a_restarted_node_resumes_its_executions_under_a_new_epoch(pg_url: str) 
         again.close()
 
 
+def _deposed(pg_url: str) -> tuple[SharedNode, SharedNode]:
+    """Servers a and b; `d-1` started on a and taken over by b, and a's
+    next write to it refused: a's store has let it go, but the group undone
+    read it back into a's engine (issue 40's shared campaign)."""
+    a, b = _server_node(pg_url, "a"), _server_node(pg_url, "b")
+    a.engine.deploy(server_ir.chain(2))
+    a.engine.start("Chain", execution_id="d-1")
+    moved = b._own_tables.take_over(["d-1"], "a")
+    b.store.adopt(moved)
+    b.engine.handoff.take_over(b.store.histories(["d-1"]))
+    with pytest.raises(StorageError, match="fenced"):
+        a.engine.engine.cancel("d-1")  # (the wrapped engine: a thinks it owns it)
+    assert not a.store.owns("d-1") and a.engine.handoff.holds("d-1")
+    return a, b
+
+
+def test_a_failed_round_does_not_leave_a_lost_execution_in_memory(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fenced commit named d-1 lost; the round that was to drop it from
+    # memory failed (the database went away) and forgot it: the stale copy
+    # answered reads with RUNNING after the execution had completed on b.
+    a, b = _deposed(pg_url)
+    try:
+        fails = [StorageError("the database is away (simulated)")]
+
+        def owned_rows() -> dict[str, int]:
+            if fails:
+                raise fails.pop()
+            return SharedTables.owned_rows(a._own_tables)
+
+        monkeypatch.setattr(a._own_tables, "owned_rows", owned_rows)
+        with pytest.raises(StorageError, match="away"):
+            a.round()
+        a.round()
+        assert not a.engine.handoff.holds("d-1")
+        b.engine.cancel("d-1")
+        assert a.engine.get("d-1")["status"] == "CANCELLED"
+    finally:
+        a.close(leave=False)
+        b.close(leave=False)
+
+
+def test_a_copy_of_an_execution_owned_elsewhere_is_dropped_by_the_next_round(
+    pg_url: str,
+) -> None:
+    # However the copy came back (here: the undone group read it again
+    # after the loss was noted and dropped), the round finds it.
+    a, b = _deposed(pg_url)
+    try:
+        with a._lost_lock:
+            a._lost.clear()
+        a.round()
+        assert not a.engine.handoff.holds("d-1")
+    finally:
+        a.close(leave=False)
+        b.close(leave=False)
+
+
+def test_a_server_holding_a_stale_copy_leaves_the_owners_inbox_alone(pg_url: str) -> None:
+    # Every server hears an entry's notification. The stale copy on a found
+    # the token unknown and the claim's dispatch no longer wanted, deleted
+    # the `dispatched` entry and told the worker to stop: its refusals commit
+    # nothing, so no fence stopped them, and b never saw the entries.
+    a, b = _deposed(pg_url)
+    try:
+        b.tables.put("d-1", "undelivered", {"token": "d-1/unknown"})
+        assert a.apply_inbox(["d-1"]) == 0
+        assert [e.kind for e in b.tables.pending()] == ["undelivered"]
+        assert b.apply_inbox(["d-1"]) == 1
+    finally:
+        a.close(leave=False)
+        b.close(leave=False)
+
+
+def test_an_execution_whose_creation_was_taken_unheard_is_run_by_its_node(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The database took the commit that created it, but the connection
+    # dropped during COMMIT and the check that follows failed too: the
+    # store never recorded owning it, so each of its writes was refused
+    # and, its node being live, nobody else would take it over.
+    a = _server_node(pg_url, "a")
+    try:
+        a.engine.deploy(server_ir.chain(1))
+        write = PostgresStore._write
+
+        def unheard(store: Any, *args: Any, **named: Any) -> None:
+            write(store, *args, **named)
+            raise StorageError("lost the connection to PostgreSQL (simulated)")
+
+        monkeypatch.setattr(PostgresStore, "_write", unheard)
+        with pytest.raises(StorageError, match="simulated"):
+            a.engine.start("Chain", execution_id="u-1")
+        monkeypatch.setattr(PostgresStore, "_write", write)
+        assert _rows(pg_url, "SELECT node_id, epoch FROM orbit_owners") == [("a", 1)]
+        assert not a.store.owns("u-1")
+        a.round()
+        assert a.store.owns("u-1") and a.engine.handoff.holds("u-1")
+        assert a.engine.cancel("u-1")["status"] == "CANCELLED"
+    finally:
+        a.close(leave=False)
+
+
 def test_a_node_id_is_held_by_one_live_process(pg_url: str) -> None:
     a = Node(pg_url, "a")
     try:

@@ -264,6 +264,17 @@ class MemoryNode(MemoryStore):
             row = self.cluster.owners.setdefault(gate, _Owner(self.node_id, 1, gate))
             return row.node, row.epoch
 
+    def owners(self, execution_ids: list[str]) -> dict[str, tuple[str, int, str]]:
+        """(node, epoch, root) of each of these executions that has an owner."""
+        with self.cluster.lock:
+            rows = {e: self.cluster.owners.get(e) for e in execution_ids}
+            return {e: (r.node, r.epoch, r.root) for e, r in rows.items() if r is not None}
+
+    def owns(self, execution_id: str) -> bool:
+        """Whether this node's store holds the execution (its `owned`)."""
+        with self.cluster.lock:
+            return execution_id in self.owned
+
     def owned_rows(self) -> dict[str, int]:
         with self.cluster.lock:
             return {e: r.epoch for e, r in self.cluster.owners.items() if r.node == self.node_id}
@@ -459,6 +470,12 @@ class MemoryNode(MemoryStore):
                 and o.node == self.node_id
             ]
         return sorted(mine, key=lambda e: e.seq)[:limit]
+
+    def pending_for(self, execution_ids: list[str]) -> list[InboxEntry]:
+        """The pending entries of these executions that this node owns (a
+        server's look after a notification, which every server hears)."""
+        ids = set(execution_ids)
+        return [e for e in self.pending(len(self.cluster.inbox)) if e.execution_id in ids]
 
     def done(self, replies: list[tuple[InboxEntry, Any]]) -> None:
         c = self.cluster

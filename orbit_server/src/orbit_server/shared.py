@@ -365,8 +365,17 @@ class SharedNode:
         thread of its own)."""
         with self._lost_lock:
             lost, self._lost = self._lost, []
-        lost.extend(self._reconcile())
-        dropped = self.engine.handoff.release(lost) if lost else 0
+        try:
+            lost.extend(self._reconcile())
+            owns = self.store.owns
+            dropped = self.engine.handoff.release(lost, unless=owns) if lost else 0
+        except BaseException:
+            # Tried again next round: the store has let them go already, and
+            # forgotten here they would stay in memory for ever, a stale copy
+            # answering reads and inbox entries (issue 40's shared campaign).
+            with self._lost_lock:
+                self._lost[:0] = lost
+            raise
         if dropped:
             # (Most of `lost` ended here just now: nothing to drop.)
             self._log.warning("shared: lost executions to another server", executions=dropped)
@@ -394,8 +403,21 @@ class SharedNode:
             self._own_tables.sweep(SWEEP_AFTER_MS)
         held = self.store.owned()
         rows = self._own_tables.owned_rows()
+        missing = [e for e in rows if e not in held]
+        if missing:
+            # Owned here by the database but not by this store: a commit
+            # that created them was taken, though its answer was lost (the
+            # database went away during COMMIT). Left so, they would run
+            # nowhere: this node is live, so nobody takes them over.
+            found = self._own_tables.owners(missing)
+            self.store.adopt(
+                (e, root, epoch)
+                for e, (node, epoch, root) in found.items()
+                if node == self.node_id and epoch == rows[e]
+            )
+            held = self.store.owned()
         # Owned here by the database and this store, but not running in the
-        # engine (a take-over whose rebuild failed): rebuilt again.
+        # engine (a take-over whose rebuild failed, or the above): rebuilt.
         stranded = [e for e in rows if e in held and rows[e] == held[e][1]]
         stranded = [e for e in stranded if not self.engine.handoff.holds(e)]
         if stranded:
@@ -406,7 +428,25 @@ class SharedNode:
             # Ended just now (the row went with the end) or lost: either way
             # nothing more is written for them here.
             self.store.disown(gone)
-        return gone
+        return gone + self._strays(held, rows)
+
+    def _strays(self, held: dict[str, tuple[str, int]], rows: dict[str, int]) -> list[str]:
+        """Executions in the engine's memory that this node does not own: the
+        store has them, and their ownership row names another node or is
+        gone with their end. A group undone after the loss was noted reads
+        them back from the store, and a round that failed after the store
+        let them go never released them; such a copy falls behind the
+        store, answers reads with a stale state and would apply inbox
+        entries. The store's row is read before the ownership row, so an
+        execution whose creation commits meanwhile is seen owned here."""
+        candidates = [
+            e for e in self.engine.handoff.executions() if e not in held and e not in rows
+        ]
+        if not candidates:
+            return []
+        stored = [e for e in candidates if self.store.execution_row(e) is not None]
+        owners = self._own_tables.owners(stored)
+        return [e for e in stored if owners.get(e, ("",))[0] != self.node_id]
 
     def _take_over(self) -> None:
         orphaned = self._own_tables.orphaned_roots(self.node_timeout_ms)

@@ -270,6 +270,10 @@ class SharedStore(PostgresStore):
         with self._lock:
             return dict(self._owned)
 
+    def owns(self, execution_id: str) -> bool:
+        with self._lock:
+            return execution_id in self._owned
+
     def adopt(self, rows: Iterable[tuple[str, str, int]], *, queued: bool = True) -> None:
         """Records executions this node now owns: (id, root, epoch);
         `queued`: the queue may hold rows of theirs written elsewhere (taken
@@ -461,7 +465,18 @@ class SharedStore(PostgresStore):
                 statements(cursor)
                 written.append(done)
 
-            super()._write(shared, marker)
+            try:
+                super()._write(shared, marker)
+            except BaseException:
+                # The database may have taken it all the same (the answer to
+                # COMMIT was lost): its offers may be queued. The ownership
+                # of what it created or ended is set right by the server's
+                # next round, from the database's rows.
+                with self._lock:
+                    for offer in batch.offers:
+                        if offer.execution_id in self._owned:
+                            self._queued[offer.execution_id] = None
+                raise
             if written:
                 new_owned, record = written[-1]
                 self.adopt(new_owned, queued=False)
@@ -1026,6 +1041,18 @@ class SharedTables:
             ).fetchall()
         return {r[0]: int(r[1]) for r in rows}
 
+    def owners(self, execution_ids: list[str]) -> dict[str, tuple[str, int, str]]:
+        """(node, epoch, root) of each of these executions that has an owner."""
+        if not execution_ids:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT execution_id, node_id, epoch, root_id FROM orbit_owners "
+                "WHERE execution_id = ANY(%s)",
+                (execution_ids,),
+            ).fetchall()
+        return {r[0]: (r[1], int(r[2]), r[3]) for r in rows}
+
     def owner(self, execution_id: str) -> tuple[str, int] | None:
         with self._conn() as conn:
             row = conn.execute(
@@ -1318,14 +1345,20 @@ class SharedTables:
 
     def pending_for(self, execution_ids: list[str]) -> list[InboxEntry]:
         """The pending entries of these executions (named by the notifications
-        of their `put`s), oldest first."""
+        of their `put`s) that this node owns, oldest first. Every server
+        hears each notification: one still holding a stale copy of an
+        execution it lost must not apply its entries, whose refusals (a
+        dispatch no longer wanted, an unknown token) commit nothing for the
+        fence to stop, and would be the only answer the sender gets."""
         if not execution_ids:
             return []
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT seq, execution_id, kind, payload, sender FROM orbit_inbox "
-                "WHERE execution_id = ANY(%s) AND state = 'pending' ORDER BY seq",
-                (execution_ids,),
+                "SELECT i.seq, i.execution_id, i.kind, i.payload, i.sender FROM orbit_inbox i "
+                "JOIN orbit_owners o ON o.execution_id = i.execution_id "
+                "WHERE i.execution_id = ANY(%s) AND i.state = 'pending' AND o.node_id = %s "
+                "ORDER BY i.seq",
+                (execution_ids, self.node_id),
             ).fetchall()
         return [InboxEntry(int(r[0]), r[1], r[2], orjson.loads(r[3]), r[4]) for r in rows]
 

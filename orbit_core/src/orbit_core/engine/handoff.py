@@ -216,10 +216,30 @@ class Handoff:
         self._pipeline.submit(lambda tx: self._load_definitions())
         return self._pipeline.submit(lambda tx: take_over(tx, self._x, self._workers, histories))
 
-    def release(self, execution_ids: list[str]) -> int:
-        """Drops executions another server owns now; returns how many were held."""
+    def release(
+        self, execution_ids: list[str], *, unless: Callable[[str], bool] | None = None
+    ) -> int:
+        """Drops executions another server owns now; returns how many were held.
+        `unless` spares those it says this node owns after all, asked inside
+        the command (after every group before it): a server that found a
+        copy it does not own (`executions`) asks its store once more, so an
+        execution created meanwhile is never dropped."""
+
+        def run(tx: Tx) -> int:
+            ids = execution_ids
+            if unless is not None:
+                # (And what this very group changes: its commit is fenced.)
+                ids = [e for e in ids if not unless(e) and e not in tx.changes]
+            return release(self._x, self._workers, ids)
+
         self._pipeline.submit(lambda tx: self._gates.difference_update(execution_ids))
-        return self._pipeline.submit(lambda tx: release(self._x, self._workers, execution_ids))
+        return self._pipeline.submit(run)
+
+    def executions(self) -> list[str]:
+        """The ids of the executions in this engine's memory. A plain read
+        outside the groups (a copy of a dict's values): an execution that
+        comes meanwhile is seen by the next call."""
+        return [live.state.id for live in self._x.memory.all()]
 
     def publish_stale(self) -> int:
         """With `local_first`: offers to the shared queue the tasks that
