@@ -71,7 +71,7 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 
 from orbit_server import errors, logs
-from orbit_server.worker_loop import HOT, WorkerLoop
+from orbit_server.worker_loop import HOT, WorkerLoop, close_now
 
 # How long a thread waits for a kept-alive connection's next request before
 # returning the connection to gunicorn's poller (and the thread to its pool).
@@ -231,11 +231,13 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         so none holds the shutdown; on a thread, since a signal handler must
         not wait for the engine's locks."""
         super().handle_exit(sig, frame)
+        if self._loop is not None:
+            # Before the drain, so that the polls it ends are answered with
+            # `Connection: close`.
+            self._loop.stop()
         drain = getattr(self.app, "drain", None)
         if drain is not None:
             threading.Thread(target=drain, name="orbit-drain", daemon=True).start()
-        if self._loop is not None:
-            self._loop.stop()
 
     def init_process(self) -> None:
         # Connections handed to the thread pool and not yet on a thread.
@@ -301,7 +303,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             with contextlib.suppress(OSError, KeyError, ValueError):
                 self.poller.unregister(conn.sock)
             self.nr_conns -= 1
-            _close_now(conn.sock)
+            close_now(conn.sock)
 
     def finish_request(self, conn: Any, fs: Any) -> None:
         """(gunicorn's main thread) While the worker stops, a connection that
@@ -320,7 +322,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             super().finish_request(conn, fs)
             return
         self.nr_conns -= 1
-        _close_now(conn.sock)
+        close_now(conn.sock)
 
     def handle(self, conn: Any) -> Any:
         """Serves a connection's requests while they come quickly; gunicorn
@@ -737,20 +739,6 @@ def _receive_timeout(sock: Any, seconds: float) -> None:
         socket.SO_RCVTIMEO,
         struct.pack("ll", whole, int((seconds - whole) * 1_000_000)),
     )
-
-
-def _close_now(sock: Any) -> None:
-    """Closes a connection without waiting for its client: what it sent is
-    read first (as far as it has arrived), so that closing with unread bytes
-    does not reset the connection under a response the client is reading."""
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_WR)
-        sock.setblocking(False)
-        for _ in range(16):
-            if not sock.recv(_RECV):
-                break
-    with contextlib.suppress(OSError):
-        sock.close()
 
 
 def _no_write(data: bytes) -> None:

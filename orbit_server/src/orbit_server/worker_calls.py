@@ -270,7 +270,6 @@ class WorkerCalls:
             )
         )
 
-
     # ---- the worker loop's calls (module docstring)
 
     @property

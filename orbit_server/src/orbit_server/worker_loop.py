@@ -67,7 +67,6 @@ from orbit_core.errors import OrbitError
 from orbit_server import errors
 from orbit_server.auth import ANYONE, API_VERSION, Caller, Credentials, Kind
 from orbit_server.body import Fields, _is_json
-from orbit_server.errors import HttpError
 from orbit_server.logs import logger
 from orbit_server.resources._json import encode
 from orbit_server.resources._peer import connection_probe
@@ -195,8 +194,6 @@ class WorkerLoop:
     def adopt(self, tconn: Any, unread: bytes) -> None:
         """Takes a kept-alive connection over (any thread)."""
         self._adopted.append((tconn, unread))
-        if os.environ.get("XLOOPDEBUG"):
-            _log.info("adopted")
         self._wake()
 
     def stop(self) -> None:
@@ -252,13 +249,14 @@ class WorkerLoop:
                 self._receive(link)
         while self._adopted:
             self._take(*self._adopted.popleft())
-        if self._stopping:
-            for link in list(self._links.values()):
-                if link.call is None and not link.unread:
-                    self._close(link)
         batch = self._requests()
         if batch:
             self._run_calls(batch)
+        if self._stopping:
+            # What came whole is answered (with Connection: close); the rest closes.
+            for link in list(self._links.values()):
+                if link.call is None and not link.out:
+                    self._close(link)
         self._answer_woken()
         self._expire_due()
 
@@ -267,6 +265,7 @@ class WorkerLoop:
         if self._stopping:
             self._hand_back_link(link, bytes(link.unread))
             return
+        _log.debug("worker connection on the worker loop")
         link.sock.setblocking(False)
         self._links[link.fd] = link
         self._modify(link)
@@ -348,7 +347,7 @@ class WorkerLoop:
         environ, close, end = parsed
         try:
             call = self._call_of(link, environ, close or self._stopping)
-        except (OrbitError, HttpError):
+        except Exception:  # refused before the engine: the thread path refuses it
             call = None
         if call is None:
             # The thread path answers it (and any refusal) as before.
@@ -555,7 +554,7 @@ class WorkerLoop:
                 sock.sendall(link.out)
         except OSError:
             self._undelivered(link)
-            _close_now(sock)
+            close_now(sock)
             return
         link.out.clear()
         link.tasks = []
@@ -563,8 +562,7 @@ class WorkerLoop:
         tconn.orbit_parser = None
         if data:
             tconn.parser.unreader.unread(data)
-        if os.environ.get("XLOOPDEBUG"):
-            _log.info("handed back")
+        _log.debug("worker connection back on the thread path")
         self._hand_back(tconn)
 
     def _close(self, link: _Link) -> None:
@@ -575,7 +573,7 @@ class WorkerLoop:
         call = link.call
         if call is not None and call.desk.waiting:
             self._desk.expire(call.desk)
-        _close_now(link.sock)
+        close_now(link.sock)
 
     def _undelivered(self, link: _Link) -> None:
         tasks, link.tasks = link.tasks, []
@@ -593,6 +591,15 @@ class WorkerLoop:
             link.events = 0
 
 
-def _close_now(sock: socket.socket) -> None:
+def close_now(sock: Any) -> None:
+    """Closes a connection without waiting for its client: what it sent is
+    read first (as far as it has arrived), so that closing with unread bytes
+    does not reset the connection under a response the client is reading."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        sock.setblocking(False)
+        for _ in range(16):
+            if not sock.recv(_RECV):
+                break
     with contextlib.suppress(OSError):
         sock.close()
