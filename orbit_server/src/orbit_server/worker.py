@@ -101,6 +101,8 @@ _ERROR_500 = "500 Internal Server Error"
 # gthread's answer for "no request came yet: park the connection in the
 # selector" (gunicorn 24 and later; before, a new connection's thread waited).
 _DEFER: object | None = getattr(gthread, "_DEFER", None)
+# Where `_respond` leaves the response's status code in the environ.
+_STATUS = "orbit.status"
 # `handle`'s answer for "the connection moves to the worker loop".
 _TO_LOOP = object()
 _REFUSALS = {
@@ -406,11 +408,11 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             return False
         environ, close = request
         close = close or not self.alive
-        keep, code = self._respond(conn.sock, environ, close)
+        keep = self._respond(conn.sock, environ, close)
         # A plain connection whose worker made a hot call that succeeded
         # moves to the worker loop (`handle`).
         conn.orbit_hot = (
-            code < 300
+            environ.get(_STATUS, 500) < 300
             and environ["PATH_INFO"] in HOT
             and environ["REQUEST_METHOD"] == "POST"
             and not isinstance(conn.sock, ssl.SSLSocket)
@@ -564,12 +566,13 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             conn.orbit_environ = base
         return base.copy()
 
-    def _respond(self, sock: Any, environ: dict[str, Any], close: bool) -> tuple[bool, int]:
+    def _respond(self, sock: Any, environ: dict[str, Any], close: bool) -> bool:
         """Runs the app and writes its response; False when the connection
-        must close, and the response's status code. The head goes out with the body's first chunk, and a
+        must close. The head goes out with the body's first chunk, and a
         chunk is written before the next is asked for, so a body iterable
         learns from being resumed that what it yielded was sent (and from
-        being closed early that it was not)."""
+        being closed early that it was not). The status code is left in
+        the environ (`_STATUS`)."""
         started: list[Any] = []
 
         def start_response(
@@ -612,10 +615,11 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         except Exception:
             # The head is out: all that can be done is to end the connection.
             logs.logger().exception("unexpected error writing a response body")
-            return False, code
+            return False
         finally:
             _close(result)
-        return not close, code
+            environ[_STATUS] = code
+        return not close
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         """gunicorn's refusals (a malformed request, a request line or head
