@@ -344,8 +344,9 @@ def _poll_request(session: str, wait_ms: int) -> bytes:
     return _request("/v1/workers/poll", {"worker_session_id": session, "wait_ms": wait_ms})
 
 
-def _finish(raw: Raw, session: str, task: dict[str, Any]) -> None:
+def _finish(raw: Raw, session: str, first: dict[str, Any]) -> None:
     """Completes the chain the task belongs to."""
+    task: dict[str, Any] | None = first
     while task is not None:
         poll = {"worker_session_id": session, "wait_ms": 2000}
         output = {"i": task["input"]["i"] + 1}
