@@ -74,14 +74,16 @@ from orbit_core.engine.facade import EngineApi
 from orbit_core.engine.handoff import Sharing
 from orbit_core.errors import OrbitError
 from orbit_core.ports import Store
-from orbit_server import logs, tls
+from orbit_server import logs, tls, worker_loop
 from orbit_server.app import create_app, worker_calls
 from orbit_server.archive import open_archive
+from orbit_server.auth import Credentials
 from orbit_server.batches import Batches
 from orbit_server.cluster import ClusterNode, advertise_default, node_id_default
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
 from orbit_server.http_adapter import HttpAdapter
+from orbit_server.identities import Identities
 from orbit_server.resources.health import ClusterView
 from orbit_server.retention import Sweeper
 from orbit_server.shared import SharedNode
@@ -92,6 +94,7 @@ from orbit_server.trace_export import TraceForwarder
 from orbit_server.tracing import TracingSettings
 from orbit_server.worker import OrbitWorker
 from orbit_server.worker_calls import WorkerCalls
+from orbit_server.worker_loop import WorkerLoop
 
 if TYPE_CHECKING:
     from orbit_server.grpc_server import GrpcServer
@@ -334,6 +337,8 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         # A cluster node's current engine and its worker calls (_node_calls).
         self._calls_lock = threading.Lock()
         self._engine_calls: tuple[EngineApi, WorkerCalls] | None = None
+        # The worker calls of a single server's engine (the worker loop's).
+        self.calls: WorkerCalls | None = None
         super().__init__(prog="orbit server")
 
     def load_config(self) -> None:
@@ -411,6 +416,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         self.batches = Batches(self.engine, store, log=log)
         self.batches.start()
         calls = worker_calls(self.engine, extensions=self.config.worker_extensions)
+        self.calls = calls
         app = create_app(
             self.engine, self.config, calls=calls, retention=self.sweeper, batches=self.batches
         )
@@ -518,6 +524,21 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
             log.error(f"cannot listen on {self.config.grpc_addr}: {exc}")
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
         log.info("gRPC worker protocol listening", addr=str(bound), tls=self.config.tls)
+
+    def worker_loop(self, **hooks: Any) -> WorkerLoop | None:
+        """The worker loop of a single plain-HTTP server (worker_loop.py),
+        not started; None for TLS, a cluster node, or `ORBIT_WORKER_LOOP=off`."""
+        calls = self.calls
+        config = self.config
+        if calls is None or config.tls or not worker_loop.enabled():
+            return None
+        desk = calls.batched
+        if desk is None:
+            return None
+        credentials = Credentials(
+            config.token, config.worker_token, config.identities or Identities()
+        )
+        return WorkerLoop(calls, desk, credentials, config.max_body, **hooks)
 
     def drain(self) -> None:
         """Shutdown has begun: parked polls and waits end at once (HTTP and

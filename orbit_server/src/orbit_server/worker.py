@@ -71,6 +71,7 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 
 from orbit_server import errors, logs
+from orbit_server.worker_loop import HOT, WorkerLoop, close_now
 
 # How long a thread waits for a kept-alive connection's next request before
 # returning the connection to gunicorn's poller (and the thread to its pool).
@@ -100,6 +101,10 @@ _ERROR_500 = "500 Internal Server Error"
 # gthread's answer for "no request came yet: park the connection in the
 # selector" (gunicorn 24 and later; before, a new connection's thread waited).
 _DEFER: object | None = getattr(gthread, "_DEFER", None)
+# Where `_respond` leaves the response's status code in the environ.
+_STATUS = "orbit.status"
+# `handle`'s answer for "the connection moves to the worker loop".
+_TO_LOOP = object()
 _REFUSALS = {
     400: "Malformed HTTP request",
     414: "Request line too long",
@@ -143,6 +148,11 @@ def _refusal_text(code: int, reason: str, exc: BaseException) -> bytes:
     detail = str(exc).strip().replace("\r", " ").replace("\n", " ")[:200]
     head = _REFUSALS.get(code, reason)
     return (f"{head}: {detail}" if detail else head).encode("utf-8", "replace")
+
+
+# `OrbitWorker.parse`: more bytes are needed for the head, or for the body.
+NEED_HEAD = 0
+NEED_BODY = 1
 
 
 class _Fallback(Exception):
@@ -223,6 +233,10 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         so none holds the shutdown; on a thread, since a signal handler must
         not wait for the engine's locks."""
         super().handle_exit(sig, frame)
+        if self._loop is not None:
+            # Before the drain, so that the polls it ends are answered with
+            # `Connection: close`.
+            self._loop.stop()
         drain = getattr(self.app, "drain", None)
         if drain is not None:
             threading.Thread(target=drain, name="orbit-drain", daemon=True).start()
@@ -234,8 +248,33 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         self._date = _Date()
         self._server_header = f"Server: {SERVER}\r\n".encode("latin-1")
         self._short_path = True
+        self._loop: WorkerLoop | None = None
         self._set_limits()
         super().init_process()
+
+    def run(self) -> None:
+        """gunicorn's loop, with the worker loop beside it (worker_loop.py)."""
+        make = getattr(self.app, "worker_loop", None)
+        if make is not None:
+            self._loop = make(parse=self.parse, hand_back=self._hand_back, head=self._head)
+        if self._loop is not None:
+            self._loop.start()
+        try:
+            super().run()
+        finally:
+            if self._loop is not None:
+                self._loop.stop()
+                self._loop.join(self.cfg.graceful_timeout)
+
+    def _hand_back(self, conn: Any) -> None:
+        """(the loop's thread) A connection comes back from the loop with a
+        request to serve."""
+        self.method_queue.defer(self._from_loop, conn)
+
+    def _from_loop(self, conn: Any) -> None:
+        self.nr_conns += 1
+        conn.data_ready = True
+        self.enqueue_req(conn)
 
     def _set_limits(self) -> None:
         """gunicorn's limits on a request head, or tighter: requests near
@@ -266,17 +305,26 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             with contextlib.suppress(OSError, KeyError, ValueError):
                 self.poller.unregister(conn.sock)
             self.nr_conns -= 1
-            _close_now(conn.sock)
+            close_now(conn.sock)
 
     def finish_request(self, conn: Any, fs: Any) -> None:
         """(gunicorn's main thread) While the worker stops, a connection that
         is done is closed at once: gunicorn's lingering close waits up to 2 s
-        per connection for the client to close first, one after another."""
+        per connection for the client to close first, one after another. A
+        connection that moves to the worker loop leaves gunicorn's count."""
+        if not fs.cancelled() and fs.exception() is None and fs.result() is _TO_LOOP:
+            self.nr_conns -= 1
+            unreader = conn.parser.unreader
+            unread = unreader.buf.getvalue()
+            unreader.buf = io.BytesIO()
+            assert self._loop is not None
+            self._loop.adopt(conn, unread)
+            return
         if self.alive or fs.cancelled() or fs.exception() is not None or fs.result():
             super().finish_request(conn, fs)
             return
         self.nr_conns -= 1
-        _close_now(conn.sock)
+        close_now(conn.sock)
 
     def handle(self, conn: Any) -> Any:
         """Serves a connection's requests while they come quickly; gunicorn
@@ -307,6 +355,8 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
                 # Once its turn is over, a connection gives its thread to
                 # any that waits for one, and goes back to the selector.
                 while keep is True and self.alive:
+                    if getattr(conn, "orbit_hot", False) and self._loop is not None:
+                        return _TO_LOOP
                     if self._queued and time.monotonic() > turn_ends:
                         break
                     keep = self._next(conn, wait=True)
@@ -358,12 +408,44 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             return False
         environ, close = request
         close = close or not self.alive
-        return self._respond(conn.sock, environ, close) and not close
+        keep = self._respond(conn.sock, environ, close)
+        # A plain connection whose worker made a hot call that succeeded
+        # moves to the worker loop (`handle`).
+        conn.orbit_hot = (
+            environ.get(_STATUS, 500) < 300
+            and environ["PATH_INFO"] in HOT
+            and environ["REQUEST_METHOD"] == "POST"
+            and not isinstance(conn.sock, ssl.SSLSocket)
+        )
+        return keep and not close
 
     def _read(self, conn: Any, data: bytes) -> tuple[dict[str, Any], bool] | None:
         """Reads the request that `data` starts: its environ and whether the
         connection closes after it, or None when the peer hung up before it
-        was whole. What follows it goes back to gunicorn's unreader.
+        was whole. What follows it goes back to gunicorn's unreader."""
+        sock = conn.sock
+        while True:
+            parsed = self.parse(conn, data)
+            if not isinstance(parsed, int):
+                break
+            chunk = _recv(sock)
+            if not chunk:
+                if parsed == NEED_HEAD and data:
+                    raise _Fallback(data)
+                return None
+            data += chunk
+        environ, close, end = parsed
+        rest = data[end:]
+        if rest:
+            conn.parser.unreader.unread(rest)
+        return environ, close
+
+    def parse(self, conn: Any, data: bytes) -> tuple[dict[str, Any], bool, int] | int:
+        """The request that `data` starts: its environ, whether the
+        connection closes after it and where it ends in `data`; or
+        `NEED_HEAD` / `NEED_BODY` when more bytes must come first (the
+        connection's parser is then dropped, and the next call parses the
+        request from its start). Shared with the worker loop.
 
         httptools (llhttp, strict) parses the head; nothing is served that
         it refuses, and nothing that gunicorn's parser would read otherwise
@@ -372,18 +454,11 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         line, as llhttp requires CRLF line ends) and then exactly its
         Content-Length of body, so the parser never reads past the request.
         """
-        sock = conn.sock
         end = data.find(b"\r\n\r\n")
-        while end < 0:
+        if end < 0:
             if len(data) > self._max_head:
                 raise _Fallback(data)
-            chunk = _recv(sock)
-            if not chunk:
-                if data:
-                    raise _Fallback(data)
-                return None
-            data += chunk
-            end = data.find(b"\r\n\r\n")
+            return NEED_HEAD
         start = end + 4
         if start > self._max_head:
             raise _Fallback(data)
@@ -397,11 +472,9 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         close = not head.keep_alive
         if length > MAX_BODY or head.done != (length == 0):
             raise _Fallback(data)
-        while len(data) - start < length:
-            chunk = _recv(sock)
-            if not chunk:
-                return None
-            data += chunk
+        if len(data) - start < length:
+            conn.orbit_parser = None
+            return NEED_BODY
         if length:
             # No on_body callback: llhttp only counts the body's bytes, to
             # end the message where the head said it ends.
@@ -414,10 +487,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             environ["wsgi.input"] = io.BytesIO(data[start : start + length])
         else:
             environ["wsgi.input"] = io.BytesIO()
-        rest = data[start + length :]
-        if rest:
-            conn.parser.unreader.unread(rest)
-        return environ, close
+        return environ, close, start + length
 
     def _environ_of(self, conn: Any, head: _Head, data: bytes) -> tuple[dict[str, Any], int]:
         """The environ gunicorn would build for the parsed head, and its
@@ -501,7 +571,8 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         must close. The head goes out with the body's first chunk, and a
         chunk is written before the next is asked for, so a body iterable
         learns from being resumed that what it yielded was sent (and from
-        being closed early that it was not)."""
+        being closed early that it was not). The status code is left in
+        the environ (`_STATUS`)."""
         started: list[Any] = []
 
         def start_response(
@@ -533,6 +604,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             status, first, chunks = _ERROR_500, _internal_error(exc), iter(())
             headers = [("Content-Type", "application/json"), ("Content-Length", str(len(first)))]
             close = True
+            code = 500
         try:
             sock.sendall(self._head(status, headers, close) + first)
             for chunk in chunks:
@@ -546,6 +618,7 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             return False
         finally:
             _close(result)
+            environ[_STATUS] = code
         return not close
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
@@ -670,20 +743,6 @@ def _receive_timeout(sock: Any, seconds: float) -> None:
         socket.SO_RCVTIMEO,
         struct.pack("ll", whole, int((seconds - whole) * 1_000_000)),
     )
-
-
-def _close_now(sock: Any) -> None:
-    """Closes a connection without waiting for its client: what it sent is
-    read first (as far as it has arrived), so that closing with unread bytes
-    does not reset the connection under a response the client is reading."""
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_WR)
-        sock.setblocking(False)
-        for _ in range(16):
-            if not sock.recv(_RECV):
-                break
-    with contextlib.suppress(OSError):
-        sock.close()
 
 
 def _no_write(data: bytes) -> None:

@@ -22,6 +22,11 @@ result's error: the answer carries the acknowledgement and the poll's
 error, and the worker's own next poll meets that error as usual. The
 engine makes the two as one command (`complete_then_poll`,
 `fail_then_poll` of its worker desk): one group and one commit per step.
+
+The worker loop (worker_loop.py) makes the hot calls without waiting on
+them: `*_call` returns the desk's `DeskCall` (only for an engine whose desk
+is a `WorkerDesk`: `batched`), and `found` reads its answer as the blocking
+calls return it.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import attrs
 from orbit_core import limits
 from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered
 from orbit_core.engine.facade import EngineApi
-from orbit_core.engine.worker_desk import PollAfter, Reported
+from orbit_core.engine.worker_desk import DeskCall, PollAfter, Reported, WorkerDesk
 from orbit_core.errors import InvalidError, OrbitError
 from orbit_core.jsontypes import JsonValue
 from orbit_server.auth import Caller, bound_worker, check_register
@@ -264,6 +269,91 @@ class WorkerCalls:
                 worker=bound_worker(who),
             )
         )
+
+    # ---- the worker loop's calls (module docstring)
+
+    @property
+    def batched(self) -> WorkerDesk | None:
+        """The desk that makes calls without waiting on them, or None when
+        the engine's desk cannot (a shared server's)."""
+        desk = self.engine.workers
+        return desk if isinstance(desk, WorkerDesk) else None
+
+    def poll_call(
+        self, who: Caller, session: str, wait_ms: int | None, connected: Callable[[], bool] | None
+    ) -> DeskCall:
+        desk = self.batched
+        assert desk is not None
+        return desk.poll_call(session, wait_ms, connected, worker=bound_worker(who))
+
+    def complete_then_poll_call(
+        self,
+        who: Caller,
+        token: str,
+        output: JsonValue,
+        poll: NextPoll,
+        connected: Callable[[], bool] | None,
+    ) -> DeskCall:
+        desk = self.batched
+        assert desk is not None
+        worker = bound_worker(who)
+        after = PollAfter(poll.session, poll.wait_ms, connected)
+        return _widening(
+            output, lambda out: desk.complete_then_poll_call(token, out, after, worker=worker)
+        )
+
+    def complete_call(self, who: Caller, token: str, output: JsonValue) -> DeskCall:
+        desk = self.batched
+        assert desk is not None
+        worker = bound_worker(who)
+        return _widening(output, lambda out: desk.complete_call(token, out, worker=worker))
+
+    def fail_call(
+        self,
+        who: Caller,
+        token: str,
+        *,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+    ) -> DeskCall:
+        desk = self.batched
+        assert desk is not None
+        return desk.fail_call(
+            token, error_code, error_message, retryable, details, worker=bound_worker(who)
+        )
+
+    def fail_then_poll_call(
+        self,
+        who: Caller,
+        token: str,
+        *,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+        poll: NextPoll,
+        connected: Callable[[], bool] | None,
+    ) -> DeskCall:
+        desk = self.batched
+        assert desk is not None
+        after = PollAfter(poll.session, poll.wait_ms, connected)
+        return desk.fail_then_poll_call(
+            token,
+            error_code,
+            error_message,
+            retryable,
+            details,
+            poll=after,
+            worker=bound_worker(who),
+        )
+
+    def found(self, call: DeskCall) -> tuple[Accepted, ThenPolled]:
+        """A settled call's answer: the result's ack (for a plain poll,
+        ignored) and what the poll found, as the blocking calls answer;
+        raises the error they would raise."""
+        return self._polled(call.reported())
 
 
 R = TypeVar("R")

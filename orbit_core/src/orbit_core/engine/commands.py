@@ -47,6 +47,26 @@ class Signal:
         return self._set
 
 
+class Wake(Signal):
+    """A parked command's wake-up for a caller that does not wait on a
+    thread (the server's worker loop): every `set` calls `callback`, which
+    must not block; the caller then looks at the command's state."""
+
+    __slots__ = ("_callback",)
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        # No lock: nobody waits on this signal.
+        self._callback = callback
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+        self._callback()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._set
+
+
 class _Receipts(threading.local):
     """The receipt the commands a thread submits carry (`Engine.receipt`);
     None outside its block (a class default, so reading it costs no lookup

@@ -21,6 +21,13 @@ since the result stands. Both become durable in the same commit, before
 the caller hears of either. A desk that cannot join them (a shared
 server's, whose results may go to another server) makes the two calls in
 turn (`poll_after`).
+
+A caller that serves many workers from one thread (the server's worker
+loop) makes the same calls without waiting on them: `*_call` builds the
+command of a poll or of a result with its poll (`DeskCall`), `run_calls`
+runs a batch of them as one group, and a call whose poll parked is watched
+(`watch`: a callback on each change of its state, instead of a blocked
+thread) until a later group hands it a task or `expire` ends it.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import attrs
 
 from orbit_core import limits
 from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered, WorkerList
-from orbit_core.engine.commands import Command, Tx
+from orbit_core.engine.commands import PENDING, Command, Parked, Tx, Wake
 from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
 from orbit_core.engine.results import Results, admit_failure, admit_success
@@ -84,6 +91,59 @@ def poll_after(desk: WorkerApi, ack: Accepted, poll: PollAfter, worker: str | No
 def _wait_of(wait_ms: int | None) -> int:
     """A poll's wait, bounded."""
     return DEFAULT_POLL_MS if wait_ms is None or wait_ms < 0 else min(wait_ms, MAX_POLL_MS)
+
+
+class DeskCall:
+    """A poll, a result, or a result with its poll, made without a waiting
+    caller (module docstring). `kind` tells them apart: a plain poll's or
+    plain result's refusal is the call's error, a result's poll's refusal
+    is beside its ack."""
+
+    __slots__ = ("ack", "cmd", "kind", "wait")
+
+    POLL = "poll"
+    RESULT = "result"
+    THEN = "result-then-poll"
+
+    def __init__(self, cmd: Command, wait: int, kind: str) -> None:
+        self.cmd = cmd
+        self.wait = wait
+        self.kind = kind
+        self.ack: Accepted = {"accepted": False}
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the poll is parked with no answer yet."""
+        cmd = self.cmd
+        return cmd.parked is not None and not cmd.done and cmd.parked is not Parked.EXPIRED
+
+    def reported(self) -> Reported:
+        """The call's answer once it is not `waiting`, as the blocking call
+        returns it; raises the error that call would raise."""
+        cmd = self.cmd
+        if self.kind == DeskCall.RESULT:
+            if cmd.error is not None:
+                raise cmd.error
+            return Reported(cast(Accepted, cmd.result))
+        if cmd.error is not None:
+            if self.kind == DeskCall.THEN and cmd.parked is not None:
+                # The result was durable before its poll parked.
+                return Reported(self.ack, error=_orbit_error(cmd.error))
+            raise cmd.error
+        result = cmd.result
+        if isinstance(result, OrbitError):
+            return Reported(self.ack, error=result)
+        if cmd.parked is not None and not cmd.done:
+            return Reported(self.ack)  # expired: no task within the wait
+        if result is None or result is PENDING:
+            return Reported(self.ack)
+        return Reported(self.ack, cast(Assignment, result).copy())
+
+
+def _orbit_error(error: BaseException) -> OrbitError:
+    if isinstance(error, OrbitError):
+        return error
+    raise error
 
 
 class WorkerApi(Protocol):
@@ -306,6 +366,110 @@ class WorkerDesk:
         except OrbitError as exc:
             return Reported(ack, error=exc)
         return Reported(ack, cast(Assignment, cmd.result).copy() if found else None)
+
+    # ---- calls made without a waiting caller (module docstring)
+
+    def poll_call(
+        self,
+        session_id: str,
+        wait_ms: int | None,
+        connected: Callable[[], bool] | None,
+        *,
+        worker: str | None = None,
+    ) -> DeskCall:
+        """`poll`'s command, to run with `run_calls`."""
+        wait = 0 if self._draining() else _wait_of(wait_ms)
+        cmd = Command(lambda tx: self._polling.poll(tx, session_id, cmd, wait > 0, worker))
+        cmd.connected = connected
+        return DeskCall(cmd, wait, DeskCall.POLL)
+
+    def complete_call(
+        self, token: str, output: JsonValue, *, worker: str | None = None
+    ) -> DeskCall:
+        """`complete`'s command; refuses an invalid output at once."""
+        admit_success(token, output)
+        cmd = Command(lambda tx: self._results.complete(tx, token, output, worker))
+        return DeskCall(cmd, 0, DeskCall.RESULT)
+
+    def fail_call(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+        *,
+        worker: str | None = None,
+    ) -> DeskCall:
+        """`fail`'s command; refuses an invalid failure at once."""
+        error = admit_failure(token, error_code, error_message, retryable, details)
+        cmd = Command(lambda tx: self._results.fail(tx, token, error, worker))
+        return DeskCall(cmd, 0, DeskCall.RESULT)
+
+    def complete_then_poll_call(
+        self, token: str, output: JsonValue, poll: PollAfter, *, worker: str | None = None
+    ) -> DeskCall:
+        """`complete_then_poll`'s command; refuses an invalid output at once."""
+        admit_success(token, output)
+        return self._then_poll_call(
+            lambda tx: self._results.complete(tx, token, output, worker), poll, worker
+        )
+
+    def fail_then_poll_call(
+        self,
+        token: str,
+        error_code: str,
+        error_message: str,
+        retryable: bool,
+        details: JsonValue,
+        *,
+        poll: PollAfter,
+        worker: str | None = None,
+    ) -> DeskCall:
+        """`fail_then_poll`'s command; refuses an invalid failure at once."""
+        error = admit_failure(token, error_code, error_message, retryable, details)
+        return self._then_poll_call(
+            lambda tx: self._results.fail(tx, token, error, worker), poll, worker
+        )
+
+    def _then_poll_call(
+        self, report: Callable[[Tx], Accepted], poll: PollAfter, worker: str | None
+    ) -> DeskCall:
+        wait = 0 if self._draining() else _wait_of(poll.wait_ms)
+
+        def run(tx: Tx) -> object:
+            call.ack = report(tx)  # refused: the command's error, and no poll
+            try:
+                return self._polling.poll(tx, poll.session_id, cmd, wait > 0, worker)
+            except OrbitError as exc:
+                return exc  # the result stands
+
+        cmd = Command(run)
+        cmd.connected = poll.connected
+        call = DeskCall(cmd, wait, DeskCall.THEN)
+        return call
+
+    def run_calls(self, calls: list[DeskCall]) -> None:
+        """Runs the calls' commands as one group (as far as the pipeline
+        lets them) and returns once each is answered or parked."""
+        self._pipeline.run_all([call.cmd for call in calls])
+
+    def watch(self, call: DeskCall, changed: Callable[[], None]) -> None:
+        """From now on `changed` is called (on any thread, so it must not
+        block) whenever the parked call may have an answer: a task, its
+        expiry, an error. Called at once if that happened already."""
+        cmd = call.cmd
+        pipeline = self._pipeline
+        with pipeline.lock:
+            cmd.event = Wake(changed)
+            now = cmd.done or cmd.parked is not Parked.WAITING
+        if now:
+            changed()
+
+    def expire(self, call: DeskCall) -> bool:
+        """Ends a parked call's wait; False when a group already claimed it
+        (its task then comes through `watch`)."""
+        return self._pipeline.expire(call.cmd)
 
     def list(self) -> WorkerList:
         """`GET /v1/workers`: every registered worker with its live sessions."""

@@ -27,12 +27,17 @@ def send(
     WSGI iterable that carries them (to learn whether they were sent)."""
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    try:
-        data = orjson.dumps(body)
-    except orjson.JSONEncodeError:
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    data = encode(body)
     if stream is None:
         resp.data = data
     else:
         resp.content_length = len(data)
         resp.stream = stream(data)
+
+
+def encode(body: Any) -> bytes:
+    """`body` as the JSON bytes `send` writes."""
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

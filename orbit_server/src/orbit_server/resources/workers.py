@@ -21,6 +21,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, cast
 
+import attrs
 import falcon
 
 from orbit_core.api import Accepted
@@ -84,10 +85,9 @@ class WorkerProtocol:
         send(resp, self._calls.heartbeat(caller(req), session))
 
     def on_post_poll(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self._fields(req)
-        session = body.required_string("worker_session_id")
+        session, wait_ms = poll_fields(self._fields(req))
         connected = connection_probe(req.env)
-        task = self._calls.poll(caller(req), session, body.integer("wait_ms"), connected)
+        task = self._calls.poll(caller(req), session, wait_ms, connected)
         if task is None:
             resp.status = 204
             return
@@ -99,10 +99,7 @@ class WorkerProtocol:
         send(resp, self._calls.unregister(caller(req), session))
 
     def on_post_complete(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self._fields(req)
-        token = body.required_string("token")
-        poll = self._next_poll(body)
-        output = body.any("output")
+        token, output, poll = complete_fields(self._fields(req), self._calls.result_then_poll)
         who = caller(req)
         if poll is None:
             send(resp, self._calls.complete(who, token, output))
@@ -112,46 +109,33 @@ class WorkerProtocol:
         self._answer(resp, ack, found, connected)
 
     def on_post_fail(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = self._fields(req)
-        token = body.required_string("token")
-        error_code = body.required_string("error_code")
-        error_message = body.string("error_message") or ""
-        retryable = body.boolean("retryable", True)
-        details = body.any("details")
-        poll = self._next_poll(body)
+        failed = fail_fields(self._fields(req), self._calls.result_then_poll)
         who = caller(req)
-        if poll is None:
+        if failed.poll is None:
             send(
                 resp,
                 self._calls.fail(
                     who,
-                    token,
-                    error_code=error_code,
-                    error_message=error_message,
-                    retryable=retryable,
-                    details=details,
+                    failed.token,
+                    error_code=failed.error_code,
+                    error_message=failed.error_message,
+                    retryable=failed.retryable,
+                    details=failed.details,
                 ),
             )
             return
         connected = connection_probe(req.env)
         ack, found = self._calls.fail_then_poll(
             who,
-            token,
-            error_code=error_code,
-            error_message=error_message,
-            retryable=retryable,
-            details=details,
-            poll=poll,
+            failed.token,
+            error_code=failed.error_code,
+            error_message=failed.error_message,
+            retryable=failed.retryable,
+            details=failed.details,
+            poll=failed.poll,
             connected=connected,
         )
         self._answer(resp, ack, found, connected)
-
-    def _next_poll(self, body: Fields) -> NextPoll | None:
-        """The poll a result carries, when the server offers result-then-poll."""
-        poll = body.object("poll") if self._calls.result_then_poll else None
-        if poll is None:
-            return None
-        return NextPoll(poll.required_string("worker_session_id"), poll.integer("wait_ms"))
 
     def _answer(
         self,
@@ -161,18 +145,69 @@ class WorkerProtocol:
         connected: Callable[[], bool] | None,
     ) -> None:
         """The result's answer, with what its poll found."""
-        answer: dict[str, Any] = dict(ack)
-        if found.error is not None:
-            answer["poll_error"] = {"code": found.error.code, "message": found.error.message}
-            send(resp, answer)
-            return
+        answer = then_polled(ack, found)
         task = found.task
-        answer["task"] = task
         if task is None:
             send(resp, answer)
             return
         undelivered: Callable[[], None] = functools.partial(self._calls.undelivered, task)
         send(resp, answer, stream=lambda data: handed_over(data, connected, undelivered))
+
+
+# ---- the hot calls' fields and answers, shared with the worker loop
+
+
+@attrs.frozen(slots=True)
+class FailFields:
+    token: str
+    error_code: str
+    error_message: str
+    retryable: bool
+    details: Any
+    poll: NextPoll | None
+
+
+def poll_fields(body: Fields) -> tuple[str, int | None]:
+    """A poll's session and wait."""
+    return body.required_string("worker_session_id"), body.integer("wait_ms")
+
+
+def complete_fields(body: Fields, result_then_poll: bool) -> tuple[str, Any, NextPoll | None]:
+    """A success's token, output and the poll it carries (when offered)."""
+    token = body.required_string("token")
+    poll = _next_poll(body, result_then_poll)
+    return token, body.any("output"), poll
+
+
+def fail_fields(body: Fields, result_then_poll: bool) -> FailFields:
+    """A failure's fields and the poll it carries (when offered)."""
+    return FailFields(
+        body.required_string("token"),
+        body.required_string("error_code"),
+        body.string("error_message") or "",
+        body.boolean("retryable", True),
+        body.any("details"),
+        _next_poll(body, result_then_poll),
+    )
+
+
+def _next_poll(body: Fields, result_then_poll: bool) -> NextPoll | None:
+    """The poll a result carries, when the server offers result-then-poll."""
+    poll = body.object("poll") if result_then_poll else None
+    if poll is None:
+        return None
+    return NextPoll(poll.required_string("worker_session_id"), poll.integer("wait_ms"))
+
+
+def then_polled(ack: Accepted, found: ThenPolled) -> dict[str, Any]:
+    """A result's answer with what its poll found: `task` (null when none
+    came) or `poll_error`."""
+    answer: dict[str, Any] = dict(ack)
+    if found.error is not None:
+        answer["poll_error"] = {"code": found.error.code, "message": found.error.message}
+    else:
+        answer["task"] = found.task
+    return answer
 
 
 def _names(value: Any) -> list[str] | None:

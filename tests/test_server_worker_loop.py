@@ -1,0 +1,357 @@
+"""The worker loop (orbit_server/worker_loop.py) on a real `orbit server`.
+
+A plain kept-alive connection moves to the loop once the thread path has
+answered one of its hot calls (a poll, a result, a result with its poll);
+from then on the loop answers those calls. Its answers must be the thread
+path's, byte for byte: the same requests are sent to a server with the loop
+and to one without (`ORBIT_WORKER_LOOP=off`), and the raw responses are
+compared (with the Date header and the random task tokens masked). The
+other tests check what the loop does with time: polls that park and are
+answered later or expire, a worker that hangs up while its poll waits, and
+a server stopping with connections on the loop.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import server_ir
+from server_harness import Http, ServerProcess, wait_until
+
+pytestmark = pytest.mark.timeout(90)
+
+TOKEN = "loop-admin-token-0123456789"
+WORKER_TOKEN = "loop-worker-token-0123456789"
+CHAIN = {"task_name": "bench.step", "contract_version": "1.0.0"}
+ON_LOOP = "worker connection on the worker loop"
+BACK = "worker connection back on the thread path"
+_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_DATE = re.compile(rb"Date: [^\r]*\r\n")
+
+
+def _server(db: Path, *, loop: bool) -> ServerProcess:
+    env = {"ORBIT_LOG": "debug"} if loop else {"ORBIT_WORKER_LOOP": "off"}
+    proc = ServerProcess(db, "--token", TOKEN, "--worker-token", WORKER_TOKEN, env=env)
+    return proc.start()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = _server(tmp_path_factory.mktemp("loop") / "orbit.db", loop=True)
+    assert proc.http(TOKEN).post("/v1/workflows", server_ir.chain()).status == 201
+    yield proc
+    proc.stop()
+
+
+class Raw:
+    """One kept-alive socket speaking HTTP/1.1 by hand."""
+
+    def __init__(self, proc: ServerProcess, token: str = WORKER_TOKEN) -> None:
+        host, port = proc.addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=20)
+        self.token = token
+        self.buf = b""
+
+    def request(
+        self, path: str, body: Any, *, extra: bytes = b"", token: str | None = None
+    ) -> bytes:
+        data = orjson.dumps(body)
+        auth = (token if token is not None else self.token).encode()
+        self.sock.sendall(
+            b"POST %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n%s"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (path.encode(), auth, extra, len(data), data)
+        )
+        return self.response()
+
+    def response(self) -> bytes:
+        while b"\r\n\r\n" not in self.buf:
+            self._more()
+        head, _, rest = self.buf.partition(b"\r\n\r\n")
+        found = re.search(rb"(?i)content-length: (\d+)", head)
+        length = int(found[1]) if found else 0
+        self.buf = rest
+        while len(self.buf) < length:
+            self._more()
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return head + b"\r\n\r\n" + body
+
+    def closed(self) -> bool:
+        return self.buf == b"" and self.sock.recv(1) == b""
+
+    def _more(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed by the server")
+        self.buf += chunk
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _body(response: bytes) -> Any:
+    return orjson.loads(response.partition(b"\r\n\r\n")[2])
+
+
+def _status(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+def _register(api: Http, worker_id: str) -> str:
+    reply = api.post(
+        "/v1/workers/register",
+        {
+            "worker_id": worker_id,
+            "runtime": "python",
+            "contracts": [CHAIN],
+            "extensions": ["result-then-poll"],
+        },
+    )
+    assert reply.status == 200, reply
+    return str(reply.body["worker_session_id"])
+
+
+def _start(api: Http, eid: str) -> None:
+    reply = api.post("/v1/executions", {"workflow": "Chain", "input": {}, "execution_id": eid})
+    assert reply.status == 201, reply
+
+
+def _on_loop(raw: Raw, session: str) -> None:
+    """Moves the connection to the loop: a hot call answered on the short
+    path (a connection's first request is gunicorn's)."""
+    for _ in range(2):
+        answer = raw.request("/v1/workers/poll", {"worker_session_id": session, "wait_ms": 0})
+        assert _status(answer) == 204
+
+
+def _scenario(proc: ServerProcess) -> list[bytes]:
+    """The hot calls' answers, of every kind, on one connection."""
+    api = proc.http(TOKEN)
+    assert api.post("/v1/workflows", server_ir.chain()).status == 201
+    session = _register(api, "diff")
+    raw = Raw(proc)
+    out = [raw.request("/v1/workers/heartbeat", {"worker_session_id": session})]
+    out.append(raw.request("/v1/workers/poll", {"worker_session_id": session, "wait_ms": 0}))
+    _start(api, "diff-1")
+    polled = raw.request("/v1/workers/poll", {"worker_session_id": session, "wait_ms": 1000})
+    out.append(polled)
+    token = _body(polled)["token"]
+    poll = {"worker_session_id": session, "wait_ms": 1000}
+    reported = raw.request("/v1/tasks/complete", {"token": token, "output": {"i": 1}, "poll": poll})
+    out.append(reported)
+    second = _body(reported)["task"]["token"]
+    # The same result again: not accepted, and its poll still made.
+    out.append(
+        raw.request(
+            "/v1/tasks/complete",
+            {"token": token, "output": {"i": 1}, "poll": {**poll, "wait_ms": 0}},
+        )
+    )
+    out.append(
+        raw.request(
+            "/v1/tasks/fail",
+            {
+                "token": second,
+                "error_code": "BOOM",
+                "retryable": False,
+                "poll": {**poll, "wait_ms": 0},
+            },
+        )
+    )
+    out.append(raw.request("/v1/tasks/complete", {"token": second, "output": {"i": 2}}))
+    out.append(raw.request("/v1/tasks/fail", {"token": second, "error_code": "X"}))
+    out.append(raw.request("/v1/workers/poll", {"worker_session_id": "nope", "wait_ms": 0}))
+    out.append(
+        raw.request(
+            "/v1/tasks/complete",
+            {"token": second, "poll": {"worker_session_id": "nope", "wait_ms": 0}},
+        )
+    )
+    # Refused before the engine: answered on the thread path, then back.
+    out.append(raw.request("/v1/tasks/complete", {"token": "", "output": 1}))
+    out.append(raw.request("/v1/workers/poll", {"worker_session_id": session}, token="wrong"))
+    out.append(raw.request("/v1/workers/poll", {"wait_ms": 0}))
+    out.append(raw.request("/v1/workers/poll", {"worker_session_id": session, "wait_ms": 0}))
+    # A worker that says it closes after this call.
+    out.append(
+        raw.request(
+            "/v1/workers/poll",
+            {"worker_session_id": session, "wait_ms": 0},
+            extra=b"Connection: close\r\n",
+        )
+    )
+    assert raw.closed()
+    raw.close()
+    return [_UUID.sub(b"<uuid>", _DATE.sub(b"Date: <date>\r\n", r)) for r in out]
+
+
+def test_the_loop_answers_byte_for_byte_as_the_thread_path(tmp_path: Path) -> None:
+    with_loop = _server(tmp_path / "loop.db", loop=True)
+    try:
+        looped = _scenario(with_loop)
+        log = with_loop.wait_for_log(BACK)
+    finally:
+        with_loop.stop()
+    without = _server(tmp_path / "threads.db", loop=False)
+    try:
+        threaded = _scenario(without)
+        assert ON_LOOP not in without.log()
+    finally:
+        without.stop()
+    assert looped == threaded
+    # The loop served them: connections moved to it, and came back for the
+    # requests it leaves to the thread path.
+    assert ON_LOOP in log and BACK in log
+    assert b"204 No Content" in looped[-1] and b"Connection: close" in looped[-1]
+
+
+def test_a_parked_poll_is_answered_when_a_task_arrives(server: ServerProcess) -> None:
+    api = server.http(TOKEN)
+    session = _register(api, "parked")
+    raw = Raw(server)
+    _on_loop(raw, session)
+    raw.sock.sendall(_poll_request(session, 20_000))
+    time.sleep(0.2)  # the poll parks on the loop (an answer now would be a bug)
+    _start(api, "parked-1")
+    answer = raw.response()
+    assert _status(answer) == 200
+    task = _body(answer)
+    assert (task["execution_id"], task["step_id"]) == ("parked-1", "s0")
+    # A result carrying a poll that parks, answered by the next task.
+    poll = {"worker_session_id": session, "wait_ms": 20_000}
+    raw.sock.sendall(
+        _request("/v1/tasks/complete", {"token": task["token"], "output": {"i": 1}, "poll": poll})
+    )
+    answer = raw.response()
+    assert _body(answer)["task"]["step_id"] == "s1"
+    _finish(raw, session, _body(answer)["task"])
+
+
+def test_a_parked_poll_expires_after_its_wait(server: ServerProcess) -> None:
+    session = _register(server.http(TOKEN), "expiring")
+    raw = Raw(server)
+    _on_loop(raw, session)
+    started = time.monotonic()
+    answer = raw.request("/v1/workers/poll", {"worker_session_id": session, "wait_ms": 400})
+    waited = time.monotonic() - started
+    assert _status(answer) == 204
+    assert 0.35 < waited < 5
+    poll = {"worker_session_id": session, "wait_ms": 300}
+    answer = raw.request("/v1/tasks/complete", {"token": "gone", "poll": poll})
+    assert orjson.loads(answer.partition(b"\r\n\r\n")[2])["task"] is None
+    raw.close()
+
+
+def test_a_worker_that_hangs_up_mid_poll_takes_no_task(server: ServerProcess) -> None:
+    api = server.http(TOKEN)
+    session = _register(api, "hangup")
+    raw = Raw(server)
+    _on_loop(raw, session)
+    raw.sock.sendall(_poll_request(session, 30_000))
+    time.sleep(0.2)
+    raw.close()  # the worker leaves while its poll waits on the loop
+    time.sleep(0.2)
+    _start(api, "hangup-1")
+    other = Raw(server)
+    other_session = _register(api, "hangup-other")
+    started = time.monotonic()
+    task = _body(
+        other.request("/v1/workers/poll", {"worker_session_id": other_session, "wait_ms": 10_000})
+    )
+    assert (task["execution_id"], task["step_id"], task["attempt"]) == ("hangup-1", "s0", 1)
+    assert time.monotonic() - started < 5
+    _finish(other, other_session, task)
+
+
+def test_a_task_whose_answer_cannot_be_written_is_redelivered(server: ServerProcess) -> None:
+    """The worker hangs up after its result-then-poll was read: the task the
+    poll takes meets a closed connection and goes to another worker at once,
+    as its second attempt, not after a session timeout."""
+    api = server.http(TOKEN)
+    session = _register(api, "undelivered")
+    raw = Raw(server)
+    _on_loop(raw, session)
+    _start(api, "undelivered-1")
+    task = _body(raw.request("/v1/workers/poll", {"worker_session_id": session, "wait_ms": 5000}))
+    poll = {"worker_session_id": session, "wait_ms": 30_000}
+    # Report the last step but one, and leave before the next task comes.
+    raw.sock.sendall(
+        _request(
+            "/v1/tasks/complete",
+            {"token": task["token"], "output": {"i": 1}, "poll": {**poll, "wait_ms": 0}},
+        )
+    )
+    task = _body(raw.response())["task"]
+    raw.sock.sendall(
+        _request("/v1/tasks/complete", {"token": task["token"], "output": {"i": 2}, "poll": poll})
+    )
+    raw.sock.shutdown(socket.SHUT_WR)
+    raw.close()
+    other_session = _register(api, "undelivered-other")
+    other = Raw(server)
+    found = _body(
+        other.request("/v1/workers/poll", {"worker_session_id": other_session, "wait_ms": 10_000})
+    )
+    assert (found["execution_id"], found["step_id"]) == ("undelivered-1", "s2")
+    _finish(other, other_session, found)
+    wait_until(
+        lambda: api.get("/v1/executions/undelivered-1").body["status"] == "COMPLETED",
+        10,
+        "the execution completes",
+    )
+
+
+def test_stopping_closes_loop_connections_and_answers_parked_polls(tmp_path: Path) -> None:
+    proc = _server(tmp_path / "stop.db", loop=True)
+    try:
+        api = proc.http(TOKEN)
+        assert api.post("/v1/workflows", server_ir.chain()).status == 201
+        session = _register(api, "stopping")
+        idle, parked = Raw(proc), Raw(proc)
+        _on_loop(idle, session)
+        _on_loop(parked, session)
+        parked.sock.sendall(_poll_request(session, 60_000))
+        time.sleep(0.2)
+        started = time.monotonic()
+        assert proc.stop() == 0
+        assert time.monotonic() - started < 10
+        answer = parked.response()
+        assert _status(answer) == 204 and b"Connection: close" in answer, proc.log()
+        assert parked.closed() and idle.closed()
+        idle.close()
+        parked.close()
+    finally:
+        proc.stop()
+
+
+def _request(path: str, body: Any) -> bytes:
+    data = orjson.dumps(body)
+    return (
+        b"POST %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer %s\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+        % (path.encode(), WORKER_TOKEN.encode(), len(data), data)
+    )
+
+
+def _poll_request(session: str, wait_ms: int) -> bytes:
+    return _request("/v1/workers/poll", {"worker_session_id": session, "wait_ms": wait_ms})
+
+
+def _finish(raw: Raw, session: str, first: dict[str, Any]) -> None:
+    """Completes the chain the task belongs to."""
+    task: dict[str, Any] | None = first
+    while task is not None:
+        poll = {"worker_session_id": session, "wait_ms": 2000}
+        output = {"i": task["input"]["i"] + 1}
+        answer = raw.request(
+            "/v1/tasks/complete", {"token": task["token"], "output": output, "poll": poll}
+        )
+        task = _body(answer)["task"]
+    raw.close()
