@@ -234,6 +234,10 @@ class CommitBatch:
     # group (engine/step_slots.py), deleted in the same transaction. Other
     # stores ignore them (a single server keeps its step slots in memory).
     freed_slots: list[StepSlot] = attrs.field(factory=list)
+    # Shared mode: the waiting rows of units that left a step's line in this
+    # group without a slot (cancelled, paused, ended: engine/step_slots.py),
+    # deleted in the same transaction. Other stores ignore them.
+    freed_waits: list[StepSlot] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -244,6 +248,7 @@ class CommitBatch:
             or self.receipts
             or self.rates
             or self.freed_slots
+            or self.freed_waits
         )
 
 
