@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from orbit_core.ports import StepSlot
+from orbit_core.ports import StepSlot, StepWait
 
 # The announcement channels.
 TASKS, INBOX, REPLIES, DONE = "orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done"
@@ -171,9 +171,8 @@ class StepSlots(Protocol):
         transaction."""
         ...
 
-    def step_waits_of(self, execution_ids: list[str]) -> list[StepSlot]:
-        """The waiting rows the store holds for these executions (their
-        holders: the offers that wait)."""
+    def step_waits_of(self, execution_ids: list[str]) -> list[StepWait]:
+        """The waiting rows the store holds for these executions."""
         ...
 
     def free_step_waits(self, waits: list[StepSlot]) -> None:

@@ -38,7 +38,7 @@ from orbit_core.coordination import (
 )
 from orbit_core.errors import StorageError
 from orbit_core.memory_store import MemoryStore
-from orbit_core.ports import Clock, CommitBatch, StepSlot, TaskOffer
+from orbit_core.ports import Clock, CommitBatch, StepSlot, StepWait, TaskOffer
 from orbit_core.state import TERMINAL
 
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
@@ -433,10 +433,14 @@ class MemoryNode(MemoryStore):
             c.step_waits.pop(unit, None)
             return True
 
-    def step_waits_of(self, execution_ids: list[str]) -> list[StepSlot]:
+    def step_waits_of(self, execution_ids: list[str]) -> list[StepWait]:
         ids = set(execution_ids)
         with self.cluster.lock:
-            return [w for w, _, _ in self.cluster.step_waits.values() if w.execution_id in ids]
+            return [
+                StepWait(w, p, since)
+                for w, p, since in self.cluster.step_waits.values()
+                if w.execution_id in ids
+            ]
 
     def free_step_waits(self, waits: list[StepSlot]) -> None:
         with self.cluster.lock:

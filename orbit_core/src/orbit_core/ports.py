@@ -164,6 +164,17 @@ class StepSlot:
     offer_seq: int
 
 
+@attrs.frozen(slots=True)
+class StepWait:
+    """A unit waiting for a slot of a step's `concurrency`, as the store
+    keeps its row (shared mode, engine/step_slots.py): its offer, and its
+    place in the line (`priority`, then `since_ms`)."""
+
+    offer: StepSlot
+    priority: int
+    since_ms: int
+
+
 @attrs.define(slots=True)
 class ExecutionChange:
     """What one commit adds to one execution. With `archive_run` set, the run

@@ -117,7 +117,7 @@ from orbit_core.coordination import (  # the adapters below serve these ports
 )
 from orbit_core.engine.flow_gates import GATE_PREFIX
 from orbit_core.errors import StorageError
-from orbit_core.ports import CommitBatch, ScheduleAdvance, StepSlot, TaskOffer
+from orbit_core.ports import CommitBatch, ScheduleAdvance, StepSlot, StepWait, TaskOffer
 from orbit_core.state import TERMINAL
 from orbit_store import rates
 from orbit_store.pg_arrays import Int8s, Texts
@@ -1136,14 +1136,17 @@ class SharedTables:
         with self._conn() as conn:
             _delete_slots(conn, slots)
 
-    def step_waits_of(self, execution_ids: list[str]) -> list[StepSlot]:
+    def step_waits_of(self, execution_ids: list[str]) -> list[StepWait]:
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT flow, key, execution_id, unit_key, run, offer_seq FROM orbit_step_waits "
-                "WHERE execution_id = ANY(%s)",
+                "SELECT flow, key, execution_id, unit_key, run, offer_seq, priority, since_ms "
+                "FROM orbit_step_waits WHERE execution_id = ANY(%s)",
                 (execution_ids,),
             ).fetchall()
-        return [StepSlot(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
+        return [
+            StepWait(StepSlot(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])), int(r[6]), int(r[7]))
+            for r in rows
+        ]
 
     def free_step_waits(self, waits: list[StepSlot]) -> None:
         if not waits:

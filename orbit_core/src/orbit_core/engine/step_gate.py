@@ -98,9 +98,7 @@ class StepGate:
     def __init__(self, get: Callable[[str], Live | None], slots: StepSlots | None = None) -> None:
         self._get = get
         # Shared mode: the slots are the store's (None: counted here).
-        self.shared = (
-            SharedSlots(slots, self._holding, self._still_waiting) if slots is not None else None
-        )
+        self.shared = SharedSlots(slots, self._holding, self._place) if slots is not None else None
         # Shared mode: when the lines whose first unit found no slot ask again.
         self._retry: set[Scope] = set()
         self._retry_at: int | None = None
@@ -175,8 +173,17 @@ class StepGate:
         # again, through the gate, when it resumes.
         return unit.status == UNIT_SCHEDULED and live.state.paused_at_ms is None
 
-    def _still_waiting(self, holder: Holder, offer: Offer) -> bool:
-        return still_offered(self._get(holder[0]), holder[1], offer)
+    def _place(self, holder: Holder, offer: Offer) -> tuple[int, int] | None:
+        """(priority, since) of a unit waiting in a line here with `offer`."""
+        found = self._waiting.get(holder)
+        if found is None or found[2] != offer:
+            return None
+        live = self._get(holder[0])
+        if not still_offered(live, holder[1], offer):
+            return None
+        assert live is not None
+        gated = self.gated(live, holder[1])
+        return None if gated is None else (gated.priority, found[1])
 
     def _count(self, line: _Line) -> int:
         stale = [h for h, offer in line.running.items() if not self._holding(h, offer)]
@@ -209,7 +216,13 @@ class StepGate:
             holder = (live.state.id, unit_key)
             offer = (live.state.run, live.state.units[unit_key].offer_seq)
             known = self._waiting.get(holder)
-            since = known[1] if known is not None and known[2] == offer else now
+            if known is not None and known[2] == offer:
+                since = known[1]
+            elif self.shared is not None:
+                # The history's time, so any owner gives the unit one place.
+                since = live.state.units[unit_key].scheduled_at_ms or now
+            else:
+                since = now
             if line.running.get(holder) == offer:
                 pass  # queued again (a lost attempt's redelivery): holds its slot
             elif self._may_ask(line, gated.priority, since, holder) and self._free(

@@ -42,17 +42,23 @@ again every `RETRY_MS` (and at once after a group of this server frees one
 of their scope), so the head of the line finds a free slot within that
 time, and the others wait behind it.
 
+A unit's priority and since are read from its history (its step's
+`priority` over the input; since: its `StepScheduled` time), so whichever
+server owns it puts it at the same place.
+
 A waiting row must not outlive its unit's wait, or it would hold the line
 up: it goes in the commit of the group whose events make its unit leave
 the line without a slot (cancelled, paused, its execution ended: `left`,
-`CommitBatch.freed_waits`). The rows of the executions an owner adopts
-(after a restart, a take-over of a server that stopped or was SIGKILLed),
-of those an undone group changed (an undone start is adopted by nobody)
-and those a server wrote for an execution it then lost (its commit refused
-after a take-over) are deleted by its reconciliation, whatever they say: its
-units still waiting ask again, from its own line, and write them anew. A
-dead server's waiting rows thus hold the line until its executions are
-taken over (the node timeout), as its slots do.
+`CommitBatch.freed_waits`). The owner's reconciliation looks at the rows of
+the executions it adopts (after a restart, or a take-over of a server that
+stopped or was SIGKILLed) and of those an undone group changed (an undone
+start is adopted by nobody): a row whose unit waits here with that offer
+keeps its place, the others are deleted. Rows a server wrote for an
+execution it then lost (its commit refused after a take-over) are deleted
+at its next reconciliation (a unit of the new owner that still waits asks
+again and writes its row anew). A dead server's waiting rows thus hold the
+line until its executions are taken over (the node timeout), as its slots
+do, and then keep their place under the new owner.
 """
 
 from __future__ import annotations
@@ -81,11 +87,13 @@ class SharedSlots:
         self,
         port: StepSlots,
         holding: Callable[[Holder, Offer], bool],
-        waiting: Callable[[Holder, Offer], bool],
+        place: Callable[[Holder, Offer], tuple[int, int] | None],
     ) -> None:
         self._port = port
         self._holding = holding
-        self._waiting = waiting
+        # Where a unit waits in this engine's line with that offer:
+        # (priority, since), or None when it does not.
+        self._place = place
         # What this engine holds: holder to (scope, offer), and per execution.
         self._rows: dict[Holder, tuple[Scope, Offer]] = {}
         self._of: dict[str, set[str]] = {}
@@ -164,7 +172,7 @@ class SharedSlots:
             for unit_key in list(keys):
                 holder = (eid, unit_key)
                 scope, offer = self._waits[holder]
-                if not self._waiting(holder, offer):
+                if self._place(holder, offer) is None:
                     out.append(slot_of(scope, holder, offer))
                     del self._waits[holder]
                     keys.discard(unit_key)
@@ -192,9 +200,9 @@ class SharedSlots:
     def reconcile(self) -> None:
         """Deletes the slot rows of the executions adopted since the last
         call whose units do not hold that offer (left by a crash, an undone
-        group or a refused commit), and all the waiting rows of those and of
-        the executions of undone groups. A database away leaves them for the
-        next call."""
+        group or a refused commit), and the waiting rows of those and of the
+        executions of undone groups whose units do not wait here with that
+        offer. A database away leaves them for the next call."""
         if self._orphans:
             try:
                 self._port.free_step_waits(self._orphans)
@@ -218,15 +226,28 @@ class SharedSlots:
                     stale.append(slot)
             if stale:
                 self._port.free_step_slots(stale)
-            # Waiting rows: all go, those of units still waiting too (their
-            # line here asks again with its own order, and writes them anew).
-            waits = self._port.step_waits_of(unsure)
-            if waits:
-                self._port.free_step_waits(waits)
+            # Waiting rows: those of units waiting here with that offer, at
+            # that place, keep it (priority and since are the history's, the
+            # same here as where they were written, unless a migration
+            # changed the priority); the others go.
+            kept: list[StepSlot] = []
+            gone: list[StepSlot] = []
+            for wait in self._port.step_waits_of(unsure):
+                row = wait.offer
+                holder, offer = (row.execution_id, row.unit_key), (row.run, row.offer_seq)
+                here = self._place(holder, offer)
+                (kept if here == (wait.priority, wait.since_ms) else gone).append(row)
+            if gone:
+                self._port.free_step_waits(gone)
         except StorageError:
             return
         for eid in unsure:
             for unit_key in self._waits_of.pop(eid, ()):
                 self._waits.pop((eid, unit_key), None)
+        for slot in kept:
+            workflow, _, step = slot.flow.partition(SEPARATOR)
+            holder = (slot.execution_id, slot.unit_key)
+            self._waits[holder] = ((workflow, step, slot.key), (slot.run, slot.offer_seq))
+            self._waits_of.setdefault(holder[0], set()).add(holder[1])
         self._adopted.difference_update(ids)
         self._undone.difference_update(unsure)
