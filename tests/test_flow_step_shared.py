@@ -6,7 +6,10 @@ started through). Its slots are rows of the store (orbit_core/engine/
 step_slots.py), so never more than two tasks of one customer are out at
 once, whichever servers own the executions, and a server SIGKILLed while
 it holds slots gives them up to the others once its executions are taken
-over."""
+over. The line of units waiting for a slot is the group's too (rows of
+`orbit_step_waits`): a freed slot goes to the highest `priority` waiting on
+any server, even one SIGKILLed (its unit keeps its place under the server
+that takes it over)."""
 
 from __future__ import annotations
 
