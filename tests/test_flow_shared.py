@@ -25,13 +25,18 @@ TERMINAL = ("WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "Workflo
 
 
 def _start_spread(
-    servers: list[ServerProcess], plan: list[tuple[str, str]], workflow: str = "PerCustomer"
+    servers: list[ServerProcess],
+    plan: list[tuple[str, str]],
+    workflow: str = "PerCustomer",
+    more: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Starts (execution id, customer) through each server in turn; a start
-    refused for a moment while a gate moves is sent again (same id)."""
+    """Starts (execution id, customer) through each server in turn, with the
+    input fields `more` has for the id; a start refused for a moment while a
+    gate moves is sent again (same id)."""
     for n, (eid, customer) in enumerate(plan):
         api = servers[n % len(servers)].http()
-        body = {"workflow": workflow, "input": {"customer_id": customer}, "execution_id": eid}
+        value = {"customer_id": customer, **(more or {}).get(eid, {})}
+        body = {"workflow": workflow, "input": value, "execution_id": eid}
         deadline = time.monotonic() + 60
         while True:
             reply = api.post("/v1/executions", body)

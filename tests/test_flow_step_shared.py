@@ -6,19 +6,23 @@ started through). Its slots are rows of the store (orbit_core/engine/
 step_slots.py), so never more than two tasks of one customer are out at
 once, whichever servers own the executions, and a server SIGKILLed while
 it holds slots gives them up to the others once its executions are taken
-over."""
+over. The line of units waiting for a slot is the group's too (rows of
+`orbit_step_waits`): a freed slot goes to the highest `priority` waiting on
+any server, even one SIGKILLed (its unit keeps its place under the server
+that takes it over)."""
 
 from __future__ import annotations
 
 import signal
 import time
+from typing import Any
 
 import psycopg
 import pytest
 import test_flow_real_server as real
 import test_flow_shared as fs
 from fixtures_orbit import demo_definition
-from server_harness import ServerProcess
+from server_harness import RawWorker, ServerProcess
 
 from orbit_core import ir
 
@@ -151,3 +155,110 @@ def test_a_step_rate_holds_across_two_servers(three_shared: list[ServerProcess])
         (a if owner is b else b).http(), first, "StepScheduled"
     )
     assert gap >= PERIOD_MS, gap  # (the servers' clocks are one machine's)
+
+
+LINED = "LinedShared"
+
+
+def _deploy_lined(server: ServerProcess) -> None:
+    definition = demo_definition(
+        LINED,
+        input="customer_id: String, rank: Int = 0",
+        step="priority: input.rank\n        concurrency { max: 1 }",
+    )
+    assert server.http().post("/v1/workflows", ir.to_json(definition)).status == 201
+
+
+def _next_task(workers: list[RawWorker]) -> dict[str, Any]:
+    """The next task any of `workers` is handed (each polls in turn)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for worker in workers:
+            reply = worker.poll(wait_ms=200)
+            assert reply.status in (200, 204), reply
+            if reply.status == 200 and reply.body:
+                return dict(reply.body)
+    raise AssertionError("no task was handed out")
+
+
+def _complete(server: ServerProcess, task: dict[str, Any]) -> None:
+    reply = server.http().post("/v1/tasks/complete", {"token": task["token"], "output": {}})
+    assert reply.status == 200 and reply.body.get("accepted"), reply
+
+
+def _waits(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT execution_id FROM orbit_step_waits ORDER BY 1").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _start_lined(servers: list[ServerProcess], ranks: dict[str, int]) -> None:
+    """Starts each id through the server of the same place, with its rank."""
+    plan = [(eid, "c-1") for eid in ranks]
+    more = {eid: {"rank": rank} for eid, rank in ranks.items()}
+    fs._start_spread(servers, plan, LINED, more)
+
+
+def test_a_freed_slot_goes_to_the_highest_priority_unit_on_any_server(
+    three_shared: list[ServerProcess], pg_url: str
+) -> None:
+    """`concurrency { max: 1 }` with `priority: input.rank`: the first
+    attempt (`first`, through `a`) holds the slot while priority-1 units
+    wait on `a` and `b` and a priority-9 one on `c`. When `first` completes
+    through `a`, its owner, the freed slot goes to `c`'s unit, then to the
+    others in arrival order (on main `a` let its own waiting unit in at
+    once, in the commit of the end: each server ordered only its own line)."""
+    a, b, c = three_shared
+    _deploy_lined(a)
+    workers = fs._workers(three_shared)
+    _start_lined([a], {"first": 0})
+    first = _next_task(workers)
+    assert first["execution_id"] == "first"
+    _start_lined([a, b], {"low-a": 1, "low-b": 1})
+    _start_lined([c], {"high": 9})
+    assert real.doc(c.http(), "high")["waiting"]["reason"] == "concurrency"
+    order = []
+    task = first
+    for _ in range(3):
+        _complete(a, task)
+        task = _next_task(workers)
+        order.append(task["execution_id"])
+    assert order == ["high", "low-a", "low-b"]
+    _complete(a, task)
+    assert _slots(pg_url) == [] and _waits(pg_url) == []
+
+
+def test_a_sigkilled_server_s_waiting_unit_keeps_its_place(
+    three_shared: list[ServerProcess], pg_url: str
+) -> None:
+    """As above, and `c`, where the priority-9 unit waits, is SIGKILLed
+    before the slot frees. Its waiting row holds the line (the others are
+    refused the free slot) until a survivor takes `c`'s executions over; the
+    unit keeps its place there and goes first, then the others; every
+    execution ends, and no slot or waiting row is left."""
+    a, b, c = three_shared
+    _deploy_lined(a)
+    survivors = [a, b]
+    workers = fs._workers(survivors)
+    _start_lined([a], {"first": 0})
+    first = _next_task(workers)
+    _start_lined([a, b], {"low-a": 1, "low-b": 1})
+    _start_lined([c], {"high": 9})
+    assert "high" in _waits(pg_url)
+    c.stop(signal.SIGKILL)
+    _complete(a, first)
+    task = _next_task(workers)
+    assert task["execution_id"] == "high"
+    assert "c" not in _owners(pg_url).values()
+    order = [task["execution_id"]]
+    for _ in range(2):
+        _complete(a, task)
+        task = _next_task(workers)
+        order.append(task["execution_id"])
+    _complete(a, task)
+    assert order == ["high", "low-a", "low-b"]
+    deadline = time.monotonic() + 30
+    while not all(fs._finished(a.http(), eid) for eid in ("first", "high", "low-a", "low-b")):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert _slots(pg_url) == [] and _waits(pg_url) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from orbit_core.engine.live import NO_ROW
 from orbit_core.engine.pipeline import _merge
-from orbit_core.ports import CommitBatch, ExecutionChange, IdempotencyRow
+from orbit_core.ports import CommitBatch, ExecutionChange, IdempotencyRow, StepSlot
 
 
 def _start(execution_id: str, key: str) -> CommitBatch:
@@ -27,3 +27,19 @@ def test_a_later_group_of_the_same_execution_keeps_the_key_of_its_start() -> Non
     later.executions.append(ExecutionChange("e-1", NO_ROW))
     (change,) = _merge([_start("e-1", "k-1"), later]).executions
     assert change.idempotency is not None and change.idempotency.key == "k-1"
+
+
+def test_merged_groups_keep_the_step_slots_and_waits_they_free() -> None:
+    """Shared mode's freed step slots and waiting rows (engine/step_slots.py)
+    are deleted by the commit that carries them: merged groups must keep
+    every one (before, `_merge` dropped them, and the rows of a slot whose
+    attempt ended stayed, holding the slot for ever)."""
+    one, two = CommitBatch(), CommitBatch()
+    a = StepSlot("W/work", "c-1", "e-1", "work", 1, 3)
+    b = StepSlot("W/work", "c-1", "e-2", "work", 1, 4)
+    one.freed_slots.append(a)
+    two.freed_slots.append(b)
+    two.freed_waits.append(a)
+    merged = _merge([one, two])
+    assert merged.freed_slots == [a, b]
+    assert merged.freed_waits == [a]

@@ -224,7 +224,7 @@ def test_a_postgres_database_of_every_era_is_upgraded_with_its_rows(
     open_parts(fresh, script)
     assert shape(url) == shape(fresh)
     # Each part the server uses at its current version; the base at the book's.
-    parts = {"cluster": 1, "shared": 4} if "-shared-" in script.name else {"cluster": 1}
+    parts = {"cluster": 1, "shared": 5} if "-shared-" in script.name else {"cluster": 1}
     expected = None if "-single" in script.name else parts
     assert part_versions(url) == part_versions(fresh) == expected
     assert parts == {p: schema.PART_VERSIONS[p] for p in parts}
@@ -349,7 +349,7 @@ def test_shared_tables_of_version_3_gain_the_boards_order(pg_server: Any) -> Non
     fresh = pg_server.url(pg_server.create_database())
     SharedStore(fresh, node_id="n1").close()
     assert shape(url) == shape(fresh)
-    assert part_versions(url) == {"shared": 4}
+    assert part_versions(url) == {"shared": schema.PART_VERSIONS["shared"]}
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT execution_id, priority, vt FROM orbit_tasks").fetchall() == [
             ("e-1", 0, 0.0)
@@ -460,3 +460,28 @@ def test_newer_search_tables_are_refused_untouched(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="search tables at version 3, newer than this server"):
         SqliteStore(db)
     assert sqlite_search_shape(db)[1] == [("search", 3)]
+
+
+def test_shared_tables_of_version_4_gain_the_step_line(pg_server: Any) -> None:
+    """Version 4's shape (as main left it before the one line of a step's
+    concurrency): no `orbit_step_waits`. Version 5 makes it, and keeps the
+    slots held: the same shape as new."""
+    url = pg_server.url(pg_server.create_database())
+    SharedStore(url, node_id="n1").close()
+    with psycopg.connect(url) as conn:
+        conn.execute("DROP TABLE orbit_step_waits")
+        conn.execute(
+            "INSERT INTO orbit_step_slots (execution_id, unit_key, run, offer_seq, flow, key, "
+            "since_ms) VALUES ('e-1', 'work', 1, 3, 'W/work', 'c-1', 5)"
+        )
+    set_part(url, "shared", 4)
+    SharedStore(url, node_id="n1").close()
+    fresh = pg_server.url(pg_server.create_database())
+    SharedStore(fresh, node_id="n1").close()
+    assert shape(url) == shape(fresh)
+    assert part_versions(url) == {"shared": 5}
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT execution_id, key FROM orbit_step_slots").fetchall() == [
+            ("e-1", "c-1")
+        ]
+        assert conn.execute("SELECT count(*) FROM orbit_step_waits").fetchall() == [(0,)]

@@ -17,8 +17,9 @@ database adapters live in orbit_store; none of this module knows one.
   attempts a session should stop (posted by an owner for the server the
   session talks to).
 - `StepSlots`: the slots of step `concurrency` limits, counted in the
-  store for the whole group of servers (engine/step_slots.py), and the
-  buckets of step `rate` limits (engine/step_rate.py).
+  store for the whole group of servers, with the one line of units waiting
+  for them (engine/step_slots.py), and the buckets of step `rate` limits
+  (engine/step_rate.py).
 - `Announcements`: channels that wake waiters (`TASKS`, `INBOX`, `REPLIES`,
   `DONE`): a waiter remembers a channel's serial and waits for it to move.
   Missing one is harmless: every waiter also looks again on its own.
@@ -32,7 +33,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from orbit_core.ports import StepSlot
+from orbit_core.ports import StepSlot, StepWait
 
 # The announcement channels.
 TASKS, INBOX, REPLIES, DONE = "orbit_tasks", "orbit_inbox", "orbit_replies", "orbit_done"
@@ -159,11 +160,23 @@ class Sessions(Protocol):
 
 
 class StepSlots(Protocol):
-    def take_step_slot(self, slot: StepSlot, limit: int) -> bool:
+    def take_step_slot(self, slot: StepSlot, limit: int, priority: int, since_ms: int) -> bool:
         """Takes `slot` in a short transaction of its own, serialized with
         every other take of its scope (`flow`, `key`), when fewer than
-        `limit` slots of the scope are held; True when the slot is held
-        (also when this holder held it already)."""
+        `limit` slots of the scope are held and no waiting row of another
+        unit of the scope is ahead of this one (`waits_ahead`); True when
+        the slot is held (also when this holder held it already), and the
+        holder's waiting row is gone. Refused, the holder's waiting row is
+        written (or replaced) with `priority` and `since_ms`, in the same
+        transaction."""
+        ...
+
+    def step_waits_of(self, execution_ids: list[str]) -> list[StepWait]:
+        """The waiting rows the store holds for these executions."""
+        ...
+
+    def free_step_waits(self, waits: list[StepSlot]) -> None:
+        """Deletes waiting rows outside any group (reconciliation)."""
         ...
 
     def step_slots_of(self, execution_ids: list[str]) -> list[StepSlot]:
@@ -182,6 +195,14 @@ class StepSlots(Protocol):
         bucket's row: `take(tat)` is the bucket's new time when it has a
         token, else None. (taken, the bucket's time after)."""
         ...
+
+
+def waits_ahead(other: tuple[int, int, str, str], mine: tuple[int, int, str, str]) -> bool:
+    """Whether a waiting row comes before another in a step's line: each is
+    (priority, since_ms, execution id, unit key); higher priority first,
+    then the earlier, then by execution id and unit key (compared as code
+    points: the store compares them with the "C" collation)."""
+    return (-other[0], other[1], other[2], other[3]) < (-mine[0], mine[1], mine[2], mine[3])
 
 
 class Announcements(Protocol):

@@ -34,10 +34,11 @@ from orbit_core.coordination import (
     Claim,
     InboxEntry,
     SessionRow,
+    waits_ahead,
 )
 from orbit_core.errors import StorageError
 from orbit_core.memory_store import MemoryStore
-from orbit_core.ports import Clock, CommitBatch, StepSlot, TaskOffer
+from orbit_core.ports import Clock, CommitBatch, StepSlot, StepWait, TaskOffer
 from orbit_core.state import TERMINAL
 
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
@@ -86,6 +87,10 @@ class MemoryCluster:
         self.beats: dict[str, int] = {}
         # Step slots by holder: (execution id, unit key, run, offer seq).
         self.slots: dict[tuple[str, str, int, int], StepSlot] = {}
+        # The units waiting for a step slot, one row per unit, as
+        # orbit_step_waits holds them: (execution id, unit key) to the
+        # waiting offer (a StepSlot) and its (priority, since_ms).
+        self.step_waits: dict[tuple[str, str], tuple[StepSlot, int, int]] = {}
         # The buckets of step rates: (flow, key) to the bucket's time.
         self.buckets: dict[tuple[str, str], int] = {}
         # The board's virtual times, as orbit_board_clock and
@@ -163,6 +168,7 @@ class MemoryNode(MemoryStore):
             super().commit(batch)
             for slot in batch.freed_slots:
                 c.slots.pop(_holder(slot), None)
+            _free_waits(c, batch.freed_waits)
             self._own(batch)
             self._queue(batch)
             for receipt in batch.receipts:
@@ -407,16 +413,38 @@ class MemoryNode(MemoryStore):
 
     # ---- step slots
 
-    def take_step_slot(self, slot: StepSlot, limit: int) -> bool:
+    def take_step_slot(self, slot: StepSlot, limit: int, priority: int, since_ms: int) -> bool:
         c = self.cluster
+        unit = (slot.execution_id, slot.unit_key)
         with c.lock:
             if _holder(slot) in c.slots:
+                c.step_waits.pop(unit, None)
                 return True
             scope = (slot.flow, slot.key)
-            if sum(1 for s in c.slots.values() if (s.flow, s.key) == scope) >= limit:
+            mine = (priority, since_ms, *unit)
+            if sum(1 for s in c.slots.values() if (s.flow, s.key) == scope) >= limit or any(
+                waits_ahead((p, since, *other), mine)
+                for other, (w, p, since) in c.step_waits.items()
+                if (w.flow, w.key) == scope and other != unit
+            ):
+                c.step_waits[unit] = (slot, priority, since_ms)
                 return False
             c.slots[_holder(slot)] = slot
+            c.step_waits.pop(unit, None)
             return True
+
+    def step_waits_of(self, execution_ids: list[str]) -> list[StepWait]:
+        ids = set(execution_ids)
+        with self.cluster.lock:
+            return [
+                StepWait(w, p, since)
+                for w, p, since in self.cluster.step_waits.values()
+                if w.execution_id in ids
+            ]
+
+    def free_step_waits(self, waits: list[StepSlot]) -> None:
+        with self.cluster.lock:
+            _free_waits(self.cluster, waits)
 
     def step_slots_of(self, execution_ids: list[str]) -> list[StepSlot]:
         ids = set(execution_ids)
@@ -575,3 +603,12 @@ def _place(cluster: MemoryCluster, offer: TaskOffer) -> float:
 
 def _holder(slot: StepSlot) -> tuple[str, str, int, int]:
     return (slot.execution_id, slot.unit_key, slot.run, slot.offer_seq)
+
+
+def _free_waits(cluster: MemoryCluster, waits: list[StepSlot]) -> None:
+    """Deletes these waiting rows, each only while it is still that offer's."""
+    for wait in waits:
+        unit = (wait.execution_id, wait.unit_key)
+        found = cluster.step_waits.get(unit)
+        if found is not None and _holder(found[0]) == _holder(wait):
+            del cluster.step_waits[unit]

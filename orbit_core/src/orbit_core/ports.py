@@ -164,6 +164,17 @@ class StepSlot:
     offer_seq: int
 
 
+@attrs.frozen(slots=True)
+class StepWait:
+    """A unit waiting for a slot of a step's `concurrency`, as the store
+    keeps its row (shared mode, engine/step_slots.py): its offer, and its
+    place in the line (`priority`, then `since_ms`)."""
+
+    offer: StepSlot
+    priority: int
+    since_ms: int
+
+
 @attrs.define(slots=True)
 class ExecutionChange:
     """What one commit adds to one execution. With `archive_run` set, the run
@@ -234,6 +245,10 @@ class CommitBatch:
     # group (engine/step_slots.py), deleted in the same transaction. Other
     # stores ignore them (a single server keeps its step slots in memory).
     freed_slots: list[StepSlot] = attrs.field(factory=list)
+    # Shared mode: the waiting rows of units that left a step's line in this
+    # group without a slot (cancelled, paused, ended: engine/step_slots.py),
+    # deleted in the same transaction. Other stores ignore them.
+    freed_waits: list[StepSlot] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -244,6 +259,7 @@ class CommitBatch:
             or self.receipts
             or self.rates
             or self.freed_slots
+            or self.freed_waits
         )
 
 

@@ -35,7 +35,8 @@ partial indexes that replaced `orbit_inbox_pending`); version 3 adds
 `orbit_step_slots` (a new table: nothing to change in place); version 4
 gives `orbit_tasks` a `priority` and a virtual time `vt` (rows found get
 0 for both), remakes its two queue indexes in the claim's order and adds
-the board's clock and keys (`orbit_board_clock`, `orbit_board_keys`). `tests/fixtures`
+the board's clock and keys (`orbit_board_clock`, `orbit_board_keys`);
+version 5 adds `orbit_step_waits` (a new table). `tests/fixtures`
 holds a database of each earlier shape, and a test upgrades every one of
 them.
 
@@ -365,6 +366,27 @@ orbit_step_slots = Table(
     Index("orbit_step_slots_scope", "flow", "key"),
 )
 
+# The units waiting for a slot of a step's `concurrency`, one row per unit
+# (its waiting offer), so that the line is the group's: a take is refused
+# while a row of the scope is ahead of the taker (its `priority`, then
+# `since_ms`). Written and deleted under the scope's advisory lock by the
+# take, deleted by the commit that takes the unit out of the line, or by the
+# reconciliation of the owner (orbit_core/engine/step_slots.py). Added by
+# version 5.
+orbit_step_waits = Table(
+    "orbit_step_waits",
+    metadata,
+    Column("execution_id", Text, primary_key=True),
+    Column("unit_key", Text, primary_key=True),
+    Column("run", BigInteger, nullable=False),
+    Column("offer_seq", BigInteger, nullable=False),
+    Column("flow", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("priority", BigInteger, nullable=False),
+    Column("since_ms", BigInteger, nullable=False),
+    Index("orbit_step_waits_scope", "flow", "key"),
+)
+
 # The fence of a shared commit's one statement (shared.py, `_fenced_group`):
 # locks the ownership rows (FOR SHARE, the latest versions), then raises
 # unless each still names `node` at the epoch given. The check is a statement
@@ -536,6 +558,7 @@ SHARED = (
     orbit_cancels,
     orbit_waits,
     orbit_step_slots,
+    orbit_step_waits,
     orbit_board_clock,
     orbit_board_keys,
 )
@@ -613,16 +636,22 @@ def _shared_to_4(conn: psycopg.Connection[Any]) -> None:
             conn.execute(f"DROP INDEX IF EXISTS {name}")
 
 
+def _shared_to_5(conn: psycopg.Connection[Any]) -> None:
+    """Version 5: `orbit_step_waits`, the one line of a step's concurrency
+    across the servers (a new table, created with the part's missing tables
+    after the steps)."""
+
+
 # (version, step): what brings a base schema from version-1 to version.
 # None yet: the base tables are still the book's version 1.
 MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = []
 
 PartStep = Callable[["psycopg.Connection[Any]"], None]
 # Each part's current version, and its steps as MIGRATIONS has them.
-PART_VERSIONS = {"cluster": 1, "shared": 4}
+PART_VERSIONS = {"cluster": 1, "shared": 5}
 PART_MIGRATIONS: dict[str, list[tuple[int, PartStep]]] = {
     "cluster": [],
-    "shared": [(2, _shared_to_2), (3, _shared_to_3), (4, _shared_to_4)],
+    "shared": [(2, _shared_to_2), (3, _shared_to_3), (4, _shared_to_4), (5, _shared_to_5)],
 }
 
 

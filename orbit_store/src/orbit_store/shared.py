@@ -40,6 +40,15 @@ lock; their definitions and migrations are schema.py's):
   deleted by the commit whose events make its unit leave the offer
   (`CommitBatch.freed_slots`: such a commit is a transaction, never the one
   statement).
+- `orbit_step_waits`: the one line of units waiting for those slots, across
+  the servers: a take refused writes the unit's row (its offer, step
+  `priority` and since when it waits) in its transaction, and a take
+  succeeds only while no other unit's row of the scope is ahead of it
+  (higher priority, then earlier, then execution id and unit key in code
+  point order: `_TAKE_STEP_SLOT`); a take deletes the taker's row. The
+  commit whose events take a unit out of the line without a slot deletes
+  its row (`CommitBatch.freed_waits`), and an owner's reconciliation
+  deletes those of the executions it adopted.
 - `orbit_board_clock` and `orbit_board_keys`: the virtual times of the
   board's order (below).
 - `orbit_sessions`: worker sessions and their last contact, so a session
@@ -108,7 +117,7 @@ from orbit_core.coordination import (  # the adapters below serve these ports
 )
 from orbit_core.engine.flow_gates import GATE_PREFIX
 from orbit_core.errors import StorageError
-from orbit_core.ports import CommitBatch, ScheduleAdvance, StepSlot, TaskOffer
+from orbit_core.ports import CommitBatch, ScheduleAdvance, StepSlot, StepWait, TaskOffer
 from orbit_core.state import TERMINAL
 from orbit_store import rates
 from orbit_store.pg_arrays import Int8s, Texts
@@ -387,7 +396,13 @@ class SharedStore(PostgresStore):
         for the queue or search rows: those go as one transaction (`_write`)."""
         batch: CommitBatch | None = getattr(self._batch, "current", None)
         self._batch.fenced = None
-        if batch is None or batch.receipts or batch.offers or batch.freed_slots:
+        if (
+            batch is None
+            or batch.receipts
+            or batch.offers
+            or batch.freed_slots
+            or batch.freed_waits
+        ):
             return super().one_statement(events, new_rows, updates, search_rows)
         if _revived(batch, self.owned()):
             return super().one_statement(events, new_rows, updates, search_rows)
@@ -503,6 +518,8 @@ class SharedStore(PostgresStore):
         record = self._queue(cursor, batch)
         if batch.freed_slots:
             _delete_slots(cursor, batch.freed_slots)
+        if batch.freed_waits:
+            _delete_waits(cursor, batch.freed_waits)
         if batch.receipts:
             # Inbox entries applied by this commit: never applied again.
             # Those whose sender waits keep their row for the reply.
@@ -1078,33 +1095,31 @@ class SharedTables:
 
     # ---- step slots
 
-    def take_step_slot(self, slot: StepSlot, limit: int) -> bool:
+    def take_step_slot(self, slot: StepSlot, limit: int, priority: int, since_ms: int) -> bool:
         """Takes a slot of a step's concurrency when its scope has fewer than
-        `limit` (module docstring); True when held, also when held already."""
-        holder = (slot.execution_id, slot.unit_key, slot.run, slot.offer_seq)
+        `limit` and no other unit's waiting row is ahead; refused, writes the
+        unit's waiting row (module docstring). True when held, also when held
+        already."""
+        params = {
+            "e": slot.execution_id,
+            "u": slot.unit_key,
+            "r": slot.run,
+            "o": slot.offer_seq,
+            "f": slot.flow,
+            "k": slot.key,
+            "limit": limit,
+            "p": priority,
+            "s": since_ms,
+        }
         with self._conn() as conn, conn.transaction():
-            # Every later statement of the transaction sees the slots
-            # committed before the lock was granted (read committed).
+            # Every later statement of the transaction sees the slots and
+            # waiting rows committed before the lock was granted.
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
                 (STEP_SLOT_LOCK_KEY, f"{slot.flow}/{slot.key}"),
             )
-            row = conn.execute(
-                "INSERT INTO orbit_step_slots (execution_id, unit_key, run, offer_seq, flow, "
-                "key, since_ms) SELECT %s, %s, %s, %s, %s, %s, " + NOW_MS + " WHERE "
-                "(SELECT count(*) FROM orbit_step_slots WHERE flow = %s AND key = %s) < %s "
-                "ON CONFLICT DO NOTHING RETURNING 1",
-                (*holder, slot.flow, slot.key, slot.flow, slot.key, limit),
-            ).fetchone()
-            if row is not None:
-                return True
-            # Full, or held by this holder already (the insert met its row).
-            held = conn.execute(
-                "SELECT 1 FROM orbit_step_slots WHERE execution_id = %s AND unit_key = %s "
-                "AND run = %s AND offer_seq = %s",
-                holder,
-            ).fetchone()
-            return held is not None
+            row = conn.execute(_TAKE_STEP_SLOT, params).fetchone()
+        return bool(row is not None and row[0])
 
     def step_slots_of(self, execution_ids: list[str]) -> list[StepSlot]:
         with self._conn() as conn:
@@ -1120,6 +1135,24 @@ class SharedTables:
             return
         with self._conn() as conn:
             _delete_slots(conn, slots)
+
+    def step_waits_of(self, execution_ids: list[str]) -> list[StepWait]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT flow, key, execution_id, unit_key, run, offer_seq, priority, since_ms "
+                "FROM orbit_step_waits WHERE execution_id = ANY(%s)",
+                (execution_ids,),
+            ).fetchall()
+        return [
+            StepWait(StepSlot(r[0], r[1], r[2], r[3], int(r[4]), int(r[5])), int(r[6]), int(r[7]))
+            for r in rows
+        ]
+
+    def free_step_waits(self, waits: list[StepSlot]) -> None:
+        if not waits:
+            return
+        with self._conn() as conn:
+            _delete_waits(conn, waits)
 
     def take_step_token(
         self, flow: str, key: str, take: Callable[[int], int | None]
@@ -1616,6 +1649,52 @@ class Listener:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
+
+
+# A take of a step slot (`SharedTables.take_step_slot`), under the scope's
+# advisory lock, as one statement: `held` (this offer holds a slot already:
+# yes), else `taken` (inserted while the scope has fewer than `limit` slots
+# and no other unit's waiting row is ahead: higher priority, then earlier,
+# then execution id and unit key in code point order, as the engines order
+# their lines); the unit's waiting row is deleted when it holds a slot, and
+# written or replaced when it does not.
+_TAKE_STEP_SLOT = (
+    "WITH held AS (SELECT 1 FROM orbit_step_slots WHERE execution_id = %(e)s "
+    "AND unit_key = %(u)s AND run = %(r)s AND offer_seq = %(o)s), "
+    "taken AS (INSERT INTO orbit_step_slots (execution_id, unit_key, run, offer_seq, flow, "
+    "key, since_ms) SELECT %(e)s, %(u)s, %(r)s, %(o)s, %(f)s, %(k)s, " + NOW_MS + " "
+    "WHERE NOT EXISTS (SELECT 1 FROM held) "
+    "AND (SELECT count(*) FROM orbit_step_slots WHERE flow = %(f)s AND key = %(k)s) < %(limit)s "
+    "AND NOT EXISTS (SELECT 1 FROM orbit_step_waits w WHERE w.flow = %(f)s AND w.key = %(k)s "
+    "AND (w.execution_id, w.unit_key) <> (%(e)s, %(u)s) "
+    'AND (-w.priority, w.since_ms, w.execution_id COLLATE "C", w.unit_key COLLATE "C") '
+    '< (-(%(p)s::bigint), %(s)s::bigint, %(e)s::text COLLATE "C", %(u)s::text COLLATE "C")) '
+    "ON CONFLICT DO NOTHING RETURNING 1), "
+    "gone AS (DELETE FROM orbit_step_waits WHERE execution_id = %(e)s AND unit_key = %(u)s "
+    "AND (EXISTS (SELECT 1 FROM held) OR EXISTS (SELECT 1 FROM taken))), "
+    "waiting AS (INSERT INTO orbit_step_waits (execution_id, unit_key, run, offer_seq, flow, "
+    "key, priority, since_ms) SELECT %(e)s, %(u)s, %(r)s, %(o)s, %(f)s, %(k)s, %(p)s, %(s)s "
+    "WHERE NOT EXISTS (SELECT 1 FROM held) AND NOT EXISTS (SELECT 1 FROM taken) "
+    "ON CONFLICT (execution_id, unit_key) DO UPDATE SET run = EXCLUDED.run, "
+    "offer_seq = EXCLUDED.offer_seq, flow = EXCLUDED.flow, key = EXCLUDED.key, "
+    "priority = EXCLUDED.priority, since_ms = EXCLUDED.since_ms) "
+    "SELECT EXISTS (SELECT 1 FROM held) OR EXISTS (SELECT 1 FROM taken)"
+)
+
+
+def _delete_waits(db: Any, waits: list[StepSlot]) -> None:
+    """Deletes these waiting rows, each only while it is still that offer's."""
+    db.execute(
+        "DELETE FROM orbit_step_waits s USING unnest(%b::text[], %b::text[], "
+        "%b::bigint[], %b::bigint[]) AS g(e, k, r, o) WHERE s.execution_id = g.e "
+        "AND s.unit_key = g.k AND s.run = g.r AND s.offer_seq = g.o",
+        (
+            [x.execution_id for x in waits],
+            [x.unit_key for x in waits],
+            [x.run for x in waits],
+            [x.offer_seq for x in waits],
+        ),
+    )
 
 
 def _delete_slots(db: Any, slots: list[StepSlot]) -> None:

@@ -314,6 +314,7 @@ class Executions:
         can read it again, so the engine goes on and neither a parent nor a
         child acts on a relative that is away."""
         dropped: list[str] = []
+        self.gate.undone(tx.changes)
         for eid in list(tx.changes):
             live = self.memory.get(eid)
             parent = live.state.parent if live is not None else None

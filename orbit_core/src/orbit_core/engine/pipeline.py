@@ -520,6 +520,8 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
         merged.offers.extend(batch.offers)
         merged.receipts.extend(batch.receipts)
         merged.rates.extend(batch.rates)
+        merged.freed_slots.extend(batch.freed_slots)
+        merged.freed_waits.extend(batch.freed_waits)
         for change in batch.executions:
             into = changes.get(change.execution_id)
             if into is None:

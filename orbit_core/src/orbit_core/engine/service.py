@@ -567,6 +567,7 @@ class Engine:
                     self._read(cmd, tx)
             self._executions.stamp_rows(tx.changes.values())
             freed = self._executions.gate.freed(tx.changes)
+            left = self._executions.gate.left(tx.changes)
             if freed:
                 tx.after_commit.append(lambda: self._executions.gate.committed(freed))
         except PrepareFailed:
@@ -581,6 +582,7 @@ class Engine:
             tx.receipts,
             [RateRow(w, k, tat, tx.now) for (w, k), tat in tx.rates.items()] if tx.rates else [],
             freed,
+            left,
         )
         return Group(tx, commit, batch)
 

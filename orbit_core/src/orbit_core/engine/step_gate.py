@@ -20,9 +20,14 @@ when read, as `admission` does: any change to an execution that holds a
 slot marks the slot's scope for a look on the next fill.
 
 In shared mode (`slots` given) the slots are rows in the store, counted
-for the whole group of servers (engine/step_slots.py): a unit is let in
-when it takes one, and the line here only orders this server's own waiting
-units; a line whose first unit found no free slot asks again every
+for the whole group of servers, and so is the line (engine/step_slots.py):
+a unit is let in when it takes one, which it may only while no unit of
+another server waits ahead of it; refused, it has a waiting row there. The
+line here orders this server's own units as the store orders the rows
+(higher priority, then earlier `since`, then execution id and unit key,
+never an arrival ticket), so the unit it asks with is never behind another
+of its own. It asks with its first unit, and with a new unit that goes
+ahead of it; a line whose first unit found no free slot asks again every
 `step_slots.RETRY_MS`.
 
 A step's `rate` is asked after its concurrency (engine/step_rate.py): a
@@ -72,7 +77,8 @@ class _Line:
     limit: int
     label: str
     running: dict[Holder, Offer] = attrs.field(factory=dict)
-    # (-priority, ticket, execution id, unit key, offer seq)
+    # (-priority, ticket, execution id, unit key, offer seq); in shared mode
+    # the ticket is the unit's `since` (the store's order of the line).
     waiting: Line = attrs.field(factory=list)
 
 
@@ -92,7 +98,7 @@ class StepGate:
     def __init__(self, get: Callable[[str], Live | None], slots: StepSlots | None = None) -> None:
         self._get = get
         # Shared mode: the slots are the store's (None: counted here).
-        self.shared = SharedSlots(slots, self._holding) if slots is not None else None
+        self.shared = SharedSlots(slots, self._holding, self._place) if slots is not None else None
         # Shared mode: when the lines whose first unit found no slot ask again.
         self._retry: set[Scope] = set()
         self._retry_at: int | None = None
@@ -167,6 +173,18 @@ class StepGate:
         # again, through the gate, when it resumes.
         return unit.status == UNIT_SCHEDULED and live.state.paused_at_ms is None
 
+    def _place(self, holder: Holder, offer: Offer) -> tuple[int, int] | None:
+        """(priority, since) of a unit waiting in a line here with `offer`."""
+        found = self._waiting.get(holder)
+        if found is None or found[2] != offer:
+            return None
+        live = self._get(holder[0])
+        if not still_offered(live, holder[1], offer):
+            return None
+        assert live is not None
+        gated = self.gated(live, holder[1])
+        return None if gated is None else (gated.priority, found[1])
+
     def _count(self, line: _Line) -> int:
         stale = [h for h, offer in line.running.items() if not self._holding(h, offer)]
         for holder in stale:
@@ -197,23 +215,47 @@ class StepGate:
             line = self._line(gated)
             holder = (live.state.id, unit_key)
             offer = (live.state.run, live.state.units[unit_key].offer_seq)
+            known = self._waiting.get(holder)
+            if known is not None and known[2] == offer:
+                since = known[1]
+            elif self.shared is not None:
+                # The history's time, so any owner gives the unit one place.
+                since = live.state.units[unit_key].scheduled_at_ms or now
+            else:
+                since = now
             if line.running.get(holder) == offer:
                 pass  # queued again (a lost attempt's redelivery): holds its slot
-            elif not self._first_waiting(line) and self._free(line, gated.scope, holder, offer):
+            elif self._may_ask(line, gated.priority, since, holder) and self._free(
+                line, gated.scope, holder, offer, priority=gated.priority, since=since
+            ):
                 self._hold(line, gated.scope, holder, offer)
             else:
-                self._enqueue(line, gated, holder, offer, now)
+                self._enqueue(line, gated, holder, offer, since)
                 self.delayed += 1
                 if self.shared is not None:
                     self._ask_again(gated.scope, now)
                 return False
         return self._rated(live, unit_key, gated, now)
 
-    def _free(self, line: _Line, scope: Scope, holder: Holder, offer: Offer) -> bool:
+    def _may_ask(self, line: _Line, priority: int, since: int, holder: Holder) -> bool:
+        """Whether a new unit may ask for a slot before waiting: when nobody
+        waits here; in shared mode also when it goes ahead of the first
+        unit waiting here (the store then has its row ahead of theirs)."""
+        if self._first_waiting(line) is None:
+            return True
+        if self.shared is None:
+            return False
+        return (-priority, since, *holder) < line.waiting[0][:4]
+
+    def _free(
+        self, line: _Line, scope: Scope, holder: Holder, offer: Offer, *, priority: int, since: int
+    ) -> bool:
         """Whether a slot is free for the unit (in shared mode: whether it
-        took one in the store)."""
+        took one in the store; refused, it has a waiting row there)."""
         if self.shared is not None:
-            return self.shared.take(scope, holder, offer, line.limit)
+            return self.shared.take(
+                scope, holder, offer, line.limit, priority=priority, since=since
+            )
         return len(line.running) < line.limit or self._count(line) < line.limit
 
     def _ask_again(self, scope: Scope, now: int) -> None:
@@ -290,6 +332,13 @@ class StepGate:
             return []
         return self.shared.freed(execution_ids)
 
+    def left(self, execution_ids: Iterable[str]) -> list[StepSlot]:
+        """Shared mode: the store's waiting rows of units the group's changes
+        took out of a line without a slot (for its commit)."""
+        if self.shared is None:
+            return []
+        return self.shared.left(execution_ids)
+
     def committed(self, freed: list[StepSlot]) -> None:
         """Shared mode: a commit deleted `freed`; the lines of their scopes
         that wait ask again at the next fill."""
@@ -302,6 +351,11 @@ class StepGate:
     def reconcile(self) -> None:
         if self.shared is not None:
             self.shared.reconcile()
+
+    def undone(self, execution_ids: Iterable[str]) -> None:
+        """A group that changed these executions was undone."""
+        if self.shared is not None:
+            self.shared.undone(execution_ids)
 
     def due(self, now: int) -> bool:
         """Whether `fill` has anything to look at."""
@@ -351,11 +405,18 @@ class StepGate:
                 found = self._first_waiting(line)
                 if found is None:
                     break
-                if self.shared is not None and not self.shared.take(
-                    scope, found, line.waiting[0][4], line.limit
-                ):
-                    self._ask_again(scope, now)  # (held by units elsewhere)
-                    break
+                if self.shared is not None:
+                    first = line.waiting[0]
+                    if not self.shared.take(
+                        scope,
+                        found,
+                        first[4],
+                        line.limit,
+                        priority=-first[0],
+                        since=self._waiting[found][1],
+                    ):
+                        self._ask_again(scope, now)  # (held, or ahead, elsewhere)
+                        break
                 _, _, eid, unit_key, offer = heapq.heappop(line.waiting)
                 self._waiting.pop((eid, unit_key), None)
                 self._hold(line, scope, (eid, unit_key), offer)
@@ -443,7 +504,9 @@ class StepGate:
             return
         assert gated.scope is not None
         self._waiting[holder] = (gated.scope, now, offer)
-        heapq.heappush(line.waiting, (-gated.priority, next(self._tickets), *holder, offer))
+        # Shared mode: the store's order (module docstring), not arrival.
+        ticket = now if self.shared is not None else next(self._tickets)
+        heapq.heappush(line.waiting, (-gated.priority, ticket, *holder, offer))
 
     def _first_waiting(self, line: _Line) -> Holder | None:
         return first_in_line(line.waiting, self._waiting, self._valid)

@@ -26,9 +26,39 @@ execution's owner reconciles them: after a restart, a take-over or an undone
 group, the rows of the executions it adopted whose unit no longer holds that
 offer are deleted (`reconcile`).
 
+The line is the group's, in the store too: a unit that asks for a slot
+and is refused leaves a waiting row (`orbit_step_waits`: its offer, step
+`priority` and since when it waits) in the same transaction, and a take
+succeeds only while no waiting row of another unit of the scope is ahead
+of the taker (higher priority; then earlier; then by execution id and unit
+key: `coordination.waits_ahead`); taking deletes the taker's row. So a
+freed slot goes to the head of the whole line, whichever server it waits
+on. Each server orders its own line the same way (step_gate.py), so the
+unit it asks with is never behind a row of its own; it asks with the
+first of its line, and with a new unit that goes ahead of that one.
+
 Another server's freed slot is not announced: the units waiting here try
 again every `RETRY_MS` (and at once after a group of this server frees one
-of their scope), so a free slot is found within that time.
+of their scope), so the head of the line finds a free slot within that
+time, and the others wait behind it.
+
+A unit's priority and since are read from its history (its step's
+`priority` over the input; since: its `StepScheduled` time), so whichever
+server owns it puts it at the same place.
+
+A waiting row must not outlive its unit's wait, or it would hold the line
+up: it goes in the commit of the group whose events make its unit leave
+the line without a slot (cancelled, paused, its execution ended: `left`,
+`CommitBatch.freed_waits`). The owner's reconciliation looks at the rows of
+the executions it adopts (after a restart, or a take-over of a server that
+stopped or was SIGKILLed) and of those an undone group changed (an undone
+start is adopted by nobody): a row whose unit waits here with that offer
+keeps its place, the others are deleted. Rows a server wrote for an
+execution it then lost (its commit refused after a take-over) are deleted
+at its next reconciliation (a unit of the new owner that still waits asks
+again and writes its row anew). A dead server's waiting rows thus hold the
+line until its executions are taken over (the node timeout), as its slots
+do, and then keep their place under the new owner.
 """
 
 from __future__ import annotations
@@ -53,22 +83,52 @@ def slot_of(scope: Scope, holder: Holder, offer: Offer) -> StepSlot:
 class SharedSlots:
     """The step slots this engine holds in the store, for its executions."""
 
-    def __init__(self, port: StepSlots, holding: Callable[[Holder, Offer], bool]) -> None:
+    def __init__(
+        self,
+        port: StepSlots,
+        holding: Callable[[Holder, Offer], bool],
+        place: Callable[[Holder, Offer], tuple[int, int] | None],
+    ) -> None:
         self._port = port
         self._holding = holding
+        # Where a unit waits in this engine's line with that offer:
+        # (priority, since), or None when it does not.
+        self._place = place
         # What this engine holds: holder to (scope, offer), and per execution.
         self._rows: dict[Holder, tuple[Scope, Offer]] = {}
         self._of: dict[str, set[str]] = {}
-        # Executions adopted since the last reconciliation.
+        # The waiting rows this engine wrote, the same way.
+        self._waits: dict[Holder, tuple[Scope, Offer]] = {}
+        self._waits_of: dict[str, set[str]] = {}
+        # Executions adopted since the last reconciliation, and those of
+        # undone groups (not always adopted again: an undone start is not).
         self._adopted: set[str] = set()
+        self._undone: set[str] = set()
+        # Waiting rows this engine wrote for executions it let go of before
+        # their units left the line (owned elsewhere now): deleted at the
+        # next reconciliation. The new owner's units re-ask if they wait.
+        self._orphans: list[StepSlot] = []
 
-    def take(self, scope: Scope, holder: Holder, offer: Offer, limit: int) -> bool:
+    def take(
+        self, scope: Scope, holder: Holder, offer: Offer, limit: int, *, priority: int, since: int
+    ) -> bool:
+        """Asks the store for a slot; refused, the unit's waiting row is there."""
         if self._rows.get(holder) == (scope, offer):
             return True
-        if not self._port.take_step_slot(slot_of(scope, holder, offer), limit):
+        if not self._port.take_step_slot(slot_of(scope, holder, offer), limit, priority, since):
+            self._waits[holder] = (scope, offer)
+            self._waits_of.setdefault(holder[0], set()).add(holder[1])
             return False
+        self._unwait(holder)
         self.held(scope, holder, offer)
         return True
+
+    def _unwait(self, holder: Holder) -> None:
+        if self._waits.pop(holder, None) is not None:
+            keys = self._waits_of[holder[0]]
+            keys.discard(holder[1])
+            if not keys:
+                del self._waits_of[holder[0]]
 
     def holds(self, scope: Scope, holder: Holder, offer: Offer) -> bool:
         return self._rows.get(holder) == (scope, offer)
@@ -99,21 +159,60 @@ class SharedSlots:
                 del of[eid]
         return out
 
+    def left(self, execution_ids: Iterable[str]) -> list[StepSlot]:
+        """The waiting rows of these executions whose units no longer wait
+        with that offer (not taken: cancelled, paused, retried, ended), for
+        the group's commit; forgotten here already."""
+        out: list[StepSlot] = []
+        of = self._waits_of
+        for eid in execution_ids:
+            keys = of.get(eid)
+            if not keys:
+                continue
+            for unit_key in list(keys):
+                holder = (eid, unit_key)
+                scope, offer = self._waits[holder]
+                if self._place(holder, offer) is None:
+                    out.append(slot_of(scope, holder, offer))
+                    del self._waits[holder]
+                    keys.discard(unit_key)
+            if not keys:
+                del of[eid]
+        return out
+
     def forget(self, execution_id: str) -> None:
         """The execution left this engine (ended, or owned elsewhere now)."""
         for unit_key in self._of.pop(execution_id, ()):
             self._rows.pop((execution_id, unit_key), None)
+        for unit_key in self._waits_of.pop(execution_id, ()):
+            scope, offer = self._waits.pop((execution_id, unit_key))
+            self._orphans.append(slot_of(scope, (execution_id, unit_key), offer))
 
     def adopted(self, execution_id: str) -> None:
         self._adopted.add(execution_id)
 
+    def undone(self, execution_ids: Iterable[str]) -> None:
+        """A group that changed these executions was undone: the waiting rows
+        it wrote go at the next reconciliation (its slots are found again by
+        their holder: the same offer asks for them again)."""
+        self._undone.update(execution_ids)
+
     def reconcile(self) -> None:
-        """Deletes the rows of the executions adopted since the last call
-        whose units do not hold that offer (left by a crash, an undone group
-        or a refused commit). A database away leaves them for the next call."""
-        if not self._adopted:
+        """Deletes the slot rows of the executions adopted since the last
+        call whose units do not hold that offer (left by a crash, an undone
+        group or a refused commit), and the waiting rows of those and of the
+        executions of undone groups whose units do not wait here with that
+        offer. A database away leaves them for the next call."""
+        if self._orphans:
+            try:
+                self._port.free_step_waits(self._orphans)
+            except StorageError:
+                return
+            self._orphans = []
+        if not self._adopted and not self._undone:
             return
         ids = sorted(self._adopted)
+        unsure = sorted(self._adopted | self._undone)
         try:
             found = self._port.step_slots_of(ids)
             stale = []
@@ -127,6 +226,28 @@ class SharedSlots:
                     stale.append(slot)
             if stale:
                 self._port.free_step_slots(stale)
+            # Waiting rows: those of units waiting here with that offer, at
+            # that place, keep it (priority and since are the history's, the
+            # same here as where they were written, unless a migration
+            # changed the priority); the others go.
+            kept: list[StepSlot] = []
+            gone: list[StepSlot] = []
+            for wait in self._port.step_waits_of(unsure):
+                row = wait.offer
+                holder, offer = (row.execution_id, row.unit_key), (row.run, row.offer_seq)
+                here = self._place(holder, offer)
+                (kept if here == (wait.priority, wait.since_ms) else gone).append(row)
+            if gone:
+                self._port.free_step_waits(gone)
         except StorageError:
             return
+        for eid in unsure:
+            for unit_key in self._waits_of.pop(eid, ()):
+                self._waits.pop((eid, unit_key), None)
+        for slot in kept:
+            workflow, _, step = slot.flow.partition(SEPARATOR)
+            holder = (slot.execution_id, slot.unit_key)
+            self._waits[holder] = ((workflow, step, slot.key), (slot.run, slot.offer_seq))
+            self._waits_of.setdefault(holder[0], set()).add(holder[1])
         self._adopted.difference_update(ids)
+        self._undone.difference_update(unsure)

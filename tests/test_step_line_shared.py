@@ -1,0 +1,217 @@
+"""The line of a step's `concurrency` in shared mode is the group's, not each
+server's (issue 39; orbit_core/engine/step_slots.py): a unit refused a slot
+leaves a waiting row, and a take is refused while another unit's row of the
+scope is ahead of the taker (higher `priority`, then earlier, then execution
+id and unit key). The rule at the port (`StepSlots`), on PostgreSQL
+(`SharedTables`) and on the in-memory cluster of the shared simulation, then
+through two engines of one group: a freed slot goes to the high-priority
+unit waiting on one server, not to the lower ones asking from the other."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from fixtures_orbit import demo_definition
+
+from orbit_core.coordination import StepSlots
+from orbit_core.engine import Engine
+from orbit_core.engine.handoff import Sharing
+from orbit_core.engine.step_slots import RETRY_MS
+from orbit_core.jsontypes import JsonValue
+from orbit_core.memory_cluster import MemoryCluster
+from orbit_core.ports import StepSlot
+from orbit_core.testing import SequentialIds, SimulatedClock
+from orbit_store.shared import SharedStore, SharedTables
+
+FLOW, KEY = "W/work", "c-1"
+
+
+def _slot(eid: str, seq: int = 1) -> StepSlot:
+    return StepSlot(FLOW, KEY, eid, "work", 1, seq)
+
+
+def check_the_take_rule(a: StepSlots, b: StepSlots) -> None:
+    """`a` and `b`: two servers' ports on one store; the scope has 1 slot."""
+    assert a.take_step_slot(_slot("e-0"), 1, 0, 100)
+    # Full: each refused unit leaves its row.
+    assert not b.take_step_slot(_slot("e-1"), 1, 1, 110)
+    assert not a.take_step_slot(_slot("e-2"), 1, 9, 120)
+    assert not b.take_step_slot(_slot("e-3"), 1, 9, 130)
+    assert sorted(w.offer.execution_id for w in a.step_waits_of(["e-1", "e-2", "e-3"])) == [
+        "e-1",
+        "e-2",
+        "e-3",
+    ]
+    # Held already: yes, whatever waits.
+    assert b.take_step_slot(_slot("e-0"), 1, 0, 100)
+    a.free_step_slots([_slot("e-0")])
+    # A free slot, but the priority-9 units wait ahead of e-1 (on main it
+    # took the slot: whoever asked first did), and e-2 ahead of e-3.
+    assert not b.take_step_slot(_slot("e-1"), 1, 1, 110)
+    assert not b.take_step_slot(_slot("e-3"), 1, 9, 130)
+    assert a.take_step_slot(_slot("e-2"), 1, 9, 120)
+    # The taker's row went with its take; a second slot is not there.
+    assert sorted(w.offer.execution_id for w in a.step_waits_of(["e-1", "e-2", "e-3"])) == [
+        "e-1",
+        "e-3",
+    ]
+    assert not b.take_step_slot(_slot("e-3"), 1, 9, 130)
+    # The row of a unit that left the line without a slot goes (by offer:
+    # another offer's row stays), and the line moves on.
+    b.free_step_waits([_slot("e-3", seq=7)])
+    assert len(a.step_waits_of(["e-3"])) == 1
+    b.free_step_waits([_slot("e-3")])
+    a.free_step_slots([_slot("e-2")])
+    # Equal priorities: the earlier first (e-4 waited since 90, e-1 since
+    # 110), then execution id order (e-1 before e-5, both since 110).
+    assert not a.take_step_slot(_slot("e-5"), 1, 1, 110)
+    assert a.take_step_slot(_slot("e-4"), 1, 1, 90)
+    a.free_step_slots([_slot("e-4")])
+    assert not a.take_step_slot(_slot("e-5"), 1, 1, 110)
+    assert b.take_step_slot(_slot("e-1"), 1, 1, 110)
+    assert [w.offer.execution_id for w in a.step_waits_of(["e-1", "e-4", "e-5"])] == ["e-5"]
+
+
+def test_the_in_memory_take_orders_the_line_across_servers() -> None:
+    cluster = MemoryCluster(SimulatedClock())
+    check_the_take_rule(cluster.node("a"), cluster.node("b"))
+
+
+@pytest.mark.postgres
+def test_the_postgres_take_orders_the_line_across_servers(pg_url: str) -> None:
+    stores = [SharedStore(pg_url, node_id=name) for name in ("a", "b")]
+    tables = [SharedTables(store, store.node_id) for store in stores]
+    try:
+        check_the_take_rule(tables[0], tables[1])
+    finally:
+        for t in tables:
+            t.close()
+        for s in stores:
+            s.close()
+
+
+# ---- two engines of one group
+
+LINED = demo_definition(
+    "Lined",
+    input="customer_id: String, rank: Int = 0",
+    step="priority: input.rank\n        concurrency { max: 1 }",
+)
+
+
+class Group:
+    """Engines `a` and `b` of one group, the store's waiting rows and slots,
+    and a way to let the engines look at their lines again."""
+
+    def __init__(
+        self,
+        engines: dict[str, Engine],
+        rows: Callable[[], tuple[list[str], list[str]]],
+        retry: Callable[[list[str]], None],
+    ) -> None:
+        self.engines = engines
+        self.rows = rows
+        self.retry = retry
+
+    def start(self, node: str, eid: str, rank: int) -> None:
+        value: dict[str, JsonValue] = {"customer_id": "c-1", "rank": rank}
+        self.engines[node].start("Lined", input=value, execution_id=eid)
+
+
+def check_two_engines(group: Group) -> None:
+    group.start("a", "e-1", 0)  # takes the one slot
+    group.start("b", "e-2", 1)
+    group.start("b", "e-3", 1)
+    group.start("a", "e-4", 9)  # ahead of b's, though it came later
+    group.start("b", "e-5", 1)
+    # Only the first of each server's line asked (and a new one going ahead).
+    assert group.rows() == (["e-1"], ["e-2", "e-4"])
+    # A unit that leaves the line without a slot takes its row along.
+    group.engines["b"].cancel("e-2")
+    slots, waits = group.rows()
+    # (e-3, first of `b`'s line now, may have asked already: its retry fell due.)
+    assert (slots, [w for w in waits if w != "e-3"]) == (["e-1"], ["e-4"])
+    group.engines["a"].cancel("e-1")
+    # `b` asks first, over and over: the slot waits for `a`'s e-4.
+    group.retry(["b", "b", "a"])
+    assert group.rows()[0] == ["e-4"]
+    assert group.engines["a"].get("e-4").get("waiting") is None
+    group.retry(["b"])
+    assert group.rows() == (["e-4"], ["e-3"])
+    assert group.engines["b"].get("e-3").get("waiting") is not None
+
+
+def _sharing(slots: StepSlots) -> Sharing:
+    return Sharing(offer_tasks=True, local_first=True, shared_catalog=True, step_slots=slots)
+
+
+@contextlib.contextmanager
+def memory_group() -> Iterator[Group]:
+    clock, ids = SimulatedClock(), SequentialIds()
+    cluster = MemoryCluster(clock)
+    nodes = {name: cluster.node(name) for name in ("a", "b")}
+    engines = {
+        name: Engine(node, clock, ids, auto_tick=False, handler_threads=0, sharing=_sharing(node))
+        for name, node in nodes.items()
+    }
+
+    def rows() -> tuple[list[str], list[str]]:
+        return (
+            sorted(s.execution_id for s in cluster.slots.values()),
+            sorted(w.execution_id for w, _, _ in cluster.step_waits.values()),
+        )
+
+    def retry(order: list[str]) -> None:
+        for name in order:
+            clock.advance(RETRY_MS)
+            engines[name].tick()
+
+    try:
+        engines["a"].deploy(LINED)
+        engines["b"].reload_definitions()
+        yield Group(engines, rows, retry)
+    finally:
+        for engine in engines.values():
+            engine.close()
+
+
+def test_a_freed_slot_goes_to_the_head_of_the_whole_line_in_memory() -> None:
+    with memory_group() as group:
+        check_two_engines(group)
+
+
+@pytest.mark.postgres
+def test_a_freed_slot_goes_to_the_head_of_the_whole_line_on_postgres(pg_url: str) -> None:
+    stores = {name: SharedStore(pg_url, node_id=name) for name in ("a", "b")}
+    tables = {name: SharedTables(store, name) for name, store in stores.items()}
+    engines = {
+        name: Engine(stores[name], auto_tick=False, sharing=_sharing(tables[name]))
+        for name in stores
+    }
+
+    def rows() -> tuple[list[str], list[str]]:
+        with psycopg.connect(pg_url) as conn:
+            slots = conn.execute("SELECT execution_id FROM orbit_step_slots ORDER BY 1")
+            found = [str(r[0]) for r in slots.fetchall()]
+            waits = conn.execute("SELECT execution_id FROM orbit_step_waits ORDER BY 1")
+            return found, [str(r[0]) for r in waits.fetchall()]
+
+    def retry(order: list[str]) -> None:
+        for name in order:
+            # (The engines' clocks are the wall's: a retry falls due after
+            # RETRY_MS; this makes it due now.)
+            engine = engines[name]
+            engine._executions.gate._retry_at = 0
+            engine.tick()
+
+    try:
+        engines["a"].deploy(LINED)
+        engines["b"].reload_definitions()
+        check_two_engines(Group(engines, rows, retry))
+    finally:
+        for name, engine in engines.items():
+            engine.close()
+            tables[name].close()
