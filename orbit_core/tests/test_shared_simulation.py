@@ -659,6 +659,12 @@ PINNED = {
     # nobody took over from a live server.
     "created-by-an-unheard-commit-68": 68,
     "created-by-an-unheard-commit-17": 17,
+    # A start whose commit the database refused had taken its step's
+    # concurrency slot (a row of its own transaction); the execution never
+    # existed, so no owner reconciled the row, and the start tried again
+    # under the same id (another workflow, on another server) never freed
+    # it: the next execution of that key waited for ever (step_slots.py).
+    "slot-of-a-start-never-created-610225": 610225,
 }
 
 

@@ -333,6 +333,8 @@ class Executions:
                 continue
             if events:
                 self.adopt(fold(events, eid))
+            else:
+                self.gate.abandon(eid)
             dropped.extend(t for t in gone if not self.memory.knows(t))
         return dropped
 
@@ -373,7 +375,9 @@ class Executions:
             return
         self._lost.clear()
         for eid, events in histories:
-            if events and eid not in self.memory:
+            if not events:
+                self.gate.abandon(eid)
+            elif eid not in self.memory:
                 self.adopt(fold(events, eid))
 
     def lost_token(self, token: str) -> str | None:

@@ -325,6 +325,13 @@ class StepGate:
             self.recheck.update(scopes)
             self._dirty.add(execution_id)
 
+    def abandon(self, execution_id: str) -> None:
+        """An execution that never came to be (its creating group undone):
+        shared mode deletes the store's slots taken for it."""
+        if self.shared is not None:
+            self.shared.abandon(execution_id)
+        self.forget(execution_id)
+
     def freed(self, execution_ids: Iterable[str]) -> list[StepSlot]:
         """Shared mode: the store's slots the group's changes let go of (for
         its commit); their scopes are looked at again once it is durable."""

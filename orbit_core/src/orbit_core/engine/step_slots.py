@@ -24,7 +24,12 @@ committing the unit's `StepScheduled`, a group that fails after the take,
 or a commit refused because another server took the execution over. The
 execution's owner reconciles them: after a restart, a take-over or an undone
 group, the rows of the executions it adopted whose unit no longer holds that
-offer are deleted (`reconcile`).
+offer are deleted (`reconcile`). An execution whose creating group was
+undone has no owner to do that (the store never held it): the engine that
+took its rows deletes them as it undoes the group (`abandon`), before the
+start is answered, so a start tried again under the same id finds them
+gone (seed 610225 of the shared simulation: the rows of such a start held a
+slot of their key for ever, and every later execution of the key waited).
 
 The line is the group's, in the store too: a unit that asks for a slot
 and is refused leaves a waiting row (`orbit_step_waits`: its offer, step
@@ -108,6 +113,10 @@ class SharedSlots:
         # their units left the line (owned elsewhere now): deleted at the
         # next reconciliation. The new owner's units re-ask if they wait.
         self._orphans: list[StepSlot] = []
+        # Slot rows of executions that never came to be (`abandon`) that
+        # could not be deleted yet (the database away): tried again by
+        # `reconcile`.
+        self._abandoned: list[StepSlot] = []
 
     def take(
         self, scope: Scope, holder: Holder, offer: Offer, limit: int, *, priority: int, since: int
@@ -194,21 +203,44 @@ class SharedSlots:
     def undone(self, execution_ids: Iterable[str]) -> None:
         """A group that changed these executions was undone: the waiting rows
         it wrote go at the next reconciliation (its slots are found again by
-        their holder: the same offer asks for them again)."""
+        their holder: the same offer asks for them again; those of a start
+        undone are deleted at once, `abandon`)."""
         self._undone.update(execution_ids)
+
+    def abandon(self, execution_id: str) -> None:
+        """The execution never came to be (its creating group was undone and
+        the store holds no history of it): the slot rows this engine took for
+        it are deleted, now or, with the database away, by `reconcile`. (Its
+        waiting rows go with the undone group's, at the next reconciliation.)"""
+        keys = self._of.pop(execution_id, set())
+        for unit_key in sorted(keys):
+            scope, offer = self._rows.pop((execution_id, unit_key))
+            self._abandoned.append(slot_of(scope, (execution_id, unit_key), offer))
+        self._free_abandoned()
+
+    def _free_abandoned(self) -> None:
+        if not self._abandoned:
+            return
+        try:
+            self._port.free_step_slots(self._abandoned)
+        except StorageError:
+            return
+        self._abandoned = []
 
     def reconcile(self) -> None:
         """Deletes the slot rows of the executions adopted since the last
         call whose units do not hold that offer (left by a crash, an undone
-        group or a refused commit), and the waiting rows of those and of the
-        executions of undone groups whose units do not wait here with that
-        offer. A database away leaves them for the next call."""
+        group or a refused commit), those `abandon` could not, and the
+        waiting rows of the adopted executions and of the executions of
+        undone groups whose units do not wait here with that offer. A
+        database away leaves them for the next call."""
         if self._orphans:
             try:
                 self._port.free_step_waits(self._orphans)
             except StorageError:
                 return
             self._orphans = []
+        self._free_abandoned()
         if not self._adopted and not self._undone:
             return
         ids = sorted(self._adopted)
