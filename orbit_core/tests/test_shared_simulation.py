@@ -665,6 +665,12 @@ PINNED = {
     # under the same id (another workflow, on another server) never freed
     # it: the next execution of that key waited for ever (step_slots.py).
     "slot-of-a-start-never-created-610225": 610225,
+    "slot-of-a-start-never-created-614835": 614835,
+    # The same row, met by the start tried again under the same id, the same
+    # workflow and another key: the store's take answers yes for a row the
+    # holder has already, whatever its key, so two units of one execution
+    # went out under a key that allows one.
+    "slot-of-a-start-never-created-counted-twice-621847": 621847,
 }
 
 
