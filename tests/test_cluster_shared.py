@@ -1153,6 +1153,14 @@ def test_a_start_whose_commit_failed_leaves_no_step_slot_behind(
         assert len(_rows(pg_url, "SELECT 1 FROM orbit_step_slots WHERE key = 'c-2'")) == 1
         a.engine.tick()
         assert _rows(pg_url, "SELECT execution_id FROM orbit_step_slots") == [("x-2",)]
+        # A unit of such a start refused a slot has a waiting row: it goes at
+        # once too (a server stopped before its next tick left it at the head
+        # of the key's line for good: simulation seed 626956).
+        monkeypatch.setattr(PostgresStore, "_write", refused)
+        with pytest.raises(StorageError, match="simulated"):
+            a.engine.start("SlotOnce", None, {"customer_id": "c-1"}, "x-4")
+        monkeypatch.undo()
+        assert _rows(pg_url, "SELECT execution_id FROM orbit_step_waits") == []
     finally:
         a.close(leave=False)
 

@@ -671,6 +671,15 @@ PINNED = {
     # holder has already, whatever its key, so two units of one execution
     # went out under a key that allows one.
     "slot-of-a-start-never-created-counted-twice-621847": 621847,
+    # The waiting row of such a start's other unit, left for the next
+    # reconciliation, which never came: the server was killed first, and
+    # the row stood ahead of its key's whole line for good.
+    "wait-of-a-start-never-created-626956": 626956,
+    # An undone group of a running execution took a slot for an offer its
+    # history does not have; decided again, the unit was scheduled under a
+    # later offer and waited behind its own stale row (the execution was
+    # read back with no gated unit, so nothing reconciled its slots).
+    "slot-of-an-undone-offer-633317": 633317,
 }
 
 

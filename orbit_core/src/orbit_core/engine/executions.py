@@ -333,6 +333,7 @@ class Executions:
                 continue
             if events:
                 self.adopt(fold(events, eid))
+                self.gate.readopted(eid)
             else:
                 self.gate.abandon(eid)
             dropped.extend(t for t in gone if not self.memory.knows(t))
@@ -379,6 +380,7 @@ class Executions:
                 self.gate.abandon(eid)
             elif eid not in self.memory:
                 self.adopt(fold(events, eid))
+                self.gate.readopted(eid)
 
     def lost_token(self, token: str) -> str | None:
         """The execution of a token that is out of memory until reloaded."""

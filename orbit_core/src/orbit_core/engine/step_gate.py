@@ -325,6 +325,14 @@ class StepGate:
             self.recheck.update(scopes)
             self._dirty.add(execution_id)
 
+    def readopted(self, execution_id: str) -> None:
+        """An execution read back from the store after its group was undone:
+        shared mode reconciles its slots (the undone group may have taken
+        one for an offer its history does not have, which the same unit,
+        decided again later, would not ask for again)."""
+        if self.shared is not None:
+            self.shared.adopted(execution_id)
+
     def abandon(self, execution_id: str) -> None:
         """An execution that never came to be (its creating group undone):
         shared mode deletes the store's slots taken for it."""

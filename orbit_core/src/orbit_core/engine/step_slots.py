@@ -58,9 +58,12 @@ up: it goes in the commit of the group whose events make its unit leave
 the line without a slot (cancelled, paused, its execution ended: `left`,
 `CommitBatch.freed_waits`). The owner's reconciliation looks at the rows of
 the executions it adopts (after a restart, or a take-over of a server that
-stopped or was SIGKILLed) and of those an undone group changed (an undone
-start is adopted by nobody): a row whose unit waits here with that offer
-keeps its place, the others are deleted. Rows a server wrote for an
+stopped or was SIGKILLed) and of those an undone group changed: a row
+whose unit waits here with that offer keeps its place, the others are
+deleted. An undone start is adopted by nobody, so its waiting rows go at
+once with its slots (`abandon`): one left by a server that stopped before
+its next reconciliation would stand ahead of the whole line for good (seed
+626956). Rows a server wrote for an
 execution it then lost (its commit refused after a take-over) are deleted
 at its next reconciliation (a unit of the new owner that still waits asks
 again and writes its row anew). A dead server's waiting rows thus hold the
@@ -205,29 +208,37 @@ class SharedSlots:
     def undone(self, execution_ids: Iterable[str]) -> None:
         """A group that changed these executions was undone: the waiting rows
         it wrote go at the next reconciliation (its slots are found again by
-        their holder: the same offer asks for them again; those of a start
-        undone are deleted at once, `abandon`)."""
+        their holder: the same offer asks for them again). An execution
+        the group created is `abandon`ed as well."""
         self._undone.update(execution_ids)
 
     def abandon(self, execution_id: str) -> None:
         """The execution never came to be (its creating group was undone and
-        the store holds no history of it): the slot rows this engine took for
-        it are deleted, now or, with the database away, by `reconcile`. (Its
-        waiting rows go with the undone group's, at the next reconciliation.)"""
-        keys = self._of.pop(execution_id, set())
-        for unit_key in sorted(keys):
+        the store holds no history of it): the slot and waiting rows this
+        engine wrote for it are deleted now (a server that stops before its
+        next reconciliation must not leave them: nobody else ever will) or,
+        with the database away, by `reconcile`."""
+        for unit_key in sorted(self._of.pop(execution_id, ())):
             scope, offer = self._rows.pop((execution_id, unit_key))
             self._abandoned.append(slot_of(scope, (execution_id, unit_key), offer))
+        for unit_key in sorted(self._waits_of.pop(execution_id, ())):
+            scope, offer = self._waits.pop((execution_id, unit_key))
+            self._orphans.append(slot_of(scope, (execution_id, unit_key), offer))
         self._free_abandoned()
 
-    def _free_abandoned(self) -> None:
-        if not self._abandoned:
-            return
+    def _free_abandoned(self) -> bool:
+        """Deletes the rows `abandon` and `forget` left; False when the
+        database is away (they are tried again)."""
         try:
-            self._port.free_step_slots(self._abandoned)
+            if self._abandoned:
+                self._port.free_step_slots(self._abandoned)
+                self._abandoned = []
+            if self._orphans:
+                self._port.free_step_waits(self._orphans)
+                self._orphans = []
         except StorageError:
-            return
-        self._abandoned = []
+            return False
+        return True
 
     def reconcile(self) -> None:
         """Deletes the slot rows of the executions adopted since the last
@@ -236,13 +247,8 @@ class SharedSlots:
         waiting rows of the adopted executions and of the executions of
         undone groups whose units do not wait here with that offer. A
         database away leaves them for the next call."""
-        if self._orphans:
-            try:
-                self._port.free_step_waits(self._orphans)
-            except StorageError:
-                return
-            self._orphans = []
-        self._free_abandoned()
+        if not self._free_abandoned():
+            return
         if not self._adopted and not self._undone:
             return
         ids = sorted(self._adopted)
