@@ -680,6 +680,11 @@ PINNED = {
     # later offer and waited behind its own stale row (the execution was
     # read back with no gated unit, so nothing reconciled its slots).
     "slot-of-an-undone-offer-633317": 633317,
+    # A deposed server's undone group marked the execution for its slot
+    # reconciliation; its round then let the execution go, and the
+    # reconciliation, judging from a memory without it, deleted the slot of
+    # an attempt still out at a worker: a second attempt of the key went out.
+    "slot-reconciled-after-the-execution-left-653870": 653870,
 }
 
 

@@ -195,7 +195,11 @@ class SharedSlots:
         return out
 
     def forget(self, execution_id: str) -> None:
-        """The execution left this engine (ended, or owned elsewhere now)."""
+        """The execution left this engine (ended, or owned elsewhere now):
+        its slot rows are no longer this engine's to reconcile (judged from
+        a memory without it, every row would look stale, the new owner's
+        too: seed 653870 deleted the row of an attempt still out)."""
+        self._adopted.discard(execution_id)
         for unit_key in self._of.pop(execution_id, ()):
             self._rows.pop((execution_id, unit_key), None)
         for unit_key in self._waits_of.pop(execution_id, ()):
