@@ -280,7 +280,7 @@ class Executions:
         if self.memory.get(eid) is live:
             self._leave(live)
         self.memory.remove(live)
-        self.gate.forget(eid)
+        self.gate.forget(eid, ended=live.state.terminal)
         tokens = live.state.tokens()
         self.memory.release(tokens)
         self.children.forget(eid)

@@ -317,9 +317,10 @@ class StepGate:
             self.recheck.update(scopes)
             self._dirty.add(execution_id)
 
-    def forget(self, execution_id: str) -> None:
+    def forget(self, execution_id: str, *, ended: bool = True) -> None:
+        """The execution left memory: it `ended`, or another server owns it."""
         if self.shared is not None:
-            self.shared.forget(execution_id)
+            self.shared.forget(execution_id, ended=ended)
         scopes = self._held.pop(execution_id, None)
         if scopes:
             self.recheck.update(scopes)

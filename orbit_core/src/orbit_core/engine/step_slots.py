@@ -194,12 +194,15 @@ class SharedSlots:
                 del of[eid]
         return out
 
-    def forget(self, execution_id: str) -> None:
-        """The execution left this engine (ended, or owned elsewhere now):
-        its slot rows are no longer this engine's to reconcile (judged from
-        a memory without it, every row would look stale, the new owner's
-        too: seed 653870 deleted the row of an attempt still out)."""
-        self._adopted.discard(execution_id)
+    def forget(self, execution_id: str, *, ended: bool = True) -> None:
+        """The execution left this engine: it ended (its rows are all stale:
+        a reconciliation still due deletes those of units adopted but not
+        held yet, seed 663376), or another server owns it now (its rows are
+        no longer this engine's to judge: from a memory without it every row
+        looks stale, the new owner's too; seed 653870 deleted the slot of an
+        attempt still out)."""
+        if not ended:
+            self._adopted.discard(execution_id)
         for unit_key in self._of.pop(execution_id, ()):
             self._rows.pop((execution_id, unit_key), None)
         for unit_key in self._waits_of.pop(execution_id, ()):
