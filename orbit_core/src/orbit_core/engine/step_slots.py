@@ -31,7 +31,9 @@ start is answered, so a start tried again under the same id finds them
 gone (seed 610225 of the shared simulation: the rows of such a start held a
 slot of their key for ever, and every later execution of the key waited).
 A server that dies between the take and the commit creating the execution
-still leaves its rows: nobody owns that execution to reconcile them.
+still leaves its rows: nobody owns that execution to reconcile them; so
+does one that adopted units waiting for a slot and saw their execution end
+before its next reconciliation (seed 663376, open: docs/reliability.md).
 
 The line is the group's, in the store too: a unit that asks for a slot
 and is refused leaves a waiting row (`orbit_step_waits`: its offer, step
