@@ -25,7 +25,7 @@ import grpc
 import pytest
 import server_ir
 from cluster_proxy import Proxy
-from fixtures_orbit import shared_trio
+from fixtures_orbit import demo_definition, shared_trio
 from grpc_client import GrpcWorker, grpc_addr
 from server_harness import ORBIT, Http, RawWorker, ServerProcess, _parent_of, _pids, wait_until
 from server_ir import _finish, _get, _obj, _rec
@@ -1114,6 +1114,53 @@ def test_an_execution_whose_creation_was_taken_unheard_is_run_by_its_node(
         a.round()
         assert a.store.owns("u-1") and a.engine.handoff.holds("u-1")
         assert a.engine.cancel("u-1")["status"] == "CANCELLED"
+    finally:
+        a.close(leave=False)
+
+
+def test_a_start_whose_commit_failed_leaves_no_step_slot_behind(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The slot of a step's concurrency is a row taken in a transaction of
+    # its own, before the group's commit. The commit that was to create
+    # x-1 failed: the execution never existed, so no owner reconciled its
+    # row, and it held c-1's one slot for ever (shared simulation seed
+    # 610225: every later execution of the key waited).
+    a = _server_node(pg_url, "a")
+    try:
+        definition = demo_definition(
+            "SlotOnce", step="concurrency { max: 1, key: input.customer_id }"
+        )
+        a.engine.deploy(definition)
+
+        def refused(store: Any, *args: Any, **named: Any) -> None:
+            raise StorageError("the database refused the commit (simulated)")
+
+        monkeypatch.setattr(PostgresStore, "_write", refused)
+        with pytest.raises(StorageError, match="simulated"):
+            a.engine.start("SlotOnce", None, {"customer_id": "c-1"}, "x-1")
+        monkeypatch.undo()
+        assert _rows(pg_url, "SELECT execution_id FROM orbit_step_slots") == []
+        a.engine.start("SlotOnce", None, {"customer_id": "c-1"}, "x-2")
+        assert _rows(pg_url, "SELECT execution_id FROM orbit_step_slots") == [("x-2",)]
+        # The database away when the row is to go: the next tick deletes it.
+        monkeypatch.setattr(PostgresStore, "_write", refused)
+        slots = a._slot_tables
+        monkeypatch.setattr(slots, "free_step_slots", functools.partial(refused, slots))
+        with pytest.raises(StorageError, match="simulated"):
+            a.engine.start("SlotOnce", None, {"customer_id": "c-2"}, "x-3")
+        monkeypatch.undo()
+        assert len(_rows(pg_url, "SELECT 1 FROM orbit_step_slots WHERE key = 'c-2'")) == 1
+        a.engine.tick()
+        assert _rows(pg_url, "SELECT execution_id FROM orbit_step_slots") == [("x-2",)]
+        # A unit of such a start refused a slot has a waiting row: it goes at
+        # once too (a server stopped before its next tick left it at the head
+        # of the key's line for good: simulation seed 626956).
+        monkeypatch.setattr(PostgresStore, "_write", refused)
+        with pytest.raises(StorageError, match="simulated"):
+            a.engine.start("SlotOnce", None, {"customer_id": "c-1"}, "x-4")
+        monkeypatch.undo()
+        assert _rows(pg_url, "SELECT execution_id FROM orbit_step_waits") == []
     finally:
         a.close(leave=False)
 

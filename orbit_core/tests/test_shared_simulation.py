@@ -659,6 +659,32 @@ PINNED = {
     # nobody took over from a live server.
     "created-by-an-unheard-commit-68": 68,
     "created-by-an-unheard-commit-17": 17,
+    # A start whose commit the database refused had taken its step's
+    # concurrency slot (a row of its own transaction); the execution never
+    # existed, so no owner reconciled the row, and the start tried again
+    # under the same id (another workflow, on another server) never freed
+    # it: the next execution of that key waited for ever (step_slots.py).
+    "slot-of-a-start-never-created-610225": 610225,
+    "slot-of-a-start-never-created-614835": 614835,
+    # The same row, met by the start tried again under the same id, the same
+    # workflow and another key: the store's take answers yes for a row the
+    # holder has already, whatever its key, so two units of one execution
+    # went out under a key that allows one.
+    "slot-of-a-start-never-created-counted-twice-621847": 621847,
+    # The waiting row of such a start's other unit, left for the next
+    # reconciliation, which never came: the server was killed first, and
+    # the row stood ahead of its key's whole line for good.
+    "wait-of-a-start-never-created-626956": 626956,
+    # An undone group of a running execution took a slot for an offer its
+    # history does not have; decided again, the unit was scheduled under a
+    # later offer and waited behind its own stale row (the execution was
+    # read back with no gated unit, so nothing reconciled its slots).
+    "slot-of-an-undone-offer-633317": 633317,
+    # A deposed server's undone group marked the execution for its slot
+    # reconciliation; its round then let the execution go, and the
+    # reconciliation, judging from a memory without it, deleted the slot of
+    # an attempt still out at a worker: a second attempt of the key went out.
+    "slot-reconciled-after-the-execution-left-653870": 653870,
 }
 
 

@@ -280,7 +280,7 @@ class Executions:
         if self.memory.get(eid) is live:
             self._leave(live)
         self.memory.remove(live)
-        self.gate.forget(eid)
+        self.gate.forget(eid, ended=live.state.terminal)
         tokens = live.state.tokens()
         self.memory.release(tokens)
         self.children.forget(eid)
@@ -333,6 +333,9 @@ class Executions:
                 continue
             if events:
                 self.adopt(fold(events, eid))
+                self.gate.readopted(eid)
+            else:
+                self.gate.abandon(eid)
             dropped.extend(t for t in gone if not self.memory.knows(t))
         return dropped
 
@@ -373,8 +376,11 @@ class Executions:
             return
         self._lost.clear()
         for eid, events in histories:
-            if events and eid not in self.memory:
+            if not events:
+                self.gate.abandon(eid)
+            elif eid not in self.memory:
                 self.adopt(fold(events, eid))
+                self.gate.readopted(eid)
 
     def lost_token(self, token: str) -> str | None:
         """The execution of a token that is out of memory until reloaded."""

@@ -317,13 +317,29 @@ class StepGate:
             self.recheck.update(scopes)
             self._dirty.add(execution_id)
 
-    def forget(self, execution_id: str) -> None:
+    def forget(self, execution_id: str, *, ended: bool = True) -> None:
+        """The execution left memory: it `ended`, or another server owns it."""
         if self.shared is not None:
-            self.shared.forget(execution_id)
+            self.shared.forget(execution_id, ended=ended)
         scopes = self._held.pop(execution_id, None)
         if scopes:
             self.recheck.update(scopes)
             self._dirty.add(execution_id)
+
+    def readopted(self, execution_id: str) -> None:
+        """An execution read back from the store after its group was undone:
+        shared mode reconciles its slots (the undone group may have taken
+        one for an offer its history does not have, which the same unit,
+        decided again later, would not ask for again)."""
+        if self.shared is not None:
+            self.shared.adopted(execution_id)
+
+    def abandon(self, execution_id: str) -> None:
+        """An execution that never came to be (its creating group undone):
+        shared mode deletes the store's slots taken for it."""
+        if self.shared is not None:
+            self.shared.abandon(execution_id)
+        self.forget(execution_id)
 
     def freed(self, execution_ids: Iterable[str]) -> list[StepSlot]:
         """Shared mode: the store's slots the group's changes let go of (for

@@ -24,7 +24,16 @@ committing the unit's `StepScheduled`, a group that fails after the take,
 or a commit refused because another server took the execution over. The
 execution's owner reconciles them: after a restart, a take-over or an undone
 group, the rows of the executions it adopted whose unit no longer holds that
-offer are deleted (`reconcile`).
+offer are deleted (`reconcile`). An execution whose creating group was
+undone has no owner to do that (the store never held it): the engine that
+took its rows deletes them as it undoes the group (`abandon`), before the
+start is answered, so a start tried again under the same id finds them
+gone (seed 610225 of the shared simulation: the rows of such a start held a
+slot of their key for ever, and every later execution of the key waited).
+A server that dies between the take and the commit creating the execution
+still leaves its rows: nobody owns that execution to reconcile them; so
+does one that adopted units waiting for a slot and saw their execution end
+before its next reconciliation (seed 663376, open: docs/reliability.md).
 
 The line is the group's, in the store too: a unit that asks for a slot
 and is refused leaves a waiting row (`orbit_step_waits`: its offer, step
@@ -51,9 +60,12 @@ up: it goes in the commit of the group whose events make its unit leave
 the line without a slot (cancelled, paused, its execution ended: `left`,
 `CommitBatch.freed_waits`). The owner's reconciliation looks at the rows of
 the executions it adopts (after a restart, or a take-over of a server that
-stopped or was SIGKILLed) and of those an undone group changed (an undone
-start is adopted by nobody): a row whose unit waits here with that offer
-keeps its place, the others are deleted. Rows a server wrote for an
+stopped or was SIGKILLed) and of those an undone group changed: a row
+whose unit waits here with that offer keeps its place, the others are
+deleted. An undone start is adopted by nobody, so its waiting rows go at
+once with its slots (`abandon`): one left by a server that stopped before
+its next reconciliation would stand ahead of the whole line for good (seed
+626956). Rows a server wrote for an
 execution it then lost (its commit refused after a take-over) are deleted
 at its next reconciliation (a unit of the new owner that still waits asks
 again and writes its row anew). A dead server's waiting rows thus hold the
@@ -108,6 +120,10 @@ class SharedSlots:
         # their units left the line (owned elsewhere now): deleted at the
         # next reconciliation. The new owner's units re-ask if they wait.
         self._orphans: list[StepSlot] = []
+        # Slot rows of executions that never came to be (`abandon`) that
+        # could not be deleted yet (the database away): tried again by
+        # `reconcile`.
+        self._abandoned: list[StepSlot] = []
 
     def take(
         self, scope: Scope, holder: Holder, offer: Offer, limit: int, *, priority: int, since: int
@@ -180,8 +196,15 @@ class SharedSlots:
                 del of[eid]
         return out
 
-    def forget(self, execution_id: str) -> None:
-        """The execution left this engine (ended, or owned elsewhere now)."""
+    def forget(self, execution_id: str, *, ended: bool = True) -> None:
+        """The execution left this engine: it ended (its rows are all stale:
+        a reconciliation still due deletes those of units adopted but not
+        held yet, seed 663376), or another server owns it now (its rows are
+        no longer this engine's to judge: from a memory without it every row
+        looks stale, the new owner's too; seed 653870 deleted the slot of an
+        attempt still out)."""
+        if not ended:
+            self._adopted.discard(execution_id)
         for unit_key in self._of.pop(execution_id, ()):
             self._rows.pop((execution_id, unit_key), None)
         for unit_key in self._waits_of.pop(execution_id, ()):
@@ -194,21 +217,47 @@ class SharedSlots:
     def undone(self, execution_ids: Iterable[str]) -> None:
         """A group that changed these executions was undone: the waiting rows
         it wrote go at the next reconciliation (its slots are found again by
-        their holder: the same offer asks for them again)."""
+        their holder: the same offer asks for them again). An execution
+        the group created is `abandon`ed as well."""
         self._undone.update(execution_ids)
+
+    def abandon(self, execution_id: str) -> None:
+        """The execution never came to be (its creating group was undone and
+        the store holds no history of it): the slot and waiting rows this
+        engine wrote for it are deleted now (a server that stops before its
+        next reconciliation must not leave them: nobody else ever will) or,
+        with the database away, by `reconcile`."""
+        for unit_key in sorted(self._of.pop(execution_id, ())):
+            scope, offer = self._rows.pop((execution_id, unit_key))
+            self._abandoned.append(slot_of(scope, (execution_id, unit_key), offer))
+        for unit_key in sorted(self._waits_of.pop(execution_id, ())):
+            scope, offer = self._waits.pop((execution_id, unit_key))
+            self._orphans.append(slot_of(scope, (execution_id, unit_key), offer))
+        self._free_abandoned()
+
+    def _free_abandoned(self) -> bool:
+        """Deletes the rows `abandon` and `forget` left; False when the
+        database is away (they are tried again)."""
+        try:
+            if self._abandoned:
+                self._port.free_step_slots(self._abandoned)
+                self._abandoned = []
+            if self._orphans:
+                self._port.free_step_waits(self._orphans)
+                self._orphans = []
+        except StorageError:
+            return False
+        return True
 
     def reconcile(self) -> None:
         """Deletes the slot rows of the executions adopted since the last
         call whose units do not hold that offer (left by a crash, an undone
-        group or a refused commit), and the waiting rows of those and of the
-        executions of undone groups whose units do not wait here with that
-        offer. A database away leaves them for the next call."""
-        if self._orphans:
-            try:
-                self._port.free_step_waits(self._orphans)
-            except StorageError:
-                return
-            self._orphans = []
+        group or a refused commit), those `abandon` could not, and the
+        waiting rows of the adopted executions and of the executions of
+        undone groups whose units do not wait here with that offer. A
+        database away leaves them for the next call."""
+        if not self._free_abandoned():
+            return
         if not self._adopted and not self._undone:
             return
         ids = sorted(self._adopted)
