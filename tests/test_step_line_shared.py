@@ -215,3 +215,57 @@ def test_a_freed_slot_goes_to_the_head_of_the_whole_line_on_postgres(pg_url: str
         for name, engine in engines.items():
             engine.close()
             tables[name].close()
+
+
+# ---- a reconciliation never frees another server's slots
+
+
+def check_a_copy_frees_no_slot_of_its_new_owner(
+    a: StepSlots, b: StepSlots, own: Callable[[str, str], None]
+) -> None:
+    """Server `a` took a slot for x-1, then `b` took x-1 over: `a`, judging
+    from a copy of x-1 (shared simulation seed 705782), must not free the
+    row of an attempt `b` still has out; `b` may. A row whose execution has
+    no owner (it ended, or never came to be) goes whoever asks."""
+    assert a.take_step_slot(_slot("x-1"), 2, 0, 100)
+    own("x-1", "b")
+    a.free_step_slots([_slot("x-1")])
+    assert a.step_slots_of(["x-1"]) == [_slot("x-1")]
+    b.free_step_slots([_slot("x-1")])
+    assert a.step_slots_of(["x-1"]) == []
+    assert a.take_step_slot(_slot("x-2"), 2, 0, 100)
+    b.free_step_slots([_slot("x-2")])
+    assert a.step_slots_of(["x-2"]) == []
+
+
+def test_an_in_memory_copy_frees_no_slot_of_its_new_owner() -> None:
+    from orbit_core.memory_cluster import _Owner
+
+    cluster = MemoryCluster(SimulatedClock())
+
+    def own(eid: str, node: str) -> None:
+        cluster.owners[eid] = _Owner(node, 2, eid)
+
+    check_a_copy_frees_no_slot_of_its_new_owner(cluster.node("a"), cluster.node("b"), own)
+
+
+@pytest.mark.postgres
+def test_a_postgres_copy_frees_no_slot_of_its_new_owner(pg_url: str) -> None:
+    stores = [SharedStore(pg_url, node_id=name) for name in ("a", "b")]
+    tables = [SharedTables(store, store.node_id) for store in stores]
+
+    def own(eid: str, node: str) -> None:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO orbit_owners (execution_id, root_id, node_id, epoch, since_ms) "
+                "VALUES (%s, %s, %s, 2, 0)",
+                (eid, eid, node),
+            )
+
+    try:
+        check_a_copy_frees_no_slot_of_its_new_owner(tables[0], tables[1], own)
+    finally:
+        for t in tables:
+            t.close()
+        for s in stores:
+            s.close()

@@ -685,6 +685,11 @@ PINNED = {
     # reconciliation, judging from a memory without it, deleted the slot of
     # an attempt still out at a worker: a second attempt of the key went out.
     "slot-reconciled-after-the-execution-left-653870": 653870,
+    # The same with the execution still in the deposed server's memory (its
+    # groups undone read it back after the take-over): its reconciliation
+    # judged the new owner's row from the copy and deleted it. A server now
+    # frees no slot of an execution another server owns.
+    "slot-freed-by-a-copy-705782": 705782,
 }
 
 

@@ -184,7 +184,10 @@ class StepSlots(Protocol):
         ...
 
     def free_step_slots(self, slots: list[StepSlot]) -> None:
-        """Deletes slots outside any group (reconciliation by an owner)."""
+        """Deletes slots outside any group (reconciliation by an owner), but
+        never those of an execution another node owns: a server judges the
+        rows from its memory, and a copy of an execution it lost (read back
+        by an undone group) would find the new owner's attempts stale."""
         ...
 
     def take_step_token(

@@ -452,9 +452,12 @@ class MemoryNode(MemoryStore):
             return [s for s in self.cluster.slots.values() if s.execution_id in ids]
 
     def free_step_slots(self, slots: list[StepSlot]) -> None:
-        with self.cluster.lock:
+        c = self.cluster
+        with c.lock:
             for slot in slots:
-                self.cluster.slots.pop(_holder(slot), None)
+                owner = c.owners.get(slot.execution_id)
+                if owner is None or owner.node == self.node_id:
+                    c.slots.pop(_holder(slot), None)
 
     def take_step_token(
         self, flow: str, key: str, take: Callable[[int], int | None]

@@ -1134,7 +1134,7 @@ class SharedTables:
         if not slots:
             return
         with self._conn() as conn:
-            _delete_slots(conn, slots)
+            _delete_slots(conn, slots, unless_owned_by_other=self.node_id)
 
     def step_waits_of(self, execution_ids: list[str]) -> list[StepWait]:
         with self._conn() as conn:
@@ -1697,16 +1697,28 @@ def _delete_waits(db: Any, waits: list[StepSlot]) -> None:
     )
 
 
-def _delete_slots(db: Any, slots: list[StepSlot]) -> None:
-    """Deletes these step slots' rows (`db`: a connection or a cursor)."""
+def _delete_slots(
+    db: Any, slots: list[StepSlot], *, unless_owned_by_other: str | None = None
+) -> None:
+    """Deletes these step slots' rows (`db`: a connection or a cursor); with
+    `unless_owned_by_other` (this node's id), not those of executions another
+    node owns (`SharedTables.free_step_slots`)."""
+    fence = (
+        ""
+        if unless_owned_by_other is None
+        else " AND NOT EXISTS (SELECT 1 FROM orbit_owners w WHERE w.execution_id = s.execution_id "
+        "AND w.node_id <> %b)"
+    )
+    extra = () if unless_owned_by_other is None else (unless_owned_by_other,)
     db.execute(
         "DELETE FROM orbit_step_slots s USING unnest(%b::text[], %b::text[], "
         "%b::bigint[], %b::bigint[]) AS g(e, k, r, o) WHERE s.execution_id = g.e "
-        "AND s.unit_key = g.k AND s.run = g.r AND s.offer_seq = g.o",
+        "AND s.unit_key = g.k AND s.run = g.r AND s.offer_seq = g.o" + fence,
         (
             [x.execution_id for x in slots],
             [x.unit_key for x in slots],
             [x.run for x in slots],
             [x.offer_seq for x in slots],
+            *extra,
         ),
     )
