@@ -316,10 +316,7 @@ class WorkerDesk:
         self, token: str, output: JsonValue, poll: PollAfter, *, worker: str | None = None
     ) -> Reported:
         """`complete`, then `poll`, as one command (module docstring)."""
-        admit_success(token, output)
-        return self._then_poll(
-            lambda tx: self._results.complete(tx, token, output, worker), poll, worker
-        )
+        return self._then_poll(self.complete_then_poll_call(token, output, poll, worker=worker))
 
     def fail_then_poll(
         self,
@@ -333,39 +330,27 @@ class WorkerDesk:
         worker: str | None = None,
     ) -> Reported:
         """`fail`, then `poll`, as one command (module docstring)."""
-        error = admit_failure(token, error_code, error_message, retryable, details)
-        return self._then_poll(
-            lambda tx: self._results.fail(tx, token, error, worker), poll, worker
+        call = self.fail_then_poll_call(
+            token, error_code, error_message, retryable, details, poll=poll, worker=worker
         )
+        return self._then_poll(call)
 
-    def _then_poll(
-        self, report: Callable[[Tx], Accepted], poll: PollAfter, worker: str | None
-    ) -> Reported:
-        wait = 0 if self._draining() else _wait_of(poll.wait_ms)
-        ack: Accepted = {"accepted": False}
-
-        def run(tx: Tx) -> object:
-            nonlocal ack
-            ack = report(tx)  # refused: the command's error, and no poll
-            try:
-                return self._polling.poll(tx, poll.session_id, cmd, wait > 0, worker)
-            except OrbitError as exc:
-                # Raised before the poll changed anything; the result stands.
-                return exc
-
-        cmd = Command(run)
-        cmd.connected = poll.connected
+    def _then_poll(self, call: DeskCall) -> Reported:
+        """Runs a result-then-poll call's command and waits for its poll."""
+        cmd = call.cmd
         result = self._pipeline.run(cmd)
         if isinstance(result, OrbitError):
-            return Reported(ack, error=result)
+            return Reported(call.ack, error=result)
         if cmd.parked is None:
-            return Reported(ack, cast(Assignment, result).copy() if result is not None else None)
+            return Reported(
+                call.ack, cast(Assignment, result).copy() if result is not None else None
+            )
         # Parked: the result is durable (its group committed); the poll waits.
         try:
-            found = self._pipeline.await_parked(cmd, wait)
+            found = self._pipeline.await_parked(cmd, call.wait)
         except OrbitError as exc:
-            return Reported(ack, error=exc)
-        return Reported(ack, cast(Assignment, cmd.result).copy() if found else None)
+            return Reported(call.ack, error=exc)
+        return Reported(call.ack, cast(Assignment, cmd.result).copy() if found else None)
 
     # ---- calls made without a waiting caller (module docstring)
 
@@ -442,7 +427,8 @@ class WorkerDesk:
             try:
                 return self._polling.poll(tx, poll.session_id, cmd, wait > 0, worker)
             except OrbitError as exc:
-                return exc  # the result stands
+                # Raised before the poll changed anything; the result stands.
+                return exc
 
         cmd = Command(run)
         cmd.connected = poll.connected
