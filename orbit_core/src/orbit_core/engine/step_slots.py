@@ -158,43 +158,18 @@ class SharedSlots:
         """The slots of these executions whose units let go of their offer:
         for the group's commit (forgotten here already; an undone group
         brings them back through adoption)."""
-        out: list[StepSlot] = []
-        of = self._of
-        for eid in execution_ids:
-            keys = of.get(eid)
-            if not keys:
-                continue
-            for unit_key in list(keys):
-                holder = (eid, unit_key)
-                scope, offer = self._rows[holder]
-                if not self._holding(holder, offer):
-                    out.append(slot_of(scope, holder, offer))
-                    del self._rows[holder]
-                    keys.discard(unit_key)
-            if not keys:
-                del of[eid]
-        return out
+        return _let_go(self._rows, self._of, execution_ids, self._holding)
 
     def left(self, execution_ids: Iterable[str]) -> list[StepSlot]:
         """The waiting rows of these executions whose units no longer wait
         with that offer (not taken: cancelled, paused, retried, ended), for
         the group's commit; forgotten here already."""
-        out: list[StepSlot] = []
-        of = self._waits_of
-        for eid in execution_ids:
-            keys = of.get(eid)
-            if not keys:
-                continue
-            for unit_key in list(keys):
-                holder = (eid, unit_key)
-                scope, offer = self._waits[holder]
-                if self._place(holder, offer) is None:
-                    out.append(slot_of(scope, holder, offer))
-                    del self._waits[holder]
-                    keys.discard(unit_key)
-            if not keys:
-                del of[eid]
-        return out
+        return _let_go(
+            self._waits,
+            self._waits_of,
+            execution_ids,
+            lambda holder, offer: self._place(holder, offer) is not None,
+        )
 
     def forget(self, execution_id: str, *, ended: bool = True) -> None:
         """The execution left this engine: it ended (its rows are all stale:
@@ -300,3 +275,28 @@ class SharedSlots:
             self._waits_of.setdefault(holder[0], set()).add(holder[1])
         self._adopted.difference_update(ids)
         self._undone.difference_update(unsure)
+
+
+def _let_go(
+    rows: dict[Holder, tuple[Scope, Offer]],
+    of: dict[str, set[str]],
+    execution_ids: Iterable[str],
+    kept: Callable[[Holder, Offer], bool],
+) -> list[StepSlot]:
+    """Removes from `rows` (and its index by execution, `of`) the rows of
+    these executions that `kept` no longer keeps, and returns them."""
+    out: list[StepSlot] = []
+    for eid in execution_ids:
+        keys = of.get(eid)
+        if not keys:
+            continue
+        for unit_key in list(keys):
+            holder = (eid, unit_key)
+            scope, offer = rows[holder]
+            if not kept(holder, offer):
+                out.append(slot_of(scope, holder, offer))
+                del rows[holder]
+                keys.discard(unit_key)
+        if not keys:
+            del of[eid]
+    return out
