@@ -22,7 +22,7 @@ from orbit_core.engine.handoff import Sharing
 from orbit_core.engine.step_slots import RETRY_MS
 from orbit_core.jsontypes import JsonValue
 from orbit_core.memory_cluster import MemoryCluster
-from orbit_core.ports import StepSlot
+from orbit_core.ports import CommitBatch, ExecutionChange, ExecutionRow, StepSlot
 from orbit_core.testing import SequentialIds, SimulatedClock
 from orbit_store.shared import SharedStore, SharedTables
 
@@ -91,6 +91,68 @@ def test_the_postgres_take_orders_the_line_across_servers(pg_url: str) -> None:
             t.close()
         for s in stores:
             s.close()
+
+
+def check_the_sweep(port: StepSlots, write_rows: Callable[[list[ExecutionRow]], None]) -> None:
+    """A round's sweep deletes the rows of executions that have ended, and
+    only those (issue 40: rows that outlived an end nobody freed them at)."""
+    write_rows(
+        [
+            ExecutionRow(eid, "W", "1.0.0", "sha256:x", status, 1, 1, 1)
+            for eid, status in (
+                ("e-0", "RUNNING"),
+                ("e-1", "COMPLETED"),
+                ("e-2", "FAILED"),
+                ("e-3", "CANCELLED"),
+                ("e-4", "CONTINUED_AS_NEW"),
+            )
+        ]
+    )
+    for eid in ("e-0", "e-1", "e-4"):
+        assert port.take_step_slot(StepSlot(FLOW, eid, eid, "work", 1, 1), 1, 0, 100)
+    # A restart of e-1 took a slot for its run 2 before its commit: kept.
+    assert port.take_step_slot(StepSlot(FLOW, "r", "e-1", "work", 2, 1), 1, 0, 100)
+    for eid in ("e-2", "e-3", "e-5"):  # e-5: not created yet (its start is on the way)
+        assert not port.take_step_slot(StepSlot(FLOW, "e-0", eid, "work", 1, 1), 1, 0, 100)
+    assert port.sweep_step_rows() == 3
+    everyone = ["e-0", "e-1", "e-2", "e-3", "e-4", "e-5"]
+    held = sorted((s.execution_id, s.run) for s in port.step_slots_of(everyone))
+    assert held == [("e-0", 1), ("e-1", 2), ("e-4", 1)]
+    assert [w.offer.execution_id for w in port.step_waits_of(everyone)] == ["e-5"]
+    assert port.sweep_step_rows() == 0
+
+
+def test_the_in_memory_sweep_deletes_the_rows_of_ended_executions() -> None:
+    cluster = MemoryCluster(SimulatedClock())
+    node = cluster.node("a")
+
+    def write_rows(rows: list[ExecutionRow]) -> None:
+        changes = [ExecutionChange(r.execution_id, r, new=True) for r in rows]
+        cluster.data.commit(CommitBatch(executions=changes))
+
+    check_the_sweep(node, write_rows)
+
+
+@pytest.mark.postgres
+def test_the_postgres_sweep_deletes_the_rows_of_ended_executions(pg_url: str) -> None:
+    store = SharedStore(pg_url, node_id="a")
+    tables = SharedTables(store, store.node_id)
+
+    def write_rows(rows: list[ExecutionRow]) -> None:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for r in rows:
+                conn.execute(
+                    "INSERT INTO workflow_executions (execution_id, workflow, version, "
+                    "definition_hash, status, created_at_ms, updated_at_ms, last_seq) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    (r.execution_id, r.workflow, r.version, r.definition_hash, r.status, 1, 1, 1),
+                )
+
+    try:
+        check_the_sweep(tables, write_rows)
+    finally:
+        tables.close()
+        store.close()
 
 
 # ---- two engines of one group

@@ -217,7 +217,14 @@ class Server:
         """What SharedNode's threads do, once; as there, a duty the store
         refuses (a fenced commit) is tried again at the next round."""
         self.store.heartbeat()
-        duties = (self._reconcile, self.deliver, self._publish, self._sync, self._release)
+        duties = (
+            self._reconcile,
+            self.store.sweep_step_rows,
+            self.deliver,
+            self._publish,
+            self._sync,
+            self._release,
+        )
         for duty in duties:
             try:
                 duty()
@@ -690,6 +697,16 @@ PINNED = {
     # judged the new owner's row from the copy and deleted it. A server now
     # frees no slot of an execution another server owns.
     "slot-freed-by-a-copy-705782": 705782,
+    # Rows of executions that had ended, which no end commit freed: the
+    # server that wrote them had lost the execution (its rows were no longer
+    # its memory's), or had adopted units waiting and seen the execution end
+    # before its next reconciliation. Each held its key's line for good.
+    # Every round now deletes the rows of ended executions
+    # (`StepSlots.sweep_step_rows`).
+    "slot-of-an-ended-execution-744308": 744308,
+    "wait-of-an-ended-execution-781320": 781320,
+    "slot-of-an-ended-execution-adopted-663376": 663376,
+    "slot-of-an-ended-execution-697470": 697470,
 }
 
 

@@ -190,6 +190,16 @@ class StepSlots(Protocol):
         by an undone group) would find the new owner's attempts stale."""
         ...
 
+    def sweep_step_rows(self) -> int:
+        """Deletes the slot and waiting rows of executions that have ended,
+        whoever wrote them; how many went. An end frees its execution's rows
+        in its commit, but only those its server knew of: a row taken by a
+        server that then lost the execution, or adopted and forgotten before
+        its owner's reconciliation, would hold its scope for good (issue 40,
+        shared simulation seeds 663376, 744308 and others). Each server's
+        round calls it."""
+        ...
+
     def take_step_token(
         self, flow: str, key: str, take: Callable[[int], int | None]
     ) -> tuple[bool, int]:

@@ -459,6 +459,26 @@ class MemoryNode(MemoryStore):
                 if owner is None or owner.node == self.node_id:
                     c.slots.pop(_holder(slot), None)
 
+    def sweep_step_rows(self) -> int:
+        c = self.cluster
+        with c.lock:
+            rows = {s.execution_id for s in c.slots.values()}
+            rows.update(u[0] for u in c.step_waits)
+            # (run: a row a restart of the ended execution took before its
+            # commit is the new run's)
+            ended = {
+                eid: row.run
+                for eid in rows
+                if (row := c.data.execution_row(eid)) is not None and row.status in _ENDED
+            }
+            slots = [h for h, s in c.slots.items() if s.run <= ended.get(s.execution_id, 0)]
+            waits = [u for u, w in c.step_waits.items() if w[0].run <= ended.get(u[0], 0)]
+            for holder in slots:
+                del c.slots[holder]
+            for unit in waits:
+                del c.step_waits[unit]
+        return len(slots) + len(waits)
+
     def take_step_token(
         self, flow: str, key: str, take: Callable[[int], int | None]
     ) -> tuple[bool, int]:

@@ -379,6 +379,7 @@ class SharedNode:
         if dropped:
             # (Most of `lost` ended here just now: nothing to drop.)
             self._log.warning("shared: lost executions to another server", executions=dropped)
+        self._own_tables.sweep_step_rows()
         self._sync_sessions()
         if self.engine.reload_definitions():
             self._log.info("shared: loaded definitions deployed through another server")

@@ -1136,6 +1136,13 @@ class SharedTables:
         with self._conn() as conn:
             _delete_slots(conn, slots, unless_owned_by_other=self.node_id)
 
+    def sweep_step_rows(self) -> int:
+        with self._conn() as conn:
+            row = conn.execute(
+                _SWEEP_STEP_ROWS, {"ended": sorted(s.value for s in _ENDED)}
+            ).fetchone()
+        return int(row[0]) if row is not None else 0
+
     def step_waits_of(self, execution_ids: list[str]) -> list[StepWait]:
         with self._conn() as conn:
             rows = conn.execute(
@@ -1679,6 +1686,23 @@ _TAKE_STEP_SLOT = (
     "offer_seq = EXCLUDED.offer_seq, flow = EXCLUDED.flow, key = EXCLUDED.key, "
     "priority = EXCLUDED.priority, since_ms = EXCLUDED.since_ms) "
     "SELECT EXISTS (SELECT 1 FROM held) OR EXISTS (SELECT 1 FROM taken)"
+)
+
+
+# The rows of ended executions (`SharedTables.sweep_step_rows`): both tables
+# are small (only what is held or waiting), each row looked up by key. A row
+# of a later run than the ended one is a restart's, taken before its commit.
+_ENDED_RUN = (
+    "e.execution_id = {t}.execution_id AND e.status = ANY(%(ended)s) AND {t}.run <= "
+    "COALESCE((SELECT max(a.run) FROM execution_run_events a "
+    "WHERE a.execution_id = e.execution_id), 0) + 1"
+)
+_SWEEP_STEP_ROWS = (
+    "WITH slots AS (DELETE FROM orbit_step_slots s USING workflow_executions e WHERE "
+    + _ENDED_RUN.format(t="s")
+    + " RETURNING 1), waits AS (DELETE FROM orbit_step_waits w USING workflow_executions e "
+    "WHERE " + _ENDED_RUN.format(t="w") + " RETURNING 1) "
+    "SELECT (SELECT count(*) FROM slots) + (SELECT count(*) FROM waits)"
 )
 
 

@@ -30,10 +30,15 @@ took its rows deletes them as it undoes the group (`abandon`), before the
 start is answered, so a start tried again under the same id finds them
 gone (seed 610225 of the shared simulation: the rows of such a start held a
 slot of their key for ever, and every later execution of the key waited).
+Whatever memory lost track of, an end frees: every server's round deletes
+the slot and waiting rows of executions that have ended (`StepSlots.
+sweep_step_rows`; rows of a later run are a restart's and stay). Rows of an
+execution that ended after its server lost it, or that a server adopted
+waiting and saw end before its next reconciliation, held their key's line
+for good before (seeds 663376, 744308 and others of the shared simulation).
 A server that dies between the take and the commit creating the execution
-still leaves its rows: nobody owns that execution to reconcile them; so
-does one that adopted units waiting for a slot and saw their execution end
-before its next reconciliation (seed 663376, open: docs/reliability.md).
+still leaves its rows: that execution never exists, so neither an owner nor
+the sweep can judge them (open: docs/reliability.md).
 
 The line is the group's, in the store too: a unit that asks for a slot
 and is refused leaves a waiting row (`orbit_step_waits`: its offer, step
