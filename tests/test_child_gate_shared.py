@@ -230,5 +230,5 @@ def test_a_waiting_child_survives_a_sigkill_of_the_gates_holder(
     # Both parents complete with their own child's output (one of them
     # may have been taken over from the killed server too).
     for parent in ("p1", "p2"):
-        _until(lambda p=parent: _status(api, p) == "COMPLETED", 120)  # type: ignore[misc]
+        _until(lambda p=parent: _status(api, p) == "COMPLETED", 120)
         assert api.get(f"/v1/executions/{parent}").body["output"] == {"v": f"{parent}.kid"}
