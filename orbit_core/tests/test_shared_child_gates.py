@@ -14,10 +14,14 @@ import attrs
 from engine_kit import Int, child_contract, inp, obj, rec, ref, step, workflow
 from test_engine_simulation import LEAF, _checked
 from test_shared_flow_gates import Cluster
+from test_shared_simulation import SESSION_TIMEOUT_MS, DirectClaims
 
 from orbit_core import events as ev
 from orbit_core import ir
+from orbit_core.engine import Engine
 from orbit_core.engine.flow_gates import is_gate
+from orbit_core.engine.handoff import Sharing
+from orbit_core.engine.shared import SharedEngine
 
 CHILD = attrs.evolve(
     LEAF,
@@ -46,6 +50,33 @@ class Parents(Cluster):
             name: engine.workers.register("w", "python", [("t.work", "1.0.0")])["worker_session_id"]
             for name, engine in self.engines.items()
         }
+
+    def restart(self, name: str) -> None:
+        """A new engine for the node, on the same store: it recovers what
+        the node owns, as a restarted server does."""
+        self.engines[name].close()
+        node = self.nodes[name]
+        engine = Engine(
+            node,
+            self.clock,
+            self.ids,
+            handler_threads=0,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            sharing=Sharing(offer_tasks=True, local_first=True, shared_catalog=True),
+        )
+        shared = SharedEngine(
+            engine,
+            node_id=name,
+            tables=node,
+            announcements=node,
+            tasks=DirectClaims(node, lambda eid: f"{eid}/{self.ids.token()}"),
+            reply_wait_s=0.0,
+            adopt=node.adopt,
+        )
+        shared.handoff.hold_gates(list(node.owned))
+        self.engines[name] = shared
+        reply = shared.workers.register("w", "python", [("t.work", "1.0.0")])
+        self.sessions[name] = reply["worker_session_id"]
 
     def settle(self) -> None:
         """Ticks both engines and applies both inboxes until nothing moves."""
@@ -150,3 +181,22 @@ def test_a_parents_cancel_cancels_its_waiting_child_on_the_gate_holder() -> None
     c.settle()
     other = "p2" if parent == "p1" else "p1"
     assert c.events(other)[-1] == "WorkflowCompleted"
+
+
+def test_a_restarted_parents_server_waits_for_its_child_held_elsewhere() -> None:
+    """The parent's server restarts while its child runs on the gate's
+    holder: recovery re-links the child and waits for its end (it used to
+    deliver the running child's stored state as an end, failing the step)."""
+    c = _two_parents()
+    (gate,) = [k for k in c.cluster.owners if is_gate(k)]
+    holder = c.cluster.owners[gate].node
+    other = "b" if holder == "a" else "a"
+    parent = next(p for p in ("p1", "p2") if c.cluster.owners[p].node == other)
+    c.restart(other)
+    c.settle()
+    assert c.events(parent)[-1] != "StepAttemptFailed", c.events(parent)
+    for _ in range(2):
+        (task,) = c.poll()
+        c.engines[holder].workers.complete(task["token"], {"v": 3})
+        c.settle()
+    assert c.events(parent)[-1] == "WorkflowCompleted", c.events(parent)

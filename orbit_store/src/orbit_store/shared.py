@@ -24,7 +24,9 @@ lock; their definitions and migrations are schema.py's):
   have rows (`_queued`), so the commit of a task taken from the engine's
   own index writes nothing to the queue.
 - `orbit_inbox`: commands for an execution's owner (a dispatch claimed
-  elsewhere, results, signals, cancellations), applied by the owner in
+  elsewhere, results, signals, cancellations; and those a commit writes in
+  its own transaction, `CommitBatch.messages`: a gated child's start, end
+  and cancellation, orbit_core/engine/remote_children.py), applied by the owner in
   `seq` order. The commit of the events an entry causes marks it applied
   (its seq is the commands' receipt, `CommitBatch.receipts`), so an entry
   is applied once even if its owner dies right after; the reply is written
@@ -794,7 +796,8 @@ def _new_owners(
     batch: CommitBatch, owned: dict[str, tuple[str, int]]
 ) -> list[tuple[str, str, int]]:
     """(execution id, root, epoch 1) of the batch's new executions: a child
-    joins its parent's tree. Adds them to `owned`."""
+    joins its parent's tree, a gated child its flow gate's (`root`). Adds
+    them to `owned`."""
     new_owned = []
     for change in batch.executions:
         if not change.new:

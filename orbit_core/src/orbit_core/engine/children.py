@@ -85,8 +85,10 @@ class Children:
         self._by_parent: dict[str, set[str]] = {}
         # Child units to start on the next tick: (parent id, unit key, offer seq).
         self._starts: list[tuple[str, str, int]] = []
-        # Shared mode (set by Handoff): where a gated child starts, and the
-        # children held elsewhere whose cancellation was sent.
+        # Shared mode (set by Handoff): a gated child may be held by another
+        # engine; `remote` (set once the shared engine is built) says where
+        # one starts. The children held elsewhere whose cancellation was sent.
+        self.shared = False
         self.remote: remote_children.GateRouter | None = None
         self._cancelled: set[str] = set()
 
@@ -107,9 +109,24 @@ class Children:
     def _start_queued(self, tx: Tx, starts: list[tuple[str, str, int]]) -> None:
         for eid, key, offer in starts:
             parent = self._running.offered(eid, key, offer)
+            if parent is not None and self._unroutable(parent, key):
+                # Shared mode, before its router is set (recovery): later.
+                self._starts.append((eid, key, offer))
+                self._x.due_now(tx, eid)
+                continue
             if parent is not None:
                 self._start(tx, parent, key)
                 self._x.decide(tx, parent)
+
+    def _unroutable(self, parent: Live, key: str) -> bool:
+        if not self.shared or self.remote is not None:
+            return False
+        spec = parent.plan.spec(key)
+        contract = parent.plan.contract(spec.task or "") if spec is not None else None
+        if not isinstance(contract, ir.ChildContract):
+            return False
+        plan = self._catalog.by_hash(contract.definition_hash)
+        return plan is not None and flow_gates.limited(plan.defn)
 
     def restore(
         self, parent: ExecutionState, key: str, worker_session: str, token: str | None
@@ -123,7 +140,10 @@ class Children:
         """Delivers children that finished while their parent was not in memory."""
         for cid in list(self._links):
             if cid not in self._running and self._store.execution_row(cid) is not None:
-                self.deliver(tx, fold(self._store.history(cid) or [], cid))
+                found = fold(self._store.history(cid) or [], cid)
+                if self.shared and not found.terminal:
+                    continue  # a gated child running elsewhere: its end is sent here
+                self.deliver(tx, found)
 
     def forget(self, parent_id: str) -> None:
         self._by_parent.pop(parent_id, None)
@@ -165,7 +185,7 @@ class Children:
         row = self._store.execution_row(cid)
         if row is not None:
             found = fold(self._store.history(cid) or [], cid)
-            if self.remote is not None and not found.terminal:
+            if self.shared and not found.terminal:
                 return  # running in another engine: its end comes as `child_ended`
             self.deliver(tx, found)
             return
@@ -254,7 +274,7 @@ class Children:
     def _tell_parent(self, tx: Tx, child: ExecutionState) -> None:
         """Shared mode: the end of a gated child whose parent another engine
         holds goes to the parent's owner (`child_ended`)."""
-        if self.remote is None or child.parent is None or not child.terminal:
+        if not self.shared or child.parent is None or not child.terminal:
             return
         parent_id = child.parent["execution_id"]
         if self._running.get(parent_id) is not None:
@@ -280,7 +300,7 @@ class Children:
         for cid in list(cids):
             link = self._links.get(cid)
             child = self._running.get(cid)
-            if link is None or (child is None and self.remote is None):
+            if link is None or (child is None and not self.shared):
                 continue
             unit = state.units.get(link.unit_key)
             if unit is None or unit.status != UNIT_DISPATCHED or unit.token != link.token:
@@ -308,7 +328,7 @@ class Children:
             if parent is None or live.state.id in self._links:
                 continue
             owner = self._running.get(parent["execution_id"])
-            if owner is None and self.remote is not None:
+            if owner is None and self.shared:
                 # Shared mode: a gated child's parent may run elsewhere; its
                 # owner tells this one when it stops waiting.
                 row = self._store.execution_row(parent["execution_id"])

@@ -111,6 +111,8 @@ class Handoff:
         # execution of a gate held here joins the gate's tree.
         self._gates: set[str] = set()
         executions.gate_of = self._gate_of
+        # A gated child may be held by another engine (remote_children.py).
+        executions.children.shared = True
 
     def _gate_of(self, live: Live) -> str | None:
         gate = flow_gates.gate_id(live.plan.defn, live.state.input)
