@@ -34,7 +34,7 @@ def _gated(flow: ir.definition.Flow) -> ir.Definition:
 class Cluster:
     def __init__(self, definition: ir.Definition) -> None:
         self.clock = SimulatedClock()
-        ids = SequentialIds()
+        ids = self.ids = SequentialIds()
         self.cluster = MemoryCluster(self.clock)
         self.cluster.deliver = self._deliver
         self.nodes: dict[str, MemoryNode] = {}

@@ -171,6 +171,10 @@ class MemoryNode(MemoryStore):
             _free_waits(c, batch.freed_waits)
             self._own(batch)
             self._queue(batch)
+            for sent in batch.messages:
+                # Applied by the owner's next inbox round (not delivered at
+                # once: this runs on the committing engine's own thread).
+                self._put(sent.target, sent.kind, sent.payload)
             for receipt in batch.receipts:
                 message = c.inbox.get(int(receipt))
                 if message is None or message.state != "pending":
@@ -187,7 +191,12 @@ class MemoryNode(MemoryStore):
             if change.new:
                 root = change.root or eid
                 created = change.events[0] if change.events else None
-                if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
+                if (
+                    isinstance(created, ev.WorkflowCreated)
+                    and created.parent is not None
+                    and change.root is None
+                ):
+                    # (A gated child joins its flow gate's tree: `root`.)
                     parent = created.parent["execution_id"]
                     root = self.owned.get(parent, (parent, 0))[0]
                 c.owners[eid] = _Owner(self.node_id, 1, root)

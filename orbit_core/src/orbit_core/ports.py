@@ -225,6 +225,19 @@ class TaskOffer:
     weight: int = 1
 
 
+@attrs.frozen(slots=True)
+class OwnerMessage:
+    """Shared mode: an inbox entry a group writes in its own transaction for
+    the owner of `target` (an execution, or a flow gate), so that what it
+    asks of another server is durable with the events that decided it (a
+    gated child's start, its end, its cancellation: engine/remote_children.py).
+    `kind` and `payload` are an inbox entry's."""
+
+    target: str
+    kind: str
+    payload: JsonObject
+
+
 @attrs.define(slots=True)
 class CommitBatch:
     """Everything one group commit writes, in one transaction."""
@@ -249,6 +262,10 @@ class CommitBatch:
     # group without a slot (cancelled, paused, ended: engine/step_slots.py),
     # deleted in the same transaction. Other stores ignore them.
     freed_waits: list[StepSlot] = attrs.field(factory=list)
+    # Shared mode: inbox entries for other executions' owners, written in
+    # the same transaction (engine/remote_children.py). Other stores ignore
+    # them (only an engine built with a `Sharing` makes any).
+    messages: list[OwnerMessage] = attrs.field(factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -260,6 +277,7 @@ class CommitBatch:
             or self.rates
             or self.freed_slots
             or self.freed_waits
+            or self.messages
         )
 
 

@@ -24,7 +24,9 @@ lock; their definitions and migrations are schema.py's):
   have rows (`_queued`), so the commit of a task taken from the engine's
   own index writes nothing to the queue.
 - `orbit_inbox`: commands for an execution's owner (a dispatch claimed
-  elsewhere, results, signals, cancellations), applied by the owner in
+  elsewhere, results, signals, cancellations; and those a commit writes in
+  its own transaction, `CommitBatch.messages`: a gated child's start, end
+  and cancellation, orbit_core/engine/remote_children.py), applied by the owner in
   `seq` order. The commit of the events an entry causes marks it applied
   (its seq is the commands' receipt, `CommitBatch.receipts`), so an entry
   is applied once even if its owner dies right after; the reply is written
@@ -402,6 +404,7 @@ class SharedStore(PostgresStore):
             or batch.offers
             or batch.freed_slots
             or batch.freed_waits
+            or batch.messages
         ):
             return super().one_statement(events, new_rows, updates, search_rows)
         if _revived(batch, self.owned()):
@@ -534,6 +537,8 @@ class SharedStore(PostgresStore):
                 "AND state = 'pending' AND kind = ANY(%s)",
                 (seqs, sorted(REPLIED)),
             )
+        if batch.messages:
+            _send(cursor, self.node_id, batch)
         return new_owned, record
 
     def _fence(
@@ -765,18 +770,46 @@ def _gates(batch: CommitBatch) -> list[str]:
     return sorted({c.root for c in batch.executions if c.new and c.root is not None})
 
 
+def _send(cursor: Any, node_id: str, batch: CommitBatch) -> None:
+    """The batch's inbox entries for other owners (a gated child's start,
+    end or cancellation: orbit_core/engine/remote_children.py), in its
+    transaction, and their notification (sent when it commits)."""
+    messages = batch.messages
+    cursor.execute(
+        "INSERT INTO orbit_inbox (execution_id, kind, payload, sender, state, created_ms) "
+        "SELECT e, k, p, %s, 'pending', " + NOW_MS + " "
+        "FROM unnest(%b::text[], %b::text[], %b::text[]) AS v(e, k, p)",
+        (
+            node_id,
+            [m.target for m in messages],
+            [m.kind for m in messages],
+            [orjson.dumps(m.payload).decode() for m in messages],
+        ),
+    )
+    cursor.execute(
+        "SELECT pg_notify('orbit_inbox', e) FROM unnest(%b::text[]) AS e",
+        (sorted({m.target for m in messages}),),
+    )
+
+
 def _new_owners(
     batch: CommitBatch, owned: dict[str, tuple[str, int]]
 ) -> list[tuple[str, str, int]]:
     """(execution id, root, epoch 1) of the batch's new executions: a child
-    joins its parent's tree. Adds them to `owned`."""
+    joins its parent's tree, a gated child its flow gate's (`root`). Adds
+    them to `owned`."""
     new_owned = []
     for change in batch.executions:
         if not change.new:
             continue
         root = change.root or change.execution_id
         created = change.events[0] if change.events else None
-        if isinstance(created, ev.WorkflowCreated) and created.parent is not None:
+        if (
+            isinstance(created, ev.WorkflowCreated)
+            and created.parent is not None
+            and change.root is None
+        ):
+            # (A gated child joins its flow gate's tree instead: `root`.)
             parent = created.parent["execution_id"]
             root = owned.get(parent, (parent, 0))[0]
         owned[change.execution_id] = (root, 1)

@@ -6,10 +6,15 @@ child (its timeout), when the parent aborts (unless the unit belongs to an
 outcome handler, which runs after the abort), and when the parent's run ends
 however it ends. `check` runs after every decision of a parent, terminal or
 not, so no path leaves a child running; `reconcile` does the same at recovery
-for children that an older process left behind."""
+for children that an older process left behind.
+
+In shared mode a gated child may run in another server's engine
+(engine/remote_children.py): `remote` routes its start, and its start, end
+and cancellation travel as inbox entries written in the deciding commit."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -20,6 +25,7 @@ from orbit_core.api import (
     UNIT_DISPATCHED,
     ParentRef,
 )
+from orbit_core.engine import flow_gates, remote_children
 from orbit_core.engine.catalog import Catalog
 from orbit_core.engine.commands import Tx
 from orbit_core.engine.live import ChildLink, Live
@@ -27,7 +33,7 @@ from orbit_core.engine.running import Running
 from orbit_core.jsontypes import JsonObject, JsonValue
 from orbit_core.plan import Plan
 from orbit_core.ports import Store
-from orbit_core.state import ExecutionState, fold
+from orbit_core.state import TERMINAL, ExecutionState, fold
 
 _CHILD = "child:"
 
@@ -79,6 +85,12 @@ class Children:
         self._by_parent: dict[str, set[str]] = {}
         # Child units to start on the next tick: (parent id, unit key, offer seq).
         self._starts: list[tuple[str, str, int]] = []
+        # Shared mode (set by Handoff): a gated child may be held by another
+        # engine; `remote` (set once the shared engine is built) says where
+        # one starts. The children held elsewhere whose cancellation was sent.
+        self.shared = False
+        self.remote: remote_children.GateRouter | None = None
+        self._cancelled: set[str] = set()
 
     def queue_start(self, tx: Tx, parent: Live, key: str, offer: int) -> None:
         # Children start on the next tick, as the book's histories show.
@@ -97,9 +109,24 @@ class Children:
     def _start_queued(self, tx: Tx, starts: list[tuple[str, str, int]]) -> None:
         for eid, key, offer in starts:
             parent = self._running.offered(eid, key, offer)
+            if parent is not None and self._unroutable(parent, key):
+                # Shared mode, before its router is set (recovery): later.
+                self._starts.append((eid, key, offer))
+                self._x.due_now(tx, eid)
+                continue
             if parent is not None:
                 self._start(tx, parent, key)
                 self._x.decide(tx, parent)
+
+    def _unroutable(self, parent: Live, key: str) -> bool:
+        if not self.shared or self.remote is not None:
+            return False
+        spec = parent.plan.spec(key)
+        contract = parent.plan.contract(spec.task or "") if spec is not None else None
+        if not isinstance(contract, ir.ChildContract):
+            return False
+        plan = self._catalog.by_hash(contract.definition_hash)
+        return plan is not None and flow_gates.limited(plan.defn)
 
     def restore(
         self, parent: ExecutionState, key: str, worker_session: str, token: str | None
@@ -113,7 +140,10 @@ class Children:
         """Delivers children that finished while their parent was not in memory."""
         for cid in list(self._links):
             if cid not in self._running and self._store.execution_row(cid) is not None:
-                self.deliver(tx, fold(self._store.history(cid) or [], cid))
+                found = fold(self._store.history(cid) or [], cid)
+                if self.shared and not found.terminal:
+                    continue  # a gated child running elsewhere: its end is sent here
+                self.deliver(tx, found)
 
     def forget(self, parent_id: str) -> None:
         self._by_parent.pop(parent_id, None)
@@ -154,7 +184,10 @@ class Children:
             return
         row = self._store.execution_row(cid)
         if row is not None:
-            self.deliver(tx, fold(self._store.history(cid) or [], cid))
+            found = fold(self._store.history(cid) or [], cid)
+            if self.shared and not found.terminal:
+                return  # running in another engine: its end comes as `child_ended`
+            self.deliver(tx, found)
             return
         try:
             value = _values.conform(unit.input, plan.defn.input)
@@ -170,6 +203,19 @@ class Children:
                 ),
             )
             return
+        gate = self.remote(plan.defn, value) if self.remote is not None else None
+        if gate is not None:
+            # Admitted by the gate's holder, in the gate's tree.
+            message = remote_children.start(
+                gate,
+                cid,
+                parent_id=state.id,
+                unit_key=key,
+                definition_hash=plan.defn.definition_hash,
+                value=value,
+            )
+            tx.messages.append(message)
+            return
         child = x.create(
             tx, cid, plan, value, parent={"execution_id": state.id, "step": key}, schedule_id=None
         )
@@ -182,6 +228,8 @@ class Children:
     def deliver(self, tx: Tx, child: ExecutionState) -> None:
         """Reports a finished child's outcome to the parent unit waiting for it."""
         link = self._links.pop(child.id, None)
+        self._cancelled.discard(child.id)
+        self._tell_parent(tx, child)
         if link is None:
             return
         self._by_parent.get(link.parent_id, set()).discard(child.id)
@@ -223,6 +271,26 @@ class Children:
             self._failed(tx, parent, unit.key, error)
         self._x.decide(tx, parent)
 
+    def _tell_parent(self, tx: Tx, child: ExecutionState) -> None:
+        """Shared mode: the end of a gated child whose parent another engine
+        holds goes to the parent's owner (`child_ended`)."""
+        if not self.shared or child.parent is None or not child.terminal:
+            return
+        parent_id = child.parent["execution_id"]
+        if self._running.get(parent_id) is not None:
+            return
+        plan = self._catalog.by_hash(child.definition_hash)
+        if plan is not None and flow_gates.limited(plan.defn):
+            tx.messages.append(remote_children.ended(child, parent_id))
+
+    def delivered(self, tx: Tx, child_id: str) -> None:
+        """A gated child held elsewhere ended (its `child_ended` entry)."""
+        events = self._store.history(child_id)
+        if events:
+            found = fold(events, child_id)
+            if found.terminal:
+                self.deliver(tx, found)
+
     def check(self, tx: Tx, parent: Live) -> None:
         """Cancels the children their parent no longer waits for."""
         state = parent.state
@@ -232,7 +300,7 @@ class Children:
         for cid in list(cids):
             link = self._links.get(cid)
             child = self._running.get(cid)
-            if link is None or child is None:
+            if link is None or (child is None and not self.shared):
                 continue
             unit = state.units.get(link.unit_key)
             if unit is None or unit.status != UNIT_DISPATCHED or unit.token != link.token:
@@ -244,6 +312,13 @@ class Children:
                 reason = "parent workflow aborted"
             else:
                 continue
+            if child is None:
+                # Shared mode: held by another engine (a gated child).
+                message = remote_children.cancel(cid, reason)
+                if message not in tx.messages and cid not in self._cancelled:
+                    tx.messages.append(message)
+                    tx.after_commit.append(functools.partial(self._cancelled.add, cid))
+                continue
             self._cancel(tx, child, reason)
 
     def reconcile(self, tx: Tx) -> None:
@@ -253,10 +328,22 @@ class Children:
             if parent is None or live.state.id in self._links:
                 continue
             owner = self._running.get(parent["execution_id"])
+            if owner is None and self.shared:
+                # Shared mode: a gated child's parent may run elsewhere; its
+                # owner tells this one when it stops waiting.
+                row = self._store.execution_row(parent["execution_id"])
+                if row is not None and row.status not in TERMINAL:
+                    continue
             running = owner is not None and not owner.state.terminal
             self._cancel(
                 tx, live, "parent step timed out" if running else "parent workflow finished"
             )
+
+    def cancel_here(self, tx: Tx, child_id: str, reason: str) -> None:
+        """A parent held elsewhere stopped waiting (its `child_cancel` entry)."""
+        child = self._running.get(child_id)
+        if child is not None:
+            self._cancel(tx, child, reason)
 
     def _cancel(self, tx: Tx, child: Live, reason: str) -> None:
         state = child.state

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from orbit_core.dispatch import Session
 from orbit_core.errors import OrbitError
-from orbit_core.ports import DefinitionRow, ExecutionChange, TaskOffer, WorkerRow
+from orbit_core.ports import DefinitionRow, ExecutionChange, OwnerMessage, TaskOffer, WorkerRow
 
 if TYPE_CHECKING:
     from orbit_core import events as ev
@@ -162,6 +162,7 @@ class Tx:
         "idempotency",
         "known",
         "last_event",
+        "messages",
         "new_plans",
         "new_tasks",
         "now",
@@ -202,3 +203,6 @@ class Tx:
         self.new_plans: list[Plan] = []
         # Changes to sessions and timers that must not happen if the commit fails.
         self.after_commit: list[Callable[[], None]] = []
+        # Shared mode: inbox entries for other owners, in this group's commit
+        # (engine/remote_children.py).
+        self.messages: list[OwnerMessage] = []

@@ -148,8 +148,9 @@ class Executions:
             parent,
             schedule_id,
         )
-        if parent is None and self.gate_of is not None:
-            # (Its key reads the input just recorded.)
+        if self.gate_of is not None:
+            # (Its key reads the input just recorded. A gated child joins its
+            # gate's tree too: engine/remote_children.py.)
             tx.changes[execution_id].root = self.gate_of(live)
         gates = self.gates
         wait = (

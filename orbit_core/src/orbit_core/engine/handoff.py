@@ -35,15 +35,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
 from orbit_core import events as ev
-from orbit_core.api import Assignment, UnitStatus
+from orbit_core.api import Assignment, ParentRef, UnitStatus
 from orbit_core.coordination import StepSlots
 from orbit_core.dispatch import Session
-from orbit_core.engine import flow_gates
+from orbit_core.engine import flow_gates, remote_children
 from orbit_core.engine.commands import RECEIPTS, Tx
 from orbit_core.engine.executions import Executions
 from orbit_core.engine.live import Live
@@ -52,6 +52,7 @@ from orbit_core.engine.polling import MAX_POLL_MS, Polling
 from orbit_core.engine.recovery import BUILTIN_RESTART_REASON
 from orbit_core.engine.worker_desk import WorkerDesk
 from orbit_core.engine.workers import Workers
+from orbit_core.errors import NotFoundError
 from orbit_core.state import fold
 
 
@@ -110,6 +111,8 @@ class Handoff:
         # execution of a gate held here joins the gate's tree.
         self._gates: set[str] = set()
         executions.gate_of = self._gate_of
+        # A gated child may be held by another engine (remote_children.py).
+        executions.children.shared = True
 
     def _gate_of(self, live: Live) -> str | None:
         gate = flow_gates.gate_id(live.plan.defn, live.state.input)
@@ -130,6 +133,63 @@ class Handoff:
                 self._gates.update(gates)
 
         self._pipeline.submit(run)
+
+    def hold_gate_now(self, gate: str) -> None:
+        """`hold_gates` for one gate, from inside a group (a gated child's
+        start found nobody holding its gate and reserved it): a gate nobody
+        held has no execution that is not in memory."""
+        if gate not in self._gates:
+            self._x.gates.load(self._x.store.load_rates())
+            self._gates.add(gate)
+
+    def route_children(self, router: remote_children.GateRouter) -> None:
+        """Shared mode: a gated child starts where `router` says
+        (engine/remote_children.py)."""
+        self._x.children.remote = router
+
+    def start_child(self, payload: Mapping[str, Any]) -> bool:
+        """Applies a `child_start` entry sent to a gate this engine holds:
+        creates the child under its parent unless it exists; True when it
+        was created."""
+        cid = str(payload["execution_id"])
+        x = self._x
+
+        def run(tx: Tx) -> bool:
+            if cid in x.memory:
+                return False
+            if x.store.execution_row(cid) is not None:
+                found = x.stored_state(cid)
+                if found.terminal and found.parent is not None:
+                    # Asked again after it ended: the parent hears of it again.
+                    tx.messages.append(remote_children.ended(found, found.parent["execution_id"]))
+                return False
+            plan = x.catalog.by_hash(str(payload["definition_hash"]))
+            if plan is None:
+                self._load_definitions()
+                plan = x.catalog.by_hash(str(payload["definition_hash"]))
+            if plan is None:
+                raise NotFoundError(
+                    f"the definition of child execution `{cid}` is not registered",
+                    "CHILD_NOT_REGISTERED",
+                )
+            parent: ParentRef = {
+                "execution_id": str(payload["parent_id"]),
+                "step": str(payload["step"]),
+            }
+            live = x.create(tx, cid, plan, payload["input"], parent=parent, schedule_id=None)
+            x.decide(tx, live)
+            return True
+
+        return self._pipeline.submit(run)
+
+    def child_ended(self, child_id: str) -> None:
+        """Applies a `child_ended` entry: delivers the stored end of a gated
+        child held elsewhere to the parent unit waiting here."""
+        self._pipeline.submit(lambda tx: self._x.children.delivered(tx, child_id))
+
+    def cancel_child(self, child_id: str, reason: str) -> None:
+        """Applies a `child_cancel` entry: the parent stopped waiting."""
+        self._pipeline.submit(lambda tx: self._x.children.cancel_here(tx, child_id, reason))
 
     def dispatch_offer(
         self, session: Session, *, execution_id: str, unit_key: str, offer_seq: int, token: str

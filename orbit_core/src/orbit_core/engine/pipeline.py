@@ -522,6 +522,7 @@ def _merge(batches: list[CommitBatch]) -> CommitBatch:
         merged.rates.extend(batch.rates)
         merged.freed_slots.extend(batch.freed_slots)
         merged.freed_waits.extend(batch.freed_waits)
+        merged.messages.extend(batch.messages)
         for change in batch.executions:
             into = changes.get(change.execution_id)
             if into is None:

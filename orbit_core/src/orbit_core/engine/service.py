@@ -583,6 +583,7 @@ class Engine:
             [RateRow(w, k, tat, tx.now) for (w, k), tat in tx.rates.items()] if tx.rates else [],
             freed,
             left,
+            tx.messages,
         )
         return Group(tx, commit, batch)
 

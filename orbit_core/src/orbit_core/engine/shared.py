@@ -53,7 +53,7 @@ from orbit_core.coordination import (
     Tables,
 )
 from orbit_core.dispatch import Session
-from orbit_core.engine import flow_gates, handoff
+from orbit_core.engine import flow_gates, handoff, remote_children
 from orbit_core.engine.facade import Wrapped
 from orbit_core.engine.migrations import MigrationDesk
 from orbit_core.engine.operations import OperatorApi
@@ -78,6 +78,7 @@ from orbit_core.errors import (
     RateLimitedError,
     StorageError,
 )
+from orbit_core.ir.definition import Definition
 from orbit_core.jsontypes import JsonValue
 from orbit_core.migration import MigratedEntry
 from orbit_core.state import ExecutionState, fold
@@ -92,6 +93,8 @@ GATE_PAUSE_S = 0.05
 # (as many as the census reads).
 MIGRATION_SCAN = 10_000
 _ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"})
+# Inbox kinds about flow gates: a start under one, a gated child's entries.
+_AT_GATE = frozenset({"start", *remote_children.KINDS})
 RECHECK_S = 1.0
 _ERRORS: dict[str, type[OrbitError]] = {
     cls.__name__: cls
@@ -165,6 +168,8 @@ class SharedEngine(Wrapped):
         # A schedule's start under a flow gate held elsewhere is decided by
         # the gate's holder too (engine/scheduler.py, `Router`).
         engine.schedules.route(self)
+        # So is a gated child's start (engine/remote_children.py).
+        self.handoff.route_children(self._route_child)
 
     @property
     def workers(self) -> WorkerApi:
@@ -311,6 +316,24 @@ class SharedEngine(Wrapped):
         except (OrbitError, _values.ValidationError):
             return None  # refused by the engine's own checks, as on one server
         return flow_gates.gate_id(defn, value)
+
+    def _route_child(self, defn: Definition, value: JsonValue) -> str | None:
+        """Where a gated child starts (called on a group's thread, so a
+        round trip to the database per gated child, as a step slot's take):
+        None here (ungated, or its gate held here, reserved when nobody held
+        it), else the gate whose holder starts it."""
+        gate = flow_gates.gate_id(defn, value)
+        if gate is None or self.handoff.holds(gate):
+            return None
+        if self.tables.owner(gate) is None:
+            node, epoch = self.tables.reserve_gate(gate)
+            if node == self.node_id:
+                if self._adopt is not None:
+                    self._adopt([(gate, gate, epoch)])
+                self.handoff.hold_gate_now(gate)
+                return None
+        # (Held here but not in memory yet: the entry waits for the hold.)
+        return gate
 
     def _start_at_gate(self, gate: str, p: dict[str, Any]) -> Started | None:
         """One try; None when the gate is owned here but not yet in memory
@@ -460,9 +483,8 @@ class SharedEngine(Wrapped):
             if entry.kind == "undelivered":
                 local.undelivered(p["token"])
                 return {"ok": True}
-            if entry.kind == "start":
-                # Sent to this server as the holder of the start's flow gate.
-                return {"ok": self._start_here(p)}
+            if entry.kind in _AT_GATE:
+                return {"ok": self._apply_at_gate(entry)}
             if entry.kind == "signal":
                 return {"ok": self.engine.signal(entry.execution_id, p["name"], p["payload"])}
             if entry.kind == "cancel":
@@ -494,6 +516,22 @@ class SharedEngine(Wrapped):
         except OrbitError as exc:
             return _error_reply(exc)
         return _error_reply(OrbitError(f"unknown inbox entry `{entry.kind}`"))
+
+    def _apply_at_gate(self, entry: InboxEntry) -> Started | bool:
+        """A start sent to this server as the holder of its flow gate, or a
+        gated child's entry (engine/remote_children.py), written by a commit
+        of the parent's owner or of the child's."""
+        p = entry.payload
+        if entry.kind == "start":
+            return self._start_here(p)
+        if entry.kind == remote_children.START:
+            # Sent to this server as the holder of the child's flow gate.
+            return self.handoff.start_child(p)
+        if entry.kind == remote_children.ENDED:
+            self.handoff.child_ended(p["child_id"])
+        else:
+            self.handoff.cancel_child(entry.execution_id, p["reason"])
+        return True
 
 
 class SharedOperations:
