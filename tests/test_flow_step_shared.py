@@ -77,14 +77,20 @@ def test_a_step_concurrency_holds_across_three_servers(
     held = fs.Held(fs._workers(three))
     held.take()
     assert held.per_key() == {"c1": 2, "c2": 2}
-    # (Each asked of its owner: `waiting` is what the owner's engine holds.)
+    # Asked of its owner, and of a server that does not own it: `waiting` is
+    # what the owner's engine holds, and the other server asks the owner
+    # (before, it answered the store's document, which has no `waiting`).
     by_node = dict(zip("abc", three, strict=True))
     owners = _owners(pg_url)
-    waiting = [
-        by_node[owners[eid]].http().get(f"/v1/executions/{eid}").body.get("waiting")
-        for eid, _ in plan
-    ]
-    assert sum(1 for w in waiting if w and w["reason"] == "concurrency") == 5
+    for other in (0, 1):
+        waiting = [
+            by_node["abc"[("abc".index(owners[eid]) + other) % 3]]
+            .http()
+            .get(f"/v1/executions/{eid}")
+            .body.get("waiting")
+            for eid, _ in plan
+        ]
+        assert sum(1 for w in waiting if w and w["reason"] == "concurrency") == 5, other
     ids = [eid for eid, _ in plan]
     _run_all(held, three, ids)
     assert held.most == {"c1": 2, "c2": 2}

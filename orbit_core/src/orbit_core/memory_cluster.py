@@ -45,7 +45,18 @@ _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
 # Messages whose sender waits for the owner's reply.
 REPLIED = frozenset(
-    {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail", "start"}
+    {
+        "signal",
+        "cancel",
+        "pause",
+        "resume",
+        "restart",
+        "migrate",
+        "complete",
+        "fail",
+        "start",
+        "describe",
+    }
 )
 
 

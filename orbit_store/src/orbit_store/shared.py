@@ -158,7 +158,18 @@ _CLAIM_LEFT_BEHIND = (
 # Inbox kinds whose sender waits for the owner's reply (a worker's result
 # is answered with what the owner decided, as on a single server).
 REPLIED = frozenset(
-    {"signal", "cancel", "pause", "resume", "restart", "migrate", "complete", "fail", "start"}
+    {
+        "signal",
+        "cancel",
+        "pause",
+        "resume",
+        "restart",
+        "migrate",
+        "complete",
+        "fail",
+        "start",
+        "describe",
+    }
 )
 # pg_advisory_xact_lock's first key of the two-key form, which takes a
 # step slot's scope (its hash) as the second: "orb" and an 8. The two-key

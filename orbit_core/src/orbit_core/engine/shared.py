@@ -96,6 +96,10 @@ _ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"})
 # Inbox kinds about flow gates: a start under one, a gated child's entries.
 _AT_GATE = frozenset({"start", *remote_children.KINDS})
 RECHECK_S = 1.0
+# How long a read of an execution owned elsewhere waits for its owner's
+# document before it answers the store's (an owner that died is not taken
+# over before its node timeout: a read must not hang until then).
+DESCRIBE_WAIT_S = 2.0
 _ERRORS: dict[str, type[OrbitError]] = {
     cls.__name__: cls
     for cls in (
@@ -371,18 +375,34 @@ class SharedEngine(Wrapped):
             return _raise_reply(reply)  # type: ignore[no-any-return]
         return self.engine.signal(execution_id, name, payload)
 
+    def get(self, execution_id: str) -> ExecutionDoc:
+        """The execution's document as its owner has it: what only the
+        owner's memory knows (`waiting` for a step's slot or token,
+        `waiting_for` queued tasks) is missing from the store's, so a
+        running execution owned by another server is asked of that server
+        (`describe`). If the owner does not answer, the store's document."""
+        if self.owner_elsewhere(execution_id):
+            try:
+                reply = self.forward(execution_id, "describe", {}, wait_s=DESCRIBE_WAIT_S)
+                return _raise_reply(reply)  # type: ignore[no-any-return]
+            except StorageError:
+                pass  # (the owner away: the store's is the best there is)
+        return self.engine.get(execution_id)
+
     def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionDoc:
         if self.owner_elsewhere(execution_id):
             reply = self.forward(execution_id, "cancel", {"reason": reason})
             return _raise_reply(reply)  # type: ignore[no-any-return]
         return self.engine.cancel(execution_id, reason)
 
-    def forward(self, execution_id: str, kind: str, payload: Any) -> Any:
+    def forward(
+        self, execution_id: str, kind: str, payload: Any, *, wait_s: float | None = None
+    ) -> Any:
         """Puts an entry in the inbox of the execution's owner and waits for
-        the owner's reply."""
+        the owner's reply (`reply_wait_s`, or `wait_s` when shorter)."""
         tables = self.tables
         seq = tables.put(execution_id, kind, payload)
-        wait_s = self.reply_wait_s
+        wait_s = self.reply_wait_s if wait_s is None else min(wait_s, self.reply_wait_s)
         deadline = time.monotonic() + wait_s
         seen = self.announcements.serial(REPLIES)
         while True:
@@ -410,7 +430,7 @@ class SharedEngine(Wrapped):
         if holds(execution_id):
             return self.engine.wait(execution_id, timeout_ms)
         deadline = time.monotonic() + min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000
-        doc = self.get(execution_id)
+        doc = self.engine.get(execution_id)
         if _finished(doc) or time.monotonic() >= deadline or self.draining:
             return doc
         # Listed, so that the owner announces the end (else it does not).
@@ -421,7 +441,7 @@ class SharedEngine(Wrapped):
             while True:
                 # Read again once listed, not only after announcements: an
                 # end committed before the listing was announced to nobody.
-                doc = self.get(execution_id)
+                doc = self.engine.get(execution_id)
                 remaining = deadline - time.monotonic()
                 if holds(execution_id):
                     return self.engine.wait(execution_id, max(0, int(remaining * 1000)))
@@ -437,6 +457,12 @@ class SharedEngine(Wrapped):
     def apply(self, entry: InboxEntry) -> Any:
         """Applies one inbox entry through the engine's own calls; returns
         the reply for the server that sent it."""
+        if entry.kind == "describe":
+            # A read: it commits nothing, so there is no receipt to carry.
+            try:
+                return {"ok": self.engine.get(entry.execution_id)}
+            except OrbitError as exc:
+                return _error_reply(exc)
         p = entry.payload
         session: Session | None = None
         if entry.kind == "dispatched":
