@@ -14,14 +14,10 @@ import attrs
 from engine_kit import Int, child_contract, inp, obj, rec, ref, step, workflow
 from test_engine_simulation import LEAF, _checked
 from test_shared_flow_gates import Cluster
-from test_shared_simulation import SESSION_TIMEOUT_MS, DirectClaims
 
 from orbit_core import events as ev
 from orbit_core import ir
-from orbit_core.engine import Engine
 from orbit_core.engine.flow_gates import is_gate
-from orbit_core.engine.handoff import Sharing
-from orbit_core.engine.shared import SharedEngine
 
 CHILD = attrs.evolve(
     LEAF,
@@ -55,25 +51,8 @@ class Parents(Cluster):
         """A new engine for the node, on the same store: it recovers what
         the node owns, as a restarted server does."""
         self.engines[name].close()
-        node = self.nodes[name]
-        engine = Engine(
-            node,
-            self.clock,
-            self.ids,
-            handler_threads=0,
-            session_timeout_ms=SESSION_TIMEOUT_MS,
-            sharing=Sharing(offer_tasks=True, local_first=True, shared_catalog=True),
-        )
-        shared = SharedEngine(
-            engine,
-            node_id=name,
-            tables=node,
-            announcements=node,
-            tasks=DirectClaims(node, lambda eid: f"{eid}/{self.ids.token()}"),
-            reply_wait_s=0.0,
-            adopt=node.adopt,
-        )
-        shared.handoff.hold_gates(list(node.owned))
+        shared = self.engine(name)
+        shared.handoff.hold_gates(list(self.nodes[name].owned))
         self.engines[name] = shared
         reply = shared.workers.register("w", "python", [("t.work", "1.0.0")])
         self.sessions[name] = reply["worker_session_id"]
@@ -84,20 +63,10 @@ class Parents(Cluster):
             before = len(self.cluster.inbox), self._events()
             for name, engine in self.engines.items():
                 engine.tick()
-                self._deliver_all(name)
+                self._deliver(name)
             if (len(self.cluster.inbox), self._events()) == before:
                 return
         raise AssertionError("the cluster did not settle")
-
-    def _deliver_all(self, node_id: str) -> None:
-        shared, node = self.engines[node_id], self.nodes[node_id]
-        replies = [
-            (entry, shared.apply(entry))
-            for entry in node.pending()
-            if shared.handoff.holds(entry.execution_id)
-        ]
-        if replies:
-            node.done(replies)
 
     def _events(self) -> int:
         return sum(len(self.cluster.data.history(e) or []) for e in [*self.children(), "p1", "p2"])

@@ -34,34 +34,40 @@ def _gated(flow: ir.definition.Flow) -> ir.Definition:
 class Cluster:
     def __init__(self, definition: ir.Definition) -> None:
         self.clock = SimulatedClock()
-        ids = self.ids = SequentialIds()
+        self.ids = SequentialIds()
         self.cluster = MemoryCluster(self.clock)
         self.cluster.deliver = self._deliver
         self.nodes: dict[str, MemoryNode] = {}
         self.engines: dict[str, SharedEngine] = {}
         for name in ("a", "b"):
             node = self.nodes[name] = MemoryNode(self.cluster, name)
-            engine = Engine(
-                node,
-                self.clock,
-                ids,
-                handler_threads=0,
-                session_timeout_ms=SESSION_TIMEOUT_MS,
-                sharing=Sharing(offer_tasks=True, local_first=True, shared_catalog=True),
-            )
-            self.engines[name] = SharedEngine(
-                engine,
-                node_id=name,
-                tables=node,
-                announcements=node,
-                tasks=DirectClaims(node, lambda eid: f"{eid}/{ids.token()}"),
-                reply_wait_s=0.0,
-                adopt=node.adopt,
-            )
+            self.engines[name] = self.engine(name)
             node.heartbeat()
         self.engines["a"].deploy(_checked(LEAF)[1])
         self.engines["a"].deploy(_checked(definition)[1])
         self.engines["b"].reload_definitions()
+
+    def engine(self, name: str) -> SharedEngine:
+        """A new engine for node `name` (at start, or after a restart: it
+        recovers what the node owns, as a server does)."""
+        node, ids = self.nodes[name], self.ids
+        engine = Engine(
+            node,
+            self.clock,
+            ids,
+            handler_threads=0,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            sharing=Sharing(offer_tasks=True, local_first=True, shared_catalog=True),
+        )
+        return SharedEngine(
+            engine,
+            node_id=name,
+            tables=node,
+            announcements=node,
+            tasks=DirectClaims(node, lambda eid: f"{eid}/{ids.token()}"),
+            reply_wait_s=0.0,
+            adopt=node.adopt,
+        )
 
     def _deliver(self, node_id: str) -> None:
         """The owner's inbox round, at once (as the simulation's)."""

@@ -59,6 +59,25 @@ class Claim:
     owner: str
 
 
+# Inbox kinds whose sender waits for the owner's reply (a worker's result is
+# answered with what the owner decided, as on a single server; `describe` is
+# a read of the owner's document). The stores keep their replies.
+REPLIED = frozenset(
+    {
+        "signal",
+        "cancel",
+        "pause",
+        "resume",
+        "restart",
+        "migrate",
+        "complete",
+        "fail",
+        "start",
+        "describe",
+    }
+)
+
+
 @attrs.frozen(slots=True)
 class InboxEntry:
     """A message to an execution's owner; `seq` orders one execution's."""

@@ -29,6 +29,7 @@ from orbit_core.api import ExecutionStatus
 from orbit_core.coordination import (
     DONE,
     INBOX,
+    REPLIED,
     REPLIES,
     TASKS,
     Claim,
@@ -43,21 +44,6 @@ from orbit_core.state import TERMINAL
 
 _ENDED = frozenset(TERMINAL - {ExecutionStatus.CONTINUED_AS_NEW})
 _UNIT_ENDS = (ev.StepCancelled, ev.StepSkipped, ev.StepFailed, ev.StepSucceeded)
-# Messages whose sender waits for the owner's reply.
-REPLIED = frozenset(
-    {
-        "signal",
-        "cancel",
-        "pause",
-        "resume",
-        "restart",
-        "migrate",
-        "complete",
-        "fail",
-        "start",
-        "describe",
-    }
-)
 
 
 @attrs.define(slots=True)

@@ -113,6 +113,7 @@ from sqlalchemy.dialects import postgresql
 from orbit_core import events as ev
 from orbit_core.api import ExecutionStatus
 from orbit_core.coordination import (  # the adapters below serve these ports
+    REPLIED,
     Claim,
     InboxEntry,
     SessionRow,
@@ -154,22 +155,6 @@ _CLAIM_LEFT_BEHIND = (
     "orbit_tasks.state = 'claimed' AND NOT EXISTS (SELECT 1 FROM orbit_inbox i "
     "WHERE i.execution_id = orbit_tasks.execution_id AND i.kind = 'dispatched' "
     "AND i.state = 'pending' AND i.payload LIKE '%%' || orbit_tasks.token || '%%')"
-)
-# Inbox kinds whose sender waits for the owner's reply (a worker's result
-# is answered with what the owner decided, as on a single server).
-REPLIED = frozenset(
-    {
-        "signal",
-        "cancel",
-        "pause",
-        "resume",
-        "restart",
-        "migrate",
-        "complete",
-        "fail",
-        "start",
-        "describe",
-    }
 )
 # pg_advisory_xact_lock's first key of the two-key form, which takes a
 # step slot's scope (its hash) as the second: "orb" and an 8. The two-key
