@@ -35,6 +35,8 @@ Every instruction of the process counts, SQLite's C code included. Needs
 from __future__ import annotations
 
 import argparse
+import gc
+import math
 import os
 import random
 import re
@@ -45,9 +47,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from orbit_core import ir
 from orbit_core.api import StartRequest
@@ -227,12 +228,35 @@ def _starts(defn: ir.Definition, numbers: range) -> list[StartRequest]:
     ]
 
 
+class Run(NamedTuple):
+    """One timed run, per step: wall and process CPU seconds, bytes the
+    process wrote (the WAL's pages, from /proc/self/io) and group commits."""
+
+    wall: float
+    cpu: float
+    written: float
+    commits: float
+
+
+def _written() -> int:
+    """Bytes this process has written through write(2) so far (Linux; 0
+    elsewhere): SQLite's WAL frames, a page and a header each."""
+    try:
+        with open("/proc/self/io", encoding="ascii") as io:
+            for line in io:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def one_run(
     spec: str, defn: ir.Definition, executions: int, steps: int, poll_s: float = 0.0005
-) -> tuple[float, float]:
-    """Wall and CPU seconds (the whole process, every thread) per step for
-    `executions` runs of `defn` (`steps` steps each); `poll_s`: how often
-    the end of the last execution is looked for."""
+) -> Run:
+    """Wall and CPU seconds (the whole process, every thread), bytes written
+    and commits per step for `executions` runs of `defn` (`steps` steps
+    each); `poll_s`: how often the end of the last execution is looked for."""
     tune_process()
     store = open_store(spec)
     engine = Engine(store, handler_threads=1, auto_tick=False)
@@ -251,7 +275,12 @@ def one_run(
         return {}
 
     engine.register_handler("orders.work", "1.0.0", handler)
-    t0, c0 = time.perf_counter(), time.process_time()
+    # Both arms start with the collector in the same state: nothing young
+    # left over from the run before (tune_process froze the rest).
+    gc.collect()
+    gc.freeze()
+    commits0 = engine.health()["commits"]
+    w0, t0, c0 = _written(), time.perf_counter(), time.process_time()
     batch = 200
     for first in range(0, executions, batch):
         requests = _starts(defn, range(first, min(first + batch, executions)))
@@ -260,55 +289,103 @@ def one_run(
     while engine.health()["active_executions"]:
         time.sleep(poll_s)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    written, commits = _written() - w0, engine.health()["commits"] - commits0
     engine.close()
     store.close()
-    return elapsed / total, cpu / total
+    return Run(elapsed / total, cpu / total, written / total, commits / total)
+
+
+def _median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free 95 % interval of the median of `values`: the
+    order statistics k and n+1-k with k the largest for which a median
+    outside them has at most 2.5 % chance on each side (the sign test)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    k, below = 0, 0.0
+    while k < n:
+        # P(fewer than k+1 of n fall below the median) for a fair coin.
+        below += math.comb(n, k) / 2**n
+        if below > 0.025:
+            break
+        k += 1
+    if k == 0:
+        return ordered[0], ordered[-1]
+    return ordered[k - 1], ordered[n - k]
+
+
+def _spread(ratios: list[float]) -> str:
+    """The median of per-pair ratios with its quartiles, range and interval."""
+    ordered = sorted(ratios)
+    q1, _, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered * 3)
+    low, high = _median_interval(ordered)
+    return (
+        f"{statistics.median(ordered):+.1f} % (median of {len(ordered)} pairs; "
+        f"quartiles {q1:+.1f} to {q3:+.1f}, range {ordered[0]:+.1f} to {ordered[-1]:+.1f}, "
+        f"95 % interval of the median {low:+.1f} to {high:+.1f})"
+    )
+
+
+def _executions(args: argparse.Namespace, per_step: float, steps: int) -> int:
+    """Executions of one timed run: `--steps-executions` when given, else
+    enough to last about `--seconds` at `per_step` CPU seconds a step."""
+    if args.steps_executions is not None:
+        return int(args.steps_executions)
+    seconds: float = args.seconds
+    return max(100, round(seconds / (per_step * steps)))
+
+
+def commit_series(args: argparse.Namespace, steps: int) -> tuple[float, float]:
+    """Times `--runs` pairs of runs of the workflow with `steps` steps, with
+    and without its search fields; prints them and returns the median
+    per-pair ratios (CPU, wall) in percent."""
+    with_fields, without = orders(True, steps), orders(False, steps)
+    # One run of each first, not counted: the first run of a process pays
+    # for imports, compiled statements and warm caches. It also gauges how
+    # many executions make a run of about `--seconds`.
+    warm = 50 if args.steps_executions is None else min(args.steps_executions, 500)
+    gauge = one_run(args.store, without, warm, steps)
+    one_run(args.store, with_fields, warm, steps)
+    executions = _executions(args, gauge.cpu, steps)
+    plain: list[Run] = []
+    indexed: list[Run] = []
+    for i in range(args.runs):
+        # A pair runs back to back, alternating which goes first (ABBA), so
+        # a drift in the machine's load weighs on both arms alike.
+        order = [(plain, without), (indexed, with_fields)]
+        for runs, defn in order if i % 2 == 0 else order[::-1]:
+            runs.append(one_run(args.store, defn, executions, steps))
+    seconds = statistics.median(r.wall for r in plain) * executions * steps
+    print(
+        f"{executions} executions of {steps} step(s) a run (about {seconds:.1f} s), "
+        f"{args.runs} pairs, SQLite file, one handler thread; per step, medians"
+    )
+    print("                         wall        CPU   CPU (least)   written  commits")
+    for name, runs in (("without search fields", plain), ("with 2 search fields", indexed)):
+        print(
+            f"{name + ':':<23} {statistics.median(r.wall for r in runs) * 1e6:7.1f} us"
+            f" {statistics.median(r.cpu for r in runs) * 1e6:7.1f} us"
+            f" {min(r.cpu for r in runs) * 1e6:9.1f} us"
+            f" {statistics.median(r.written for r in runs):7.0f} B"
+            f" {statistics.median(r.commits for r in runs):8.3f}"
+        )
+    # Each pair ran back to back, under much the same load: its ratio is the
+    # figure, and the spread of the ratios says how far to trust it.
+    cpu = [100 * (b.cpu - a.cpu) / a.cpu for a, b in zip(plain, indexed, strict=True)]
+    wall = [100 * (b.wall - a.wall) / a.wall for a, b in zip(plain, indexed, strict=True)]
+    print(f"indexing adds {_spread(cpu)} (CPU)")
+    print(f"indexing adds {_spread(wall)} (wall)")
+    return statistics.median(cpu), statistics.median(wall)
 
 
 def commit(args: argparse.Namespace) -> int:
-    steps = args.steps
-    with_fields, without = orders(True, steps), orders(False, steps)
-    plain: list[tuple[float, float]] = []
-    indexed: list[tuple[float, float]] = []
-    # One run of each first, not counted: the first run of a process pays
-    # for imports, compiled statements and warm caches.
-    one_run(args.store, without, args.steps_executions, steps)
-    one_run(args.store, with_fields, args.steps_executions, steps)
-    for i in range(args.runs):
-        # Alternating which goes first (ABBA), so a drift in the machine's
-        # load weighs on both alike.
-        order = [(plain, without), (indexed, with_fields)]
-        for runs, defn in order if i % 2 == 0 else order[::-1]:
-            runs.append(one_run(args.store, defn, args.steps_executions, steps))
-    print(
-        f"{args.steps_executions} executions of {steps} step(s) x {args.runs} runs each, "
-        "SQLite file, one handler thread; medians per step"
-    )
-    print("                        wall (median)  CPU (median)  CPU (least)  CPU (most)")
-    for name, runs in (("without search fields", plain), ("with 2 search fields", indexed)):
-        wall = statistics.median(w for w, _ in runs)
-        cpu = statistics.median(c for _, c in runs)
-        least = min(c for _, c in runs)
-        most = max(c for _, c in runs)
-        print(
-            f"{name + ':':<23} {wall * 1e6:8.1f} us  {cpu * 1e6:8.1f} us  {least * 1e6:8.1f} us"
-            f"  {most * 1e6:8.1f} us"
-        )
-    # On a shared machine other processes only ever add time, so the least
-    # CPU of several runs is the steadiest figure of the work itself.
-    picks: list[tuple[str, Callable[[list[tuple[float, float]]], float]]] = [
-        ("wall, medians", lambda runs: statistics.median(w for w, _ in runs)),
-        ("CPU, medians", lambda runs: statistics.median(c for _, c in runs)),
-        ("CPU, least", lambda runs: min(c for _, c in runs)),
-    ]
-    for label, pick in picks:
-        a, b = pick(plain), pick(indexed)
-        print(f"indexing adds {100 * (b - a) / a:+.1f} % ({label})")
-    # Each round's pair ran back to back, under much the same load: the
-    # spread of the per-round ratios says how far to trust the medians.
-    ratios = sorted(100 * (b[1] - a[1]) / a[1] for a, b in zip(plain, indexed, strict=True))
-    shown = ", ".join(f"{r:+.1f}" for r in ratios)
-    print(f"indexing adds {statistics.median(ratios):+.1f} % (CPU, median of rounds: {shown})")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    figures = {steps: commit_series(args, steps) for steps in args.steps}
+    after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    if len(figures) > 1:
+        print("steps  indexing adds (CPU, median of pairs)  (wall)")
+        for steps, (cpu, wall) in figures.items():
+            print(f"{steps:5}  {cpu:+35.1f} %  {wall:+6.1f} %")
+    print(f"load average (1 min): {load:.2f} before, {after:.2f} after")
     return 0
 
 
@@ -341,26 +418,28 @@ def counted(args: argparse.Namespace) -> int:
         raise SystemExit("bench_visibility: --counted needs valgrind on the PATH")
     # One short run outside valgrind first: it writes the bytecode caches,
     # which the first counted run would otherwise compile (and count) alone.
-    _child(args, "with", 10)
-    per: dict[str, float] = {}
-    for which in ("without", "with"):
-        small, large = (_callgrind(args, which, n) for n in (args.small, args.large))
-        per[which] = (large - small) / ((args.large - args.small) * args.steps)
-    print(
-        f"{args.small} and {args.large} executions of {args.steps} step(s), SQLite file, "
-        "handlers on the caller's thread, under callgrind; instructions per step (whole process)"
-    )
-    print(f"without search fields: {per['without']:12,.0f}")
-    print(f"with 2 search fields:  {per['with']:12,.0f}")
-    added = 100 * (per["with"] - per["without"]) / per["without"]
-    print(f"indexing adds {added:+.1f} % (instructions)")
+    for steps in args.steps:
+        _child(args, "with", 10, steps=steps)
+        per: dict[str, float] = {}
+        for which in ("without", "with"):
+            small, large = (_callgrind(args, which, n, steps) for n in (args.small, args.large))
+            per[which] = (large - small) / ((args.large - args.small) * steps)
+        print(
+            f"{args.small} and {args.large} executions of {steps} step(s), SQLite file, "
+            "handlers on the caller's thread, under callgrind; instructions per step "
+            "(whole process)"
+        )
+        print(f"without search fields: {per['without']:12,.0f}")
+        print(f"with 2 search fields:  {per['with']:12,.0f}")
+        added = 100 * (per["with"] - per["without"]) / per["without"]
+        print(f"indexing adds {added:+.1f} % (instructions)")
     return 0
 
 
-def _callgrind(args: argparse.Namespace, which: str, executions: int) -> int:
+def _callgrind(args: argparse.Namespace, which: str, executions: int, steps: int = 1) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
-        stderr = _child(args, which, executions, wrapper)
+        stderr = _child(args, which, executions, wrapper, steps=steps)
     found = re.search(r"Collected : (\d+)", stderr)
     if found is None:
         raise SystemExit(f"bench_visibility: no instruction count from callgrind:\n{stderr}")
@@ -368,7 +447,12 @@ def _callgrind(args: argparse.Namespace, which: str, executions: int) -> int:
 
 
 def _child(
-    args: argparse.Namespace, which: str, executions: int, wrapper: list[str] | None = None
+    args: argparse.Namespace,
+    which: str,
+    executions: int,
+    wrapper: list[str] | None = None,
+    *,
+    steps: int = 1,
 ) -> str:
     """One `--one-run` of this file in a child process; its stderr."""
     # A fixed hash seed, so that dicts and sets lay out alike from run to run.
@@ -382,7 +466,7 @@ def _child(
             "--one-run",
             which,
             "--steps",
-            str(args.steps),
+            str(steps),
             "--steps-executions",
             str(executions),
             "--store",
@@ -396,6 +480,13 @@ def _child(
     return done.stderr
 
 
+def _step_counts(text: str) -> tuple[int, ...]:
+    counts = tuple(int(part) for part in text.split(","))
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("steps are counts of 1 or more")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--query", action="store_true")
@@ -403,9 +494,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", default="/tmp/bench-visibility.db")
     parser.add_argument("--executions", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=50)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--steps-executions", type=int, default=3000)
-    parser.add_argument("--steps", type=int, default=1, help="steps per execution (--commit)")
+    parser.add_argument("--runs", type=int, default=5, help="pairs of timed runs (--commit)")
+    parser.add_argument(
+        "--steps-executions",
+        type=int,
+        default=None,
+        help="executions of one run (default: --commit sizes its runs by --seconds)",
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="about how long one timed run lasts (--commit)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=_step_counts,
+        default=(1,),
+        help="steps per execution, or several: 1,3,10 (--commit, --counted)",
+    )
     parser.add_argument("--counted", action="store_true", help="instructions per step (callgrind)")
     parser.add_argument(
         "--small", type=int, default=100, help="executions of --counted's first run"
@@ -415,8 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one-run", choices=("with", "without"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one_run is not None:
-        defn = orders(args.one_run == "with", args.steps)
-        stepped_run(args.store, defn, args.steps_executions)
+        defn = orders(args.one_run == "with", args.steps[0])
+        stepped_run(args.store, defn, args.steps_executions or 3000)
         return 0
     if not (args.query or args.commit or args.counted):
         parser.error("give --query, --commit and/or --counted")
