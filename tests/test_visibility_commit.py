@@ -86,8 +86,7 @@ def _all(store: Store, text: str) -> set[str]:
 
 
 def test_a_large_group_writes_every_row_and_missing_values_stay_null(store: SqlStore) -> None:
-    # 150 executions, 300 rows: SQLite writes them as statements of several
-    # rows (64 each, then 32, 8 and 4), binding a missing text as 0 and a
+    # 150 executions, 300 rows: SQLite binds a missing text as 0 and a
     # missing number as NaN; either must be stored as NULL, and the text
     # "0", the empty text and the number 0 as themselves.
     customers = ["0", "", "c-2"]
@@ -113,3 +112,32 @@ def test_a_large_group_writes_every_row_and_missing_values_stay_null(store: SqlS
             "OR num_value IS NULL AND str_value IS NOT NULL GROUP BY field ORDER BY field"
         ).fetchall()
     assert [tuple(r) for r in nulls] == [("amount", 150), ("customer", 150)]
+
+
+def test_sqlite_upserts_a_groups_rows_one_statement_each(tmp_path: Path) -> None:
+    # A statement of several rows into the indexed table made SQLite keep a
+    # statement journal, a copy of every index page it changed, spilt to a
+    # temporary file (orbit_store.search.SQLITE_UPSERT): the rows go one
+    # statement each, which needs none.
+    store = SqliteStore(tmp_path / "orbit.db")
+    try:
+        store.commit(CommitBatch(executions=[_change("e-0", [SearchValue("amount", None, 1.0)])]))
+        traced: list[str] = []
+        with store._writer.lock:
+            store._writer.raw().set_trace_callback(traced.append)
+        changes = [
+            _change(
+                f"e-{i:03d}",
+                [SearchValue("customer", f"c-{i % 7}", None), SearchValue("amount", None, 1.0)],
+            )
+            for i in range(1, 151)
+        ]
+        store.commit(CommitBatch(executions=changes))
+        with store._writer.lock:
+            store._writer.raw().set_trace_callback(None)
+        upserts = [t for t in traced if t.startswith("INSERT INTO orbit_search_values")]
+        assert len(upserts) == 300
+        assert all(t.count("VALUES (") == 1 for t in upserts)
+        assert len(_all(store, "amount == 1")) == 151
+    finally:
+        store.close()

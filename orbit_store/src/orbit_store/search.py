@@ -18,7 +18,6 @@ WHERE workflow IN (..) AND field = .. AND <column> <op> ..)` that the
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from sqlalchemy import (
@@ -91,28 +90,25 @@ def upsert_sql(dialect: Any) -> Any:
     )
 
 
-# SQLite's upsert of several rows in one statement (`sqlite_upsert`).
-_SQLITE_ROW = "(?, ?, ?, NULLIF(?, 0), ?)"
-_SQLITE_HEAD = f"INSERT INTO orbit_search_values ({', '.join(_COLUMNS)}) VALUES "
-_SQLITE_TAIL = (
+# SQLite's upsert of one row, run for each row of a group (`executemany`).
+# Rows come as `upsert_sql`'s, but for a missing value: a text as 0 and a
+# number as NaN, both stored as NULL (SQLite binds NaN as NULL), as a None
+# costs the sqlite3 module an adapter lookup per parameter.
+#
+# One row per statement on purpose. A statement of several rows into an
+# indexed table may have to undo its earlier rows when a later one fails, so
+# SQLite keeps a statement journal: a copy of every page the statement
+# changes, which spills to a temporary file past 64 KiB. A group's rows land
+# on scattered pages of the value indexes (one page each, once the index is
+# larger than the group), so a 64-row statement copied and wrote out about
+# as many pages as it changed: `bench_visibility.py --commit` timed 13 us an
+# execution (two rows) against 10 us row by row, which callgrind's
+# instruction count did not show (the copy is a memcpy and a write(2)).
+SQLITE_UPSERT = (
+    f"INSERT INTO orbit_search_values ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, NULLIF(?, 0), ?)"
     " ON CONFLICT (execution_id, field) DO UPDATE SET workflow = excluded.workflow, "
     "str_value = excluded.str_value, num_value = excluded.num_value"
 )
-# The most rows one SQLite statement takes (5 parameters each).
-SQLITE_ROWS = 64
-
-
-@functools.cache
-def sqlite_upsert(count: int) -> str:
-    """The upsert of `count` rows (at most SQLITE_ROWS) as one SQLite
-    statement. Run once per row (`executemany`), the upsert spent about a
-    quarter of its instructions opening, closing and resetting the
-    statement (bench_visibility --counted). Rows come as `upsert_sql`'s,
-    but for a missing value: a text as 0 and a number as NaN, both stored
-    as NULL (SQLite binds NaN as NULL), as a None costs the sqlite3 module
-    an adapter lookup per parameter. SQLite applies a statement's rows one
-    after the other, so a later row of one key replaces an earlier one."""
-    return _SQLITE_HEAD + ", ".join([_SQLITE_ROW] * count) + _SQLITE_TAIL
 
 
 def delete_sql() -> Any:

@@ -611,7 +611,7 @@ class SqlStore(ScheduleTables, BatchTables):
         self._rated = self._rated or bool(buckets)
 
     # What a search row's missing value is bound as (None: NULL; SQLite's
-    # differ, see `search.sqlite_upsert`).
+    # differ, see `search.SQLITE_UPSERT`).
     NO_TEXT: Any = None
     NO_NUMBER: Any = None
 

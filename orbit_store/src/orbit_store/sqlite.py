@@ -52,7 +52,6 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from itertools import chain
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -76,7 +75,7 @@ _REMOVED = b"removed\n"
 
 class SqliteStore(SqlStore):
     # A search row's missing values, stored as NULL without the sqlite3
-    # module's adapter lookup a None costs (orbit_store.search.sqlite_upsert).
+    # module's adapter lookup a None costs (orbit_store.search.SQLITE_UPSERT).
     NO_TEXT = 0
     NO_NUMBER = math.nan
 
@@ -156,18 +155,10 @@ class SqliteStore(SqlStore):
             raise
 
     def upsert_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
-        """Upserts the rows in statements of several rows each: full ones of
-        `search.SQLITE_ROWS`, then the rest in powers of two, so that at
-        most seven statements of other sizes exist (each prepared once, in
-        the connection's statement cache)."""
-        start, total = 0, len(found)
-        size = search.SQLITE_ROWS
-        while start < total:
-            while size > total - start:
-                size //= 2
-            chunk = found[start : start + size]
-            cursor.execute(search.sqlite_upsert(size), list(chain.from_iterable(chunk)))
-            start += size
+        """Upserts the rows one statement each (`search.SQLITE_UPSERT` says
+        why not several), in order, so a later row of a key replaces an
+        earlier one."""
+        cursor.executemany(search.SQLITE_UPSERT, found)
 
     @contextlib.contextmanager
     def lax_commit(self, raw: Any) -> Iterator[None]:
