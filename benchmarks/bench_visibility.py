@@ -419,10 +419,12 @@ def counted(args: argparse.Namespace) -> int:
     # One short run outside valgrind first: it writes the bytecode caches,
     # which the first counted run would otherwise compile (and count) alone.
     for steps in args.steps:
-        _child(args, "with", 10, steps=steps)
+        # The children run one step count each (`_child` passes the first).
+        one = argparse.Namespace(**{**vars(args), "steps": (steps,)})
+        _child(one, "with", 10)
         per: dict[str, float] = {}
         for which in ("without", "with"):
-            small, large = (_callgrind(args, which, n, steps) for n in (args.small, args.large))
+            small, large = (_callgrind(one, which, n) for n in (args.small, args.large))
             per[which] = (large - small) / ((args.large - args.small) * steps)
         print(
             f"{args.small} and {args.large} executions of {steps} step(s), SQLite file, "
@@ -436,10 +438,10 @@ def counted(args: argparse.Namespace) -> int:
     return 0
 
 
-def _callgrind(args: argparse.Namespace, which: str, executions: int, steps: int = 1) -> int:
+def _callgrind(args: argparse.Namespace, which: str, executions: int) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
-        stderr = _child(args, which, executions, wrapper, steps=steps)
+        stderr = _child(args, which, executions, wrapper)
     found = re.search(r"Collected : (\d+)", stderr)
     if found is None:
         raise SystemExit(f"bench_visibility: no instruction count from callgrind:\n{stderr}")
@@ -447,12 +449,7 @@ def _callgrind(args: argparse.Namespace, which: str, executions: int, steps: int
 
 
 def _child(
-    args: argparse.Namespace,
-    which: str,
-    executions: int,
-    wrapper: list[str] | None = None,
-    *,
-    steps: int = 1,
+    args: argparse.Namespace, which: str, executions: int, wrapper: list[str] | None = None
 ) -> str:
     """One `--one-run` of this file in a child process; its stderr."""
     # A fixed hash seed, so that dicts and sets lay out alike from run to run.
@@ -466,7 +463,7 @@ def _child(
             "--one-run",
             which,
             "--steps",
-            str(steps),
+            str(args.steps[0]),
             "--steps-executions",
             str(executions),
             "--store",

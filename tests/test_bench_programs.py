@@ -118,6 +118,37 @@ def test_visibility_benchmark_runs_one_counted_child(tmp_path: Path) -> None:
     assert bench.main(argv) == 0
 
 
+def test_visibility_benchmark_times_pairs_for_each_step_count(tmp_path: Path, capsys: Any) -> None:
+    # A tiny timed series: per step count, the two arms' figures and the
+    # median of the per-pair ratios with their spread, then a summary.
+    bench = _benchmark("bench_visibility")
+    store = str(tmp_path / "t.db")
+    argv = [
+        "--commit",
+        "--runs",
+        "2",
+        "--steps",
+        "1,3",
+        "--steps-executions",
+        "10",
+        "--store",
+        store,
+    ]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "10 executions of 1 step(s) a run" in out and "10 executions of 3 step(s) a run" in out
+    assert out.count("(median of 2 pairs; quartiles") == 4  # CPU and wall, per step count
+    assert "load average (1 min): " in out
+
+
+def test_visibility_benchmark_median_interval_is_the_sign_tests() -> None:
+    # 10 values: the 2nd and the 9th bound the median at 97.9 %; with 5
+    # or fewer no pair of order statistics reaches 95 %, so the range.
+    bench = _benchmark("bench_visibility")
+    assert bench._median_interval([float(v) for v in range(10, 0, -1)]) == (2.0, 9.0)
+    assert bench._median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)
+
+
 def test_engine_benchmark_starts_executions_in_batches(tmp_path: Path, capsys: Any) -> None:
     # With a few executions in flight on a durable store, the starts of new
     # executions must share commits: started one at a time from one thread,
