@@ -9,13 +9,19 @@ starts), then times selective filters through `SqlStore.search_executions`
 — the path `GET /v1/executions?where=` takes — and prints p50/p95 per
 filter and how many rows each returned (each ≤ 100).
 
-`--commit` runs the same workflow through the engine on a SQLite file, once
-as written and once without its `search` block, a first uncounted run of
-each, then `--runs` rounds of one run each in alternating order (ABBA;
-in-process handler, `--steps-executions` executions), and prints the cost
-of one step (wall, and process CPU time from `time.process_time`, / steps)
-of each and what indexing adds: from the medians, from the least CPU, and
-the median of each round's ratio with all of them (the spread).
+`--commit` runs the same workflow through the engine on a SQLite file
+(in-process handler, one thread), once as written and once without its
+`search` block, for each of `--steps` (1, or a list such as 1,3,10: chains
+of that many task steps). A first uncounted run of each warms the process
+and sizes the runs: each then lasts about `--seconds` (or runs
+`--steps-executions` executions). `--runs` pairs follow, back to back, the
+order alternating (ABBA) so a drift in the machine's load weighs on both,
+with the garbage collector emptied and frozen before every run. It prints
+per step the wall and process CPU time (`time.process_time`, every thread),
+the bytes the process wrote (/proc/self/io: the WAL's frames, checkpoints,
+temporary files) and the group commits of each arm, then what indexing
+adds: the median of the pairs' ratios with their quartiles, range and a
+95 % interval of the median, and the machine's load average.
 
 `--counted` runs the same two workflows in child processes under valgrind's
 callgrind instead of timing them, on one thread (`stepped_run`: the same
@@ -28,7 +34,7 @@ Every instruction of the process counts, SQLite's C code included. Needs
 
     python benchmarks/bench_visibility.py --query --store /tmp/vis.db
     python benchmarks/bench_visibility.py --query --store postgres://...
-    python benchmarks/bench_visibility.py --commit --store /tmp/vis-commit.db
+    python benchmarks/bench_visibility.py --commit --store /tmp/vis-commit.db [--steps 1,3,10]
     python benchmarks/bench_visibility.py --counted --store /tmp/vis-counted.db [--steps 5]
 """
 
