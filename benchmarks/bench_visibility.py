@@ -22,6 +22,8 @@ the bytes the process wrote (/proc/self/io: the WAL's frames, checkpoints,
 temporary files) and the group commits of each arm, then what indexing
 adds: the median of the pairs' ratios with their quartiles, range and a
 95 % interval of the median, and the machine's load average.
+With `--together` the two arms of a pair run at the same time, each in a
+child process of its own, so both meet the same load of the same moments.
 
 `--counted` runs the same two workflows in child processes under valgrind's
 callgrind instead of timing them, on one thread (`stepped_run`: the same
@@ -355,6 +357,11 @@ def commit_series(args: argparse.Namespace, steps: int) -> tuple[float, float]:
     plain: list[Run] = []
     indexed: list[Run] = []
     for i in range(args.runs):
+        if args.together:
+            a, b = _together(args, executions, steps)
+            plain.append(a)
+            indexed.append(b)
+            continue
         # A pair runs back to back, alternating which goes first (ABBA), so
         # a drift in the machine's load weighs on both arms alike.
         order = [(plain, without), (indexed, with_fields)]
@@ -363,7 +370,8 @@ def commit_series(args: argparse.Namespace, steps: int) -> tuple[float, float]:
     seconds = statistics.median(r.wall for r in plain) * executions * steps
     print(
         f"{executions} executions of {steps} step(s) a run (about {seconds:.1f} s), "
-        f"{args.runs} pairs, SQLite file, one handler thread; per step, medians"
+        f"{args.runs} pairs{' run together' if args.together else ''}, SQLite file, "
+        "one handler thread; per step, medians"
     )
     print("                         wall        CPU   CPU (least)   written  commits")
     for name, runs in (("without search fields", plain), ("with 2 search fields", indexed)):
@@ -381,6 +389,42 @@ def commit_series(args: argparse.Namespace, steps: int) -> tuple[float, float]:
     print(f"indexing adds {_spread(cpu)} (CPU)")
     print(f"indexing adds {_spread(wall)} (wall)")
     return statistics.median(cpu), statistics.median(wall)
+
+
+def _together(args: argparse.Namespace, executions: int, steps: int) -> tuple[Run, Run]:
+    """One pair run at the same time, each arm in a child process of its
+    own (`--together`): on a machine others share, both then meet the same
+    load at the same moments, where back to back they meet the load of two
+    different moments. Each child warms up before its timed run."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--one-run",
+                which,
+                "--timed",
+                "--steps",
+                str(steps),
+                "--steps-executions",
+                str(executions),
+                "--store",
+                f"{args.store}-{which}",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for which in ("without", "with")
+    ]
+    runs = []
+    for child in children:
+        out, _ = child.communicate()
+        if child.returncode != 0:
+            raise SystemExit(f"bench_visibility: a timed child failed ({child.returncode})")
+        runs.append(Run(*(float(x) for x in out.split())))
+    return runs[0], runs[1]
 
 
 def commit(args: argparse.Namespace) -> int:
@@ -520,7 +564,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", type=int, default=500, help="executions of its second run")
     # The child of --counted: one run, with or without the search fields.
     parser.add_argument("--one-run", choices=("with", "without"), help=argparse.SUPPRESS)
+    parser.add_argument("--timed", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="run each pair's two arms at the same time, in two processes (--commit)",
+    )
     args = parser.parse_args(argv)
+    if args.one_run is not None and args.timed:
+        # The child of --together: a warm-up run, then the timed one.
+        defn = orders(args.one_run == "with", args.steps[0])
+        executions = args.steps_executions or 3000
+        one_run(f"{args.store}.warm", defn, min(executions, 200), args.steps[0])
+        run = one_run(args.store, defn, executions, args.steps[0])
+        print(" ".join(repr(x) for x in run))
+        return 0
     if args.one_run is not None:
         defn = orders(args.one_run == "with", args.steps[0])
         stepped_run(args.store, defn, args.steps_executions or 3000)

@@ -141,6 +141,17 @@ def test_visibility_benchmark_times_pairs_for_each_step_count(tmp_path: Path, ca
     assert "load average (1 min): " in out
 
 
+def test_visibility_benchmark_runs_a_pair_together(tmp_path: Path, capsys: Any) -> None:
+    # `--together`: each arm of a pair in a child process of its own, at
+    # the same time; each child reports its run's figures per step.
+    bench = _benchmark("bench_visibility")
+    store = str(tmp_path / "t.db")
+    argv = ["--commit", "--together", "--runs", "1", "--steps-executions", "10", "--store", store]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "1 pairs run together" in out and "(median of 1 pairs;" in out
+
+
 def test_visibility_benchmark_median_interval_is_the_sign_tests() -> None:
     # 10 values: the 2nd and the 9th bound the median at 97.9 %; with 5
     # or fewer no pair of order statistics reaches 95 %, so the range.
