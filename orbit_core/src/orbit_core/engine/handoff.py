@@ -127,20 +127,18 @@ class Handoff:
         if not gates:
             return
 
-        def run(tx: Tx) -> None:
-            if any(g not in self._gates for g in gates):
-                self._x.gates.load(self._x.store.load_rates())
-                self._gates.update(gates)
-
-        self._pipeline.submit(run)
+        self._pipeline.submit(lambda tx: self._hold(gates))
 
     def hold_gate_now(self, gate: str) -> None:
         """`hold_gates` for one gate, from inside a group (a gated child's
         start found nobody holding its gate and reserved it): a gate nobody
         held has no execution that is not in memory."""
-        if gate not in self._gates:
+        self._hold([gate])
+
+    def _hold(self, gates: list[str]) -> None:
+        if any(g not in self._gates for g in gates):
             self._x.gates.load(self._x.store.load_rates())
-            self._gates.add(gate)
+            self._gates.update(gates)
 
     def route_children(self, router: remote_children.GateRouter) -> None:
         """Shared mode: a gated child starts where `router` says

@@ -329,15 +329,19 @@ class SharedEngine(Wrapped):
         gate = flow_gates.gate_id(defn, value)
         if gate is None or self.handoff.holds(gate):
             return None
-        if self.tables.owner(gate) is None:
-            node, epoch = self.tables.reserve_gate(gate)
-            if node == self.node_id:
-                if self._adopt is not None:
-                    self._adopt([(gate, gate, epoch)])
-                self.handoff.hold_gate_now(gate)
-                return None
+        if self.tables.owner(gate) is None and self._reserve(gate)[0] == self.node_id:
+            self.handoff.hold_gate_now(gate)
+            return None
         # (Held here but not in memory yet: the entry waits for the hold.)
         return gate
+
+    def _reserve(self, gate: str) -> tuple[str, int]:
+        """Reserves a gate nobody held: (node, epoch) of its holder after,
+        recorded in this node's store as owned when it is this node."""
+        node, epoch = self.tables.reserve_gate(gate)
+        if node == self.node_id and self._adopt is not None:
+            self._adopt([(gate, gate, epoch)])
+        return node, epoch
 
     def _start_at_gate(self, gate: str, p: dict[str, Any]) -> Started | None:
         """One try; None when the gate is owned here but not yet in memory
@@ -346,13 +350,10 @@ class SharedEngine(Wrapped):
             return self._start_here(p)
         found = self.tables.owner(gate)
         if found is None:
-            node, epoch = self.tables.reserve_gate(gate)
-            if node == self.node_id:
-                if self._adopt is not None:
-                    self._adopt([(gate, gate, epoch)])
+            found = self._reserve(gate)
+            if found[0] == self.node_id:
                 self.handoff.hold_gates([gate])
                 return self._start_here(p)
-            found = (node, epoch)
         if found[0] == self.node_id:
             return None
         return _raise_reply(self.forward(gate, "start", p))  # type: ignore[no-any-return]
