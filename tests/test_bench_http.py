@@ -128,3 +128,29 @@ def test_bench_http_half_load() -> None:
         r"half load    p50 \d+ms at half of each run's maximum \[target <= 5 ms: (met|NOT met)\]",
         out,
     )
+
+
+def test_bench_starts_smoke(tmp_path: Path) -> None:
+    """benchmarks/bench_starts.py: starts only, on a small load."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(_PATH.with_name("bench_starts.py")),
+            "--executions",
+            "30",
+            "--clients",
+            "2",
+            "--store",
+            str(tmp_path / "starts.db"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "starts       30 from 2 clients" in out
+    assert re.search(r"throughput   \d+ starts/s", out)
+    if sys.platform.startswith("linux"):
+        assert re.search(r"cpu          server \d+\.\d{3} ms/start", out)

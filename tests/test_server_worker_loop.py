@@ -212,6 +212,69 @@ def test_the_loop_answers_byte_for_byte_as_the_thread_path(tmp_path: Path) -> No
     assert b"204 No Content" in looped[-1] and b"Connection: close" in looped[-1]
 
 
+def _start_scenario(proc: ServerProcess) -> list[bytes]:
+    """Starts of every outcome on one client connection: after its first
+    successful start on the short path the loop answers them; what the
+    route refuses before the engine goes back to the thread path."""
+    assert proc.http(TOKEN).post("/v1/workflows", server_ir.chain()).status == 201
+    raw = Raw(proc, TOKEN)
+    start = "/v1/executions"
+    out = [
+        raw.request(start, {"workflow": "Chain", "input": {}, "execution_id": f"s-{i}"})
+        for i in range(3)
+    ]
+    out += [
+        raw.request(start, {"workflow": "Chain", "input": {}, "execution_id": "s-2"}),
+        raw.request(start, {"workflow": "Chain", "version": "1.0.0", "input": {}}),
+        raw.request(start, {"workflow": "Nope", "input": {}}),
+        raw.request(start, {"workflow": "Chain", "version": "9.9.9", "input": {}}),
+        raw.request(start, {"workflow": "Chain", "input": {"extra": 1}}),
+        raw.request(start, {"workflow": "Chain", "input": {}, "execution_id": "bad id"}),
+        raw.request(start, {"workflow": "Chain", "input": {}, "execution_id": "s-x"}),
+        raw.request(start, {"workflow": "Chain", "input": {}, "idempotency_key": "k-1"}),
+        raw.request(start, {"workflow": "Chain", "input": {}, "idempotency_key": "k-1"}),
+        # Refused before the engine: the thread path's, then back on the loop.
+        raw.request(start, {"input": {}}),
+        raw.request(start, {"workflow": 7}),
+        raw.request(start, [1]),
+        raw.request(start, {"workflow": "Chain", "input": {}}, token=WORKER_TOKEN),
+        raw.request(start, {"workflow": "Chain", "input": {}, "execution_id": "s-after"}),
+        raw.request(
+            start,
+            {"workflow": "Chain", "input": {}, "execution_id": "s-last"},
+            extra=b"Connection: close\r\n",
+        ),
+    ]
+    assert raw.closed()
+    raw.close()
+    return [_UUID.sub(b"<uuid>", _DATE.sub(b"Date: <date>\r\n", r)) for r in out]
+
+
+def test_the_loop_answers_starts_byte_for_byte_as_the_thread_path(tmp_path: Path) -> None:
+    with_loop = _server(tmp_path / "loop.db", loop=True)
+    try:
+        looped = _start_scenario(with_loop)
+        # The server's lines are read on a thread: wait for the last one.
+        wait_until(lambda: with_loop.log().count(ON_LOOP) >= 2, 10, "back on the loop")
+        log = with_loop.log()
+    finally:
+        with_loop.stop()
+    without = _server(tmp_path / "threads.db", loop=False)
+    try:
+        threaded = _start_scenario(without)
+    finally:
+        without.stop()
+    assert looped == threaded
+    # The loop answered every start the engine made: the connection left it
+    # at the first start the route refuses, stayed on the thread path while
+    # its starts failed, and came back after the next one that succeeded.
+    assert (log.count(ON_LOOP), log.count(BACK)) == (2, 1), log
+    statuses = [_status(r) for r in looped]
+    assert statuses[:12] == [201, 201, 201, 200, 201, 404, 404, 400, 400, 201, 201, 200]
+    assert statuses[12:] == [422, 422, 422, 403, 201, 201], statuses
+    assert b"Connection: close" in looped[-1]
+
+
 def test_a_parked_poll_is_answered_when_a_task_arrives(server: ServerProcess) -> None:
     api = server.http(TOKEN)
     session = _register(api, "parked")

@@ -538,7 +538,11 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         credentials = Credentials(
             config.token, config.worker_token, config.identities or Identities()
         )
-        return WorkerLoop(calls, desk, credentials, config.max_body, **hooks)
+        # Starts too, on a server whose start route is the engine's alone: a
+        # sweeper reads the start's `retention` field, which the loop does not.
+        engine = self.engine
+        start = engine.start_command if engine is not None and self.sweeper is None else None
+        return WorkerLoop(calls, desk, credentials, config.max_body, start=start, **hooks)
 
     def drain(self) -> None:
         """Shutdown has begun: parked polls and waits end at once (HTTP and

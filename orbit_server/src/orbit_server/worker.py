@@ -71,7 +71,7 @@ from gunicorn.workers import gthread
 from gunicorn.workers.gthread import ThreadWorker
 
 from orbit_server import errors, logs
-from orbit_server.worker_loop import HOT, WorkerLoop, close_now
+from orbit_server.worker_loop import WorkerLoop, close_now
 
 # How long a thread waits for a kept-alive connection's next request before
 # returning the connection to gunicorn's poller (and the thread to its pool).
@@ -413,7 +413,8 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         # moves to the worker loop (`handle`).
         conn.orbit_hot = (
             environ.get(_STATUS, 500) < 300
-            and environ["PATH_INFO"] in HOT
+            and self._loop is not None
+            and self._loop.serves(environ["PATH_INFO"])
             and environ["REQUEST_METHOD"] == "POST"
             and not isinstance(conn.sock, ssl.SSLSocket)
         )

@@ -32,6 +32,13 @@ turn of the loop:
    a shutdown's drain, writes to the wake-up pipe, and the loop answers it
    then; its `wait_ms` is the loop's timer (`WorkerDesk.expire`).
 
+A client's start (`POST /v1/executions` by the admin token, on a server
+without `--retention`) is served the same way once one of its connection's
+starts has succeeded: the start's command (`Engine.start_command`) joins the
+turn's group, and its answer is the route's `201`/`200` or error envelope.
+A client identity's start, whose permission the route checks, stays on the
+thread path.
+
 Writes are non-blocking, with a buffer per connection. A task whose answer
 cannot have reached its worker (the connection was gone when the answer was
 ready, or writing it failed) is reported `undelivered`, as the thread path
@@ -57,11 +64,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import falcon
 import orjson
 
+from orbit_core.api import Started, StartRequest
+from orbit_core.engine.commands import Command
 from orbit_core.engine.worker_desk import DeskCall, WorkerDesk
 from orbit_core.errors import OrbitError
 from orbit_server import errors
@@ -83,6 +92,8 @@ POLL = "/v1/workers/poll"
 COMPLETE = "/v1/tasks/complete"
 FAIL = "/v1/tasks/fail"
 HOT = frozenset({POLL, COMPLETE, FAIL})
+# A client's start, served when the loop is given the engine's starts.
+STARTS = "/v1/executions"
 _RECV = 64 * 1024
 # A connection whose unread bytes reach this stops being read until its
 # requests are answered.
@@ -163,8 +174,10 @@ class WorkerLoop:
         parse: Callable[[Any, bytes], tuple[dict[str, Any], bool, int] | int],
         hand_back: Callable[[Any], None],
         head: Callable[[str, list[tuple[str, str]], bool], bytes],
+        start: Callable[[StartRequest], Command] | None = None,
     ) -> None:
         self._calls = calls
+        self._start = start
         self._desk = desk
         self._credentials = credentials
         self._max_body = max_body
@@ -203,6 +216,11 @@ class WorkerLoop:
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
+
+    def serves(self, path: str) -> bool:
+        """Whether the loop answers POSTs to `path` (a connection that made
+        one successfully moves to the loop)."""
+        return path in HOT or (path == STARTS and self._start is not None)
 
     @property
     def connections(self) -> int:
@@ -364,12 +382,14 @@ class WorkerLoop:
         order, any refusal going back to the thread path."""
         path = environ["PATH_INFO"]
         if (
-            path not in HOT
+            not self.serves(path)
             or environ["REQUEST_METHOD"] != "POST"
             or environ["RAW_URI"] != path
             or not _is_json(environ.get("CONTENT_TYPE"))
         ):
             return None
+        if path == STARTS:
+            return self._start_call(link, environ, close)
         who = self._caller(environ)
         if who is None:
             return None
@@ -404,6 +424,34 @@ class WorkerLoop:
                     who, failed.token, poll=failed.poll, connected=probe, **fields
                 )
         return _Call(link, path, desk, close)
+
+    def _start_call(self, link: _Link, environ: dict[str, Any], close: bool) -> _Call | None:
+        """A start by the admin (or by anyone, without credentials), read as
+        the route reads it. A client identity's start, whose permission the
+        route checks against the workflow, stays the thread path's, as does
+        any start the route would refuse before the engine."""
+        credentials = self._credentials
+        if credentials.required:
+            try:
+                who = credentials.caller(environ.get("HTTP_AUTHORIZATION"))
+            except OrbitError:
+                return None
+            if who.kind is not Kind.ADMIN:
+                return None
+        length = environ.get("CONTENT_LENGTH")
+        if not length or int(length) > self._max_body or self._start is None:
+            return None
+        body = Fields(orjson.loads(environ["wsgi.input"].getvalue()))
+        request = StartRequest(
+            body.required_string("workflow"),
+            version=body.string("version"),
+            input=body.any("input"),
+            execution_id=body.string("execution_id"),
+            idempotency_key=body.string("idempotency_key"),
+        )
+        # Raises for what is refused before any command (the input's size).
+        cmd = self._start(request)
+        return _Call(link, STARTS, DeskCall(cmd, 0, DeskCall.START), close)
 
     def _caller(self, environ: dict[str, Any]) -> Caller | None:
         """The gate's caller for a worker route; None when it refuses."""
@@ -473,27 +521,11 @@ class WorkerLoop:
         link.call = None
         close = call.close or self._stopping
         task: Any = None
-        try:
-            ack, found = self._calls.found(call.desk)
-        except OrbitError as exc:
-            status = falcon.code_to_http_status(errors.STATUS.get(exc.code, 500))
-            body: bytes | None = errors.error_json(exc.code, exc.message)
-        except Exception as exc:
-            _log.error("request failed", method="POST", path=call.path, exc_info=exc)
-            status = falcon.code_to_http_status(500)
-            body = errors.error_json("INTERNAL", f"internal error: {type(exc).__name__}")
+        body: bytes | None
+        if call.desk.kind == DeskCall.START:
+            status, body = _started(call.desk.cmd)
         else:
-            status = "200 OK"
-            if call.desk.kind == DeskCall.POLL:
-                task = found.task
-                body = None if task is None else encode(task)
-                if task is None:
-                    status = "204 No Content"
-            elif call.desk.kind == DeskCall.RESULT:
-                body = encode(ack)
-            else:
-                task = found.task
-                body = encode(then_polled(ack, found))
+            status, body, task = self._reported(call)
         if body is None:
             data = self._head(status, [], close)[:-2] + _VERSION + b"\r\n"
         else:
@@ -520,6 +552,25 @@ class WorkerLoop:
         self._flush(link)
         if self._open(link) and link.unread:
             self._ready[link.fd] = link
+
+    def _reported(self, call: _Call) -> tuple[str, bytes | None, Any]:
+        """A worker call's status, body and the task it hands over."""
+        try:
+            ack, found = self._calls.found(call.desk)
+        except OrbitError as exc:
+            return (*_refused(exc), None)
+        except Exception as exc:
+            _log.error("request failed", method="POST", path=call.path, exc_info=exc)
+            return (*_internal(exc), None)
+        if call.desk.kind == DeskCall.POLL:
+            task = found.task
+            if task is None:
+                return "204 No Content", None, None
+            return "200 OK", encode(task), task
+        if call.desk.kind == DeskCall.RESULT:
+            return "200 OK", encode(ack), None
+        task = found.task
+        return "200 OK", encode(then_polled(ack, found)), task
 
     def _flush(self, link: _Link) -> None:
         out = link.out
@@ -589,6 +640,31 @@ class WorkerLoop:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self._selector.unregister(link.sock)
             link.events = 0
+
+
+def _started(cmd: Command) -> tuple[str, bytes]:
+    """A start's status and body, as the route and its error handlers
+    write them."""
+    error = cmd.error
+    if error is None:
+        answer = cast(Started, cmd.result)
+        return falcon.code_to_http_status(201 if answer["created"] else 200), encode(answer)
+    if isinstance(error, OrbitError):
+        return _refused(error)
+    _log.error("request failed", method="POST", path=STARTS, exc_info=error)
+    return _internal(error)
+
+
+def _refused(exc: OrbitError) -> tuple[str, bytes]:
+    return falcon.code_to_http_status(errors.STATUS.get(exc.code, 500)), errors.error_json(
+        exc.code, exc.message
+    )
+
+
+def _internal(exc: BaseException) -> tuple[str, bytes]:
+    return falcon.code_to_http_status(500), errors.error_json(
+        "INTERNAL", f"internal error: {type(exc).__name__}"
+    )
 
 
 def close_now(sock: Any) -> None:

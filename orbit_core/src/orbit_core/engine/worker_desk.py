@@ -104,6 +104,9 @@ class DeskCall:
     POLL = "poll"
     RESULT = "result"
     THEN = "result-then-poll"
+    # A start (`Engine.start_command`) made in the same group: its answer is
+    # the command's own result or error, not a `Reported`.
+    START = "start"
 
     def __init__(self, cmd: Command, wait: int, kind: str) -> None:
         self.cmd = cmd
