@@ -154,3 +154,18 @@ def test_bench_starts_smoke(tmp_path: Path) -> None:
     assert re.search(r"throughput   \d+ starts/s", out)
     if sys.platform.startswith("linux"):
         assert re.search(r"cpu          server \d+\.\d{3} ms/start", out)
+
+
+def test_bench_ipc_smoke() -> None:
+    """benchmarks/bench_ipc.py: the pipe crossing alone, on a few calls."""
+    result = subprocess.run(
+        [sys.executable, str(_PATH.with_name("bench_ipc.py")), "--calls", "200", "--batch", "20"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"calls        200 in batches of 20 \(\d+ round trips/s\)", result.stdout)
+    assert re.search(r"http side    \d+\.\d us of CPU per call", result.stdout)
+    assert re.search(r"engine side  -?\d+\.\d us of CPU per call", result.stdout)
