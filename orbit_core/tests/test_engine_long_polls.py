@@ -210,3 +210,31 @@ def test_a_poll_ends_with_its_session_and_does_not_outlast_a_drain(engine: Engin
     engine.drain()
     assert poll.answer() is None
     assert time.monotonic() - started < 5
+
+
+def test_parked_polls_of_one_kind_look_for_a_task_once_when_none_is_left(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight workers of one kind park a poll each; a start queues one task.
+    The group that queues it hands it to one poll and, the queue being dry
+    again, asks the index once more for all seven others (it asked once
+    per poll before: a cost per group that grew with the parked polls)."""
+    workers = [Worker(engine, f"same-{i}", ["demo.work"]) for i in range(8)]
+    polls = [ParkedPoll(engine, worker) for worker in workers]
+    index = engine._executions.index
+    asked: list[object] = []
+    has = index.has
+
+    def counted(*args: object, **kwargs: object) -> bool:
+        asked.append(args)
+        return has(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index, "has", counted)
+    engine.start("Plain", input={"n": 1}, execution_id="once-1")
+    answered = [poll for poll in polls if not poll.thread.is_alive() or poll.result is not None]
+    deadline = time.monotonic() + 5
+    while not answered and time.monotonic() < deadline:
+        time.sleep(0.01)
+        answered = [poll for poll in polls if poll.result is not None]
+    assert len(answered) == 1
+    assert len(asked) == 2

@@ -540,8 +540,7 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         )
         # Starts too, on a server whose start route is the engine's alone: a
         # sweeper reads the start's `retention` field, which the loop does not.
-        engine = self.engine
-        start = engine.start_command if engine is not None and self.sweeper is None else None
+        start = desk.start_call if self.sweeper is None else None
         return WorkerLoop(calls, desk, credentials, config.max_body, start=start, **hooks)
 
     def drain(self) -> None:

@@ -34,10 +34,10 @@ turn of the loop:
 
 A client's start (`POST /v1/executions` by the admin token, on a server
 without `--retention`) is served the same way once one of its connection's
-starts has succeeded: the start's command (`Engine.start_command`) joins the
-turn's group, and its answer is the route's `201`/`200` or error envelope.
-A client identity's start, whose permission the route checks, stays on the
-thread path.
+starts has succeeded: the start's command (`WorkerDesk.start_call`, the one
+`Engine.start` runs) joins the turn's group, and its answer is the route's
+`201`/`200` or error envelope. A client identity's start, whose permission
+the route checks, stays on the thread path.
 
 Writes are non-blocking, with a buffer per connection. A task whose answer
 cannot have reached its worker (the connection was gone when the answer was
@@ -174,7 +174,7 @@ class WorkerLoop:
         parse: Callable[[Any, bytes], tuple[dict[str, Any], bool, int] | int],
         hand_back: Callable[[Any], None],
         head: Callable[[str, list[tuple[str, str]], bool], bytes],
-        start: Callable[[StartRequest], Command] | None = None,
+        start: Callable[[StartRequest], DeskCall] | None = None,
     ) -> None:
         self._calls = calls
         self._start = start
@@ -450,8 +450,7 @@ class WorkerLoop:
             idempotency_key=body.string("idempotency_key"),
         )
         # Raises for what is refused before any command (the input's size).
-        cmd = self._start(request)
-        return _Call(link, STARTS, DeskCall(cmd, 0, DeskCall.START), close)
+        return _Call(link, STARTS, self._start(request), close)
 
     def _caller(self, environ: dict[str, Any]) -> Caller | None:
         """The gate's caller for a worker route; None when it refuses."""

@@ -70,13 +70,21 @@ class Polling:
         if not self._pollers:
             return
         still: deque[Command] = deque()
+        # The queue only loses tasks while polls are matched: once no task
+        # fits a kind of worker, none fits the polls of its other workers
+        # (many workers of one kind each park a poll when the queue is dry).
+        dry: set[tuple[tuple[tuple[str, str], ...], str]] = set()
         while self._pollers:
             cmd = self._pollers.popleft()
             session = self._waiting_session(cmd)
             if session is None:
                 self._pipeline.expire(cmd)
                 continue
-            if not self._x.index.has(session.contracts, session.runtime, self._valid_task):
+            kind = (session.contracts, session.runtime)
+            if kind in dry or not self._x.index.has(
+                session.contracts, session.runtime, self._valid_task
+            ):
+                dry.add(kind)
                 still.append(cmd)
                 continue
             if self._hung_up(cmd):

@@ -165,6 +165,7 @@ class Engine:
             store=self.store,
             clock=self.clock,
             draining=lambda: self._draining,
+            start=self._start_command,
         )
         self.workers: WorkerApi = self._desk
         # The operator's calls (engine/operations.py): pause, resume, restart, fork.
@@ -257,7 +258,7 @@ class Engine:
         key, workflow and input within the retention window answers with the
         execution the first made (`created: false`)."""
         request = StartRequest(workflow, version, input, execution_id, schedule_id, idempotency_key)
-        return cast(Started, self._pipeline.run(self.start_command(request)))
+        return cast(Started, self._pipeline.run(self._start_command(request)))
 
     def start_many(self, requests: Sequence[StartRequest]) -> list[Started | OrbitError]:
         """Starts several executions with one wait: each exactly as `start`
@@ -269,7 +270,7 @@ class Engine:
         commands: list[tuple[int, Command]] = []
         for i, request in enumerate(requests):
             try:
-                commands.append((i, self.start_command(request)))
+                commands.append((i, self._start_command(request)))
             except OrbitError as exc:
                 answers[i] = exc
         self._pipeline.run_all([cmd for _, cmd in commands])
@@ -282,12 +283,11 @@ class Engine:
                 raise cmd.error
         return cast(list[Started | OrbitError], answers)
 
-    def start_command(self, request: StartRequest) -> Command:
+    def _start_command(self, request: StartRequest) -> Command:
         """The command of one start, once the checks made before any
         command (the sizes of its input and schedule id) have passed; they
-        raise `OrbitError`. Running it (`GroupCommit.run_all`, as the
-        server's worker loop does beside its worker calls) is the start:
-        its `result` is what `start` returns, its `error` what it raises."""
+        raise `OrbitError`. Running it is the start: its `result` is what
+        `start` returns, its `error` what `start` raises."""
         limits.admit(request.input, "workflow input", "INVALID_INPUT")
         if request.schedule_id is not None:
             limits.admit_strings("INVALID_INPUT", schedule_id=request.schedule_id)

@@ -27,7 +27,9 @@ loop) makes the same calls without waiting on them: `*_call` builds the
 command of a poll or of a result with its poll (`DeskCall`), `run_calls`
 runs a batch of them as one group, and a call whose poll parked is watched
 (`watch`: a callback on each change of its state, instead of a blocked
-thread) until a later group hands it a task or `expire` ends it.
+thread) until a later group hands it a task or `expire` ends it. Such a
+caller may serve clients' connections as well: `start_call` makes a start's
+command (the one `Engine.start` runs) the same way, to run in the batch.
 """
 
 from __future__ import annotations
@@ -38,7 +40,14 @@ from typing import Protocol, cast
 import attrs
 
 from orbit_core import limits
-from orbit_core.api import Accepted, Assignment, HeartbeatReply, Registered, WorkerList
+from orbit_core.api import (
+    Accepted,
+    Assignment,
+    HeartbeatReply,
+    Registered,
+    StartRequest,
+    WorkerList,
+)
 from orbit_core.engine.commands import PENDING, Command, Parked, Tx, Wake
 from orbit_core.engine.pipeline import GroupCommit
 from orbit_core.engine.polling import DEFAULT_POLL_MS, MAX_POLL_MS, Polling
@@ -104,7 +113,7 @@ class DeskCall:
     POLL = "poll"
     RESULT = "result"
     THEN = "result-then-poll"
-    # A start (`Engine.start_command`) made in the same group: its answer is
+    # A start (`WorkerDesk.start_call`) made in the same group: its answer is
     # the command's own result or error, not a `Reported`.
     START = "start"
 
@@ -218,8 +227,10 @@ class WorkerDesk:
         store: Store,
         clock: Clock,
         draining: Callable[[], bool],
+        start: Callable[[StartRequest], Command],
     ) -> None:
         self._pipeline = pipeline
+        self._start = start
         self._workers = workers
         self._polling = polling
         self._results = results
@@ -437,6 +448,12 @@ class WorkerDesk:
         cmd.connected = poll.connected
         call = DeskCall(cmd, wait, DeskCall.THEN)
         return call
+
+    def start_call(self, request: StartRequest) -> DeskCall:
+        """A start's command, to run among `run_calls`' batch; its answer is
+        the command's result or error (`DeskCall.START`). Raises at once for
+        what `Engine.start` refuses before any command."""
+        return DeskCall(self._start(request), 0, DeskCall.START)
 
     def run_calls(self, calls: list[DeskCall]) -> None:
         """Runs the calls' commands as one group (as far as the pipeline
