@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -89,3 +91,49 @@ def test_a_worker_call_on_a_connection_closed_while_idle_is_sent_again_unchecked
     )
     assert fake.connections == 2
     assert len(fake.calls_to("/v1/workers/heartbeat")) == 2
+
+
+def _idle_socket(client: Client) -> socket.socket:
+    (conn,) = client._transport._idle
+    assert conn.sock is not None
+    return conn.sock
+
+
+def _kernel_timeout_s(sock: socket.socket, option: int) -> float:
+    seconds, micros = struct.unpack("ll", sock.getsockopt(socket.SOL_SOCKET, option, 16))
+    return float(seconds + micros / 1_000_000)
+
+
+@pytest.mark.skipif(not _http._KERNEL_TIMEOUTS, reason="kernel time-outs are used on Linux")
+def test_a_plain_connection_blocks_and_the_kernel_times_it_out(fake: FakeRuntime) -> None:
+    fake.routes["GET", "/v1/health"] = lambda call: (200, {"status": "ok"})
+    with Client(server=fake.url, timeout=2.5) as client:
+        client.get("/v1/health")
+        sock = _idle_socket(client)
+        # (The kernel keeps the time-outs in clock ticks, hence the approx.)
+        # Blocking: Python polls before no send or recv of it.
+        assert sock.gettimeout() is None
+        assert _kernel_timeout_s(sock, socket.SO_RCVTIMEO) == pytest.approx(2.5, abs=0.01)
+        assert _kernel_timeout_s(sock, socket.SO_SNDTIMEO) == pytest.approx(2.5, abs=0.01)
+        # A call with a longer time-out (a long poll's) sets it on the same socket.
+        fake.routes["GET", "/v1/executions/e/wait"] = lambda call: (200, {"status": "RUNNING"})
+        client.wait("e", timeout_ms=10)
+        assert _idle_socket(client) is sock
+        assert _kernel_timeout_s(sock, socket.SO_RCVTIMEO) == pytest.approx(15.01, abs=0.01)
+
+
+def test_a_kernel_timeout_reads_as_timed_out() -> None:
+    # What a blocking socket gives when SO_RCVTIMEO expires.
+    class Expired:
+        def recv(self, size: int) -> bytes:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+        def sendall(self, data: bytes) -> None:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    conn = _http._Connection(1.0)
+    conn.sock = Expired()  # type: ignore[assignment]
+    with pytest.raises(socket.timeout, match=r"^timed out$"):
+        conn.read_response("GET")
+    with pytest.raises(socket.timeout, match=r"^timed out$"):
+        conn.send(b"GET / HTTP/1.1\r\n\r\n")
