@@ -34,7 +34,7 @@ from orbit_sdk._backoff import Backoff, RandomSource
 from orbit_sdk._contact import Contact
 from orbit_sdk._delivery import Reporter
 from orbit_sdk._execute import Handler, run_handler
-from orbit_sdk._log import LOGGER, configure_logging, log_fields
+from orbit_sdk._log import LOGGER, configure_logging, log_fields, log_line
 from orbit_sdk._session import Session, describe, is_away, is_unknown_session
 from orbit_sdk._version import USER_AGENT
 from orbit_sdk.client import ApiError, Client
@@ -314,11 +314,7 @@ class Worker:
         """Runs and reports the task; the next task, when the report brought one."""
         ctx = Context._from_assignment(task)
         entry = self._handlers.get(ctx.task_name)
-        log_fields(
-            logging.INFO,
-            "executing",
-            {**ctx._identity(), "task": ctx.task_name, "redelivery": ctx.redelivery},
-        )
+        log_line(logging.INFO, "executing", ctx._executing_json())
         with self._inflight_lock:
             self._inflight[ctx.token] = ctx
         try:
