@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sdk_fake_runtime import FakeRuntime
 
-from orbit_sdk import Context, Worker, _execute, _log
+from orbit_sdk import Context, Worker, _execute, _json, _log
 from orbit_sdk._json import RawJson
 
 MakeWorker = Callable[..., Worker]
@@ -30,7 +30,17 @@ def _context(token: str = "tok-1") -> Context:
     "output",
     [{}, {"n": 1, "s": 'é"\n', "f": 1.5, "l": [None, True]}, {1: "int key"}],
 )
-@pytest.mark.parametrize("poll", [None, {"worker_session_id": "s-1", "wait_ms": 300}])
+@pytest.mark.parametrize(
+    "poll",
+    [
+        None,
+        {"worker_session_id": "s-1", "wait_ms": 300},
+        {"worker_session_id": 's-"é"\n', "wait_ms": 0},
+        {"wait_ms": 300, "worker_session_id": "s-1"},
+        {"worker_session_id": "s-1", "wait_ms": 300, "other": [1]},
+        {"worker_session_id": None, "wait_ms": 300.0},
+    ],
+)
 def test_a_completion_is_sent_as_the_json_of_its_body(
     output: dict[Any, Any], poll: dict[str, Any] | None
 ) -> None:
@@ -211,3 +221,29 @@ def test_a_context_from_an_assignment_has_what_the_constructor_gives() -> None:
     for name in Context.__slots__:
         assert getattr(ctx, name) == getattr(built, name), name
     assert Context._from_assignment({"token": "t"}).deadline_ms is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"task": {"token": "t", "input": {"s": "\\u00e9\\ud83d\\ude00"}}, "accepted": true}',
+        '{"s": "é😀"}'.encode(),
+        b'{"lone": "\\udc80"}',
+        '{"s": "é"}'.encode("utf-8-sig"),
+        '{"s": "é"}'.encode("utf-16-le"),
+        '{"s": "é"}'.encode("utf-16"),
+        b"[1, 2]",
+        b" {}",
+        b"{}",
+    ],
+)
+def test_an_answer_decodes_as_json_loads_decodes_it(body: bytes) -> None:
+    assert _json.decode(body) == json.loads(body)
+
+
+@pytest.mark.parametrize("body", [b'{"s": "\xff"}', b"{", b'{"a": 1} x'])
+def test_an_answer_that_is_not_json_fails_as_with_json_loads(body: bytes) -> None:
+    with pytest.raises(ValueError):
+        json.loads(body)
+    with pytest.raises(ValueError):
+        _json.decode(body)

@@ -137,3 +137,19 @@ def test_a_kernel_timeout_reads_as_timed_out() -> None:
         conn.read_response("GET")
     with pytest.raises(socket.timeout, match=r"^timed out$"):
         conn.send(b"GET / HTTP/1.1\r\n\r\n")
+
+
+def test_a_request_leaves_its_connection_idle_and_counted_nowhere_else(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeRuntime, client: Client
+) -> None:
+    transport = client._transport
+    client.get("/v1/health")
+    with pytest.raises(ApiError):  # an error answer: the connection stays
+        client.get("/v1/missing")
+    fake.drop_connections()
+    monkeypatch.setattr(_http, "_is_dropped", lambda conn: False)
+    with pytest.raises(ApiError):  # a stale connection: a start is not sent again
+        client.start("Hello")
+    assert client.start("Hello") == "e"
+    assert (transport._busy, transport._waiting, transport._ended) == (set(), set(), set())
+    assert len(transport._idle) == 1

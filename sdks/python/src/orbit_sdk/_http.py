@@ -358,15 +358,20 @@ class Transport:
             response = self._exchange(conn, method, data)
         except _Stale as stale:
             if not (reused and replayable) or self._was_ended(conn):
+                self._forget(conn)
                 raise ConnectionFailure(stale.reason) from None
             self._forget(conn)
             conn = self._new_connection(timeout, waiting)
             try:
                 response = self._exchange(conn, method, data)
-            except _Stale as again:
-                raise ConnectionFailure(again.reason) from None
-        finally:
+            except BaseException as again:
+                self._forget(conn)
+                if isinstance(again, _Stale):
+                    raise ConnectionFailure(again.reason) from None
+                raise
+        except BaseException:
             self._forget(conn)
+            raise
         self._release(conn)
         return response
 
@@ -405,28 +410,35 @@ class Transport:
         self, timeout: float, waiting: bool, check: bool = True
     ) -> tuple[_Connection, bool]:
         """An open idle connection if there is one (checked to be still open,
-        unless told not to), else a new one (not yet open)."""
+        unless told not to), else a new one (not yet open); either counts as
+        in use (busy) from here on.
+
+        The lock is taken once per request here and once in _release: the
+        pool is touched by every request of every poll thread."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
+                if conn is not None:
+                    self._busy.add(conn)
+                    if waiting:
+                        self._waiting.add(conn)
             if conn is None:
                 return self._new_connection(timeout, waiting), False
             # Bytes left over from the last answer (a broken server) always
             # disqualify a connection: they would be read as the next one.
             if conn.sock is not None and not (conn._buffer or (check and _is_dropped(conn))):
                 conn.set_timeout(timeout)
-                with self._lock:
-                    self._busy.add(conn)
-                    if waiting:
-                        self._waiting.add(conn)
                 return conn, True
+            self._forget(conn)
             conn.close()
 
     def _release(self, conn: _Connection) -> None:
-        if conn.sock is None:
-            return
+        """Ends a request's use of conn (see _forget), keeping it for the next."""
         with self._lock:
-            if len(self._idle) < MAX_IDLE_CONNECTIONS:
+            self._busy.discard(conn)
+            self._waiting.discard(conn)
+            self._ended.discard(conn)
+            if conn.sock is not None and len(self._idle) < MAX_IDLE_CONNECTIONS:
                 self._idle.append(conn)
                 return
         conn.close()

@@ -5,13 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from orbit_sdk._json import json_string as _json_string
 from orbit_sdk._log import _encode_fields, log_fields
-
-# A str as json.dumps writes it by default (ASCII, escaped).
-_json_string = encode_basestring_ascii
 
 _MAKING_EVENT = threading.Lock()
 

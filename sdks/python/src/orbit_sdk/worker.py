@@ -79,8 +79,10 @@ class Worker:
         self._stopping = threading.Event()
         self._running = False
         self._state_lock = threading.Lock()
+        # The attempts running, by token, for the heartbeat's cancellations.
+        # No lock: each thread only sets, pops or gets one key, and each of
+        # those is one atomic step of a dict.
         self._inflight: dict[str, Context] = {}
-        self._inflight_lock = threading.Lock()
         # Tasks being run or reported; shutdown waits until it drops to 0.
         self._busy = 0
         self._busy_changed = threading.Condition()
@@ -315,13 +317,12 @@ class Worker:
         ctx = Context._from_assignment(task)
         entry = self._handlers.get(ctx.task_name)
         log_line(logging.INFO, "executing", ctx._executing_json())
-        with self._inflight_lock:
-            self._inflight[ctx.token] = ctx
+        inflight = self._inflight
+        inflight[ctx.token] = ctx
         try:
             outcome = run_handler(entry[1] if entry else None, task, ctx)
         finally:
-            with self._inflight_lock:
-                self._inflight.pop(ctx.token, None)
+            inflight.pop(ctx.token, None)
         return reporter.deliver(ctx, outcome, self.poll_wait_ms)
 
     def _heartbeat_loop(self, client: Client, session: Session) -> None:
@@ -345,8 +346,7 @@ class Worker:
                 self._cancel(str(token))
 
     def _cancel(self, token: str) -> None:
-        with self._inflight_lock:
-            ctx = self._inflight.get(token)
+        ctx = self._inflight.get(token)
         if ctx is None or ctx.is_cancelled:
             return
         # Logged before the handler is told, so the line is never later than
