@@ -4,6 +4,7 @@ cancel that came first, and log records read as Logger.log made them."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
@@ -247,3 +248,37 @@ def test_an_answer_that_is_not_json_fails_as_with_json_loads(body: bytes) -> Non
         json.loads(body)
     with pytest.raises(ValueError):
         _json.decode(body)
+
+
+def test_the_worker_handler_writes_and_flushes_what_stream_handler_does() -> None:
+    class Stream(io.StringIO):
+        flushes = 0
+
+        def flush(self) -> None:
+            self.flushes += 1
+
+    ours_stream, plain_stream = Stream(), Stream()
+    ours = _log._LineHandler(ours_stream)
+    ours.setFormatter(_log._LineFormatter())
+    plain = logging.StreamHandler(plain_stream)
+    plain.setFormatter(logging.Formatter(_log.LOG_FORMAT))
+    for created in (1_700_000_000.25, 1_700_000_000.5, 1_700_000_002.0):
+        ours.handle(_record(created))
+        plain.handle(_record(created))
+    assert ours_stream.getvalue() == plain_stream.getvalue()
+    assert ours_stream.flushes == plain_stream.flushes == 3
+
+
+def test_the_worker_handler_reports_a_failed_write_as_stream_handler_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Broken(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError("disk full")
+
+    handler = _log._LineHandler(Broken())
+    failed: list[logging.LogRecord] = []
+    monkeypatch.setattr(handler, "handleError", failed.append)
+    record = _record(1_700_000_000.0)
+    handler.handle(record)
+    assert failed == [record]

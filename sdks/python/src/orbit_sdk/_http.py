@@ -51,6 +51,8 @@ MAX_HEAD_BYTES = 65536
 RECV_BYTES = 65536
 _BODYLESS_STATUSES = frozenset({204, 304})
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+# The response headers the SDK reads: framing, and the body's type.
+_READ_HEADERS = frozenset({"connection", "content-length", "content-type", "transfer-encoding"})
 # What http.client refuses in a request target.
 _BAD_TARGET_CHAR = re.compile(r"[\x00-\x20\x7f]").search
 # Where the kernel can time out a blocking socket's calls itself: Linux with
@@ -231,6 +233,9 @@ class _Connection:
             name, colon, value = line.partition(":")
             if colon:
                 key = name.strip().lower()
+                # Only the headers read_response looks at are kept.
+                if key not in _READ_HEADERS:
+                    continue
                 value = value.strip()
                 # Repeated headers are joined, as RFC 9110 allows for lists.
                 headers[key] = f"{headers[key]}, {value}" if key in headers else value

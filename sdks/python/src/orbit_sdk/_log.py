@@ -11,9 +11,10 @@ every step, and what it costs is paid once per task:
   whose fields are already JSON);
 - the `executing` fields are written out directly (Context._executing_json)
   instead of through json.dumps, which builds an encoder object per call;
-- the handler configure_logging installs formats the one LOG_FORMAT with
-  `_LineFormatter`, which writes the same text as logging.Formatter but
-  formats the date and time of a second once, not once per line.
+- the handler configure_logging installs (_LineHandler) formats the one
+  LOG_FORMAT with `_LineFormatter`, which writes the same text as
+  logging.Formatter but formats the date and time of a second once, not
+  once per line, and flushes each line without taking its lock again.
 """
 
 from __future__ import annotations
@@ -100,10 +101,26 @@ class _LineFormatter(logging.Formatter):
         return f"{record.asctime} {record.levelname} {record.name} {record.message}"
 
 
+class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """logging.StreamHandler, whose emit flushes the stream through flush(),
+    which takes the handler's lock again (handle() already holds it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+            stream = self.stream
+            stream.write(line + self.terminator)
+            stream.flush()
+        except RecursionError:  # as StreamHandler.emit does
+            raise
+        except Exception:
+            self.handleError(record)
+
+
 def configure_logging() -> None:
     """basicConfig at ORBIT_LOG_LEVEL, with LOG_FORMAT on stderr; a no-op when
     logging is already set up."""
-    handler = logging.StreamHandler()
+    handler = _LineHandler()
     handler.setFormatter(_LineFormatter())
     logging.basicConfig(level=_level(env("ORBIT_LOG_LEVEL")), handlers=[handler])
 
