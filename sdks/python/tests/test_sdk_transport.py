@@ -153,3 +153,24 @@ def test_a_request_leaves_its_connection_idle_and_counted_nowhere_else(
     assert client.start("Hello") == "e"
     assert (transport._busy, transport._waiting, transport._ended) == (set(), set(), set())
     assert len(transport._idle) == 1
+
+
+def test_request_heads_are_kept_for_a_few_paths_and_sent_as_made(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeRuntime, client: Client
+) -> None:
+    monkeypatch.setattr(_http, "MAX_KEPT_STARTS", 2)
+    fake.routes["GET", "/v1/executions/e"] = lambda call: (200, {"id": "e"})
+    transport = client._transport
+    for _ in range(2):
+        assert client.get("/v1/health") == {"status": "ok"}
+        assert client.start("Hello") == "e"
+        assert client.get("/v1/executions/e") == {"id": "e"}  # beyond the limit: made each time
+    assert [(method, path) for method, path, _ in transport._starts] == [
+        ("GET", "/v1/health"),
+        ("POST", "/v1/executions"),
+    ]
+    assert len(fake.calls_to("/v1/executions/e")) == 2
+    # A target that cannot be sent is refused every time, never kept.
+    for _ in range(2):
+        with pytest.raises(ApiError, match="control characters"):
+            client.get("/v1/health\n")

@@ -49,6 +49,9 @@ MAX_IDLE_CONNECTIONS = 32
 # A response head longer than this is not from an ORBIT runtime (http.client's limit).
 MAX_HEAD_BYTES = 65536
 RECV_BYTES = 65536
+# Request heads kept for reuse: a worker's few paths, and the first of a
+# client's (its paths name executions, so most are sent once).
+MAX_KEPT_STARTS = 64
 _BODYLESS_STATUSES = frozenset({204, 304})
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 # The response headers the SDK reads: framing, and the body's type.
@@ -322,6 +325,8 @@ class Transport:
         self._waiting: set[_Connection] = set()
         # Those interrupt() ended: their requests are not sent again.
         self._ended: set[_Connection] = set()
+        # Request heads made so far, by method, path and header lines (_start).
+        self._starts: dict[tuple[str, str, str], bytes] = {}
 
     def request(
         self,
@@ -342,19 +347,15 @@ class Transport:
         out to have been closed by the server; waiting, whether its answer
         waits for work (a poll), so that interrupt(waiting=True) ends it.
         """
-        target = self._base_path + path
-        bad = _BAD_TARGET_CHAR(target)
-        if bad is not None:
-            reason = f"URL can't contain control characters. {target!r} (found at least {bad[0]!r})"
-            raise ConnectionFailure(f"<urlopen error {reason}>")
+        start = self._starts.get((method, path, headers))
+        if start is None:
+            start = self._start(method, path, headers)
         if body is not None:
-            length = f"Content-Length: {len(body)}\r\n"
+            data = b"%sContent-Length: %d\r\n\r\n%s" % (start, len(body), body)
         elif method in _METHODS_WITH_BODY:
-            length = "Content-Length: 0\r\n"
+            data = start + b"Content-Length: 0\r\n\r\n"
         else:
-            length = ""
-        head = f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n{headers}{length}\r\n"
-        data = head.encode("latin-1") if body is None else head.encode("latin-1") + body
+            data = start + b"\r\n"
         # A replayable request skips the check that an idle connection is
         # still open (a system call, and a GIL hand-off, per request): if the
         # server did close it, the request is sent again on a new connection.
@@ -379,6 +380,21 @@ class Transport:
             raise
         self._release(conn)
         return response
+
+    def _start(self, method: str, path: str, headers: str) -> bytes:
+        """A request's head up to its Content-Length, kept for the next
+        request of the same method, path and headers (a worker sends the
+        same few), as long as there are few of them."""
+        target = self._base_path + path
+        bad = _BAD_TARGET_CHAR(target)
+        if bad is not None:
+            reason = f"URL can't contain control characters. {target!r} (found at least {bad[0]!r})"
+            raise ConnectionFailure(f"<urlopen error {reason}>")
+        start = f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n{headers}"
+        encoded = start.encode("latin-1")
+        if len(self._starts) < MAX_KEPT_STARTS:
+            self._starts[method, path, headers] = encoded
+        return encoded
 
     def interrupt(self, waiting: bool = False) -> None:
         """Ends the requests in progress (a worker's open long polls at
