@@ -4,6 +4,7 @@ cancel that came first, and log records read as Logger.log made them."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from sdk_fake_runtime import FakeRuntime
 
-from orbit_sdk import Context, Worker, _execute, _log
+from orbit_sdk import Context, Worker, _execute, _json, _log
 from orbit_sdk._json import RawJson
 
 MakeWorker = Callable[..., Worker]
@@ -30,7 +31,17 @@ def _context(token: str = "tok-1") -> Context:
     "output",
     [{}, {"n": 1, "s": 'é"\n', "f": 1.5, "l": [None, True]}, {1: "int key"}],
 )
-@pytest.mark.parametrize("poll", [None, {"worker_session_id": "s-1", "wait_ms": 300}])
+@pytest.mark.parametrize(
+    "poll",
+    [
+        None,
+        {"worker_session_id": "s-1", "wait_ms": 300},
+        {"worker_session_id": 's-"é"\n', "wait_ms": 0},
+        {"wait_ms": 300, "worker_session_id": "s-1"},
+        {"worker_session_id": "s-1", "wait_ms": 300, "other": [1]},
+        {"worker_session_id": None, "wait_ms": 300.0},
+    ],
+)
 def test_a_completion_is_sent_as_the_json_of_its_body(
     output: dict[Any, Any], poll: dict[str, Any] | None
 ) -> None:
@@ -107,3 +118,167 @@ def test_log_fields_records_read_as_logger_log_made_them(
     assert second.exc_info is not None and second.exc_info[0] is ValueError
     assert caplog.text.count("ValueError: boom") == 1
     assert sys.exc_info() == (None, None, None)
+
+
+def _record(created: float, level: int = logging.INFO, **extra: Any) -> logging.LogRecord:
+    record = logging.LogRecord("orbit", level, _log.__file__, 1, "%s %s", ("m", "{}"), None)
+    record.created = created
+    record.msecs = int((created - int(created)) * 1000) + 0.0
+    record.__dict__.update(extra)
+    return record
+
+
+def test_the_worker_formatter_writes_what_logging_formatter_writes() -> None:
+    plain = logging.Formatter(_log.LOG_FORMAT)
+    ours = _log._LineFormatter()
+    # Lines within one second, across seconds, and back to an earlier second.
+    times = [1_700_000_000.001, 1_700_000_000.5, 1_700_000_000.999, 1_700_000_001.0]
+    times += [1_700_003_600.25, 1_700_000_000.75, 0.5]
+    for created in times:
+        for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR):
+            expected, got = _record(created, level), _record(created, level)
+            assert ours.format(got) == plain.format(expected)
+            assert (got.asctime, got.message) == (expected.asctime, expected.message)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        info = sys.exc_info()
+    with_exc = {"exc_info": info}
+    with_stack = {"stack_info": "Stack (most recent call last):\n  here"}
+    for extra in (with_exc, with_stack):
+        got, expected = _record(times[0], **extra), _record(times[0], **extra)
+        assert ours.format(got) == plain.format(expected)
+
+
+def test_configure_logging_installs_the_worker_formatter_only_on_a_bare_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", root.level)
+    _log.configure_logging()
+    (handler,) = root.handlers
+    assert isinstance(handler, logging.StreamHandler) and handler.stream is sys.stderr
+    assert isinstance(handler.formatter, _log._LineFormatter)
+    assert root.level == logging.INFO
+    # Logging already set up is left alone.
+    _log.configure_logging()
+    assert root.handlers == [handler]
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"token": "t", "execution_id": "e-1", "step_id": "s", "task_name": "a.one"},
+        {
+            "token": "t",
+            "execution_id": 'é"\\\n\u2028😀',
+            "step_id": "</s>",
+            "attempt": 12345678901234,
+        },
+        {"token": "t", "execution_id": "", "redelivery": True, "attempt": "3"},
+    ],
+)
+def test_the_executing_fields_are_the_json_log_fields_writes(task: dict[str, Any]) -> None:
+    ctx = Context._from_assignment(task)
+    fields = {**ctx._identity(), "task": ctx.task_name, "redelivery": ctx.redelivery}
+    assert ctx._executing_json() == json.dumps(fields, default=str)
+
+
+def test_the_executing_fields_of_a_context_built_by_hand_fall_back_to_json() -> None:
+    ctx = _context()
+    ctx.attempt = 2.5  # type: ignore[assignment]
+    ctx.step_id = {"odd"}  # type: ignore[assignment]
+    fields = {**ctx._identity(), "task": ctx.task_name, "redelivery": ctx.redelivery}
+    assert ctx._executing_json() == json.dumps(fields, default=str)
+
+
+def test_a_context_from_an_assignment_has_what_the_constructor_gives() -> None:
+    task = {
+        "token": 7,
+        "execution_id": "e",
+        "workflow": "W",
+        "workflow_version": "1.0.0",
+        "step_id": "s",
+        "task_name": "a.one",
+        "attempt": "2",
+        "idempotency_key": "k",
+        "redelivery": 1,
+        "deadline_ms": "99",
+    }
+    built = Context(
+        token="7",
+        execution_id="e",
+        workflow="W",
+        workflow_version="1.0.0",
+        step_id="s",
+        task_name="a.one",
+        attempt=2,
+        idempotency_key="k",
+        redelivery=True,
+        deadline_ms=99,
+    )
+    ctx = Context._from_assignment(task)
+    for name in Context.__slots__:
+        assert getattr(ctx, name) == getattr(built, name), name
+    assert Context._from_assignment({"token": "t"}).deadline_ms is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"task": {"token": "t", "input": {"s": "\\u00e9\\ud83d\\ude00"}}, "accepted": true}',
+        '{"s": "é😀"}'.encode(),
+        b'{"lone": "\\udc80"}',
+        '{"s": "é"}'.encode("utf-8-sig"),
+        '{"s": "é"}'.encode("utf-16-le"),
+        '{"s": "é"}'.encode("utf-16"),
+        b"[1, 2]",
+        b" {}",
+        b"{}",
+    ],
+)
+def test_an_answer_decodes_as_json_loads_decodes_it(body: bytes) -> None:
+    assert _json.decode(body) == json.loads(body)
+
+
+@pytest.mark.parametrize("body", [b'{"s": "\xff"}', b"{", b'{"a": 1} x'])
+def test_an_answer_that_is_not_json_fails_as_with_json_loads(body: bytes) -> None:
+    with pytest.raises(ValueError):
+        json.loads(body)
+    with pytest.raises(ValueError):
+        _json.decode(body)
+
+
+def test_the_worker_handler_writes_and_flushes_what_stream_handler_does() -> None:
+    class Stream(io.StringIO):
+        flushes = 0
+
+        def flush(self) -> None:
+            self.flushes += 1
+
+    ours_stream, plain_stream = Stream(), Stream()
+    ours = _log._LineHandler(ours_stream)
+    ours.setFormatter(_log._LineFormatter())
+    plain = logging.StreamHandler(plain_stream)
+    plain.setFormatter(logging.Formatter(_log.LOG_FORMAT))
+    for created in (1_700_000_000.25, 1_700_000_000.5, 1_700_000_002.0):
+        ours.handle(_record(created))
+        plain.handle(_record(created))
+    assert ours_stream.getvalue() == plain_stream.getvalue()
+    assert ours_stream.flushes == plain_stream.flushes == 3
+
+
+def test_the_worker_handler_reports_a_failed_write_as_stream_handler_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Broken(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError("disk full")
+
+    handler = _log._LineHandler(Broken())
+    failed: list[logging.LogRecord] = []
+    monkeypatch.setattr(handler, "handleError", failed.append)
+    record = _record(1_700_000_000.0)
+    handler.handle(record)
+    assert failed == [record]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -89,3 +91,86 @@ def test_a_worker_call_on_a_connection_closed_while_idle_is_sent_again_unchecked
     )
     assert fake.connections == 2
     assert len(fake.calls_to("/v1/workers/heartbeat")) == 2
+
+
+def _idle_socket(client: Client) -> socket.socket:
+    (conn,) = client._transport._idle
+    assert conn.sock is not None
+    return conn.sock
+
+
+def _kernel_timeout_s(sock: socket.socket, option: int) -> float:
+    seconds, micros = struct.unpack("ll", sock.getsockopt(socket.SOL_SOCKET, option, 16))
+    return float(seconds + micros / 1_000_000)
+
+
+@pytest.mark.skipif(not _http._KERNEL_TIMEOUTS, reason="kernel time-outs are used on Linux")
+def test_a_plain_connection_blocks_and_the_kernel_times_it_out(fake: FakeRuntime) -> None:
+    fake.routes["GET", "/v1/health"] = lambda call: (200, {"status": "ok"})
+    with Client(server=fake.url, timeout=2.5) as client:
+        client.get("/v1/health")
+        sock = _idle_socket(client)
+        # (The kernel keeps the time-outs in clock ticks, hence the approx.)
+        # Blocking: Python polls before no send or recv of it.
+        assert sock.gettimeout() is None
+        assert _kernel_timeout_s(sock, socket.SO_RCVTIMEO) == pytest.approx(2.5, abs=0.01)
+        assert _kernel_timeout_s(sock, socket.SO_SNDTIMEO) == pytest.approx(2.5, abs=0.01)
+        # A call with a longer time-out (a long poll's) sets it on the same socket.
+        fake.routes["GET", "/v1/executions/e/wait"] = lambda call: (200, {"status": "RUNNING"})
+        client.wait("e", timeout_ms=10)
+        assert _idle_socket(client) is sock
+        assert _kernel_timeout_s(sock, socket.SO_RCVTIMEO) == pytest.approx(15.01, abs=0.01)
+
+
+def test_a_kernel_timeout_reads_as_timed_out() -> None:
+    # What a blocking socket gives when SO_RCVTIMEO expires.
+    class Expired:
+        def recv(self, size: int) -> bytes:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+        def sendall(self, data: bytes) -> None:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    conn = _http._Connection(1.0)
+    conn.sock = Expired()  # type: ignore[assignment]
+    with pytest.raises(socket.timeout, match=r"^timed out$"):
+        conn.read_response("GET")
+    with pytest.raises(socket.timeout, match=r"^timed out$"):
+        conn.send(b"GET / HTTP/1.1\r\n\r\n")
+
+
+def test_a_request_leaves_its_connection_idle_and_counted_nowhere_else(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeRuntime, client: Client
+) -> None:
+    transport = client._transport
+    client.get("/v1/health")
+    with pytest.raises(ApiError):  # an error answer: the connection stays
+        client.get("/v1/missing")
+    fake.drop_connections()
+    monkeypatch.setattr(_http, "_is_dropped", lambda conn: False)
+    with pytest.raises(ApiError):  # a stale connection: a start is not sent again
+        client.start("Hello")
+    assert client.start("Hello") == "e"
+    assert (transport._busy, transport._waiting, transport._ended) == (set(), set(), set())
+    assert len(transport._idle) == 1
+
+
+def test_request_heads_are_kept_for_a_few_paths_and_sent_as_made(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeRuntime, client: Client
+) -> None:
+    monkeypatch.setattr(_http, "MAX_KEPT_STARTS", 2)
+    fake.routes["GET", "/v1/executions/e"] = lambda call: (200, {"id": "e"})
+    transport = client._transport
+    for _ in range(2):
+        assert client.get("/v1/health") == {"status": "ok"}
+        assert client.start("Hello") == "e"
+        assert client.get("/v1/executions/e") == {"id": "e"}  # beyond the limit: made each time
+    assert [(method, path) for method, path, _ in transport._starts] == [
+        ("GET", "/v1/health"),
+        ("POST", "/v1/executions"),
+    ]
+    assert len(fake.calls_to("/v1/executions/e")) == 2
+    # A target that cannot be sent is refused every time, never kept.
+    for _ in range(2):
+        with pytest.raises(ApiError, match="control characters"):
+            client.get("/v1/health\n")

@@ -412,3 +412,33 @@ def test_results_are_not_retried_forever_once_shutdown_begins(
     assert not thread.is_alive()
     assert len(fake.calls_to("/v1/tasks/complete")) == 2
     assert any(m.startswith("result not delivered before shutdown") for m in caplog.messages)
+
+
+def test_shutdown_waits_for_every_running_task_and_only_those(
+    fake: FakeRuntime,
+    make_worker: MakeWorker,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="orbit")
+    worker = make_worker(concurrency=3)
+    started: list[str] = []
+    release = threading.Event()
+
+    @worker.task("a.one")
+    def hold(input: Any, ctx: Context) -> dict[str, Any]:
+        started.append(ctx.token)
+        release.wait(10)
+        return {}
+
+    thread = worker.start()
+    tokens = [fake.enqueue("a.one", {}) for _ in range(2)]
+    fake.wait_for(lambda: len(started) == 2)
+    worker.stop()
+    fake.wait_for(lambda: "waiting for 2 running task(s) to finish" in caplog.text)
+    thread.join(0.3)
+    assert thread.is_alive()  # held by the two tasks, not by the idle poller
+    release.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert {fake.result(token, timeout=0).body["token"] for token in tokens} == set(tokens)
+    assert worker._tasks_running() == 0

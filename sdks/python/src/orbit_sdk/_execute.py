@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Awaitable
 from typing import Any, Callable
 
-from orbit_sdk._json import RawJson
+from orbit_sdk._json import RawJson, json_string
 from orbit_sdk._json import encode as encode_json
 from orbit_sdk._log import log_fields
 from orbit_sdk._tracing import mark_failed, task_span
@@ -22,6 +22,7 @@ Handler = Callable[[Any, Context], Any]
 COMPLETE = "/v1/tasks/complete"
 FAIL = "/v1/tasks/fail"
 TRACEBACK_FRAMES = 20
+_POLL_KEYS = ("worker_session_id", "wait_ms")
 
 
 class Outcome:
@@ -52,9 +53,20 @@ class Outcome:
         the output again."""
         if self._output_json is None:
             return self.body if poll is None else {**self.body, "poll": poll}
-        tail = b"}" if poll is None else b',"poll":' + encode_json(poll).encode() + b"}"
-        token = encode_json(self.body["token"]).encode()
-        return RawJson(b'{"token":' + token + b',"output":' + self._output_json + tail)
+        tail = b"}" if poll is None else b',"poll":' + _poll_json(poll) + b"}"
+        token = self.body["token"]
+        token_json = json_string(token) if type(token) is str else encode_json(token)
+        return RawJson(
+            b'{"token":' + token_json.encode() + b',"output":' + self._output_json + tail
+        )
+
+
+def _poll_json(poll: dict[str, Any]) -> bytes:
+    """encode_json(poll).encode(), written out for the poll every report carries."""
+    session_id, wait_ms = poll.get("worker_session_id"), poll.get("wait_ms")
+    if tuple(poll) != _POLL_KEYS or type(session_id) is not str or type(wait_ms) is not int:
+        return encode_json(poll).encode()
+    return f'{{"worker_session_id":{json_string(session_id)},"wait_ms":{wait_ms}}}'.encode()
 
 
 def run_handler(handler: Handler | None, task: dict[str, Any], ctx: Context) -> Outcome:

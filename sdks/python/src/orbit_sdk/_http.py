@@ -17,6 +17,12 @@ CRLF and only the framing headers looked at; its body is framed by
 Content-Length, by chunked transfer coding, or by the end of the connection.
 Usually the whole response arrives in one recv().
 
+On Linux a plain (not TLS) connection's socket is blocking, timed out by the
+kernel (SO_RCVTIMEO, SO_SNDTIMEO) rather than by Python, whose time-outs call
+poll() before every send and recv: a request is then two system calls, not
+four, and two fewer points where a poll thread lets go of the GIL and must
+win it back from the others (_set_kernel_timeouts).
+
 What the callers rely on is kept from the http.client version: errors before
 a response are worded the way urllib words them ("<urlopen error ...>"),
 the server closing a connection without answering reads "Remote end closed
@@ -32,6 +38,8 @@ import re
 import select
 import socket
 import ssl
+import struct
+import sys
 import threading
 from urllib.parse import urlsplit
 
@@ -41,10 +49,19 @@ MAX_IDLE_CONNECTIONS = 32
 # A response head longer than this is not from an ORBIT runtime (http.client's limit).
 MAX_HEAD_BYTES = 65536
 RECV_BYTES = 65536
+# Request heads kept for reuse: a worker's few paths, and the first of a
+# client's (its paths name executions, so most are sent once).
+MAX_KEPT_STARTS = 64
 _BODYLESS_STATUSES = frozenset({204, 304})
 _METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+# The response headers the SDK reads: framing, and the body's type.
+_READ_HEADERS = frozenset({"connection", "content-length", "content-type", "transfer-encoding"})
 # What http.client refuses in a request target.
 _BAD_TARGET_CHAR = re.compile(r"[\x00-\x20\x7f]").search
+# Where the kernel can time out a blocking socket's calls itself: Linux with
+# a 64-bit `struct timeval` (two longs). Elsewhere Python's own time-outs,
+# which poll() before every send and recv, are used.
+_KERNEL_TIMEOUTS = sys.platform.startswith("linux") and struct.calcsize("l") == 8
 
 
 class _RemoteClosed(ConnectionResetError):
@@ -82,13 +99,16 @@ class _Connection:
     """One connection to the server: its socket once opened (None before
     and after) and the bytes received beyond the response last read."""
 
-    __slots__ = ("_buffer", "_poller", "sock", "timeout")
+    __slots__ = ("_buffer", "_kernel_timeout", "_poller", "sock", "timeout")
 
     def __init__(self, timeout: float) -> None:
         self.sock: socket.socket | None = None
         self.timeout = timeout
         self._buffer = bytearray()
         self._poller: select.poll | None = None
+        # Whether the socket blocks and the kernel times its calls out
+        # (SO_RCVTIMEO, SO_SNDTIMEO) instead of Python (_set_kernel_timeouts).
+        self._kernel_timeout = False
 
     def open(self, address: tuple[str, int], tls: ssl.SSLContext | None, host: str) -> None:
         sock = socket.create_connection(address, self.timeout)
@@ -97,6 +117,9 @@ class _Connection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if tls is not None:
                 sock = tls.wrap_socket(sock, server_hostname=host)
+            elif _KERNEL_TIMEOUTS and self.timeout > 0:
+                _set_kernel_timeouts(sock, self.timeout)
+                self._kernel_timeout = True
         except BaseException:
             sock.close()
             raise
@@ -108,8 +131,14 @@ class _Connection:
     def set_timeout(self, timeout: float) -> None:
         if timeout != self.timeout:
             self.timeout = timeout
-            if self.sock is not None:
-                self.sock.settimeout(timeout)
+            sock = self.sock
+            if sock is None:
+                return
+            if self._kernel_timeout and timeout > 0:
+                _set_kernel_timeouts(sock, timeout)
+            else:
+                self._kernel_timeout = False
+                sock.settimeout(timeout)
 
     def readable(self) -> bool:
         """Whether an idle connection has something to read, which means the
@@ -127,6 +156,7 @@ class _Connection:
     def close(self) -> None:
         sock, self.sock = self.sock, None
         self._poller = None
+        self._kernel_timeout = False
         self._buffer.clear()
         if sock is not None:
             sock.close()
@@ -161,9 +191,22 @@ class _Connection:
         content_type = headers.get("content-type", "")
         return Response(status, reason, content_type, body), will_close
 
+    def send(self, data: bytes) -> None:
+        assert self.sock is not None
+        try:
+            self.sock.sendall(data)
+        except BlockingIOError:
+            # Only SO_SNDTIMEO expiring makes a blocking send give EAGAIN.
+            raise socket.timeout("timed out") from None
+
     def _recv(self) -> bytes:
         assert self.sock is not None
-        return self.sock.recv(RECV_BYTES)
+        try:
+            return self.sock.recv(RECV_BYTES)
+        except BlockingIOError:
+            # Only SO_RCVTIMEO expiring makes a blocking recv give EAGAIN;
+            # it reads as Python's own time-out did.
+            raise socket.timeout("timed out") from None
 
     def _read_head(self) -> tuple[int, str, str, dict[str, str]]:
         buffer = self._buffer
@@ -193,6 +236,9 @@ class _Connection:
             name, colon, value = line.partition(":")
             if colon:
                 key = name.strip().lower()
+                # Only the headers read_response looks at are kept.
+                if key not in _READ_HEADERS:
+                    continue
                 value = value.strip()
                 # Repeated headers are joined, as RFC 9110 allows for lists.
                 headers[key] = f"{headers[key]}, {value}" if key in headers else value
@@ -279,6 +325,8 @@ class Transport:
         self._waiting: set[_Connection] = set()
         # Those interrupt() ended: their requests are not sent again.
         self._ended: set[_Connection] = set()
+        # Request heads made so far, by method, path and header lines (_start).
+        self._starts: dict[tuple[str, str, str], bytes] = {}
 
     def request(
         self,
@@ -299,19 +347,15 @@ class Transport:
         out to have been closed by the server; waiting, whether its answer
         waits for work (a poll), so that interrupt(waiting=True) ends it.
         """
-        target = self._base_path + path
-        bad = _BAD_TARGET_CHAR(target)
-        if bad is not None:
-            reason = f"URL can't contain control characters. {target!r} (found at least {bad[0]!r})"
-            raise ConnectionFailure(f"<urlopen error {reason}>")
+        start = self._starts.get((method, path, headers))
+        if start is None:
+            start = self._start(method, path, headers)
         if body is not None:
-            length = f"Content-Length: {len(body)}\r\n"
+            data = b"%sContent-Length: %d\r\n\r\n%s" % (start, len(body), body)
         elif method in _METHODS_WITH_BODY:
-            length = "Content-Length: 0\r\n"
+            data = start + b"Content-Length: 0\r\n\r\n"
         else:
-            length = ""
-        head = f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n{headers}{length}\r\n"
-        data = head.encode("latin-1") if body is None else head.encode("latin-1") + body
+            data = start + b"\r\n"
         # A replayable request skips the check that an idle connection is
         # still open (a system call, and a GIL hand-off, per request): if the
         # server did close it, the request is sent again on a new connection.
@@ -320,17 +364,37 @@ class Transport:
             response = self._exchange(conn, method, data)
         except _Stale as stale:
             if not (reused and replayable) or self._was_ended(conn):
+                self._forget(conn)
                 raise ConnectionFailure(stale.reason) from None
             self._forget(conn)
             conn = self._new_connection(timeout, waiting)
             try:
                 response = self._exchange(conn, method, data)
-            except _Stale as again:
-                raise ConnectionFailure(again.reason) from None
-        finally:
+            except BaseException as again:
+                self._forget(conn)
+                if isinstance(again, _Stale):
+                    raise ConnectionFailure(again.reason) from None
+                raise
+        except BaseException:
             self._forget(conn)
+            raise
         self._release(conn)
         return response
+
+    def _start(self, method: str, path: str, headers: str) -> bytes:
+        """A request's head up to its Content-Length, kept for the next
+        request of the same method, path and headers (a worker sends the
+        same few), as long as there are few of them."""
+        target = self._base_path + path
+        bad = _BAD_TARGET_CHAR(target)
+        if bad is not None:
+            reason = f"URL can't contain control characters. {target!r} (found at least {bad[0]!r})"
+            raise ConnectionFailure(f"<urlopen error {reason}>")
+        start = f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n{headers}"
+        encoded = start.encode("latin-1")
+        if len(self._starts) < MAX_KEPT_STARTS:
+            self._starts[method, path, headers] = encoded
+        return encoded
 
     def interrupt(self, waiting: bool = False) -> None:
         """Ends the requests in progress (a worker's open long polls at
@@ -367,28 +431,35 @@ class Transport:
         self, timeout: float, waiting: bool, check: bool = True
     ) -> tuple[_Connection, bool]:
         """An open idle connection if there is one (checked to be still open,
-        unless told not to), else a new one (not yet open)."""
+        unless told not to), else a new one (not yet open); either counts as
+        in use (busy) from here on.
+
+        The lock is taken once per request here and once in _release: the
+        pool is touched by every request of every poll thread."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
+                if conn is not None:
+                    self._busy.add(conn)
+                    if waiting:
+                        self._waiting.add(conn)
             if conn is None:
                 return self._new_connection(timeout, waiting), False
             # Bytes left over from the last answer (a broken server) always
             # disqualify a connection: they would be read as the next one.
             if conn.sock is not None and not (conn._buffer or (check and _is_dropped(conn))):
                 conn.set_timeout(timeout)
-                with self._lock:
-                    self._busy.add(conn)
-                    if waiting:
-                        self._waiting.add(conn)
                 return conn, True
+            self._forget(conn)
             conn.close()
 
     def _release(self, conn: _Connection) -> None:
-        if conn.sock is None:
-            return
+        """Ends a request's use of conn (see _forget), keeping it for the next."""
         with self._lock:
-            if len(self._idle) < MAX_IDLE_CONNECTIONS:
+            self._busy.discard(conn)
+            self._waiting.discard(conn)
+            self._ended.discard(conn)
+            if conn.sock is not None and len(self._idle) < MAX_IDLE_CONNECTIONS:
                 self._idle.append(conn)
                 return
         conn.close()
@@ -405,8 +476,7 @@ class Transport:
         try:
             if conn.sock is None:
                 conn.open(self._address, self._ssl_context, self._host)
-            assert conn.sock is not None
-            conn.sock.sendall(data)
+            conn.send(data)
         except _STALE_CONNECTION_ERRORS as exc:
             conn.close()
             raise _Stale(_urlopen_reason(exc)) from None
@@ -430,6 +500,25 @@ class _Stale(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def _set_kernel_timeouts(sock: socket.socket, timeout: float) -> None:
+    """Makes sock blocking, with its sends and receives timed out by the
+    kernel after timeout seconds (timeout > 0).
+
+    A Python socket with a time-out is non-blocking and calls poll() before
+    every send and recv: two more system calls per request, each a release
+    and re-acquisition of the GIL, which the worker's poll threads then
+    contend for. Python applies its time-out to a whole sendall() and the
+    kernel to each send(); a worker's requests go out in one send."""
+    seconds = int(timeout)
+    micros = int((timeout - seconds) * 1_000_000)
+    if seconds == 0 and micros == 0:
+        micros = 1  # zero would mean no time-out at all
+    value = struct.pack("ll", seconds, micros)
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
 
 
 def _is_dropped(conn: _Connection) -> bool:

@@ -11,6 +11,7 @@ from urllib.parse import quote
 from orbit_sdk import _env
 from orbit_sdk._http import ConnectionFailure, Response, Transport
 from orbit_sdk._json import RawJson
+from orbit_sdk._json import decode as decode_json
 from orbit_sdk._json import encode as encode_json
 from orbit_sdk._version import USER_AGENT
 
@@ -221,7 +222,7 @@ def _parse_body(response: Response) -> Any:
     if response.status == 204 or not body or body.isspace():
         return None
     try:
-        return json.loads(response.body)
+        return decode_json(body)
     except ValueError:
         raise ApiError(
             response.status, "HTTP_ERROR", "the runtime answered with a body that is not JSON"

@@ -7,7 +7,8 @@ import threading
 import time
 from typing import Any
 
-from orbit_sdk._log import log_fields
+from orbit_sdk._json import json_string as _json_string
+from orbit_sdk._log import _encode_fields, log_fields
 
 _MAKING_EVENT = threading.Lock()
 
@@ -64,19 +65,23 @@ class Context:
 
     @classmethod
     def _from_assignment(cls, task: dict[str, Any]) -> Context:
-        deadline = task.get("deadline_ms")
-        return cls(
-            token=str(task["token"]),
-            execution_id=str(task.get("execution_id", "")),
-            workflow=str(task.get("workflow", "")),
-            workflow_version=str(task.get("workflow_version", "")),
-            step_id=str(task.get("step_id", "")),
-            task_name=str(task.get("task_name", "")),
-            attempt=int(task.get("attempt", 1)),
-            idempotency_key=str(task.get("idempotency_key", "")),
-            redelivery=bool(task.get("redelivery", False)),
-            deadline_ms=None if deadline is None else int(deadline),
-        )
+        # What __init__ does, without a call of ten keyword arguments: one
+        # context is made per task.
+        ctx = cls.__new__(cls)
+        get = task.get
+        deadline = get("deadline_ms")
+        ctx.token = str(task["token"])
+        ctx.execution_id = str(get("execution_id", ""))
+        ctx.workflow = str(get("workflow", ""))
+        ctx.workflow_version = str(get("workflow_version", ""))
+        ctx.step_id = str(get("step_id", ""))
+        ctx.task_name = str(get("task_name", ""))
+        ctx.attempt = int(get("attempt", 1))
+        ctx.idempotency_key = str(get("idempotency_key", ""))
+        ctx.redelivery = bool(get("redelivery", False))
+        ctx.deadline_ms = None if deadline is None else int(deadline)
+        ctx._cancelled = None
+        return ctx
 
     @property
     def cancelled(self) -> threading.Event:
@@ -108,6 +113,27 @@ class Context:
     def _identity(self) -> dict[str, Any]:
         """The fields that name this attempt in every log line."""
         return {"execution_id": self.execution_id, "step": self.step_id, "attempt": self.attempt}
+
+    def _executing_json(self) -> str:
+        """The fields of the `executing` line, as log_fields would encode
+        {**_identity(), "task": task_name, "redelivery": redelivery}, written
+        out directly: that line is logged for every task."""
+        execution_id, step_id, task_name = self.execution_id, self.step_id, self.task_name
+        if (
+            type(execution_id) is not str
+            or type(step_id) is not str
+            or type(task_name) is not str
+            or type(self.attempt) is not int
+            or type(self.redelivery) is not bool
+        ):
+            return _encode_fields(
+                {**self._identity(), "task": task_name, "redelivery": self.redelivery}
+            )
+        return (
+            f'{{"execution_id": {_json_string(execution_id)}, "step": {_json_string(step_id)}, '
+            f'"attempt": {self.attempt}, "task": {_json_string(task_name)}, '
+            f'"redelivery": {"true" if self.redelivery else "false"}}}'
+        )
 
     def __repr__(self) -> str:
         return (

@@ -10,7 +10,7 @@ Threads of a running worker:
 
 Shutdown (SIGINT, SIGTERM or stop()) does not wait for open long polls: the
 pollers are daemon threads, and run() waits only for the tasks already
-running (counted under `_busy`). A poll that returns a task once shutdown has
+running (a flag per poll thread in `_busy`). A poll that returns a task once shutdown has
 begun does not start it; unregistering hands it back to the runtime, which
 redelivers it at once. A second SIGINT ends run() at once with SystemExit(130)
 (no traceback), abandoning running tasks, which the runtime redelivers after
@@ -34,7 +34,7 @@ from orbit_sdk._backoff import Backoff, RandomSource
 from orbit_sdk._contact import Contact
 from orbit_sdk._delivery import Reporter
 from orbit_sdk._execute import Handler, run_handler
-from orbit_sdk._log import LOGGER, configure_logging, log_fields
+from orbit_sdk._log import LOGGER, configure_logging, log_fields, log_line
 from orbit_sdk._session import Session, describe, is_away, is_unknown_session
 from orbit_sdk._version import USER_AGENT
 from orbit_sdk.client import ApiError, Client
@@ -79,10 +79,17 @@ class Worker:
         self._stopping = threading.Event()
         self._running = False
         self._state_lock = threading.Lock()
+        # The attempts running, by token, for the heartbeat's cancellations.
+        # No lock: each thread only sets, pops or gets one key, and each of
+        # those is one atomic step of a dict.
         self._inflight: dict[str, Context] = {}
-        self._inflight_lock = threading.Lock()
-        # Tasks being run or reported; shutdown waits until it drops to 0.
-        self._busy = 0
+        # Whether each poll thread is running or reporting a task; shutdown
+        # waits until none is. One flag per thread, each written by its own
+        # thread only, so a task costs no lock: a thread raises its flag
+        # before it checks for shutdown, and shutdown is flagged before it
+        # reads the flags, so either the thread sees the shutdown or the
+        # shutdown sees the flag (_poll_loop).
+        self._busy: list[bool] = []
         self._busy_changed = threading.Condition()
         # Jitter of every retry delay; tests replace it to fix the delays.
         self._random: RandomSource = random.random
@@ -180,8 +187,9 @@ class Worker:
     def _serve(self, client: Client, session: Session) -> None:
         heartbeat = self._thread("orbit-heartbeat", self._heartbeat_loop, client, session)
         reporter = Reporter(client, session, self._stopping, self._random)
+        self._busy = [False] * self.concurrency
         pollers = [
-            self._thread(f"orbit-poll-{i + 1}", self._poll_loop, client, session, reporter)
+            self._thread(f"orbit-poll-{i + 1}", self._poll_loop, client, session, reporter, i)
             for i in range(self.concurrency)
         ]
         # A timed wait keeps the main thread responsive to signals everywhere.
@@ -190,8 +198,7 @@ class Worker:
         # Results that carry a poll must not hold the shutdown for the poll's
         # wait: ended now, each is sent again without it (_delivery.py).
         client._interrupt(waiting=True)
-        with self._busy_changed:
-            running = self._busy
+        running = self._tasks_running()
         if running:
             LOGGER.info(
                 "shutting down: stopped polling; waiting for %d running task(s) to finish "
@@ -201,7 +208,7 @@ class Worker:
         else:
             LOGGER.info("shutting down: stopped polling; no task is running")
         with self._busy_changed:
-            while self._busy:
+            while self._tasks_running():
                 # Timed, so a second signal is handled at once.
                 self._busy_changed.wait(STOP_CHECK_INTERVAL_S)
         self._unregister(client, session)
@@ -235,8 +242,7 @@ class Worker:
             self.stop()
 
         def on_second_interrupt(signum: int, frame: FrameType | None) -> None:
-            with self._busy_changed:
-                running = self._busy
+            running = self._tasks_running()
             LOGGER.warning(
                 "received %s again: exiting now; %d running task(s) abandoned "
                 "(the runtime redelivers them after the session timeout)",
@@ -249,7 +255,12 @@ class Worker:
             signal.signal(signum, on_signal)
         return previous
 
-    def _poll_loop(self, client: Client, session: Session, reporter: Reporter) -> None:
+    def _tasks_running(self) -> int:
+        """How many tasks are being run or reported."""
+        return sum(self._busy)
+
+    def _poll_loop(self, client: Client, session: Session, reporter: Reporter, index: int) -> None:
+        busy = self._busy
         backoff = Backoff(self._random)
         lost_session = False
         # A task the last result's answer brought (result-then-poll).
@@ -287,45 +298,40 @@ class Worker:
                 lost_session = False
                 if task is None:
                     continue
-            with self._busy_changed:
-                if self._stopping.is_set():
-                    log_fields(
-                        logging.INFO,
-                        "shutting down: not starting a task that arrived; "
-                        "unregistering hands it back",
-                        {"task": task.get("task_name"), "token": task.get("token")},
-                    )
-                    return
-                self._busy += 1
+            busy[index] = True
+            if self._stopping.is_set():
+                busy[index] = False
+                log_fields(
+                    logging.INFO,
+                    "shutting down: not starting a task that arrived; unregistering hands it back",
+                    {"task": task.get("task_name"), "token": task.get("token")},
+                )
+                return
             try:
                 task = self._execute(reporter, task)
             except Exception:
                 LOGGER.exception("could not process a task assignment: %r", task)
                 task = None
             finally:
-                with self._busy_changed:
-                    self._busy -= 1
-                    # Only a shutdown waits for the count (and it also wakes
-                    # on its own twice a second); stopping is set before it waits.
-                    if self._stopping.is_set():
+                busy[index] = False
+                # Only a shutdown waits for the flags (and it also wakes on
+                # its own twice a second); stopping is set before it waits,
+                # and it reads the flags holding the condition's lock.
+                if self._stopping.is_set():
+                    with self._busy_changed:
                         self._busy_changed.notify_all()
 
     def _execute(self, reporter: Reporter, task: dict[str, Any]) -> dict[str, Any] | None:
         """Runs and reports the task; the next task, when the report brought one."""
         ctx = Context._from_assignment(task)
         entry = self._handlers.get(ctx.task_name)
-        log_fields(
-            logging.INFO,
-            "executing",
-            {**ctx._identity(), "task": ctx.task_name, "redelivery": ctx.redelivery},
-        )
-        with self._inflight_lock:
-            self._inflight[ctx.token] = ctx
+        log_line(logging.INFO, "executing", ctx._executing_json())
+        inflight = self._inflight
+        inflight[ctx.token] = ctx
         try:
             outcome = run_handler(entry[1] if entry else None, task, ctx)
         finally:
-            with self._inflight_lock:
-                self._inflight.pop(ctx.token, None)
+            inflight.pop(ctx.token, None)
         return reporter.deliver(ctx, outcome, self.poll_wait_ms)
 
     def _heartbeat_loop(self, client: Client, session: Session) -> None:
@@ -349,8 +355,7 @@ class Worker:
                 self._cancel(str(token))
 
     def _cancel(self, token: str) -> None:
-        with self._inflight_lock:
-            ctx = self._inflight.get(token)
+        ctx = self._inflight.get(token)
         if ctx is None or ctx.is_cancelled:
             return
         # Logged before the handler is told, so the line is never later than
