@@ -116,7 +116,7 @@ class ProcessDiff:
         return "compatible"
 
     def summary(self) -> str:
-        statuses = [w.status for w in self.workflows]
+        statuses: list[str] = [w.status for w in self.workflows]
         counts = [
             f"{statuses.count(s)} {s}"
             for s in ("added", "removed", "changed", "unchanged")

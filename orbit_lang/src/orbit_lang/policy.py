@@ -214,7 +214,8 @@ def _patterns(table: dict[str, Any], key: str, where: str, fail: Any) -> tuple[s
 def _positive(value: Any, where: str, fail: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise fail(f"{where} must be a positive integer")
-    return value
+    checked: int = value
+    return checked
 
 
 def parse_duration(text: str) -> int | None:

@@ -1042,17 +1042,17 @@ class SqlStore(ScheduleTables, BatchTables):
             if not rows:
                 return []
             ids = [r.execution_id for r in rows]
-            parents = {
-                eid: parent
-                for eid, payload in conn.execute(first, {"ids": ids})
-                if (parent := _parent_of(payload)) is not None
-            }
+            parents: dict[str, str] = {}
+            for eid, payload in conn.execute(first, {"ids": ids}).tuples():
+                parent = _parent_of(payload)
+                if parent is not None:
+                    parents[eid] = parent
             open_parents: set[str] = set()
             if parents:
                 wanted = sorted(set(parents.values()))
                 open_parents = {
                     eid
-                    for eid, status in conn.execute(statuses, {"ids": wanted})
+                    for eid, status in conn.execute(statuses, {"ids": wanted}).tuples()
                     if status not in TERMINAL
                 }
             # A parent that has not finished may still read its child.
