@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,37 @@ def _on_loop(raw: Raw, session: str) -> None:
         assert _status(answer) == 204
 
 
+def _closed(raw: Raw, answers: list[bytes]) -> list[bytes]:
+    """The answers of a scenario whose last request closed the connection,
+    with what differs from run to run (the date, random ids) masked."""
+    assert raw.closed()
+    raw.close()
+    return [_UUID.sub(b"<uuid>", _DATE.sub(b"Date: <date>\r\n", r)) for r in answers]
+
+
+def _on_both(
+    tmp_path: Path, scenario: Callable[[ServerProcess], list[bytes]], loop_lines: int
+) -> tuple[list[bytes], list[bytes], str]:
+    """The scenario's answers from a server with the loop and from one
+    without, and the first one's log once it shows `loop_lines` moves to
+    the loop (the server's lines are read on a thread)."""
+    with_loop = _server(tmp_path / "loop.db", loop=True)
+    try:
+        looped = scenario(with_loop)
+        wait_until(lambda: with_loop.log().count(ON_LOOP) >= loop_lines, 10, "on the loop")
+        with_loop.wait_for_log(BACK)
+        log = with_loop.log()
+    finally:
+        with_loop.stop()
+    without = _server(tmp_path / "threads.db", loop=False)
+    try:
+        threaded = scenario(without)
+        assert ON_LOOP not in without.log()
+    finally:
+        without.stop()
+    return looped, threaded, log
+
+
 def _scenario(proc: ServerProcess) -> list[bytes]:
     """The hot calls' answers, of every kind, on one connection."""
     api = proc.http(TOKEN)
@@ -187,24 +218,11 @@ def _scenario(proc: ServerProcess) -> list[bytes]:
             extra=b"Connection: close\r\n",
         )
     )
-    assert raw.closed()
-    raw.close()
-    return [_UUID.sub(b"<uuid>", _DATE.sub(b"Date: <date>\r\n", r)) for r in out]
+    return _closed(raw, out)
 
 
 def test_the_loop_answers_byte_for_byte_as_the_thread_path(tmp_path: Path) -> None:
-    with_loop = _server(tmp_path / "loop.db", loop=True)
-    try:
-        looped = _scenario(with_loop)
-        log = with_loop.wait_for_log(BACK)
-    finally:
-        with_loop.stop()
-    without = _server(tmp_path / "threads.db", loop=False)
-    try:
-        threaded = _scenario(without)
-        assert ON_LOOP not in without.log()
-    finally:
-        without.stop()
+    looped, threaded, log = _on_both(tmp_path, _scenario, 1)
     assert looped == threaded
     # The loop served them: connections moved to it, and came back for the
     # requests it leaves to the thread path.
@@ -245,25 +263,11 @@ def _start_scenario(proc: ServerProcess) -> list[bytes]:
             extra=b"Connection: close\r\n",
         ),
     ]
-    assert raw.closed()
-    raw.close()
-    return [_UUID.sub(b"<uuid>", _DATE.sub(b"Date: <date>\r\n", r)) for r in out]
+    return _closed(raw, out)
 
 
 def test_the_loop_answers_starts_byte_for_byte_as_the_thread_path(tmp_path: Path) -> None:
-    with_loop = _server(tmp_path / "loop.db", loop=True)
-    try:
-        looped = _start_scenario(with_loop)
-        # The server's lines are read on a thread: wait for the last one.
-        wait_until(lambda: with_loop.log().count(ON_LOOP) >= 2, 10, "back on the loop")
-        log = with_loop.log()
-    finally:
-        with_loop.stop()
-    without = _server(tmp_path / "threads.db", loop=False)
-    try:
-        threaded = _start_scenario(without)
-    finally:
-        without.stop()
+    looped, threaded, log = _on_both(tmp_path, _start_scenario, 2)
     assert looped == threaded
     # The loop answered every start the engine made: the connection left it
     # at the first start the route refuses, stayed on the thread path while
