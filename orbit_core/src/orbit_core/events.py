@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from typing import ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 import orjson
@@ -491,9 +491,34 @@ _DEFAULTED: dict[type[Event], frozenset[str]] = {
 }
 
 
+def _plain_to_json(cls: type[Event]) -> Callable[[Event], JsonObject]:
+    """`to_json` for an event class without optional members, as one dict
+    display (about twice as fast as the loop: three events are written per
+    task step). Generated from the class's fields, as attrs generates its
+    methods; the names are attrs field names, so they are identifiers."""
+    members = "".join(f"{name!r}: event.{name}, " for name in _FIELDS[cls])
+    source = (
+        "def to_json(event):\n"
+        f"    return {{'seq': event.seq, 'timestamp_ms': event.timestamp_ms, "
+        f"'type': {cls.TYPE!r}, {members}}}\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # the source is built from the classes above only
+    function: Callable[[Event], JsonObject] = namespace["to_json"]
+    return function
+
+
+_PLAIN_TO_JSON: dict[type[Event], Callable[[Event], JsonObject]] = {
+    cls: _plain_to_json(cls) for cls in EVENT_TYPES.values() if cls.TYPE not in _OPTIONAL_BY_TYPE
+}
+
+
 def to_json(event: Event) -> JsonObject:
     """The event as `orbit logs --json` prints it: seq, timestamp_ms, type, fields."""
     cls = type(event)
+    plain = _PLAIN_TO_JSON.get(cls)
+    if plain is not None:
+        return plain(event)
     out: JsonObject = {"seq": event.seq, "timestamp_ms": event.timestamp_ms, "type": cls.TYPE}
     optional = _OPTIONAL_BY_TYPE.get(cls.TYPE)
     for name in _FIELDS[cls]:
