@@ -35,7 +35,7 @@ def test_members_written_only_when_set_may_be_missing() -> None:
 
 
 @pytest.mark.parametrize("cls", [ev.EVENT_TYPES[name] for name in sorted(ev.EVENT_TYPES)])
-def test_the_generated_writer_writes_what_the_member_loop_writes(cls: type[ev.Event]) -> None:
+def test_the_writers_in_line_write_what_the_member_loop_writes(cls: type[ev.Event]) -> None:
     # Every member set (a distinct value each, None for one in two), in the
     # classes' order: the bytes are those the general loop writes.
     fields = [a.name for a in attrs.fields(cls)][2:]

@@ -491,34 +491,62 @@ _DEFAULTED: dict[type[Event], frozenset[str]] = {
 }
 
 
-def _plain_to_json(cls: type[Event]) -> Callable[[Event], JsonObject]:
-    """`to_json` for an event class without optional members, as one dict
-    display (about twice as fast as the loop: three events are written per
-    task step). Generated from the class's fields, as attrs generates its
-    methods; the names are attrs field names, so they are identifiers."""
-    members = "".join(f"{name!r}: event.{name}, " for name in _FIELDS[cls])
-    source = (
-        "def to_json(event):\n"
-        f"    return {{'seq': event.seq, 'timestamp_ms': event.timestamp_ms, "
-        f"'type': {cls.TYPE!r}, {members}}}\n"
-    )
-    namespace: dict[str, Any] = {}
-    exec(source, namespace)  # the source is built from the classes above only
-    function: Callable[[Event], JsonObject] = namespace["to_json"]
-    return function
+# The three events of every task step, written member by member in one dict
+# display (about twice as fast as the loop of `to_json`); the test of the
+# codec holds them to the loop's bytes.
 
 
-_PLAIN_TO_JSON: dict[type[Event], Callable[[Event], JsonObject]] = {
-    cls: _plain_to_json(cls) for cls in EVENT_TYPES.values() if cls.TYPE not in _OPTIONAL_BY_TYPE
+def _scheduled_json(e: StepScheduled) -> JsonObject:
+    return {
+        "seq": e.seq,
+        "timestamp_ms": e.timestamp_ms,
+        "type": "StepScheduled",
+        "step": e.step,
+        "attempt": e.attempt,
+        "input": e.input,
+        "idempotency_key": e.idempotency_key,
+        "redelivery": e.redelivery,
+    }
+
+
+def _dispatched_json(e: StepDispatched) -> JsonObject:
+    return {
+        "seq": e.seq,
+        "timestamp_ms": e.timestamp_ms,
+        "type": "StepDispatched",
+        "step": e.step,
+        "attempt": e.attempt,
+        "token": e.token,
+        "worker_id": e.worker_id,
+        "worker_session": e.worker_session,
+        "deadline_ms": e.deadline_ms,
+    }
+
+
+def _succeeded_json(e: StepSucceeded) -> JsonObject:
+    return {
+        "seq": e.seq,
+        "timestamp_ms": e.timestamp_ms,
+        "type": "StepSucceeded",
+        "step": e.step,
+        "attempt": e.attempt,
+        "output": e.output,
+    }
+
+
+_WRITERS: dict[type[Event], Callable[[Any], JsonObject]] = {
+    StepScheduled: _scheduled_json,
+    StepDispatched: _dispatched_json,
+    StepSucceeded: _succeeded_json,
 }
 
 
 def to_json(event: Event) -> JsonObject:
     """The event as `orbit logs --json` prints it: seq, timestamp_ms, type, fields."""
     cls = type(event)
-    plain = _PLAIN_TO_JSON.get(cls)
-    if plain is not None:
-        return plain(event)
+    writer = _WRITERS.get(cls)
+    if writer is not None:
+        return writer(event)
     out: JsonObject = {"seq": event.seq, "timestamp_ms": event.timestamp_ms, "type": cls.TYPE}
     optional = _OPTIONAL_BY_TYPE.get(cls.TYPE)
     for name in _FIELDS[cls]:
