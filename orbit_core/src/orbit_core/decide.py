@@ -43,6 +43,8 @@ from orbit_core.state import ExecutionState, Unit
 
 # Statuses after which a unit never changes again.
 _SETTLED = frozenset((UNIT_SUCCEEDED, UNIT_SKIPPED, UNIT_FAILED, "CANCELLED"))
+# Statuses of a dependency that let its dependents start.
+_DONE_OK = frozenset((UNIT_SUCCEEDED, UNIT_SKIPPED))
 WHEN_FALSE = "`when` condition was false"
 HANDLER_KIND = {"failed": "failure", "cancelled": "cancel", "timed_out": "timeout"}
 LIMIT_HINT = "(--max-{} or the workflow's `limits`)"
@@ -157,6 +159,9 @@ def next_due_ms(state: ExecutionState, plan: Plan) -> int | None:
 
 
 class _Decider:
+    # One is made per decision: slots make it, and each attribute read, cheaper.
+    __slots__ = ("_execution", "batch", "failed", "limits", "now", "out", "plan", "s", "taken")
+
     def __init__(self, state: ExecutionState, plan: Plan, now: int, limits: Limits) -> None:
         self.s = state
         self.plan = plan
@@ -233,24 +238,41 @@ class _Decider:
             self.emit(ev.WorkflowTimeoutReached)
             return
         units = s.units
-        for step in plan.defn.steps:
-            # Inlined `main_step`: this loop runs over every step at every
-            # decision, and most steps are settled or not yet due.
+        steps = plan.defn.steps
+        # Steps before `settled` have settled units (the state's memo): the
+        # walk starts after them and moves the mark past those it finds.
+        memo = s.main_settled
+        settled = memo[1] if memo is not None and memo[0] is plan else 0
+        for i in range(settled, len(steps)):
+            step = steps[i]
+            # Inlined `main_step` and, for a main step, `deps_done`: this loop
+            # runs at every decision, and most steps are settled or waiting
+            # for a dependency.
             unit = units.get(step.name)
             if unit is None or (status := unit.status) is None:
-                if self.deps_done(step.depends_on):
+                for name in step.depends_on:
+                    dep = units.get(name)
+                    if dep is None or dep.status not in _DONE_OK:
+                        break
+                else:
                     self.start_step(step, step.name, self.scope())
             elif status in _SETTLED:
+                if i == settled:
+                    settled += 1
                 continue
             else:
                 self.progress_step(step, unit, retries=True)
             if self.failed:
-                return
+                break
+        s.main_settled = (plan, settled)
+        if self.failed:
+            return
         if plan.events or s.instances:
             self.event_handlers()
         if self.failed or self.out:
             return
-        if self.all_finished():
+        # A main step not settled yet (the one at the mark) means not finished.
+        if settled == len(steps) and self.all_finished():
             self.finish()
 
     def deps_done(self, deps: Iterable[str], prefix: str = "") -> bool | None:

@@ -131,6 +131,8 @@ class _Lane:
         while plain and not valid(plain[0]):
             plain.popleft()
         first = plain[0] if plain else None
+        if not self.bands:
+            return first  # (the common case: no flow control, nothing to sort)
         for priority in sorted(self.bands, reverse=True):
             head = self.bands[priority].head(valid)
             if head is None:
@@ -177,10 +179,13 @@ class TaskIndex:
         fair_key: str | None = None,
         weight: int = 1,
     ) -> None:
-        by_runtime = self._queues.setdefault(contract, {})
-        lane = by_runtime.get(routing_runtime(using))
+        by_runtime = self._queues.get(contract)
+        if by_runtime is None:
+            by_runtime = self._queues[contract] = {}
+        runtime = routing_runtime(using)
+        lane = by_runtime.get(runtime)
         if lane is None:
-            lane = by_runtime[routing_runtime(using)] = _Lane()
+            lane = by_runtime[runtime] = _Lane()
         self.pushed += 1
         lane.push(QueuedTask(self.pushed, execution_id, key, offer, priority, fair_key, weight))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from typing import ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 import orjson
@@ -491,9 +491,62 @@ _DEFAULTED: dict[type[Event], frozenset[str]] = {
 }
 
 
+# The three events of every task step, written member by member in one dict
+# display (about twice as fast as the loop of `to_json`); the test of the
+# codec holds them to the loop's bytes.
+
+
+def _scheduled_json(e: StepScheduled) -> JsonObject:
+    return {
+        "seq": e.seq,
+        "timestamp_ms": e.timestamp_ms,
+        "type": "StepScheduled",
+        "step": e.step,
+        "attempt": e.attempt,
+        "input": e.input,
+        "idempotency_key": e.idempotency_key,
+        "redelivery": e.redelivery,
+    }
+
+
+def _dispatched_json(e: StepDispatched) -> JsonObject:
+    return {
+        "seq": e.seq,
+        "timestamp_ms": e.timestamp_ms,
+        "type": "StepDispatched",
+        "step": e.step,
+        "attempt": e.attempt,
+        "token": e.token,
+        "worker_id": e.worker_id,
+        "worker_session": e.worker_session,
+        "deadline_ms": e.deadline_ms,
+    }
+
+
+def _succeeded_json(e: StepSucceeded) -> JsonObject:
+    return {
+        "seq": e.seq,
+        "timestamp_ms": e.timestamp_ms,
+        "type": "StepSucceeded",
+        "step": e.step,
+        "attempt": e.attempt,
+        "output": e.output,
+    }
+
+
+_WRITERS: dict[type[Event], Callable[[Any], JsonObject]] = {
+    StepScheduled: _scheduled_json,
+    StepDispatched: _dispatched_json,
+    StepSucceeded: _succeeded_json,
+}
+
+
 def to_json(event: Event) -> JsonObject:
     """The event as `orbit logs --json` prints it: seq, timestamp_ms, type, fields."""
     cls = type(event)
+    writer = _WRITERS.get(cls)
+    if writer is not None:
+        return writer(event)
     out: JsonObject = {"seq": event.seq, "timestamp_ms": event.timestamp_ms, "type": cls.TYPE}
     optional = _OPTIONAL_BY_TYPE.get(cls.TYPE)
     for name in _FIELDS[cls]:

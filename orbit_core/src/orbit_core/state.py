@@ -191,6 +191,11 @@ class ExecutionState:
     resumed_seq: int = 0
     # A memo for the decider: the expression scope over this state's data.
     main_scope: Scope | None = None
+    # A memo for the decider: (plan, n) when the first n main steps of that
+    # plan have settled units. A settled unit never changes again, so the
+    # decider starts its walk over the steps at n; a migration (new plan,
+    # renamed units) drops it.
+    main_settled: tuple[object, int] | None = None
     # Whether `status` is terminal: read several times per event, so kept
     # as a field (set with the status by `set_status`) and not a property.
     terminal: bool = attrs.field(default=False, init=False)
@@ -336,6 +341,7 @@ def _debounced(s: ExecutionState, e: ev.WorkflowDebounced) -> None:
     # A later start replaced the input of this pending execution.
     s.input = e.input
     s.main_scope = None
+    s.main_settled = None
     if s.waiting is not None:
         s.waiting["due_ms"] = e.due_ms
 

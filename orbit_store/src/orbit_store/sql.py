@@ -1208,12 +1208,13 @@ def _parent_of(payload: str | None) -> str | None:
 
 
 def _event_row(execution_id: str, event: ev.Event) -> tuple[Any, ...]:
+    # (`ev.dumps` in line: three of these are built per task step.)
     return (
         execution_id,
         event.seq,
-        type(event).TYPE,
+        event.TYPE,
         getattr(event, "step", None),
-        ev.dumps(event).decode(),
+        orjson.dumps(ev.to_json(event)).decode(),
         event.timestamp_ms,
     )
 

@@ -519,12 +519,15 @@ class Executions:
 
     def append(self, tx: Tx, live: Live, event: ev.Event) -> None:
         """Appends an event already stamped (by `history`: a decision's batch)."""
-        apply(live.state, event)
-        self.gate.changed(live.state.id)
+        state = live.state
+        apply(state, event)
+        eid = state.id
+        self.gate.changed(eid)
         tx.last_event = event
-        change = tx.changes.get(live.state.id)
+        changes = tx.changes
+        change = changes.get(eid)
         if change is None:
-            change = tx.changes[live.state.id] = ExecutionChange(live.state.id, NO_ROW)
+            change = changes[eid] = ExecutionChange(eid, NO_ROW)
         change.events.append(event)
 
     def decide(self, tx: Tx, live: Live) -> None:

@@ -506,7 +506,7 @@ class StepGate:
         """Whether the unit's current offer waits here (a task queue entry
         for it, left from an earlier run with the same seq, must not
         hand it out)."""
-        found = self._waiting.get((live.state.id, unit_key))
+        found = self._waiting.get((live.state.id, unit_key)) if self._waiting else None
         if found is None:
             return self.rates.holds_back(live, unit_key)
         unit = live.state.units.get(unit_key)
@@ -544,11 +544,14 @@ _PLAIN = Order()
 def dispatch_order(live: Live, unit_key: str) -> Order:
     """The step's `priority` and `fairness` for one of its units (a
     compensation, which runs another task, has neither)."""
-    if unitkeys.compensated(unit_key) is not None:
-        return _PLAIN
     spec = live.plan.spec(unit_key)
     flow = spec.step.flow if spec is not None else None
-    if spec is None or flow is None or (flow.priority is None and flow.fairness is None):
+    if (
+        spec is None
+        or flow is None
+        or (flow.priority is None and flow.fairness is None)
+        or unitkeys.compensated(unit_key) is not None
+    ):
         return _PLAIN
     state = live.state
     execution = {"id": state.id, "workflow": state.workflow, "version": state.version}
