@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 from sqlalchemy import (
@@ -1043,17 +1043,17 @@ class SqlStore(ScheduleTables, BatchTables):
                 return []
             ids = [r.execution_id for r in rows]
             parents: dict[str, str] = {}
-            for eid, payload in conn.execute(first, {"ids": ids}).tuples():
-                parent = _parent_of(payload)
+            for row in conn.execute(first, {"ids": ids}):
+                parent = _parent_of(cast(str | None, row[1]))
                 if parent is not None:
-                    parents[eid] = parent
+                    parents[cast(str, row[0])] = parent
             open_parents: set[str] = set()
             if parents:
                 wanted = sorted(set(parents.values()))
                 open_parents = {
-                    eid
-                    for eid, status in conn.execute(statuses, {"ids": wanted}).tuples()
-                    if status not in TERMINAL
+                    cast(str, row[0])
+                    for row in conn.execute(statuses, {"ids": wanted})
+                    if row[1] not in TERMINAL
                 }
             # A parent that has not finished may still read its child.
             return [
