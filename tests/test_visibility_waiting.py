@@ -141,7 +141,8 @@ def _waiting_rows(store: Store) -> dict[str, str | None]:
     assert isinstance(store, SqliteStore | PostgresStore)
     with store.engine.connect() as conn:
         rows = conn.exec_driver_sql(
-            "SELECT execution_id, str_value FROM orbit_search_values WHERE field = '@waiting'"
+            "SELECT execution_id, str_value FROM orbit_search_values "
+            "JOIN orbit_search_fields USING (field_id) WHERE field = '@waiting'"
         ).all()
     return {str(eid): text for eid, text in rows}
 
