@@ -646,11 +646,10 @@ class SqlStore(ScheduleTables, BatchTables):
                 fields = ids.get(change.row.workflow)
                 if fields is None:
                     return None
-                for v in values:
-                    field_id = fields.get(v.field)
+                for field, text, number in values:
+                    field_id = fields.get(field)
                     if field_id is None:
                         return None
-                    text, number = v.str_value, v.num_value
                     add(
                         (
                             eid,
