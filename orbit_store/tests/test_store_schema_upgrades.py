@@ -390,7 +390,12 @@ OLD_SEARCH_ROWS = [
     ("e-3", "@waiting", "Orders", "|signal:approve|", None),
     ("r-1", "customer", "Refunds", "c-1", None),
 ]
-OLD_SEARCH_EXECUTIONS = (("e-1", "Orders"), ("e-2", "Orders"), ("e-3", "Orders"), ("r-1", "Refunds"))
+OLD_SEARCH_EXECUTIONS = (
+    ("e-1", "Orders"),
+    ("e-2", "Orders"),
+    ("e-3", "Orders"),
+    ("r-1", "Refunds"),
+)
 
 
 def search_rows(store: SqlStore) -> None:
@@ -419,7 +424,9 @@ def old_search_part(store: SqlStore, version: int) -> None:
         OLD_SEARCH_TABLE.format("" if postgres else " WITHOUT ROWID"),
         *OLD_SEARCH_INDEXES[version],
     ]
-    insert = "INSERT INTO orbit_search_values (execution_id, field, workflow, str_value, num_value) "
+    insert = (
+        "INSERT INTO orbit_search_values (execution_id, field, workflow, str_value, num_value) "
+    )
     parts = "INSERT INTO orbit_schema_parts (part, version) VALUES ('search', {})"
     if postgres:
         assert isinstance(store, PostgresStore)

@@ -317,11 +317,14 @@ def _field_ids(c: Condition, t: Any = None) -> ColumnElement[bool]:
     (read from `orbit_search_fields` by the statement itself)."""
     t = s.orbit_search_values if t is None else t
     f = s.orbit_search_fields
+    workflow: ColumnElement[bool]
     if len(c.workflows) > 1:
         workflow = f.c.workflow.in_(c.workflows)
     else:
         workflow = f.c.workflow == c.workflows[0]
-    return t.c.field_id.in_(select(f.c.field_id).where(workflow, f.c.field == c.field))
+    named = select(f.c.field_id).where(workflow, f.c.field == c.field)
+    found: ColumnElement[bool] = t.c.field_id.in_(named)
+    return found
 
 
 def where(f: Filter, indexed: bool) -> ColumnElement[bool]:

@@ -569,11 +569,7 @@ class SqlStore(ScheduleTables, BatchTables):
             self.insert_rows(cursor, new_rows)
             self.insert_events(cursor, events)
             self.update_rows(cursor, updates)
-            if found is None:
-                named[:] = [self._name_fields(cursor, batch)]
-                self._write_search(cursor, self._search_rows(batch, named[0]) or [])
-            else:
-                self._write_search(cursor, found)
+            self._write_search(cursor, batch, found, named)
             self._write_keys(cursor, keys)
             self._write_rates(cursor, batch)
             for w in batch.workers:
@@ -669,9 +665,19 @@ class SqlStore(ScheduleTables, BatchTables):
         names = {(c.row.workflow, v.field) for c in batch.executions for v in c.search}
         return search.name_fields(cursor, self.engine.dialect.paramstyle, names)
 
-    def _write_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
-        """Upserts the group's search rows, into the part's tables, which
-        `_name_fields` made if they were missing (a row needs its field's id)."""
+    def _write_search(
+        self,
+        cursor: Any,
+        batch: CommitBatch,
+        found: list[tuple[Any, ...]] | None,
+        named: list[search.FieldIds],
+    ) -> None:
+        """Upserts the group's search rows (`found`; None: a field has no id
+        yet, so the fields are named first and the rows made with the ids,
+        which `named` receives)."""
+        if found is None:
+            named[:] = [self._name_fields(cursor, batch)]
+            found = self._search_rows(batch, named[0])
         if found:
             self.upsert_search(cursor, found)
 
