@@ -3,8 +3,8 @@
 `--query` fills a store with `--executions` executions of
 examples/visibility.orbit's `Orders` (default 1,000,000; 20,000 customers,
 50 executions each, amounts spread over 0..1000), written straight into
-`workflow_executions` and `orbit_search_values` through the store's own
-tables (what the engine would have committed, without running a million
+`workflow_executions` and `orbit_search_values` (the two fields named by
+their ids in `orbit_search_fields`) through the store's own tables (what the engine would have committed, without running a million
 starts), then times selective filters through `SqlStore.search_executions`
 — the path `GET /v1/executions?where=` takes — and prints p50/p95 per
 filter and how many rows each returned (each ≤ 100).
