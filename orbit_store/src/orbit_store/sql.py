@@ -678,6 +678,8 @@ class SqlStore(ScheduleTables, BatchTables):
         if found is None:
             named[:] = [self._name_fields(cursor, batch)]
             found = self._search_rows(batch, named[0])
+            if found is None:  # every field was just named: not to be dropped
+                raise StorageError("a search field has no id after it was named")
         if found:
             self.upsert_search(cursor, found)
 
