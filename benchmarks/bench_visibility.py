@@ -3,8 +3,8 @@
 `--query` fills a store with `--executions` executions of
 examples/visibility.orbit's `Orders` (default 1,000,000; 20,000 customers,
 50 executions each, amounts spread over 0..1000), written straight into
-`workflow_executions` and `orbit_search_values` through the store's own
-tables (what the engine would have committed, without running a million
+`workflow_executions` and `orbit_search_values` (the two fields named by
+their ids in `orbit_search_fields`) through the store's own tables (what the engine would have committed, without running a million
 starts), then times selective filters through `SqlStore.search_executions`
 — the path `GET /v1/executions?where=` takes — and prints p50/p95 per
 filter and how many rows each returned (each ≤ 100).
@@ -119,6 +119,9 @@ def load(store: SqlStore, defn: ir.Definition, total: int) -> float:
         for statement in search.create_statements(store.engine.dialect):
             if "INDEX" not in statement:
                 conn.exec_driver_sql(statement)
+        cursor = conn.connection.driver_connection.cursor()
+        names = {(defn.name, "customer"), (defn.name, "amount")}
+        ids = search.name_fields(cursor, store.engine.dialect.paramstyle, names)[defn.name]
         for first in range(0, total, CHUNK):
             rows: list[dict[str, Any]] = []
             values: list[dict[str, Any]] = []
@@ -139,11 +142,22 @@ def load(store: SqlStore, defn: ir.Definition, total: int) -> float:
                 )
                 customer = f"c-{i % CUSTOMERS}"
                 amount = round(rng.uniform(0, 1000), 2)
-                common = {"execution_id": eid, "workflow": defn.name}
                 values.append(
-                    {**common, "field": "customer", "str_value": customer, "num_value": None}
+                    {
+                        "execution_id": eid,
+                        "field_id": ids["customer"],
+                        "str_value": customer,
+                        "num_value": None,
+                    }
                 )
-                values.append({**common, "field": "amount", "str_value": None, "num_value": amount})
+                values.append(
+                    {
+                        "execution_id": eid,
+                        "field_id": ids["amount"],
+                        "str_value": None,
+                        "num_value": amount,
+                    }
+                )
             if store.engine.dialect.name == "postgresql":
                 _copy(conn, x.name, rows)
                 _copy(conn, v.name, values)
@@ -157,6 +171,7 @@ def load(store: SqlStore, defn: ir.Definition, total: int) -> float:
         with store.engine.connect() as conn:
             conn.exec_driver_sql("ANALYZE workflow_executions")
             conn.exec_driver_sql("ANALYZE orbit_search_values")
+            conn.exec_driver_sql("ANALYZE orbit_search_fields")
     return time.perf_counter() - t0
 
 

@@ -108,6 +108,7 @@ def test_a_large_group_writes_every_row_and_missing_values_stay_null(store: SqlS
     with store.engine.connect() as conn:
         nulls = conn.exec_driver_sql(
             "SELECT field, count(*) FROM orbit_search_values "
+            "JOIN orbit_search_fields USING (field_id) "
             "WHERE str_value IS NULL AND num_value IS NOT NULL "
             "OR num_value IS NULL AND str_value IS NOT NULL GROUP BY field ORDER BY field"
         ).fetchall()

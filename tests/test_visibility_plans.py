@@ -4,8 +4,9 @@ stored"). The two value indexes are partial (a row fills one of the two
 value columns), which a planner uses only when it can tell from the query
 that the column is not null: each form's statement is explained here and
 must touch `orbit_search_values` only by `orbit_search_str`,
-`orbit_search_num` or its primary key (execution, field), never by a scan
-of the table. On PostgreSQL, sequential scans are turned off for the
+`orbit_search_num` or its primary key (execution, field id), never by a
+scan of the table (the field ids come from `orbit_search_fields`, a row per
+declared field). On PostgreSQL, sequential scans are turned off for the
 explanation: on a table this small a scan would win on cost, and the
 question asked is whether an index can answer at all."""
 
@@ -167,9 +168,10 @@ def _postgres_reads(store: PostgresStore, statement: str, parameters: Any) -> li
     plan = (raw[0] if isinstance(raw[0], list) else json.loads(raw[0]))[0]["Plan"]
     reads = []
     for node in _nodes(plan):
+        # `orbit_search_fields` (a row per declared field) names the ids.
         if node.get("Relation Name") != "orbit_search_values" and not str(
             node.get("Index Name", "")
-        ).startswith("orbit_search"):
+        ).startswith(("orbit_search_values", "orbit_search_str", "orbit_search_num")):
             continue
         if node["Node Type"] == "Seq Scan":
             reads.append("scan")

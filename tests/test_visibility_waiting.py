@@ -141,9 +141,10 @@ def _waiting_rows(store: Store) -> dict[str, str | None]:
     assert isinstance(store, SqliteStore | PostgresStore)
     with store.engine.connect() as conn:
         rows = conn.exec_driver_sql(
-            "SELECT execution_id, str_value FROM orbit_search_values WHERE field = '@waiting'"
+            "SELECT execution_id, str_value FROM orbit_search_values "
+            "JOIN orbit_search_fields USING (field_id) WHERE field = '@waiting'"
         ).all()
-    return {str(eid): text for eid, text in rows}
+    return {str(eid): None if text is None else str(text) for eid, text in rows}
 
 
 def test_a_start_onto_a_task_step_writes_no_waiting_row(engine: Engine) -> None:

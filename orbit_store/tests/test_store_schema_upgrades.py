@@ -16,6 +16,7 @@ import psycopg
 import pytest
 import schema_samples
 from sqlalchemy import inspect, select
+from sqlalchemy.schema import CreateTable
 
 from orbit_core import events as ev
 from orbit_core.errors import StorageError
@@ -355,11 +356,45 @@ def test_shared_tables_of_version_3_gain_the_boards_order(pg_server: Any) -> Non
         ]
 
 
-# The search index (orbit_store.search): version 1's value indexes were whole
-# (as the part was first built); version 2 makes them partial.
-WHOLE_INDEXES = (
-    "CREATE INDEX orbit_search_str ON orbit_search_values (workflow, field, str_value)",
-    "CREATE INDEX orbit_search_num ON orbit_search_values (workflow, field, num_value)",
+# The search index (orbit_store.search) as builds before version 3 made it
+# (the DDL of that code, for both dialects): the rows name their workflow
+# and field. Version 1's value indexes were whole, version 2's partial.
+OLD_SEARCH_TABLE = (
+    "CREATE TABLE orbit_search_values (execution_id TEXT NOT NULL, field TEXT NOT NULL, "
+    "workflow TEXT NOT NULL, str_value TEXT, num_value FLOAT, "
+    "PRIMARY KEY (execution_id, field)){}"
+)
+OLD_SEARCH_INDEXES = {
+    1: (
+        "CREATE INDEX orbit_search_str ON orbit_search_values (workflow, field, str_value)",
+        "CREATE INDEX orbit_search_num ON orbit_search_values (workflow, field, num_value)",
+    ),
+    2: (
+        "CREATE INDEX orbit_search_num ON orbit_search_values (workflow, field, num_value) "
+        "WHERE num_value IS NOT NULL",
+        "CREATE INDEX orbit_search_str ON orbit_search_values (workflow, field, str_value) "
+        "WHERE str_value IS NOT NULL",
+    ),
+}
+# Rows of an old table: two workflows declare `customer`, `Orders` also
+# `amount` and a Timestamp-like field with both columns filled, and one
+# execution waits (`@waiting`, orbit_core.visibility.waiting).
+OLD_SEARCH_ROWS = [
+    ("e-1", "customer", "Orders", "c-1", None),
+    ("e-1", "amount", "Orders", None, 100.0),
+    ("e-2", "customer", "Orders", "c-1", None),
+    ("e-2", "amount", "Orders", None, 600.0),
+    ("e-2", "placed", "Orders", "2026-01-02T00:00:00Z", 1767312000000.0),
+    ("e-3", "customer", "Orders", "c-2", None),
+    ("e-3", "amount", "Orders", None, 700.0),
+    ("e-3", "@waiting", "Orders", "|signal:approve|", None),
+    ("r-1", "customer", "Refunds", "c-1", None),
+]
+OLD_SEARCH_EXECUTIONS = (
+    ("e-1", "Orders"),
+    ("e-2", "Orders"),
+    ("e-3", "Orders"),
+    ("r-1", "Refunds"),
 )
 
 
@@ -372,13 +407,58 @@ def search_rows(store: SqlStore) -> None:
     store.commit(CommitBatch(executions=changes))
 
 
-# The fields of a workflow `Orders` whose `search` block declares
-# `customer: input.customer` (String) and `amount: input.amount` (Float),
-# typed by hand: orbit_store's tests do not import the compiler.
+def old_search_part(store: SqlStore, version: int) -> None:
+    """Leaves the store's database as a build of search `version` (1 or 2)
+    would have, with OLD_SEARCH_ROWS and their executions (the store is
+    closed after)."""
+    changes = [
+        ExecutionChange(eid, ExecutionRow(eid, wf, "1.0.0", "h", "RUNNING", n, n, 0), [], new=True)
+        for n, (eid, wf) in enumerate(OLD_SEARCH_EXECUTIONS, 1000)
+    ]
+    store.commit(CommitBatch(executions=changes))
+    postgres = store.engine.dialect.name == "postgresql"
+    parts_table = CreateTable(schema.schema_parts, if_not_exists=True)
+    store.close()
+    statements = [
+        str(parts_table.compile(dialect=store.engine.dialect)),
+        OLD_SEARCH_TABLE.format("" if postgres else " WITHOUT ROWID"),
+        *OLD_SEARCH_INDEXES[version],
+    ]
+    insert = (
+        "INSERT INTO orbit_search_values (execution_id, field, workflow, str_value, num_value) "
+    )
+    parts = "INSERT INTO orbit_schema_parts (part, version) VALUES ('search', {})"
+    if postgres:
+        assert isinstance(store, PostgresStore)
+        with psycopg.connect(store.url) as pg:
+            for statement in statements:
+                pg.execute(statement)
+            with pg.cursor() as cursor:
+                cursor.executemany(insert + "VALUES (%s, %s, %s, %s, %s)", OLD_SEARCH_ROWS)
+            pg.execute(parts.format(version))
+        return
+    assert isinstance(store, SqliteStore)
+    lite = sqlite3.connect(store.path)
+    for statement in statements:
+        lite.execute(statement)
+    lite.executemany(insert + "VALUES (?, ?, ?, ?, ?)", OLD_SEARCH_ROWS)
+    lite.execute(parts.format(version))
+    lite.commit()
+    lite.close()
+
+
+# The fields of the workflows `Orders` (a `search` block of `customer:
+# input.customer`, String, `amount: input.amount`, Float, and `placed`, a
+# Timestamp) and `Refunds` (`customer` too), typed by hand: orbit_store's
+# tests do not import the compiler.
 ORDERS = FieldCatalog(
-    {"customer": {"Orders": "string"}, "amount": {"Orders": "float"}},
-    frozenset({"Orders"}),
-    {"Orders": frozenset({"h"})},
+    {
+        "customer": {"Orders": "string", "Refunds": "string"},
+        "amount": {"Orders": "float"},
+        "placed": {"Orders": "timestamp"},
+    },
+    frozenset({"Orders", "Refunds"}),
+    {"Orders": frozenset({"h"}), "Refunds": frozenset({"h"})},
 )
 
 
@@ -387,12 +467,53 @@ def found(store: SqlStore, text: str) -> list[str]:
     return sorted(r.execution_id for r in store.search_executions(query))
 
 
+# Filters over the old rows and what they find, before and after the upgrade.
+OLD_SEARCH_FILTERS = {
+    'customer == "c-1"': ["e-1", "e-2", "r-1"],
+    'customer == "c-1" and amount > 500': ["e-2"],
+    'customer == "c-1" and workflow == "Orders"': ["e-1", "e-2"],
+    "amount >= 600": ["e-2", "e-3"],
+    'customer != "c-1" or amount < 200': ["e-1", "e-3"],
+    'placed > "2026-01-01T00:00:00Z"': ["e-2"],
+}
+
+
+def assert_old_rows_found(store: SqlStore) -> None:
+    """The migrated rows answer filters as they did, retention reads them
+    back by name, and a later value of a migrated field replaces it."""
+    for text, ids in OLD_SEARCH_FILTERS.items():
+        assert found(store, text) == ids, text
+    values = store.retention_search_values(["e-2", "e-3", "r-1"])
+    assert values == {
+        "e-2": [
+            SearchValue("amount", None, 600.0),
+            SearchValue("customer", "c-1", None),
+            SearchValue("placed", "2026-01-02T00:00:00Z", 1767312000000.0),
+        ],
+        "e-3": [
+            SearchValue("@waiting", "|signal:approve|", None),
+            SearchValue("amount", None, 700.0),
+            SearchValue("customer", "c-2", None),
+        ],
+        "r-1": [SearchValue("customer", "c-1", None)],
+    }
+    row = ExecutionRow("e-1", "Orders", "1.0.0", "h", "RUNNING", 1000, 1001, 1)
+    later = [SearchValue("customer", "c-9", None)]
+    store.commit(CommitBatch(executions=[ExecutionChange("e-1", row, [], search=later)]))
+    assert found(store, 'customer == "c-1"') == ["e-2", "r-1"]
+    assert found(store, 'customer == "c-9"') == ["e-1"]
+    assert store.retention_search_values(["e-1"])["e-1"] == [
+        SearchValue("amount", None, 100.0),
+        SearchValue("customer", "c-9", None),
+    ]
+
+
 def sqlite_search_shape(db: Path) -> tuple[list[Any], list[Any]]:
     conn = sqlite3.connect(db)
     try:
         indexes = conn.execute(
-            "SELECT name, sql FROM sqlite_master WHERE tbl_name = 'orbit_search_values' "
-            "ORDER BY name"
+            "SELECT name, sql FROM sqlite_master "
+            "WHERE tbl_name IN ('orbit_search_values', 'orbit_search_fields') ORDER BY name"
         ).fetchall()
         parts = conn.execute("SELECT part, version FROM orbit_schema_parts").fetchall()
     finally:
@@ -400,47 +521,90 @@ def sqlite_search_shape(db: Path) -> tuple[list[Any], list[Any]]:
     return indexes, parts
 
 
-def test_a_sqlite_search_index_of_version_1_is_brought_to_version_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_sqlite_search_part_of_an_older_version_is_brought_to_the_current_one(
+    tmp_path: Path, version: int
+) -> None:
     fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
-    for db in (fresh, old):
-        store = SqliteStore(db)
-        search_rows(store)
+    store = SqliteStore(fresh)
+    search_rows(store)
+    store.close()
+    old_search_part(SqliteStore(old), version)
+    assert sqlite_search_shape(old) != sqlite_search_shape(fresh)
+    # What the old build found is what the new one must find.
+    for text, ids in OLD_SEARCH_FILTERS.items():
+        assert_old_filter(old, text, ids)
+    store = SqliteStore(old)
+    try:
+        assert sqlite_search_shape(old) == sqlite_search_shape(fresh)
+        assert ("search", schema.SEARCH_VERSION) in sqlite_search_shape(old)[1]
+        assert schema.SEARCH_VERSION == 3
+        assert_old_rows_found(store)
+    finally:
         store.close()
     conn = sqlite3.connect(old)
-    conn.execute("DROP INDEX orbit_search_str")
-    conn.execute("DROP INDEX orbit_search_num")
-    for statement in WHOLE_INDEXES:
-        conn.execute(statement)
-    conn.execute("UPDATE orbit_schema_parts SET version = 1 WHERE part = 'search'")
-    conn.commit()
-    conn.close()
-    assert sqlite_search_shape(old) != sqlite_search_shape(fresh)
-    store = SqliteStore(old)
-    assert found(store, 'customer == "c-1" and amount > 500') == ["e-2"]
-    store.close()
-    assert sqlite_search_shape(old) == sqlite_search_shape(fresh)
-    assert ("search", schema.SEARCH_VERSION) in sqlite_search_shape(old)[1]
-    assert schema.SEARCH_VERSION == 2
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "orbit_search_values_v2" not in tables
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
 
 
-def test_a_postgres_search_index_of_version_1_is_brought_to_version_2(pg_server: Any) -> None:
+def assert_old_filter(db: Path, text: str, ids: list[str]) -> None:
+    """OLD_SEARCH_FILTERS holds what an old table answers: checked on the
+    old table itself by hand-written SQL, for the filters over one field."""
+    if " and " in text or " or " in text:
+        return
+    field, op, value = text.split(" ", 2)
+    column, literal = ("str_value", value) if value.startswith('"') else ("num_value", value)
+    if field == "placed":  # a Timestamp compares as milliseconds
+        column, literal = "num_value", "1767225600000"
+    literal = literal.replace('"', "'")
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT execution_id FROM orbit_search_values "
+            f"WHERE field = '{field}' AND {column} {op} {literal} ORDER BY execution_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert [r[0] for r in rows] == ids, text
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_postgres_search_part_of_an_older_version_is_brought_to_the_current_one(
+    pg_server: Any, version: int
+) -> None:
     fresh = pg_server.url(pg_server.create_database())
     old = pg_server.url(pg_server.create_database())
-    for url in (fresh, old):
-        store = PostgresStore(url)
-        search_rows(store)
-        store.close()
-    with psycopg.connect(old) as conn:
-        conn.execute("DROP INDEX orbit_search_str, orbit_search_num")
-        for statement in WHOLE_INDEXES:
-            conn.execute(statement)
-    set_part(old, "search", 1)
+    store = PostgresStore(fresh)
+    search_rows(store)
+    store.close()
+    old_search_part(PostgresStore(old), version)
     assert shape(old) != shape(fresh)
     store = PostgresStore(old)
-    assert found(store, 'customer == "c-1" and amount > 500') == ["e-2"]
-    store.close()
-    assert shape(old) == shape(fresh)
-    assert part_versions(old) == {"search": 2}
+    try:
+        assert shape(old) == shape(fresh)
+        assert part_versions(old) == {"search": 3}
+        assert_old_rows_found(store)
+    finally:
+        store.close()
+
+
+def test_a_postgres_search_part_is_upgraded_once_by_two_servers(pg_server: Any) -> None:
+    # Two servers opening an old database together: the second waits on the
+    # part's lock, then finds it done.
+    url = pg_server.url(pg_server.create_database())
+    old_search_part(PostgresStore(url), 2)
+    stores = [PostgresStore(url), PostgresStore(url)]
+    try:
+        assert part_versions(url) == {"search": 3}
+        for store in stores:
+            assert found(store, 'customer == "c-1" and amount > 500') == ["e-2"]
+    finally:
+        for store in stores:
+            store.close()
 
 
 def test_newer_search_tables_are_refused_untouched(tmp_path: Path) -> None:
@@ -449,12 +613,12 @@ def test_newer_search_tables_are_refused_untouched(tmp_path: Path) -> None:
     search_rows(store)
     store.close()
     conn = sqlite3.connect(db)
-    conn.execute("UPDATE orbit_schema_parts SET version = 3 WHERE part = 'search'")
+    conn.execute("UPDATE orbit_schema_parts SET version = 4 WHERE part = 'search'")
     conn.commit()
     conn.close()
-    with pytest.raises(StorageError, match="search tables at version 3, newer than this server"):
+    with pytest.raises(StorageError, match="search tables at version 4, newer than this server"):
         SqliteStore(db)
-    assert sqlite_search_shape(db)[1] == [("search", 3)]
+    assert sqlite_search_shape(db)[1] == [("search", 4)]
 
 
 def test_shared_tables_of_version_4_gain_the_step_line(pg_server: Any) -> None:

@@ -42,6 +42,9 @@ class LazyPart:
     lock_key: int
     # (version, step): what brings the tables from version-1 to version.
     steps: tuple[tuple[int, PartStep], ...] = ()
+    # Tables the part has beside `table`, created before it (whether the
+    # part is there is whether `table` is).
+    also: tuple[Table, ...] = ()
 
     def exists(self, conn: Connection) -> bool:
         """Whether the part is there; refuses a newer version of it."""
@@ -92,14 +95,13 @@ class LazyPart:
 
     def create_statements(self, dialect: Any) -> list[str]:
         """What creates the part (idempotent), then records its version."""
-        out = [
-            str(CreateTable(s.schema_parts, if_not_exists=True).compile(dialect=dialect)),
-            str(CreateTable(self.table, if_not_exists=True).compile(dialect=dialect)),
-        ]
-        out += [
-            str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
-            for index in sorted(self.table.indexes, key=lambda i: str(i.name))
-        ]
+        out = [str(CreateTable(s.schema_parts, if_not_exists=True).compile(dialect=dialect))]
+        for table in (*self.also, self.table):
+            out.append(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
+            out += [
+                str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
+                for index in sorted(table.indexes, key=lambda i: str(i.name))
+            ]
         out.append(
             "INSERT INTO orbit_schema_parts (part, version) "
             f"VALUES ('{self.name}', {self.version}) ON CONFLICT (part) DO NOTHING"

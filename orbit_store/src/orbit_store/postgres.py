@@ -110,9 +110,9 @@ _GROUP = f"WITH e AS ({INSERT_EVENTS}), n AS ({INSERT_ROWS}) {UPDATE_ROWS}"
 # are one per (execution, field) (`search.latest`), as one upsert
 # statement may touch a row only once.
 UPSERT_SEARCH = (
-    "INSERT INTO orbit_search_values (execution_id, field, workflow, str_value, num_value) "
-    "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[]) "
-    "ON CONFLICT (execution_id, field) DO UPDATE SET workflow = excluded.workflow, "
+    "INSERT INTO orbit_search_values (execution_id, field_id, str_value, num_value) "
+    "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::float8[]) "
+    "ON CONFLICT (execution_id, field_id) DO UPDATE SET "
     "str_value = excluded.str_value, num_value = excluded.num_value"
 )
 _GROUP_SEARCH = (
@@ -367,16 +367,15 @@ _ROW_TYPES: tuple[type[Texts] | type[Int8s], ...] = (*(Texts,) * 5, Int8s, Int8s
 _UPDATE_TYPES: tuple[type[Texts] | type[Int8s], ...] = (Texts, Int8s, Int8s, Int8s, Texts)
 
 
-def search_params(rows: list[tuple[Any, ...]]) -> list[Texts | Float8s]:
+def search_params(rows: list[tuple[Any, ...]]) -> list[Texts | Int8s | Float8s]:
     """The arrays of UPSERT_SEARCH, from rows in `search._COLUMNS` order
     (one per key: the statement may upsert a row once)."""
     rows = search.latest(rows)
     return [
         Texts(r[0] for r in rows),
-        Texts(r[1] for r in rows),
+        Int8s(r[1] for r in rows),
         Texts(r[2] for r in rows),
-        Texts(r[3] for r in rows),
-        Float8s(r[4] for r in rows),
+        Float8s(r[3] for r in rows),
     ]
 
 

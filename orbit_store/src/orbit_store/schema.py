@@ -430,40 +430,52 @@ RETENTION_INDEX = (
 # `orbit_schema_parts` and created by the first commit that writes a value
 # (orbit_store.search), so a database whose workflows declare no field stays
 # the book's.
+#
+# A field is named in the rows by a small integer, `field_id`, which
+# `orbit_search_fields` gives each (workflow, field) the first time a value
+# of it is written: an index entry then holds the id, the value and the
+# execution, not the workflow's and the field's names as well, so the rows
+# and the entries of the three B-trees are about half as long, and a start's
+# writes dirty fewer pages (docs/language/visibility.md, what indexing costs).
+orbit_search_fields = Table(
+    "orbit_search_fields",
+    metadata,
+    Column("field_id", Integer, primary_key=True, autoincrement=True),
+    Column("workflow", Text, nullable=False),
+    Column("field", Text, nullable=False),
+    UniqueConstraint("workflow", "field", name="orbit_search_fields_name"),
+)
 orbit_search_values = Table(
     "orbit_search_values",
     metadata,
     Column("execution_id", Text, primary_key=True),
-    Column("field", Text, primary_key=True),
-    Column("workflow", Text, nullable=False),
+    Column("field_id", Integer, primary_key=True, autoincrement=False),
     Column("str_value", Text, nullable=True),
     Column("num_value", Float, nullable=True),
-    # Partial: a row fills one of the two columns, and an index entry for
-    # the other's null would cost every commit and serve no query (a
-    # comparison on the column implies it is not null, so both planners
-    # use them).
+    # Partial: a row fills one of the two columns (a Timestamp both), and an
+    # index entry for the other's null would cost every commit and serve no
+    # query (a comparison on the column implies it is not null, so both
+    # planners use them).
     Index(
         "orbit_search_str",
-        "workflow",
-        "field",
+        "field_id",
         "str_value",
         sqlite_where=text("str_value IS NOT NULL"),
         postgresql_where=text("str_value IS NOT NULL"),
     ),
     Index(
         "orbit_search_num",
-        "workflow",
-        "field",
+        "field_id",
         "num_value",
         sqlite_where=text("num_value IS NOT NULL"),
         postgresql_where=text("num_value IS NOT NULL"),
     ),
     sqlite_with_rowid=False,
 )
-SEARCH = (orbit_search_values,)
+SEARCH = (orbit_search_fields, orbit_search_values)
 # The search part's version (orbit_store.search.PART; 2: the value indexes
-# are partial).
-SEARCH_VERSION = 2
+# are partial; 3: fields are named by `orbit_search_fields`' ids).
+SEARCH_VERSION = 3
 
 # Idempotency keys of starts (beyond the book: docs/language/flow-control.md):
 # one row per key, written in the commit that creates its execution. A part

@@ -1,19 +1,24 @@
 """The search index on SQL: written in the group's transaction, queried in SQL.
 
 `orbit_search_values` (schema.py) holds one row per execution and declared
-search field. A group commit that carries rows (`ExecutionChange.search`)
-upserts them with the group's events, in the same transaction, so a filter
-reads its own writes: no second store, no lag. The table is the "search"
-schema part: the first commit that has a row creates it (with its version
-in `orbit_schema_parts`), so a database whose workflows never declare a
-field keeps the book's tables only. Its version 2 made the two value
-indexes partial (`_to_2`, run when a store opens on an older one).
+search field, the field named by its id in `orbit_search_fields` (one per
+workflow and field name). A group commit that carries rows
+(`ExecutionChange.search`) upserts them with the group's events, in the
+same transaction, so a filter reads its own writes: no second store, no
+lag; a field's first value gives it its id in that transaction too
+(`name_fields`). The two tables are the "search" schema part: the first
+commit that has a row creates them (with the part's version in
+`orbit_schema_parts`), so a database whose workflows never declare a field
+keeps the book's tables only. Version 2 made the two value indexes partial
+(`_to_2`), version 3 replaced the rows' workflow and field names by the id
+(`_to_3`); a store that opens on an older version brings it up to date.
 
 `select_page` turns a typed filter (orbit_core.visibility.check) into one
 SELECT on `workflow_executions`: a built-in field is a column of it, a
 declared field an `execution_id IN (SELECT ... FROM orbit_search_values
-WHERE workflow IN (..) AND field = .. AND <column> <op> ..)` that the
-(workflow, field, value) indexes answer. Nothing is filtered in Python.
+WHERE field_id IN (<the ids of the field in its workflows>) AND <column>
+<op> ..)` that the (field_id, value) indexes answer. Nothing is filtered in
+Python.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.schema import CreateIndex
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from orbit_core.state import TERMINAL
 from orbit_core.visibility.check import AllOf, AnyOf, Condition, Filter, NoneOf
@@ -41,7 +46,7 @@ from orbit_core.visibility.page import SearchQuery
 from orbit_store import schema as s
 from orbit_store.parts import LazyPart
 
-_COLUMNS = ("execution_id", "field", "workflow", "str_value", "num_value")
+_COLUMNS = ("execution_id", "field_id", "str_value", "num_value")
 _BUILTIN_COLUMNS = {
     "status": "status",
     "workflow": "workflow",
@@ -53,19 +58,75 @@ _BUILTIN_COLUMNS = {
 _LOCK_KEY = 0x6F72626974_06
 
 
+# Version 2's value indexes, the shape `_to_2` makes (the same text on both
+# dialects): keyed by the workflow's and field's names.
+_V2_INDEXES = (
+    "CREATE INDEX orbit_search_num ON orbit_search_values (workflow, field, num_value) "
+    "WHERE num_value IS NOT NULL",
+    "CREATE INDEX orbit_search_str ON orbit_search_values (workflow, field, str_value) "
+    "WHERE str_value IS NOT NULL",
+)
+
+
 def _to_2(conn: Connection) -> None:
     """Version 2: the two value indexes are partial (`IS NOT NULL`, see
     schema.py). Builds of version 1 made them whole, an entry for every
     row's null in the column it does not fill, and later ones made them
     partial at the same version, so either kind may be there: both are
-    made again as the current shape has them."""
-    for index in sorted(s.orbit_search_values.indexes, key=lambda i: str(i.name)):
-        conn.execute(text(f"DROP INDEX IF EXISTS {index.name}"))
+    made again as version 2 has them."""
+    for statement in _V2_INDEXES:
+        conn.execute(text(f"DROP INDEX IF EXISTS {statement.split()[2]}"))
+        conn.execute(text(statement))
+
+
+def _to_3(conn: Connection) -> None:
+    """Version 3: a row names its field by `orbit_search_fields`' id instead
+    of the workflow's and field's names. Every (workflow, field) of the rows
+    gets its id, and the rows are copied into the new table, in the open's
+    transaction (the old table, renamed, is dropped after)."""
+    fields = s.orbit_search_fields
+    conn.execute(CreateTable(fields))
+    conn.execute(
+        text(
+            "INSERT INTO orbit_search_fields (workflow, field) "
+            "SELECT DISTINCT workflow, field FROM orbit_search_values ORDER BY workflow, field"
+        )
+    )
+    # An index keeps its name when its table is renamed: the old ones go first.
+    for statement in _V2_INDEXES:
+        conn.execute(text(f"DROP INDEX IF EXISTS {statement.split()[2]}"))
+    if conn.dialect.name == "postgresql":
+        # The primary key's constraint and index keep theirs too.
+        conn.execute(
+            text(
+                "ALTER TABLE orbit_search_values "
+                "RENAME CONSTRAINT orbit_search_values_pkey TO orbit_search_values_v2_pkey"
+            )
+        )
+    conn.execute(text("ALTER TABLE orbit_search_values RENAME TO orbit_search_values_v2"))
+    values = s.orbit_search_values
+    conn.execute(CreateTable(values))
+    for index in sorted(values.indexes, key=lambda i: str(i.name)):
         conn.execute(CreateIndex(index))
+    conn.execute(
+        text(
+            "INSERT INTO orbit_search_values (execution_id, field_id, str_value, num_value) "
+            "SELECT v.execution_id, f.field_id, v.str_value, v.num_value "
+            "FROM orbit_search_values_v2 v JOIN orbit_search_fields f "
+            "ON f.workflow = v.workflow AND f.field = v.field"
+        )
+    )
+    conn.execute(text("DROP TABLE orbit_search_values_v2"))
 
 
 PART = LazyPart(
-    "search", "search", s.orbit_search_values, s.SEARCH_VERSION, _LOCK_KEY, ((2, _to_2),)
+    "search",
+    "search",
+    s.orbit_search_values,
+    s.SEARCH_VERSION,
+    _LOCK_KEY,
+    ((2, _to_2), (3, _to_3)),
+    also=(s.orbit_search_fields,),
 )
 exists = PART.exists
 prepare = PART.prepare
@@ -73,20 +134,20 @@ create_statements = PART.create_statements
 
 
 def upsert_sql(dialect: Any) -> Any:
-    """INSERT ... ON CONFLICT (execution_id, field) DO UPDATE: a later value
-    (a new run's input, a step run again) replaces the earlier one."""
+    """INSERT ... ON CONFLICT (execution_id, field_id) DO UPDATE: a later
+    value (a new run's input, a step run again) replaces the earlier one."""
     t = s.orbit_search_values
     values: dict[str, Any] = {c: bindparam(c) for c in _COLUMNS}
     if dialect.name == "postgresql":
         pg = postgresql.insert(t).values(values)
         return pg.on_conflict_do_update(
-            index_elements=["execution_id", "field"],
-            set_={c: pg.excluded[c] for c in ("workflow", "str_value", "num_value")},
+            index_elements=["execution_id", "field_id"],
+            set_={c: pg.excluded[c] for c in ("str_value", "num_value")},
         )
     lite = sqlite.insert(t).values(values)
     return lite.on_conflict_do_update(
-        index_elements=["execution_id", "field"],
-        set_={c: lite.excluded[c] for c in ("workflow", "str_value", "num_value")},
+        index_elements=["execution_id", "field_id"],
+        set_={c: lite.excluded[c] for c in ("str_value", "num_value")},
     )
 
 
@@ -105,10 +166,34 @@ def upsert_sql(dialect: Any) -> Any:
 # execution (two rows) against 10 us row by row, which callgrind's
 # instruction count did not show (the copy is a memcpy and a write(2)).
 SQLITE_UPSERT = (
-    f"INSERT INTO orbit_search_values ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, NULLIF(?, 0), ?)"
-    " ON CONFLICT (execution_id, field) DO UPDATE SET workflow = excluded.workflow, "
+    f"INSERT INTO orbit_search_values ({', '.join(_COLUMNS)}) VALUES (?, ?, NULLIF(?, 0), ?)"
+    " ON CONFLICT (execution_id, field_id) DO UPDATE SET "
     "str_value = excluded.str_value, num_value = excluded.num_value"
 )
+
+# Gives a (workflow, field) its id, unless it has one (`name_fields`).
+NAME_FIELD = (
+    "INSERT INTO orbit_search_fields (workflow, field) VALUES ({0}, {0}) "
+    "ON CONFLICT (workflow, field) DO NOTHING"
+)
+FIELD_IDS = "SELECT workflow, field, field_id FROM orbit_search_fields"
+
+# What `name_fields` returns: workflow -> field -> id.
+FieldIds = dict[str, dict[str, int]]
+
+
+def name_fields(cursor: Any, paramstyle: str, names: set[tuple[str, str]]) -> FieldIds:
+    """Gives each (workflow, field) of `names` an id, in the caller's
+    transaction, and returns every field's. Another server may name the
+    same field at the same time (shared mode): its row is then taken, after
+    its transaction ends (the unique key waits for it)."""
+    marker = "%s" if paramstyle in ("format", "pyformat") else "?"
+    cursor.executemany(NAME_FIELD.format(marker), sorted(names))
+    cursor.execute(FIELD_IDS)
+    out: FieldIds = {}
+    for workflow, field, field_id in cursor.fetchall():
+        out.setdefault(workflow, {})[field] = int(field_id)
+    return out
 
 
 def delete_sql() -> Any:
@@ -164,14 +249,16 @@ def _condition(c: Condition, indexed: bool) -> ColumnElement[bool]:
         return x.c.definition_hash.in_(c.absent) if c.absent else false()
     t = s.orbit_search_values
     column = t.c.str_value if c.column == "str" else t.c.num_value
-    inner = select(t.c.execution_id).where(
-        _workflows(c), t.c.field == c.field, _compare(column, c.op, c.values)
-    )
+    inner = select(t.c.execution_id).where(_field_ids(c), _compare(column, c.op, c.values))
     found = x.c.execution_id.in_(inner)
     if not c.absent:
         return found
     # `waiting_for == task`: a new execution's `|task|` is implied, not written.
-    row = select(t.c.execution_id).where(t.c.execution_id == x.c.execution_id, t.c.field == c.field)
+    f = s.orbit_search_fields
+    named = select(f.c.field_id).where(f.c.field == c.field)
+    row = select(t.c.execution_id).where(
+        t.c.execution_id == x.c.execution_id, t.c.field_id.in_(named)
+    )
     return or_(found, and_(x.c.definition_hash.in_(c.absent), ~row.exists()))
 
 
@@ -207,9 +294,7 @@ def _all_of(parts: tuple[Filter, ...], indexed: bool) -> ColumnElement[bool]:
     first = driver[0]
     column = t.c.str_value if first.column == "str" else t.c.num_value
     inner = select(t.c.execution_id).where(
-        _workflows(first),
-        t.c.field == first.field,
-        *(_compare(column, c.op, c.values) for c in driver),
+        _field_ids(first), *(_compare(column, c.op, c.values) for c in driver)
     )
     tests: list[ColumnElement[bool]] = [x.c.execution_id.in_(inner)]
     for group in ordered[1:]:
@@ -219,7 +304,7 @@ def _all_of(parts: tuple[Filter, ...], indexed: bool) -> ColumnElement[bool]:
             select(other.c.execution_id)
             .where(
                 other.c.execution_id == x.c.execution_id,
-                other.c.field == group[0].field,
+                _field_ids(group[0], other),
                 *(_compare(column, c.op, c.values) for c in group),
             )
             .exists()
@@ -227,11 +312,19 @@ def _all_of(parts: tuple[Filter, ...], indexed: bool) -> ColumnElement[bool]:
     return and_(*tests, *rest)
 
 
-def _workflows(c: Condition) -> ColumnElement[bool]:
-    t = s.orbit_search_values
+def _field_ids(c: Condition, t: Any = None) -> ColumnElement[bool]:
+    """`field_id` is one of the ids of the condition's field in its workflows
+    (read from `orbit_search_fields` by the statement itself)."""
+    t = s.orbit_search_values if t is None else t
+    f = s.orbit_search_fields
+    workflow: ColumnElement[bool]
     if len(c.workflows) > 1:
-        return t.c.workflow.in_(c.workflows)
-    return t.c.workflow == c.workflows[0]
+        workflow = f.c.workflow.in_(c.workflows)
+    else:
+        workflow = f.c.workflow == c.workflows[0]
+    named = select(f.c.field_id).where(workflow, f.c.field == c.field)
+    found: ColumnElement[bool] = t.c.field_id.in_(named)
+    return found
 
 
 def where(f: Filter, indexed: bool) -> ColumnElement[bool]:

@@ -259,6 +259,9 @@ class SqlStore(ScheduleTables, BatchTables):
                     # Whether the search part exists (orbit_store.search),
                     # brought to its current version if an older one is there.
                     self._indexed = search.prepare(conn)
+                    # The search fields' ids, read by the first commit that
+                    # writes a value (`_name_fields`).
+                    self._field_ids: search.FieldIds = {}
                     # Whether the idempotency part exists (orbit_store.idempotency).
                     self._keyed = idempotency.exists(conn)
                     # Whether the start-rate part exists (orbit_store.rates).
@@ -511,7 +514,9 @@ class SqlStore(ScheduleTables, BatchTables):
         updates: list[tuple[Any, ...]] = []
         # Continue-as-new moves a run's events, so what precedes it is written first.
         moves: list[tuple[list[tuple[Any, ...]], str, int, list[tuple[Any, ...]]]] = []
-        found = self._search_rows(batch)
+        # None: a field of the group has no id yet (given in the transaction).
+        found = self._search_rows(batch, self._field_ids)
+        named: list[search.FieldIds] = []
         keys = [idempotency.row(c.idempotency) for c in batch.executions if c.idempotency]
         buckets = batch.rates
         for change in batch.executions:
@@ -564,7 +569,7 @@ class SqlStore(ScheduleTables, BatchTables):
             self.insert_rows(cursor, new_rows)
             self.insert_events(cursor, events)
             self.update_rows(cursor, updates)
-            self._write_search(cursor, found)
+            self._write_search(cursor, batch, found, named)
             self._write_keys(cursor, keys)
             self._write_rates(cursor, batch)
             for w in batch.workers:
@@ -599,6 +604,7 @@ class SqlStore(ScheduleTables, BatchTables):
             or batch.workers
             or keys
             or buckets
+            or found is None
             or (found and not self._indexed)
         ):
             alone = self.one_statement(events, new_rows, updates, found)
@@ -606,7 +612,10 @@ class SqlStore(ScheduleTables, BatchTables):
                 self._write(alone, marker, alone=True)
                 return
         self._write(statements, marker)
-        self._indexed = self._indexed or bool(found)
+        if named:
+            # Known once the transaction that gave them is committed.
+            self._field_ids = named[0]
+        self._indexed = self._indexed or bool(found) or bool(named)
         self._keyed = self._keyed or bool(keys)
         self._rated = self._rated or bool(buckets)
 
@@ -615,11 +624,14 @@ class SqlStore(ScheduleTables, BatchTables):
     NO_TEXT: Any = None
     NO_NUMBER: Any = None
 
-    def _search_rows(self, batch: CommitBatch) -> list[tuple[Any, ...]]:
+    def _search_rows(
+        self, batch: CommitBatch, ids: search.FieldIds
+    ) -> list[tuple[Any, ...]] | None:
         """The search-index rows of a group (orbit_store.search), in the
         group's order: a later value of a field replaces an earlier one, as
         `executemany` runs the upsert row by row (a dialect that upserts
-        them in one statement keeps one per key: `search.latest`)."""
+        them in one statement keeps one per key: `search.latest`). None when
+        a field has no id in `ids` yet."""
         found: list[tuple[Any, ...]] = []
         add = found.append
         no_text, no_number = self.NO_TEXT, self.NO_NUMBER
@@ -627,28 +639,49 @@ class SqlStore(ScheduleTables, BatchTables):
             values = change.search
             if values:
                 eid = change.execution_id
-                workflow = change.row.workflow
-                for v in values:
-                    text, number = v.str_value, v.num_value
+                fields = ids.get(change.row.workflow)
+                if fields is None:
+                    return None
+                for field, text, number in values:
+                    field_id = fields.get(field)
+                    if field_id is None:
+                        return None
                     add(
                         (
                             eid,
-                            v.field,
-                            workflow,
+                            field_id,
                             no_text if text is None else text,
                             no_number if number is None else number,
                         )
                     )
         return found
 
-    def _write_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
-        """Upserts the group's search rows, creating the part on first use."""
-        if not found:
-            return
+    def _name_fields(self, cursor: Any, batch: CommitBatch) -> search.FieldIds:
+        """Gives the group's fields that have none an id, creating the part
+        first if need be; every field's id (`search.name_fields`)."""
         if not self._indexed:
             for statement in search.create_statements(self.engine.dialect):
                 cursor.execute(statement)
-        self.upsert_search(cursor, found)
+        names = {(c.row.workflow, v.field) for c in batch.executions for v in c.search}
+        return search.name_fields(cursor, self.engine.dialect.paramstyle, names)
+
+    def _write_search(
+        self,
+        cursor: Any,
+        batch: CommitBatch,
+        found: list[tuple[Any, ...]] | None,
+        named: list[search.FieldIds],
+    ) -> None:
+        """Upserts the group's search rows (`found`; None: a field has no id
+        yet, so the fields are named first and the rows made with the ids,
+        which `named` receives)."""
+        if found is None:
+            named[:] = [self._name_fields(cursor, batch)]
+            found = self._search_rows(batch, named[0])
+            if found is None:  # every field was just named: not to be dropped
+                raise StorageError("a search field has no id after it was named")
+        if found:
+            self.upsert_search(cursor, found)
 
     def upsert_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
         """Upserts search rows (`_search_rows`) into a table that exists."""
@@ -1100,11 +1133,12 @@ class SqlStore(ScheduleTables, BatchTables):
         return self._read(read, self._sweep_reader)
 
     def retention_search_values(self, execution_ids: Sequence[str]) -> dict[str, list[SearchValue]]:
-        t = s.orbit_search_values
+        t, f = s.orbit_search_values, s.orbit_search_fields
         query = (
-            select(t.c.execution_id, t.c.field, t.c.str_value, t.c.num_value)
+            select(t.c.execution_id, f.c.field, t.c.str_value, t.c.num_value)
+            .join(f, f.c.field_id == t.c.field_id)
             .where(t.c.execution_id.in_(bindparam("ids", expanding=True)))
-            .order_by(t.c.execution_id, t.c.field)
+            .order_by(t.c.execution_id, f.c.field)
         )
         ids = list(execution_ids)
 

@@ -262,6 +262,15 @@ class Executions:
         """The search rows `change` makes known (orbit_core.visibility)."""
         events = change.events
         s = live.state
+        if s.terminal and search.input_keys is not None:
+            # Only a start makes a field over the input known, and a
+            # finished execution's `@waiting` row stays: the usual last
+            # change of an indexed execution has nothing to write.
+            for event in events:
+                if type(event) is ev.WorkflowCreated:
+                    break
+            else:
+                return
         execution = (
             {"id": s.id, "workflow": s.workflow, "version": s.version}
             if search.reads_execution
