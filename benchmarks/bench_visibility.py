@@ -119,7 +119,9 @@ def load(store: SqlStore, defn: ir.Definition, total: int) -> float:
         for statement in search.create_statements(store.engine.dialect):
             if "INDEX" not in statement:
                 conn.exec_driver_sql(statement)
-        cursor = conn.connection.driver_connection.cursor()
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        cursor = driver.cursor()
         names = {(defn.name, "customer"), (defn.name, "amount")}
         ids = search.name_fields(cursor, store.engine.dialect.paramstyle, names)[defn.name]
         for first in range(0, total, CHUNK):
