@@ -388,8 +388,6 @@ class WorkerLoop:
             or not _is_json(environ.get("CONTENT_TYPE"))
         ):
             return None
-        if path == STARTS:
-            return self._start_call(link, environ, close)
         who = self._caller(environ)
         if who is None:
             return None
@@ -397,6 +395,8 @@ class WorkerLoop:
         if not length or int(length) > self._max_body:
             return None
         body = Fields(orjson.loads(environ["wsgi.input"].getvalue()))
+        if path == STARTS:
+            return self._start_call(link, who, body, close)
         calls = self._calls
         probe = link.probe
         desk: DeskCall
@@ -425,23 +425,14 @@ class WorkerLoop:
                 )
         return _Call(link, path, desk, close)
 
-    def _start_call(self, link: _Link, environ: dict[str, Any], close: bool) -> _Call | None:
+    def _start_call(self, link: _Link, who: Caller, body: Fields, close: bool) -> _Call | None:
         """A start by the admin (or by anyone, without credentials), read as
-        the route reads it. A client identity's start, whose permission the
-        route checks against the workflow, stays the thread path's, as does
-        any start the route would refuse before the engine."""
-        credentials = self._credentials
-        if credentials.required:
-            try:
-                who = credentials.caller(environ.get("HTTP_AUTHORIZATION"))
-            except OrbitError:
-                return None
-            if who.kind is not Kind.ADMIN:
-                return None
-        length = environ.get("CONTENT_LENGTH")
-        if not length or int(length) > self._max_body or self._start is None:
+        the route reads it. A worker's start, refused by the gate, and a
+        client identity's, whose permission the route checks against the
+        workflow, stay the thread path's, as does any start the route would
+        refuse before the engine."""
+        if who.kind is not Kind.ADMIN or self._start is None:
             return None
-        body = Fields(orjson.loads(environ["wsgi.input"].getvalue()))
         request = StartRequest(
             body.required_string("workflow"),
             version=body.string("version"),
