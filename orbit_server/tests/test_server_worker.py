@@ -15,7 +15,8 @@ from gunicorn.http.errors import (
     LimitRequestLine,
 )
 
-from orbit_server.worker import OrbitWorker, _Date
+from orbit_server.http_short import _Date
+from orbit_server.worker import OrbitWorker
 
 
 class FakeSocket:
@@ -152,7 +153,7 @@ def test_gunicorn_refusals_are_plain_text_and_failures_json(
 
 
 def test_header_names_made_up_by_clients_do_not_fill_the_name_table() -> None:
-    from orbit_server import worker as short_path
+    from orbit_server import http_short as short_path
 
     for i in range(2 * short_path._MAX_KEYS):
         assert short_path._key(b"X-Made-Up-%d" % i) == f"HTTP_X_MADE_UP_{i}"

@@ -76,6 +76,7 @@ from orbit_core.errors import OrbitError
 from orbit_server import errors
 from orbit_server.auth import ANYONE, API_VERSION, Caller, Credentials, Kind
 from orbit_server.body import Fields, _is_json
+from orbit_server.http_short import Asked, answer_bytes, asked
 from orbit_server.logs import logger
 from orbit_server.resources._json import encode
 from orbit_server.resources._peer import connection_probe
@@ -99,7 +100,6 @@ _RECV = 64 * 1024
 # requests are answered.
 _MAX_IN = 256 * 1024
 _VERSION = f"x-orbit-api-version: {API_VERSION}\r\n".encode("latin-1")
-_JSON = b"content-type: application/json\r\n"
 
 
 def enabled() -> bool:
@@ -364,7 +364,7 @@ class WorkerLoop:
             return None  # more bytes to come
         environ, close, end = parsed
         try:
-            call = self._call_of(link, environ, close or self._stopping)
+            call = self._call_of(link, asked(environ, close or self._stopping))
         except Exception:  # refused before the engine: the thread path refuses it
             call = None
         if call is None:
@@ -376,25 +376,26 @@ class WorkerLoop:
         link.call = call
         return call
 
-    def _call_of(self, link: _Link, environ: dict[str, Any], close: bool) -> _Call | None:
+    def _call_of(self, link: Any, request: Asked) -> _Call | None:
         """The hot call a request makes, or None when the request is not
         one the loop answers: the gate's and the route's checks, in their
         order, any refusal going back to the thread path."""
-        path = environ["PATH_INFO"]
+        path = request.path
+        close = request.close
         if (
             not self.serves(path)
-            or environ["REQUEST_METHOD"] != "POST"
-            or environ["RAW_URI"] != path
-            or not _is_json(environ.get("CONTENT_TYPE"))
+            or request.method != "POST"
+            or request.raw_uri != path
+            or not _is_json(request.content_type)
         ):
             return None
-        who = self._caller(environ)
+        who = self._caller(request.authorization)
         if who is None:
             return None
-        length = environ.get("CONTENT_LENGTH")
+        length = request.length
         if not length or int(length) > self._max_body:
             return None
-        body = Fields(orjson.loads(environ["wsgi.input"].getvalue()))
+        body = Fields(orjson.loads(request.body))
         if path == STARTS:
             return self._start_call(link, who, body, close)
         calls = self._calls
@@ -425,7 +426,7 @@ class WorkerLoop:
                 )
         return _Call(link, path, desk, close)
 
-    def _start_call(self, link: _Link, who: Caller, body: Fields, close: bool) -> _Call | None:
+    def _start_call(self, link: Any, who: Caller, body: Fields, close: bool) -> _Call | None:
         """A start by the admin (or by anyone, without credentials), read as
         the route reads it. A worker's start, refused by the gate, and a
         client identity's, whose permission the route checks against the
@@ -443,13 +444,13 @@ class WorkerLoop:
         # Raises for what is refused before any command (the input's size).
         return _Call(link, STARTS, self._start(request), close)
 
-    def _caller(self, environ: dict[str, Any]) -> Caller | None:
+    def _caller(self, authorization: str | None) -> Caller | None:
         """The gate's caller for a worker route; None when it refuses."""
         credentials = self._credentials
         if not credentials.required:
             return ANYONE
         try:
-            who = credentials.caller(environ.get("HTTP_AUTHORIZATION"))
+            who = credentials.caller(authorization)
         except OrbitError:
             return None
         return None if who.kind is Kind.CLIENT else who
@@ -516,16 +517,6 @@ class WorkerLoop:
             status, body = _started(call.desk.cmd)
         else:
             status, body, task = self._reported(call)
-        if body is None:
-            data = self._head(status, [], close)[:-2] + _VERSION + b"\r\n"
-        else:
-            data = (
-                self._head(status, [], close)[:-2]
-                + _VERSION
-                + _JSON
-                + b"content-length: %d\r\n\r\n" % len(body)
-                + body
-            )
         if not self._open(link):
             if task is not None:
                 self._calls.undelivered(task)
@@ -535,7 +526,11 @@ class WorkerLoop:
             self._calls.undelivered(task)
             self._close(link)
             return
-        link.out += data
+        self._deliver(link, status, body, task, close)
+
+    def _deliver(self, link: Any, status: str, body: bytes | None, task: Any, close: bool) -> None:
+        """Writes an answer to its connection."""
+        link.out += answer_bytes(self._head(status, [], close), _VERSION, body)
         if task is not None:
             link.tasks.append((len(link.out), task))
         link.close_after = close
