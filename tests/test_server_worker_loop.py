@@ -13,7 +13,9 @@ a server stopping with connections on the loop.
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -36,15 +38,21 @@ _UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 _DATE = re.compile(rb"Date: [^\r]*\r\n")
 
 
-def _server(db: Path, *, loop: bool) -> ServerProcess:
-    env = {"ORBIT_LOG": "debug"} if loop else {"ORBIT_WORKER_LOOP": "off"}
+# The loop on its own thread, and with its HTTP in the front process.
+MODES = ["on", "front"]
+
+
+def _server(db: Path, *, mode: str) -> ServerProcess:
+    env = {"ORBIT_LOG": "debug", "ORBIT_WORKER_LOOP": mode}
     proc = ServerProcess(db, "--token", TOKEN, "--worker-token", WORKER_TOKEN, env=env)
     return proc.start()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = _server(tmp_path_factory.mktemp("loop") / "orbit.db", loop=True)
+@pytest.fixture(scope="module", params=MODES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[ServerProcess]:
+    proc = _server(tmp_path_factory.mktemp("loop") / "orbit.db", mode=request.param)
     assert proc.http(TOKEN).post("/v1/workflows", server_ir.chain()).status == 201
     yield proc
     proc.stop()
@@ -140,12 +148,12 @@ def _closed(raw: Raw, answers: list[bytes]) -> list[bytes]:
 
 
 def _on_both(
-    tmp_path: Path, scenario: Callable[[ServerProcess], list[bytes]], loop_lines: int
+    tmp_path: Path, scenario: Callable[[ServerProcess], list[bytes]], loop_lines: int, mode: str
 ) -> tuple[list[bytes], list[bytes], str]:
     """The scenario's answers from a server with the loop and from one
     without, and the first one's log once it shows `loop_lines` moves to
     the loop (the server's lines are read on a thread)."""
-    with_loop = _server(tmp_path / "loop.db", loop=True)
+    with_loop = _server(tmp_path / "loop.db", mode=mode)
     try:
         looped = scenario(with_loop)
         wait_until(lambda: with_loop.log().count(ON_LOOP) >= loop_lines, 10, "on the loop")
@@ -153,7 +161,7 @@ def _on_both(
         log = with_loop.log()
     finally:
         with_loop.stop()
-    without = _server(tmp_path / "threads.db", loop=False)
+    without = _server(tmp_path / "threads.db", mode="off")
     try:
         threaded = scenario(without)
         assert ON_LOOP not in without.log()
@@ -221,8 +229,9 @@ def _scenario(proc: ServerProcess) -> list[bytes]:
     return _closed(raw, out)
 
 
-def test_the_loop_answers_byte_for_byte_as_the_thread_path(tmp_path: Path) -> None:
-    looped, threaded, log = _on_both(tmp_path, _scenario, 1)
+@pytest.mark.parametrize("mode", MODES)
+def test_the_loop_answers_byte_for_byte_as_the_thread_path(tmp_path: Path, mode: str) -> None:
+    looped, threaded, log = _on_both(tmp_path, _scenario, 1, mode)
     assert looped == threaded
     # The loop served them: connections moved to it, and came back for the
     # requests it leaves to the thread path.
@@ -266,8 +275,11 @@ def _start_scenario(proc: ServerProcess) -> list[bytes]:
     return _closed(raw, out)
 
 
-def test_the_loop_answers_starts_byte_for_byte_as_the_thread_path(tmp_path: Path) -> None:
-    looped, threaded, log = _on_both(tmp_path, _start_scenario, 2)
+@pytest.mark.parametrize("mode", MODES)
+def test_the_loop_answers_starts_byte_for_byte_as_the_thread_path(
+    tmp_path: Path, mode: str
+) -> None:
+    looped, threaded, log = _on_both(tmp_path, _start_scenario, 2, mode)
     assert looped == threaded
     # The loop answered every start the engine made: the connection left it
     # at the first start the route refuses, stayed on the thread path while
@@ -375,8 +387,11 @@ def test_a_task_whose_answer_cannot_be_written_is_redelivered(server: ServerProc
     )
 
 
-def test_stopping_closes_loop_connections_and_answers_parked_polls(tmp_path: Path) -> None:
-    proc = _server(tmp_path / "stop.db", loop=True)
+@pytest.mark.parametrize("mode", MODES)
+def test_stopping_closes_loop_connections_and_answers_parked_polls(
+    tmp_path: Path, mode: str
+) -> None:
+    proc = _server(tmp_path / "stop.db", mode=mode)
     try:
         api = proc.http(TOKEN)
         assert api.post("/v1/workflows", server_ir.chain()).status == 201
@@ -394,6 +409,66 @@ def test_stopping_closes_loop_connections_and_answers_parked_polls(tmp_path: Pat
         assert parked.closed() and idle.closed()
         idle.close()
         parked.close()
+    finally:
+        proc.stop()
+
+
+def _front_pid(proc: ServerProcess) -> int:
+    """The pid of the server's front process (a grandchild of `orbit server`)."""
+    assert proc.proc is not None
+    family = {proc.proc.pid}
+    for _ in range(3):
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if parent in family:
+                if b"orbit_server.front" in cmdline:
+                    return int(entry.name)
+                family.add(int(entry.name))
+    raise AssertionError("no front process")
+
+
+def test_a_server_whose_front_process_dies_serves_on(tmp_path: Path) -> None:
+    """The front is killed while a poll waits on it: that worker's
+    connection closes, and the server serves workers and clients on its
+    thread path from then on; the task the killed connection did not take
+    goes to the next worker at once."""
+    proc = _server(tmp_path / "front.db", mode="front")
+    try:
+        api = proc.http(TOKEN)
+        assert api.post("/v1/workflows", server_ir.chain()).status == 201
+        session = _register(api, "front-dies")
+        parked = Raw(proc)
+        _on_loop(parked, session)
+        parked.sock.sendall(_poll_request(session, 60_000))
+        time.sleep(0.2)
+        os.kill(_front_pid(proc), signal.SIGKILL)
+        assert parked.closed()
+        proc.wait_for_log("the front process ended")
+        parked.close()
+        other = Raw(proc)
+        other_session = _register(api, "front-dies-other")
+        _on_loop(other, other_session)
+        _start(api, "front-dies-1")
+        task = _body(
+            other.request(
+                "/v1/workers/poll", {"worker_session_id": other_session, "wait_ms": 10_000}
+            )
+        )
+        assert (task["execution_id"], task["step_id"]) == ("front-dies-1", "s0")
+        _finish(other, other_session, task)
+        wait_until(
+            lambda: api.get("/v1/executions/front-dies-1").body["status"] == "COMPLETED",
+            10,
+            "the execution completes",
+        )
+        assert proc.stop() == 0
     finally:
         proc.stop()
 

@@ -82,6 +82,7 @@ from orbit_server.batches import Batches
 from orbit_server.cluster import ClusterNode, advertise_default, node_id_default
 from orbit_server.config import Address, ConfigError, ServerConfig, check, startup_warnings
 from orbit_server.faults import LoggedFaults
+from orbit_server.front_link import FrontedLoop
 from orbit_server.http_adapter import HttpAdapter
 from orbit_server.identities import Identities
 from orbit_server.resources.health import ClusterView
@@ -530,7 +531,8 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         not started; None for TLS, a cluster node, or `ORBIT_WORKER_LOOP=off`."""
         calls = self.calls
         config = self.config
-        if calls is None or config.tls or not worker_loop.enabled():
+        mode = worker_loop.mode()
+        if calls is None or config.tls or mode == "off":
             return None
         desk = calls.batched
         if desk is None:
@@ -541,6 +543,11 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         # Starts too, on a server whose start route is the engine's alone: a
         # sweeper reads the start's `retention` field, which the loop does not.
         start = desk.start_call if self.sweeper is None else None
+        front = {name: hooks.pop(name) for name in ("reader", "server_header") if name in hooks}
+        if mode == "front":
+            return FrontedLoop(
+                calls, desk, credentials, config.max_body, start=start, **hooks, **front
+            )
         return WorkerLoop(calls, desk, credentials, config.max_body, start=start, **hooks)
 
     def drain(self) -> None:

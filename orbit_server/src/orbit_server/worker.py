@@ -145,7 +145,13 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
         """gunicorn's loop, with the worker loop beside it (worker_loop.py)."""
         make = getattr(self.app, "worker_loop", None)
         if make is not None:
-            self._loop = make(parse=self.parse, hand_back=self._hand_back, head=self._head)
+            self._loop = make(
+                parse=self.parse,
+                hand_back=self._hand_back,
+                head=self._head,
+                reader=self._reader,
+                server_header=self._server_header,
+            )
         if self._loop is not None:
             self._loop.start()
         try:

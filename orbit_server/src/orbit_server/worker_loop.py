@@ -102,9 +102,14 @@ _MAX_IN = 256 * 1024
 _VERSION = f"x-orbit-api-version: {API_VERSION}\r\n".encode("latin-1")
 
 
-def enabled() -> bool:
-    """Whether the loop serves hot calls (`ORBIT_WORKER_LOOP=off`: not)."""
-    return os.environ.get("ORBIT_WORKER_LOOP", "").strip().lower() not in ("off", "0", "no")
+def mode() -> str:
+    """How hot calls are served (`ORBIT_WORKER_LOOP`): "off" (the thread
+    path), "front" (the loop, its HTTP in the front process: front.py) or
+    "on" (the loop, on its thread)."""
+    value = os.environ.get("ORBIT_WORKER_LOOP", "").strip().lower()
+    if value in ("off", "0", "no"):
+        return "off"
+    return "front" if value == "front" else "on"
 
 
 class _Link:
