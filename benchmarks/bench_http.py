@@ -505,6 +505,52 @@ def cpu_split(proc: subprocess.Popen[str] | None) -> tuple[float, float] | None:
     return server / hz, bench / hz
 
 
+def report_cpu(
+    before: tuple[float, float] | None,
+    after: tuple[float, float] | None,
+    front_before: float | None,
+    front_after: float | None,
+    steps: int,
+) -> None:
+    """Prints the CPU per step of the server's processes and of the rest,
+    and the server's split between its engine and front processes."""
+    if before is None or after is None:
+        return
+    server_ms, bench_ms = (1000 * (b - a) / steps for a, b in zip(before, after, strict=True))
+    print(
+        f"cpu          server {server_ms:.3f} ms/step, benchmark {bench_ms:.3f} ms/step "
+        f"(on {os.cpu_count()} cores)"
+    )
+    if front_before is not None and front_after is not None:
+        front_ms = 1000 * (front_after - front_before) / steps
+        print(
+            f"cpu split    engine process {server_ms - front_ms:.3f} ms/step, "
+            f"front process {front_ms:.3f} ms/step"
+        )
+
+
+def front_cpu(proc: subprocess.Popen[str] | None) -> float | None:
+    """CPU seconds used so far by the server's front process (ORBIT_WORKER_LOOP=front),
+    or None without one."""
+    if proc is None:
+        return None
+    try:
+        pid = _front_of(proc.pid)
+        return None if pid is None else _ticks(pid) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+
+
+def _front_of(pid: int) -> int | None:
+    for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        if b"orbit_server.front" in Path(f"/proc/{kid}/cmdline").read_bytes():
+            return int(kid)
+        found = _front_of(int(kid))
+        if found is not None:
+            return found
+    return None
+
+
 def _ticks(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()
@@ -739,6 +785,7 @@ def main() -> None:
     wait_registered([Client(url, args.token) for url in servers], expected, workers)
 
     cpu_before = cpu_split(proc)
+    front_before = front_cpu(proc)
     prefix = f"bench-{os.getpid()}-{int(time.time())}"
     ids = [f"{prefix}-{i}" for i in range(args.executions)]
     began = time.monotonic()
@@ -773,6 +820,7 @@ def main() -> None:
         first_created = created if first_created is None else min(first_created, created)
         last_finished = max(last_finished, state["finished_at_ms"])
     cpu_after = cpu_split(proc)
+    front_after = front_cpu(proc)
     stop.set()
     for worker in workers:
         worker.join(10)
@@ -785,15 +833,7 @@ def main() -> None:
     report(
         args, server, grpc_addr if grpc else None, started=started, total=total, latencies=latencies
     )
-    if cpu_before is not None and cpu_after is not None:
-        steps = args.executions * args.steps
-        server_ms, bench_ms = (
-            1000 * (b - a) / steps for a, b in zip(cpu_before, cpu_after, strict=True)
-        )
-        print(
-            f"cpu          server {server_ms:.3f} ms/step, benchmark {bench_ms:.3f} ms/step "
-            f"(on {os.cpu_count()} cores)"
-        )
+    report_cpu(cpu_before, cpu_after, front_before, front_after, args.executions * args.steps)
     report_traces(receiver, args.executions * (args.steps + 1))
 
 

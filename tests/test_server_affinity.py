@@ -1,6 +1,7 @@
 """`orbit server` keeps its worker process, every thread of it, on one CPU,
 without wake-up preemption (SCHED_BATCH); the process that exports traces
-uses every CPU, at a lower priority."""
+uses every CPU, at a lower priority, and the front process (the worker
+loop's HTTP) the CPUs the worker process is not on."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
     reason="needs Linux and more than one CPU",
 )
+
+
+def _child(pid: int, module: bytes) -> int:
+    """The child process of `pid` that runs `python -m <module>`."""
+    for kid in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        if module in Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0"):
+            return int(kid)
+    raise AssertionError(f"no {module!r} process under {pid}")
 
 
 def _allowed(pid: int) -> set[str]:
@@ -51,9 +60,7 @@ def test_the_trace_exporting_process_uses_the_other_cpus(tmp_path: Path) -> None
         arbiter = proc.proc.pid
         assert proc.http().get("/v1/health").status == 200
         (worker,) = Path(f"/proc/{arbiter}/task/{arbiter}/children").read_text().split()
-        (exporter,) = Path(f"/proc/{worker}/task/{worker}/children").read_text().split()
-        cmdline = Path(f"/proc/{exporter}/cmdline").read_bytes().split(b"\0")
-        assert b"orbit_server.trace_export" in cmdline
+        exporter = _child(int(worker), b"orbit_server.trace_export")
         assert len(_allowed(int(worker)).pop().split(",")) == 1
         # It starts with its parent's CPU and lets go of it once running.
         wait_until(
@@ -62,3 +69,19 @@ def test_the_trace_exporting_process_uses_the_other_cpus(tmp_path: Path) -> None
             "the exporting process to lower its priority",
         )
         assert os.sched_getaffinity(int(exporter)) == os.sched_getaffinity(0)
+
+
+def test_the_front_process_runs_on_the_cpus_the_worker_process_leaves(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "orbit.db") as proc:
+        assert proc.proc is not None
+        arbiter = proc.proc.pid
+        assert proc.http().get("/v1/health").status == 200
+        (worker,) = Path(f"/proc/{arbiter}/task/{arbiter}/children").read_text().split()
+        front = _child(int(worker), b"orbit_server.front")
+        (pinned,) = os.sched_getaffinity(int(worker))
+        every = set(range(os.cpu_count() or 1))
+        wait_until(
+            lambda: os.sched_getaffinity(front) == every - {pinned},
+            10,
+            "the front process to leave the worker process's CPU",
+        )

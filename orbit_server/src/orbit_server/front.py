@@ -69,6 +69,9 @@ DELIVERED = 15
 
 _RECV = 64 * 1024
 _CHANNEL_RECV = 1024 * 1024
+# A connection's frame is its unread bytes (at most what the short path
+# reads ahead) and two addresses.
+_FDS_RECV = 64 * 1024
 _MAX_IN = 256 * 1024
 _LEN = struct.Struct("!I")
 # Room in the kernel for a turn's frame: the engine's turn writes once.
@@ -80,7 +83,7 @@ class Channel:
     messages, `flush` writes what the kernel takes, `read` returns the
     messages of every whole frame received so far."""
 
-    __slots__ = ("eof", "inbuf", "out", "sock")
+    __slots__ = ("_view", "eof", "inbuf", "out", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -91,6 +94,7 @@ class Channel:
         self.inbuf = bytearray()
         self.out = bytearray()
         self.eof = False
+        self._view = memoryview(bytearray(_CHANNEL_RECV))
 
     def put(self, messages: list[tuple[Any, ...]]) -> None:
         frame = pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
@@ -113,17 +117,20 @@ class Channel:
         return True
 
     def read(self) -> list[tuple[Any, ...]]:
+        # Into one buffer kept for the purpose: `recv(n)` would allocate n
+        # bytes for every call.
+        view = self._view
         while True:
             try:
-                data = self.sock.recv(_CHANNEL_RECV)
+                size = self.sock.recv_into(view)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
-                data = b""
-            if not data:
+                size = 0
+            if not size:
                 self.eof = True
                 break
-            self.inbuf += data
+            self.inbuf += view[:size]
         messages: list[tuple[Any, ...]] = []
         buf = self.inbuf
         at = 0
@@ -210,7 +217,9 @@ class Front:
         self._fds_buf = bytearray()
         self._fds_in: collections.deque[int] = collections.deque()
 
-    def run(self) -> None:
+    def run(self, first: list[tuple[Any, ...]]) -> None:
+        for message in first:
+            self._on(message)
         try:
             while not self._channel.eof:
                 self._turn()
@@ -273,7 +282,7 @@ class Front:
         descriptor each, in order, over the stream of `fds`."""
         while True:
             try:
-                data, fds, _flags, _addr = socket.recv_fds(self._fds, _CHANNEL_RECV, 64)
+                data, fds, _flags, _addr = socket.recv_fds(self._fds, _FDS_RECV, 64)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
@@ -491,16 +500,16 @@ def main(argv: list[str]) -> int:
     channel = Channel(socket.socket(fileno=int(argv[1])))
     fds = socket.socket(fileno=int(argv[2]))
     fds.setblocking(False)
-    settings: dict[str, Any] | None = None
+    messages: list[tuple[Any, ...]] = []
     selector = selectors.DefaultSelector()
     selector.register(channel.sock, selectors.EVENT_READ)
-    while settings is None and not channel.eof:
+    while not messages and not channel.eof:
         selector.select()
-        for message in channel.read():
-            settings = message[1]
+        messages = channel.read()
     selector.close()
-    if settings is None:
+    if not messages:
         return 0
+    settings: dict[str, Any] = messages[0][1]
     cpus = settings.get("cpus")
     if cpus and hasattr(os, "sched_setaffinity"):
         with contextlib.suppress(OSError):
@@ -510,7 +519,9 @@ def main(argv: list[str]) -> int:
         max_line=settings["max_line"],
         max_fields=settings["max_fields"],
     )
-    Front(channel, fds, reader, settings["server_header"], settings["version"]).run()
+    front = Front(channel, fds, reader, settings["server_header"], settings["version"])
+    # What came with the settings (a shutdown that followed at once).
+    front.run(messages[1:])
     return 0
 
 

@@ -113,6 +113,8 @@ class FrontedLoop(WorkerLoop):
             fds_theirs.close()
         self._channel = Channel(ours)
         self._channel.put([(0, self._settings)])
+        # Now, not at the loop's first turn: that may wait for a connection.
+        self._channel.flush()
         self._fds = fds_ours
         fds_ours.settimeout(_SEND_FD_S)
         self._selector.register(ours, selectors.EVENT_READ, "channel")

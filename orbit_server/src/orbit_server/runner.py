@@ -527,8 +527,10 @@ class OrbitApplication(BaseApplication):  # type: ignore[misc]
         log.info("gRPC worker protocol listening", addr=str(bound), tls=self.config.tls)
 
     def worker_loop(self, **hooks: Any) -> WorkerLoop | None:
-        """The worker loop of a single plain-HTTP server (worker_loop.py),
-        not started; None for TLS, a cluster node, or `ORBIT_WORKER_LOOP=off`."""
+        """The worker loop of a single plain-HTTP server (worker_loop.py;
+        with its HTTP in the front process unless `worker_loop.mode()` says
+        otherwise), not started; None for TLS, a cluster node, or
+        `ORBIT_WORKER_LOOP=off`."""
         calls = self.calls
         config = self.config
         mode = worker_loop.mode()
