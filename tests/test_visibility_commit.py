@@ -79,6 +79,20 @@ def test_two_values_of_one_field_in_a_group_keep_the_later(store: SqlStore) -> N
     assert _found(store, "amount < 500") == ["e-0"]
 
 
+def test_two_values_of_one_field_in_one_statement_keep_the_later(store: SqlStore) -> None:
+    # Four rows: one statement of four on SQLite, whose second row of
+    # (e-1, amount) must replace the first.
+    changes = [
+        _change("e-1", [SearchValue("amount", None, 100.0)]),
+        _change("e-2", [SearchValue("amount", None, 5.0)]),
+        _change("e-3", [SearchValue("amount", None, 7.0)]),
+    ]
+    changes[0].search.append(SearchValue("amount", None, 600.0))
+    store.commit(CommitBatch(executions=changes))
+    assert _found(store, "amount > 500") == ["e-1"]
+    assert sorted(_found(store, "amount < 500")) == ["e-2", "e-3"]
+
+
 def _all(store: Store, text: str) -> set[str]:
     result = compile_source((ROOT / "examples" / "visibility.orbit").read_text(), "x.orbit")
     typed = compile_filter(text, FieldCatalog.of(list(result.definitions)))
@@ -115,17 +129,22 @@ def test_a_large_group_writes_every_row_and_missing_values_stay_null(store: SqlS
     assert [tuple(r) for r in nulls] == [("amount", 150), ("customer", 150)]
 
 
-def test_sqlite_upserts_a_groups_rows_one_statement_each(tmp_path: Path) -> None:
-    # A statement of several rows into the indexed table made SQLite keep a
-    # statement journal, a copy of every index page it changed, spilt to a
-    # temporary file (orbit_store.search.SQLITE_UPSERT): the rows go one
-    # statement each, which needs none.
+def test_sqlite_upserts_a_groups_rows_in_chunks_with_the_journal_in_memory(
+    tmp_path: Path,
+) -> None:
+    # Row by row, each row paid for a statement of its own; a statement of
+    # several rows keeps a statement journal, which SQLite spills to a
+    # temporary file past 64 KiB unless temporary storage is in memory
+    # (orbit_store.search.SQLITE_UPSERT): the rows go in chunks of 64, 16,
+    # 4 and 1, on a writing connection with `temp_store=MEMORY`.
     store = SqliteStore(tmp_path / "orbit.db")
     try:
         store.commit(CommitBatch(executions=[_change("e-0", [SearchValue("amount", None, 1.0)])]))
         traced: list[str] = []
         with store._writer.lock:
-            store._writer.raw().set_trace_callback(traced.append)
+            raw = store._writer.raw()
+            assert raw.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY
+            raw.set_trace_callback(traced.append)
         changes = [
             _change(
                 f"e-{i:03d}",
@@ -137,8 +156,8 @@ def test_sqlite_upserts_a_groups_rows_one_statement_each(tmp_path: Path) -> None
         with store._writer.lock:
             store._writer.raw().set_trace_callback(None)
         upserts = [t for t in traced if t.startswith("INSERT INTO orbit_search_values")]
-        assert len(upserts) == 300
-        assert all(t.count("VALUES (") == 1 for t in upserts)
+        sizes = [t.count("NULLIF(") for t in upserts]
+        assert sizes == [64, 64, 64, 64, 16, 16, 4, 4, 4]  # 300 rows
         assert len(_all(store, "amount == 1")) == 151
     finally:
         store.close()

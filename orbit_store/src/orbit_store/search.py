@@ -23,6 +23,7 @@ Python.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sqlalchemy import (
@@ -151,25 +152,42 @@ def upsert_sql(dialect: Any) -> Any:
     )
 
 
-# SQLite's upsert of one row, run for each row of a group (`executemany`).
-# Rows come as `upsert_sql`'s, but for a missing value: a text as 0 and a
-# number as NaN, both stored as NULL (SQLite binds NaN as NULL), as a None
-# costs the sqlite3 module an adapter lookup per parameter.
+# SQLite's upsert of one row; `sqlite_upsert(n)` repeats its VALUES for n
+# rows in one statement. Rows come as `upsert_sql`'s, but for a missing
+# value: a text as 0 and a number as NaN, both stored as NULL (SQLite binds
+# NaN as NULL), as a None costs the sqlite3 module an adapter lookup per
+# parameter.
 #
-# One row per statement on purpose. A statement of several rows into an
-# indexed table may have to undo its earlier rows when a later one fails, so
-# SQLite keeps a statement journal: a copy of every page the statement
-# changes, which spills to a temporary file past 64 KiB. A group's rows land
-# on scattered pages of the value indexes (one page each, once the index is
-# larger than the group), so a 64-row statement copied and wrote out about
-# as many pages as it changed: `bench_visibility.py --commit` timed 13 us an
-# execution (two rows) against 10 us row by row, which callgrind's
-# instruction count did not show (the copy is a memcpy and a write(2)).
+# A group's rows go in statements of 64, 16, 4 and 1 rows (SQLITE_CHUNKS:
+# few distinct texts, so the sqlite3 module's statement cache keeps them
+# all). Row by row, each row paid for a statement's step and reset and a
+# release of the GIL: the chunks take about 4,500 instructions off a row
+# (`bench_visibility.py --counted`: 56,000 added a start, now 47,000). A
+# statement of several rows into an indexed table keeps a
+# statement journal (a copy of each page it changes, so that it can undo
+# its earlier rows if a later one fails), which past 64 KiB spilt to a
+# temporary file: `bench_visibility.py --commit` timed that at 13 us an
+# execution against 10 us row by row. The writing connection therefore
+# keeps its journals in memory (`SqliteStore.transaction_scope`), and the
+# copy is a memcpy.
 SQLITE_UPSERT = (
     f"INSERT INTO orbit_search_values ({', '.join(_COLUMNS)}) VALUES (?, ?, NULLIF(?, 0), ?)"
     " ON CONFLICT (execution_id, field_id) DO UPDATE SET "
     "str_value = excluded.str_value, num_value = excluded.num_value"
 )
+
+SQLITE_CHUNKS = (64, 16, 4, 1)
+
+
+@functools.cache
+def sqlite_upsert(rows: int) -> str:
+    """`SQLITE_UPSERT` for `rows` rows in one statement."""
+    if rows == 1:
+        return SQLITE_UPSERT
+    head, tail = SQLITE_UPSERT.split(" ON CONFLICT ")
+    values = head[head.index("(?") :]
+    return f"{head}{(', ' + values) * (rows - 1)} ON CONFLICT {tail}"
+
 
 # Gives a (workflow, field) its id, unless it has one (`name_fields`).
 NAME_FIELD = (
@@ -307,6 +325,15 @@ def _all_of(parts: tuple[Filter, ...], indexed: bool) -> ColumnElement[bool]:
                 _field_ids(group[0], other),
                 *(_compare(column, c.op, c.values) for c in group),
             )
+            # OFFSET 0 keeps the check a look-up per candidate on PostgreSQL,
+            # whose planner otherwise turns the EXISTS into a semi-join. It
+            # cannot tell at planning time which ids `field_id IN (SELECT
+            # ..)` stands for, so it guessed a few thousand rows for `amount
+            # > 500` and hashed all of them (half a million at 1,000,000
+            # executions: 660 ms where the look-ups take 3 ms). An OFFSET
+            # is one of the things that stop that rewrite; SQLite runs an
+            # EXISTS per candidate anyway.
+            .offset(0)
             .exists()
         )
     return and_(*tests, *rest)

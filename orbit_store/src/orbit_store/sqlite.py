@@ -94,6 +94,8 @@ class SqliteStore(SqlStore):
         self._lock_fd: int | None = None
         self._identity: tuple[int, int] | None = None
         self._lost: str | None = None
+        # The last connection given `temp_store=MEMORY` (`transaction_scope`).
+        self._journal_in_memory: Any = None
         if not in_memory:
             self.path = os.path.abspath(self.path)
             lock_path = self.path + ".lock"
@@ -154,11 +156,33 @@ class SqliteStore(SqlStore):
             self.close()
             raise
 
+    def transaction_scope(self, raw: Any) -> contextlib.AbstractContextManager[Any]:
+        """Keeps the statement journals of a writing connection in memory
+        (`temp_store=MEMORY`, set before its first transaction: SQLite reads
+        it when a transaction begins). A statement of several rows into an
+        indexed table, such as `upsert_search`'s, journals the pages it
+        changes so that it can be undone alone; past 64 KiB that copy went to
+        a temporary file, written and deleted for every statement. Only the
+        connections that write get it: a query's temporary tables (a large
+        `IN (SELECT ..)`) keep spilling to a file rather than to memory."""
+        if raw is not self._journal_in_memory:
+            raw.execute("PRAGMA temp_store=MEMORY")
+            self._journal_in_memory = raw
+        return super().transaction_scope(raw)
+
     def upsert_search(self, cursor: Any, found: list[tuple[Any, ...]]) -> None:
-        """Upserts the rows one statement each (`search.SQLITE_UPSERT` says
-        why not several), in order, so a later row of a key replaces an
-        earlier one."""
-        cursor.executemany(search.SQLITE_UPSERT, found)
+        """Upserts the rows in statements of 64, 16, 4 rows and single ones
+        (`search.sqlite_upsert`), in order, so a later row of a key
+        replaces an earlier one."""
+        start, left = 0, len(found)
+        for size in search.SQLITE_CHUNKS:
+            if left < size:
+                continue
+            sql = search.sqlite_upsert(size)
+            while left >= size:
+                end = start + size
+                cursor.execute(sql, [x for row in found[start:end] for x in row])
+                start, left = end, left - size
 
     @contextlib.contextmanager
     def lax_commit(self, raw: Any) -> Iterator[None]:
