@@ -696,7 +696,10 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--token", default="admin")
     parser.add_argument("--worker-token", default="worker")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, default=8)
+    # 4 workers x 32 = 128 tasks in flight: what the peers harness gives
+    # Restate (restate_128). With 8, the workers' slots, not the server,
+    # held throughput (docs/performance.md, 2026-12-07 late night).
+    parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rate", type=float, default=0, help="starts per second (0: flat out)")
     parser.add_argument("--worker-kind", choices=sorted(WORKER_KINDS), default="raw")

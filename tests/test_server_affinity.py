@@ -72,7 +72,7 @@ def test_the_trace_exporting_process_uses_the_other_cpus(tmp_path: Path) -> None
 
 
 def test_the_front_process_runs_on_the_cpus_the_worker_process_leaves(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path / "orbit.db") as proc:
+    with ServerProcess(tmp_path / "orbit.db", env={"ORBIT_WORKER_LOOP": "front"}) as proc:
         assert proc.proc is not None
         arbiter = proc.proc.pid
         assert proc.http().get("/v1/health").status == 200

@@ -49,11 +49,11 @@ Shutdown (`stop`): new calls no longer park (the engine drains), idle
 connections close at once, and those with a call in flight close once it
 is answered, with `Connection: close`.
 
-On a machine with more than one CPU the loop's sockets are the front
+With `ORBIT_WORKER_LOOP=front` the loop's sockets are the front
 process's (front.py, front_link.py): it receives, parses and writes, and
 this loop keeps the engine's part. `ORBIT_WORKER_LOOP` chooses (`mode`):
-`front`, `on` (everything on this thread) or `off` (every connection on
-the thread path, an escape hatch; docs/design/server.md).
+`on` (everything on this thread, the default), `front`, or `off` (every
+connection on the thread path, an escape hatch; docs/design/server.md).
 """
 
 from __future__ import annotations
@@ -108,16 +108,14 @@ _VERSION = f"x-orbit-api-version: {API_VERSION}\r\n".encode("latin-1")
 def mode() -> str:
     """How hot calls are served (`ORBIT_WORKER_LOOP`): "off" (the thread
     path), "front" (the loop, its HTTP in the front process: front.py) or
-    "on" (the loop, on its thread). Unset: "front" where a second CPU can
-    run it, else "on"."""
+    "on" (the loop on its thread, the default: docs/performance.md has the
+    measurements that chose it)."""
     value = os.environ.get("ORBIT_WORKER_LOOP", "").strip().lower()
     if value in ("off", "0", "no"):
         return "off"
-    if value in ("front", "on"):
-        return value
-    # The machine's CPUs, not the process's: the server's process is
-    # pinned to one by then (runner._pin_to_one_cpu).
-    return "front" if (os.cpu_count() or 1) > 1 and hasattr(socket, "send_fds") else "on"
+    if value == "front" and hasattr(socket, "send_fds"):
+        return "front"
+    return "on"
 
 
 class _Link:
