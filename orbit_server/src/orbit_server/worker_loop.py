@@ -49,11 +49,12 @@ Shutdown (`stop`): new calls no longer park (the engine drains), idle
 connections close at once, and those with a call in flight close once it
 is answered, with `Connection: close`.
 
-With `ORBIT_WORKER_LOOP=front` the loop's sockets are the front
+On a machine with a second CPU the loop's sockets are the front
 process's (front.py, front_link.py): it receives, parses and writes, and
 this loop keeps the engine's part. `ORBIT_WORKER_LOOP` chooses (`mode`):
-`on` (everything on this thread, the default), `front`, or `off` (every
-connection on the thread path, an escape hatch; docs/design/server.md).
+`front`, `on` (everything on this thread, the default on one CPU) or `off`
+(every connection on the thread path, an escape hatch;
+docs/design/server.md).
 """
 
 from __future__ import annotations
@@ -108,14 +109,18 @@ _VERSION = f"x-orbit-api-version: {API_VERSION}\r\n".encode("latin-1")
 def mode() -> str:
     """How hot calls are served (`ORBIT_WORKER_LOOP`): "off" (the thread
     path), "front" (the loop, its HTTP in the front process: front.py) or
-    "on" (the loop on its thread, the default: docs/performance.md has the
-    measurements that chose it)."""
+    "on" (the loop on its thread). Unset: "front" on a machine with a
+    second CPU, else "on" (docs/performance.md has the measurements)."""
     value = os.environ.get("ORBIT_WORKER_LOOP", "").strip().lower()
     if value in ("off", "0", "no"):
         return "off"
-    if value == "front" and hasattr(socket, "send_fds"):
+    if value == "on" or not hasattr(socket, "send_fds"):
+        return "on"
+    if value == "front":
         return "front"
-    return "on"
+    # The machine's CPUs, not the process's: the server's process is
+    # pinned to one by then (runner._pin_to_one_cpu).
+    return "front" if (os.cpu_count() or 1) > 1 else "on"
 
 
 class _Link:
