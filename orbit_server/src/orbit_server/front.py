@@ -51,7 +51,14 @@ import struct
 import sys
 from typing import Any
 
-from orbit_server.http_short import RequestReader, _Date, answer_bytes, asked, write_head
+from orbit_server.http_short import (
+    RequestReader,
+    _Date,
+    answer_bytes,
+    asked,
+    close_now,
+    write_head,
+)
 
 # Messages, server to front: ("answer", link, status, body, close, seq),
 # ("return", link), ("close", link), ("stop",).
@@ -455,7 +462,7 @@ class Front:
         except OSError:
             lost = [seq for _, seq in conn.tasks]
             self._messages.append((GONE, conn.id, lost))
-            _shut(conn.sock)
+            close_now(conn.sock)
             return
         self._delivered.extend(seq for _, seq in conn.tasks)
         with contextlib.suppress(OSError):
@@ -466,23 +473,9 @@ class Front:
         if not self._open(conn):
             return
         self._forget(conn)
-        _shut(conn.sock)
+        close_now(conn.sock)
         if report:
             self._messages.append((GONE, conn.id, [seq for _, seq in conn.tasks]))
-
-
-def _shut(sock: socket.socket) -> None:
-    """Shuts the connection down for both processes, as `close_now` does:
-    what the client sent is read first, so that closing with unread bytes
-    does not reset a response the client is reading."""
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_WR)
-        sock.setblocking(False)
-        for _ in range(16):
-            if not sock.recv(_RECV):
-                break
-    with contextlib.suppress(OSError):
-        sock.close()
 
 
 def adopt_frame(link: int, unread: bytes, server: Any, client: Any) -> bytes:

@@ -9,7 +9,9 @@ same others. worker.py's docstring says what the parser accepts and why.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import socket
 import ssl
 import sys
 import time
@@ -336,3 +338,23 @@ def write_head(status: str, server: bytes, date: bytes, close: bool) -> bytes:
             b"\r\nConnection: close\r\n\r\n" if close else b"\r\nConnection: keep-alive\r\n\r\n",
         )
     )
+
+
+# What `close_now` reads per call of what a client sent before it closes.
+_DRAIN = 64 * 1024
+
+
+def close_now(sock: Any) -> None:
+    """Closes a connection without waiting for its client: what it sent is
+    read first (as far as it has arrived), so that closing with unread bytes
+    does not reset the connection under a response the client is reading.
+    (Shut down for every process holding the connection: the front's and
+    the worker process's copies of it.)"""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        sock.setblocking(False)
+        for _ in range(16):
+            if not sock.recv(_DRAIN):
+                break
+    with contextlib.suppress(OSError):
+        sock.close()

@@ -73,8 +73,9 @@ from orbit_server.http_short import (
     RequestReader,
     _Date,
     _Fallback,
+    close_now,
 )
-from orbit_server.worker_loop import WorkerLoop, close_now
+from orbit_server.worker_loop import WorkerLoop
 
 # How long a thread waits for a kept-alive connection's next request before
 # returning the connection to gunicorn's poller (and the thread to its pool).

@@ -80,7 +80,7 @@ from orbit_core.errors import OrbitError
 from orbit_server import errors
 from orbit_server.auth import ANYONE, API_VERSION, Caller, Credentials, Kind
 from orbit_server.body import Fields, _is_json
-from orbit_server.http_short import Asked, answer_bytes, asked
+from orbit_server.http_short import Asked, answer_bytes, asked, close_now
 from orbit_server.logs import logger
 from orbit_server.resources._json import encode
 from orbit_server.resources._peer import connection_probe
@@ -666,17 +666,3 @@ def _internal(exc: BaseException) -> tuple[str, bytes]:
     return falcon.code_to_http_status(500), errors.error_json(
         "INTERNAL", f"internal error: {type(exc).__name__}"
     )
-
-
-def close_now(sock: Any) -> None:
-    """Closes a connection without waiting for its client: what it sent is
-    read first (as far as it has arrived), so that closing with unread bytes
-    does not reset the connection under a response the client is reading."""
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_WR)
-        sock.setblocking(False)
-        for _ in range(16):
-            if not sock.recv(_RECV):
-                break
-    with contextlib.suppress(OSError):
-        sock.close()
