@@ -35,7 +35,8 @@ from gunicorn.http.unreader import SocketUnreader
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from orbit_server.worker import MAX_HEAD, OrbitWorker, _Fallback
+from orbit_server.http_short import MAX_HEAD, _Fallback
+from orbit_server.worker import OrbitWorker
 
 EXAMPLES = int(os.environ.get("ORBIT_WIRE_FUZZ_EXAMPLES", "1200"))
 CLIENT = ("127.0.0.1", 40000)
