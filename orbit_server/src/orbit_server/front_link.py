@@ -38,7 +38,7 @@ from orbit_server.front import (
     Channel,
     adopt_frame,
 )
-from orbit_server.http_short import Asked, RequestReader
+from orbit_server.http_short import Asked, RequestReader, close_now
 from orbit_server.logs import logger
 from orbit_server.worker_loop import _VERSION, WorkerLoop, _Call, _Link
 
@@ -124,24 +124,14 @@ class FrontedLoop(WorkerLoop):
 
     # ---- the loop
 
-    def _run(self) -> None:
-        try:
-            while not (self._stopping and not self._links and not self._adopted):
-                self._turn()
-        except BaseException:
-            _log.exception("the worker loop failed; its connections are closed")
-            raise
-        finally:
-            self._lose_front()
-            self._selector.close()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-            if self._process is not None:
-                try:
-                    self._process.wait(5.0)
-                except subprocess.TimeoutExpired:
-                    self._process.kill()
-                    self._process.wait()
+    def _release(self) -> None:
+        self._lose_front()
+        if self._process is not None:
+            try:
+                self._process.wait(5.0)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
 
     def _turn(self) -> None:
         timeout: float | None = None
@@ -209,9 +199,7 @@ class FrontedLoop(WorkerLoop):
             link = self._links.get(message[1])
             if link is not None:
                 link.eof = True
-                call = link.call
-                if call is not None and call.desk.waiting:
-                    self._desk.expire(call.desk)
+                self._end_wait(link)
         elif kind == GONE:
             for seq in message[2]:
                 task = self._tasks.pop(seq, None)
@@ -291,16 +279,17 @@ class FrontedLoop(WorkerLoop):
         self._out.append((CLOSE, link.fd))
         self._drop(link)
 
-    def _drop(self, link: Any) -> None:
+    def _drop(self, link: Any, *, last: bool = False) -> None:
+        """Forgets a connection and ends its parked poll; this process's
+        copy of it closes (shut down first when it is the `last` copy:
+        the front is gone)."""
         self._forget(link)
-        call = link.call
-        if call is not None and call.desk.waiting:
-            self._desk.expire(call.desk)
-        with contextlib.suppress(OSError):
-            link.sock.close()
-
-    def _hand_back_link(self, link: Any, data: bytes) -> None:
-        raise AssertionError("the front gives connections back")  # pragma: no cover
+        self._end_wait(link)
+        if last:
+            close_now(link.sock)
+        else:
+            with contextlib.suppress(OSError):
+                link.sock.close()
 
     def _lose_front(self) -> None:
         """The front is gone (or the loop ends): every connection closes
@@ -309,14 +298,7 @@ class FrontedLoop(WorkerLoop):
         closed every connection in order)."""
         self._lost = True
         for link in list(self._links.values()):
-            self._forget(link)
-            call = link.call
-            if call is not None and call.desk.waiting:
-                self._desk.expire(call.desk)
-            with contextlib.suppress(OSError):
-                link.sock.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                link.sock.close()
+            self._drop(link, last=True)
         tasks, self._tasks = self._tasks, {}
         for task in tasks.values():
             self._calls.undelivered(task)
@@ -339,5 +321,4 @@ def _other_cpus() -> list[int]:
         return []
     ours = os.sched_getaffinity(0)
     every = set(range(os.cpu_count() or 1))
-    others = sorted(every - ours) if len(ours) == 1 else []
-    return others
+    return sorted(every - ours) if len(ours) == 1 else []

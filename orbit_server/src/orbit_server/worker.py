@@ -74,6 +74,7 @@ from orbit_server.http_short import (
     _Date,
     _Fallback,
     close_now,
+    write_head,
 )
 from orbit_server.worker_loop import WorkerLoop
 
@@ -422,18 +423,11 @@ class OrbitWorker(ThreadWorker):  # type: ignore[misc]
             self.log.debug("Failed to send error message.")
 
     def _head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
-        out = [
-            b"HTTP/1.1 ",
-            status.encode("latin-1"),
-            b"\r\n",
-            self._server_header,
-            b"Date: ",
-            self._date.value(),
-            b"\r\nConnection: close\r\n" if close else b"\r\nConnection: keep-alive\r\n",
-        ]
-        out.extend(f"{name}: {value}\r\n".encode("latin-1") for name, value in headers)
-        out.append(b"\r\n")
-        return b"".join(out)
+        head = write_head(status, self._server_header, self._date.value(), close)
+        if not headers:
+            return head
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
+        return head[:-2] + extra.encode("latin-1") + b"\r\n"
 
 
 class _Page:

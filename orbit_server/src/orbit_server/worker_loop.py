@@ -256,11 +256,15 @@ class WorkerLoop:
             _log.exception("the worker loop failed; its connections are closed")
             raise
         finally:
-            for link in list(self._links.values()):
-                self._close(link)
+            self._release()
             self._selector.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
+
+    def _release(self) -> None:
+        """(the loop's end) Lets go of every connection still held."""
+        for link in list(self._links.values()):
+            self._close(link)
 
     def _turn(self) -> None:
         timeout: float | None = None
@@ -321,8 +325,7 @@ class WorkerLoop:
                 if not link.unread:
                     self._close(link)
                 return
-            if call.desk.waiting:
-                self._desk.expire(call.desk)
+            self._end_wait(link)
             return
         link.unread += data
         if link.call is None:
@@ -622,10 +625,14 @@ class WorkerLoop:
             return
         self._forget(link)
         self._undelivered(link)
+        self._end_wait(link)
+        close_now(link.sock)
+
+    def _end_wait(self, link: _Link) -> None:
+        """Ends the link's parked poll, if it has one: its worker left."""
         call = link.call
         if call is not None and call.desk.waiting:
             self._desk.expire(call.desk)
-        close_now(link.sock)
 
     def _undelivered(self, link: _Link) -> None:
         tasks, link.tasks = link.tasks, []
