@@ -256,8 +256,9 @@ class Front:
                 if mask & selectors.EVENT_READ and self._open(data):
                     self._receive(data)
         if channel_read:
-            # Connections first: an answer can follow its connection closely.
-            self._adopt()
+            # After the turn's new connections (the selector's order is
+            # not ours), though every message names a connection the front
+            # has already sent a call for.
             for message in self._channel.read():
                 self._on(message)
         self._requests()
